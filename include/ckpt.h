@@ -1,0 +1,13 @@
+/* ckptconv: read, convert and verify large-model training checkpoints. */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include "ckpt/common.h"
+#include "ckpt/error.h"
+#include "ckpt/buf.h"
+#include "ckpt/dtype.h"
+#include "ckpt/tensor.h"
+#include "ckpt/value.h"
+#include "ckpt/checkpoint.h"
+
+#endif

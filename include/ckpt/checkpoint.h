@@ -1,0 +1,123 @@
+/* Opening checkpoints of any supported format, and converting between formats. */
+#ifndef CKPT_CHECKPOINT_H
+#define CKPT_CHECKPOINT_H
+
+#include "buf.h"
+#include "dtype.h"
+#include "tensor.h"
+#include "value.h"
+
+CKPT_BEGIN_DECL
+
+/* An opened checkpoint: named tensors (lazy; nothing is read until asked) and the value
+ * tree of everything else. Input files stay mapped until ckpt_close. */
+typedef struct ckpt_ckpt ckpt_ckpt;
+
+typedef struct ckpt_open_options {
+    unsigned version;
+    const char *format; /* a registered format name; NULL: every format bids on the input */
+    int verify_crc;     /* check CRC-32 of zip records (reads every byte once at open) */
+} ckpt_open_options;
+
+#define CKPT_OPEN_OPTIONS_VERSION 1
+#define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0 }
+
+/* Open a file (or a directory / index file for sharded formats). Errors name the path and
+ * the reason; CKPT_EFORMAT "unrecognized checkpoint format" when no format bids. */
+CKPT_EXTERN(int) ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts);
+CKPT_EXTERN(void) ckpt_close(ckpt_ckpt *c);
+
+CKPT_EXTERN(const char *) ckpt_path(const ckpt_ckpt *c);
+CKPT_EXTERN(const char *) ckpt_format_name(const ckpt_ckpt *c);
+/* Total bytes of the input files. */
+CKPT_EXTERN(uint64_t) ckpt_input_size(const ckpt_ckpt *c);
+
+CKPT_EXTERN(size_t) ckpt_tensor_count(const ckpt_ckpt *c);
+/* Borrowed, valid until ckpt_close. */
+CKPT_EXTERN(const ckpt_tensor *) ckpt_tensor_at(const ckpt_ckpt *c, size_t i);
+CKPT_EXTERN(const ckpt_tensor *) ckpt_tensor_find(const ckpt_ckpt *c, const char *name);
+
+/* The metadata tree with CKPT_VAL_TENSOR leaves indexing the tensor table; NULL for
+ * formats without one (safetensors gives a dict of its tensors and __metadata__). */
+CKPT_EXTERN(const ckpt_value *) ckpt_root(const ckpt_ckpt *c);
+
+/* Things the reader wants a person to know ("legacy torch format", "reassembled split
+ * tensor x from 3 parts"). */
+CKPT_EXTERN(size_t) ckpt_note_count(const ckpt_ckpt *c);
+CKPT_EXTERN(const char *) ckpt_note_at(const ckpt_ckpt *c, size_t i);
+
+/* Every distinct pickle global the input references, in order of first appearance. */
+typedef struct ckpt_global_ref {
+    const char *module;
+    const char *name;
+    int known;        /* in the known set (ckpt_pickle_global_known) */
+    const char *path; /* key path of its first use, "" for the root */
+} ckpt_global_ref;
+
+CKPT_EXTERN(size_t) ckpt_global_count(const ckpt_ckpt *c);
+CKPT_EXTERN(const ckpt_global_ref *) ckpt_global_at(const ckpt_ckpt *c, size_t i);
+
+/* Registered formats. */
+#define CKPT_FORMAT_READ     0x01u
+#define CKPT_FORMAT_WRITE    0x02u
+#define CKPT_FORMAT_METADATA 0x04u /* the writer carries value trees read from its own format */
+#define CKPT_FORMAT_VIEWS    0x08u /* the writer keeps shared storages and strided views */
+#define CKPT_FORMAT_CRC      0x10u /* the writer needs CRC-32 of the data it places */
+#define CKPT_FORMAT_FOREIGN_METADATA 0x20u /* ... and value trees read from any format */
+
+CKPT_EXTERN(size_t) ckpt_format_count(void);
+/* Name of format i; *caps and *extensions (space separated, ".pt .pth") if non-NULL. */
+CKPT_EXTERN(const char *) ckpt_format_at(size_t i, unsigned *caps, const char **extensions);
+/* The format a path's extension names, or NULL. */
+CKPT_EXTERN(const char *) ckpt_format_for_path(const char *path);
+
+/* Statistics over a tensor's values, computed in double precision in parallel. */
+typedef struct ckpt_tensor_stats {
+    double min, max, mean, std; /* over finite values; NaN when there are none */
+    uint64_t count, nan, inf;
+} ckpt_tensor_stats;
+
+CKPT_EXTERN(int) ckpt_tensor_stats_compute(const ckpt_tensor *t, ckpt_tensor_stats *out);
+
+/* What to do with pickle globals outside the known set. */
+typedef enum ckpt_unknown_policy {
+    CKPT_UNKNOWN_REFUSE = 0, /* fail with CKPT_EUNSAFE naming the global and its key path */
+    CKPT_UNKNOWN_DROP,       /* write the tensors only */
+    CKPT_UNKNOWN_KEEP        /* carry the objects through verbatim (unsafe for the consumer) */
+} ckpt_unknown_policy;
+
+typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *payload);
+
+typedef struct ckpt_convert_options {
+    unsigned version;
+    const char *format;          /* output format; NULL: from the output path's extension */
+    ckpt_dtype dtype;            /* cast floating-point tensors; CKPT_DTYPE_INVALID keeps them */
+    ckpt_unknown_policy unknown;
+    int protocol;                /* pickle protocol for formats that take one; 0: the format's default */
+    uint64_t memory;             /* working-memory budget in bytes; 0: 512 MiB */
+    int threads;                 /* 0: OpenMP's default */
+    int overwrite;               /* replace an existing output file */
+    ckpt_progress_fn progress;
+    void *progress_payload;
+} ckpt_convert_options;
+
+#define CKPT_CONVERT_OPTIONS_VERSION 1
+#define CKPT_CONVERT_OPTIONS_INIT \
+    { CKPT_CONVERT_OPTIONS_VERSION, NULL, CKPT_DTYPE_INVALID, CKPT_UNKNOWN_REFUSE, 0, 0, 0, 0, NULL, NULL }
+
+typedef struct ckpt_convert_report {
+    size_t tensors;
+    uint64_t bytes_written; /* size of the output file */
+    size_t dropped_values;  /* top-level non-tensor entries the output format could not hold */
+    ckpt_buf notes;         /* one line per note, '\n'-separated */
+} ckpt_convert_report;
+
+/* Convert an opened checkpoint into out_path. Nothing appears under out_path unless the
+ * whole output was written and synced. */
+CKPT_EXTERN(int) ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_options *opts,
+                              ckpt_convert_report *report);
+CKPT_EXTERN(void) ckpt_convert_report_dispose(ckpt_convert_report *r);
+
+CKPT_END_DECL
+
+#endif

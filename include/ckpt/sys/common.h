@@ -1,0 +1,41 @@
+/* For format and backend implementers: setting errors, overflow-checked arithmetic. */
+#ifndef CKPT_SYS_COMMON_H
+#define CKPT_SYS_COMMON_H
+
+#include "../common.h"
+#include "../error.h"
+
+CKPT_BEGIN_DECL
+
+/* Record a failure on this thread and return `code`, so that `return ckpt_error_set(...)`
+ * reads naturally. Messages name the file, the tensor or key, and the reason; no trailing
+ * newline and no "error:" prefix. */
+CKPT_EXTERN(int) ckpt_error_set(int code, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+/* CKPT_ENOMEM with a standard message. */
+CKPT_EXTERN(int) ckpt_error_oom(void);
+/* Prefix the current message with "<prefix>: " (adding context while unwinding). */
+CKPT_EXTERN(void) ckpt_error_prefix(const char *fmt, ...) CKPT_FORMAT_PRINTF(1, 2);
+
+/* Overflow-checked size arithmetic: evaluate to non-zero on overflow. */
+#define CKPT_ADD_OVERFLOWS(a, b, out) __builtin_add_overflow((a), (b), (out))
+#define CKPT_MUL_OVERFLOWS(a, b, out) __builtin_mul_overflow((a), (b), (out))
+
+/* Programmer errors only, never bad input. */
+#define CKPT_ASSERT(cond) \
+    do { if (!(cond)) ckpt__assert_fail(#cond, __FILE__, __LINE__); } while (0)
+CKPT_EXTERN(void) ckpt__assert_fail(const char *expr, const char *file, int line);
+
+/* Little-endian loads from unaligned memory. */
+static inline uint16_t ckpt_load_u16le(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t ckpt_load_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t ckpt_load_u64le(const uint8_t *p)
+{
+    return (uint64_t)ckpt_load_u32le(p) | ((uint64_t)ckpt_load_u32le(p + 4) << 32);
+}
+
+CKPT_END_DECL
+
+#endif

@@ -1,0 +1,53 @@
+/* For format implementers: mapped input files and atomic output files. */
+#ifndef CKPT_SYS_IO_H
+#define CKPT_SYS_IO_H
+
+#include "../common.h"
+#include "../tensor.h"
+
+CKPT_BEGIN_DECL
+
+/* An input file, mapped read-only. Pages are read on demand; ckpt_file_release drops
+ * pages already used so that reading a large file does not grow the resident set. */
+struct ckpt_file {
+    const char *path;     /* as given to ckpt_file_open (copied) */
+    int fd;
+    const uint8_t *data;  /* the whole file; NULL when size is 0 */
+    uint64_t size;
+};
+
+CKPT_EXTERN(int) ckpt_file_open(ckpt_file **out, const char *path);
+CKPT_EXTERN(void) ckpt_file_close(ckpt_file *f);
+/* Copy [off, off+len) into dst; CKPT_EFORMAT naming the file if the range is past the end. */
+CKPT_EXTERN(int) ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len);
+/* Tell the kernel the pages of [off, off+len) will not be needed again soon. */
+CKPT_EXTERN(void) ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len);
+
+/* An output file written under a temporary name in the target directory and renamed
+ * into place by ckpt_outfile_commit after fsync. On abort (or free without commit)
+ * the temporary is removed: nothing ever appears under the final name half-written. */
+typedef struct ckpt_outfile ckpt_outfile;
+
+#define CKPT_OUTFILE_OVERWRITE 0x1u /* replace an existing file at the final name */
+
+CKPT_EXTERN(int) ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags);
+CKPT_EXTERN(const char *) ckpt_outfile_path(const ckpt_outfile *f); /* the final name */
+/* Positioned write; safe to call from several threads on disjoint ranges. */
+CKPT_EXTERN(int) ckpt_outfile_pwrite(ckpt_outfile *f, uint64_t off, const void *data, size_t len);
+/* Copy file bytes in the kernel where possible (copy_file_range), else through a buffer. */
+CKPT_EXTERN(int) ckpt_outfile_copy(ckpt_outfile *f, uint64_t off, const ckpt_file *src,
+                                   uint64_t src_off, uint64_t len);
+/* Make the file exactly `size` bytes long (regions never written read as zeros). */
+CKPT_EXTERN(int) ckpt_outfile_truncate(ckpt_outfile *f, uint64_t size);
+/* fsync, rename over the final name, fsync the directory, close. Frees f in all cases. */
+CKPT_EXTERN(int) ckpt_outfile_commit(ckpt_outfile *f);
+/* Remove the temporary and free; NULL-safe. */
+CKPT_EXTERN(void) ckpt_outfile_abort(ckpt_outfile *f);
+/* Remove the temporary file of every output still open in the process. Async-signal-safe:
+ * meant for SIGINT/SIGTERM handlers. The outputs stay allocated: abort them (commit now
+ * fails) or exit. */
+CKPT_EXTERN(void) ckpt_outfile_cleanup_all(void);
+
+CKPT_END_DECL
+
+#endif

@@ -1,0 +1,81 @@
+/* Tensors: metadata (name, dtype, shape, strides, offset) apart from where the bytes live.
+ *
+ * A storage is a run of bytes in the input, described by extents: pieces of mapped files,
+ * possibly compressed or encoded. Tensors are views on a storage, as in torch: shape and
+ * strides in elements, an element offset into the storage. Nothing is read until asked. */
+#ifndef CKPT_TENSOR_H
+#define CKPT_TENSOR_H
+
+#include "common.h"
+#include "dtype.h"
+
+CKPT_BEGIN_DECL
+
+typedef struct ckpt_file ckpt_file; /* a mapped input file, see sys/io.h */
+
+/* How an extent's bytes are stored. Append-only. */
+typedef enum ckpt_extent_encoding {
+    CKPT_EXTENT_RAW = 0,         /* the bytes themselves */
+    CKPT_EXTENT_DEFLATE,         /* raw deflate stream (zip method 8) that inflates to `size` bytes */
+    CKPT_EXTENT_LATIN1_UTF8      /* UTF-8 text whose code points (all < 256) are the bytes */
+} ckpt_extent_encoding;
+
+typedef struct ckpt_extent {
+    const ckpt_file *file;          /* borrowed; owned by the checkpoint */
+    uint64_t offset;                /* where the stored bytes start in the file */
+    uint64_t stored_size;           /* bytes in the file */
+    uint64_t size;                  /* bytes after decoding */
+    ckpt_extent_encoding encoding;
+} ckpt_extent;
+
+typedef struct ckpt_storage {
+    const char *key;         /* the format's name for it ("data/0", a tensor name, ...) */
+    ckpt_dtype dtype;        /* element type the storage was written with */
+    uint64_t nbytes;         /* sum of extent sizes */
+    size_t n_extents;
+    ckpt_extent *extents;    /* logical bytes = concatenation of the decoded extents */
+    int byteswap;            /* stored big-endian: swap each element of dtype size on read */
+} ckpt_storage;
+
+/* Tensor flags. */
+#define CKPT_TENSOR_PARAMETER     0x1u /* torch nn.Parameter */
+#define CKPT_TENSOR_REQUIRES_GRAD 0x2u
+
+typedef struct ckpt_tensor {
+    const char *name;                 /* path in the checkpoint, container keys joined with '/' */
+    ckpt_dtype dtype;
+    int ndim;                         /* 0 for a scalar */
+    int64_t shape[CKPT_MAX_DIMS];
+    int64_t stride[CKPT_MAX_DIMS];    /* in elements */
+    int64_t offset;                   /* in elements, into storage */
+    const ckpt_storage *storage;      /* shared by views; NULL only for zero-element tensors */
+    uint32_t flags;
+} ckpt_tensor;
+
+/* Number of elements (1 for a scalar). */
+CKPT_EXTERN(int64_t) ckpt_tensor_numel(const ckpt_tensor *t);
+/* numel * element size. */
+CKPT_EXTERN(uint64_t) ckpt_tensor_nbytes(const ckpt_tensor *t);
+/* Non-zero if the elements are laid out densely in C order from `offset`. */
+CKPT_EXTERN(int) ckpt_tensor_is_contiguous(const ckpt_tensor *t);
+/* Fill t->stride with the C-order strides of t->shape. */
+CKPT_EXTERN(void) ckpt_tensor_set_contiguous(ckpt_tensor *t);
+/* Check that every element of the view lies inside the storage and that the storage holds
+ * whole elements; errors name the tensor. 0 or CKPT_EFORMAT. */
+CKPT_EXTERN(int) ckpt_tensor_validate(const ckpt_tensor *t);
+
+/* Copy storage bytes [off, off+len) into dst, decoding extents. */
+CKPT_EXTERN(int) ckpt_storage_read(const ckpt_storage *s, uint64_t off, uint64_t len, void *dst);
+/* A direct pointer to storage bytes [off, off+len) when they lie in one RAW extent of a
+ * mapped file with no byteswap, else NULL (then use ckpt_storage_read). Borrowed: valid
+ * while the file is open. */
+CKPT_EXTERN(const void *) ckpt_storage_map(const ckpt_storage *s, uint64_t off, uint64_t len);
+
+/* Copy elements [first, first+count) of the tensor, in C order, into dst as dst_type
+ * (converted exactly as ckpt_dtype_convert does). Works for any strides. */
+CKPT_EXTERN(int) ckpt_tensor_read(const ckpt_tensor *t, int64_t first, int64_t count,
+                                  ckpt_dtype dst_type, void *dst);
+
+CKPT_END_DECL
+
+#endif

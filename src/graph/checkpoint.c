@@ -1,0 +1,394 @@
+/* Opening a checkpoint: map it, let every format bid, hand it to the winner, then name,
+ * validate and index what the format found. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Deep enough for any real checkpoint (Megatron's args and optimizer trees are < 20 levels). */
+#define CKPT_MAX_TREE_DEPTH 400
+
+static int ckpt_alloc(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
+{
+    ckpt_ckpt *c = calloc(1, sizeof *c);
+    int rc;
+
+    if (!c)
+        return ckpt_error_oom();
+    c->reader.ckpt = c;
+    c->path = strdup(path);
+    if (!c->path) {
+        free(c);
+        return ckpt_error_oom();
+    }
+    if (opts)
+        c->opts = *opts;
+    else
+        c->opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    rc = ckpt_arena_new(&c->arena);
+    if (rc < 0) {
+        free(c->path);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void ckpt_close(ckpt_ckpt *c)
+{
+    size_t i;
+
+    if (!c)
+        return;
+    if (c->format && c->format->close)
+        c->format->close(&c->reader);
+    for (i = 0; i < c->n_files; i++)
+        ckpt_file_close(c->files[i]);
+    free(c->files);
+    free(c->tensors);
+    free(c->notes);
+    free(c->globals);
+    ckpt_names__free(&c->names);
+    ckpt_arena_free(c->arena);
+    free(c->path);
+    free(c);
+}
+
+static int choose_format(const ckpt_ckpt *c, const ckpt_probe *probe, const ckpt_format_vtable **out)
+{
+    const ckpt_format_vtable *best = NULL;
+    int best_bid = 0;
+    size_t i;
+
+    if (c->opts.format) {
+        best = ckpt_registry__find(c->opts.format);
+        if (!best)
+            return ckpt_error_set(CKPT_EINVALID, "unknown format '%s'", c->opts.format);
+        if (!(best->caps & CKPT_FORMAT_READ) || !best->open)
+            return ckpt_error_set(CKPT_EUNSUPPORTED, "format '%s' cannot be read", best->name);
+        *out = best;
+        return 0;
+    }
+    for (i = 0; i < ckpt_registry__count(); i++) {
+        const ckpt_format_vtable *f = ckpt_registry__at(i);
+        int bid;
+        if (f->abi_version != CKPT_FORMAT_ABI_VERSION || !(f->caps & CKPT_FORMAT_READ) || !f->bid)
+            continue;
+        bid = f->bid(probe, best_bid);
+        if (bid > best_bid) {
+            best_bid = bid;
+            best = f;
+        }
+    }
+    if (!best)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: unrecognized checkpoint format", c->path);
+    *out = best;
+    return 0;
+}
+
+typedef struct naming {
+    ckpt_ckpt *c;
+} naming;
+
+static int name_tensor(const ckpt_value *v, const char *path, void *payload)
+{
+    ckpt_ckpt *c = ((naming *)payload)->c;
+    ckpt_tensor *t;
+
+    if (v->kind != CKPT_VAL_TENSOR || v->u.tensor.index >= c->n_tensors)
+        return 0;
+    t = &c->tensors[v->u.tensor.index];
+    if (t->name)
+        return 0;
+    t->name = ckpt_arena_strndup(c->arena, *path ? path : "tensor", strlen(*path ? path : "tensor"));
+    return t->name ? 0 : CKPT_ENOMEM;
+}
+
+static int name_tensors(ckpt_ckpt *c)
+{
+    naming n = { c };
+    size_t i;
+    int rc;
+
+    if (c->root) {
+        rc = ckpt_value_walk(c->root, CKPT_MAX_TREE_DEPTH, name_tensor, &n);
+        if (rc)
+            return rc < 0 ? rc : ckpt_error_oom();
+    }
+    for (i = 0; i < c->n_tensors; i++) {
+        char name[32];
+        if (c->tensors[i].name)
+            continue;
+        snprintf(name, sizeof name, "tensor.%zu", i);
+        c->tensors[i].name = ckpt_arena_strndup(c->arena, name, strlen(name));
+        if (!c->tensors[i].name)
+            return CKPT_ENOMEM;
+    }
+    return 0;
+}
+
+/* Distinct globals, first occurrence first, deduplicated through a small hash set. */
+typedef struct global_set {
+    ckpt_ckpt *c;
+    size_t *slots; /* index + 1 */
+    size_t cap;
+} global_set;
+
+static uint64_t hash_global(const char *module, const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *s;
+    for (s = module; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h = (h ^ '.') * 1099511628211ull;
+    for (s = name; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int grow_global_set(global_set *gs)
+{
+    size_t cap = gs->cap ? gs->cap * 2 : 64, i;
+    size_t *slots = calloc(cap, sizeof *slots);
+
+    if (!slots)
+        return ckpt_error_oom();
+    for (i = 0; i < gs->c->n_globals; i++) {
+        const ckpt_global_ref *g = &gs->c->globals[i];
+        size_t s = (size_t)hash_global(g->module, g->name) & (cap - 1);
+        while (slots[s])
+            s = (s + 1) & (cap - 1);
+        slots[s] = i + 1;
+    }
+    free(gs->slots);
+    gs->slots = slots;
+    gs->cap = cap;
+    return 0;
+}
+
+static int collect_global(const ckpt_value *v, const char *path, void *payload)
+{
+    global_set *gs = payload;
+    ckpt_ckpt *c = gs->c;
+    ckpt_global_ref *globals;
+    size_t s;
+
+    if (v->kind != CKPT_VAL_GLOBAL)
+        return 0;
+    if (c->n_globals * 2 >= gs->cap && grow_global_set(gs) < 0)
+        return CKPT_ENOMEM;
+    s = (size_t)hash_global(v->u.global.module, v->u.global.name) & (gs->cap - 1);
+    while (gs->slots[s]) {
+        ckpt_global_ref *g = &c->globals[gs->slots[s] - 1];
+        if (strcmp(g->module, v->u.global.module) == 0 && strcmp(g->name, v->u.global.name) == 0) {
+            /* the same name can be unsafe in one use only (getattr on an unknown object) */
+            if ((v->flags & CKPT_VALUE_UNSAFE) && g->known) {
+                g->known = 0;
+                g->path = ckpt_arena_strndup(c->arena, path, strlen(path));
+                if (!g->path)
+                    return CKPT_ENOMEM;
+            }
+            return 0;
+        }
+        s = (s + 1) & (gs->cap - 1);
+    }
+    globals = realloc(c->globals, (c->n_globals + 1) * sizeof *globals);
+    if (!globals)
+        return CKPT_ENOMEM;
+    c->globals = globals;
+    globals[c->n_globals].module = v->u.global.module;
+    globals[c->n_globals].name = v->u.global.name;
+    globals[c->n_globals].known = !(v->flags & CKPT_VALUE_UNSAFE);
+    globals[c->n_globals].path = ckpt_arena_strndup(c->arena, path, strlen(path));
+    if (!globals[c->n_globals].path)
+        return CKPT_ENOMEM;
+    gs->slots[s] = ++c->n_globals;
+    return 0;
+}
+
+static int collect_globals(ckpt_ckpt *c)
+{
+    global_set gs = { c, NULL, 0 };
+    int rc;
+
+    if (!c->root)
+        return 0;
+    rc = ckpt_value_walk(c->root, CKPT_MAX_TREE_DEPTH, collect_global, &gs);
+    free(gs.slots);
+    if (rc > 0)
+        return ckpt_error_oom();
+    return rc;
+}
+
+static int finish_open(ckpt_ckpt *c)
+{
+    size_t i;
+    int rc;
+
+    rc = name_tensors(c);
+    if (rc < 0)
+        return rc;
+    for (i = 0; i < c->n_tensors; i++) {
+        rc = ckpt_tensor_validate(&c->tensors[i]);
+        if (rc < 0) {
+            ckpt_error_prefix("%s", c->path);
+            return rc;
+        }
+    }
+    rc = ckpt_names__build(&c->names, c->tensors, c->n_tensors);
+    if (rc < 0) {
+        ckpt_error_prefix("%s", c->path);
+        return rc;
+    }
+    return collect_globals(c);
+}
+
+int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
+{
+    ckpt_ckpt *c = NULL;
+    ckpt_probe probe;
+    struct stat st;
+    int rc;
+
+    *out = NULL;
+    if (!path || !*path)
+        return ckpt_error_set(CKPT_EINVALID, "no input path given");
+    if (opts && opts->version != CKPT_OPEN_OPTIONS_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_open_options version %u, expected %u", opts->version,
+                              CKPT_OPEN_OPTIONS_VERSION);
+    if (stat(path, &st) != 0)
+        return ckpt_error_set(CKPT_ENOTFOUND, "%s: no such file or directory", path);
+    rc = ckpt_alloc(&c, path, opts);
+    if (rc < 0)
+        return rc;
+    probe.path = c->path;
+    probe.is_dir = S_ISDIR(st.st_mode);
+    probe.file = NULL;
+    if (!probe.is_dir) {
+        const ckpt_file *f;
+        rc = ckpt_reader_open_file(&c->reader, path, &f);
+        if (rc < 0)
+            goto done;
+        probe.file = f;
+    }
+    rc = choose_format(c, &probe, &c->format);
+    if (rc < 0)
+        goto done;
+    rc = c->format->open(&c->reader);
+    if (rc < 0)
+        goto done;
+    rc = finish_open(c);
+done:
+    if (rc < 0) {
+        ckpt_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+const char *ckpt_path(const ckpt_ckpt *c)
+{
+    return c->path;
+}
+
+const char *ckpt_format_name(const ckpt_ckpt *c)
+{
+    return c->format->name;
+}
+
+uint64_t ckpt_input_size(const ckpt_ckpt *c)
+{
+    uint64_t total = 0;
+    size_t i;
+    for (i = 0; i < c->n_files; i++)
+        total += c->files[i]->size;
+    return total;
+}
+
+size_t ckpt_tensor_count(const ckpt_ckpt *c)
+{
+    return c->n_tensors;
+}
+
+const ckpt_tensor *ckpt_tensor_at(const ckpt_ckpt *c, size_t i)
+{
+    return i < c->n_tensors ? &c->tensors[i] : NULL;
+}
+
+const ckpt_tensor *ckpt_tensor_find(const ckpt_ckpt *c, const char *name)
+{
+    long i = ckpt_names__find(&c->names, c->tensors, name);
+    return i < 0 ? NULL : &c->tensors[i];
+}
+
+const ckpt_value *ckpt_root(const ckpt_ckpt *c)
+{
+    return c->root;
+}
+
+size_t ckpt_note_count(const ckpt_ckpt *c)
+{
+    return c->n_notes;
+}
+
+const char *ckpt_note_at(const ckpt_ckpt *c, size_t i)
+{
+    return i < c->n_notes ? c->notes[i] : NULL;
+}
+
+size_t ckpt_global_count(const ckpt_ckpt *c)
+{
+    return c->n_globals;
+}
+
+const ckpt_global_ref *ckpt_global_at(const ckpt_ckpt *c, size_t i)
+{
+    return i < c->n_globals ? &c->globals[i] : NULL;
+}
+
+size_t ckpt_format_count(void)
+{
+    return ckpt_registry__count();
+}
+
+const char *ckpt_format_at(size_t i, unsigned *caps, const char **extensions)
+{
+    const ckpt_format_vtable *f = ckpt_registry__at(i);
+    if (!f)
+        return NULL;
+    if (caps)
+        *caps = f->caps;
+    if (extensions)
+        *extensions = f->extensions;
+    return f->name;
+}
+
+static int has_extension(const char *path, const char *extensions)
+{
+    size_t plen = strlen(path);
+    const char *e = extensions;
+
+    while (*e) {
+        size_t n = strcspn(e, " ");
+        if (n && plen >= n && strncmp(path + plen - n, e, n) == 0)
+            return 1;
+        e += n;
+        e += strspn(e, " ");
+    }
+    return 0;
+}
+
+const char *ckpt_format_for_path(const char *path)
+{
+    size_t i;
+    for (i = 0; i < ckpt_registry__count(); i++) {
+        const ckpt_format_vtable *f = ckpt_registry__at(i);
+        if (f->extensions && has_extension(path, f->extensions))
+            return f->name;
+    }
+    return NULL;
+}

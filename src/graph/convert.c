@@ -1,0 +1,268 @@
+/* ckpt_convert: decide what the output holds (tensors as views on blobs, the value tree
+ * or not), refuse unsafe inputs, and hand the result to the output format's writer. */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct blob_map { /* storage pointer -> blob index, open addressing */
+    const ckpt_storage **keys;
+    size_t *vals;
+    size_t cap;
+} blob_map;
+
+static size_t hash_ptr(const void *p, size_t cap)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static int blob_map_init(blob_map *m, size_t n)
+{
+    m->cap = 16;
+    while (m->cap < 2 * n)
+        m->cap *= 2;
+    m->keys = calloc(m->cap, sizeof *m->keys);
+    m->vals = calloc(m->cap, sizeof *m->vals);
+    return m->keys && m->vals ? 0 : ckpt_error_oom();
+}
+
+static size_t *blob_map_slot(blob_map *m, const ckpt_storage *s, int *found)
+{
+    size_t i = hash_ptr(s, m->cap);
+    while (m->keys[i] && m->keys[i] != s)
+        i = (i + 1) & (m->cap - 1);
+    *found = m->keys[i] != NULL;
+    m->keys[i] = s;
+    return &m->vals[i];
+}
+
+static ckpt_dtype output_dtype(ckpt_dtype in, const ckpt_convert_options *opts)
+{
+    if (opts->dtype != CKPT_DTYPE_INVALID && ckpt_dtype_is_float(in))
+        return opts->dtype;
+    return in;
+}
+
+typedef struct plan {
+    ckpt_out out;
+    ckpt_out_tensor *tensors;
+    ckpt_out_blob *blobs;
+    ckpt_blob_source *sources;
+    size_t n_blobs;
+} plan;
+
+static void plan_free(plan *p)
+{
+    free(p->tensors);
+    free(p->blobs);
+    free(p->sources);
+}
+
+static void set_blob(plan *p, size_t b, const ckpt_tensor *view, ckpt_dtype dtype)
+{
+    p->sources[b].view = *view;
+    p->blobs[b].dtype = dtype;
+    p->blobs[b].nbytes = (uint64_t)ckpt_tensor_numel(view) * ckpt_dtype_size(dtype);
+}
+
+/* One contiguous blob per tensor. */
+static void plan_dense(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *opts)
+{
+    size_t i;
+    for (i = 0; i < in->n_tensors; i++) {
+        const ckpt_tensor *t = &in->tensors[i];
+        ckpt_out_tensor *o = &p->tensors[i];
+        ckpt_tensor shape_only = *t;
+
+        o->name = t->name;
+        o->dtype = output_dtype(t->dtype, opts);
+        o->ndim = t->ndim;
+        memcpy(o->shape, t->shape, sizeof o->shape);
+        ckpt_tensor_set_contiguous(&shape_only);
+        memcpy(o->stride, shape_only.stride, sizeof o->stride);
+        o->offset = 0;
+        o->blob = i;
+        o->flags = t->flags;
+        set_blob(p, i, t, o->dtype);
+    }
+    p->n_blobs = in->n_tensors;
+}
+
+/* One blob per input storage; tensors stay views on it (shared storages, strides, offsets). */
+static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *opts)
+{
+    blob_map map = { NULL, NULL, 0 };
+    size_t i;
+    int rc = blob_map_init(&map, in->n_tensors);
+
+    for (i = 0; rc == 0 && i < in->n_tensors; i++) {
+        const ckpt_tensor *t = &in->tensors[i];
+        ckpt_out_tensor *o = &p->tensors[i];
+        size_t esize = ckpt_dtype_size(t->dtype);
+        size_t *slot;
+        int found = 0;
+
+        o->name = t->name;
+        o->dtype = output_dtype(t->dtype, opts);
+        o->ndim = t->ndim;
+        memcpy(o->shape, t->shape, sizeof o->shape);
+        memcpy(o->stride, t->stride, sizeof o->stride);
+        o->offset = t->offset;
+        o->flags = t->flags;
+        slot = t->storage ? blob_map_slot(&map, t->storage, &found) : NULL;
+        if (found) {
+            const ckpt_tensor *first = &p->sources[*slot].view;
+            if (first->dtype != t->dtype) {
+                rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: tensors '%s' (%s) and '%s' (%s) view one storage",
+                                    in->path, first->name, ckpt_dtype_name(first->dtype), t->name,
+                                    ckpt_dtype_name(t->dtype));
+                break;
+            }
+            o->blob = *slot;
+            continue;
+        }
+        {
+            ckpt_tensor whole;
+            memset(&whole, 0, sizeof whole);
+            whole.name = t->name;
+            whole.dtype = t->dtype;
+            whole.storage = t->storage;
+            whole.ndim = 1;
+            whole.stride[0] = 1;
+            if (t->storage) {
+                if (t->storage->nbytes % esize) {
+                    rc = ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s' of '%s' holds %llu bytes, not whole %s elements",
+                                        in->path, t->storage->key, t->name,
+                                        (unsigned long long)t->storage->nbytes, ckpt_dtype_name(t->dtype));
+                    break;
+                }
+                whole.shape[0] = (int64_t)(t->storage->nbytes / esize);
+            }
+            o->blob = p->n_blobs;
+            if (slot)
+                *slot = p->n_blobs;
+            set_blob(p, p->n_blobs++, &whole, o->dtype);
+        }
+    }
+    free(map.keys);
+    free(map.vals);
+    return rc;
+}
+
+static int count_dropped(const ckpt_value *root, ckpt_convert_report *report)
+{
+    size_t i, n = 0;
+
+    if (!root || root->kind != CKPT_VAL_DICT)
+        return root && root->kind != CKPT_VAL_TENSOR;
+    for (i = 0; i < root->u.dict.map.n; i++) {
+        const ckpt_value *k = root->u.dict.map.keys[i], *v = root->u.dict.map.vals[i];
+        if (v->kind == CKPT_VAL_TENSOR)
+            continue;
+        if (report && k->kind == CKPT_VAL_STR && n < 8)
+            ckpt_buf_printf(&report->notes, "%s%s", n ? ", " : "dropped non-tensor entries: ", k->u.str.ptr);
+        n++;
+    }
+    if (report && n)
+        ckpt_buf_printf(&report->notes, "%s (the output format holds tensors only)\n", n > 8 ? ", ..." : "");
+    return (int)n;
+}
+
+static int check_safety(const ckpt_ckpt *in, const ckpt_convert_options *opts)
+{
+    size_t i;
+
+    if (opts->unknown != CKPT_UNKNOWN_REFUSE)
+        return 0;
+    for (i = 0; i < in->n_globals; i++) {
+        const ckpt_global_ref *g = &in->globals[i];
+        if (g->known)
+            continue;
+        return ckpt_error_set(CKPT_EUNSAFE,
+                              "%s: refusing to convert: the pickle references %s.%s at '%s', which is outside "
+                              "the known set and would run code when loaded; --drop-unknown-objects converts "
+                              "the tensors only, --keep-unknown-objects carries it through (unsafe for "
+                              "whoever loads the output)",
+                              in->path, g->module, g->name, *g->path ? g->path : "(root)");
+    }
+    return 0;
+}
+
+int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_options *user_opts,
+                 ckpt_convert_report *report)
+{
+    ckpt_convert_options opts = CKPT_CONVERT_OPTIONS_INIT;
+    const ckpt_format_vtable *format;
+    const char *format_name;
+    plan p;
+    int carry, rc;
+
+    if (user_opts) {
+        if (user_opts->version != CKPT_CONVERT_OPTIONS_VERSION)
+            return ckpt_error_set(CKPT_EINVALID, "ckpt_convert_options version %u, expected %u", user_opts->version,
+                                  CKPT_CONVERT_OPTIONS_VERSION);
+        opts = *user_opts;
+    }
+    if (report)
+        memset(report, 0, sizeof *report);
+    format_name = opts.format ? opts.format : ckpt_format_for_path(out_path);
+    if (!format_name)
+        return ckpt_error_set(CKPT_EINVALID, "%s: cannot tell the output format from the extension; name it (--to)",
+                              out_path);
+    format = ckpt_registry__find(format_name);
+    if (!format)
+        return ckpt_error_set(CKPT_EINVALID, "unknown output format '%s'", format_name);
+    if (!(format->caps & CKPT_FORMAT_WRITE) || !format->write_begin)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "format '%s' cannot be written", format->name);
+    if (opts.dtype != CKPT_DTYPE_INVALID && !ckpt_dtype_is_float(opts.dtype))
+        return ckpt_error_set(CKPT_EINVALID, "--dtype must be a floating-point type, not %s",
+                              ckpt_dtype_name(opts.dtype));
+    rc = check_safety(in, &opts);
+    if (rc < 0)
+        return rc;
+
+    memset(&p, 0, sizeof p);
+    p.tensors = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.tensors);
+    p.blobs = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.blobs);
+    p.sources = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.sources);
+    if (!p.tensors || !p.blobs || !p.sources) {
+        plan_free(&p);
+        return ckpt_error_oom();
+    }
+    if (format->caps & CKPT_FORMAT_VIEWS)
+        rc = plan_views(&p, in, &opts);
+    else
+        plan_dense(&p, in, &opts);
+    if (rc < 0) {
+        plan_free(&p);
+        return rc;
+    }
+    carry = opts.unknown != CKPT_UNKNOWN_DROP &&
+            ((format->caps & CKPT_FORMAT_FOREIGN_METADATA) ||
+             ((format->caps & CKPT_FORMAT_METADATA) && format == in->format));
+    p.out.root = carry ? in->root : NULL;
+    p.out.n_tensors = in->n_tensors;
+    p.out.tensors = p.tensors;
+    p.out.n_blobs = p.n_blobs;
+    p.out.blobs = p.blobs;
+    if (!carry) {
+        size_t dropped = (size_t)count_dropped(in->root, report);
+        if (report)
+            report->dropped_values = dropped;
+    }
+    rc = ckpt_writer__run(format, &p.out, p.sources, out_path, &opts, report);
+    if (rc >= 0 && report)
+        report->tensors = in->n_tensors;
+    plan_free(&p);
+    return rc;
+}
+
+void ckpt_convert_report_dispose(ckpt_convert_report *r)
+{
+    if (r)
+        ckpt_buf_dispose(&r->notes);
+}

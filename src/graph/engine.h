@@ -1,0 +1,58 @@
+/* Engine internals shared by the files of src/graph: the checkpoint object behind
+ * ckpt_reader, the format registry, and the writer that executes placements. */
+#ifndef CKPT_ENGINE_H
+#define CKPT_ENGINE_H
+
+#ifndef CKPT_BUILD
+#error "engine.h is private to the ckpt library"
+#endif
+
+#include <ckpt/checkpoint.h>
+#include <ckpt/sys/format.h>
+
+struct ckpt_reader {
+    ckpt_ckpt *ckpt;
+};
+
+typedef struct ckpt_name_index {
+    size_t *slots; /* tensor index + 1; 0 = empty */
+    size_t cap;    /* power of two */
+} ckpt_name_index;
+
+struct ckpt_ckpt {
+    struct ckpt_reader reader;
+    char *path;
+    const ckpt_format_vtable *format;
+    ckpt_open_options opts;
+    ckpt_arena *arena;
+    ckpt_file **files;
+    size_t n_files;
+    ckpt_tensor *tensors;
+    size_t n_tensors, cap_tensors;
+    ckpt_value *root;
+    char **notes;
+    size_t n_notes;
+    ckpt_global_ref *globals;
+    size_t n_globals;
+    ckpt_name_index names;
+    void *state; /* the format's */
+};
+
+#include "../../formats/registry.h"
+
+/* Name index over a tensor table (src/graph/names.c). */
+int ckpt_names__build(ckpt_name_index *ix, const ckpt_tensor *tensors, size_t n);
+long ckpt_names__find(const ckpt_name_index *ix, const ckpt_tensor *tensors, const char *name);
+void ckpt_names__free(ckpt_name_index *ix);
+
+/* What the engine writes for each blob: the C-order elements of `view`, converted to the
+ * blob's dtype. */
+typedef struct ckpt_blob_source {
+    ckpt_tensor view;
+} ckpt_blob_source;
+
+/* Write `out` to `path` with `format` (src/graph/writer.c). sources[i] produces blob i. */
+int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, const ckpt_blob_source *sources,
+                     const char *path, const ckpt_convert_options *opts, ckpt_convert_report *report);
+
+#endif

@@ -1,0 +1,127 @@
+/* The engine side of a format's open hook: where formats put storages, tensors, the value
+ * tree and notes. */
+#include "engine.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *ckpt_reader_path(const ckpt_reader *r)
+{
+    return r->ckpt->path;
+}
+
+const ckpt_file *ckpt_reader_file(const ckpt_reader *r)
+{
+    return r->ckpt->n_files ? r->ckpt->files[0] : NULL;
+}
+
+int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out)
+{
+    ckpt_ckpt *c = r->ckpt;
+    ckpt_file **files;
+    ckpt_file *f;
+    int rc;
+
+    files = realloc(c->files, (c->n_files + 1) * sizeof *files);
+    if (!files)
+        return ckpt_error_oom();
+    c->files = files;
+    rc = ckpt_file_open(&f, path);
+    if (rc < 0)
+        return rc;
+    c->files[c->n_files++] = f;
+    *out = f;
+    return 0;
+}
+
+const ckpt_open_options *ckpt_reader_options(const ckpt_reader *r)
+{
+    return &r->ckpt->opts;
+}
+
+ckpt_arena *ckpt_reader_arena(ckpt_reader *r)
+{
+    return r->ckpt->arena;
+}
+
+void **ckpt_reader_state(ckpt_reader *r)
+{
+    return &r->ckpt->state;
+}
+
+ckpt_storage *ckpt_reader_new_storage(ckpt_reader *r, const char *key, ckpt_dtype dtype, size_t n_extents)
+{
+    ckpt_storage *s = ckpt_arena_alloc(r->ckpt->arena, sizeof *s);
+    size_t bytes;
+
+    if (!s)
+        return NULL;
+    if (CKPT_MUL_OVERFLOWS(n_extents, sizeof *s->extents, &bytes)) {
+        ckpt_error_oom();
+        return NULL;
+    }
+    s->key = key ? ckpt_arena_strndup(r->ckpt->arena, key, strlen(key)) : "";
+    s->dtype = dtype;
+    s->n_extents = n_extents;
+    s->extents = n_extents ? ckpt_arena_alloc(r->ckpt->arena, bytes) : NULL;
+    if (!s->key || (n_extents && !s->extents))
+        return NULL;
+    return s;
+}
+
+int ckpt_reader_add_tensor(ckpt_reader *r, ckpt_tensor **out)
+{
+    ckpt_ckpt *c = r->ckpt;
+
+    if (c->n_tensors >= INT_MAX)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: more than %d tensors", c->path, INT_MAX);
+    if (c->n_tensors == c->cap_tensors) {
+        size_t cap = c->cap_tensors ? c->cap_tensors * 2 : 64;
+        ckpt_tensor *t;
+        t = realloc(c->tensors, cap * sizeof *t);
+        if (!t)
+            return ckpt_error_oom();
+        c->tensors = t;
+        c->cap_tensors = cap;
+    }
+    *out = &c->tensors[c->n_tensors];
+    memset(*out, 0, sizeof **out);
+    return (int)c->n_tensors++;
+}
+
+ckpt_tensor *ckpt_reader_tensor(ckpt_reader *r, size_t index)
+{
+    return index < r->ckpt->n_tensors ? &r->ckpt->tensors[index] : NULL;
+}
+
+size_t ckpt_reader_tensor_count(const ckpt_reader *r)
+{
+    return r->ckpt->n_tensors;
+}
+
+void ckpt_reader_set_root(ckpt_reader *r, ckpt_value *root)
+{
+    r->ckpt->root = root;
+}
+
+void ckpt_reader_note(ckpt_reader *r, const char *fmt, ...)
+{
+    ckpt_ckpt *c = r->ckpt;
+    char line[1024];
+    char **notes;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    notes = realloc(c->notes, (c->n_notes + 1) * sizeof *notes);
+    if (!notes)
+        return;
+    c->notes = notes;
+    c->notes[c->n_notes] = ckpt_arena_strndup(c->arena, line, strlen(line));
+    if (c->notes[c->n_notes])
+        c->n_notes++;
+}

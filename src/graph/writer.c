@@ -1,0 +1,400 @@
+/* The engine side of a format's write hooks, and the executor: the format lays out the
+ * file and says where each blob's bytes go (placements); the engine produces every
+ * placement exactly once, in parallel, straight into its place in the output. */
+#include "engine.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#ifdef CKPT_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#define DEFAULT_MEMORY (512ull << 20)
+#define MAX_CHUNK (16ull << 20)
+#define MIN_CHUNK (64ull << 10)
+
+typedef struct placement {
+    size_t blob;
+    uint64_t blob_off, len, file_off;
+    ckpt_extent_encoding encoding;
+    uint32_t crc;
+} placement;
+
+struct ckpt_writer {
+    const ckpt_format_vtable *format;
+    const ckpt_out *out;
+    const ckpt_blob_source *sources;
+    const ckpt_convert_options *opts;
+    const char *path;
+    ckpt_outfile *file;
+    void *state;
+    placement *pl;
+    size_t n_pl, cap_pl;
+    ckpt_buf *notes;
+};
+
+const ckpt_out *ckpt_writer_out(const ckpt_writer *w)
+{
+    return w->out;
+}
+
+ckpt_outfile *ckpt_writer_file(ckpt_writer *w)
+{
+    return w->file;
+}
+
+const char *ckpt_writer_path(const ckpt_writer *w)
+{
+    return w->path;
+}
+
+const ckpt_convert_options *ckpt_writer_options(const ckpt_writer *w)
+{
+    return w->opts;
+}
+
+void **ckpt_writer_state(ckpt_writer *w)
+{
+    return &w->state;
+}
+
+void ckpt_writer_note(ckpt_writer *w, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (w->notes && ckpt_buf_puts(w->notes, line) == 0)
+        ckpt_buf_putc(w->notes, '\n');
+}
+
+static int check_range(const ckpt_writer *w, size_t blob, uint64_t blob_off, uint64_t len)
+{
+    uint64_t end;
+    size_t esize;
+
+    if (blob >= w->out->n_blobs)
+        return ckpt_error_set(CKPT_EINVALID, "%s: placement of blob %zu of %zu", w->path, blob, w->out->n_blobs);
+    esize = ckpt_dtype_size(w->out->blobs[blob].dtype);
+    if (CKPT_ADD_OVERFLOWS(blob_off, len, &end) || end > w->out->blobs[blob].nbytes || !esize ||
+        blob_off % esize || len % esize)
+        return ckpt_error_set(CKPT_EINVALID, "%s: placement [%llu, +%llu) does not fit blob %zu (%llu bytes)",
+                              w->path, (unsigned long long)blob_off, (unsigned long long)len, blob,
+                              (unsigned long long)w->out->blobs[blob].nbytes);
+    return 0;
+}
+
+int ckpt_writer_place(ckpt_writer *w, size_t blob, uint64_t blob_off, uint64_t len, uint64_t file_off,
+                      ckpt_extent_encoding encoding)
+{
+    int rc = check_range(w, blob, blob_off, len);
+
+    if (rc < 0)
+        return rc;
+    if (encoding != CKPT_EXTENT_RAW && encoding != CKPT_EXTENT_LATIN1_UTF8)
+        return ckpt_error_set(CKPT_EINVALID, "%s: unsupported placement encoding %d", w->path, (int)encoding);
+    if (w->n_pl >= INT32_MAX)
+        return ckpt_error_set(CKPT_EINVALID, "%s: too many placements", w->path);
+    if (w->n_pl == w->cap_pl) {
+        size_t cap = w->cap_pl ? w->cap_pl * 2 : 64;
+        placement *pl = realloc(w->pl, cap * sizeof *pl);
+        if (!pl)
+            return ckpt_error_oom();
+        w->pl = pl;
+        w->cap_pl = cap;
+    }
+    w->pl[w->n_pl] = (placement){ blob, blob_off, len, file_off, encoding, 0 };
+    return (int)w->n_pl++;
+}
+
+uint32_t ckpt_writer_placement_crc(const ckpt_writer *w, int placement_index)
+{
+    return placement_index >= 0 && (size_t)placement_index < w->n_pl ? w->pl[placement_index].crc : 0;
+}
+
+static uint64_t chunk_size(const ckpt_writer *w, int threads)
+{
+    uint64_t memory = w->opts->memory ? w->opts->memory : DEFAULT_MEMORY;
+    /* each thread holds a chunk plus its latin-1 encoding (twice as large) */
+    uint64_t chunk = memory / (3ull * (uint64_t)(threads > 0 ? threads : 1));
+
+    if (chunk > MAX_CHUNK)
+        chunk = MAX_CHUNK;
+    if (chunk < MIN_CHUNK)
+        chunk = MIN_CHUNK;
+    return chunk;
+}
+
+/* Read blob bytes [off, off+len) (element aligned, len <= buffer) into buf. */
+static int read_blob(const ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *buf)
+{
+    const ckpt_tensor *view = &w->sources[blob].view;
+    ckpt_dtype dtype = w->out->blobs[blob].dtype;
+    size_t esize = ckpt_dtype_size(dtype);
+    int rc;
+
+    if (!len)
+        return 0;
+    rc = ckpt_tensor_read(view, (int64_t)(off / esize), (int64_t)(len / esize), dtype, buf);
+    if (rc < 0)
+        ckpt_error_prefix("writing '%s'", view->name ? view->name : "?");
+    return rc;
+}
+
+static size_t latin1_to_utf8(const uint8_t *src, size_t n, uint8_t *dst)
+{
+    size_t i, o = 0;
+    for (i = 0; i < n; i++) {
+        if (src[i] < 0x80) {
+            dst[o++] = src[i];
+        } else {
+            dst[o++] = (uint8_t)(0xC0 | (src[i] >> 6));
+            dst[o++] = (uint8_t)(0x80 | (src[i] & 0x3F));
+        }
+    }
+    return o;
+}
+
+int ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uint64_t len, uint64_t *out)
+{
+    uint64_t chunk = chunk_size(w, 1), done = 0, high = 0;
+    size_t esize;
+    uint8_t *buf;
+    int rc = check_range(w, blob, blob_off, len);
+
+    if (rc < 0)
+        return rc;
+    esize = ckpt_dtype_size(w->out->blobs[blob].dtype);
+    chunk -= chunk % esize;
+    buf = malloc(chunk);
+    if (!buf)
+        return ckpt_error_oom();
+    while (done < len) {
+        uint64_t n = len - done < chunk ? len - done : chunk, i;
+        rc = read_blob(w, blob, blob_off + done, n, buf);
+        if (rc < 0)
+            break;
+        for (i = 0; i < n; i++)
+            high += buf[i] >> 7;
+        done += n;
+    }
+    free(buf);
+    if (rc < 0)
+        return rc;
+    *out = len + high;
+    return 0;
+}
+
+/* Bytes straight from a mapped file: RAW extent, no conversion, no byte swap. */
+static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_file **file, uint64_t *off)
+{
+    const ckpt_tensor *view = &w->sources[p->blob].view;
+    const ckpt_storage *s = view->storage;
+    uint64_t start;
+
+    if (p->encoding != CKPT_EXTENT_RAW || (w->format->caps & CKPT_FORMAT_CRC) || !s || s->n_extents != 1 ||
+        s->byteswap || s->extents[0].encoding != CKPT_EXTENT_RAW || !s->extents[0].file ||
+        view->dtype != w->out->blobs[p->blob].dtype || !ckpt_tensor_is_contiguous(view))
+        return 0;
+    start = (uint64_t)view->offset * ckpt_dtype_size(view->dtype) + p->blob_off;
+    if (start + p->len > s->extents[0].size)
+        return 0;
+    *file = s->extents[0].file;
+    *off = s->extents[0].offset + start;
+    return 1;
+}
+
+typedef struct run_state {
+    uint64_t total, done, next_report;
+    int failed;
+    int error_code;
+    char error[1024];
+} run_state;
+
+static void record_failure(run_state *rs, int rc)
+{
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp critical(ckpt_writer_error)
+#endif
+    {
+        if (!rs->failed) {
+            rs->failed = 1;
+            rs->error_code = rc;
+            snprintf(rs->error, sizeof rs->error, "%s", ckpt_error_last()->message);
+        }
+    }
+}
+
+static void report_progress(const ckpt_writer *w, run_state *rs, uint64_t n)
+{
+    uint64_t done;
+
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp atomic capture
+#endif
+    done = rs->done += n;
+    if (!w->opts->progress)
+        return;
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp critical(ckpt_writer_progress)
+#endif
+    {
+        if (done >= rs->next_report || done == rs->total) {
+            rs->next_report = done + rs->total / 200 + 1;
+            w->opts->progress(done, rs->total, w->opts->progress_payload);
+        }
+    }
+}
+
+static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uint8_t *enc, uint64_t chunk,
+                           run_state *rs)
+{
+    const ckpt_file *src;
+    uint64_t src_off, done = 0, cursor = p->file_off;
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    int rc;
+
+    if (direct_source(w, p, &src, &src_off)) {
+        while (done < p->len && !rs->failed) {
+            uint64_t n = p->len - done < chunk ? p->len - done : chunk;
+            rc = ckpt_outfile_copy(w->file, p->file_off + done, src, src_off + done, n);
+            if (rc < 0)
+                return rc;
+            ckpt_file_release(src, src_off + done, n);
+            done += n;
+            report_progress(w, rs, n);
+        }
+        return 0;
+    }
+    while (done < p->len && !rs->failed) {
+        uint64_t n = p->len - done < chunk ? p->len - done : chunk;
+        const uint8_t *data = buf;
+        uint64_t size = n;
+
+        rc = read_blob(w, p->blob, p->blob_off + done, n, buf);
+        if (rc < 0)
+            return rc;
+        crc = (uint32_t)crc32_z(crc, buf, (z_size_t)n);
+        if (p->encoding == CKPT_EXTENT_LATIN1_UTF8) {
+            size = latin1_to_utf8(buf, (size_t)n, enc);
+            data = enc;
+        }
+        rc = ckpt_outfile_pwrite(w->file, cursor, data, (size_t)size);
+        if (rc < 0)
+            return rc;
+        cursor += size;
+        done += n;
+        report_progress(w, rs, n);
+    }
+    p->crc = crc;
+    return 0;
+}
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const placement *x = *(placement *const *)a, *y = *(placement *const *)b;
+    return x->len < y->len ? 1 : x->len > y->len ? -1 : 0;
+}
+
+static int execute(ckpt_writer *w)
+{
+    run_state rs;
+    placement **order;
+    int threads = w->opts->threads;
+    uint64_t chunk;
+    size_t i;
+    long n;
+
+#ifdef CKPT_HAVE_OPENMP
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+#else
+    threads = 1;
+#endif
+    memset(&rs, 0, sizeof rs);
+    order = malloc((w->n_pl ? w->n_pl : 1) * sizeof *order);
+    if (!order)
+        return ckpt_error_oom();
+    for (i = 0; i < w->n_pl; i++) {
+        order[i] = &w->pl[i];
+        rs.total += w->pl[i].len;
+    }
+    /* largest first, so the last thread to finish is not stuck with a big tensor */
+    qsort(order, w->n_pl, sizeof *order, by_size_desc);
+    chunk = chunk_size(w, threads);
+    n = (long)w->n_pl;
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        uint8_t *buf = malloc(chunk), *enc = malloc(2 * chunk);
+        long k;
+
+        if (!buf || !enc) {
+            ckpt_error_oom();
+            record_failure(&rs, CKPT_ENOMEM);
+        }
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (k = 0; k < n; k++) {
+            uint64_t esize = ckpt_dtype_size(w->out->blobs[order[k]->blob].dtype);
+            int rc;
+            if (rs.failed)
+                continue;
+            rc = write_placement(w, order[k], buf, enc, chunk - chunk % esize, &rs);
+            if (rc < 0)
+                record_failure(&rs, rc);
+        }
+        free(buf);
+        free(enc);
+    }
+    free(order);
+    if (rs.failed)
+        return ckpt_error_set(rs.error_code, "%s", rs.error);
+    return 0;
+}
+
+int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, const ckpt_blob_source *sources,
+                     const char *path, const ckpt_convert_options *opts, ckpt_convert_report *report)
+{
+    ckpt_writer w;
+    struct stat st;
+    int rc;
+
+    memset(&w, 0, sizeof w);
+    w.format = format;
+    w.out = out;
+    w.sources = sources;
+    w.opts = opts;
+    w.path = path;
+    w.notes = report ? &report->notes : NULL;
+    rc = ckpt_outfile_open(&w.file, path, opts->overwrite ? CKPT_OUTFILE_OVERWRITE : 0);
+    if (rc < 0)
+        return rc;
+    rc = format->write_begin(&w);
+    if (rc >= 0)
+        rc = execute(&w);
+    if (rc >= 0 && format->write_finish)
+        rc = format->write_finish(&w);
+    if (format->write_free)
+        format->write_free(&w);
+    free(w.pl);
+    if (rc < 0) {
+        ckpt_outfile_abort(w.file);
+        return rc;
+    }
+    rc = ckpt_outfile_commit(w.file);
+    if (rc < 0)
+        return rc;
+    if (report && stat(path, &st) == 0)
+        report->bytes_written = (uint64_t)st.st_size;
+    return 0;
+}

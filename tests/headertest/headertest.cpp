@@ -1,0 +1,11 @@
+// The public headers must be usable from C++.
+#include <ckpt.h>
+#include <ckpt/sys/format.h>
+#include <ckpt/sys/pickle.h>
+#include <ckpt/sys/zip.h>
+
+int ckpt_headertest_cxx();
+int ckpt_headertest_cxx()
+{
+    return ckpt_error_last() != nullptr;
+}

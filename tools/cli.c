@@ -1,0 +1,132 @@
+/* Helpers shared by the subcommands. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_fail(const char *cmd)
+{
+    fprintf(stderr, "ckptconv %s: error: %s\n", cmd, ckpt_error_last()->message);
+    return CLI_EXIT_FAILURE;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "ckptconv %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'ckptconv %s --help'.\n", cmd);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *suffix; double mult; } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "K", 1024.0 }, { "KIB", 1024.0 }, { "KB", 1e3 },
+        { "M", 1048576.0 }, { "MIB", 1048576.0 }, { "MB", 1e6 },
+        { "G", 1073741824.0 }, { "GIB", 1073741824.0 }, { "GB", 1e9 },
+        { "T", 1099511627776.0 }, { "TIB", 1099511627776.0 }, { "TB", 1e12 },
+    };
+    char suffix[8];
+    char *end;
+    double v;
+    size_t i, n;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || isinf(v))
+        return -1;
+    while (*end == ' ')
+        end++;
+    n = strlen(end);
+    if (n >= sizeof suffix)
+        return -1;
+    for (i = 0; i <= n; i++)
+        suffix[i] = (char)toupper((unsigned char)end[i]);
+    for (i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(suffix, units[i].suffix) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes >= 18446744073709551615.0)
+                return -1;
+            *out = (uint64_t)bytes;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *names[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double v = (double)bytes;
+    int u = 0;
+
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%.1f %s", v, names[u]);
+    return buf;
+}
+
+const char *cli_shape(const int64_t *shape, int ndim, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int i;
+
+    len += (size_t)snprintf(buf, cap, "[");
+    for (i = 0; i < ndim && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+static int progress_shown;
+
+void cli_progress(uint64_t done, uint64_t total, void *payload)
+{
+    const char *label = payload;
+    int width = 30, filled;
+    double frac;
+    char bar[64];
+
+    if (!isatty(STDERR_FILENO) || !total)
+        return;
+    frac = (double)done / (double)total;
+    filled = (int)(frac * width);
+    memset(bar, '#', (size_t)filled);
+    memset(bar + filled, '.', (size_t)(width - filled));
+    bar[width] = '\0';
+    fprintf(stderr, "\r%s [%s] %5.1f%%", label ? label : "", bar, frac * 100.0);
+    fflush(stderr);
+    progress_shown = 1;
+}
+
+void cli_progress_done(void)
+{
+    if (progress_shown) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+        progress_shown = 0;
+    }
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

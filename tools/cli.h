@@ -1,0 +1,34 @@
+/* Shared by the ckptconv subcommands: option helpers, output helpers, exit codes. */
+#ifndef CKPT_CLI_H
+#define CKPT_CLI_H
+
+#include <ckpt.h>
+
+#include <stdio.h>
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAILURE 1
+#define CLI_EXIT_USAGE 2
+
+typedef int (*cli_command_fn)(int argc, char **argv);
+
+int cli_inspect(int argc, char **argv);
+int cli_convert(int argc, char **argv);
+
+/* Print "ckptconv <cmd>: <last library error>" to stderr; returns CLI_EXIT_FAILURE. */
+int cli_fail(const char *cmd);
+/* Print a usage error and the hint to run --help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+/* "512M", "4GiB", "1e9", "2GB" (decimal units KB/MB/GB/TB, binary K/M/G/T/KiB/MiB/GiB/TiB). */
+int cli_parse_size(const char *s, uint64_t *out);
+/* Human size: "1.5 GiB". */
+const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
+/* Shape as "[2, 3]". */
+const char *cli_shape(const int64_t *shape, int ndim, char *buf, size_t cap);
+/* Progress bar on stderr when it is a terminal (payload: const char *label). */
+void cli_progress(uint64_t done, uint64_t total, void *payload);
+void cli_progress_done(void);
+/* Seconds since an arbitrary start, monotonic. */
+double cli_now(void);
+
+#endif

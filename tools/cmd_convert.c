@@ -1,0 +1,189 @@
+/* ckptconv convert IN OUT: between torch .pt, .pdparams and safetensors. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void convert_help(FILE *out)
+{
+    fprintf(out,
+"usage: ckptconv convert IN OUT [options]\n"
+"\n"
+"Convert a checkpoint between formats. The input format is detected from its\n"
+"content; the output format comes from OUT's extension (.pt .pth .bin .ckpt ->\n"
+"torch, .pdparams .pdopt -> pdparams, .safetensors -> safetensors) unless --to\n"
+"names it. Tensors are streamed from the mapped input straight into their place in\n"
+"the output, in parallel; memory stays within --memory whatever the model size.\n"
+"Nothing appears under OUT unless the whole file was written and synced.\n"
+"\n"
+"torch -> torch keeps every non-tensor object (args, iteration, rng states,\n"
+"optimizer state, TE _extra_state) and every view/shared storage. safetensors and\n"
+"pdparams hold tensors only: non-tensor entries are dropped with a note.\n"
+"Tensor names are container keys joined with '/' (optimizer/state/0/exp_avg).\n"
+"\n"
+"options:\n"
+"  --to FORMAT              output format: pt (torch), pdparams, safetensors\n"
+"  --dtype D                cast floating-point tensors to D (float32, bfloat16,\n"
+"                           float16, float64, float8_e4m3fn, float8_e5m2), rounding\n"
+"                           to nearest even exactly as torch's Tensor.to does\n"
+"  --protocol N             pickle protocol for .pdparams output (2, 3 or 4; default 4)\n"
+"  --memory SIZE            working-memory budget, e.g. 512M, 2G (default 512M)\n"
+"  --threads N              worker threads (default: all cores)\n"
+"  --force                  replace OUT if it exists\n"
+"  --verify-crc             check CRC-32 of every zip record of the input first\n"
+"  --json                   print a JSON report on stdout\n"
+"  -q, --quiet              no progress bar, no summary\n"
+"\n"
+"safety: reading never runs pickle code. If the input's pickle references a global\n"
+"outside the known set (e.g. posix.system), convert refuses and names the global\n"
+"and its key path. Then:\n"
+"  --drop-unknown-objects   convert the tensors only\n"
+"  --keep-unknown-objects   carry the objects through verbatim; UNSAFE: whoever\n"
+"                           loads the output with pickle runs that code\n"
+"\n"
+"examples:\n"
+"  ckptconv convert model_optim_rng.pt model.safetensors\n"
+"  ckptconv convert model_state.pdparams model.pt --dtype float32\n"
+"  ckptconv convert in.pt out.pt --dtype bfloat16 --memory 1G\n");
+}
+
+static const char *format_for_to(const char *to)
+{
+    if (strcmp(to, "pt") == 0 || strcmp(to, "torch") == 0 || strcmp(to, "pth") == 0 || strcmp(to, "bin") == 0)
+        return "torch";
+    if (strcmp(to, "pdparams") == 0 || strcmp(to, "paddle") == 0 || strcmp(to, "pdopt") == 0)
+        return "pdparams";
+    if (strcmp(to, "safetensors") == 0 || strcmp(to, "st") == 0)
+        return "safetensors";
+    return NULL;
+}
+
+static void print_json(const ckpt_ckpt *in, const char *out_path, const char *format,
+                       const ckpt_convert_report *r, double seconds)
+{
+    cJSON *o = cJSON_CreateObject(), *notes = cJSON_CreateArray();
+    char *text, *line, *save = NULL;
+    char *copy = r->notes.data ? strdup((const char *)r->notes.data) : NULL;
+
+    cJSON_AddStringToObject(o, "input", ckpt_path(in));
+    cJSON_AddStringToObject(o, "input_format", ckpt_format_name(in));
+    cJSON_AddStringToObject(o, "output", out_path);
+    cJSON_AddStringToObject(o, "output_format", format);
+    cJSON_AddNumberToObject(o, "tensors", (double)r->tensors);
+    cJSON_AddNumberToObject(o, "bytes_written", (double)r->bytes_written);
+    cJSON_AddNumberToObject(o, "dropped_values", (double)r->dropped_values);
+    cJSON_AddNumberToObject(o, "seconds", seconds);
+    for (line = copy ? strtok_r(copy, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+        cJSON_AddItemToArray(notes, cJSON_CreateString(line));
+    cJSON_AddItemToObject(o, "notes", notes);
+    text = cJSON_Print(o);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    free(copy);
+    cJSON_Delete(o);
+}
+
+int cli_convert(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "to", required_argument, NULL, 't' },
+        { "dtype", required_argument, NULL, 'd' },
+        { "protocol", required_argument, NULL, 'p' },
+        { "memory", required_argument, NULL, 'm' },
+        { "threads", required_argument, NULL, 'j' },
+        { "force", no_argument, NULL, 'f' },
+        { "verify-crc", no_argument, NULL, 'c' },
+        { "json", no_argument, NULL, 'J' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "drop-unknown-objects", no_argument, NULL, 'D' },
+        { "keep-unknown-objects", no_argument, NULL, 'K' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    ckpt_convert_options opts = CKPT_CONVERT_OPTIONS_INIT;
+    ckpt_open_options oopts = CKPT_OPEN_OPTIONS_INIT;
+    ckpt_convert_report report;
+    ckpt_ckpt *in = NULL;
+    const char *format;
+    int c, json = 0, quiet = 0, drop = 0, keep = 0, rc;
+    double start;
+    char size[32];
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            opts.format = format_for_to(optarg);
+            if (!opts.format)
+                return cli_usage_error("convert", "--to %s: expected pt, pdparams or safetensors", optarg);
+            break;
+        case 'd':
+            opts.dtype = ckpt_dtype_from_name(optarg);
+            if (opts.dtype == CKPT_DTYPE_INVALID || !ckpt_dtype_is_float(opts.dtype))
+                return cli_usage_error("convert", "--dtype %s: expected a floating-point type "
+                                       "(float32, bfloat16, float16, float64, float8_e4m3fn, float8_e5m2)", optarg);
+            break;
+        case 'p':
+            opts.protocol = atoi(optarg);
+            if (opts.protocol < 2 || opts.protocol > 4)
+                return cli_usage_error("convert", "--protocol %s: expected 2, 3 or 4", optarg);
+            break;
+        case 'm':
+            if (cli_parse_size(optarg, &opts.memory) < 0 || opts.memory < (16u << 20))
+                return cli_usage_error("convert", "--memory %s: expected a size of at least 16M, e.g. 512M or 2G", optarg);
+            break;
+        case 'j':
+            opts.threads = atoi(optarg);
+            if (opts.threads < 1 || opts.threads > 1024)
+                return cli_usage_error("convert", "--threads %s: expected a number from 1 to 1024", optarg);
+            break;
+        case 'f': opts.overwrite = 1; break;
+        case 'c': oopts.verify_crc = 1; break;
+        case 'J': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'D': drop = 1; break;
+        case 'K': keep = 1; break;
+        case 'h': convert_help(stdout); return CLI_EXIT_OK;
+        default: return cli_usage_error("convert", "unknown option");
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage_error("convert", "expected IN and OUT, got %d argument(s)", argc - optind);
+    if (drop && keep)
+        return cli_usage_error("convert", "--drop-unknown-objects and --keep-unknown-objects exclude each other");
+    opts.unknown = drop ? CKPT_UNKNOWN_DROP : keep ? CKPT_UNKNOWN_KEEP : CKPT_UNKNOWN_REFUSE;
+    format = opts.format ? opts.format : ckpt_format_for_path(argv[optind + 1]);
+    if (!format)
+        return cli_usage_error("convert", "cannot tell the output format of '%s' from its extension; use --to",
+                               argv[optind + 1]);
+    if (!quiet && !json) {
+        opts.progress = cli_progress;
+        opts.progress_payload = "converting";
+    }
+    start = cli_now();
+    if (ckpt_open(&in, argv[optind], &oopts) < 0)
+        return cli_fail("convert");
+    rc = ckpt_convert(in, argv[optind + 1], &opts, &report);
+    cli_progress_done();
+    if (rc < 0) {
+        ckpt_close(in);
+        return cli_fail("convert");
+    }
+    if (json) {
+        print_json(in, argv[optind + 1], format, &report, cli_now() - start);
+    } else if (!quiet) {
+        if (report.notes.len)
+            fprintf(stderr, "note: %s", (const char *)report.notes.data);
+        fprintf(stderr, "wrote %s (%s, %zu tensors, %s) in %.2f s\n", argv[optind + 1], format, report.tensors,
+                cli_human_size(report.bytes_written, size, sizeof size), cli_now() - start);
+    }
+    if (keep && !quiet && !json)
+        fprintf(stderr, "warning: --keep-unknown-objects: %s may run code when loaded with pickle\n",
+                argv[optind + 1]);
+    ckpt_convert_report_dispose(&report);
+    ckpt_close(in);
+    return CLI_EXIT_OK;
+}

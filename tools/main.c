@@ -1,0 +1,78 @@
+/* ckptconv: one binary, one subcommand per file in tools/. */
+#include "cli.h"
+
+#include <ckpt/sys/io.h>
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct {
+    const char *name;
+    cli_command_fn fn;
+    const char *summary;
+} commands[] = {
+    { "inspect", cli_inspect, "list tensors, metadata and pickle globals of a checkpoint" },
+    { "convert", cli_convert, "convert between torch .pt, .pdparams and safetensors" },
+};
+
+static void usage(FILE *out)
+{
+    size_t i;
+    fprintf(out,
+            "usage: ckptconv <command> [options]\n"
+            "\n"
+            "Read, convert and verify large-model training checkpoints without running\n"
+            "their pickle code and without loading them whole into memory.\n"
+            "\n"
+            "commands:\n");
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n"
+            "formats: ");
+    for (i = 0; i < ckpt_format_count(); i++) {
+        const char *ext;
+        const char *name = ckpt_format_at(i, NULL, &ext);
+        fprintf(out, "%s%s (%s)", i ? ", " : "", name, ext);
+    }
+    fprintf(out,
+            "\n\n"
+            "Run 'ckptconv <command> --help' for the options of a command.\n"
+            "Exit status: 0 success, 1 failure (the message names file, tensor and reason), 2 usage error.\n");
+}
+
+static void on_signal(int sig)
+{
+    /* never leave a half-written temporary behind */
+    ckpt_outfile_cleanup_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int main(int argc, char **argv)
+{
+    size_t i;
+
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("ckptconv %s\n", CKPT_VERSION_STRING);
+        return CLI_EXIT_OK;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ckptconv: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}
