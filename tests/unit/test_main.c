@@ -1,6 +1,5 @@
 /* Runner for one unit-test executable: every registered case, or those named on the
  * command line, each in its own temporary directory. */
-#define _GNU_SOURCE
 #include "test.h"
 
 #include <stdarg.h>

@@ -30,9 +30,11 @@ CKPT_EXTERN(const ckpt_zip_entry *) ckpt_zip_entry_at(const ckpt_zip *z, size_t 
 /* Exact name lookup; NULL if absent. */
 CKPT_EXTERN(const ckpt_zip_entry *) ckpt_zip_find(const ckpt_zip *z, const char *name);
 /* Read a whole entry into `out` (inflating if deflated), checking the size; with
- * `check_crc` also the CRC-32. For small records (data.pkl, version). */
+ * `check_crc` also the CRC-32. For small records (data.pkl, version). Replaces what `out`
+ * held; on failure `out` is left empty. */
 CKPT_EXTERN(int) ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, int check_crc, ckpt_buf *out);
-/* Stream the entry through zlib and compare size and CRC-32 with the directory. */
+/* Stream the entry through zlib and compare size and CRC-32 with the directory, in bounded
+ * memory, releasing the pages read (ckpt_file_release). */
 CKPT_EXTERN(int) ckpt_zip_verify(const ckpt_zip *z, const ckpt_zip_entry *e);
 /* Describe an entry's bytes as a storage extent (RAW or DEFLATE). */
 CKPT_EXTERN(void) ckpt_zip_extent(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_extent *out);
@@ -46,10 +48,13 @@ typedef struct ckpt_zip_writer ckpt_zip_writer;
 
 CKPT_EXTERN(int) ckpt_zip_writer_new(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t start, unsigned align);
 /* Reserve an entry of `size` bytes; *data_offset receives where its data goes. Returns the
- * entry index (>= 0) or a negative error. */
+ * entry index (>= 0) or a negative error. Names must be unique (readers refuse duplicates);
+ * the writer does not check. */
 CKPT_EXTERN(int) ckpt_zip_writer_add(ckpt_zip_writer *w, const char *name, uint64_t size, uint64_t *data_offset);
 /* Add and write a small entry in one go (CRC computed here). */
 CKPT_EXTERN(int) ckpt_zip_writer_add_bytes(ckpt_zip_writer *w, const char *name, const void *data, size_t len);
+/* Every non-empty entry needs its CRC before finish. May be called from several threads for
+ * different entries, but not while an entry is being added. */
 CKPT_EXTERN(void) ckpt_zip_writer_set_crc(ckpt_zip_writer *w, int entry, uint32_t crc);
 /* Offset just past everything reserved so far. */
 CKPT_EXTERN(uint64_t) ckpt_zip_writer_tell(const ckpt_zip_writer *w);

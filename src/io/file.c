@@ -1,0 +1,113 @@
+/* Input files, mapped read-only: checkpoints are read in place, never copied into memory,
+ * and pages already consumed can be dropped so that a pass over a file larger than RAM
+ * keeps a small resident set. */
+#include <ckpt/sys/common.h>
+#include <ckpt/sys/io.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ckpt_file_open(ckpt_file **out, const char *path)
+{
+    ckpt_file *f = NULL;
+    struct stat st;
+    size_t path_len = strlen(path);
+    int fd, rc = 0;
+
+    *out = NULL;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; no effect on regular files. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return ckpt_error_set(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, "%s: cannot open: %s",
+                              path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        rc = ckpt_error_set(CKPT_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        goto done;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        rc = ckpt_error_set(CKPT_EINVALID, "%s: is a directory, expected a file", path);
+        goto done;
+    }
+    /* Pipes and devices cannot be mapped or have no meaningful size. */
+    if (!S_ISREG(st.st_mode)) {
+        rc = ckpt_error_set(CKPT_EINVALID, "%s: not a regular file", path);
+        goto done;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too large to map in this address space", path);
+        goto done;
+    }
+    /* One allocation: the struct, then the copy of the path. */
+    f = malloc(sizeof *f + path_len + 1);
+    if (!f) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    memcpy((char *)(f + 1), path, path_len + 1);
+    f->path = (const char *)(f + 1);
+    f->fd = fd;
+    f->size = (uint64_t)st.st_size;
+    f->data = NULL;
+    if (f->size > 0) {
+        void *p = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            rc = ckpt_error_set(CKPT_EIO, "%s: cannot map: %s", path, strerror(errno));
+            goto done;
+        }
+        f->data = p;
+    }
+    *out = f;
+    f = NULL;
+    fd = -1;
+done:
+    free(f);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+void ckpt_file_close(ckpt_file *f)
+{
+    if (!f)
+        return;
+    if (f->data)
+        munmap((void *)f->data, (size_t)f->size);
+    close(f->fd);
+    free(f);
+}
+
+int ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len)
+{
+    uint64_t end;
+
+    if (CKPT_ADD_OVERFLOWS(off, (uint64_t)len, &end) || end > f->size)
+        return ckpt_error_set(CKPT_EFORMAT,
+                              "%s: %zu bytes at offset %llu lie past the end of the file (%llu bytes)",
+                              f->path, len, (unsigned long long)off, (unsigned long long)f->size);
+    if (len)
+        memcpy(dst, f->data + off, len);
+    return 0;
+}
+
+void ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
+    uint64_t end, first, last;
+
+    if (!f || !f->data || off >= f->size)
+        return;
+    if (CKPT_ADD_OVERFLOWS(off, len, &end) || end > f->size)
+        end = f->size;
+    /* Only whole pages inside the range: a page shared with bytes outside it may still be
+     * wanted by another reader. The file's last page holds nothing past the end. */
+    first = (off + page - 1) / page * page;
+    last = end == f->size ? (end + page - 1) / page * page : end / page * page;
+    if (first < last)
+        madvise((void *)(f->data + first), (size_t)(last - first), MADV_DONTNEED);
+}

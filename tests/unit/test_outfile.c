@@ -1,0 +1,295 @@
+/* Atomic output: nothing appears under the final name before commit, nothing is left
+ * behind on abort or interruption, existing files are kept unless overwriting is asked. */
+#include "test.h"
+
+#include <ckpt/sys/io.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Names in `dir` (dot files included), sorted and joined with '|', in a static buffer. */
+static const char *listing(const char *dir)
+{
+    static char out[4096];
+    struct dirent **names;
+    int i, n = scandir(dir, &names, NULL, alphasort);
+
+    out[0] = '\0';
+    for (i = 0; i < n; i++) {
+        if (strcmp(names[i]->d_name, ".") != 0 && strcmp(names[i]->d_name, "..") != 0) {
+            if (out[0])
+                strncat(out, "|", sizeof out - strlen(out) - 1);
+            strncat(out, names[i]->d_name, sizeof out - strlen(out) - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return out;
+}
+
+static int file_is(const char *path, const void *data, size_t len)
+{
+    size_t got;
+    unsigned char *bytes = ckpt_test_read_file(path, &got);
+    int same = bytes && got == len && memcmp(bytes, data, len) == 0;
+
+    free(bytes);
+    return same;
+}
+
+CKPT_TEST(test_outfile_commit_renames_into_place)
+{
+    static const char expect[12] = { 'a', 'b', 'c', 0, 0, 0, 0, 0, 'x', 'y', 'z', 'w' };
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_EQ_STR(ckpt_outfile_path(f), "out.bin");
+    ASSERT_OK(ckpt_outfile_pwrite(f, 8, "xyzw", 4));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "abc", 3));
+    /* Only a hidden temporary in the same directory until commit. */
+    ASSERT_TRUE(strncmp(listing("."), ".out.bin.tmp.", 13) == 0);
+    ASSERT_TRUE(strchr(listing("."), '|') == NULL);
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("."), "out.bin");
+    ASSERT_TRUE(file_is("out.bin", expect, sizeof expect));
+}
+
+CKPT_TEST(test_outfile_temp_lives_next_to_the_target)
+{
+    ckpt_outfile *f;
+
+    ASSERT_TRUE(mkdir("sub", 0755) == 0);
+    ASSERT_OK(ckpt_outfile_open(&f, "sub/model.pt", 0));
+    ASSERT_TRUE(strncmp(listing("sub"), ".model.pt.tmp.", 14) == 0);
+    ASSERT_EQ_STR(listing("."), "sub");
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "data", 4));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("sub"), "model.pt");
+    ASSERT_TRUE(file_is("sub/model.pt", "data", 4));
+}
+
+CKPT_TEST(test_outfile_abort_leaves_nothing)
+{
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "abc", 3));
+    ckpt_outfile_abort(f);
+    ckpt_outfile_abort(NULL);
+    ASSERT_EQ_STR(listing("."), "");
+}
+
+CKPT_TEST(test_outfile_refuses_existing_file)
+{
+    ckpt_outfile *f = (ckpt_outfile *)1;
+
+    ckpt_test_write_file("out.bin", "old", 3);
+    ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_TRUE(f == NULL);
+    ASSERT_ERROR_MENTIONS("out.bin");
+    ASSERT_ERROR_MENTIONS("--force");
+    ASSERT_EQ_STR(listing("."), "out.bin");
+    ASSERT_TRUE(file_is("out.bin", "old", 3));
+}
+
+CKPT_TEST(test_outfile_overwrite_replaces)
+{
+    ckpt_outfile *f;
+
+    ckpt_test_write_file("out.bin", "old contents", 12);
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", CKPT_OUTFILE_OVERWRITE));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "new", 3));
+    /* The old file stays whole until the rename. */
+    ASSERT_TRUE(file_is("out.bin", "old contents", 12));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("."), "out.bin");
+    ASSERT_TRUE(file_is("out.bin", "new", 3));
+}
+
+CKPT_TEST(test_outfile_file_appearing_meanwhile_is_kept)
+{
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "mine", 4));
+    ckpt_test_write_file("out.bin", "theirs", 6);
+    ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_commit(f));
+    ASSERT_ERROR_MENTIONS("out.bin");
+    ASSERT_EQ_STR(listing("."), "out.bin");
+    ASSERT_TRUE(file_is("out.bin", "theirs", 6));
+}
+
+CKPT_TEST(test_outfile_bad_targets)
+{
+    ckpt_outfile *f;
+
+    ASSERT_TRUE(mkdir("d", 0755) == 0);
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "d", CKPT_OUTFILE_OVERWRITE));
+    ASSERT_ERROR_MENTIONS("directory");
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "d/", 0));
+    ASSERT_ERROR_MENTIONS("not a file name");
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_outfile_open(&f, "nodir/x.pt", 0));
+    ASSERT_ERROR_MENTIONS("nodir/x.pt");
+    ASSERT_EQ_STR(listing("."), "d");
+    ASSERT_EQ_STR(listing("d"), "");
+}
+
+CKPT_TEST(test_outfile_long_name_gets_a_short_temp)
+{
+    char name[256];
+    ckpt_outfile *f;
+
+    memset(name, 'n', 255);
+    name[255] = '\0';
+    ASSERT_OK(ckpt_outfile_open(&f, name, 0));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("."), name);
+}
+
+CKPT_TEST(test_outfile_respects_umask)
+{
+    ckpt_outfile *f;
+    struct stat st;
+    mode_t old = umask(027);
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    umask(old);
+    ASSERT_TRUE(stat("out.bin", &st) == 0);
+    ASSERT_EQ_INT(st.st_mode & 0777, 0640);
+}
+
+CKPT_TEST(test_outfile_truncate)
+{
+    static const char zeros[6] = { 0 };
+    ckpt_outfile *f;
+    unsigned char *got;
+    size_t len;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "0123456789", 10));
+    ASSERT_OK(ckpt_outfile_truncate(f, 4));
+    ASSERT_OK(ckpt_outfile_truncate(f, 10));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    got = ckpt_test_read_file("out.bin", &len);
+    ASSERT_TRUE(got != NULL);
+    ASSERT_EQ_INT(len, 10);
+    ASSERT_TRUE(memcmp(got, "0123", 4) == 0 && memcmp(got + 4, zeros, 6) == 0);
+    free(got);
+}
+
+static void copy_and_check(const char *src_path)
+{
+    size_t n = 3 * 1024 * 1024 + 123, i;
+    unsigned char *data = malloc(n + 3); /* room for the expected output */
+    ckpt_file *src;
+    ckpt_outfile *f;
+    int same;
+
+    ASSERT_TRUE(data != NULL);
+    for (i = 0; i < n; i++)
+        data[i] = (unsigned char)(i ^ (i >> 9));
+    ckpt_test_write_file(src_path, data, n);
+    ASSERT_OK(ckpt_file_open(&src, src_path));
+    ASSERT_OK(ckpt_outfile_open(&f, "copy.bin", 0));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "head", 4));
+    ASSERT_OK(ckpt_outfile_copy(f, 4, src, 1, n - 1));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_outfile_copy(f, 0, src, n - 2, 3));
+    ASSERT_ERROR_MENTIONS(src_path);
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ckpt_file_close(src);
+    memmove(data + 4, data + 1, n - 1);
+    memcpy(data, "head", 4);
+    same = file_is("copy.bin", data, n + 3);
+    free(data);
+    ASSERT_TRUE(same);
+}
+
+CKPT_TEST(test_outfile_copy_same_filesystem)
+{
+    copy_and_check("source.bin");
+}
+
+/* Across filesystems the kernel refuses copy_file_range; the buffered path takes over. */
+CKPT_TEST(test_outfile_copy_across_filesystems)
+{
+    char path[64];
+    struct stat st;
+
+    if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode)) {
+        printf("     (no /dev/shm: copying within one filesystem)\n");
+        copy_and_check("source.bin");
+        return;
+    }
+    snprintf(path, sizeof path, "/dev/shm/ckpt-copy-src-%d", (int)getpid());
+    copy_and_check(path);
+    remove(path);
+}
+
+CKPT_TEST(test_outfile_cleanup_all_removes_temps)
+{
+    ckpt_outfile *a, *b;
+
+    ASSERT_OK(ckpt_outfile_open(&a, "a.bin", 0));
+    ASSERT_OK(ckpt_outfile_open(&b, "b.bin", 0));
+    ASSERT_OK(ckpt_outfile_pwrite(a, 0, "a", 1));
+    ckpt_outfile_cleanup_all();
+    ASSERT_EQ_STR(listing("."), "");
+    /* The handles stay usable enough to be closed; commit has nothing left to rename. */
+    ckpt_outfile_abort(a);
+    ASSERT_FAILS(CKPT_EIO, ckpt_outfile_commit(b));
+    ASSERT_EQ_STR(listing("."), "");
+    /* Slots were given back: later outputs work and are cleaned up as well. */
+    ASSERT_OK(ckpt_outfile_open(&a, "c.bin", 0));
+    ckpt_outfile_cleanup_all();
+    ASSERT_EQ_STR(listing("."), "");
+    ckpt_outfile_abort(a);
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    ckpt_outfile_cleanup_all();
+}
+
+CKPT_TEST(test_outfile_cleanup_from_signal_handler)
+{
+    struct sigaction sa, old;
+    ckpt_outfile *f;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_TRUE(sigaction(SIGUSR1, &sa, &old) == 0);
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "partial", 7));
+    raise(SIGUSR1);
+    sigaction(SIGUSR1, &old, NULL);
+    ASSERT_EQ_STR(listing("."), "");
+    ckpt_outfile_abort(f);
+}
+
+CKPT_TEST(test_outfile_many_open_at_once)
+{
+    enum { N = 300 };
+    ckpt_outfile *f[N];
+    char name[32];
+    int i;
+
+    /* More outputs than the cleanup table holds: all still work. */
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "o%03d", i);
+        ASSERT_OK(ckpt_outfile_open(&f[i], name, 0));
+    }
+    for (i = 0; i < N; i++) {
+        if (i % 2)
+            ckpt_outfile_abort(f[i]);
+        else
+            ASSERT_OK(ckpt_outfile_commit(f[i]));
+    }
+    ASSERT_TRUE(strncmp(listing("."), "o000|o002|", 10) == 0);
+    ASSERT_TRUE(strstr(listing("."), "tmp") == NULL);
+}
