@@ -37,7 +37,8 @@ CKPT_EXTERN(size_t) ckpt_dtype_size(ckpt_dtype t);
 CKPT_EXTERN(const char *) ckpt_dtype_name(ckpt_dtype t);
 
 /* The type whose torch name is `name` (also accepts the short aliases "fp32", "f32",
- * "fp16", "half", "bf16", "float", "double", "fp8_e4m3", "fp8_e5m2"); CKPT_DTYPE_INVALID if none. */
+ * "fp16", "half", "bf16", "float", "double", "fp8_e4m3", "fp8_e5m2", "fp64", "f64", "f16",
+ * and torch's "short", "int", "long", "cfloat", "cdouble"); CKPT_DTYPE_INVALID if none. */
 CKPT_EXTERN(ckpt_dtype) ckpt_dtype_from_name(const char *name);
 
 /* Non-zero for real floating-point types (f64, f32, f16, bf16, fp8). */
@@ -56,7 +57,10 @@ CKPT_EXTERN(int) ckpt_dtype_can_convert(ckpt_dtype dst, ckpt_dtype src);
 CKPT_EXTERN(int) ckpt_dtype_convert(ckpt_dtype dst_type, void *dst, ckpt_dtype src_type,
                                     const void *src, size_t n);
 
-/* Single-value helpers used by statistics and tests. */
+/* Single-value helpers used by statistics and tests. They give the same bits as
+ * ckpt_dtype_convert (ckpt_f32_to_bf16 turns NaN into 0xFFFF, as torch's float -> bfloat16
+ * kernel does). ckpt_dtype_load_f64 reads one element of any type (complex: the real part;
+ * an invalid type: NaN). */
 CKPT_EXTERN(double) ckpt_dtype_load_f64(ckpt_dtype t, const void *elem);
 CKPT_EXTERN(float) ckpt_f16_to_f32(uint16_t h);
 CKPT_EXTERN(uint16_t) ckpt_f32_to_f16(float f);

@@ -52,9 +52,10 @@ typedef struct ckpt_tensor {
     uint32_t flags;
 } ckpt_tensor;
 
-/* Number of elements (1 for a scalar). */
+/* Number of elements (1 for a scalar); -1 for a negative dimension, a bad rank or a count
+ * past INT64_MAX. */
 CKPT_EXTERN(int64_t) ckpt_tensor_numel(const ckpt_tensor *t);
-/* numel * element size. */
+/* numel * element size; UINT64_MAX when numel is -1 or the product overflows. */
 CKPT_EXTERN(uint64_t) ckpt_tensor_nbytes(const ckpt_tensor *t);
 /* Non-zero if the elements are laid out densely in C order from `offset`. */
 CKPT_EXTERN(int) ckpt_tensor_is_contiguous(const ckpt_tensor *t);
@@ -64,7 +65,8 @@ CKPT_EXTERN(void) ckpt_tensor_set_contiguous(ckpt_tensor *t);
  * whole elements; errors name the tensor. 0 or CKPT_EFORMAT. */
 CKPT_EXTERN(int) ckpt_tensor_validate(const ckpt_tensor *t);
 
-/* Copy storage bytes [off, off+len) into dst, decoding extents. */
+/* Copy storage bytes [off, off+len) into dst, decoding extents. For a byteswapped storage
+ * off and len must be multiples of the swapped unit (CKPT_EINVALID otherwise). */
 CKPT_EXTERN(int) ckpt_storage_read(const ckpt_storage *s, uint64_t off, uint64_t len, void *dst);
 /* A direct pointer to storage bytes [off, off+len) when they lie in one RAW extent of a
  * mapped file with no byteswap, else NULL (then use ckpt_storage_read). Borrowed: valid
@@ -72,7 +74,9 @@ CKPT_EXTERN(int) ckpt_storage_read(const ckpt_storage *s, uint64_t off, uint64_t
 CKPT_EXTERN(const void *) ckpt_storage_map(const ckpt_storage *s, uint64_t off, uint64_t len);
 
 /* Copy elements [first, first+count) of the tensor, in C order, into dst as dst_type
- * (converted exactly as ckpt_dtype_convert does). Works for any strides. */
+ * (converted exactly as ckpt_dtype_convert does). Works for any strides, in bounded
+ * temporary memory. After a large contiguous read straight from a mapped file the pages
+ * it used are handed back (ckpt_file_release). */
 CKPT_EXTERN(int) ckpt_tensor_read(const ckpt_tensor *t, int64_t first, int64_t count,
                                   ckpt_dtype dst_type, void *dst);
 

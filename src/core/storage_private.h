@@ -1,0 +1,47 @@
+/* Sequential reading of a storage's logical bytes, shared by storage.c and tensor.c.
+ * A cursor decodes each extent once from where it starts (compressed and text-encoded
+ * extents cannot be entered in the middle), so a long read through a cursor costs one
+ * pass however it is split into pieces. */
+#ifndef CKPT_CORE_STORAGE_PRIVATE_H
+#define CKPT_CORE_STORAGE_PRIVATE_H
+
+#ifndef CKPT_BUILD
+#error "storage_private.h is internal to the library"
+#endif
+
+#include <ckpt/tensor.h>
+
+#define ZLIB_CONST
+#include <zlib.h>
+
+typedef struct ckpt_storage_cursor {
+    const ckpt_storage *s;
+    uint64_t pos;       /* logical offset of the next byte */
+    size_t extent;      /* extent holding pos */
+    uint64_t local;     /* decoded offset of pos inside that extent */
+    uint64_t in_pos;    /* stored bytes of that extent consumed (DEFLATE, LATIN1_UTF8) */
+    int entered;        /* the decoder of that extent has been positioned at `local` */
+    int z_active;
+    int z_done;         /* the deflate stream has ended */
+    z_stream z;
+} ckpt_storage_cursor;
+
+/* Start at logical offset `off`. Never fails; errors come from the reads. */
+void ckpt_storage__cursor_open(ckpt_storage_cursor *c, const ckpt_storage *s, uint64_t off);
+/* The next `len` bytes, decoded and byteswapped. With byteswap, the cursor position and
+ * `len` must be multiples of the swap unit. 0 or a negative error naming the storage. */
+int ckpt_storage__cursor_read(ckpt_storage_cursor *c, void *dst, uint64_t len);
+void ckpt_storage__cursor_close(ckpt_storage_cursor *c);
+
+/* Like ckpt_storage_map, also giving the file and the file offset of the bytes (to
+ * release their pages after use). */
+const void *ckpt_storage__map(const ckpt_storage *s, uint64_t off, uint64_t len, const ckpt_file **file,
+                              uint64_t *file_off);
+
+/* Hand back the pages of file bytes [from, to) after a sequential read that started at
+ * `start` (<= from). ckpt_file_release keeps pages that stick out of its range, so the
+ * range is widened back over the page `from` falls in, never before `start`: read in
+ * pieces, every page gets released once the read has passed it. */
+void ckpt_storage__release(const ckpt_file *f, uint64_t start, uint64_t from, uint64_t to);
+
+#endif

@@ -1,0 +1,316 @@
+/* Tensors: metadata, validation, and reads of contiguous and strided views, converted. */
+#include "core_fixture.h"
+
+CKPT_TEST(test_tensor_metadata)
+{
+    ckpt_tensor t;
+    int64_t shape[3] = { 2, 3, 4 };
+
+    tensor_init(&t, "w", CKPT_DTYPE_BF16, NULL, 3, shape);
+    ASSERT_EQ_INT(t.stride[0], 12);
+    ASSERT_EQ_INT(t.stride[1], 4);
+    ASSERT_EQ_INT(t.stride[2], 1);
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), 24);
+    ASSERT_EQ_INT(ckpt_tensor_nbytes(&t), 48);
+    ASSERT_TRUE(ckpt_tensor_is_contiguous(&t));
+    t.stride[0] = 1;
+    t.stride[2] = 6;
+    ASSERT_TRUE(!ckpt_tensor_is_contiguous(&t));
+    /* Size-1 dimensions may have any stride. */
+    t.shape[1] = 1;
+    t.stride[0] = 4;
+    t.stride[1] = 999;
+    t.stride[2] = 1;
+    ASSERT_TRUE(ckpt_tensor_is_contiguous(&t));
+    t.ndim = 0;
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), 1);
+    ASSERT_TRUE(ckpt_tensor_is_contiguous(&t));
+    t.ndim = 3;
+    t.shape[1] = 0;
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), 0);
+    ASSERT_TRUE(ckpt_tensor_is_contiguous(&t));
+    t.shape[0] = (int64_t)1 << 62;
+    t.shape[2] = (int64_t)1 << 62;
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), 0); /* a zero dimension wins over overflow */
+    t.shape[1] = 4;
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), -1);
+    ASSERT_TRUE(ckpt_tensor_nbytes(&t) == UINT64_MAX);
+    ASSERT_TRUE(!ckpt_tensor_is_contiguous(&t));
+    t.shape[0] = -1;
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), -1);
+    t.ndim = CKPT_MAX_DIMS + 1;
+    ASSERT_EQ_INT(ckpt_tensor_numel(&t), -1);
+    t.ndim = 1;
+    t.shape[0] = (int64_t)1 << 62;
+    ASSERT_TRUE(ckpt_tensor_nbytes(&t) == (uint64_t)1 << 63); /* 2^62 bf16 elements */
+    t.dtype = CKPT_DTYPE_C128;
+    ASSERT_TRUE(ckpt_tensor_nbytes(&t) == UINT64_MAX);
+}
+
+CKPT_TEST(test_tensor_validate)
+{
+    uint8_t bytes[64] = { 0 };
+    mapped m;
+    ckpt_extent e;
+    ckpt_storage s = { "data/0", CKPT_DTYPE_F32, 64, 1, &e, 0 };
+    ckpt_tensor t;
+    int64_t shape[2] = { 4, 4 };
+
+    ASSERT_OK(map_file(&m, "v.bin", bytes, sizeof bytes));
+    extent_set(&e, &m, 0, 64, 64, CKPT_EXTENT_RAW);
+    tensor_init(&t, "layer.weight", CKPT_DTYPE_F32, &s, 2, shape);
+    ASSERT_OK(ckpt_tensor_validate(&t));
+    t.offset = 1;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    ASSERT_ERROR_MENTIONS("layer.weight");
+    ASSERT_ERROR_MENTIONS("data/0");
+    t.offset = -1;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    t.offset = 0;
+    t.stride[0] = -4;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    ASSERT_ERROR_MENTIONS("negative stride");
+    /* Transposed and broadcast views inside the storage are fine. */
+    t.stride[0] = 1;
+    t.stride[1] = 4;
+    ASSERT_OK(ckpt_tensor_validate(&t));
+    t.stride[1] = 0;
+    ASSERT_OK(ckpt_tensor_validate(&t));
+    /* Strides whose reach overflows. */
+    t.shape[0] = (int64_t)1 << 40;
+    t.stride[0] = (int64_t)1 << 40;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    ASSERT_ERROR_MENTIONS("layer.weight");
+    t.shape[0] = 2;
+    t.stride[0] = INT64_MAX / 8;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    t.stride[0] = 4;
+    t.shape[0] = INT64_MAX / 2;
+    t.shape[1] = 4;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    ASSERT_ERROR_MENTIONS("overflows");
+    /* Storage not made of whole elements. */
+    t.shape[0] = 2;
+    t.stride[0] = 4;
+    s.nbytes = 62;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    s.nbytes = 64;
+    t.dtype = CKPT_DTYPE_INVALID;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    t.dtype = CKPT_DTYPE_F32;
+    t.shape[1] = -2;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    ASSERT_ERROR_MENTIONS("negative size");
+    t.shape[1] = 4;
+    t.storage = NULL;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    /* A zero-element tensor needs no storage. */
+    t.shape[0] = 0;
+    ASSERT_OK(ckpt_tensor_validate(&t));
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 0, CKPT_DTYPE_F32, NULL));
+    t.ndim = -1;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_tensor_validate(&t));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_tensor_validate(NULL));
+    unmap_file(&m);
+}
+
+/* Element (i, j, k) of a [3, 4, 5] array holds 100 i + 10 j + k. */
+CKPT_TEST(test_tensor_strided_views)
+{
+    float base[60], got[60];
+    uint16_t bf[60];
+    double wide[60];
+    mapped m;
+    ckpt_extent e;
+    ckpt_storage s = { "s", CKPT_DTYPE_F32, 240, 1, &e, 0 };
+    ckpt_tensor t;
+    int64_t shape[3] = { 5, 4, 3 };
+    int i, j, k, n;
+
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 4; j++)
+            for (k = 0; k < 5; k++)
+                base[20 * i + 5 * j + k] = (float)(100 * i + 10 * j + k);
+    ASSERT_OK(map_file(&m, "s.bin", base, sizeof base));
+    extent_set(&e, &m, 0, 240, 240, CKPT_EXTENT_RAW);
+    /* permute(2, 1, 0): shape [5, 4, 3], strides [1, 5, 20] */
+    tensor_init(&t, "perm", CKPT_DTYPE_F32, &s, 3, shape);
+    t.stride[0] = 1;
+    t.stride[1] = 5;
+    t.stride[2] = 20;
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 60, CKPT_DTYPE_F32, got));
+    for (n = 0, k = 0; k < 5; k++)
+        for (j = 0; j < 4; j++)
+            for (i = 0; i < 3; i++, n++)
+                ASSERT_TRUE(got[n] == (float)(100 * i + 10 * j + k));
+    /* any sub-range, converted, gives the same elements */
+    ASSERT_OK(ckpt_tensor_read(&t, 7, 41, CKPT_DTYPE_F64, wide));
+    for (n = 0; n < 41; n++)
+        ASSERT_TRUE(wide[n] == got[7 + n]);
+    ASSERT_OK(ckpt_tensor_read(&t, 59, 1, CKPT_DTYPE_BF16, bf));
+    ASSERT_EQ_INT(bf[0], ckpt_f32_to_bf16(got[59]));
+    /* x[1:, ::2, 1:4]: offset 21, shape [2, 2, 3], strides [20, 10, 1] */
+    shape[0] = 2;
+    shape[1] = 2;
+    shape[2] = 3;
+    tensor_init(&t, "slice", CKPT_DTYPE_F32, &s, 3, shape);
+    t.offset = 21;
+    t.stride[0] = 20;
+    t.stride[1] = 10;
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 12, CKPT_DTYPE_BF16, bf));
+    for (n = 0, i = 1; i < 3; i++)
+        for (j = 0; j < 4; j += 2)
+            for (k = 1; k < 4; k++, n++)
+                ASSERT_EQ_INT(bf[n], ckpt_f32_to_bf16((float)(100 * i + 10 * j + k)));
+    /* a contiguous row slice with an offset takes the contiguous path */
+    shape[0] = 8;
+    tensor_init(&t, "rows", CKPT_DTYPE_F32, &s, 1, shape);
+    t.offset = 45;
+    ASSERT_OK(ckpt_tensor_read(&t, 2, 6, CKPT_DTYPE_F32, got));
+    ASSERT_TRUE(memcmp(got, base + 47, 24) == 0);
+    /* broadcast (stride 0) and a scalar */
+    shape[0] = 3;
+    shape[1] = 2;
+    tensor_init(&t, "bcast", CKPT_DTYPE_F32, &s, 2, shape);
+    t.offset = 59;
+    t.stride[0] = 0;
+    t.stride[1] = 0;
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 6, CKPT_DTYPE_F32, got));
+    for (n = 0; n < 6; n++)
+        ASSERT_TRUE(got[n] == base[59]);
+    tensor_init(&t, "scalar", CKPT_DTYPE_F32, &s, 0, shape);
+    t.offset = 13;
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 1, CKPT_DTYPE_F64, wide));
+    ASSERT_TRUE(wide[0] == base[13]);
+    /* bad ranges and conversions */
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_tensor_read(&t, 0, 2, CKPT_DTYPE_F64, wide));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_tensor_read(&t, -1, 1, CKPT_DTYPE_F64, wide));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_tensor_read(&t, 1, 0x7FFFFFFFFFFFFFFF, CKPT_DTYPE_F64, wide));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_tensor_read(&t, 0, 1, CKPT_DTYPE_C64, wide));
+    ASSERT_ERROR_MENTIONS("scalar");
+    unmap_file(&m);
+}
+
+/* A strided view whose span is too large to decode whole, on a storage that cannot be
+ * mapped in one piece: it is read run by run. */
+CKPT_TEST(test_tensor_strided_large_span)
+{
+    size_t half = (size_t)48 << 20;
+    int64_t far = ((int64_t)70 << 20) / 8 + 1; /* a row stride past the 64 MiB decode limit */
+    mapped m;
+    ckpt_extent e[2];
+    ckpt_storage s = { "big", CKPT_DTYPE_I64, 2 * half, 2, e, 0 };
+    ckpt_tensor t;
+    int64_t shape[2] = { 2, 3 }, got[6], want[6];
+    int i, fd;
+
+    /* A sparse file, zero but for the elements the view reads; the storage's two extents
+     * are the file's two halves in swapped order. */
+    fd = open("big.bin", O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    ASSERT_TRUE(fd >= 0 && ftruncate(fd, (off_t)(2 * half)) == 0);
+    for (i = 0; i < 6; i++) {
+        uint64_t idx = 8 + (uint64_t)(i / 3) * (uint64_t)far + (uint64_t)(i % 3) * 2;
+        uint64_t byte = idx * 8, fpos = byte < half ? byte + half : byte - half;
+        want[i] = 1000 + i;
+        ASSERT_TRUE(pwrite(fd, &want[i], 8, (off_t)fpos) == 8);
+    }
+    close(fd);
+    ASSERT_OK(map_existing(&m, "big.bin", 2 * half));
+    extent_set(&e[0], &m, half, half, half, CKPT_EXTENT_RAW);
+    extent_set(&e[1], &m, 0, half, half, CKPT_EXTENT_RAW);
+    tensor_init(&t, "far", CKPT_DTYPE_I64, &s, 2, shape);
+    t.offset = 8;
+    t.stride[0] = far;
+    t.stride[1] = 2;
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 6, CKPT_DTYPE_I64, got));
+    ASSERT_TRUE(memcmp(got, want, sizeof got) == 0);
+    ASSERT_OK(ckpt_tensor_read(&t, 2, 3, CKPT_DTYPE_I64, got));
+    ASSERT_TRUE(memcmp(got, want + 2, 3 * 8) == 0);
+    /* runs along a unit-stride last dimension */
+    shape[0] = 2;
+    shape[1] = 2;
+    tensor_init(&t, "far_rows", CKPT_DTYPE_I64, &s, 2, shape);
+    t.offset = 8;
+    t.stride[0] = far;
+    ASSERT_OK(ckpt_tensor_read(&t, 0, 4, CKPT_DTYPE_I64, got));
+    ASSERT_TRUE(got[0] == want[0] && got[1] == 0 && got[2] == want[3] && got[3] == 0);
+    unmap_file(&m);
+}
+
+/* A large contiguous read straight from a mapped file, converted in pieces whose pages
+ * are handed back after use. */
+CKPT_TEST(test_tensor_large_contiguous)
+{
+    size_t n = ((size_t)6 << 20) + 5, i;
+    float *vals = malloc(n * 4);
+    uint16_t *got = malloc(n * 2);
+    float *back = malloc(n * 4);
+    mapped m;
+    ckpt_extent e;
+    ckpt_storage s = { "large", CKPT_DTYPE_F32, 0, 1, &e, 0 };
+    ckpt_tensor t;
+    int64_t shape[1];
+
+    ASSERT_TRUE(vals && got && back);
+    for (i = 0; i < n; i++)
+        vals[i] = (float)i * 0.37f - 1000.0f;
+    ASSERT_OK(map_file(&m, "large.bin", vals, n * 4));
+    extent_set(&e, &m, 0, n * 4, n * 4, CKPT_EXTENT_RAW);
+    s.nbytes = n * 4;
+    shape[0] = (int64_t)n;
+    tensor_init(&t, "large", CKPT_DTYPE_F32, &s, 1, shape);
+    ASSERT_OK(ckpt_tensor_read(&t, 0, (int64_t)n, CKPT_DTYPE_BF16, got));
+    for (i = 0; i < n; i += 4099)
+        ASSERT_EQ_INT(got[i], ckpt_f32_to_bf16(vals[i]));
+    ASSERT_EQ_INT(got[n - 1], ckpt_f32_to_bf16(vals[n - 1]));
+    /* the pages handed back are read again from the file */
+    ASSERT_OK(ckpt_tensor_read(&t, 3, (int64_t)n - 3, CKPT_DTYPE_F32, back));
+    ASSERT_TRUE(memcmp(back, vals + 3, (n - 3) * 4) == 0);
+    unmap_file(&m);
+    free(vals);
+    free(got);
+    free(back);
+}
+
+/* Transposed views of every element size: 1, 8 and 16 bytes, and big-endian doubles. */
+CKPT_TEST(test_tensor_strided_element_sizes)
+{
+    uint8_t bytes[192], got[192];
+    mapped m;
+    ckpt_extent e;
+    ckpt_storage s = { "sizes", CKPT_DTYPE_U8, 192, 1, &e, 0 };
+    ckpt_tensor t;
+    int64_t shape[2] = { 4, 3 };
+    size_t sizes[3] = { 1, 8, 16 }, es;
+    ckpt_dtype types[3] = { CKPT_DTYPE_U8, CKPT_DTYPE_I64, CKPT_DTYPE_C128 };
+    double be[3] = { 1.25, -3.5, 1e300 }, d[3];
+    int i, j, k, r;
+
+    for (i = 0; i < 192; i++)
+        bytes[i] = (uint8_t)(i * 37 + 11);
+    ASSERT_OK(map_file(&m, "sizes.bin", bytes, sizeof bytes));
+    extent_set(&e, &m, 0, 192, 192, CKPT_EXTENT_RAW);
+    for (k = 0; k < 3; k++) {
+        es = sizes[k];
+        /* the transpose of a [3, 4] array */
+        tensor_init(&t, "t", types[k], &s, 2, shape);
+        t.stride[0] = 1;
+        t.stride[1] = 4;
+        ASSERT_OK(ckpt_tensor_read(&t, 0, 12, types[k], got));
+        for (i = 0, r = 0; i < 4; i++)
+            for (j = 0; j < 3; j++, r++)
+                ASSERT_TRUE(memcmp(got + (size_t)r * es, bytes + (size_t)(4 * j + i) * es, es) == 0);
+    }
+    unmap_file(&m);
+    for (i = 0; i < 3; i++)
+        for (k = 0; k < 8; k++)
+            bytes[8 * i + k] = ((uint8_t *)&be[i])[7 - k];
+    ASSERT_OK(map_file(&m, "be64.bin", bytes, 24));
+    extent_set(&e, &m, 0, 24, 24, CKPT_EXTENT_RAW);
+    s.dtype = CKPT_DTYPE_F64;
+    s.nbytes = 24;
+    s.byteswap = 1;
+    ASSERT_OK(ckpt_storage_read(&s, 0, 24, d));
+    ASSERT_TRUE(d[0] == be[0] && d[1] == be[1] && d[2] == be[2]);
+    unmap_file(&m);
+}
