@@ -2,6 +2,7 @@
  * file and says where each blob's bytes go (placements); the engine produces every
  * placement exactly once, in parallel, straight into its place in the output. */
 #include "engine.h"
+#include "../core/storage_private.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -132,7 +133,78 @@ static uint64_t chunk_size(const ckpt_writer *w, int threads)
     return chunk;
 }
 
+/* Reads one placement's blob bytes in order. Storages whose extents are compressed or
+ * text-encoded go through a cursor, which decodes each extent once however the read is
+ * split; everything else is read by element range (any strides). */
+typedef struct blob_reader {
+    const ckpt_writer *w;
+    size_t blob;
+    int sequential;
+    ckpt_storage_cursor cursor;
+    uint8_t *raw; /* source-dtype bytes when converting through the cursor */
+    size_t raw_cap;
+} blob_reader;
+
+static int needs_cursor(const ckpt_tensor *view)
+{
+    size_t i;
+    if (!view->storage || !ckpt_tensor_is_contiguous(view))
+        return 0;
+    for (i = 0; i < view->storage->n_extents; i++)
+        if (view->storage->extents[i].encoding != CKPT_EXTENT_RAW)
+            return 1;
+    return 0;
+}
+
+static void blob_reader_open(blob_reader *r, const ckpt_writer *w, size_t blob, uint64_t off)
+{
+    const ckpt_tensor *view = &w->sources[blob].view;
+
+    memset(r, 0, sizeof *r);
+    r->w = w;
+    r->blob = blob;
+    r->sequential = needs_cursor(view);
+    if (r->sequential) {
+        uint64_t first = off / ckpt_dtype_size(w->out->blobs[blob].dtype);
+        ckpt_storage__cursor_open(&r->cursor, view->storage,
+                                  ((uint64_t)view->offset + first) * ckpt_dtype_size(view->dtype));
+    }
+}
+
+static void blob_reader_close(blob_reader *r)
+{
+    if (r->sequential)
+        ckpt_storage__cursor_close(&r->cursor);
+    free(r->raw);
+}
+
 /* Read blob bytes [off, off+len) (element aligned, len <= buffer) into buf. */
+static int read_blob(const ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *buf);
+
+static int blob_reader_read(blob_reader *r, uint64_t off, uint64_t len, void *buf)
+{
+    const ckpt_tensor *view = &r->w->sources[r->blob].view;
+    ckpt_dtype dtype = r->w->out->blobs[r->blob].dtype;
+    uint64_t count = len / ckpt_dtype_size(dtype), raw_len = count * ckpt_dtype_size(view->dtype);
+    int rc;
+
+    if (!r->sequential)
+        return read_blob(r->w, r->blob, off, len, buf);
+    if (view->dtype == dtype)
+        return ckpt_storage__cursor_read(&r->cursor, buf, len);
+    if (raw_len > r->raw_cap) {
+        uint8_t *raw = realloc(r->raw, (size_t)raw_len);
+        if (!raw)
+            return ckpt_error_oom();
+        r->raw = raw;
+        r->raw_cap = (size_t)raw_len;
+    }
+    rc = ckpt_storage__cursor_read(&r->cursor, r->raw, raw_len);
+    if (rc < 0)
+        return rc;
+    return ckpt_dtype_convert(dtype, buf, view->dtype, r->raw, (size_t)count);
+}
+
 static int read_blob(const ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *buf)
 {
     const ckpt_tensor *view = &w->sources[blob].view;
@@ -165,6 +237,7 @@ static size_t latin1_to_utf8(const uint8_t *src, size_t n, uint8_t *dst)
 int ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uint64_t len, uint64_t *out)
 {
     uint64_t chunk = chunk_size(w, 1), done = 0, high = 0;
+    blob_reader reader;
     size_t esize;
     uint8_t *buf;
     int rc = check_range(w, blob, blob_off, len);
@@ -176,15 +249,17 @@ int ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uin
     buf = malloc(chunk);
     if (!buf)
         return ckpt_error_oom();
+    blob_reader_open(&reader, w, blob, blob_off);
     while (done < len) {
         uint64_t n = len - done < chunk ? len - done : chunk, i;
-        rc = read_blob(w, blob, blob_off + done, n, buf);
+        rc = blob_reader_read(&reader, blob_off + done, n, buf);
         if (rc < 0)
             break;
         for (i = 0; i < n; i++)
             high += buf[i] >> 7;
         done += n;
     }
+    blob_reader_close(&reader);
     free(buf);
     if (rc < 0)
         return rc;
@@ -259,7 +334,8 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
     const ckpt_file *src;
     uint64_t src_off, done = 0, cursor = p->file_off;
     uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
-    int rc;
+    blob_reader reader;
+    int rc = 0;
 
     if (direct_source(w, p, &src, &src_off)) {
         while (done < p->len && !rs->failed) {
@@ -273,14 +349,15 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
         }
         return 0;
     }
+    blob_reader_open(&reader, w, p->blob, p->blob_off);
     while (done < p->len && !rs->failed) {
         uint64_t n = p->len - done < chunk ? p->len - done : chunk;
         const uint8_t *data = buf;
         uint64_t size = n;
 
-        rc = read_blob(w, p->blob, p->blob_off + done, n, buf);
+        rc = blob_reader_read(&reader, p->blob_off + done, n, buf);
         if (rc < 0)
-            return rc;
+            break;
         crc = (uint32_t)crc32_z(crc, buf, (z_size_t)n);
         if (p->encoding == CKPT_EXTENT_LATIN1_UTF8) {
             size = latin1_to_utf8(buf, (size_t)n, enc);
@@ -288,13 +365,14 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
         }
         rc = ckpt_outfile_pwrite(w->file, cursor, data, (size_t)size);
         if (rc < 0)
-            return rc;
+            break;
         cursor += size;
         done += n;
         report_progress(w, rs, n);
     }
+    blob_reader_close(&reader);
     p->crc = crc;
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 static int by_size_desc(const void *a, const void *b)
