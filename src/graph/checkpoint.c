@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Deep enough for any real checkpoint (Megatron's args and optimizer trees are < 20 levels). */
-#define CKPT_MAX_TREE_DEPTH 400
+/* Deeper than the pickle reader allows, so any tree it built can be walked. */
+#define CKPT_MAX_TREE_DEPTH 1024
 
 static int ckpt_alloc(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
 {
@@ -229,8 +229,10 @@ static int finish_open(ckpt_ckpt *c)
     int rc;
 
     rc = name_tensors(c);
-    if (rc < 0)
+    if (rc < 0) {
+        ckpt_error_prefix("%s", c->path);
         return rc;
+    }
     for (i = 0; i < c->n_tensors; i++) {
         rc = ckpt_tensor_validate(&c->tensors[i]);
         if (rc < 0) {
@@ -243,7 +245,10 @@ static int finish_open(ckpt_ckpt *c)
         ckpt_error_prefix("%s", c->path);
         return rc;
     }
-    return collect_globals(c);
+    rc = collect_globals(c);
+    if (rc < 0)
+        ckpt_error_prefix("%s", c->path);
+    return rc;
 }
 
 int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
