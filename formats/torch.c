@@ -279,7 +279,7 @@ static int zip_open(ckpt_reader *r)
     ckpt_value *root;
     torch_state *st;
     ckpt_zip *z = NULL;
-    size_t plen, i, end;
+    size_t plen = 0, i, end;
     int rc, big;
 
     ckpt_torch__interp_init(&in, r, "data/", 0);

@@ -256,7 +256,7 @@ int ckpt_torch__resolve_pid(ckpt_torch_interp *in, const ckpt_value *sv, const c
                             ckpt_torch_pid *info)
 {
     const ckpt_value *pid, *numel_v, *vm;
-    ckpt_dtype cls_dtype, t;
+    ckpt_dtype cls_dtype = CKPT_DTYPE_INVALID, t;
     const char *s;
     size_t len, want = in->legacy ? 6 : 5;
     int untyped, rc;

@@ -175,8 +175,12 @@ int cli_convert(int argc, char **argv)
     if (json) {
         print_json(in, argv[optind + 1], format, &report, cli_now() - start);
     } else if (!quiet) {
-        if (report.notes.len)
-            fprintf(stderr, "note: %s", (const char *)report.notes.data);
+        const char *line = report.notes.len ? (const char *)report.notes.data : "";
+        while (*line) {
+            size_t n = strcspn(line, "\n");
+            fprintf(stderr, "note: %.*s\n", (int)n, line);
+            line += n + (line[n] == '\n');
+        }
         fprintf(stderr, "wrote %s (%s, %zu tensors, %s) in %.2f s\n", argv[optind + 1], format, report.tensors,
                 cli_human_size(report.bytes_written, size, sizeof size), cli_now() - start);
     }

@@ -97,7 +97,9 @@ static void for_each_metadata(const ckpt_value *root, void (*fn)(const char *key
 
 static void print_meta_line(const char *key, const char *desc, void *p)
 {
-    (void)p;
+    if (!*(int *)p)
+        printf("\nmetadata:\n");
+    *(int *)p = 1;
     printf("  %-32s %s\n", key, desc);
 }
 
@@ -116,6 +118,13 @@ static int compute_stats(const ckpt_ckpt *c, ckpt_tensor_stats **out)
         return CKPT_ENOMEM;
     for (i = 0; i < n && rc >= 0; i++) {
         rc = ckpt_tensor_stats_compute(ckpt_tensor_at(c, i), &stats[i]);
+        if (rc == CKPT_EUNSUPPORTED) {
+            /* complex values have no order: report no statistics for them */
+            stats[i].min = stats[i].max = stats[i].mean = stats[i].std = NAN;
+            stats[i].count = stats[i].nan = stats[i].inf = 0;
+            ckpt_error_clear();
+            rc = 0;
+        }
         cli_progress(i + 1, n, "stats");
     }
     cli_progress_done();
@@ -202,6 +211,7 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
 {
     uint64_t total = 0;
     size_t i, unsafe = 0, width = 4;
+    int header_printed = 0;
     char a[64], b[64];
 
     for (i = 0; i < ckpt_tensor_count(c); i++) {
@@ -229,10 +239,7 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
                    stats[i].std, (unsigned long long)stats[i].nan, (unsigned long long)stats[i].inf);
         printf("\n");
     }
-    if (ckpt_root(c)) {
-        printf("\nmetadata:\n");
-        for_each_metadata(ckpt_root(c), print_meta_line, NULL);
-    }
+    for_each_metadata(ckpt_root(c), print_meta_line, &header_printed);
     if (ckpt_global_count(c)) {
         printf("\npickle globals (%zu):\n", ckpt_global_count(c));
         for (i = 0; i < ckpt_global_count(c); i++) {

@@ -153,23 +153,36 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
     return rc;
 }
 
-static int count_dropped(const ckpt_value *root, ckpt_convert_report *report)
+static int count_tensor(const ckpt_value *v, const char *path, void *payload)
 {
-    size_t i, n = 0;
+    (void)path;
+    if (v->kind == CKPT_VAL_TENSOR)
+        ++*(size_t *)payload;
+    return 0;
+}
+
+/* Top-level entries without tensors are what a tensors-only output drops; say which. */
+static size_t note_dropped(const ckpt_value *root, ckpt_convert_report *report)
+{
+    size_t i, dropped = 0;
 
     if (!root || root->kind != CKPT_VAL_DICT)
         return root && root->kind != CKPT_VAL_TENSOR;
     for (i = 0; i < root->u.dict.map.n; i++) {
-        const ckpt_value *k = root->u.dict.map.keys[i], *v = root->u.dict.map.vals[i];
-        if (v->kind == CKPT_VAL_TENSOR)
+        const ckpt_value *k = root->u.dict.map.keys[i];
+        size_t tensors = 0;
+        if (ckpt_value_walk(root->u.dict.map.vals[i], 1024, count_tensor, &tensors) < 0 || tensors)
             continue;
-        if (report && k->kind == CKPT_VAL_STR && n < 8)
-            ckpt_buf_printf(&report->notes, "%s%s", n ? ", " : "dropped non-tensor entries: ", k->u.str.ptr);
-        n++;
+        if (report && dropped < 8)
+            ckpt_buf_printf(&report->notes, "%s%s", dropped ? ", " : "dropped non-tensor entries: ",
+                            k->kind == CKPT_VAL_STR ? k->u.str.ptr : "?");
+        else if (report && dropped == 8)
+            ckpt_buf_puts(&report->notes, ", ...");
+        dropped++;
     }
-    if (report && n)
-        ckpt_buf_printf(&report->notes, "%s (the output format holds tensors only)\n", n > 8 ? ", ..." : "");
-    return (int)n;
+    if (report && dropped)
+        ckpt_buf_puts(&report->notes, " (the output format holds tensors only)\n");
+    return dropped;
 }
 
 static int check_safety(const ckpt_ckpt *in, const ckpt_convert_options *opts)
@@ -250,7 +263,7 @@ int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_o
     p.out.n_blobs = p.n_blobs;
     p.out.blobs = p.blobs;
     if (!carry) {
-        size_t dropped = (size_t)count_dropped(in->root, report);
+        size_t dropped = note_dropped(in->root, report);
         if (report)
             report->dropped_values = dropped;
     }

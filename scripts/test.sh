@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Fresh machine -> dependencies, build, and the whole test suite: unit, CLI, interop and
+# fuzz-corpus tests in an optimised build, again under AddressSanitizer + UBSan, then each
+# libFuzzer harness for FUZZ_SECONDS (default 60; 0 skips that stage).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${FUZZ_SECONDS:-60}
+
+scripts/install-deps.sh
+
+echo "== release build and tests"
+cmake --preset release
+cmake --build --preset release -j"$jobs"
+ctest --preset release -j"$jobs"
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+cmake --preset asan
+cmake --build --preset asan -j"$jobs"
+ctest --preset asan -j"$jobs"
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+  echo "== libFuzzer, ${fuzz_seconds}s per harness"
+  cmake --preset fuzz
+  cmake --build --preset fuzz -j"$jobs"
+  for fuzzer in build-fuzz/tests/*_fuzzer; do
+    name=$(basename "$fuzzer" _fuzzer)
+    corpus=tests/fuzz/corpora/$name
+    work=$(mktemp -d)
+    cp -r "$corpus"/. "$work"/
+    dict=()
+    for d in tests/fuzz/*.dict; do
+      case "$name" in "$(basename "$d" .dict)"*) dict=(-dict="$d") ;; esac
+    done
+    echo "-- $name"
+    "$fuzzer" "${dict[@]}" -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 \
+      -print_final_stats=1 "$work" 2>&1 | tail -n 12
+    rm -rf "$work"
+  done
+fi
+echo "all test stages passed"

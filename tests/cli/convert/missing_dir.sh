@@ -1,0 +1,1 @@
+ckptconv convert "$TESTDATA/sample/tiny_llama.pt" no/such/dir/out.pt

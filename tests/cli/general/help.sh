@@ -1,0 +1,1 @@
+ckptconv --help

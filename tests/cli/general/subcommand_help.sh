@@ -1,0 +1,3 @@
+set -e
+ckptconv inspect --help | head -n 1
+ckptconv convert --help | head -n 1

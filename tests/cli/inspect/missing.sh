@@ -1,0 +1,1 @@
+ckptconv inspect no_such_file.pt

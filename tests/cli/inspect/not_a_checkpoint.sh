@@ -1,0 +1,1 @@
+ckptconv inspect "$TESTDATA/bad/not_a_checkpoint.txt"

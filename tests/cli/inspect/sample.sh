@@ -1,0 +1,1 @@
+ckptconv inspect "$TESTDATA/sample/tiny_llama.pt"

@@ -1,0 +1,1 @@
+ckptconv inspect "$TESTDATA/torch/unsafe_os_system.pt"
