@@ -74,14 +74,18 @@ static int st_bid(const ckpt_probe *p, int best_bid)
         return -1;
     if (has_suffix(p->path, ST_INDEX_SUFFIX))
         return index_has_weight_map(f) ? 80 : -1;
-    if (f->size < 8 || best_bid >= 72)
+    if (best_bid >= 72)
         return -1;
+    /* A damaged file named .safetensors is still ours to diagnose (header too large,
+     * truncated...), unless something else recognises it. */
+    if (f->size < 8)
+        return has_suffix(p->path, ".safetensors") ? 8 : -1;
     n = ckpt_load_u64le(f->data);
     if (n > CKPT_ST_MAX_HEADER || n > f->size - 8)
-        return -1;
+        return has_suffix(p->path, ".safetensors") ? 8 : -1;
     for (i = 0; i < n && is_json_ws(f->data[8 + i]); i++)
         ;
-    return i < n && f->data[8 + i] == '{' ? 72 : -1;
+    return i < n && f->data[8 + i] == '{' ? 72 : has_suffix(p->path, ".safetensors") ? 8 : -1;
 }
 
 /* A storage holding one tensor's bytes, `begin` bytes into the data section of `f`. */
