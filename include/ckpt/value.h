@@ -56,10 +56,16 @@ typedef struct ckpt_value_seq {
     size_t n, cap;
 } ckpt_value_seq;
 
+typedef struct ckpt_value_map_index ckpt_value_map_index;
+
 typedef struct ckpt_value_map {
     ckpt_value **keys;
     ckpt_value **vals;
     size_t n, cap;
+    /* Hash index over keys[0..n), maintained by ckpt_value_dict_set so that building a
+     * large dict stays linear. Code that fills keys/vals by hand leaves it NULL (or
+     * covering a prefix); it is extended on the next ckpt_value_dict_set. */
+    ckpt_value_map_index *index;
 } ckpt_value_map;
 
 struct ckpt_value {
@@ -116,13 +122,17 @@ CKPT_EXTERN(ckpt_value *) ckpt_value_new_global(ckpt_arena *a, const char *modul
 CKPT_EXTERN(ckpt_value *) ckpt_value_new_tensor(ckpt_arena *a, size_t index);
 /* Append to a TUPLE/LIST/SET/FROZENSET, or to an OBJECT's list_items. */
 CKPT_EXTERN(int) ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
-/* Add a key/value to a DICT (or an OBJECT's dict_items); a later equal str key replaces
- * the earlier value in place, as Python does. */
+/* Add a key/value to a DICT (or an OBJECT's dict_items). A key equal to an existing one
+ * replaces that entry's value in place and keeps the first key, as Python does: str and
+ * bytes compare by content, int/bool/float by numeric value (1 == True == 1.0), None
+ * equals None, globals by module and name, and other kinds (tuples included) only by
+ * identity. */
 CKPT_EXTERN(int) ckpt_value_dict_set(ckpt_arena *a, ckpt_value *dict, ckpt_value *key, ckpt_value *val);
 
 /* Lookups. ckpt_value_dict_get finds a str key in a DICT; NULL if absent. */
 CKPT_EXTERN(ckpt_value *) ckpt_value_dict_get(const ckpt_value *dict, const char *key);
 CKPT_EXTERN(int) ckpt_value_is_str(const ckpt_value *v, const char *s);
+/* py2 module names (`__builtin__`, `copy_reg`) match their py3 equivalents. */
 CKPT_EXTERN(int) ckpt_value_is_global(const ckpt_value *v, const char *module, const char *name);
 /* Length in bytes of a BYTES value after decoding (decoded_len or len). */
 CKPT_EXTERN(size_t) ckpt_value_bytes_size(const ckpt_value *v);
