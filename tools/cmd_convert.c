@@ -28,7 +28,8 @@ static void convert_help(FILE *out)
 "  --dtype D                cast floating-point tensors to D (float32, bfloat16,\n"
 "                           float16, float64, float8_e4m3fn, float8_e5m2), rounding\n"
 "                           to nearest even exactly as torch's Tensor.to does\n"
-"  --protocol N             pickle protocol for .pdparams output (2, 3 or 4; default 4)\n"
+"  --protocol N             pickle protocol for .pdparams output (2 or 4; default 4,\n"
+"                           as paddle.save; 2 splits tensors over 1 GiB as paddle does)\n"
 "  --memory SIZE            working-memory budget, e.g. 512M, 2G (default 512M)\n"
 "  --threads N              worker threads (default: all cores)\n"
 "  --force                  replace OUT if it exists\n"
@@ -128,8 +129,8 @@ int cli_convert(int argc, char **argv)
             break;
         case 'p':
             opts.protocol = atoi(optarg);
-            if (opts.protocol < 2 || opts.protocol > 4)
-                return cli_usage_error("convert", "--protocol %s: expected 2, 3 or 4", optarg);
+            if (opts.protocol != 2 && opts.protocol != 4)
+                return cli_usage_error("convert", "--protocol %s: expected 2 or 4", optarg);
             break;
         case 'm':
             if (cli_parse_size(optarg, &opts.memory) < 0 || opts.memory < (16u << 20))
@@ -169,6 +170,7 @@ int cli_convert(int argc, char **argv)
     rc = ckpt_convert(in, argv[optind + 1], &opts, &report);
     cli_progress_done();
     if (rc < 0) {
+        ckpt_convert_report_dispose(&report);
         ckpt_close(in);
         return cli_fail("convert");
     }

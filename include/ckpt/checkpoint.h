@@ -113,7 +113,8 @@ typedef struct ckpt_convert_report {
 } ckpt_convert_report;
 
 /* Convert an opened checkpoint into out_path. Nothing appears under out_path unless the
- * whole output was written and synced. */
+ * whole output was written and synced. A non-NULL report is filled in either way: release
+ * it with ckpt_convert_report_dispose after the call, whether it succeeded or failed. */
 CKPT_EXTERN(int) ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_options *opts,
                               ckpt_convert_report *report);
 CKPT_EXTERN(void) ckpt_convert_report_dispose(ckpt_convert_report *r);

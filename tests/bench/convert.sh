@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Convert benchmark: a >= 2 GiB torch.save checkpoint -> safetensors, timed against `cp` of
+# the same file and against the Python way (torch.load + safetensors.torch.save_file).
+#
+#   tests/bench/convert.sh [CKPTCONV]      (default: build/ckptconv)
+#
+# The input is generated once with Debian's torch and cached in .bench/ (ignored by git).
+# Each run is measured with GNU time (wall seconds, peak RSS); page cache is dropped before
+# each run when /proc/sys/vm/drop_caches is writable (root), otherwise runs are warm-cache
+# and the table says so. Targets: ckptconv wall time within 2x of cp, peak RSS below 10% of
+# the file size. BENCH_REPEAT=N runs each tool N times and keeps the fastest;
+# BENCH_STRICT=1 exits 1 when a target is missed.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BENCH_DIR="$REPO/.bench"
+CKPTCONV="${1:-${CKPTCONV:-$REPO/build/ckptconv}}"
+TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+VENV_PYTHON="${VENV_PYTHON:-$REPO/.venv/bin/python}"
+REPEAT="${BENCH_REPEAT:-1}"
+TIME=/usr/bin/time
+
+die() {
+    echo "bench: $*" >&2
+    exit 1
+}
+
+[ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
+[ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"
+"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || die "torch does not import in $TORCH_PYTHON"
+"$VENV_PYTHON" -c 'import torch, safetensors' 2>/dev/null \
+    || die "torch and safetensors do not import in $VENV_PYTHON: run scripts/install-deps.sh"
+
+mkdir -p "$BENCH_DIR"
+BIG="$BENCH_DIR/big.pt"
+STAMP="$BENCH_DIR/big.pt.done"
+GEN_ID="$(sha256sum "$REPO/tests/bench/make_big.py" | cut -c1-16)"
+if [ ! -f "$BIG" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$GEN_ID" ]; then
+    echo "bench: generating $BIG (once)"
+    rm -f "$BIG" "$STAMP"
+    "$TORCH_PYTHON" "$REPO/tests/bench/make_big.py" "$BIG"
+    echo "$GEN_ID" >"$STAMP"
+fi
+SIZE=$(stat -c %s "$BIG")
+
+OUT="$BENCH_DIR/out"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+trap 'rm -rf "$OUT"' EXIT
+
+if ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
+    CACHE="cold (page cache dropped before each run)"
+    drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+else
+    CACHE="warm (cannot drop the page cache without root; input read once before)"
+    drop_caches() { :; }
+    cat "$BIG" >/dev/null
+fi
+
+# measure NAME CMD...: best wall time and its peak RSS over REPEAT runs; outputs removed.
+declare -A WALL RSS
+measure() {
+    local name="$1"
+    shift
+    local i log="$OUT/time.log" best="" best_rss=""
+    for ((i = 0; i < REPEAT; i++)); do
+        drop_caches
+        if ! "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1; then
+            cat "$OUT/cmd.log" >&2
+            die "$name failed: $*"
+        fi
+        read -r wall rss <"$log"
+        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+            best=$wall
+            best_rss=$rss
+        fi
+        find "$OUT" -type f ! -name '*.log' -delete
+    done
+    WALL[$name]=$best
+    RSS[$name]=$best_rss
+}
+
+measure cp cp "$BIG" "$OUT/copy.pt"
+measure ckptconv "$CKPTCONV" convert -q "$BIG" "$OUT/big.safetensors"
+measure "torch+safetensors" "$VENV_PYTHON" "$REPO/tests/bench/torch_convert.py" "$BIG" "$OUT/big.safetensors"
+
+echo
+echo "convert benchmark: $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GiB", s / 2^30 }') torch .pt -> safetensors," \
+     "$(nproc) cores, $CACHE"
+printf '%-20s %10s %14s %16s %16s\n' tool "wall s" "peak RSS MB" "wall / ckptconv" "RSS / ckptconv"
+for tool in cp ckptconv "torch+safetensors"; do
+    awk -v t="$tool" -v w="${WALL[$tool]}" -v r="${RSS[$tool]}" \
+        -v cw="${WALL[ckptconv]}" -v cr="${RSS[ckptconv]}" 'BEGIN {
+        printf "%-20s %10.2f %14.1f %16.2f %16.2f\n", t, w, r / 1024, (cw > 0 ? w / cw : 0), (cr > 0 ? r / cr : 0)
+    }'
+done
+
+missed=0
+check_target() {
+    local what="$1" ok="$2"
+    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
+}
+check_target "ckptconv wall time within 2x of cp ($(awk -v a="${WALL[ckptconv]}" -v b="${WALL[cp]}" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }'))" \
+    "$(awk -v a="${WALL[ckptconv]}" -v b="${WALL[cp]}" 'BEGIN { print (a <= 2 * b) ? 1 : 0 }')"
+check_target "ckptconv peak RSS below 10% of the file ($(awk -v r="${RSS[ckptconv]}" -v s="$SIZE" 'BEGIN { printf "%.1f%%", 100 * r * 1024 / s }'))" \
+    "$(awk -v r="${RSS[ckptconv]}" -v s="$SIZE" 'BEGIN { print (r * 1024 < 0.1 * s) ? 1 : 0 }')"
+if [ "$missed" = 1 ] && [ "${BENCH_STRICT:-0}" = 1 ]; then
+    exit 1
+fi
