@@ -246,9 +246,15 @@ static int finish_open(ckpt_ckpt *c)
         return rc;
     }
     rc = collect_globals(c);
-    if (rc < 0)
+    if (rc < 0) {
         ckpt_error_prefix("%s", c->path);
-    return rc;
+        return rc;
+    }
+    /* Opening touched headers all over the files (zip local headers, pickles); hand those
+     * pages back so the resident set starts small whatever the checkpoint size. */
+    for (i = 0; i < c->n_files; i++)
+        ckpt_file_release(c->files[i], 0, c->files[i]->size);
+    return 0;
 }
 
 int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
