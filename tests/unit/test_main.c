@@ -98,7 +98,8 @@ static void remove_tree(const char *dir)
 
 int main(int argc, char **argv)
 {
-    char cwd[4096], dir[64];
+    const char *tmp = getenv("TMPDIR");
+    char cwd[4096], dir[4096];
     int i, run = 0, failed = 0;
 
     if (!getcwd(cwd, sizeof cwd))
@@ -106,7 +107,7 @@ int main(int argc, char **argv)
     for (i = 0; i < n_tests; i++) {
         if (!selected(tests[i].name, argc, argv))
             continue;
-        snprintf(dir, sizeof dir, "/tmp/ckpt-test-XXXXXX");
+        snprintf(dir, sizeof dir, "%s/ckpt-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!mkdtemp(dir) || chdir(dir) != 0) {
             perror("mkdtemp");
             return 2;
