@@ -63,7 +63,6 @@ CKPT_EXTERN(const ckpt_global_ref *) ckpt_global_at(const ckpt_ckpt *c, size_t i
 #define CKPT_FORMAT_METADATA 0x04u /* the writer carries value trees read from its own format */
 #define CKPT_FORMAT_VIEWS    0x08u /* the writer keeps shared storages and strided views */
 #define CKPT_FORMAT_CRC      0x10u /* the writer needs CRC-32 of the data it places */
-#define CKPT_FORMAT_FOREIGN_METADATA 0x20u /* ... and value trees read from any format */
 
 CKPT_EXTERN(size_t) ckpt_format_count(void);
 /* Name of format i; *caps and *extensions (space separated, ".pt .pth") if non-NULL. */

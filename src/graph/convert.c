@@ -254,9 +254,9 @@ int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_o
         plan_free(&p);
         return rc;
     }
-    carry = opts.unknown != CKPT_UNKNOWN_DROP &&
-            ((format->caps & CKPT_FORMAT_FOREIGN_METADATA) ||
-             ((format->caps & CKPT_FORMAT_METADATA) && format == in->format));
+    /* a value tree only makes sense in the format it came from (torch objects mean nothing
+     * to paddle.load, paddle's name table nothing to a torch state dict) */
+    carry = opts.unknown != CKPT_UNKNOWN_DROP && (format->caps & CKPT_FORMAT_METADATA) && format == in->format;
     p.out.root = carry ? in->root : NULL;
     p.out.n_tensors = in->n_tensors;
     p.out.tensors = p.tensors;

@@ -293,6 +293,11 @@ typedef struct run_state {
     char error[1024];
 } run_state;
 
+static int has_failed(const run_state *rs)
+{
+    return __atomic_load_n(&rs->failed, __ATOMIC_RELAXED);
+}
+
 static void record_failure(run_state *rs, int rc)
 {
 #ifdef CKPT_HAVE_OPENMP
@@ -300,9 +305,9 @@ static void record_failure(run_state *rs, int rc)
 #endif
     {
         if (!rs->failed) {
-            rs->failed = 1;
             rs->error_code = rc;
             snprintf(rs->error, sizeof rs->error, "%s", ckpt_error_last()->message);
+            __atomic_store_n(&rs->failed, 1, __ATOMIC_RELAXED);
         }
     }
 }
@@ -338,7 +343,7 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
     int rc = 0;
 
     if (direct_source(w, p, &src, &src_off)) {
-        while (done < p->len && !rs->failed) {
+        while (done < p->len && !has_failed(rs)) {
             uint64_t n = p->len - done < chunk ? p->len - done : chunk;
             rc = ckpt_outfile_copy(w->file, p->file_off + done, src, src_off + done, n);
             if (rc < 0)
@@ -350,7 +355,7 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
         return 0;
     }
     blob_reader_open(&reader, w, p->blob, p->blob_off);
-    while (done < p->len && !rs->failed) {
+    while (done < p->len && !has_failed(rs)) {
         uint64_t n = p->len - done < chunk ? p->len - done : chunk;
         const uint8_t *data = buf;
         uint64_t size = n;
@@ -425,7 +430,7 @@ static int execute(ckpt_writer *w)
         for (k = 0; k < n; k++) {
             uint64_t esize = ckpt_dtype_size(w->out->blobs[order[k]->blob].dtype);
             int rc;
-            if (rs.failed)
+            if (has_failed(&rs))
                 continue;
             rc = write_placement(w, order[k], buf, enc, chunk - chunk % esize, &rs);
             if (rc < 0)
