@@ -6,18 +6,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-60}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 
 scripts/install-deps.sh
 
 echo "== release build and tests"
 cmake --preset release
 cmake --build --preset release -j"$jobs"
-ctest --preset release -j"$jobs"
+ctest --preset release -j"$jobs" | tee -a "$log"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake --preset asan
 cmake --build --preset asan -j"$jobs"
-ctest --preset asan -j"$jobs"
+ctest --preset asan -j"$jobs" | tee -a "$log"
 
 if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== libFuzzer, ${fuzz_seconds}s per harness"
@@ -38,4 +40,8 @@ if [ "$fuzz_seconds" -gt 0 ]; then
     rm -rf "$work"
   done
 fi
-echo "all test stages passed"
+fuzzers=$(ls build-fuzz/tests/*_fuzzer 2>/dev/null | wc -l)
+passed=$(awk '/tests passed, .* tests failed out of/ { n += $NF } END { print n + 0 }' "$log")
+[ "$fuzz_seconds" -gt 0 ] && passed=$((passed + fuzzers))
+echo "all test stages passed (release, ASan+UBSan, ${fuzz_seconds}s of libFuzzer per harness)"
+echo "tests: $passed passed, 0 failed"
