@@ -271,6 +271,31 @@ static void put_callable(out *o, const ckpt_value *c, int depth)
         put_value(o, c, depth + 1);
 }
 
+/* An object whose BUILD state is a dict of attributes (argparse.Namespace, dataclasses):
+ * name=value pairs, as its own repr would show them. */
+static int put_attributes(out *o, const ckpt_value *state, int depth)
+{
+    size_t i;
+
+    if (!state || state->kind != CKPT_VAL_DICT || state->u.dict.cls)
+        return 0;
+    for (i = 0; i < state->u.dict.map.n; i++)
+        if (state->u.dict.map.keys[i]->kind != CKPT_VAL_STR)
+            return 0;
+    for (i = 0; i < state->u.dict.map.n && !o->full; i++) {
+        if (i)
+            put(o, ", ", 2);
+        if (i == REPR_ITEMS) {
+            put(o, "...", 3);
+            break;
+        }
+        puts_(o, state->u.dict.map.keys[i]->u.str.ptr);
+        put(o, "=", 1);
+        put_value(o, state->u.dict.map.vals[i], depth + 1);
+    }
+    return 1;
+}
+
 static void put_object(out *o, const ckpt_value *v, int depth)
 {
     const ckpt_value *args = v->u.obj.args;
@@ -281,6 +306,11 @@ static void put_object(out *o, const ckpt_value *v, int depth)
     put(o, "(", 1);
     if (depth >= REPR_DEPTH) {
         put(o, "...)", 4);
+        return;
+    }
+    if (!has_args && !v->u.obj.kwargs && !v->u.obj.list_items.n && !v->u.obj.dict_items.n &&
+        put_attributes(o, v->u.obj.state, depth)) {
+        put(o, ")", 1);
         return;
     }
     if (has_args)

@@ -420,7 +420,10 @@ CKPT_TEST(test_value_repr_is_short_and_python_like)
     ns = global_object(a, "argparse", "Namespace", ckpt_value_new(a, CKPT_VAL_TUPLE));
     ns->u.obj.how = CKPT_OBJ_NEWOBJ;
     ns->u.obj.state = ckpt_value_new(a, CKPT_VAL_DICT);
-    check_repr(ns, 512, "argparse.Namespace(...)", &ok);
+    check_repr(ns, 512, "argparse.Namespace()", &ok);
+    ckpt_value_dict_set(a, ns->u.obj.state, str(a, "lr"), ckpt_value_new_float(a, 0.5));
+    ckpt_value_dict_set(a, ns->u.obj.state, str(a, "name"), str(a, "x"));
+    check_repr(ns, 512, "argparse.Namespace(lr=0.5, name='x')", &ok);
     check_repr(global_object(a, "torch", "device", seq(a, CKPT_VAL_TUPLE, 2, str(a, "cuda"), ckpt_value_new_int(a, 0))),
                512, "torch.device('cuda', 0)", &ok);
     check_repr(ckpt_value_new_tensor(a, 3), 512, "<tensor #3>", &ok);
