@@ -6,11 +6,13 @@
 extern const ckpt_format_vtable ckpt_format_safetensors;
 extern const ckpt_format_vtable ckpt_format_torch;
 extern const ckpt_format_vtable ckpt_format_pdparams;
+extern const ckpt_format_vtable ckpt_format_deepspeed_zero;
 
 static const ckpt_format_vtable *const formats[] = {
     &ckpt_format_safetensors,
     &ckpt_format_torch,
     &ckpt_format_pdparams,
+    &ckpt_format_deepspeed_zero,
 };
 
 size_t ckpt_registry__count(void)

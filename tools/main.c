@@ -34,7 +34,7 @@ static void usage(FILE *out)
     for (i = 0; i < ckpt_format_count(); i++) {
         const char *ext;
         const char *name = ckpt_format_at(i, NULL, &ext);
-        fprintf(out, "%s%s (%s)", i ? ", " : "", name, ext);
+        fprintf(out, "%s%s (%s)", i ? ", " : "", name, *ext ? ext : "a directory");
     }
     fprintf(out,
             "\n\n"
