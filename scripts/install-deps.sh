@@ -2,7 +2,8 @@
 # Installs everything ckptconv needs to build and to run its whole test suite on a fresh
 # Debian 12 machine (run as root). Safe to run again: apt and pip skip what is present.
 #
-# - Debian packages: the C toolchain and libraries, clang (fuzzers), valgrind, GNU time,
+# - Debian packages: the C toolchain and libraries, clang with its OpenMP runtime (fuzzers),
+#   valgrind, GNU time,
 #   and Debian's torch 1.13 (python3-torch), which the torch interop tests and the
 #   fixture generators use through /usr/bin/python3.
 # - .venv in the repository root, created with --system-site-packages so that Debian's
@@ -23,7 +24,7 @@ APT_PACKAGES=(
     build-essential cmake pkg-config
     zlib1g-dev libzstd-dev zstd libcjson-dev libhdf5-dev
     python3 python3-venv python3-numpy python3-torch
-    clang libclang-rt-14-dev valgrind time
+    clang libclang-rt-14-dev libomp-dev valgrind time
 )
 
 die() {
