@@ -12,7 +12,8 @@ static void convert_help(FILE *out)
 "usage: ckptconv convert IN OUT [options]\n"
 "\n"
 "Convert a checkpoint between formats. The input format is detected from its\n"
-"content; the output format comes from OUT's extension (.pt .pth .bin .ckpt ->\n"
+"content (IN may also be a DeepSpeed ZeRO checkpoint directory: its shards are\n"
+"consolidated); the output format comes from OUT's extension (.pt .pth .bin .ckpt ->\n"
 "torch, .pdparams .pdopt -> pdparams, .safetensors -> safetensors) unless --to\n"
 "names it. Tensors are streamed from the mapped input straight into their place in\n"
 "the output, in parallel; memory stays within --memory whatever the model size.\n"
@@ -47,7 +48,8 @@ static void convert_help(FILE *out)
 "examples:\n"
 "  ckptconv convert model_optim_rng.pt model.safetensors\n"
 "  ckptconv convert model_state.pdparams model.pt --dtype float32\n"
-"  ckptconv convert in.pt out.pt --dtype bfloat16 --memory 1G\n");
+"  ckptconv convert in.pt out.pt --dtype bfloat16 --memory 1G\n"
+"  ckptconv convert checkpoints/ pytorch_model.bin --dtype float32   # like zero_to_fp32\n");
 }
 
 static const char *format_for_to(const char *to)
