@@ -354,6 +354,10 @@ void ckpt_pickle__py2_name(const char **module, const char **name)
             *name = renames[i].py2_name;
             return;
         }
+        /* "builtins.unicode" has no py2 spelling: "__builtin__.unicode" reads back as
+         * builtins.str, so it keeps its py3 module. */
+        if (strcmp(*module, renames[i].py3_module) == 0 && strcmp(*name, renames[i].py2_name) == 0)
+            return;
     }
     if (strcmp(*module, "builtins") == 0)
         *module = "__builtin__";
