@@ -64,6 +64,14 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def numpy_as_reference(rec):
+    """A reference record as numpy names its dtype (bfloat16 arrays are stored as uint16)."""
+    import numpy as np
+    r = dict(rec)
+    r["dtype"] = np.dtype(rec.get("numpy_dtype", rec["dtype"])).name
+    return r
+
+
 def load_expected(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)

@@ -22,7 +22,8 @@ import numpy as np
 warnings.simplefilter("ignore")
 import paddle  # noqa: E402
 
-from common import Mismatch, check, compare_record, key_join, load_expected, match_names, run_main  # noqa: E402
+from common import (Mismatch, check, compare_record, key_join, load_expected, match_names,  # noqa: E402
+                    numpy_as_reference, run_main)
 
 
 def tensor_info(t):
@@ -41,12 +42,6 @@ def flatten(obj, path, out):
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             flatten(v, key_join(path, i), out)
-
-
-def numpy_as_reference(rec):
-    r = dict(rec)
-    r["dtype"] = np.dtype(rec.get("numpy_dtype", rec["dtype"])).name
-    return r
 
 
 def cmd_expected(out, expected_json, *skip):

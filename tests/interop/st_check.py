@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from common import check, compare_record, key_join, load_expected, match_names, run_main, sha256
+from common import check, compare_record, key_join, load_expected, match_names, numpy_as_reference, run_main, sha256
 
 ST_TO_NAME = {
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
@@ -60,12 +60,6 @@ def load(path):
                 shape = list(a.shape)
             out[name] = (dtype, shape, raw)
     return out
-
-
-def numpy_as_reference(rec):
-    r = dict(rec)
-    r["dtype"] = np.dtype(rec.get("numpy_dtype", rec["dtype"])).name
-    return r
 
 
 def cmd_expected(out, expected_json, *skip):
