@@ -9,5 +9,7 @@
 #include "ckpt/tensor.h"
 #include "ckpt/value.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/graph.h"
+#include "ckpt/rules.h"
 
 #endif

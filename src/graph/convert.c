@@ -40,7 +40,7 @@ static size_t *blob_map_slot(blob_map *m, const ckpt_storage *s, int *found)
     return &m->vals[i];
 }
 
-static ckpt_dtype output_dtype(ckpt_dtype in, const ckpt_convert_options *opts)
+ckpt_dtype ckpt_convert__dtype(ckpt_dtype in, const ckpt_convert_options *opts)
 {
     if (opts->dtype != CKPT_DTYPE_INVALID && ckpt_dtype_is_float(in))
         return opts->dtype;
@@ -52,7 +52,9 @@ typedef struct plan {
     ckpt_out_tensor *tensors;
     ckpt_out_blob *blobs;
     ckpt_blob_source *sources;
+    ckpt_tensor *wholes; /* per blob: the whole storage as one 1-D view (plan_views) */
     size_t n_blobs;
+    ckpt_graph *graph;
 } plan;
 
 static void plan_free(plan *p)
@@ -60,26 +62,30 @@ static void plan_free(plan *p)
     free(p->tensors);
     free(p->blobs);
     free(p->sources);
+    free(p->wholes);
+    ckpt_graph_free(p->graph);
 }
 
-static void set_blob(plan *p, size_t b, const ckpt_tensor *view, ckpt_dtype dtype)
+static int set_blob(plan *p, size_t b, const ckpt_tensor *view, ckpt_dtype dtype)
 {
-    p->sources[b].view = *view;
+    p->sources[b].name = view->name;
     p->blobs[b].dtype = dtype;
     p->blobs[b].nbytes = (uint64_t)ckpt_tensor_numel(view) * ckpt_dtype_size(dtype);
+    return ckpt_node_tensor(p->graph, view, &p->sources[b].node);
 }
 
 /* One contiguous blob per tensor. */
-static void plan_dense(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *opts)
+static int plan_dense(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *opts)
 {
     size_t i;
+    int rc;
     for (i = 0; i < in->n_tensors; i++) {
         const ckpt_tensor *t = &in->tensors[i];
         ckpt_out_tensor *o = &p->tensors[i];
         ckpt_tensor shape_only = *t;
 
         o->name = t->name;
-        o->dtype = output_dtype(t->dtype, opts);
+        o->dtype = ckpt_convert__dtype(t->dtype, opts);
         o->ndim = t->ndim;
         memcpy(o->shape, t->shape, sizeof o->shape);
         ckpt_tensor_set_contiguous(&shape_only);
@@ -87,9 +93,11 @@ static void plan_dense(plan *p, const ckpt_ckpt *in, const ckpt_convert_options 
         o->offset = 0;
         o->blob = i;
         o->flags = t->flags;
-        set_blob(p, i, t, o->dtype);
+        if ((rc = set_blob(p, i, t, o->dtype)) < 0)
+            return rc;
     }
     p->n_blobs = in->n_tensors;
+    return 0;
 }
 
 /* One blob per input storage; tensors stay views on it (shared storages, strides, offsets). */
@@ -107,7 +115,7 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
         int found = 0;
 
         o->name = t->name;
-        o->dtype = output_dtype(t->dtype, opts);
+        o->dtype = ckpt_convert__dtype(t->dtype, opts);
         o->ndim = t->ndim;
         memcpy(o->shape, t->shape, sizeof o->shape);
         memcpy(o->stride, t->stride, sizeof o->stride);
@@ -115,7 +123,7 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
         o->flags = t->flags;
         slot = t->storage ? blob_map_slot(&map, t->storage, &found) : NULL;
         if (found) {
-            const ckpt_tensor *first = &p->sources[*slot].view;
+            const ckpt_tensor *first = &p->wholes[*slot];
             if (first->dtype != t->dtype) {
                 rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: tensors '%s' (%s) and '%s' (%s) view one storage",
                                     in->path, first->name, ckpt_dtype_name(first->dtype), t->name,
@@ -126,13 +134,12 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
             continue;
         }
         {
-            ckpt_tensor whole;
-            memset(&whole, 0, sizeof whole);
-            whole.name = t->name;
-            whole.dtype = t->dtype;
-            whole.storage = t->storage;
-            whole.ndim = 1;
-            whole.stride[0] = 1;
+            ckpt_tensor *whole = &p->wholes[p->n_blobs];
+            whole->name = t->name;
+            whole->dtype = t->dtype;
+            whole->storage = t->storage;
+            whole->ndim = 1;
+            whole->stride[0] = 1;
             if (t->storage) {
                 if (t->storage->nbytes % esize) {
                     rc = ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s' of '%s' holds %llu bytes, not whole %s elements",
@@ -140,12 +147,12 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
                                         (unsigned long long)t->storage->nbytes, ckpt_dtype_name(t->dtype));
                     break;
                 }
-                whole.shape[0] = (int64_t)(t->storage->nbytes / esize);
+                whole->shape[0] = (int64_t)(t->storage->nbytes / esize);
             }
             o->blob = p->n_blobs;
             if (slot)
                 *slot = p->n_blobs;
-            set_blob(p, p->n_blobs++, &whole, o->dtype);
+            rc = set_blob(p, p->n_blobs++, whole, o->dtype);
         }
     }
     free(map.keys);
@@ -205,12 +212,31 @@ static int check_safety(const ckpt_ckpt *in, const ckpt_convert_options *opts)
     return 0;
 }
 
+int ckpt_convert__format(const char *path, const ckpt_convert_options *opts, const ckpt_format_vtable **out)
+{
+    const char *format_name = opts->format ? opts->format : ckpt_format_for_path(path);
+    const ckpt_format_vtable *format;
+
+    if (!format_name)
+        return ckpt_error_set(CKPT_EINVALID, "%s: cannot tell the output format from the extension; name it (--to)",
+                              path);
+    format = ckpt_registry__find(format_name);
+    if (!format)
+        return ckpt_error_set(CKPT_EINVALID, "unknown output format '%s'", format_name);
+    if (!(format->caps & CKPT_FORMAT_WRITE) || !format->write_begin)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "format '%s' cannot be written", format->name);
+    if (opts->dtype != CKPT_DTYPE_INVALID && !ckpt_dtype_is_float(opts->dtype))
+        return ckpt_error_set(CKPT_EINVALID, "--dtype must be a floating-point type, not %s",
+                              ckpt_dtype_name(opts->dtype));
+    *out = format;
+    return 0;
+}
+
 int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_options *user_opts,
                  ckpt_convert_report *report)
 {
     ckpt_convert_options opts = CKPT_CONVERT_OPTIONS_INIT;
     const ckpt_format_vtable *format;
-    const char *format_name;
     plan p;
     int carry, rc;
 
@@ -222,18 +248,8 @@ int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_o
     }
     if (report)
         memset(report, 0, sizeof *report);
-    format_name = opts.format ? opts.format : ckpt_format_for_path(out_path);
-    if (!format_name)
-        return ckpt_error_set(CKPT_EINVALID, "%s: cannot tell the output format from the extension; name it (--to)",
-                              out_path);
-    format = ckpt_registry__find(format_name);
-    if (!format)
-        return ckpt_error_set(CKPT_EINVALID, "unknown output format '%s'", format_name);
-    if (!(format->caps & CKPT_FORMAT_WRITE) || !format->write_begin)
-        return ckpt_error_set(CKPT_EUNSUPPORTED, "format '%s' cannot be written", format->name);
-    if (opts.dtype != CKPT_DTYPE_INVALID && !ckpt_dtype_is_float(opts.dtype))
-        return ckpt_error_set(CKPT_EINVALID, "--dtype must be a floating-point type, not %s",
-                              ckpt_dtype_name(opts.dtype));
+    if ((rc = ckpt_convert__format(out_path, &opts, &format)) < 0)
+        return rc;
     rc = check_safety(in, &opts);
     if (rc < 0)
         return rc;
@@ -242,14 +258,19 @@ int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_o
     p.tensors = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.tensors);
     p.blobs = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.blobs);
     p.sources = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.sources);
-    if (!p.tensors || !p.blobs || !p.sources) {
+    p.wholes = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *p.wholes);
+    if (!p.tensors || !p.blobs || !p.sources || !p.wholes) {
         plan_free(&p);
         return ckpt_error_oom();
+    }
+    if ((rc = ckpt_graph_new(&p.graph)) < 0) {
+        plan_free(&p);
+        return rc;
     }
     if (format->caps & CKPT_FORMAT_VIEWS)
         rc = plan_views(&p, in, &opts);
     else
-        plan_dense(&p, in, &opts);
+        rc = plan_dense(&p, in, &opts);
     if (rc < 0) {
         plan_free(&p);
         return rc;

@@ -8,6 +8,7 @@
 #endif
 
 #include <ckpt/checkpoint.h>
+#include <ckpt/graph.h>
 #include <ckpt/sys/format.h>
 
 struct ckpt_reader {
@@ -45,11 +46,18 @@ int ckpt_names__build(ckpt_name_index *ix, const ckpt_tensor *tensors, size_t n)
 long ckpt_names__find(const ckpt_name_index *ix, const ckpt_tensor *tensors, const char *name);
 void ckpt_names__free(ckpt_name_index *ix);
 
-/* What the engine writes for each blob: the C-order elements of `view`, converted to the
- * blob's dtype. */
+/* What the engine writes for each blob: the C-order elements of `node`, converted to the
+ * blob's dtype. `name` is for error messages. */
 typedef struct ckpt_blob_source {
-    ckpt_tensor view;
+    const ckpt_node *node;
+    const char *name;
 } ckpt_blob_source;
+
+/* The output format named by opts->format or by path's extension, checked for writing;
+ * opts->dtype checked too (src/graph/convert.c). */
+int ckpt_convert__format(const char *path, const ckpt_convert_options *opts, const ckpt_format_vtable **out);
+/* opts->dtype applied to a tensor of type `in`. */
+ckpt_dtype ckpt_convert__dtype(ckpt_dtype in, const ckpt_convert_options *opts);
 
 /* Write `out` to `path` with `format` (src/graph/writer.c). sources[i] produces blob i. */
 int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, const ckpt_blob_source *sources,

@@ -2,6 +2,7 @@
  * file and says where each blob's bytes go (placements); the engine produces every
  * placement exactly once, in parallel, straight into its place in the output. */
 #include "engine.h"
+#include "node.h"
 #include "../core/storage_private.h"
 
 #include <stdarg.h>
@@ -148,7 +149,7 @@ typedef struct blob_reader {
 static int needs_cursor(const ckpt_tensor *view)
 {
     size_t i;
-    if (!view->storage || !ckpt_tensor_is_contiguous(view))
+    if (!view || !view->storage || !ckpt_tensor_is_contiguous(view))
         return 0;
     for (i = 0; i < view->storage->n_extents; i++)
         if (view->storage->extents[i].encoding != CKPT_EXTENT_RAW)
@@ -158,7 +159,7 @@ static int needs_cursor(const ckpt_tensor *view)
 
 static void blob_reader_open(blob_reader *r, const ckpt_writer *w, size_t blob, uint64_t off)
 {
-    const ckpt_tensor *view = &w->sources[blob].view;
+    const ckpt_tensor *view = ckpt_node__plain_view(w->sources[blob].node);
 
     memset(r, 0, sizeof *r);
     r->w = w;
@@ -183,7 +184,7 @@ static int read_blob(const ckpt_writer *w, size_t blob, uint64_t off, uint64_t l
 
 static int blob_reader_read(blob_reader *r, uint64_t off, uint64_t len, void *buf)
 {
-    const ckpt_tensor *view = &r->w->sources[r->blob].view;
+    const ckpt_tensor *view = ckpt_node__plain_view(r->w->sources[r->blob].node);
     ckpt_dtype dtype = r->w->out->blobs[r->blob].dtype;
     uint64_t count = len / ckpt_dtype_size(dtype), raw_len = count * ckpt_dtype_size(view->dtype);
     int rc;
@@ -207,16 +208,16 @@ static int blob_reader_read(blob_reader *r, uint64_t off, uint64_t len, void *bu
 
 static int read_blob(const ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *buf)
 {
-    const ckpt_tensor *view = &w->sources[blob].view;
+    const ckpt_blob_source *src = &w->sources[blob];
     ckpt_dtype dtype = w->out->blobs[blob].dtype;
     size_t esize = ckpt_dtype_size(dtype);
     int rc;
 
     if (!len)
         return 0;
-    rc = ckpt_tensor_read(view, (int64_t)(off / esize), (int64_t)(len / esize), dtype, buf);
-    if (rc < 0)
-        ckpt_error_prefix("writing '%s'", view->name ? view->name : "?");
+    rc = ckpt_node_read(src->node, (int64_t)(off / esize), (int64_t)(len / esize), dtype, buf);
+    if (rc)
+        ckpt_error_prefix("writing '%s'", src->name ? src->name : "?");
     return rc;
 }
 
@@ -270,11 +271,11 @@ int ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uin
 /* Bytes straight from a mapped file: RAW extent, no conversion, no byte swap. */
 static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_file **file, uint64_t *off)
 {
-    const ckpt_tensor *view = &w->sources[p->blob].view;
-    const ckpt_storage *s = view->storage;
+    const ckpt_tensor *view = ckpt_node__plain_view(w->sources[p->blob].node);
+    const ckpt_storage *s = view ? view->storage : NULL;
     uint64_t start;
 
-    if (p->encoding != CKPT_EXTENT_RAW || (w->format->caps & CKPT_FORMAT_CRC) || !s || s->n_extents != 1 ||
+    if (!view || p->encoding != CKPT_EXTENT_RAW || (w->format->caps & CKPT_FORMAT_CRC) || !s || s->n_extents != 1 ||
         s->byteswap || s->extents[0].encoding != CKPT_EXTENT_RAW || !s->extents[0].file ||
         view->dtype != w->out->blobs[p->blob].dtype || !ckpt_tensor_is_contiguous(view))
         return 0;

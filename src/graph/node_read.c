@@ -1,0 +1,112 @@
+/* Reading a node's elements in C order: strided reads of leaves, zeros, and the parts of
+ * a concatenation row by row. Nothing larger than the caller's buffer is ever held, apart
+ * from a small fixed buffer when a leaf is rounded through more than one type. */
+#include "node.h"
+
+#include <ckpt/sys/common.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CAST_PIECE 65536 /* elements per step of a multi-type rounding */
+
+static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst);
+
+static int read_rounded(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+{
+    size_t ds = ckpt_dtype_size(dtype);
+    unsigned char *a = malloc(CAST_PIECE * 16), *b = malloc(CAST_PIECE * 16);
+    int64_t done, m;
+    int rc = 0, k;
+
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return ckpt_error_oom();
+    }
+    for (done = 0; done < count && !rc; done += m) {
+        m = count - done < CAST_PIECE ? count - done : CAST_PIECE;
+        rc = ckpt_tensor_read(&x->view, first + done, m, x->casts[0], a);
+        for (k = 1; k < x->n_casts && !rc; k++) {
+            unsigned char *t;
+            rc = ckpt_dtype_convert(x->casts[k], b, x->casts[k - 1], a, (size_t)m);
+            t = a;
+            a = b;
+            b = t;
+        }
+        if (!rc)
+            rc = ckpt_dtype_convert(dtype, dst + (size_t)done * ds, x->dtype, a, (size_t)m);
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
+static int read_leaf(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+{
+    if (x->n_casts == 0 || (x->n_casts == 1 && x->casts[0] == dtype))
+        return ckpt_tensor_read(&x->view, first, count, dtype, dst);
+    return read_rounded(x, first, count, dtype, dst);
+}
+
+static int read_concat(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+{
+    size_t ds = ckpt_dtype_size(dtype);
+    int64_t inner = 1, row = 0;
+    size_t k;
+    int d, rc;
+
+    for (d = x->axis + 1; d < x->pndim; d++)
+        inner *= x->pshape[d];
+    row = x->pshape[x->axis] * inner;
+    while (count > 0) {
+        int64_t r = first / row, within = first % row, at = 0;
+        for (k = 0; k < x->n_children; k++) {
+            int64_t block = x->children[k]->shape[x->axis] * inner;
+            if (within < at + block) {
+                int64_t off = within - at, take = block - off < count ? block - off : count;
+                if ((rc = read_node(x->children[k], r * block + off, take, dtype, dst)) < 0)
+                    return rc;
+                dst += (size_t)take * ds;
+                first += take;
+                count -= take;
+                break;
+            }
+            at += block;
+        }
+        CKPT_ASSERT(k < x->n_children);
+    }
+    return 0;
+}
+
+static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+{
+    if (count == 0)
+        return 0;
+    switch (x->kind) {
+    case NODE_LEAF:
+        return read_leaf(x, first, count, dtype, dst);
+    case NODE_ZEROS:
+        /* zero is all-zero bits in every supported type */
+        memset(dst, 0, (size_t)count * ckpt_dtype_size(dtype));
+        return 0;
+    case NODE_CONCAT:
+        return read_concat(x, first, count, dtype, dst);
+    }
+    return ckpt_error_set(CKPT_EINVALID, "bad node");
+}
+
+int ckpt_node_read(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, void *dst)
+{
+    int64_t numel = ckpt_node_numel(x);
+
+    if (first < 0 || count < 0 || first > numel || count > numel - first)
+        return ckpt_error_set(CKPT_EINVALID, "elements [%lld, +%lld) are outside the %lld of the tensor",
+                              (long long)first, (long long)count, (long long)numel);
+    if (!ckpt_dtype_can_convert(dtype, x->dtype))
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "cannot convert %s to %s", ckpt_dtype_name(x->dtype),
+                              ckpt_dtype_name(dtype));
+    if (count && !dst)
+        return ckpt_error_set(CKPT_EINVALID, "no destination");
+    return read_node(x, first, count, dtype, dst);
+}
