@@ -68,6 +68,9 @@ int ckpt_node__history(ckpt_graph *g, ckpt_node *x, const char *op, const ckpt_n
 /* The strided view a leaf reads with no rounding, else NULL: what the writer can copy
  * or stream without going through ckpt_node_read. */
 const ckpt_tensor *ckpt_node__plain_view(const ckpt_node *x);
+/* Hand back the mapped input pages a node reads (after its bytes were written), so that
+ * strided reads do not keep whole tensors resident. */
+void ckpt_node__release(const ckpt_node *x);
 /* Normalise a possibly negative axis; error naming the op otherwise. */
 int ckpt_node__axis(const ckpt_node *x, int axis, const char *op, int *out);
 

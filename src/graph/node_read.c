@@ -4,6 +4,7 @@
 #include "node.h"
 
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/io.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -109,4 +110,34 @@ int ckpt_node_read(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype 
     if (count && !dst)
         return ckpt_error_set(CKPT_EINVALID, "no destination");
     return read_node(x, first, count, dtype, dst);
+}
+
+static void release_leaf(const ckpt_tensor *v)
+{
+    size_t es = ckpt_dtype_size(v->dtype), i;
+    uint64_t lo = (uint64_t)v->offset * es, hi = lo + es, at = 0;
+    int d;
+
+    if (!v->storage || ckpt_tensor_numel(v) <= 0)
+        return;
+    for (d = 0; d < v->ndim; d++)
+        hi += (uint64_t)(v->shape[d] - 1) * (uint64_t)v->stride[d] * es;
+    for (i = 0; i < v->storage->n_extents; i++) {
+        const ckpt_extent *e = &v->storage->extents[i];
+        uint64_t a = lo > at ? lo : at, b = hi < at + e->size ? hi : at + e->size;
+        if (a < b && e->encoding == CKPT_EXTENT_RAW && e->file)
+            ckpt_file_release(e->file, e->offset + (a - at), b - a);
+        at += e->size;
+    }
+}
+
+void ckpt_node__release(const ckpt_node *x)
+{
+    size_t k;
+
+    if (x->kind == NODE_LEAF)
+        release_leaf(&x->view);
+    else if (x->kind == NODE_CONCAT)
+        for (k = 0; k < x->n_children; k++)
+            ckpt_node__release(x->children[k]);
 }

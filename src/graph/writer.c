@@ -377,6 +377,8 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
         report_progress(w, rs, n);
     }
     blob_reader_close(&reader);
+    if (rc >= 0 && p->blob_off + p->len == w->out->blobs[p->blob].nbytes)
+        ckpt_node__release(w->sources[p->blob].node);
     p->crc = crc;
     return rc < 0 ? rc : 0;
 }
