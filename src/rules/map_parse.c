@@ -1,0 +1,458 @@
+/* Reading a map from JSON. Everything a map says is checked here, before any tensor is
+ * seen: unknown keys (a typo would otherwise silently change what a map does), patterns,
+ * expressions, and how many tensors each op leaves, so that a rule whose ops do not end
+ * with as many tensors as it names in "to" fails at load time, naming the rule. */
+#include "rules_private.h"
+
+#include <ckpt/sys/io.h>
+#include <cjson/cJSON.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAP_VERSION 1
+
+static const char *const top_keys[] = { "ckptconv_map", "name", "description", "source_kind", "target_kind",
+                                        "inverse", "detect", "params", "strict", "inverse_strict",
+                                        "normalize", "rules", "comment", NULL };
+static const char *const rule_keys[] = { "name", "from", "to", "ops", "comment", NULL };
+static const char *const name_keys[] = { "name", "description", NULL };
+static const char *const detect_keys[] = { "source", "target", NULL };
+
+static int parse_patterns(ckpt_arena *a, const cJSON *item, const char *key, const char *where, size_t *n_out,
+                          map_pattern **out)
+{
+    char sub[MAP_WHERE_MAX];
+    const cJSON *c;
+    size_t n, i, k;
+    int rc;
+
+    if (cJSON_IsString(item)) {
+        n = 1;
+    } else if (cJSON_IsArray(item) && cJSON_GetArraySize(item) > 0) {
+        n = (size_t)cJSON_GetArraySize(item);
+    } else {
+        return ckpt_rules__json_fail(where, "\"%s\" must be a pattern or a non-empty list of patterns", key);
+    }
+    if (!(*out = ckpt_arena_alloc(a, n * sizeof **out)))
+        return CKPT_ENOMEM;
+    for (i = 0; i < n; i++) {
+        const char *text = NULL;
+        c = cJSON_IsString(item) ? item : cJSON_GetArrayItem(item, (int)i);
+        ckpt_rules__where(sub, sizeof sub, "%s: %s[%zu]", where, key, i);
+        if ((rc = ckpt_rules__json_string(a, c, key, sub, &text)) < 0 ||
+            (rc = ckpt_rules__pattern_parse(a, text, sub, &(*out)[i])) < 0)
+            return rc;
+        for (k = 0; k < i; k++)
+            if (strcmp((*out)[k].text, text) == 0)
+                return ckpt_rules__json_fail(sub, "\"%s\" is listed twice", text);
+    }
+    *n_out = n;
+    return 0;
+}
+
+static int parse_rule(ckpt_arena *a, const cJSON *obj, const char *where, int need_name, map_rule *r)
+{
+    const cJSON *ops, *c;
+    char sub[MAP_WHERE_MAX];
+    size_t i, n_nodes;
+    int rc;
+
+    if (!cJSON_IsObject(obj))
+        return ckpt_rules__json_fail(where, "%s", "a rule must be an object with \"from\" and \"to\"");
+    if ((rc = ckpt_rules__json_keys(obj, rule_keys, where)) < 0 ||
+        (rc = ckpt_rules__json_optional(a, obj, "name", NULL, where, &r->name)) < 0)
+        return rc;
+    if (r->name && !ckpt_rules__is_name(r->name, 1))
+        return ckpt_rules__json_fail(where, "rule name \"%s\" may hold only letters, digits, '_', '-' and '.'",
+                                     r->name);
+    if (need_name && !r->name)
+        return ckpt_rules__json_fail(where, "%s", "needs a \"name\" (it names the layout)");
+    if (r->name) {
+        ckpt_rules__where(sub, sizeof sub, "%s (%s)", where, r->name);
+        where = sub;
+    }
+    if ((rc = parse_patterns(a, cJSON_GetObjectItemCaseSensitive(obj, "from"), "from", where, &r->n_from,
+                             &r->from)) < 0 ||
+        (rc = parse_patterns(a, cJSON_GetObjectItemCaseSensitive(obj, "to"), "to", where, &r->n_to, &r->to)) < 0)
+        return rc;
+    for (i = 1; i < r->n_from; i++)
+        if (!ckpt_rules__pattern_covered(&r->from[i], &r->from[0]))
+            return ckpt_rules__json_fail(where, "\"%s\" uses a capture that the first \"from\" pattern does not "
+                                         "have", r->from[i].text);
+    for (i = 0; i < r->n_to; i++)
+        if (!ckpt_rules__pattern_covered(&r->to[i], &r->from[0]))
+            return ckpt_rules__json_fail(where, "\"%s\" uses a capture that the first \"from\" pattern does not "
+                                         "have", r->to[i].text);
+    ops = cJSON_GetObjectItemCaseSensitive(obj, "ops");
+    if (ops && !cJSON_IsArray(ops))
+        return ckpt_rules__json_fail(where, "%s", "\"ops\" must be a list");
+    r->n_ops = ops ? (size_t)cJSON_GetArraySize(ops) : 0;
+    if (r->n_ops && !(r->ops = ckpt_arena_alloc(a, r->n_ops * sizeof *r->ops)))
+        return CKPT_ENOMEM;
+    n_nodes = r->n_from;
+    i = 0;
+    if (ops) {
+        cJSON_ArrayForEach(c, ops) {
+            char opwhere[MAP_WHERE_MAX + 32];
+            ckpt_rules__where(opwhere, sizeof opwhere, "%s: ops[%zu]", where, i);
+            if ((rc = ckpt_rules__parse_op(a, c, opwhere, &r->ops[i], &n_nodes)) < 0)
+                return rc;
+            i++;
+        }
+    }
+    if (n_nodes != r->n_to)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: takes %zu tensor%s and its ops leave %zu, but \"to\" names %zu",
+                              where, r->n_from, r->n_from == 1 ? "" : "s", n_nodes, r->n_to);
+    return ckpt_rules__rule_label(a, r);
+}
+
+static int parse_rules(ckpt_map *m, const cJSON *root, const char *key, const char *origin, int need_name,
+                       map_rule_list *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key), *c;
+    char where[MAP_WHERE_MAX];
+    size_t i = 0, k;
+    int rc;
+
+    if (!item)
+        return 0;
+    if (!cJSON_IsArray(item))
+        return ckpt_error_set(CKPT_EFORMAT, "%s: \"%s\" must be a list of rules", origin, key);
+    out->n = (size_t)cJSON_GetArraySize(item);
+    if (out->n && !(out->v = ckpt_arena_alloc(m->arena, out->n * sizeof *out->v)))
+        return CKPT_ENOMEM;
+    cJSON_ArrayForEach(c, item) {
+        ckpt_rules__where(where, sizeof where, "%s: %s[%zu]", origin, key, i);
+        if ((rc = parse_rule(m->arena, c, where, need_name, &out->v[i])) < 0)
+            return rc;
+        for (k = 0; need_name && k < i; k++)
+            if (strcmp(out->v[k].name, out->v[i].name) == 0)
+                return ckpt_rules__json_fail(where, "two rules are named \"%s\"", out->v[i].name);
+        i++;
+    }
+    return 0;
+}
+
+static int parse_params(ckpt_map *m, const cJSON *root, const char *origin)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, "params"), *c;
+    char where[MAP_WHERE_MAX];
+    size_t i = 0, k;
+    int rc;
+
+    if (!item)
+        return 0;
+    ckpt_rules__where(where, sizeof where, "%s: params", origin);
+    if (!cJSON_IsObject(item))
+        return ckpt_rules__json_fail(where, "%s", "must be an object of name: expression");
+    m->n_params = (size_t)cJSON_GetArraySize(item);
+    if (m->n_params && !(m->params = ckpt_arena_alloc(m->arena, m->n_params * sizeof *m->params)))
+        return CKPT_ENOMEM;
+    cJSON_ArrayForEach(c, item) {
+        char sub[MAP_WHERE_MAX + 64];
+        map_param_def *d = &m->params[i++];
+        if (!ckpt_rules__is_name(c->string, 0) || (c->string[0] >= '0' && c->string[0] <= '9'))
+            return ckpt_rules__json_fail(where, "\"%s\" is not a parameter name", c->string);
+        ckpt_rules__where(sub, sizeof sub, "%s: %s", where, c->string);
+        if (!(d->name = ckpt_arena_strndup(m->arena, c->string, strlen(c->string))))
+            return CKPT_ENOMEM;
+        if ((rc = ckpt_rules__json_expr(m->arena, c, sub, &d->expr)) < 0)
+            return rc;
+        for (k = 0; k + 1 < i; k++)
+            if (strcmp(m->params[k].name, d->name) == 0)
+                return ckpt_rules__json_fail(where, "\"%s\" is defined twice", d->name);
+    }
+    return 0;
+}
+
+/* Depth-first over derived parameters: 1 = being expanded, 2 = done. */
+typedef struct cycle_walk {
+    const ckpt_map *m;
+    unsigned char *color;
+    const char *bad;
+} cycle_walk;
+
+static int cycle_visit(const char *name, void *payload)
+{
+    cycle_walk *w = payload;
+    const map_param_def *d = ckpt_rules__param_def(w->m, name);
+    size_t i;
+    int rc;
+
+    if (!d)
+        return 0;
+    i = (size_t)(d - w->m->params);
+    if (w->color[i] == 2)
+        return 0;
+    if (w->color[i] == 1) {
+        w->bad = d->name;
+        return CKPT_EFORMAT;
+    }
+    w->color[i] = 1;
+    if ((rc = ckpt_rules__expr_walk(d->expr, cycle_visit, w)) < 0)
+        return rc;
+    w->color[i] = 2;
+    return 0;
+}
+
+static int check_param_cycles(ckpt_map *m, const char *origin)
+{
+    cycle_walk w = { m, NULL, NULL };
+    size_t i;
+
+    if (!m->n_params)
+        return 0;
+    if (!(w.color = ckpt_arena_alloc(m->arena, m->n_params)))
+        return CKPT_ENOMEM;
+    for (i = 0; i < m->n_params; i++)
+        if (cycle_visit(m->params[i].name, &w) < 0)
+            return ckpt_error_set(CKPT_EFORMAT, "%s: params: \"%s\" is defined in terms of itself", origin, w.bad);
+    return 0;
+}
+
+static int parse_strict(ckpt_map *m, const cJSON *root, const char *key, const char *origin, size_t *n,
+                        map_pattern **out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    char where[MAP_WHERE_MAX];
+
+    if (!item)
+        return 0;
+    ckpt_rules__where(where, sizeof where, "%s", origin);
+    if (!cJSON_IsArray(item))
+        return ckpt_rules__json_fail(where, "\"%s\" must be a list of patterns", key);
+    if (cJSON_GetArraySize(item) == 0)
+        return 0;
+    return parse_patterns(m->arena, item, key, where, n, out);
+}
+
+static int parse_names(ckpt_map *m, const cJSON *root, const char *origin)
+{
+    const cJSON *item;
+    char where[MAP_WHERE_MAX];
+    int rc;
+
+    ckpt_rules__where(where, sizeof where, "%s", origin);
+    item = cJSON_GetObjectItemCaseSensitive(root, "name");
+    if (!item)
+        return ckpt_rules__json_fail(where, "%s", "needs a \"name\"");
+    if ((rc = ckpt_rules__json_string(m->arena, item, "name", where, &m->name)) < 0)
+        return rc;
+    if (!ckpt_rules__is_name(m->name, 1))
+        return ckpt_rules__json_fail(where, "map name \"%s\" may hold only letters, digits, '_', '-' and '.'", m->name);
+    if ((rc = ckpt_rules__json_optional(m->arena, root, "description", "", where, &m->description)) < 0 ||
+        (rc = ckpt_rules__json_optional(m->arena, root, "source_kind", "source", where, &m->source_kind)) < 0 ||
+        (rc = ckpt_rules__json_optional(m->arena, root, "target_kind", "target", where, &m->target_kind)) < 0)
+        return rc;
+    item = cJSON_GetObjectItemCaseSensitive(root, "inverse");
+    m->inverse_name = NULL;
+    m->inverse_description = NULL;
+    if (item) {
+        ckpt_rules__where(where, sizeof where, "%s: inverse", origin);
+        if (!cJSON_IsObject(item))
+            return ckpt_rules__json_fail(where, "%s", "must be an object with \"name\" and \"description\"");
+        if ((rc = ckpt_rules__json_keys(item, name_keys, where)) < 0 ||
+            (rc = ckpt_rules__json_optional(m->arena, item, "name", NULL, where, &m->inverse_name)) < 0 ||
+            (rc = ckpt_rules__json_optional(m->arena, item, "description", NULL, where,
+                                            &m->inverse_description)) < 0)
+            return rc;
+        if (m->inverse_name && !ckpt_rules__is_name(m->inverse_name, 1))
+            return ckpt_rules__json_fail(where, "map name \"%s\" may hold only letters, digits, '_', '-' and '.'",
+                                         m->inverse_name);
+    }
+    if (!m->inverse_name || !m->inverse_description) {
+        ckpt_buf b = CKPT_BUF_INIT;
+        if (!m->inverse_name) {
+            rc = ckpt_buf_printf(&b, "%s_inverse", m->name);
+            m->inverse_name = rc < 0 ? NULL : ckpt_arena_strndup(m->arena, (const char *)b.data, b.len);
+            ckpt_buf_clear(&b);
+        }
+        if (m->inverse_name && !m->inverse_description) {
+            rc = ckpt_buf_printf(&b, "the inverse of %s", m->name);
+            m->inverse_description = rc < 0 ? NULL : ckpt_arena_strndup(m->arena, (const char *)b.data, b.len);
+        }
+        ckpt_buf_dispose(&b);
+        if (!m->inverse_name || !m->inverse_description)
+            return CKPT_ENOMEM;
+    }
+    item = cJSON_GetObjectItemCaseSensitive(root, "detect");
+    if (item) {
+        ckpt_rules__where(where, sizeof where, "%s: detect", origin);
+        if (!cJSON_IsObject(item))
+            return ckpt_rules__json_fail(where, "%s", "must be an object with \"source\" and \"target\"");
+        if ((rc = ckpt_rules__json_keys(item, detect_keys, where)) < 0 ||
+            (rc = ckpt_rules__json_optional(m->arena, item, "source", NULL, where, &m->detect_source)) < 0 ||
+            (rc = ckpt_rules__json_optional(m->arena, item, "target", NULL, where, &m->detect_target)) < 0)
+            return rc;
+        if (!m->detect_source || !m->detect_target || !*m->detect_source || !*m->detect_target)
+            return ckpt_rules__json_fail(where, "%s", "needs non-empty \"source\" and \"target\" substrings");
+    }
+    return 0;
+}
+
+static int parse_root(ckpt_map *m, const cJSON *root, const char *origin)
+{
+    const cJSON *version;
+    char where[MAP_WHERE_MAX];
+    int64_t v;
+    int rc;
+
+    ckpt_rules__where(where, sizeof where, "%s", origin);
+    if (!cJSON_IsObject(root))
+        return ckpt_rules__json_fail(where, "%s", "a map must be a JSON object");
+    if ((rc = ckpt_rules__json_keys(root, top_keys, where)) < 0)
+        return rc;
+    version = cJSON_GetObjectItemCaseSensitive(root, "ckptconv_map");
+    if (!version)
+        return ckpt_rules__json_fail(where, "%s", "not a ckptconv map (no \"ckptconv_map\": 1)");
+    if (!ckpt_rules__json_int(version, &v) || v < 1)
+        return ckpt_rules__json_fail(where, "%s", "\"ckptconv_map\" must be a version number");
+    if (v != MAP_VERSION)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: map version %" PRId64 " is newer than this library reads (%d)",
+                              origin, v, MAP_VERSION);
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "rules")))
+        return ckpt_rules__json_fail(where, "%s", "needs \"rules\", a list of rules");
+    m->has_inverse_strict = cJSON_GetObjectItemCaseSensitive(root, "inverse_strict") != NULL;
+    if ((rc = parse_names(m, root, origin)) < 0 || (rc = parse_params(m, root, origin)) < 0 ||
+        (rc = check_param_cycles(m, origin)) < 0 ||
+        (rc = parse_strict(m, root, "strict", origin, &m->n_strict, &m->strict)) < 0 ||
+        (rc = parse_strict(m, root, "inverse_strict", origin, &m->n_inverse_strict, &m->inverse_strict)) < 0 ||
+        (rc = parse_rules(m, root, "normalize", origin, 1, &m->normalize)) < 0 ||
+        (rc = parse_rules(m, root, "rules", origin, 0, &m->rules)) < 0)
+        return rc;
+    return 0;
+}
+
+/* Where cJSON stopped, as a line and column a person can find. */
+static int json_fail(const char *origin, const char *json, size_t len, const char *end)
+{
+    size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : 0, i, line = 1, col = 1;
+
+    for (i = 0; i < off; i++) {
+        if (json[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    return ckpt_error_set(CKPT_EFORMAT, "%s: invalid JSON at line %zu, column %zu", origin, line, col);
+}
+
+int ckpt_rules__map_parse(ckpt_map **out, const char *json, size_t len, const char *origin, int inverted)
+{
+    cJSON *root = NULL;
+    const char *end = NULL;
+    ckpt_map *m;
+    char *text;
+    int rc;
+
+    *out = NULL;
+    if (!(m = calloc(1, sizeof *m)))
+        return ckpt_error_oom();
+    if ((rc = ckpt_arena_new(&m->arena)) < 0)
+        goto done;
+    rc = CKPT_ENOMEM;
+    if (!(text = ckpt_arena_strndup(m->arena, json ? json : "", json ? len : 0)) ||
+        !(m->origin = ckpt_arena_strndup(m->arena, origin, strlen(origin))))
+        goto done;
+    m->json = text;
+    m->json_len = json ? len : 0;
+    root = cJSON_ParseWithLengthOpts(text, m->json_len, &end, 0);
+    if (!root) {
+        rc = json_fail(origin, text, m->json_len, end);
+        goto done;
+    }
+    while (end < text + m->json_len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+        end++;
+    if (end != text + m->json_len) {
+        rc = json_fail(origin, text, m->json_len, end);
+        goto done;
+    }
+    if ((rc = parse_root(m, root, m->origin)) < 0)
+        goto done;
+    if (inverted && (rc = ckpt_rules__map_invert_in_place(m)) < 0)
+        goto done;
+    *out = m;
+    m = NULL;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    ckpt_map_free(m);
+    return rc;
+}
+
+int ckpt_map_parse(ckpt_map **out, const char *json, size_t len, const char *origin)
+{
+    if (!out || (!json && len) || !origin)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_map_parse: NULL argument");
+    return ckpt_rules__map_parse(out, json, len, origin, 0);
+}
+
+int ckpt_map_load(ckpt_map **out, const char *path)
+{
+    ckpt_file *f;
+    int rc;
+
+    if (!out || !path)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_map_load: NULL argument");
+    *out = NULL;
+    if ((rc = ckpt_file_open(&f, path)) < 0)
+        return rc;
+    if (f->size > SIZE_MAX / 2)
+        rc = ckpt_error_set(CKPT_EFORMAT, "%s: too large for a map", path);
+    else
+        rc = ckpt_rules__map_parse(out, (const char *)f->data, (size_t)f->size, path, 0);
+    ckpt_file_close(f);
+    return rc;
+}
+
+void ckpt_map_free(ckpt_map *m)
+{
+    if (!m)
+        return;
+    ckpt_arena_free(m->arena);
+    free(m);
+}
+
+const map_param_def *ckpt_rules__param_def(const ckpt_map *m, const char *name)
+{
+    size_t i;
+    for (i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            return &m->params[i];
+    return NULL;
+}
+
+const char *ckpt_map_name(const ckpt_map *m)
+{
+    return m->name;
+}
+
+const char *ckpt_map_description(const ckpt_map *m)
+{
+    return m->description;
+}
+
+const char *ckpt_map_source_kind(const ckpt_map *m)
+{
+    return m->source_kind;
+}
+
+const char *ckpt_map_target_kind(const ckpt_map *m)
+{
+    return m->target_kind;
+}
+
+size_t ckpt_map_variant_count(const ckpt_map *m)
+{
+    return m->variants.n;
+}
+
+const char *ckpt_map_variant_at(const ckpt_map *m, size_t i)
+{
+    return i < m->variants.n ? m->variants.v[i].name : NULL;
+}
