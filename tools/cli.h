@@ -14,6 +14,8 @@ typedef int (*cli_command_fn)(int argc, char **argv);
 
 int cli_inspect(int argc, char **argv);
 int cli_convert(int argc, char **argv);
+int cli_pd2te(int argc, char **argv);
+int cli_te2pd(int argc, char **argv);
 
 /* Print "ckptconv <cmd>: <last library error>" to stderr; returns CLI_EXIT_FAILURE. */
 int cli_fail(const char *cmd);

@@ -1,5 +1,6 @@
 /* ckptconv: one binary, one subcommand per file in tools/. */
 #include "cli.h"
+#include "outdir.h"
 
 #include <ckpt/sys/io.h>
 
@@ -14,6 +15,8 @@ static const struct {
 } commands[] = {
     { "inspect", cli_inspect, "list tensors, metadata and pickle globals of a checkpoint" },
     { "convert", cli_convert, "convert between torch .pt, .pdparams and safetensors" },
+    { "pd2te", cli_pd2te, "PaddleNLP LLaMA checkpoint directory -> Transformer Engine layers" },
+    { "te2pd", cli_te2pd, "Transformer Engine LLaMA checkpoint directory -> PaddleNLP layout" },
 };
 
 static void usage(FILE *out)
@@ -46,6 +49,7 @@ static void on_signal(int sig)
 {
     /* never leave a half-written temporary behind */
     ckpt_outfile_cleanup_all();
+    cli_outdir_cleanup_all();
     signal(sig, SIG_DFL);
     raise(sig);
 }

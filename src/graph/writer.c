@@ -184,13 +184,16 @@ static int read_blob(const ckpt_writer *w, size_t blob, uint64_t off, uint64_t l
 
 static int blob_reader_read(blob_reader *r, uint64_t off, uint64_t len, void *buf)
 {
-    const ckpt_tensor *view = ckpt_node__plain_view(r->w->sources[r->blob].node);
+    const ckpt_tensor *view;
     ckpt_dtype dtype = r->w->out->blobs[r->blob].dtype;
-    uint64_t count = len / ckpt_dtype_size(dtype), raw_len = count * ckpt_dtype_size(view->dtype);
+    uint64_t count = len / ckpt_dtype_size(dtype), raw_len;
     int rc;
 
     if (!r->sequential)
         return read_blob(r->w, r->blob, off, len, buf);
+    /* only plain views of storages that need a cursor are read sequentially */
+    view = ckpt_node__plain_view(r->w->sources[r->blob].node);
+    raw_len = count * ckpt_dtype_size(view->dtype);
     if (view->dtype == dtype)
         return ckpt_storage__cursor_read(&r->cursor, buf, len);
     if (raw_len > r->raw_cap) {

@@ -312,6 +312,21 @@ CKPT_TEST(write_and_reopen)
     ASSERT_TRUE(ckpt_tensor_find(c, "a.weight")->storage != ckpt_tensor_find(c, "b.weight")->storage);
     ckpt_close(c);
 
+    /* pdparams takes one blob per tensor, each computed from its node (here a
+     * concatenation, which is no view of any input) */
+    {
+        const ckpt_node *parts[2] = { x, x }, *cat;
+        ASSERT_OK(ckpt_node_concat(f.g, parts, 2, 0, &cat)); /* [20, 6] */
+        outs[1] = (ckpt_graph_output){ "cat.weight", cat, 0 };
+        ASSERT_OK(ckpt_graph_write(outs, 2, "out.pdparams", &opts, &report));
+        ckpt_convert_report_dispose(&report);
+        ASSERT_OK(ckpt_open(&c, "out.pdparams", NULL));
+        ASSERT_OK(ckpt_tensor_read(ckpt_tensor_find(c, "cat.weight"), 60, 60, CKPT_DTYPE_F32, got));
+        for (i = 0; i < 60; i++)
+            ASSERT_TRUE(got[i] == (float)(10 + i));
+        ckpt_close(c);
+    }
+
     outs[1].name = "a.weight";
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_graph_write(outs, 2, "dup.safetensors", &opts, &report));
     ASSERT_ERROR_MENTIONS("a.weight");

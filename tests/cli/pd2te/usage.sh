@@ -1,0 +1,5 @@
+ckptconv pd2te only_one; echo "exit $?"
+ckptconv pd2te a b --fused-qkv; echo "exit $?"
+ckptconv pd2te a b --mode te2pd; echo "exit $?"
+ckptconv te2pd a b --num-attention-heads 0; echo "exit $?"
+ckptconv pd2te a b c; echo "exit $?"

@@ -1,0 +1,374 @@
+/* Output directories built in a staging directory and moved into place at the end.
+ *
+ * Every file and subdirectory made in the staging directory is recorded, newest first, in
+ * a list that a signal handler can walk without allocating: removing the entries in that
+ * order empties each subdirectory before it is removed itself. */
+#include "outdir.h"
+
+#include <ckpt/sys/common.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct outdir_entry {
+    struct outdir_entry *next; /* older */
+    int is_dir;
+    char *path; /* in the staging directory */
+    char rel[];
+} outdir_entry;
+
+struct cli_outdir {
+    char *final;         /* as the user wrote it */
+    char *parent;        /* absolute */
+    char *base;          /* last component of the output */
+    char *staging_name;  /* in parent */
+    char *staging;       /* parent/staging_name */
+    int parent_fd, staging_fd;
+    int force;
+    _Atomic(outdir_entry *) entries;
+};
+
+/* The output being built, for the signal handler; one at a time. */
+static _Atomic(cli_outdir *) active;
+
+static char *join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+
+    if (s) {
+        memcpy(s, a, la);
+        s[la] = '/';
+        memcpy(s + la + 1, b, lb + 1);
+    }
+    return s;
+}
+
+static int mkdir_parents(const char *path)
+{
+    char *copy = strdup(path), *p;
+    int rc = 0;
+
+    if (!copy)
+        return ckpt_error_oom();
+    for (p = copy + 1; rc == 0; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(copy, 0777) < 0 && errno != EEXIST)
+            rc = ckpt_error_set(CKPT_EIO, "%s: cannot create directory: %s", copy, strerror(errno));
+        *p = saved;
+        if (!saved)
+            break;
+    }
+    free(copy);
+    return rc;
+}
+
+/* Entries of a directory other than . and .., or -1 (errno set). */
+static long count_entries(const char *path)
+{
+    DIR *dir = opendir(path);
+    struct dirent *e;
+    long n = 0;
+
+    if (!dir)
+        return -1;
+    while ((e = readdir(dir)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(dir);
+    return n;
+}
+
+/* Split `final` into an absolute existing parent and a last component. */
+static int resolve(cli_outdir *d, const char *final)
+{
+    char *copy = strdup(final), *slash, *parent_rel;
+    size_t n;
+    int rc = 0;
+
+    if (!copy)
+        return ckpt_error_oom();
+    n = strlen(copy);
+    while (n > 1 && copy[n - 1] == '/')
+        copy[--n] = '\0';
+    slash = strrchr(copy, '/');
+    if (slash) {
+        *slash = '\0';
+        parent_rel = slash == copy ? "/" : copy;
+        d->base = strdup(slash + 1);
+    } else {
+        parent_rel = ".";
+        d->base = strdup(copy);
+    }
+    if (!d->base) {
+        rc = ckpt_error_oom();
+    } else if (!*d->base || strcmp(d->base, ".") == 0 || strcmp(d->base, "..") == 0) {
+        rc = ckpt_error_set(CKPT_EINVALID, "%s: name the output directory itself (not '.', '..' or '/')", final);
+    } else if ((rc = mkdir_parents(parent_rel)) == 0 && !(d->parent = realpath(parent_rel, NULL))) {
+        rc = ckpt_error_set(CKPT_EIO, "%s: %s", parent_rel, strerror(errno));
+    }
+    free(copy);
+    return rc;
+}
+
+int cli_outdir_begin(cli_outdir **out, const char *final, int force)
+{
+    cli_outdir *d = calloc(1, sizeof *d);
+    struct stat st;
+    char *template = NULL;
+    mode_t mask;
+    int rc;
+
+    *out = NULL;
+    if (!d)
+        return ckpt_error_oom();
+    d->parent_fd = d->staging_fd = -1;
+    d->force = force;
+    if (!(d->final = strdup(final))) {
+        rc = ckpt_error_oom();
+        goto fail;
+    }
+    if (stat(final, &st) == 0) {
+        long n;
+        if (!S_ISDIR(st.st_mode)) {
+            rc = ckpt_error_set(CKPT_EINVALID, "%s exists and is not a directory", final);
+            goto fail;
+        }
+        if ((n = count_entries(final)) < 0) {
+            rc = ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
+            goto fail;
+        }
+        if (n > 0 && !force) {
+            rc = ckpt_error_set(CKPT_EEXISTS, "%s is not empty (%ld entries); use --force to write into it "
+                                "(files of the same name are replaced, other files are kept)", final, n);
+            goto fail;
+        }
+    } else if (errno != ENOENT) {
+        rc = ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
+        goto fail;
+    }
+    if ((rc = resolve(d, final)) < 0)
+        goto fail;
+    if ((d->parent_fd = open(d->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        rc = ckpt_error_set(CKPT_EIO, "%s: %s", d->parent, strerror(errno));
+        goto fail;
+    }
+    if (asprintf(&template, "%s/.%s.ckptconv-XXXXXX", d->parent, d->base) < 0) {
+        template = NULL;
+        rc = ckpt_error_oom();
+        goto fail;
+    }
+    if (!mkdtemp(template)) {
+        rc = ckpt_error_set(CKPT_EIO, "%s: cannot create a staging directory: %s", d->parent, strerror(errno));
+        goto fail;
+    }
+    d->staging = template;
+    template = NULL;
+    d->staging_name = d->staging + strlen(d->parent) + 1;
+    if ((d->staging_fd = open(d->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        rc = ckpt_error_set(CKPT_EIO, "%s: %s", d->staging, strerror(errno));
+        goto fail;
+    }
+    /* mkdtemp makes it 0700; the output should look like any directory the user makes */
+    mask = umask(0);
+    umask(mask);
+    fchmod(d->staging_fd, 0777 & ~mask);
+    atomic_store(&active, d);
+    *out = d;
+    return 0;
+
+fail:
+    free(template);
+    cli_outdir_abort(d);
+    return rc;
+}
+
+static outdir_entry *record(cli_outdir *d, const char *rel, int is_dir)
+{
+    size_t n = strlen(rel);
+    outdir_entry *e = malloc(sizeof *e + n + 1);
+
+    if (!e) {
+        ckpt_error_oom();
+        return NULL;
+    }
+    memcpy(e->rel, rel, n + 1);
+    e->is_dir = is_dir;
+    if (!(e->path = join(d->staging, rel))) {
+        free(e);
+        ckpt_error_oom();
+        return NULL;
+    }
+    e->next = atomic_load(&d->entries);
+    atomic_store(&d->entries, e);
+    return e;
+}
+
+static const outdir_entry *find(const cli_outdir *d, const char *rel)
+{
+    const outdir_entry *e;
+
+    for (e = atomic_load(&d->entries); e; e = e->next)
+        if (strcmp(e->rel, rel) == 0)
+            return e;
+    return NULL;
+}
+
+const char *cli_outdir_file(cli_outdir *d, const char *rel)
+{
+    char sub[PATH_MAX];
+    const char *p;
+    outdir_entry *e;
+
+    if (!*rel || rel[0] == '/' || strstr(rel, "..") || strlen(rel) >= sizeof sub) {
+        ckpt_error_set(CKPT_EINVALID, "%s: not a plain relative output name", rel);
+        return NULL;
+    }
+    for (p = strchr(rel, '/'); p; p = strchr(p + 1, '/')) {
+        memcpy(sub, rel, (size_t)(p - rel));
+        sub[p - rel] = '\0';
+        if (find(d, sub))
+            continue;
+        if (mkdirat(d->staging_fd, sub, 0777) < 0 && errno != EEXIST) {
+            ckpt_error_set(CKPT_EIO, "%s/%s: cannot create directory: %s", d->staging, sub, strerror(errno));
+            return NULL;
+        }
+        if (!record(d, sub, 1))
+            return NULL;
+    }
+    if (find(d, rel)) {
+        ckpt_error_set(CKPT_EEXISTS, "%s: written twice", rel);
+        return NULL;
+    }
+    e = record(d, rel, 0);
+    return e ? e->path : NULL;
+}
+
+const char *cli_outdir_final(const cli_outdir *d)
+{
+    return d->final;
+}
+
+/* Remove every recorded entry, newest first, then the staging directory. */
+static void remove_staging(cli_outdir *d)
+{
+    const outdir_entry *e;
+
+    if (d->staging_fd < 0)
+        return;
+    for (e = atomic_load(&d->entries); e; e = e->next)
+        unlinkat(d->staging_fd, e->rel, e->is_dir ? AT_REMOVEDIR : 0);
+    unlinkat(d->parent_fd, d->staging_name, AT_REMOVEDIR);
+}
+
+void cli_outdir_cleanup_all(void)
+{
+    int saved_errno = errno;
+    cli_outdir *d = atomic_exchange(&active, NULL);
+
+    if (d)
+        remove_staging(d);
+    errno = saved_errno;
+}
+
+static void outdir_free(cli_outdir *d)
+{
+    outdir_entry *e = atomic_load(&d->entries);
+
+    while (e) {
+        outdir_entry *next = e->next;
+        free(e->path);
+        free(e);
+        e = next;
+    }
+    if (d->staging_fd >= 0)
+        close(d->staging_fd);
+    if (d->parent_fd >= 0)
+        close(d->parent_fd);
+    free(d->staging);
+    free(d->parent);
+    free(d->base);
+    free(d->final);
+    free(d);
+}
+
+void cli_outdir_abort(cli_outdir *d)
+{
+    cli_outdir *expected = d;
+
+    if (!d)
+        return;
+    atomic_compare_exchange_strong(&active, &expected, NULL);
+    remove_staging(d);
+    outdir_free(d);
+}
+
+/* --force into a non-empty directory: move the entries over one by one, oldest first,
+ * so each subdirectory exists before its files arrive. The list stays as it is for the
+ * signal handler, which then removes what is left in the staging directory. */
+static int merge_into(cli_outdir *d, int final_fd)
+{
+    const outdir_entry *e, **order;
+    size_t n = 0, i;
+    int rc = 0;
+
+    for (e = atomic_load(&d->entries); e; e = e->next)
+        n++;
+    if (!(order = malloc((n ? n : 1) * sizeof *order)))
+        return ckpt_error_oom();
+    i = n;
+    for (e = atomic_load(&d->entries); e; e = e->next)
+        order[--i] = e;
+    for (i = 0; i < n && rc == 0; i++) {
+        e = order[i];
+        if (e->is_dir) {
+            struct stat st;
+            if (mkdirat(final_fd, e->rel, 0777) < 0 &&
+                (errno != EEXIST || fstatat(final_fd, e->rel, &st, 0) < 0 || !S_ISDIR(st.st_mode)))
+                rc = ckpt_error_set(CKPT_EIO, "%s/%s: cannot create directory: %s", d->final, e->rel,
+                                    strerror(errno == EEXIST ? ENOTDIR : errno));
+        } else if (renameat(d->staging_fd, e->rel, final_fd, e->rel) < 0) {
+            rc = ckpt_error_set(CKPT_EIO, "%s/%s: cannot move into place: %s", d->final, e->rel, strerror(errno));
+        }
+    }
+    free(order);
+    return rc;
+}
+
+int cli_outdir_commit(cli_outdir *d)
+{
+    int rc = 0;
+
+    if (renameat(d->parent_fd, d->staging_name, d->parent_fd, d->base) == 0) {
+        free(d->staging);
+        d->staging = NULL;
+        close(d->staging_fd);
+        d->staging_fd = -1;
+    } else if (d->force && (errno == ENOTEMPTY || errno == EEXIST)) {
+        int final_fd = openat(d->parent_fd, d->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (final_fd < 0) {
+            rc = ckpt_error_set(CKPT_EIO, "%s: %s", d->final, strerror(errno));
+        } else {
+            rc = merge_into(d, final_fd);
+            fsync(final_fd);
+            close(final_fd);
+        }
+    } else {
+        rc = ckpt_error_set(CKPT_EIO, "%s: cannot move the output into place: %s", d->final,
+                            errno == ENOTEMPTY || errno == EEXIST ? "it was filled meanwhile" : strerror(errno));
+    }
+    fsync(d->parent_fd);
+    cli_outdir_abort(d);
+    return rc;
+}
