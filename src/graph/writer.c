@@ -367,7 +367,8 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
         rc = blob_reader_read(&reader, p->blob_off + done, n, buf);
         if (rc < 0)
             break;
-        crc = (uint32_t)crc32_z(crc, buf, (z_size_t)n);
+        if (w->format->caps & CKPT_FORMAT_CRC)
+            crc = (uint32_t)crc32_z(crc, buf, (z_size_t)n);
         if (p->encoding == CKPT_EXTENT_LATIN1_UTF8) {
             size = latin1_to_utf8(buf, (size_t)n, enc);
             data = enc;
