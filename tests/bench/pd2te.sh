@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# pd2te benchmark: `ckptconv pd2te` on a LLaMA-7B-shaped PaddleNLP checkpoint (bf16, fewer
+# layers, >= 2 GB) against the Python way of doing it today (paddle.load + transpose + concat
+# + paddle.save, tests/bench/pd2te_python.py) and against `cp -r` of the same directory.
+#
+#   tests/bench/pd2te.sh [CKPTCONV]      (default: build/ckptconv; builds nothing)
+#
+# Environment:
+#   BENCH_REPEAT=N     run each tool N times and keep the fastest (default 1)
+#   PD2TE_MEMORY=SIZE  --memory given to ckptconv, e.g. 512M or 2G (default 512M); the table
+#                      compares ckptconv's peak RSS with it
+#   PD2TE_LAYERS=N     decoder layers of the generated input (default 5: 2.55 GB)
+#   VENV_PYTHON        Python with paddlepaddle and numpy (default .venv/bin/python)
+#   BENCH_STRICT=1     exit 1 when a target is missed
+#   BENCH_CACHE=warm   keep the page cache (CPU cost only); default cold
+#
+# The input is generated once by make_llama_pd.py and cached in .bench/ (ignored by git).
+# Each run is measured with GNU time (wall seconds, peak RSS); the page cache is dropped
+# before each run when /proc/sys/vm/drop_caches is writable (root), otherwise runs are
+# warm-cache and the table says so. Afterwards pd2te_compare.py checks that ckptconv and the
+# Python converter wrote the same tensors (names, dtypes, shapes, SHA-256 of the bytes).
+# Targets: ckptconv at least 10x faster than the Python converter, and its peak RSS within
+# the --memory budget (plus a fixed allowance for the program itself), not the model size.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BENCH_DIR="$REPO/.bench"
+CKPTCONV="${1:-${CKPTCONV:-$REPO/build/ckptconv}}"
+VENV_PYTHON="${VENV_PYTHON:-$REPO/.venv/bin/python}"
+REPEAT="${BENCH_REPEAT:-1}"
+MEMORY="${PD2TE_MEMORY:-512M}"
+LAYERS="${PD2TE_LAYERS:-5}"
+# Peak RSS the budget does not cover: code, libc and the tensor tables.
+RSS_ALLOWANCE_MB=64
+TIME=/usr/bin/time
+
+die() {
+    echo "bench: $*" >&2
+    exit 1
+}
+
+[ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
+"$CKPTCONV" pd2te --help >/dev/null 2>&1 \
+    || die "$CKPTCONV has no working 'pd2te' command ('$CKPTCONV pd2te --help' fails): build a newer ckptconv"
+[ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"
+"$VENV_PYTHON" -c 'import paddle, numpy' 2>/dev/null \
+    || die "paddle and numpy do not import in $VENV_PYTHON: run scripts/install-deps.sh"
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
+[[ "$LAYERS" =~ ^[1-9][0-9]*$ ]] || die "PD2TE_LAYERS=$LAYERS: expected a positive integer"
+
+# Bytes of a size in ckptconv's syntax (512M, 2G, 1.5GiB, 3GB ...).
+MEMORY_BYTES=$(awk -v s="$MEMORY" 'BEGIN {
+    n = s + 0; u = toupper(s); sub(/^[0-9.]+ */, "", u)
+    m["" ] = 1; m["B"] = 1
+    m["K"] = 2^10; m["KIB"] = 2^10; m["KB"] = 1e3
+    m["M"] = 2^20; m["MIB"] = 2^20; m["MB"] = 1e6
+    m["G"] = 2^30; m["GIB"] = 2^30; m["GB"] = 1e9
+    m["T"] = 2^40; m["TIB"] = 2^40; m["TB"] = 1e12
+    if (s !~ /^[0-9.]+ *[A-Za-z]*$/ || !(u in m)) exit 1
+    printf "%.0f", n * m[u]
+}') || die "PD2TE_MEMORY=$MEMORY: expected a size such as 512M or 2G"
+
+mkdir -p "$BENCH_DIR"
+IN="$BENCH_DIR/llama_pd_L$LAYERS"
+STAMP="$IN.done"
+GEN_ID="$(sha256sum "$REPO/tests/bench/make_llama_pd.py" | cut -c1-16)"
+if [ ! -f "$IN/model_state.pdparams" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$GEN_ID" ]; then
+    echo "bench: generating $IN (once)"
+    rm -rf "$IN" "$STAMP"
+    "$VENV_PYTHON" -W ignore "$REPO/tests/bench/make_llama_pd.py" "$IN" --layers "$LAYERS"
+    echo "$GEN_ID" >"$STAMP"
+fi
+SIZE=$(du -sb "$IN" | cut -f1)
+
+OUT="$BENCH_DIR/pd2te_out"
+rm -rf "$OUT"
+# The copy, ckptconv's output and the Python output live side by side until the comparison.
+FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
+[ "$FREE" -gt $((3 * SIZE + (1 << 30))) ] \
+    || die "$((3 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+mkdir -p "$OUT"
+trap 'rm -rf "$OUT"' EXIT
+
+if [ "${BENCH_CACHE:-cold}" = warm ]; then
+    CACHE="warm (BENCH_CACHE=warm: input read once before, page cache kept)"
+    drop_caches() { :; }
+    cat "$IN"/* >/dev/null
+elif ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
+    CACHE="cold (page cache dropped before each run)"
+    drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+else
+    echo "bench: cannot drop the page cache (needs root); runs are warm-cache"
+    CACHE="warm (cannot drop the page cache without root; input read once before)"
+    drop_caches() { :; }
+    cat "$IN"/* >/dev/null
+fi
+
+# measure NAME DEST CMD...: best wall time and its peak RSS over REPEAT runs. DEST is removed
+# before each run (not timed) and the last run's output is kept there.
+declare -A WALL RSS
+measure() {
+    local name="$1" dest="$2"
+    shift 2
+    local i log="$OUT/time.log" best="" best_rss="" wall rss
+    for ((i = 0; i < REPEAT; i++)); do
+        rm -rf "$dest"
+        drop_caches
+        if ! "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1; then
+            cat "$OUT/cmd.log" >&2
+            die "$name failed: $*"
+        fi
+        read -r wall rss <"$log"
+        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+            best=$wall
+            best_rss=$rss
+        fi
+    done
+    WALL[$name]=$best
+    RSS[$name]=$best_rss
+}
+
+measure cp "$OUT/cp" cp -r "$IN" "$OUT/cp"
+rm -rf "$OUT/cp"
+# ckptconv fsyncs its outputs before renaming them into place; cp does not. `sync DIR`
+# makes the comparison like for like.
+# shellcheck disable=SC2016
+measure "cp+sync" "$OUT/cp" sh -c 'cp -r "$1" "$2" && sync -f "$2"' sh "$IN" "$OUT/cp"
+rm -rf "$OUT/cp"
+measure ckptconv "$OUT/ckptconv" "$CKPTCONV" pd2te "$IN" "$OUT/ckptconv" --force --memory "$MEMORY"
+measure python "$OUT/python" "$VENV_PYTHON" "$REPO/tests/bench/pd2te_python.py" "$IN" "$OUT/python"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+echo
+echo "pd2te benchmark: $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }') PaddleNLP LLaMA-7B shape," \
+     "$LAYERS layers, bf16 -> TE names, $(nproc) cores, $CACHE"
+echo "ckptconv: $CKPTCONV pd2te IN OUT --force --memory $MEMORY"
+printf '%-10s %10s %14s %16s %16s\n' tool "wall s" "peak RSS MB" "wall / ckptconv" "RSS / ckptconv"
+for tool in cp "cp+sync" ckptconv python; do
+    printf '%-10s %10.2f %14.1f %16s %16s\n' "$tool" "${WALL[$tool]}" \
+        "$(awk -v r="${RSS[$tool]}" 'BEGIN { print r / 1024 }')" \
+        "$(ratio "${WALL[$tool]}" "${WALL[ckptconv]}")" "$(ratio "${RSS[$tool]}" "${RSS[ckptconv]}")"
+done
+echo "python / ckptconv:  wall $(ratio "${WALL[python]}" "${WALL[ckptconv]}")x," \
+     "peak RSS $(ratio "${RSS[python]}" "${RSS[ckptconv]}")x"
+echo "ckptconv / cp:      wall $(ratio "${WALL[ckptconv]}" "${WALL[cp]}")x" \
+     "(of cp+sync: $(ratio "${WALL[ckptconv]}" "${WALL[cp+sync]}")x)"
+echo "ckptconv peak RSS:  $(awk -v r="${RSS[ckptconv]}" 'BEGIN { printf "%.1f", r / 1024 }') MB" \
+     "for --memory $MEMORY ($(awk -v m="$MEMORY_BYTES" 'BEGIN { printf "%.1f", m / 2^20 }') MB):" \
+     "$(awk -v r="${RSS[ckptconv]}" -v m="$MEMORY_BYTES" 'BEGIN { printf "%.2f", r * 1024 / m }')x the budget," \
+     "$(awk -v r="${RSS[ckptconv]}" -v s="$SIZE" 'BEGIN { printf "%.1f%%", 100 * r * 1024 / s }') of the input"
+
+echo
+"$VENV_PYTHON" "$REPO/tests/bench/pd2te_compare.py" "$OUT/ckptconv" "$OUT/python" \
+    || die "ckptconv and the Python converter wrote different tensors"
+
+missed=0
+check_target() {
+    local what="$1" ok="$2"
+    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
+}
+check_target "ckptconv at least 10x faster than the Python converter ($(ratio "${WALL[python]}" "${WALL[ckptconv]}")x)" \
+    "$(awk -v p="${WALL[python]}" -v c="${WALL[ckptconv]}" 'BEGIN { print (p >= 10 * c) ? 1 : 0 }')"
+check_target "ckptconv peak RSS within --memory $MEMORY + ${RSS_ALLOWANCE_MB} MB" \
+    "$(awk -v r="${RSS[ckptconv]}" -v m="$MEMORY_BYTES" -v a="$RSS_ALLOWANCE_MB" \
+        'BEGIN { print (r * 1024 <= m + a * 2^20) ? 1 : 0 }')"
+if [ "$missed" = 1 ] && [ "${BENCH_STRICT:-0}" = 1 ]; then
+    exit 1
+fi
