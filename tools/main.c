@@ -17,6 +17,7 @@ static const struct {
     { "convert", cli_convert, "convert between torch .pt, .pdparams and safetensors" },
     { "pd2te", cli_pd2te, "PaddleNLP LLaMA checkpoint directory -> Transformer Engine layers" },
     { "te2pd", cli_te2pd, "Transformer Engine LLaMA checkpoint directory -> PaddleNLP layout" },
+    { "zero-to-fp32", cli_zero_to_fp32, "consolidate a DeepSpeed ZeRO checkpoint into fp32 weights" },
 };
 
 static void usage(FILE *out)
@@ -30,7 +31,7 @@ static void usage(FILE *out)
             "\n"
             "commands:\n");
     for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-13s %s\n", commands[i].name, commands[i].summary);
     fprintf(out,
             "\n"
             "formats: ");

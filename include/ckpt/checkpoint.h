@@ -17,10 +17,17 @@ typedef struct ckpt_open_options {
     unsigned version;
     const char *format; /* a registered format name; NULL: every format bids on the input */
     int verify_crc;     /* check CRC-32 of zip records (reads every byte once at open) */
+    /* version 2 */
+    const char *tag;      /* checkpoint directories with tags (DeepSpeed): read this tag
+                             directory instead of the one `latest` names; other formats ignore it */
+    int optimizer_states; /* formats that consolidate sharded optimizers (DeepSpeed ZeRO): also
+                             expose each parameter's optimizer state (Adam's exp_avg, exp_avg_sq)
+                             as tensors "<param>.<state>" flagged CKPT_TENSOR_OPTIMIZER_STATE */
 } ckpt_open_options;
 
-#define CKPT_OPEN_OPTIONS_VERSION 1
-#define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0 }
+/* Callers built against version 1 (no tag, no optimizer_states) are still accepted. */
+#define CKPT_OPEN_OPTIONS_VERSION 2
+#define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0, NULL, 0 }
 
 /* Open a file (or a directory / index file for sharded formats). Errors name the path and
  * the reason; CKPT_EFORMAT "unrecognized checkpoint format" when no format bids. */

@@ -38,8 +38,12 @@ typedef struct ckpt_storage {
 } ckpt_storage;
 
 /* Tensor flags. */
-#define CKPT_TENSOR_PARAMETER     0x1u /* torch nn.Parameter */
-#define CKPT_TENSOR_REQUIRES_GRAD 0x2u
+#define CKPT_TENSOR_PARAMETER       0x1u /* torch nn.Parameter */
+#define CKPT_TENSOR_REQUIRES_GRAD   0x2u
+#define CKPT_TENSOR_FROZEN          0x4u /* a model parameter that was not trained (DeepSpeed's
+                                            frozen parameters); writers ignore it */
+#define CKPT_TENSOR_OPTIMIZER_STATE 0x8u /* optimizer state of a parameter, not a model weight;
+                                            writers ignore it */
 
 typedef struct ckpt_tensor {
     const char *name;                 /* path in the checkpoint, container keys joined with '/' */

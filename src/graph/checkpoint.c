@@ -23,10 +23,14 @@ static int ckpt_alloc(ckpt_ckpt **out, const char *path, const ckpt_open_options
         free(c);
         return ckpt_error_oom();
     }
-    if (opts)
+    c->opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    if (opts && opts->version == 1) {
+        /* a version-1 caller's struct ends before tag */
+        c->opts.format = opts->format;
+        c->opts.verify_crc = opts->verify_crc;
+    } else if (opts) {
         c->opts = *opts;
-    else
-        c->opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    }
     rc = ckpt_arena_new(&c->arena);
     if (rc < 0) {
         free(c->path);
@@ -267,8 +271,8 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
     *out = NULL;
     if (!path || !*path)
         return ckpt_error_set(CKPT_EINVALID, "no input path given");
-    if (opts && opts->version != CKPT_OPEN_OPTIONS_VERSION)
-        return ckpt_error_set(CKPT_EINVALID, "ckpt_open_options version %u, expected %u", opts->version,
+    if (opts && opts->version != 1 && opts->version != CKPT_OPEN_OPTIONS_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_open_options version %u, expected 1 to %u", opts->version,
                               CKPT_OPEN_OPTIONS_VERSION);
     if (stat(path, &st) != 0)
         return ckpt_error_set(CKPT_ENOTFOUND, "%s: no such file or directory", path);

@@ -1,0 +1,2 @@
+set -e
+ckptconv zero-to-fp32 --help

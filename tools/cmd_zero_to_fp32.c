@@ -1,0 +1,454 @@
+/* ckptconv zero-to-fp32 CHECKPOINT_DIR OUTPUT_DIR: DeepSpeed's zero_to_fp32.py, same options
+ * and outputs, streamed from the mapped rank files into place; more inputs (BF16_Optimizer,
+ * fp32 ZeRO-0, tensor parallelism) and optionally the consolidated optimizer states. */
+#include "outdir.h"
+#include "zero_to_fp32.h"
+
+#include <ckpt/sys/common.h>
+#include <ckpt/sys/io.h>
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct zero_args {
+    const char *in, *out, *tag;
+    zero_plan_options plan;
+    int dry_run, force, json, quiet;
+    ckpt_convert_options write;
+} zero_args;
+
+/* Progress over every file of the run. */
+typedef struct zero_progress {
+    uint64_t base, total;
+} zero_progress;
+
+static void zero_help(FILE *out)
+{
+    fprintf(out,
+"usage: ckptconv zero-to-fp32 CHECKPOINT_DIR OUTPUT_DIR [options]\n"
+"\n"
+"Consolidate a DeepSpeed ZeRO 1/2/3 checkpoint into one fp32 state dict, as DeepSpeed's\n"
+"zero_to_fp32.py does, with the same options, file names and tensor values (bit for\n"
+"bit): OUTPUT_DIR/pytorch_model.bin, or model.safetensors with --safe-serialization;\n"
+"above --max-shard-size, shards pytorch_model-00001-of-00003.bin ... and the index\n"
+"pytorch_model.bin.index.json (model.safetensors.index.json). CHECKPOINT_DIR is the\n"
+"directory holding `latest`, which names the tag directory (global_step100); --tag\n"
+"names another one. The fp32 master weights are gathered from every rank's optimizer\n"
+"partitions: floating tensors are written as float32 (buffers and the bf16/fp16\n"
+"copies of frozen parameters are cast exactly as torch does), integer buffers keep\n"
+"their type, tied weights (lm_head.weight = embed.weight) stay one tensor in .bin.\n"
+"Output order: buffers, frozen parameters, trainable parameters, tied names.\n"
+"\n"
+"Tensors are streamed from the mapped rank files straight into their place in the\n"
+"output, in parallel; memory stays within --memory whatever the model size. Nothing\n"
+"appears under OUTPUT_DIR unless every file was written and synced (the files are\n"
+"built in a hidden directory beside it, moved into place at the end, removed on\n"
+"error or Ctrl-C). A non-empty OUTPUT_DIR is refused unless --force.\n"
+"\n"
+"Beyond DeepSpeed's script:\n"
+"  - BF16_Optimizer checkpoints (bf16 with fp32 gradient accumulation) and fp32\n"
+"    ZeRO-0 checkpoints (the module state dict is the fp32 weights); fp16/bf16\n"
+"    ZeRO-0 checkpoints are refused: their fp32 masters are not stored by name;\n"
+"  - tensor parallelism: a tag directory with mp_rank_00_..., mp_rank_01_... files\n"
+"    gives one consolidated output per model-parallel rank, in OUTPUT_DIR/mp_rank_00/,\n"
+"    OUTPUT_DIR/mp_rank_01/, ... (merging the ranks needs the model's split rules);\n"
+"  - --optimizer-states, --dry-run, --json.\n"
+"\n"
+"options (DeepSpeed's spellings with '_' work too):\n"
+"  -t, --tag TAG                 the tag directory to read instead of `latest`'s\n"
+"  --exclude-frozen-parameters   leave out the frozen (requires_grad=False) parameters\n"
+"  --safe-serialization          write safetensors instead of torch .bin files; tied\n"
+"                                weights cannot be written so (as in DeepSpeed)\n"
+"  --max-shard-size SIZE         largest file before sharding, decimal units as in\n"
+"                                DeepSpeed (5GB = 5*10^9 bytes; KB, MB, GB, TB; also\n"
+"                                KiB, MiB, GiB); default 5GB. A tensor larger than\n"
+"                                SIZE gets a shard of its own\n"
+"  --optimizer-states            also write each parameter's optimizer state (Adam's\n"
+"                                exp_avg, exp_avg_sq), consolidated like the weights,\n"
+"                                as <param>.exp_avg ... into optimizer_states.bin\n"
+"                                (.safetensors), sharded and indexed the same way\n"
+"  --to FORMAT                   bin (default) or safetensors; HDF5 output comes with\n"
+"                                the HDF5 format module, which this build does not have\n"
+"  --dry-run                     print every output file, its tensors (name, dtype,\n"
+"                                shape, bytes) and its size; write nothing\n"
+"  --memory SIZE                 working-memory budget, e.g. 512M, 2G (default 512M)\n"
+"  --threads N                   worker threads (default: all cores)\n"
+"  --force                       write into a non-empty OUTPUT_DIR (files of the same\n"
+"                                name are replaced, others kept)\n"
+"  --json                        print a JSON report on stdout\n"
+"  -q, --quiet                   no progress bar, no notes, no summary\n"
+"\n"
+"examples:\n"
+"  ckptconv zero-to-fp32 checkpoints/ hf_model/\n"
+"  ckptconv zero-to-fp32 checkpoints/ hf_model/ --safe-serialization --max-shard-size 2GB\n"
+"  ckptconv zero-to-fp32 checkpoints/ out/ -t global_step500 --exclude-frozen-parameters\n"
+"  ckptconv zero-to-fp32 checkpoints/ out/ --optimizer-states --dry-run\n");
+}
+
+static int parse_args(zero_args *a, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "tag", required_argument, NULL, 't' },
+        { "exclude-frozen-parameters", no_argument, NULL, 'x' },
+        { "exclude_frozen_parameters", no_argument, NULL, 'x' },
+        { "safe-serialization", no_argument, NULL, 's' },
+        { "safe_serialization", no_argument, NULL, 's' },
+        { "max-shard-size", required_argument, NULL, 'S' },
+        { "max_shard_size", required_argument, NULL, 'S' },
+        { "optimizer-states", no_argument, NULL, 'o' },
+        { "to", required_argument, NULL, 'T' },
+        { "dry-run", no_argument, NULL, 'n' },
+        { "memory", required_argument, NULL, 'm' },
+        { "threads", required_argument, NULL, 'j' },
+        { "force", no_argument, NULL, 'f' },
+        { "json", no_argument, NULL, 'J' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *cmd = "zero-to-fp32";
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': a->tag = optarg; break;
+        case 'x': a->plan.exclude_frozen = 1; break;
+        case 's': a->plan.safetensors = 1; break;
+        case 'S':
+            if (cli_parse_size(optarg, &a->plan.max_shard_size) < 0 || a->plan.max_shard_size == 0)
+                return cli_usage_error(cmd, "--max-shard-size %s: expected a size such as 5GB, 500MB or 2KB", optarg);
+            break;
+        case 'o': a->plan.optimizer_states = 1; break;
+        case 'T':
+            if (strcmp(optarg, "h5") == 0 || strcmp(optarg, "hdf5") == 0)
+                return cli_usage_error(cmd, "--to %s: HDF5 output comes with the HDF5 format module, which this "
+                                       "build does not have", optarg);
+            if (strcmp(optarg, "safetensors") == 0)
+                a->plan.safetensors = 1;
+            else if (strcmp(optarg, "bin") != 0 && strcmp(optarg, "pt") != 0 && strcmp(optarg, "torch") != 0)
+                return cli_usage_error(cmd, "--to %s: expected bin or safetensors", optarg);
+            break;
+        case 'n': a->dry_run = 1; break;
+        case 'm':
+            if (cli_parse_size(optarg, &a->write.memory) < 0 || a->write.memory < (16u << 20))
+                return cli_usage_error(cmd, "--memory %s: expected a size of at least 16M, e.g. 512M or 2G", optarg);
+            break;
+        case 'j':
+            a->write.threads = atoi(optarg);
+            if (a->write.threads < 1 || a->write.threads > 1024)
+                return cli_usage_error(cmd, "--threads %s: expected a number from 1 to 1024", optarg);
+            break;
+        case 'f': a->force = 1; break;
+        case 'J': a->json = 1; break;
+        case 'q': a->quiet = 1; break;
+        case 'h': zero_help(stdout); return -1;
+        default: return cli_usage_error(cmd, "unknown option");
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage_error(cmd, "expected CHECKPOINT_DIR and OUTPUT_DIR, got %d argument(s)", argc - optind);
+    a->in = argv[optind];
+    a->out = argv[optind + 1];
+    if (!*a->in || !*a->out)
+        return cli_usage_error(cmd, "CHECKPOINT_DIR and OUTPUT_DIR must not be empty");
+    return 0;
+}
+
+static void on_progress(uint64_t done, uint64_t total, void *payload)
+{
+    const zero_progress *p = payload;
+    (void)total;
+    cli_progress(p->base + done, p->total, "zero-to-fp32");
+}
+
+static const char *out_dtype_note(const zero_entry *e, char *buf, size_t cap)
+{
+    if (e->dtype == e->t->dtype)
+        return "";
+    snprintf(buf, cap, " (stored %s)", ckpt_dtype_name(e->t->dtype));
+    return buf;
+}
+
+static void print_plan(const zero_args *a, const zero_plan *p)
+{
+    const char *sep = a->out[strlen(a->out) - 1] == '/' ? "" : "/";
+    size_t i, j, k, n_files = 0, n_tensors = 0;
+    uint64_t bytes = 0;
+    char size[32], shape[256], note[64];
+
+    for (i = 0; i < p->n_sets; i++) {
+        const zero_set *s = &p->sets[i];
+        for (j = 0; j < s->n_files; j++) {
+            const zero_file *f = &s->files[j];
+            printf("%s%s%s: %zu tensor%s, %s of tensor data\n", a->out, sep, f->rel, f->n_items,
+                   f->n_items == 1 ? "" : "s", cli_human_size(f->nbytes, size, sizeof size));
+            for (k = 0; k < f->n_items; k++) {
+                const zero_entry *e = &s->entries[f->items[k]];
+                if (e->storage != f->items[k] && e->nbytes > 0)
+                    printf("  %-40s %-9s %-16s = %s\n", e->name, ckpt_dtype_name(e->dtype),
+                           cli_shape(e->t->shape, e->t->ndim, shape, sizeof shape), s->entries[e->storage].name);
+                else
+                    printf("  %-40s %-9s %-16s %llu%s\n", e->name, ckpt_dtype_name(e->dtype),
+                           cli_shape(e->t->shape, e->t->ndim, shape, sizeof shape), (unsigned long long)e->nbytes,
+                           out_dtype_note(e, note, sizeof note));
+            }
+            n_files++;
+            n_tensors += f->n_items;
+            bytes += f->nbytes;
+        }
+        if (s->index_rel) {
+            printf("%s%s%s: index of %zu shards, total_size %llu\n", a->out, sep, s->index_rel, s->n_files,
+                   (unsigned long long)s->total_size);
+            n_files++;
+        }
+    }
+    printf("dry run: %zu file%s, %zu tensor%s, %s of tensor data; nothing written\n", n_files,
+           n_files == 1 ? "" : "s", n_tensors, n_tensors == 1 ? "" : "s", cli_human_size(bytes, size, sizeof size));
+}
+
+static void add_notes(cJSON *notes, const char *text)
+{
+    while (text && *text) {
+        size_t n = strcspn(text, "\n");
+        char *line = strndup(text, n);
+        if (line)
+            cJSON_AddItemToArray(notes, cJSON_CreateString(line));
+        free(line);
+        text += n + (text[n] == '\n');
+    }
+}
+
+/* files: per output file {name, tensors, data_bytes[, bytes][, tensor_list]}. */
+static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const uint64_t *file_bytes,
+                       const ckpt_buf *write_notes, double seconds)
+{
+    cJSON *o = cJSON_CreateObject(), *files = cJSON_CreateArray(), *notes = cJSON_CreateArray();
+    size_t i, j, k, n = 0, tensors = 0;
+    uint64_t total = 0;
+    char *text;
+
+    cJSON_AddStringToObject(o, "input", a->in);
+    cJSON_AddStringToObject(o, "output", a->out);
+    cJSON_AddBoolToObject(o, "dry_run", a->dry_run);
+    for (i = 0; i < p->n_sets; i++) {
+        const zero_set *s = &p->sets[i];
+        for (j = 0; j <= s->n_files; j++, n++) {
+            cJSON *f = cJSON_CreateObject(), *list;
+            int is_index = j == s->n_files;
+            if (is_index && !s->index_rel) {
+                cJSON_Delete(f);
+                n--;
+                continue;
+            }
+            cJSON_AddStringToObject(f, "name", is_index ? s->index_rel : s->files[j].rel);
+            cJSON_AddNumberToObject(f, "tensors", is_index ? 0 : (double)s->files[j].n_items);
+            cJSON_AddNumberToObject(f, "data_bytes", is_index ? 0 : (double)s->files[j].nbytes);
+            if (file_bytes) {
+                cJSON_AddNumberToObject(f, "bytes", (double)file_bytes[n]);
+                total += file_bytes[n];
+            } else {
+                total += is_index ? 0 : s->files[j].nbytes;
+            }
+            if (a->dry_run && !is_index) {
+                list = cJSON_AddArrayToObject(f, "tensor_list");
+                for (k = 0; k < s->files[j].n_items; k++) {
+                    const zero_entry *e = &s->entries[s->files[j].items[k]];
+                    cJSON *t = cJSON_CreateObject();
+                    cJSON_AddStringToObject(t, "name", e->name);
+                    cJSON_AddStringToObject(t, "dtype", ckpt_dtype_name(e->dtype));
+                    cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+                    int d;
+                    for (d = 0; d < e->t->ndim; d++)
+                        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->t->shape[d]));
+                    cJSON_AddNumberToObject(t, "bytes", (double)(e->storage == s->files[j].items[k] ? e->nbytes : 0));
+                    if (e->storage != s->files[j].items[k] && e->nbytes > 0)
+                        cJSON_AddStringToObject(t, "alias_of", s->entries[e->storage].name);
+                    cJSON_AddItemToArray(list, t);
+                }
+            }
+            tensors += is_index ? 0 : s->files[j].n_items;
+            cJSON_AddItemToArray(files, f);
+        }
+    }
+    cJSON_AddItemToObject(o, "files", files);
+    cJSON_AddNumberToObject(o, "tensors", (double)tensors);
+    cJSON_AddNumberToObject(o, a->dry_run ? "data_bytes" : "bytes", (double)total);
+    cJSON_AddNumberToObject(o, "seconds", seconds);
+    for (i = 0; i < ckpt_note_count(in); i++)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(ckpt_note_at(in, i)));
+    add_notes(notes, write_notes && write_notes->len ? (const char *)write_notes->data : NULL);
+    cJSON_AddItemToObject(o, "notes", notes);
+    text = cJSON_Print(o);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+static int write_index(cli_outdir *d, const zero_set *s, uint64_t *bytes)
+{
+    ckpt_buf json = CKPT_BUF_INIT;
+    ckpt_outfile *f = NULL;
+    const char *path = cli_outdir_file(d, s->index_rel);
+    int rc = path ? zero_index_json(s, &json) : CKPT_EIO;
+
+    if (rc >= 0 && (rc = ckpt_outfile_open(&f, path, 0)) >= 0 &&
+        (rc = ckpt_outfile_pwrite(f, 0, json.data, json.len)) >= 0) {
+        rc = ckpt_outfile_commit(f);
+        f = NULL;
+    }
+    ckpt_outfile_abort(f);
+    *bytes = json.len;
+    ckpt_buf_dispose(&json);
+    return rc;
+}
+
+static int write_file(cli_outdir *d, const zero_args *a, const zero_set *s, const zero_file *f,
+                      ckpt_buf *notes, uint64_t *bytes)
+{
+    ckpt_graph_output *outs = calloc(f->n_items + 1, sizeof *outs);
+    const char *path = cli_outdir_file(d, f->rel);
+    ckpt_convert_report rep;
+    size_t i;
+    int rc;
+
+    if (!outs || !path) {
+        free(outs);
+        return outs ? CKPT_EIO : ckpt_error_oom();
+    }
+    for (i = 0; i < f->n_items; i++) {
+        outs[i].name = s->entries[f->items[i]].name;
+        outs[i].node = s->entries[f->items[i]].node;
+    }
+    rc = ckpt_graph_write(outs, f->n_items, path, &a->write, &rep);
+    if (rc >= 0) {
+        *bytes = rep.bytes_written;
+        if (rep.notes.len)
+            rc = ckpt_buf_printf(notes, "%s%s", (const char *)rep.notes.data,
+                                 rep.notes.data[rep.notes.len - 1] == '\n' ? "" : "\n");
+    }
+    ckpt_convert_report_dispose(&rep);
+    free(outs);
+    if (rc < 0)
+        ckpt_error_prefix("%s/%s", a->out, f->rel);
+    return rc;
+}
+
+/* Every file into the staging directory, then into place. file_bytes: one per file and
+ * index, in plan order. */
+static int write_all(zero_args *a, const zero_plan *p, uint64_t *file_bytes, ckpt_buf *notes)
+{
+    zero_progress prog = { 0, 0 };
+    cli_outdir *d = NULL;
+    size_t i, j, n = 0;
+    int rc;
+
+    for (i = 0; i < p->n_sets; i++)
+        for (j = 0; j < p->sets[i].n_files; j++)
+            prog.total += p->sets[i].files[j].nbytes;
+    if (!a->quiet && !a->json) {
+        a->write.progress = on_progress;
+        a->write.progress_payload = &prog;
+    }
+    if ((rc = cli_outdir_begin(&d, a->out, a->force)) < 0)
+        return rc;
+    for (i = 0; i < p->n_sets && rc >= 0; i++) {
+        const zero_set *s = &p->sets[i];
+        for (j = 0; j < s->n_files && rc >= 0; j++) {
+            rc = write_file(d, a, s, &s->files[j], notes, &file_bytes[n++]);
+            prog.base += s->files[j].nbytes;
+        }
+        if (rc >= 0 && s->index_rel)
+            rc = write_index(d, s, &file_bytes[n++]);
+    }
+    cli_progress_done();
+    if (rc < 0) {
+        cli_outdir_abort(d);
+        return rc;
+    }
+    return cli_outdir_commit(d);
+}
+
+static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const uint64_t *file_bytes,
+                          const ckpt_buf *notes, double seconds)
+{
+    size_t i, j, n = 0, tensors = 0;
+    uint64_t total = 0;
+    const char *line = notes->len ? (const char *)notes->data : "";
+    char size[32];
+
+    for (i = 0; i < ckpt_note_count(in); i++)
+        fprintf(stderr, "note: %s\n", ckpt_note_at(in, i));
+    while (*line) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "note: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    for (i = 0; i < p->n_sets; i++) {
+        for (j = 0; j < p->sets[i].n_files; j++)
+            tensors += p->sets[i].files[j].n_items;
+        n += p->sets[i].n_files + (p->sets[i].index_rel != NULL);
+    }
+    for (i = 0; i < n; i++)
+        total += file_bytes[i];
+    if (n == 0)
+        fprintf(stderr, "nothing to write: the consolidated state dict is empty\n");
+    fprintf(stderr, "wrote %s: %zu file%s, %zu tensor%s, %s in %.2f s\n", a->out, n, n == 1 ? "" : "s", tensors,
+            tensors == 1 ? "" : "s", cli_human_size(total, size, sizeof size), seconds);
+}
+
+int cli_zero_to_fp32(int argc, char **argv)
+{
+    zero_args a;
+    ckpt_open_options oopts = CKPT_OPEN_OPTIONS_INIT;
+    ckpt_buf notes = CKPT_BUF_INIT;
+    zero_plan plan;
+    ckpt_ckpt *in = NULL;
+    uint64_t *file_bytes = NULL;
+    size_t i, n_out = 0;
+    double start = cli_now();
+    int rc;
+
+    memset(&a, 0, sizeof a);
+    a.write = (ckpt_convert_options)CKPT_CONVERT_OPTIONS_INIT;
+    a.plan.max_shard_size = 5000000000ull;
+    if ((rc = parse_args(&a, argc, argv)) != 0)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    a.write.format = a.plan.safetensors ? "safetensors" : "torch";
+    a.write.dtype = CKPT_DTYPE_F32;
+    oopts.format = "deepspeed_zero";
+    oopts.tag = a.tag;
+    oopts.optimizer_states = a.plan.optimizer_states;
+    memset(&plan, 0, sizeof plan);
+    if (ckpt_open(&in, a.in, &oopts) < 0)
+        return cli_fail("zero-to-fp32");
+    rc = zero_plan_build(&plan, in, &a.plan);
+    for (i = 0; rc >= 0 && i < plan.n_sets; i++)
+        n_out += plan.sets[i].n_files + 1;
+    if (rc >= 0 && !a.dry_run && !(file_bytes = calloc(n_out + 1, sizeof *file_bytes)))
+        rc = ckpt_error_oom();
+    if (rc >= 0 && !a.dry_run)
+        rc = write_all(&a, &plan, file_bytes, &notes);
+    if (rc >= 0) {
+        if (a.json) {
+            print_json(&a, in, &plan, file_bytes, &notes, cli_now() - start);
+        } else if (a.dry_run) {
+            for (i = 0; i < ckpt_note_count(in) && !a.quiet; i++)
+                fprintf(stderr, "note: %s\n", ckpt_note_at(in, i));
+            print_plan(&a, &plan);
+        } else if (!a.quiet) {
+            print_summary(&a, in, &plan, file_bytes, &notes, cli_now() - start);
+        }
+    }
+    if (rc < 0)
+        rc = cli_fail("zero-to-fp32");
+    else
+        rc = CLI_EXIT_OK;
+    free(file_bytes);
+    ckpt_buf_dispose(&notes);
+    zero_plan_free(&plan);
+    ckpt_close(in);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* ckptconv zero-to-fp32: what is written where, decided before the first byte is written. */
+#ifndef CKPT_CLI_ZERO_TO_FP32_H
+#define CKPT_CLI_ZERO_TO_FP32_H
+
+#include "cli.h"
+
+/* One tensor of a state dict as zero_to_fp32 writes it. */
+typedef struct zero_entry {
+    const char *name;       /* its key in the output state dict */
+    const ckpt_tensor *t;
+    const ckpt_node *node;  /* entries that share a node share one storage in .bin output */
+    size_t storage;         /* index of the first entry with the same storage (itself if none) */
+    ckpt_dtype dtype;       /* as written: float32 for floating tensors */
+    uint64_t nbytes;        /* bytes of its storage as written */
+} zero_entry;
+
+/* One output file: entries (indices into the set's entries) in file order. */
+typedef struct zero_file {
+    char *rel;      /* path under OUTPUT_DIR: "pytorch_model.bin", "mp_rank_01/model.safetensors" */
+    size_t *items;
+    size_t n_items;
+    uint64_t nbytes; /* tensor data, each storage counted once */
+} zero_file;
+
+/* A state dict written as one file, or as shards plus an index. */
+typedef struct zero_set {
+    char *dir;       /* "" or "mp_rank_01/" */
+    const char *base; /* "pytorch_model", "model" or "optimizer_states" */
+    zero_entry *entries;
+    size_t n_entries;
+    zero_file *files;
+    size_t n_files;
+    char *index_rel;     /* the index json when sharded, else NULL */
+    uint64_t total_size; /* metadata.total_size of the index */
+} zero_set;
+
+typedef struct zero_plan_options {
+    int safetensors;
+    int exclude_frozen;
+    int optimizer_states;
+    uint64_t max_shard_size;
+} zero_plan_options;
+
+typedef struct zero_plan {
+    ckpt_graph *g;
+    zero_set *sets;
+    size_t n_sets;
+} zero_plan;
+
+/* Every set of an opened ZeRO checkpoint (per model-parallel rank: weights, then optimizer
+ * states), sharded by Hugging Face's split_torch_state_dict_into_shards rules. */
+int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *o);
+void zero_plan_free(zero_plan *p);
+
+/* The index json as DeepSpeed writes it (json.dumps(indent=2, sort_keys=True) + "\n"). */
+int zero_index_json(const zero_set *s, ckpt_buf *out);
+
+#endif
