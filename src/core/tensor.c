@@ -1,6 +1,7 @@
 /* Tensors: views (shape, strides and offset in elements) on storages, and reading their
  * elements in C order, converted to any type. */
 #include "storage_private.h"
+#include "transpose.h"
 
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
@@ -19,6 +20,10 @@
  * byteswapped) is decoded whole when its span is at most this large, and read run by run
  * (slow for compressed and encoded extents, but in bounded memory) when it is larger. */
 #define SPAN_MAX ((uint64_t)64 << 20)
+/* Transposed views in memory are copied TILE_ROWS output rows by GATHER_ELEMS / TILE_ROWS
+ * columns at a time: a block that stays in cache, filled from short runs of many source
+ * rows and copied out in long runs. Larger blocks measured no faster. */
+#define TILE_ROWS 64
 
 static const char *tensor_name(const ckpt_tensor *t)
 {
@@ -261,32 +266,18 @@ static int gather(const ckpt_tensor *t, const unsigned char *base, walk *w, unsi
     return 0;
 }
 
-static int read_strided(const ckpt_tensor *t, int64_t first, int64_t count, ckpt_dtype dst_type, unsigned char *dst)
+/* The next count elements from `first`, gathered run by run along the last dimension;
+ * converted ones go through gbuf (GATHER_ELEMS elements of the source type). */
+static int read_gathered(const ckpt_tensor *t, const unsigned char *base, int64_t first, int64_t count,
+                         ckpt_dtype dst_type, unsigned char *dst, unsigned char *gbuf)
 {
     size_t es = ckpt_dtype_size(t->dtype), ds = ckpt_dtype_size(dst_type);
-    uint64_t span = 1, off = (uint64_t)t->offset * es;
-    const unsigned char *base;
-    unsigned char *owned = NULL, *gbuf = NULL;
     int64_t done, m;
     walk w;
-    int d, rc = 0;
+    int rc = 0;
 
-    /* validate() bounded the span by the storage size. */
-    for (d = 0; d < t->ndim; d++)
-        span += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->stride[d];
-    span *= es;
-    base = ckpt_storage_map(t->storage, off, span);
-    if (!base && span <= SPAN_MAX) {
-        if (!(owned = malloc((size_t)span)))
-            return ckpt_error_oom();
-        if ((rc = ckpt_storage_read(t->storage, off, span, owned)))
-            goto done;
-        base = owned;
-    }
-    if (dst_type != t->dtype && !(gbuf = malloc((size_t)(count < GATHER_ELEMS ? count : GATHER_ELEMS) * es))) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
+    if (dst_type == t->dtype)
+        gbuf = NULL;
     walk_start(&w, t, first);
     for (done = 0; done < count && !rc; done += m) {
         m = count - done < GATHER_ELEMS ? count - done : GATHER_ELEMS;
@@ -294,6 +285,162 @@ static int read_strided(const ckpt_tensor *t, int64_t first, int64_t count, ckpt
         if (!rc && gbuf)
             rc = ckpt_dtype_convert(dst_type, dst + (size_t)done * ds, t->dtype, gbuf, (size_t)m);
     }
+    return rc;
+}
+
+/* ---- transposed views ---- */
+
+/* The same elements in the same order in the fewest dimensions: size-1 dimensions dropped,
+ * neighbours that step through memory as one merged. A transpose then looks the same
+ * however it was batched or padded with unit dimensions. */
+static void view_simplify(ckpt_tensor *v, const ckpt_tensor *t)
+{
+    int64_t outer;
+    int d, n = 0;
+
+    *v = *t;
+    for (d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 1)
+            continue;
+        if (n > 0 && !CKPT_MUL_OVERFLOWS(t->stride[d], t->shape[d], &outer) && v->stride[n - 1] == outer) {
+            v->shape[n - 1] *= t->shape[d];
+            v->stride[n - 1] = t->stride[d];
+            continue;
+        }
+        v->shape[n] = t->shape[d];
+        v->stride[n] = t->stride[d];
+        n++;
+    }
+    v->ndim = n;
+}
+
+/* The innermost dimension of stride 1 when the last dimension has another stride: rows of
+ * the output then run across source lines, and neighbouring indices along that dimension
+ * read neighbouring bytes. -1 when there is none. */
+static int unit_dim(const ckpt_tensor *v)
+{
+    int d, last = v->ndim - 1;
+
+    if (last < 1 || v->stride[last] == 1)
+        return -1;
+    for (d = last - 1; d >= 0; d--)
+        if (v->stride[d] == 1)
+            return d;
+    return -1;
+}
+
+/* `rows` output rows starting at element `first`, which follow one another along the unit
+ * dimension, written `pitch` elements apart into out. They go through gbuf, a block that
+ * stays in cache, all the rows and as many columns as fit at a time; copying the block's
+ * rows out (converted or not) then writes long runs, which memory takes much better than
+ * the short runs into many rows of a direct transpose. */
+static int read_tile_rows(const ckpt_tensor *v, const unsigned char *base, int64_t first, int64_t rows,
+                          int64_t pitch, ckpt_dtype dst_type, unsigned char *out, unsigned char *gbuf)
+{
+    int last = v->ndim - 1;
+    size_t es = ckpt_dtype_size(v->dtype), ds = ckpt_dtype_size(dst_type);
+    size_t n = (size_t)v->shape[last], step = (size_t)v->stride[last], cols = GATHER_ELEMS / (size_t)rows, j0, i;
+    const unsigned char *src;
+    walk w;
+    int rc = 0;
+
+    walk_start(&w, v, first);
+    src = base + w.pos * es;
+    if (cols >= n && (size_t)pitch == n) {
+        /* short whole rows, one after another in out: the block is a run of out */
+        if (dst_type == v->dtype) {
+            ckpt_tensor__transpose(out, n, src, step, (size_t)rows, n, es);
+            return 0;
+        }
+        ckpt_tensor__transpose(gbuf, n, src, step, (size_t)rows, n, es);
+        return ckpt_dtype_convert(dst_type, out, v->dtype, gbuf, (size_t)rows * n);
+    }
+    for (j0 = 0; j0 < n && !rc; j0 += cols) {
+        size_t m = n - j0 < cols ? n - j0 : cols;
+        ckpt_tensor__transpose(gbuf, m, src + j0 * step * es, step, (size_t)rows, m, es);
+        for (i = 0; i < (size_t)rows && !rc; i++)
+            rc = ckpt_dtype_convert(dst_type, out + (i * (size_t)pitch + j0) * ds, v->dtype, gbuf + i * m * es, m);
+    }
+    return rc;
+}
+
+/* Elements [first, first+count) of a view with a unit dimension p before the last one.
+ * Whole output rows are read TILE_ROWS indices of p at a time; partial rows at either end,
+ * and rows that share an index of p with rows outside the range, are gathered. */
+static int read_tiled(const ckpt_tensor *v, int p, const unsigned char *base, int64_t first, int64_t count,
+                      ckpt_dtype dst_type, unsigned char *dst, unsigned char *gbuf)
+{
+    int last = v->ndim - 1, d;
+    size_t ds = ckpt_dtype_size(dst_type);
+    int64_t n = v->shape[last], q = 1, head = (n - first % n) % n, r, r0, r_end, k, mid;
+    int rc = 0;
+
+    /* rows per index of p */
+    for (d = p + 1; d < last; d++)
+        q *= v->shape[d];
+    if (head > count)
+        head = count;
+    if (head && (rc = read_gathered(v, base, first, head, dst_type, dst, gbuf)))
+        return rc;
+    first += head;
+    count -= head;
+    dst += (size_t)head * ds;
+    r0 = r = first / n;
+    r_end = r0 + count / n;
+    while (r < r_end && !rc) {
+        unsigned char *out = dst + (size_t)((r - r0) * n) * ds;
+        if (r % q || r_end - r < q) {
+            k = q - r % q < r_end - r ? q - r % q : r_end - r;
+            rc = read_gathered(v, base, r * n, k * n, dst_type, out, gbuf);
+            r += k;
+            continue;
+        }
+        k = v->shape[p] - r / q % v->shape[p];
+        if (k > (r_end - r) / q)
+            k = (r_end - r) / q;
+        if (k > TILE_ROWS)
+            k = TILE_ROWS;
+        for (mid = 0; mid < q && !rc; mid++)
+            rc = read_tile_rows(v, base, (r + mid) * n, k, q * n, dst_type, out + (size_t)(mid * n) * ds, gbuf);
+        r += k * q;
+    }
+    if (!rc && count % n)
+        rc = read_gathered(v, base, r_end * n, count % n, dst_type, dst + (size_t)((r_end - r0) * n) * ds, gbuf);
+    return rc;
+}
+
+static int read_strided(const ckpt_tensor *t, int64_t first, int64_t count, ckpt_dtype dst_type, unsigned char *dst)
+{
+    size_t es = ckpt_dtype_size(t->dtype);
+    uint64_t span = 1, off = (uint64_t)t->offset * es;
+    const unsigned char *base;
+    unsigned char *owned = NULL, *gbuf = NULL;
+    ckpt_tensor v;
+    int d, p, rc = 0;
+
+    view_simplify(&v, t);
+    /* validate() bounded the span by the storage size. */
+    for (d = 0; d < v.ndim; d++)
+        span += (uint64_t)(v.shape[d] - 1) * (uint64_t)v.stride[d];
+    span *= es;
+    base = ckpt_storage_map(v.storage, off, span);
+    if (!base && span <= SPAN_MAX) {
+        if (!(owned = malloc((size_t)span)))
+            return ckpt_error_oom();
+        if ((rc = ckpt_storage_read(v.storage, off, span, owned)))
+            goto done;
+        base = owned;
+    }
+    p = base ? unit_dim(&v) : -1;
+    if ((dst_type != v.dtype || p >= 0) &&
+        !(gbuf = malloc((size_t)(count < GATHER_ELEMS ? count : GATHER_ELEMS) * es))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    if (p >= 0)
+        rc = read_tiled(&v, p, base, first, count, dst_type, dst, gbuf);
+    else
+        rc = read_gathered(&v, base, first, count, dst_type, dst, gbuf);
 done:
     free(owned);
     free(gbuf);

@@ -314,3 +314,220 @@ CKPT_TEST(test_tensor_strided_element_sizes)
     ASSERT_TRUE(d[0] == be[0] && d[1] == be[1] && d[2] == be[2]);
     unmap_file(&m);
 }
+
+/* ---- transposed views, checked against an element-by-element copy ---- */
+
+static void fill_random(uint8_t *p, size_t n, uint32_t seed)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(seed >> 24);
+    }
+}
+
+/* The view's elements in C order, one at a time from the storage's bytes. */
+static void view_reference(const ckpt_tensor *t, const uint8_t *bytes, uint8_t *out)
+{
+    size_t es = ckpt_dtype_size(t->dtype);
+    int64_t idx[CKPT_MAX_DIMS] = { 0 }, n = ckpt_tensor_numel(t), k, pos;
+    int d;
+
+    for (k = 0; k < n; k++) {
+        for (pos = t->offset, d = 0; d < t->ndim; d++)
+            pos += idx[d] * t->stride[d];
+        memcpy(out + (size_t)k * es, bytes + (size_t)pos * es, es);
+        for (d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
+            idx[d] = 0;
+    }
+}
+
+/* Reads of the whole view, of ranges starting and ending inside rows, and of the whole
+ * view in pieces of several sizes, as dst_type. 0 when all match the reference and write
+ * nothing past their range, else the number of the first read that did not. */
+static int check_view(const ckpt_tensor *t, const uint8_t *bytes, ckpt_dtype dst_type)
+{
+    size_t es = ckpt_dtype_size(t->dtype), ds = ckpt_dtype_size(dst_type);
+    int64_t n = ckpt_tensor_numel(t), row = t->shape[t->ndim - 1], k, at;
+    int64_t ranges[][2] = { { 0, n },           { 1, n - 1 },   { 0, n - 1 },      { row / 2, n - row },
+                            { row, n - 2 * row }, { n - 1, 1 }, { row - 1, 2 },    { row / 3, row / 3 },
+                            { row + 1, 3 * row }, { 5 * row - 2, 70 * row + 5 } };
+    int64_t pieces[] = { 7, row + 3, 5000, 3 * row };
+    uint8_t *ref = malloc((size_t)n * es), *want = malloc((size_t)n * ds), *got = malloc((size_t)n * ds);
+    int bad = 0, r;
+
+    if (!ref || !want || !got) {
+        bad = -1;
+        goto done;
+    }
+    view_reference(t, bytes, ref);
+    if (ckpt_dtype_convert(dst_type, want, t->dtype, ref, (size_t)n) < 0) {
+        bad = -1;
+        goto done;
+    }
+    for (r = 0; r < (int)(sizeof ranges / sizeof ranges[0]) && !bad; r++) {
+        int64_t first = ranges[r][0], count = ranges[r][1];
+        if (first < 0 || count < 0 || first + count > n)
+            continue;
+        memset(got, 0xA5, (size_t)n * ds);
+        if (ckpt_tensor_read(t, first, count, dst_type, got) < 0 ||
+            memcmp(got, want + (size_t)first * ds, (size_t)count * ds) != 0)
+            bad = r + 1;
+        /* nothing written past the range */
+        for (at = count * (int64_t)ds; at < n * (int64_t)ds && !bad; at++)
+            if (got[at] != 0xA5)
+                bad = r + 1;
+    }
+    for (r = 0; r < (int)(sizeof pieces / sizeof pieces[0]) && !bad; r++) {
+        memset(got, 0xA5, (size_t)n * ds);
+        for (at = 0; at < n && !bad; at += k) {
+            k = n - at < pieces[r] ? n - at : pieces[r];
+            if (ckpt_tensor_read(t, at, k, dst_type, got + (size_t)at * ds) < 0)
+                bad = 100 + r;
+        }
+        if (!bad && memcmp(got, want, (size_t)n * ds) != 0)
+            bad = 100 + r;
+    }
+done:
+    free(ref);
+    free(want);
+    free(got);
+    return bad;
+}
+
+/* The transpose of a C-contiguous [a, b] matrix at element `offset`: shape [b, a]. */
+static void transposed(ckpt_tensor *t, ckpt_dtype dtype, const ckpt_storage *s, int64_t a, int64_t b, int64_t offset)
+{
+    int64_t shape[2];
+
+    shape[0] = b;
+    shape[1] = a;
+    tensor_init(t, "w.T", dtype, s, 2, shape);
+    t->stride[0] = 1;
+    t->stride[1] = b;
+    t->offset = offset;
+}
+
+/* Every element size, odd shapes, rows longer than a tile's columns and more rows than a
+ * tile's; the storage starts at an odd file offset, so no element is aligned. */
+CKPT_TEST(test_tensor_transposed_reads)
+{
+    static const ckpt_dtype types[] = { CKPT_DTYPE_U8, CKPT_DTYPE_BF16, CKPT_DTYPE_F32, CKPT_DTYPE_I64,
+                                        CKPT_DTYPE_C128 };
+    static const int64_t shapes[][2] = { { 1, 300 }, { 300, 1 }, { 3, 1000 }, { 1000, 3 },
+                                         { 67, 129 }, { 150, 1100 }, { 1100, 150 }, { 9, 8 } };
+    size_t len = (size_t)3 << 20, t_i, s_i;
+    uint8_t *bytes = malloc(len);
+    mapped m;
+    ckpt_extent e;
+    ckpt_storage s = { "data", CKPT_DTYPE_U8, 0, 1, &e, 0 };
+    ckpt_tensor t;
+
+    ASSERT_TRUE(bytes != NULL);
+    fill_random(bytes, len, 7);
+    ASSERT_OK(map_file(&m, "t.bin", bytes, len));
+    for (t_i = 0; t_i < sizeof types / sizeof types[0]; t_i++) {
+        size_t es = ckpt_dtype_size(types[t_i]);
+        s.dtype = types[t_i];
+        s.nbytes = (len - 3) / es * es;
+        extent_set(&e, &m, 3, s.nbytes, s.nbytes, CKPT_EXTENT_RAW);
+        for (s_i = 0; s_i < sizeof shapes / sizeof shapes[0]; s_i++) {
+            transposed(&t, types[t_i], &s, shapes[s_i][0], shapes[s_i][1], 5);
+            ASSERT_EQ_INT(check_view(&t, bytes + 3, types[t_i]), 0);
+            if (types[t_i] != CKPT_DTYPE_C128)
+                ASSERT_EQ_INT(check_view(&t, bytes + 3, CKPT_DTYPE_F64), 0);
+        }
+    }
+    /* bf16 rounded from f32 on the way */
+    s.dtype = CKPT_DTYPE_F32;
+    s.nbytes = (len - 3) / 4 * 4;
+    extent_set(&e, &m, 3, s.nbytes, s.nbytes, CKPT_EXTENT_RAW);
+    transposed(&t, CKPT_DTYPE_F32, &s, 1100, 150, 0);
+    ASSERT_EQ_INT(check_view(&t, bytes + 3, CKPT_DTYPE_BF16), 0);
+    unmap_file(&m);
+    free(bytes);
+}
+
+/* Transposes inside larger views: batched, with unit dimensions, reshaped after the
+ * transpose, broadcast; and on a storage that is not mapped in one piece. */
+CKPT_TEST(test_tensor_transposed_views)
+{
+    size_t len = (size_t)1 << 20;
+    uint8_t *bytes = malloc(len);
+    mapped m;
+    ckpt_extent e[2];
+    ckpt_storage s = { "data", CKPT_DTYPE_BF16, 0, 1, e, 0 };
+    ckpt_tensor t;
+    int64_t shape[4];
+
+    ASSERT_TRUE(bytes != NULL);
+    fill_random(bytes, len, 11);
+    ASSERT_OK(map_file(&m, "v.bin", bytes, len));
+    s.nbytes = len;
+    extent_set(&e[0], &m, 0, len, len, CKPT_EXTENT_RAW);
+    /* [3, 67, 129] with the last two axes swapped */
+    shape[0] = 3;
+    shape[1] = 129;
+    shape[2] = 67;
+    tensor_init(&t, "batched", CKPT_DTYPE_BF16, &s, 3, shape);
+    t.stride[0] = 67 * 129;
+    t.stride[1] = 1;
+    t.stride[2] = 129;
+    t.offset = 1;
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_BF16), 0);
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_F32), 0);
+    /* the same with [2, 3] batch dimensions and a unit dimension in the middle */
+    shape[0] = 2;
+    shape[1] = 3;
+    shape[2] = 129;
+    shape[3] = 67;
+    tensor_init(&t, "batched4", CKPT_DTYPE_BF16, &s, 4, shape);
+    t.stride[0] = 3 * 67 * 129;
+    t.stride[1] = 67 * 129;
+    t.stride[2] = 1;
+    t.stride[3] = 129;
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_BF16), 0);
+    shape[0] = 129;
+    shape[1] = 1;
+    shape[2] = 67;
+    tensor_init(&t, "unit", CKPT_DTYPE_BF16, &s, 3, shape);
+    t.stride[0] = 1;
+    t.stride[1] = 12345;
+    t.stride[2] = 129;
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_BF16), 0);
+    /* the transpose of a [60, 37] matrix with its last dimension split into [6, 10] and
+     * sliced to [6, 9]: shape [37, 6, 9], the unit stride two dimensions before the last */
+    shape[0] = 37;
+    shape[1] = 6;
+    shape[2] = 9;
+    tensor_init(&t, "split", CKPT_DTYPE_BF16, &s, 3, shape);
+    t.stride[0] = 1;
+    t.stride[1] = 10 * 37;
+    t.stride[2] = 37;
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_BF16), 0);
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_F64), 0);
+    /* a column broadcast along the rows: stride 0 on the last dimension */
+    shape[0] = 70;
+    shape[1] = 90;
+    tensor_init(&t, "bcast", CKPT_DTYPE_BF16, &s, 2, shape);
+    t.stride[0] = 1;
+    t.stride[1] = 0;
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_BF16), 0);
+    /* a storage made of the file's two halves in swapped order: decoded whole, then read */
+    extent_set(&e[0], &m, len / 2, len / 2, len / 2, CKPT_EXTENT_RAW);
+    extent_set(&e[1], &m, 0, len / 2, len / 2, CKPT_EXTENT_RAW);
+    s.n_extents = 2;
+    memcpy(bytes, m.f.data + len / 2, len / 2);
+    memcpy(bytes + len / 2, m.f.data, len / 2);
+    shape[0] = 300;
+    shape[1] = 500;
+    tensor_init(&t, "split_storage", CKPT_DTYPE_BF16, &s, 2, shape);
+    t.stride[0] = 1;
+    t.stride[1] = 300;
+    t.offset = 7;
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_BF16), 0);
+    ASSERT_EQ_INT(check_view(&t, bytes, CKPT_DTYPE_F32), 0);
+    unmap_file(&m);
+    free(bytes);
+}
