@@ -1,6 +1,8 @@
 /* Helpers shared by the subcommands. */
 #include "cli.h"
 
+#include <ckpt/sys/common.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -129,4 +131,77 @@ double cli_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cli_option_memory(const char *cmd, const char *arg, uint64_t *out)
+{
+    if (cli_parse_size(arg, out) < 0 || *out < (16u << 20))
+        return cli_usage_error(cmd, "--memory %s: expected a size of at least 16M, e.g. 512M or 2G", arg);
+    return 0;
+}
+
+int cli_option_threads(const char *cmd, const char *arg, int *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+
+    if (*arg == '\0' || *end || v < 1 || v > 1024)
+        return cli_usage_error(cmd, "--threads %s: expected a number from 1 to 1024", arg);
+    *out = (int)v;
+    return 0;
+}
+
+char *cli_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *s = malloc(a + b + 2);
+
+    if (s) {
+        memcpy(s, dir, a);
+        s[a] = '/';
+        memcpy(s + a + 1, name, b + 1);
+    }
+    return s;
+}
+
+/* A JSON string as Python's json.dumps writes it (ensure_ascii): printable ASCII as it is,
+ * the short escapes, everything else as \uXXXX (surrogate pairs above U+FFFF). */
+int cli_json_py_string(ckpt_buf *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    int rc = ckpt_buf_putc(b, '"');
+
+    while (rc == 0 && *p) {
+        uint32_t c = *p;
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int k;
+        if (len == 0)
+            return ckpt_error_set(CKPT_EINVALID, "name %s is not valid UTF-8", s);
+        if (len > 1)
+            c &= 0x3Fu >> (len - 1);
+        for (k = 1; k < len; k++) {
+            if ((p[k] & 0xC0) != 0x80)
+                return ckpt_error_set(CKPT_EINVALID, "name %s is not valid UTF-8", s);
+            c = c << 6 | (p[k] & 0x3F);
+        }
+        p += len;
+        switch (c) {
+        case '"': rc = ckpt_buf_puts(b, "\\\""); break;
+        case '\\': rc = ckpt_buf_puts(b, "\\\\"); break;
+        case '\b': rc = ckpt_buf_puts(b, "\\b"); break;
+        case '\f': rc = ckpt_buf_puts(b, "\\f"); break;
+        case '\n': rc = ckpt_buf_puts(b, "\\n"); break;
+        case '\r': rc = ckpt_buf_puts(b, "\\r"); break;
+        case '\t': rc = ckpt_buf_puts(b, "\\t"); break;
+        default:
+            if (c >= 0x20 && c < 0x7F)
+                rc = ckpt_buf_putc(b, (uint8_t)c);
+            else if (c < 0x10000)
+                rc = ckpt_buf_printf(b, "\\u%04x", (unsigned)c);
+            else
+                rc = ckpt_buf_printf(b, "\\u%04x\\u%04x", (unsigned)(0xD800 + ((c - 0x10000) >> 10)),
+                                     (unsigned)(0xDC00 + ((c - 0x10000) & 0x3FF)));
+        }
+    }
+    return rc == 0 ? ckpt_buf_putc(b, '"') : rc;
 }

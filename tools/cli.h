@@ -33,5 +33,14 @@ void cli_progress(uint64_t done, uint64_t total, void *payload);
 void cli_progress_done(void);
 /* Seconds since an arbitrary start, monotonic. */
 double cli_now(void);
+/* --memory (at least 16M) and --threads (1 to 1024) values; 0, or the usage error's exit
+ * status after printing it. */
+int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);
+int cli_option_threads(const char *cmd, const char *arg, int *out);
+/* "dir/name", malloc'd; NULL when out of memory. */
+char *cli_path_join(const char *dir, const char *name);
+/* A JSON string as Python's json.dumps writes it (ensure_ascii): printable ASCII as it is,
+ * the short escapes, everything else as \uXXXX; CKPT_EINVALID for invalid UTF-8. */
+int cli_json_py_string(ckpt_buf *b, const char *s);
 
 #endif

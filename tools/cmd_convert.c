@@ -135,13 +135,12 @@ int cli_convert(int argc, char **argv)
                 return cli_usage_error("convert", "--protocol %s: expected 2 or 4", optarg);
             break;
         case 'm':
-            if (cli_parse_size(optarg, &opts.memory) < 0 || opts.memory < (16u << 20))
-                return cli_usage_error("convert", "--memory %s: expected a size of at least 16M, e.g. 512M or 2G", optarg);
+            if ((rc = cli_option_memory("convert", optarg, &opts.memory)) != 0)
+                return rc;
             break;
         case 'j':
-            opts.threads = atoi(optarg);
-            if (opts.threads < 1 || opts.threads > 1024)
-                return cli_usage_error("convert", "--threads %s: expected a number from 1 to 1024", optarg);
+            if ((rc = cli_option_threads("convert", optarg, &opts.threads)) != 0)
+                return rc;
             break;
         case 'f': opts.overwrite = 1; break;
         case 'c': oopts.verify_crc = 1; break;

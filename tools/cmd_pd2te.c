@@ -165,13 +165,12 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
             break;
         case 'n': a->dry_run = 1; break;
         case 'm':
-            if (cli_parse_size(optarg, &a->write.memory) < 0 || a->write.memory < (16u << 20))
-                return cli_usage_error(cmd, "--memory %s: expected a size of at least 16M, e.g. 512M or 2G", optarg);
+            if ((rc = cli_option_memory(cmd, optarg, &a->write.memory)) != 0)
+                return rc;
             break;
         case 'j':
-            a->write.threads = atoi(optarg);
-            if (a->write.threads < 1 || a->write.threads > 1024)
-                return cli_usage_error(cmd, "--threads %s: expected a number from 1 to 1024", optarg);
+            if ((rc = cli_option_threads(cmd, optarg, &a->write.threads)) != 0)
+                return rc;
             break;
         case 'f': a->force = 1; break;
         case 'J': a->json = 1; break;

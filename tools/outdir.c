@@ -4,6 +4,7 @@
  * a list that a signal handler can walk without allocating: removing the entries in that
  * order empties each subdirectory before it is removed itself. */
 #include "outdir.h"
+#include "cli.h"
 
 #include <ckpt/sys/common.h>
 
@@ -38,19 +39,6 @@ struct cli_outdir {
 
 /* The output being built, for the signal handler; one at a time. */
 static _Atomic(cli_outdir *) active;
-
-static char *join(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 2);
-
-    if (s) {
-        memcpy(s, a, la);
-        s[la] = '/';
-        memcpy(s + la + 1, b, lb + 1);
-    }
-    return s;
-}
 
 static int mkdir_parents(const char *path)
 {
@@ -205,7 +193,7 @@ static outdir_entry *record(cli_outdir *d, const char *rel, int is_dir)
     }
     memcpy(e->rel, rel, n + 1);
     e->is_dir = is_dir;
-    if (!(e->path = join(d->staging, rel))) {
+    if (!(e->path = cli_path_join(d->staging, rel))) {
         free(e);
         ckpt_error_oom();
         return NULL;

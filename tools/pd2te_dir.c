@@ -78,19 +78,6 @@ static int list_names(const char *path, char ***out, size_t *n_out)
     return 0;
 }
 
-static char *join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *s = malloc(a + b + 2);
-
-    if (s) {
-        memcpy(s, dir, a);
-        s[a] = '/';
-        memcpy(s + a + 1, name, b + 1);
-    }
-    return s;
-}
-
 static ssize_t find_model(const pd_dir *d, const char *name)
 {
     size_t i;
@@ -114,7 +101,7 @@ static int add_space(pd_dir *d, pd_space **out)
 /* One index json: its files become one space, in order of first mention. */
 static int load_index(pd_dir *d, const char *name)
 {
-    char *path = join(d->path, name);
+    char *path = cli_path_join(d->path, name);
     ckpt_file *f = NULL;
     const cJSON *map, *e;
     pd_space *s;
@@ -197,7 +184,7 @@ int pd_dir_open(pd_dir *d, const char *path)
         goto done;
     }
     for (i = 0; i < n; i++) {
-        char *full = join(path, names[i]);
+        char *full = cli_path_join(path, names[i]);
         const char *why;
         if (!full) {
             rc = ckpt_error_oom();
@@ -230,7 +217,7 @@ int pd_dir_open(pd_dir *d, const char *path)
             s->files[s->n_files++] = i;
             d->models[i].space = d->n_spaces - 1;
         }
-        if (!(full = join(path, d->models[i].name))) {
+        if (!(full = cli_path_join(path, d->models[i].name))) {
             rc = ckpt_error_oom();
             break;
         }
@@ -269,43 +256,6 @@ void pd_dir_close(pd_dir *d)
 
 /* ---- the index json, as Python's json.dump(obj, indent=4) writes it ---- */
 
-static int put_string(ckpt_buf *b, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    int rc = ckpt_buf_putc(b, '"');
-
-    while (rc == 0 && *p) {
-        unsigned c = *p, cp = c, len = 1, k;
-        if (c >= 0x80) { /* ensure_ascii: \uXXXX, surrogate pairs above the BMP */
-            len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-            cp = c & (0x3Fu >> (len - 1));
-            for (k = 1; k < len && (p[k] & 0xC0) == 0x80; k++)
-                cp = (cp << 6) | (p[k] & 0x3F);
-            len = k;
-        }
-        p += len;
-        if (cp == '"' || cp == '\\')
-            rc = ckpt_buf_printf(b, "\\%c", (char)cp);
-        else if (cp == '\n')
-            rc = ckpt_buf_puts(b, "\\n");
-        else if (cp == '\r')
-            rc = ckpt_buf_puts(b, "\\r");
-        else if (cp == '\t')
-            rc = ckpt_buf_puts(b, "\\t");
-        else if (cp == '\b')
-            rc = ckpt_buf_puts(b, "\\b");
-        else if (cp == '\f')
-            rc = ckpt_buf_puts(b, "\\f");
-        else if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000))
-            rc = cp == 0x7F ? ckpt_buf_putc(b, 0x7F) : ckpt_buf_printf(b, "\\u%04x", cp);
-        else if (cp >= 0x10000)
-            rc = ckpt_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
-        else
-            rc = ckpt_buf_putc(b, (uint8_t)cp);
-    }
-    return rc < 0 ? rc : ckpt_buf_putc(b, '"');
-}
-
 static int put_indent(ckpt_buf *b, int level)
 {
     int rc = ckpt_buf_putc(b, '\n');
@@ -325,7 +275,7 @@ static int put_value(ckpt_buf *b, const cJSON *v, int level)
             return ckpt_buf_puts(b, obj ? "{}" : "[]");
         rc = ckpt_buf_putc(b, obj ? '{' : '[');
         for (e = v->child; e && rc == 0; e = e->next) {
-            if ((rc = put_indent(b, level + 1)) < 0 || (obj && ((rc = put_string(b, e->string)) < 0 ||
+            if ((rc = put_indent(b, level + 1)) < 0 || (obj && ((rc = cli_json_py_string(b, e->string)) < 0 ||
                                                                   (rc = ckpt_buf_puts(b, ": ")) < 0)) ||
                 (rc = put_value(b, e, level + 1)) < 0)
                 break;
@@ -337,7 +287,7 @@ static int put_value(ckpt_buf *b, const cJSON *v, int level)
         return rc;
     }
     if (cJSON_IsString(v))
-        return put_string(b, v->valuestring);
+        return cli_json_py_string(b, v->valuestring);
     if (cJSON_IsBool(v))
         return ckpt_buf_puts(b, cJSON_IsTrue(v) ? "true" : "false");
     if (cJSON_IsNumber(v)) {

@@ -296,48 +296,6 @@ void zero_plan_free(zero_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* A JSON string as Python's json.dumps writes it (ensure_ascii): printable ASCII as it is,
- * the short escapes, everything else as \uXXXX (surrogate pairs above U+FFFF). */
-static int put_py_string(ckpt_buf *b, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    int rc = ckpt_buf_putc(b, '"');
-
-    while (rc == 0 && *p) {
-        uint32_t c = *p;
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int k;
-        if (len == 0)
-            return ckpt_error_set(CKPT_EINVALID, "tensor name %s is not valid UTF-8", s);
-        if (len > 1)
-            c &= 0x3Fu >> (len - 1);
-        for (k = 1; k < len; k++) {
-            if ((p[k] & 0xC0) != 0x80)
-                return ckpt_error_set(CKPT_EINVALID, "tensor name %s is not valid UTF-8", s);
-            c = c << 6 | (p[k] & 0x3F);
-        }
-        p += len;
-        switch (c) {
-        case '"': rc = ckpt_buf_puts(b, "\\\""); break;
-        case '\\': rc = ckpt_buf_puts(b, "\\\\"); break;
-        case '\b': rc = ckpt_buf_puts(b, "\\b"); break;
-        case '\f': rc = ckpt_buf_puts(b, "\\f"); break;
-        case '\n': rc = ckpt_buf_puts(b, "\\n"); break;
-        case '\r': rc = ckpt_buf_puts(b, "\\r"); break;
-        case '\t': rc = ckpt_buf_puts(b, "\\t"); break;
-        default:
-            if (c >= 0x20 && c < 0x7F)
-                rc = ckpt_buf_putc(b, (uint8_t)c);
-            else if (c < 0x10000)
-                rc = ckpt_buf_printf(b, "\\u%04x", (unsigned)c);
-            else
-                rc = ckpt_buf_printf(b, "\\u%04x\\u%04x", (unsigned)(0xD800 + ((c - 0x10000) >> 10)),
-                                     (unsigned)(0xDC00 + ((c - 0x10000) & 0x3FF)));
-        }
-    }
-    return rc == 0 ? ckpt_buf_putc(b, '"') : rc;
-}
-
 typedef struct map_item {
     const char *name, *file;
 } map_item;
@@ -366,11 +324,11 @@ int zero_index_json(const zero_set *s, ckpt_buf *out)
     for (i = 0; i < n && rc == 0; i++) {
         rc = ckpt_buf_puts(out, i ? ",\n    " : "\n    ");
         if (rc == 0)
-            rc = put_py_string(out, items[i].name);
+            rc = cli_json_py_string(out, items[i].name);
         if (rc == 0)
             rc = ckpt_buf_puts(out, ": ");
         if (rc == 0)
-            rc = put_py_string(out, items[i].file);
+            rc = cli_json_py_string(out, items[i].file);
     }
     if (rc == 0)
         rc = ckpt_buf_puts(out, n ? "\n  }\n}\n" : "}\n}\n");
