@@ -159,6 +159,12 @@ def check_roundtrip(case_dir, out, back, *flags):
         src.update(raw_load(os.path.join(case_dir, f)))
         got.update(raw_load(os.path.join(back, f)))
     same_tensors(got, src, f"te2pd {' '.join(flags)} of pd2te of {case_dir}")
+    for f in os.listdir(back):
+        if f.startswith("model_state") and f.endswith(".json"):
+            index = json.load(open(os.path.join(back, f)), object_pairs_hook=collections.OrderedDict)
+            where = {n: m for m in ref.model_files(back) for n in raw_load(os.path.join(back, m))}
+            check(dict(index["weight_map"]) == where, f"te2pd wrote {f} that disagrees with its files")
+            check(list(index)[0] == "weight_map", f"{f}: weight_map is not first")
 
 
 def pd2te_case(name):
