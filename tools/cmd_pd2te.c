@@ -403,7 +403,7 @@ static int write_model(cli_outdir *od, const pd_dir *d, size_t i, const ckpt_map
     }
     if (!(path = cli_outdir_file(od, f->name))) {
         free(outs);
-        return CKPT_ENOMEM == ckpt_error_last()->code ? CKPT_ENOMEM : CKPT_EIO;
+        return ckpt_error_last()->code;
     }
     opts.format = ckpt_format_name(f->ck);
     if (!a->quiet && !a->json) {
@@ -440,7 +440,7 @@ static int write_index(cli_outdir *od, const pd_dir *d, const pd_space *s, const
         total += pd_output_bytes(o->node);
     }
     if (!(path = cli_outdir_file(od, s->index_name))) {
-        rc = CKPT_EIO;
+        rc = ckpt_error_last()->code;
         goto done;
     }
     if ((rc = pd_index_write(path, s->index, names, files, n, total)) == 0)
@@ -461,7 +461,7 @@ static int copy_file(cli_outdir *od, const char *dir, const char *name, uint64_t
     int rc;
 
     if (!path)
-        return CKPT_EIO;
+        return ckpt_error_last()->code;
     if (asprintf(&src_path, "%s/%s", dir, name) < 0)
         return ckpt_error_oom();
     if ((rc = ckpt_file_open(&src, src_path)) < 0 || (rc = ckpt_outfile_open(&dst, path, 0)) < 0)

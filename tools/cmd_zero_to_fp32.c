@@ -291,7 +291,7 @@ static int write_index(cli_outdir *d, const zero_set *s, uint64_t *bytes)
     ckpt_buf json = CKPT_BUF_INIT;
     ckpt_outfile *f = NULL;
     const char *path = cli_outdir_file(d, s->index_rel);
-    int rc = path ? zero_index_json(s, &json) : CKPT_EIO;
+    int rc = path ? zero_index_json(s, &json) : ckpt_error_last()->code;
 
     if (rc >= 0 && (rc = ckpt_outfile_open(&f, path, 0)) >= 0 &&
         (rc = ckpt_outfile_pwrite(f, 0, json.data, json.len)) >= 0) {
@@ -315,7 +315,7 @@ static int write_file(cli_outdir *d, const zero_args *a, const zero_set *s, cons
 
     if (!outs || !path) {
         free(outs);
-        return outs ? CKPT_EIO : ckpt_error_oom();
+        return outs ? ckpt_error_last()->code : ckpt_error_oom();
     }
     for (i = 0; i < f->n_items; i++) {
         outs[i].name = s->entries[f->items[i]].name;
