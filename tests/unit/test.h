@@ -20,6 +20,9 @@ const char *ckpt_test_data(const char *relative);
 void ckpt_test_write_file(const char *path, const void *data, size_t len);
 /* Read a whole file; caller frees. NULL if missing. */
 unsigned char *ckpt_test_read_file(const char *path, size_t *len);
+/* Copy the files (not subdirectories) of testdata/<relative> into dst, which is created;
+ * 0, or -1 when something could not be read or made. */
+int ckpt_test_copy_data_dir(const char *relative, const char *dst);
 
 #define CKPT_TEST(name)                                                        \
     static void name(void);                                                    \

@@ -349,38 +349,19 @@ CKPT_TEST(test_zero_opens_the_tag_directory_itself)
 /* A copy of testdata/zero/<name> as ./<name> (latest + global_step3/). */
 static int copy_case(const char *name)
 {
-    char src[512], dst[512], rel[256];
-    struct dirent *e;
+    char src[256], dst[512];
     unsigned char *data;
     size_t len;
-    DIR *d;
 
-    snprintf(dst, sizeof dst, "%s/global_step3", name);
-    if (mkdir(name, 0755) != 0 || mkdir(dst, 0755) != 0)
-        return -1;
-    snprintf(rel, sizeof rel, "zero/%s/latest", name);
-    data = ckpt_test_read_file(ckpt_test_data(rel), &len);
-    if (!data)
+    snprintf(src, sizeof src, "zero/%s/latest", name);
+    if (mkdir(name, 0755) != 0 || !(data = ckpt_test_read_file(ckpt_test_data(src), &len)))
         return -1;
     snprintf(dst, sizeof dst, "%s/latest", name);
     ckpt_test_write_file(dst, data, len);
     free(data);
-    snprintf(rel, sizeof rel, "zero/%s/global_step3", name);
-    d = opendir(ckpt_test_data(rel));
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(src, sizeof src, "%s/%s", ckpt_test_data(rel), e->d_name);
-        data = ckpt_test_read_file(src, &len);
-        if (!data)
-            break;
-        snprintf(dst, sizeof dst, "%s/global_step3/%s", name, e->d_name);
-        ckpt_test_write_file(dst, data, len);
-        free(data);
-    }
-    if (d)
-        closedir(d);
-    return d && !e ? 0 : -1;
+    snprintf(src, sizeof src, "zero/%s/global_step3", name);
+    snprintf(dst, sizeof dst, "%s/global_step3", name);
+    return ckpt_test_copy_data_dir(src, dst);
 }
 
 CKPT_TEST(test_zero_missing_rank_file_is_named)

@@ -3,7 +3,6 @@
  * tensor-parallel tag directories (one state dict per model-parallel rank) and ZeRO-0. */
 #include "test.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,33 +11,15 @@
  * `latest`. */
 static int copy_tag(const char *name, const char *dir, const char *tag, const char *latest)
 {
-    char src[512], dst[512], rel[256];
-    struct dirent *e;
-    unsigned char *data;
-    size_t len;
-    DIR *d;
+    char src[256], dst[512];
 
-    snprintf(dst, sizeof dst, "%s/%s", dir, tag);
-    if (mkdir(dir, 0755) != 0 || mkdir(dst, 0755) != 0)
+    if (mkdir(dir, 0755) != 0)
         return -1;
     snprintf(dst, sizeof dst, "%s/latest", dir);
     ckpt_test_write_file(dst, latest, strlen(latest));
-    snprintf(rel, sizeof rel, "zero/%s/global_step3", name);
-    d = opendir(ckpt_test_data(rel));
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(src, sizeof src, "%s/%s", ckpt_test_data(rel), e->d_name);
-        data = ckpt_test_read_file(src, &len);
-        if (!data)
-            break;
-        snprintf(dst, sizeof dst, "%s/%s/%s", dir, tag, e->d_name);
-        ckpt_test_write_file(dst, data, len);
-        free(data);
-    }
-    if (d)
-        closedir(d);
-    return d && !e ? 0 : -1;
+    snprintf(src, sizeof src, "zero/%s/global_step3", name);
+    snprintf(dst, sizeof dst, "%s/%s", dir, tag);
+    return ckpt_test_copy_data_dir(src, dst);
 }
 
 static ckpt_ckpt *open_with(const char *path, const char *tag, int optimizer_states)

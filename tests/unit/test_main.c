@@ -2,8 +2,10 @@
  * command line, each in its own temporary directory. */
 #include "test.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef CKPT_TESTDATA_DIR
@@ -129,4 +131,30 @@ int main(int argc, char **argv)
     }
     printf("%d passed, %d failed\n", run - failed, failed);
     return failed ? 1 : (run ? 0 : 2);
+}
+
+int ckpt_test_copy_data_dir(const char *relative, const char *dst)
+{
+    char src_dir[4096], src[4608], out[1024];
+    struct dirent *e;
+    unsigned char *data;
+    size_t len;
+    DIR *d;
+
+    snprintf(src_dir, sizeof src_dir, "%s", ckpt_test_data(relative));
+    if (mkdir(dst, 0755) != 0 || !(d = opendir(src_dir)))
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(src, sizeof src, "%s/%s", src_dir, e->d_name);
+        if (stat(src, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (!(data = ckpt_test_read_file(src, &len)))
+            break;
+        snprintf(out, sizeof out, "%s/%s", dst, e->d_name);
+        ckpt_test_write_file(out, data, len);
+        free(data);
+    }
+    closedir(d);
+    return e ? -1 : 0;
 }
