@@ -99,63 +99,56 @@ static int parse_primary(expr_parser *p, const map_expr **out)
                                           : "unexpected end");
 }
 
-static int parse_product(expr_parser *p, const map_expr **out)
+/* Binary operators by precedence, loosest first; each level is left-associative. */
+static const struct {
+    char op[2];
+    map_expr_kind kind[2];
+} levels[] = {
+    { { '+', '-' }, { MAP_EXPR_ADD, MAP_EXPR_SUB } },
+    { { '*', '/' }, { MAP_EXPR_MUL, MAP_EXPR_DIV } },
+};
+#define N_LEVELS (int)(sizeof levels / sizeof levels[0])
+
+static int parse_level(expr_parser *p, int level, const map_expr **out)
 {
     const map_expr *lhs, *rhs;
     size_t start = p->pos;
     int rc;
 
-    if ((rc = parse_primary(p, &lhs)) < 0)
+    if (level == N_LEVELS)
+        return parse_primary(p, out);
+    if (level == 0 && ++p->depth > EXPR_MAX_DEPTH)
+        return parse_fail(p, "nested too deeply");
+    if ((rc = parse_level(p, level + 1, &lhs)) < 0)
         return rc;
     for (;;) {
         map_expr *e;
-        char c;
+        int which;
         skip_space(p);
-        c = p->text[p->pos];
-        if (c != '*' && c != '/')
+        if (p->text[p->pos] == levels[level].op[0])
+            which = 0;
+        else if (p->text[p->pos] == levels[level].op[1])
+            which = 1;
+        else
             break;
         p->pos++;
-        if ((rc = parse_primary(p, &rhs)) < 0)
+        if ((rc = parse_level(p, level + 1, &rhs)) < 0)
             return rc;
-        if (!(e = new_node(p, c == '*' ? MAP_EXPR_MUL : MAP_EXPR_DIV, start)))
+        if (!(e = new_node(p, levels[level].kind[which], start)))
             return CKPT_ENOMEM;
         e->a = lhs;
         e->b = rhs;
         lhs = e;
     }
+    if (level == 0)
+        p->depth--;
     *out = lhs;
     return 0;
 }
 
 static int parse_sum(expr_parser *p, const map_expr **out)
 {
-    const map_expr *lhs, *rhs;
-    size_t start = p->pos;
-    int rc;
-
-    if (++p->depth > EXPR_MAX_DEPTH)
-        return parse_fail(p, "nested too deeply");
-    if ((rc = parse_product(p, &lhs)) < 0)
-        return rc;
-    for (;;) {
-        map_expr *e;
-        char c;
-        skip_space(p);
-        c = p->text[p->pos];
-        if (c != '+' && c != '-')
-            break;
-        p->pos++;
-        if ((rc = parse_product(p, &rhs)) < 0)
-            return rc;
-        if (!(e = new_node(p, c == '+' ? MAP_EXPR_ADD : MAP_EXPR_SUB, start)))
-            return CKPT_ENOMEM;
-        e->a = lhs;
-        e->b = rhs;
-        lhs = e;
-    }
-    p->depth--;
-    *out = lhs;
-    return 0;
+    return parse_level(p, 0, out);
 }
 
 int ckpt_rules__expr_parse(ckpt_arena *a, const char *text, const char *where, const map_expr **out)
