@@ -88,10 +88,10 @@ static int zero_param_shape(const ckpt_zero_build *b, const ckpt_value *group, s
 {
     const ckpt_value *k = group->u.dict.map.keys[i];
 
+    *name = k->kind == CKPT_VAL_STR ? k->u.str.ptr : "";
     if (k->kind != CKPT_VAL_STR || ckpt_zero__shape(group->u.dict.map.vals[i], ndim, shape, numel) < 0)
         return ckpt_error_set(CKPT_EFORMAT, "%s: param_shapes[%zu] entry %zu is not name -> torch.Size (%s)", b->dir,
                               g, i, ckpt_zero__base(b->st->model[0].path));
-    *name = k->u.str.ptr;
     return 0;
 }
 

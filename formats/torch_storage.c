@@ -168,11 +168,11 @@ static int storage_class_dtype(const ckpt_torch_interp *in, const ckpt_value *g,
     const char *m, *n;
     size_t i;
 
+    *untyped = 0;
     if (!g || g->kind != CKPT_VAL_GLOBAL)
         return ckpt_torch__fail(in, CKPT_EFORMAT, path, "storage type in a persistent id is not a class");
     m = g->u.global.module;
     n = g->u.global.name;
-    *untyped = 0;
     if (strcmp(m, "torch") == 0 || strncmp(m, "torch.", 6) == 0) {
         if (strcmp(n, "UntypedStorage") == 0) {
             *untyped = 1;

@@ -11,5 +11,12 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/graph.h"
 #include "ckpt/rules.h"
+#include "ckpt/outdir.h"
+#include "ckpt/shard.h"
+#include "ckpt/parallel.h"
+#include "ckpt/plan.h"
+#include "ckpt/set.h"
+#include "ckpt/megatron.h"
+#include "ckpt/hf.h"
 
 #endif

@@ -52,8 +52,9 @@ int cli_parse_size(const char *s, uint64_t *out)
     n = strlen(end);
     if (n >= sizeof suffix)
         return -1;
-    for (i = 0; i <= n; i++)
+    for (i = 0; i < n; i++)
         suffix[i] = (char)toupper((unsigned char)end[i]);
+    suffix[n] = '\0';
     for (i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(suffix, units[i].suffix) == 0) {
             double bytes = v * units[i].mult;

@@ -52,14 +52,16 @@ static void convert_help(FILE *out)
 "  ckptconv convert checkpoints/ pytorch_model.bin --dtype float32   # like zero_to_fp32\n");
 }
 
+/* The writable format --to names (a format name, alias or extension), or NULL. */
 static const char *format_for_to(const char *to)
 {
-    if (strcmp(to, "pt") == 0 || strcmp(to, "torch") == 0 || strcmp(to, "pth") == 0 || strcmp(to, "bin") == 0)
-        return "torch";
-    if (strcmp(to, "pdparams") == 0 || strcmp(to, "paddle") == 0 || strcmp(to, "pdopt") == 0)
-        return "pdparams";
-    if (strcmp(to, "safetensors") == 0 || strcmp(to, "st") == 0)
-        return "safetensors";
+    const char *name = ckpt_format_find(to), *at;
+    unsigned caps;
+    size_t i;
+
+    for (i = 0; name && (at = ckpt_format_at(i, &caps, NULL)); i++)
+        if (strcmp(at, name) == 0)
+            return caps & CKPT_FORMAT_WRITE ? name : NULL;
     return NULL;
 }
 

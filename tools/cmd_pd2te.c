@@ -2,7 +2,6 @@
  * through a tensor map (formats/maps/llama_pd2te.json or --map), file by file, index json
  * included. Everything is planned (and every error found) before the first byte is
  * written; the output directory appears whole or not at all. */
-#include "outdir.h"
 #include "pd2te.h"
 
 #include <ckpt/sys/common.h>
@@ -274,14 +273,15 @@ static int load_params(const pd2te_args *a, ckpt_map_params **out)
     return rc < 0 ? rc : default_kv_heads(a, *out);
 }
 
-/* The last error again, with "<prefix>: " before it and suffix after it. */
+/* The last error again, with "<prefix>: " before it and suffix after it; its class stays. */
 static int prefix_error(int rc, const char *prefix, const char *suffix)
 {
     char *message = strdup(ckpt_error_last()->message);
 
     if (!message)
         return ckpt_error_oom();
-    ckpt_error_set(rc, "%s%s%s%s", prefix ? prefix : "", prefix ? ": " : "", message, suffix);
+    ckpt_error_setc(rc, ckpt_error_last()->klass, "%s%s%s%s", prefix ? prefix : "", prefix ? ": " : "", message,
+                    suffix);
     free(message);
     return rc;
 }
@@ -307,7 +307,7 @@ static int detect_side(const ckpt_map *m, const pd_dir *d, const char *other_cmd
     if (rc < 0) {
         char hint[64];
         snprintf(hint, sizeof hint, " (that is 'ckptconv %s')", other_cmd);
-        return prefix_error(rc, d->path, strstr(ckpt_error_last()->message, "use the inverse map") ? hint : "");
+        return prefix_error(rc, d->path, ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION ? hint : "");
     }
     return 0;
 }
@@ -368,7 +368,7 @@ static int plan_space(const pd_dir *d, const pd_space *s, const ckpt_map *m, con
     if (rc < 0) {
         char where[4096], hint[512] = "";
         snprintf(where, sizeof where, "%s/%s", a->in, s->index_name ? s->index_name : d->models[s->files[0]].name);
-        if (strstr(ckpt_error_last()->message, "needs model parameter"))
+        if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_PARAM)
             snprintf(hint, sizeof hint, "\n  give the model's head counts with --num-attention-heads and "
                      "--num-key-value-heads, or put its config.json in %s (or name it with --config)%s", a->in,
                      a->direction == TO_PD ? "; an equal three-way split of layernorm_qkv is only right without "
@@ -380,7 +380,7 @@ static int plan_space(const pd_dir *d, const pd_space *s, const ckpt_map *m, con
 
 /* ---- writing ---- */
 
-static int write_model(cli_outdir *od, const pd_dir *d, size_t i, const ckpt_map_result *r, const pd2te_args *a,
+static int write_model(ckpt_outdir *od, const pd_dir *d, size_t i, const ckpt_map_result *r, const pd2te_args *a,
                        cJSON *report, uint64_t *bytes)
 {
     const pd_model_file *f = &d->models[i];
@@ -401,7 +401,7 @@ static int write_model(cli_outdir *od, const pd_dir *d, size_t i, const ckpt_map
             outs[n++].flags = 0;
         }
     }
-    if (!(path = cli_outdir_file(od, f->name))) {
+    if (!(path = ckpt_outdir_file(od, f->name))) {
         free(outs);
         return ckpt_error_last()->code;
     }
@@ -421,7 +421,7 @@ static int write_model(cli_outdir *od, const pd_dir *d, size_t i, const ckpt_map
     return rc;
 }
 
-static int write_index(cli_outdir *od, const pd_dir *d, const pd_space *s, const ckpt_map_result *r, cJSON *report)
+static int write_index(ckpt_outdir *od, const pd_dir *d, const pd_space *s, const ckpt_map_result *r, cJSON *report)
 {
     size_t n = ckpt_map_result_count(r), k;
     const char **names = malloc((n + 1) * sizeof *names), **files = malloc((n + 1) * sizeof *files);
@@ -439,7 +439,7 @@ static int write_index(cli_outdir *od, const pd_dir *d, const pd_space *s, const
         files[k] = d->models[o->home].name;
         total += pd_output_bytes(o->node);
     }
-    if (!(path = cli_outdir_file(od, s->index_name))) {
+    if (!(path = ckpt_outdir_file(od, s->index_name))) {
         rc = ckpt_error_last()->code;
         goto done;
     }
@@ -452,10 +452,10 @@ done:
     return rc;
 }
 
-static int copy_file(cli_outdir *od, const char *dir, const char *name, uint64_t *bytes)
+static int copy_file(ckpt_outdir *od, const char *dir, const char *name, uint64_t *bytes)
 {
     char *src_path = NULL;
-    const char *path = cli_outdir_file(od, name);
+    const char *path = ckpt_outdir_file(od, name);
     ckpt_file *src = NULL;
     ckpt_outfile *dst = NULL;
     int rc;
@@ -481,11 +481,11 @@ done:
 
 static int write_all(const pd2te_args *a, const pd_dir *d, ckpt_map_result *const *results, cJSON *report, uint64_t *bytes)
 {
-    cli_outdir *od = NULL;
+    ckpt_outdir *od = NULL;
     size_t i;
     int rc;
 
-    if ((rc = cli_outdir_begin(&od, a->out, a->force)) < 0)
+    if ((rc = ckpt_outdir_begin(&od, a->out, a->force)) < 0)
         return rc;
     for (i = 0; i < d->n_models && rc == 0; i++)
         rc = write_model(od, d, i, results[d->models[i].space], a, report, bytes);
@@ -496,10 +496,10 @@ static int write_all(const pd2te_args *a, const pd_dir *d, ckpt_map_result *cons
         if (!d->others[i].why)
             rc = copy_file(od, d->path, d->others[i].name, bytes);
     if (rc < 0) {
-        cli_outdir_abort(od);
+        ckpt_outdir_abort(od);
         return rc;
     }
-    return cli_outdir_commit(od);
+    return ckpt_outdir_commit(od);
 }
 
 static int run(const pd2te_args *a)

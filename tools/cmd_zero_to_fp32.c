@@ -1,7 +1,6 @@
 /* ckptconv zero-to-fp32 CHECKPOINT_DIR OUTPUT_DIR: DeepSpeed's zero_to_fp32.py, same options
  * and outputs, streamed from the mapped rank files into place; more inputs (BF16_Optimizer,
  * fp32 ZeRO-0, tensor parallelism) and optionally the consolidated optimizer states. */
-#include "outdir.h"
 #include "zero_to_fp32.h"
 
 #include <ckpt/sys/common.h>
@@ -107,7 +106,7 @@ static int parse_args(zero_args *a, int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *cmd = "zero-to-fp32";
+    const char *cmd = "zero-to-fp32", *format;
     int c, rc;
 
     optind = 1;
@@ -125,10 +124,11 @@ static int parse_args(zero_args *a, int argc, char **argv)
             if (strcmp(optarg, "h5") == 0 || strcmp(optarg, "hdf5") == 0)
                 return cli_usage_error(cmd, "--to %s: HDF5 output comes with the HDF5 format module, which this "
                                        "build does not have", optarg);
-            if (strcmp(optarg, "safetensors") == 0)
-                a->plan.safetensors = 1;
-            else if (strcmp(optarg, "bin") != 0 && strcmp(optarg, "pt") != 0 && strcmp(optarg, "torch") != 0)
+            format = ckpt_format_find(optarg);
+            if (!format || (strcmp(format, "torch") != 0 && strcmp(format, "safetensors") != 0))
                 return cli_usage_error(cmd, "--to %s: expected bin or safetensors", optarg);
+            if (strcmp(format, "safetensors") == 0)
+                a->plan.safetensors = 1;
             break;
         case 'n': a->dry_run = 1; break;
         case 'm':
@@ -179,13 +179,13 @@ static void print_plan(const zero_args *a, const zero_plan *p)
 
     for (i = 0; i < p->n_sets; i++) {
         const zero_set *s = &p->sets[i];
-        for (j = 0; j < s->n_files; j++) {
-            const zero_file *f = &s->files[j];
-            printf("%s%s%s: %zu tensor%s, %s of tensor data\n", a->out, sep, f->rel, f->n_items,
-                   f->n_items == 1 ? "" : "s", cli_human_size(f->nbytes, size, sizeof size));
-            for (k = 0; k < f->n_items; k++) {
-                const zero_entry *e = &s->entries[f->items[k]];
-                if (e->storage != f->items[k] && e->nbytes > 0)
+        for (j = 0; j < s->shards->n_files; j++) {
+            const ckpt_shard_file *f = &s->shards->files[j];
+            printf("%s%s%s: %zu tensor%s, %s of tensor data\n", a->out, sep, f->name, f->n_entries,
+                   f->n_entries == 1 ? "" : "s", cli_human_size(f->nbytes, size, sizeof size));
+            for (k = 0; k < f->n_entries; k++) {
+                const zero_entry *e = &s->entries[f->entries[k]];
+                if (e->storage != f->entries[k] && e->nbytes > 0)
                     printf("  %-40s %-9s %-16s = %s\n", e->name, ckpt_dtype_name(e->dtype),
                            cli_shape(e->t->shape, e->t->ndim, shape, sizeof shape), s->entries[e->storage].name);
                 else
@@ -194,12 +194,12 @@ static void print_plan(const zero_args *a, const zero_plan *p)
                            out_dtype_note(e, note, sizeof note));
             }
             n_files++;
-            n_tensors += f->n_items;
+            n_tensors += f->n_entries;
             bytes += f->nbytes;
         }
-        if (s->index_rel) {
-            printf("%s%s%s: index of %zu shards, total_size %llu\n", a->out, sep, s->index_rel, s->n_files,
-                   (unsigned long long)s->total_size);
+        if (s->shards->index_name) {
+            printf("%s%s%s: index of %zu shards, total_size %llu\n", a->out, sep, s->shards->index_name,
+                   s->shards->n_files, (unsigned long long)s->shards->total_size);
             n_files++;
         }
     }
@@ -233,27 +233,29 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
     cJSON_AddBoolToObject(o, "dry_run", a->dry_run);
     for (i = 0; i < p->n_sets; i++) {
         const zero_set *s = &p->sets[i];
-        for (j = 0; j <= s->n_files; j++, n++) {
+        const ckpt_shard_plan *sh = s->shards;
+        for (j = 0; j <= sh->n_files; j++, n++) {
             cJSON *f = cJSON_CreateObject(), *list;
-            int is_index = j == s->n_files;
-            if (is_index && !s->index_rel) {
+            int is_index = j == sh->n_files;
+            if (is_index && !sh->index_name) {
                 cJSON_Delete(f);
                 n--;
                 continue;
             }
-            cJSON_AddStringToObject(f, "name", is_index ? s->index_rel : s->files[j].rel);
-            cJSON_AddNumberToObject(f, "tensors", is_index ? 0 : (double)s->files[j].n_items);
-            cJSON_AddNumberToObject(f, "data_bytes", is_index ? 0 : (double)s->files[j].nbytes);
+            cJSON_AddStringToObject(f, "name", is_index ? sh->index_name : sh->files[j].name);
+            cJSON_AddNumberToObject(f, "tensors", is_index ? 0 : (double)sh->files[j].n_entries);
+            cJSON_AddNumberToObject(f, "data_bytes", is_index ? 0 : (double)sh->files[j].nbytes);
             if (file_bytes) {
                 cJSON_AddNumberToObject(f, "bytes", (double)file_bytes[n]);
                 total += file_bytes[n];
             } else {
-                total += is_index ? 0 : s->files[j].nbytes;
+                total += is_index ? 0 : sh->files[j].nbytes;
             }
             if (a->dry_run && !is_index) {
                 list = cJSON_AddArrayToObject(f, "tensor_list");
-                for (k = 0; k < s->files[j].n_items; k++) {
-                    const zero_entry *e = &s->entries[s->files[j].items[k]];
+                for (k = 0; k < sh->files[j].n_entries; k++) {
+                    size_t item = sh->files[j].entries[k];
+                    const zero_entry *e = &s->entries[item];
                     cJSON *t = cJSON_CreateObject();
                     cJSON_AddStringToObject(t, "name", e->name);
                     cJSON_AddStringToObject(t, "dtype", ckpt_dtype_name(e->dtype));
@@ -261,13 +263,13 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
                     int d;
                     for (d = 0; d < e->t->ndim; d++)
                         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->t->shape[d]));
-                    cJSON_AddNumberToObject(t, "bytes", (double)(e->storage == s->files[j].items[k] ? e->nbytes : 0));
-                    if (e->storage != s->files[j].items[k] && e->nbytes > 0)
+                    cJSON_AddNumberToObject(t, "bytes", (double)(e->storage == item ? e->nbytes : 0));
+                    if (e->storage != item && e->nbytes > 0)
                         cJSON_AddStringToObject(t, "alias_of", s->entries[e->storage].name);
                     cJSON_AddItemToArray(list, t);
                 }
             }
-            tensors += is_index ? 0 : s->files[j].n_items;
+            tensors += is_index ? 0 : sh->files[j].n_entries;
             cJSON_AddItemToArray(files, f);
         }
     }
@@ -286,12 +288,12 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
     cJSON_Delete(o);
 }
 
-static int write_index(cli_outdir *d, const zero_set *s, uint64_t *bytes)
+static int write_index(ckpt_outdir *d, const zero_set *s, uint64_t *bytes)
 {
     ckpt_buf json = CKPT_BUF_INIT;
     ckpt_outfile *f = NULL;
-    const char *path = cli_outdir_file(d, s->index_rel);
-    int rc = path ? zero_index_json(s, &json) : ckpt_error_last()->code;
+    const char *path = ckpt_outdir_file(d, s->shards->index_name);
+    int rc = path ? ckpt_shard_index_json(s->shards, 0, &json) : ckpt_error_last()->code;
 
     if (rc >= 0 && (rc = ckpt_outfile_open(&f, path, 0)) >= 0 &&
         (rc = ckpt_outfile_pwrite(f, 0, json.data, json.len)) >= 0) {
@@ -304,11 +306,11 @@ static int write_index(cli_outdir *d, const zero_set *s, uint64_t *bytes)
     return rc;
 }
 
-static int write_file(cli_outdir *d, const zero_args *a, const zero_set *s, const zero_file *f,
+static int write_file(ckpt_outdir *d, const zero_args *a, const zero_set *s, const ckpt_shard_file *f,
                       ckpt_buf *notes, uint64_t *bytes)
 {
-    ckpt_graph_output *outs = calloc(f->n_items + 1, sizeof *outs);
-    const char *path = cli_outdir_file(d, f->rel);
+    ckpt_graph_output *outs = calloc(f->n_entries + 1, sizeof *outs);
+    const char *path = ckpt_outdir_file(d, f->name);
     ckpt_convert_report rep;
     size_t i;
     int rc;
@@ -317,11 +319,11 @@ static int write_file(cli_outdir *d, const zero_args *a, const zero_set *s, cons
         free(outs);
         return outs ? ckpt_error_last()->code : ckpt_error_oom();
     }
-    for (i = 0; i < f->n_items; i++) {
-        outs[i].name = s->entries[f->items[i]].name;
-        outs[i].node = s->entries[f->items[i]].node;
+    for (i = 0; i < f->n_entries; i++) {
+        outs[i].name = s->entries[f->entries[i]].name;
+        outs[i].node = s->entries[f->entries[i]].node;
     }
-    rc = ckpt_graph_write(outs, f->n_items, path, &a->write, &rep);
+    rc = ckpt_graph_write(outs, f->n_entries, path, &a->write, &rep);
     if (rc >= 0) {
         *bytes = rep.bytes_written;
         if (rep.notes.len)
@@ -331,7 +333,7 @@ static int write_file(cli_outdir *d, const zero_args *a, const zero_set *s, cons
     ckpt_convert_report_dispose(&rep);
     free(outs);
     if (rc < 0)
-        ckpt_error_prefix("%s/%s", a->out, f->rel);
+        ckpt_error_prefix("%s/%s", a->out, f->name);
     return rc;
 }
 
@@ -340,34 +342,34 @@ static int write_file(cli_outdir *d, const zero_args *a, const zero_set *s, cons
 static int write_all(zero_args *a, const zero_plan *p, uint64_t *file_bytes, ckpt_buf *notes)
 {
     zero_progress prog = { 0, 0 };
-    cli_outdir *d = NULL;
+    ckpt_outdir *d = NULL;
     size_t i, j, n = 0;
     int rc;
 
     for (i = 0; i < p->n_sets; i++)
-        for (j = 0; j < p->sets[i].n_files; j++)
-            prog.total += p->sets[i].files[j].nbytes;
+        for (j = 0; j < p->sets[i].shards->n_files; j++)
+            prog.total += p->sets[i].shards->files[j].nbytes;
     if (!a->quiet && !a->json) {
         a->write.progress = on_progress;
         a->write.progress_payload = &prog;
     }
-    if ((rc = cli_outdir_begin(&d, a->out, a->force)) < 0)
+    if ((rc = ckpt_outdir_begin(&d, a->out, a->force)) < 0)
         return rc;
     for (i = 0; i < p->n_sets && rc >= 0; i++) {
         const zero_set *s = &p->sets[i];
-        for (j = 0; j < s->n_files && rc >= 0; j++) {
-            rc = write_file(d, a, s, &s->files[j], notes, &file_bytes[n++]);
-            prog.base += s->files[j].nbytes;
+        for (j = 0; j < s->shards->n_files && rc >= 0; j++) {
+            rc = write_file(d, a, s, &s->shards->files[j], notes, &file_bytes[n++]);
+            prog.base += s->shards->files[j].nbytes;
         }
-        if (rc >= 0 && s->index_rel)
+        if (rc >= 0 && s->shards->index_name)
             rc = write_index(d, s, &file_bytes[n++]);
     }
     cli_progress_done();
     if (rc < 0) {
-        cli_outdir_abort(d);
+        ckpt_outdir_abort(d);
         return rc;
     }
-    return cli_outdir_commit(d);
+    return ckpt_outdir_commit(d);
 }
 
 static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const uint64_t *file_bytes,
@@ -386,9 +388,10 @@ static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_pl
         line += len + (line[len] == '\n');
     }
     for (i = 0; i < p->n_sets; i++) {
-        for (j = 0; j < p->sets[i].n_files; j++)
-            tensors += p->sets[i].files[j].n_items;
-        n += p->sets[i].n_files + (p->sets[i].index_rel != NULL);
+        const ckpt_shard_plan *sh = p->sets[i].shards;
+        for (j = 0; j < sh->n_files; j++)
+            tensors += sh->files[j].n_entries;
+        n += sh->n_files + (sh->index_name != NULL);
     }
     for (i = 0; i < n; i++)
         total += file_bytes[i];
@@ -425,7 +428,7 @@ int cli_zero_to_fp32(int argc, char **argv)
         return cli_fail("zero-to-fp32");
     rc = zero_plan_build(&plan, in, &a.plan);
     for (i = 0; rc >= 0 && i < plan.n_sets; i++)
-        n_out += plan.sets[i].n_files + 1;
+        n_out += plan.sets[i].shards->n_files + 1;
     if (rc >= 0 && !a.dry_run && !(file_bytes = calloc(n_out + 1, sizeof *file_bytes)))
         rc = ckpt_error_oom();
     if (rc >= 0 && !a.dry_run)

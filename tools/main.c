@@ -1,6 +1,5 @@
 /* ckptconv: one binary, one subcommand per file in tools/. */
 #include "cli.h"
-#include "outdir.h"
 
 #include <ckpt/sys/io.h>
 
@@ -18,6 +17,9 @@ static const struct {
     { "pd2te", cli_pd2te, "PaddleNLP LLaMA checkpoint directory -> Transformer Engine layers" },
     { "te2pd", cli_te2pd, "Transformer Engine LLaMA checkpoint directory -> PaddleNLP layout" },
     { "zero-to-fp32", cli_zero_to_fp32, "consolidate a DeepSpeed ZeRO checkpoint into fp32 weights" },
+    { "reshard", cli_reshard, "Megatron-LM checkpoint -> another TP/PP/VPP layout, optimizer state included" },
+    { "hf2mcore", cli_hf2mcore, "Hugging Face LLaMA directory -> Megatron-LM checkpoint at any TP/PP" },
+    { "mcore2hf", cli_mcore2hf, "Megatron-LM checkpoint at any TP/PP -> Hugging Face LLaMA directory" },
 };
 
 static void usage(FILE *out)
@@ -50,7 +52,7 @@ static void on_signal(int sig)
 {
     /* never leave a half-written temporary behind */
     ckpt_outfile_cleanup_all();
-    cli_outdir_cleanup_all();
+    ckpt_outdir_cleanup_all();
     signal(sig, SIG_DFL);
     raise(sig);
 }

@@ -87,15 +87,15 @@ static ssize_t find_model(const pd_dir *d, const char *name)
     return -1;
 }
 
-static int add_space(pd_dir *d, pd_space **out)
+/* A new empty space, or NULL when out of memory. */
+static pd_space *add_space(pd_dir *d)
 {
     pd_space *grown = realloc(d->spaces, (d->n_spaces + 1) * sizeof *grown);
 
     if (!grown)
-        return ckpt_error_oom();
+        return NULL;
     d->spaces = grown;
-    *out = memset(&d->spaces[d->n_spaces++], 0, sizeof **out);
-    return 0;
+    return memset(&d->spaces[d->n_spaces++], 0, sizeof *grown);
 }
 
 /* One index json: its files become one space, in order of first mention. */
@@ -109,9 +109,10 @@ static int load_index(pd_dir *d, const char *name)
 
     if (!path)
         return ckpt_error_oom();
-    if ((rc = ckpt_file_open(&f, path)) < 0 || (rc = add_space(d, &s)) < 0)
+    if ((rc = ckpt_file_open(&f, path)) < 0)
         goto done;
-    if (!(s->index_name = strdup(name)) || !(s->files = calloc(d->n_models ? d->n_models : 1, sizeof *s->files))) {
+    if (!(s = add_space(d)) || !(s->index_name = strdup(name)) ||
+        !(s->files = calloc(d->n_models ? d->n_models : 1, sizeof *s->files))) {
         rc = ckpt_error_oom();
         goto done;
     }
@@ -210,8 +211,8 @@ int pd_dir_open(pd_dir *d, const char *path)
         pd_space *s;
         char *full;
         if (d->models[i].space == SIZE_MAX) {
-            if ((rc = add_space(d, &s)) < 0 || !(s->files = malloc(sizeof *s->files))) {
-                rc = rc < 0 ? rc : ckpt_error_oom();
+            if (!(s = add_space(d)) || !(s->files = malloc(sizeof *s->files))) {
+                rc = ckpt_error_oom();
                 break;
             }
             s->files[s->n_files++] = i;

@@ -1,16 +1,13 @@
 /* ckptconv zero-to-fp32: the output files of a consolidated ZeRO checkpoint, as DeepSpeed
  * 0.19's zero_to_fp32 names and fills them.
  *
- * Sharding follows huggingface_hub's split_torch_state_dict_into_shards on the state dict
- * zero_to_fp32 passes it (fresh tensors of the output dtype, so a tensor's size is its
- * numel times 4 for floats): tensors in state-dict order; a tensor larger than the maximum
- * gets a shard of its own; a new shard starts when the next tensor would overflow the
- * current one; tensors sharing a storage (tied weights) count once and go to the shard of
- * the first, after that shard's own tensors. Zero-element tensors all have storage address
- * 0 there, so they count as one shared storage too. */
+ * Sharding is the library's (ckpt/shard.h, huggingface_hub's rules) applied to the state
+ * dict zero_to_fp32 passes it: fresh tensors of the output dtype, so a tensor's size is its
+ * numel times 4 for floats, and only tied names share a storage. */
 #include "zero_to_fp32.h"
 
 #include <ckpt/sys/common.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +66,7 @@ static int collect(zero_plan *p, zero_set *s, const ckpt_ckpt *in, const ckpt_va
                    const zero_plan_options *o, int optimizer)
 {
     ptr_map seen = { NULL, NULL, 0 };
-    size_t i, first_empty = SIZE_MAX;
+    size_t i;
     int rc;
 
     s->entries = calloc(dict->u.dict.map.n + 1, sizeof *s->entries);
@@ -103,10 +100,6 @@ static int collect(zero_plan *p, zero_set *s, const ckpt_ckpt *in, const ckpt_va
                 *slot = s->n_entries;
             if ((rc = ckpt_node_tensor(p->g, e->t, &e->node)) < 0)
                 goto done;
-            if (e->nbytes == 0 && first_empty != SIZE_MAX)
-                e->storage = first_empty;
-            else if (e->nbytes == 0)
-                first_empty = s->n_entries;
         }
         s->n_entries++;
     }
@@ -131,91 +124,25 @@ static int refuse_aliases(const zero_set *s)
     return 0;
 }
 
-static int file_push(zero_file *f, size_t item, uint64_t nbytes)
-{
-    size_t *v = realloc(f->items, (f->n_items + 1) * sizeof *v);
-
-    if (!v)
-        return ckpt_error_oom();
-    v[f->n_items++] = item;
-    f->items = v;
-    f->nbytes += nbytes;
-    return 0;
-}
-
-/* Close a shard: it becomes the next file; its tensors remember which. */
-static int close_shard(zero_set *s, zero_file *f, size_t *shard_of)
-{
-    zero_file *v = realloc(s->files, (s->n_files + 1) * sizeof *v);
-    size_t i;
-
-    if (!v)
-        return ckpt_error_oom();
-    s->files = v;
-    for (i = 0; i < f->n_items; i++)
-        shard_of[f->items[i]] = s->n_files;
-    v[s->n_files++] = *f;
-    memset(f, 0, sizeof *f);
-    return 0;
-}
-
-static int name_files(zero_set *s, const char *ext)
-{
-    char name[512];
-    size_t i;
-
-    for (i = 0; i < s->n_files; i++) {
-        if (s->n_files == 1)
-            snprintf(name, sizeof name, "%s%s%s", s->dir, s->base, ext);
-        else
-            snprintf(name, sizeof name, "%s%s-%05zu-of-%05zu%s", s->dir, s->base, i + 1, s->n_files, ext);
-        if (!(s->files[i].rel = strdup(name)))
-            return ckpt_error_oom();
-    }
-    if (s->n_files > 1) {
-        snprintf(name, sizeof name, "%s%s%s.index.json", s->dir, s->base, ext);
-        if (!(s->index_rel = strdup(name)))
-            return ckpt_error_oom();
-    }
-    return 0;
-}
-
 static int shard(zero_set *s, uint64_t max, const char *ext)
 {
-    size_t *shard_of = calloc(s->n_entries + 1, sizeof *shard_of);
-    zero_file cur = { NULL, NULL, 0, 0 }, own;
-    size_t i, j;
-    int rc = 0;
+    ckpt_shard_entry *entries = calloc(s->n_entries + 1, sizeof *entries);
+    char *base = NULL;
+    size_t i;
+    int rc;
 
-    if (!shard_of)
+    if (!entries || asprintf(&base, "%s%s", s->dir, s->base) < 0) {
+        free(entries);
         return ckpt_error_oom();
-    for (i = 0; i < s->n_entries && rc == 0; i++) {
-        const zero_entry *e = &s->entries[i];
-        if (e->storage != i)
-            continue;
-        s->total_size += e->nbytes;
-        if (e->nbytes > max) {
-            memset(&own, 0, sizeof own);
-            if ((rc = file_push(&own, i, e->nbytes)) == 0 && (rc = close_shard(s, &own, shard_of)) < 0)
-                free(own.items);
-            continue;
-        }
-        if (cur.nbytes + e->nbytes > max)
-            rc = close_shard(s, &cur, shard_of);
-        if (rc == 0)
-            rc = file_push(&cur, i, e->nbytes);
     }
-    if (rc == 0 && cur.n_items)
-        rc = close_shard(s, &cur, shard_of);
-    free(cur.items);
-    /* tensors sharing a storage join the first one's shard, storage by storage */
-    for (i = 0; i < s->n_entries && rc == 0; i++)
-        for (j = i + 1; s->entries[i].storage == i && j < s->n_entries && rc == 0; j++)
-            if (s->entries[j].storage == i)
-                rc = file_push(&s->files[shard_of[i]], j, 0);
-    if (rc == 0)
-        rc = name_files(s, ext);
-    free(shard_of);
+    for (i = 0; i < s->n_entries; i++) {
+        entries[i].name = s->entries[i].name;
+        entries[i].nbytes = s->entries[i].nbytes;
+        entries[i].same_as = s->entries[i].storage == i ? CKPT_SHARD_OWN_STORAGE : s->entries[i].storage;
+    }
+    rc = ckpt_shard_plan_new(&s->shards, entries, s->n_entries, max, base, ext);
+    free(base);
+    free(entries);
     return rc;
 }
 
@@ -278,60 +205,15 @@ int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *
 
 void zero_plan_free(zero_plan *p)
 {
-    size_t i, j;
+    size_t i;
 
     for (i = 0; i < p->n_sets; i++) {
         zero_set *s = &p->sets[i];
-        for (j = 0; j < s->n_files; j++) {
-            free(s->files[j].rel);
-            free(s->files[j].items);
-        }
-        free(s->files);
+        ckpt_shard_plan_free(s->shards);
         free(s->entries);
-        free(s->index_rel);
         free(s->dir);
     }
     free(p->sets);
     ckpt_graph_free(p->g);
     memset(p, 0, sizeof *p);
-}
-
-typedef struct map_item {
-    const char *name, *file;
-} map_item;
-
-static int map_item_cmp(const void *a, const void *b)
-{
-    return strcmp(((const map_item *)a)->name, ((const map_item *)b)->name);
-}
-
-int zero_index_json(const zero_set *s, ckpt_buf *out)
-{
-    size_t i, j, n = 0, dir_len = strlen(s->dir);
-    map_item *items = calloc(s->n_entries + 1, sizeof *items);
-    int rc;
-
-    if (!items)
-        return ckpt_error_oom();
-    for (i = 0; i < s->n_files; i++)
-        for (j = 0; j < s->files[i].n_items; j++) {
-            items[n].name = s->entries[s->files[i].items[j]].name;
-            items[n++].file = s->files[i].rel + dir_len;
-        }
-    qsort(items, n, sizeof *items, map_item_cmp);
-    rc = ckpt_buf_printf(out, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
-                         (unsigned long long)s->total_size);
-    for (i = 0; i < n && rc == 0; i++) {
-        rc = ckpt_buf_puts(out, i ? ",\n    " : "\n    ");
-        if (rc == 0)
-            rc = cli_json_py_string(out, items[i].name);
-        if (rc == 0)
-            rc = ckpt_buf_puts(out, ": ");
-        if (rc == 0)
-            rc = cli_json_py_string(out, items[i].file);
-    }
-    if (rc == 0)
-        rc = ckpt_buf_puts(out, n ? "\n  }\n}\n" : "}\n}\n");
-    free(items);
-    return rc;
 }

@@ -14,24 +14,13 @@ typedef struct zero_entry {
     uint64_t nbytes;        /* bytes of its storage as written */
 } zero_entry;
 
-/* One output file: entries (indices into the set's entries) in file order. */
-typedef struct zero_file {
-    char *rel;      /* path under OUTPUT_DIR: "pytorch_model.bin", "mp_rank_01/model.safetensors" */
-    size_t *items;
-    size_t n_items;
-    uint64_t nbytes; /* tensor data, each storage counted once */
-} zero_file;
-
 /* A state dict written as one file, or as shards plus an index. */
 typedef struct zero_set {
     char *dir;       /* "" or "mp_rank_01/" */
     const char *base; /* "pytorch_model", "model" or "optimizer_states" */
     zero_entry *entries;
     size_t n_entries;
-    zero_file *files;
-    size_t n_files;
-    char *index_rel;     /* the index json when sharded, else NULL */
-    uint64_t total_size; /* metadata.total_size of the index */
+    ckpt_shard_plan *shards; /* files and index, named under OUTPUT_DIR; file entries index `entries` */
 } zero_set;
 
 typedef struct zero_plan_options {
@@ -51,8 +40,5 @@ typedef struct zero_plan {
  * states), sharded by Hugging Face's split_torch_state_dict_into_shards rules. */
 int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *o);
 void zero_plan_free(zero_plan *p);
-
-/* The index json as DeepSpeed writes it (json.dumps(indent=2, sort_keys=True) + "\n"). */
-int zero_index_json(const zero_set *s, ckpt_buf *out);
 
 #endif

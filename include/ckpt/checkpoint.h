@@ -76,6 +76,11 @@ CKPT_EXTERN(size_t) ckpt_format_count(void);
 CKPT_EXTERN(const char *) ckpt_format_at(size_t i, unsigned *caps, const char **extensions);
 /* The format a path's extension names, or NULL. */
 CKPT_EXTERN(const char *) ckpt_format_for_path(const char *path);
+/* The canonical name of the registered format that a name ("torch"), an alias ("pytorch",
+ * "st", "paddle") or an extension with or without its dot (".pdparams", "bin") names, or
+ * NULL. Matching is exact and case-sensitive; names are tried first, then aliases, then
+ * extensions. The result is a static string. */
+CKPT_EXTERN(const char *) ckpt_format_find(const char *name_alias_or_ext);
 
 /* Statistics over a tensor's values, computed in double precision in parallel. */
 typedef struct ckpt_tensor_stats {
@@ -96,7 +101,8 @@ typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *payload);
 
 typedef struct ckpt_convert_options {
     unsigned version;
-    const char *format;          /* output format; NULL: from the output path's extension */
+    const char *format;          /* output format, as ckpt_format_find takes it; NULL: from the output
+                                    path's extension */
     ckpt_dtype dtype;            /* cast floating-point tensors; CKPT_DTYPE_INVALID keeps them */
     ckpt_unknown_policy unknown;
     int protocol;                /* pickle protocol for formats that take one; 0: the format's default */

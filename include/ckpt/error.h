@@ -24,9 +24,30 @@ typedef enum ckpt_error_code {
     CKPT_ITEROVER = -31     /* end of iteration, not an error */
 } ckpt_error_code;
 
+/* Which part of the library failed, or which expected situation arose (libgit2's
+ * git_error_class). The code says how a call failed; the class lets a caller tell apart
+ * failures that share a code, so that it never has to read the message. A failure the
+ * library has not classified has class CKPT_ERRCLASS_NONE.
+ * Append-only: values are part of the ABI. */
+typedef enum ckpt_error_class {
+    CKPT_ERRCLASS_NONE = 0,
+    CKPT_ERRCLASS_NOMEMORY = 1,      /* an allocation failed */
+    CKPT_ERRCLASS_OS = 2,            /* the operating system refused a file or directory operation */
+    CKPT_ERRCLASS_FORMAT = 3,        /* a checkpoint, index or config file is malformed or unsupported */
+    CKPT_ERRCLASS_PICKLE = 4,        /* reading or writing a pickle stream */
+    CKPT_ERRCLASS_ZIP = 5,           /* reading or writing a zip container */
+    CKPT_ERRCLASS_MAP = 6,           /* a mapping rule set: parsing it, or applying it to tensors */
+    CKPT_ERRCLASS_GRAPH = 7,         /* the tensor graph refused an operation (shapes, dtypes, axes) */
+    CKPT_ERRCLASS_MAP_PARAM = 8,     /* a map needs a model parameter that was not given */
+    CKPT_ERRCLASS_MAP_DIRECTION = 9, /* the input is the map's output side: use the inverse map */
+    CKPT_ERRCLASS_LAYOUT = 10        /* a parallel layout (TP/PP sizes, rank files) is inconsistent or
+                                        does not match the request */
+} ckpt_error_class;
+
 typedef struct ckpt_error {
     const char *message; /* never NULL; owned by the library, valid until the next failing call on this thread */
     int code;            /* the ckpt_error_code of the failure */
+    int klass;           /* the ckpt_error_class of the failure */
 } ckpt_error;
 
 /* The last failure on the calling thread. Never NULL; meaningful only right after a failure. */
@@ -37,6 +58,10 @@ CKPT_EXTERN(void) ckpt_error_clear(void);
 
 /* A short constant name for a code: "format error", "not found", ... */
 CKPT_EXTERN(const char *) ckpt_error_name(int code);
+
+/* A short constant name for a class: "none", "map parameter", ...; "unknown" for a value
+ * this version does not know. */
+CKPT_EXTERN(const char *) ckpt_error_class_name(int klass);
 
 CKPT_END_DECL
 

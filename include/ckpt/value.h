@@ -147,6 +147,15 @@ typedef int (*ckpt_value_visit_fn)(const ckpt_value *v, const char *path, void *
 CKPT_EXTERN(int) ckpt_value_walk(const ckpt_value *root, unsigned max_depth, ckpt_value_visit_fn fn,
                                  void *payload);
 
+/* Copy a tree into arena a, node by node: memo-shared nodes stay shared and cycles stay
+ * cycles. Strings, bytes and big integers are not copied (the copy borrows them: keep the
+ * source alive). Each TENSOR leaf is handed to `tensor_fn`, which says which index the copy
+ * gets (an output's tensor table is not the input's); with tensor_fn NULL indices are kept.
+ * A non-zero return from tensor_fn stops the copy and is returned. */
+typedef int (*ckpt_value_tensor_fn)(const ckpt_value *leaf, size_t *index, void *payload);
+CKPT_EXTERN(int) ckpt_value_clone(ckpt_arena *a, const ckpt_value *v, ckpt_value_tensor_fn tensor_fn, void *payload,
+                                  ckpt_value **out);
+
 /* One-line human rendering, at most `cap` bytes including the NUL (truncated with "...").
  * Used by inspect; tensors print as <tensor #i>. */
 CKPT_EXTERN(size_t) ckpt_value_repr(const ckpt_value *v, char *buf, size_t cap);

@@ -1,5 +1,5 @@
-/* Thread-local last error (libgit2's convention): a code and a message naming file,
- * tensor and reason. */
+/* Thread-local last error (libgit2's convention): a code, a class and a message naming
+ * file, tensor and reason. */
 #include <ckpt/sys/common.h>
 
 #include <stdarg.h>
@@ -10,13 +10,33 @@
 #define CKPT_ERROR_MESSAGE_MAX 1024
 
 static _Thread_local char last_message[CKPT_ERROR_MESSAGE_MAX];
-static _Thread_local ckpt_error last_error = { "", CKPT_OK };
+static _Thread_local ckpt_error last_error = { "", CKPT_OK, CKPT_ERRCLASS_NONE };
 
-static int set_message(int code, const char *fmt, va_list ap)
+static void set_message(int code, int klass, const char *fmt, va_list ap)
 {
     vsnprintf(last_message, sizeof last_message, fmt, ap);
     last_error.message = last_message;
     last_error.code = code;
+    last_error.klass = klass;
+}
+
+/* Only codes that name one area imply a class; CKPT_EFORMAT and the rest occur in every
+ * area, so guessing would mislead a caller that branches on the class. */
+static int class_of_code(int code)
+{
+    switch (code) {
+    case CKPT_ENOMEM: return CKPT_ERRCLASS_NOMEMORY;
+    case CKPT_EIO: return CKPT_ERRCLASS_OS;
+    default: return CKPT_ERRCLASS_NONE;
+    }
+}
+
+int ckpt_error_setc(int code, int klass, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(code, klass, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -24,14 +44,14 @@ int ckpt_error_set(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    set_message(code, fmt, ap);
+    set_message(code, class_of_code(code), fmt, ap);
     va_end(ap);
     return code;
 }
 
 int ckpt_error_oom(void)
 {
-    return ckpt_error_set(CKPT_ENOMEM, "out of memory");
+    return ckpt_error_setc(CKPT_ENOMEM, CKPT_ERRCLASS_NOMEMORY, "out of memory");
 }
 
 void ckpt_error_prefix(const char *fmt, ...)
@@ -64,6 +84,7 @@ void ckpt_error_clear(void)
     last_message[0] = '\0';
     last_error.message = last_message;
     last_error.code = CKPT_OK;
+    last_error.klass = CKPT_ERRCLASS_NONE;
 }
 
 const char *ckpt_error_name(int code)
@@ -83,6 +104,24 @@ const char *ckpt_error_name(int code)
     case CKPT_EEXISTS: return "already exists";
     case CKPT_ITEROVER: return "end of iteration";
     default: return "unknown error";
+    }
+}
+
+const char *ckpt_error_class_name(int klass)
+{
+    switch (klass) {
+    case CKPT_ERRCLASS_NONE: return "none";
+    case CKPT_ERRCLASS_NOMEMORY: return "memory";
+    case CKPT_ERRCLASS_OS: return "os";
+    case CKPT_ERRCLASS_FORMAT: return "format";
+    case CKPT_ERRCLASS_PICKLE: return "pickle";
+    case CKPT_ERRCLASS_ZIP: return "zip";
+    case CKPT_ERRCLASS_MAP: return "map";
+    case CKPT_ERRCLASS_GRAPH: return "graph";
+    case CKPT_ERRCLASS_MAP_PARAM: return "map parameter";
+    case CKPT_ERRCLASS_MAP_DIRECTION: return "map direction";
+    case CKPT_ERRCLASS_LAYOUT: return "layout";
+    default: return "unknown";
     }
 }
 

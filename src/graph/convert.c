@@ -220,7 +220,7 @@ int ckpt_convert__format(const char *path, const ckpt_convert_options *opts, con
     if (!format_name)
         return ckpt_error_set(CKPT_EINVALID, "%s: cannot tell the output format from the extension; name it (--to)",
                               path);
-    format = ckpt_registry__find(format_name);
+    format = ckpt_registry__lookup(format_name);
     if (!format)
         return ckpt_error_set(CKPT_EINVALID, "unknown output format '%s'", format_name);
     if (!(format->caps & CKPT_FORMAT_WRITE) || !format->write_begin)

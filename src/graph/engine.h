@@ -63,4 +63,9 @@ ckpt_dtype ckpt_convert__dtype(ckpt_dtype in, const ckpt_convert_options *opts);
 int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, const ckpt_blob_source *sources,
                      const char *path, const ckpt_convert_options *opts, ckpt_convert_report *report);
 
+/* ckpt_graph_write with a value tree for formats that carry one (CKPT_FORMAT_METADATA):
+ * its TENSOR leaves index `outputs` (src/graph/graph_write.c). */
+int ckpt_graph__write(const ckpt_graph_output *outputs, size_t n, const ckpt_value *root, const char *path,
+                      const ckpt_convert_options *opts, ckpt_convert_report *report);
+
 #endif

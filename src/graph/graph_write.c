@@ -33,6 +33,12 @@ static int check_names(const ckpt_graph_output *outputs, size_t n, const char *p
 int ckpt_graph_write(const ckpt_graph_output *outputs, size_t n, const char *path, const ckpt_convert_options *user_opts,
                      ckpt_convert_report *report)
 {
+    return ckpt_graph__write(outputs, n, NULL, path, user_opts, report);
+}
+
+int ckpt_graph__write(const ckpt_graph_output *outputs, size_t n, const ckpt_value *root, const char *path,
+                      const ckpt_convert_options *user_opts, ckpt_convert_report *report)
+{
     ckpt_convert_options opts = CKPT_CONVERT_OPTIONS_INIT;
     const ckpt_format_vtable *format;
     ckpt_out_tensor *tensors = NULL;
@@ -53,6 +59,9 @@ int ckpt_graph_write(const ckpt_graph_output *outputs, size_t n, const char *pat
         memset(report, 0, sizeof *report);
     if ((rc = ckpt_convert__format(path, &opts, &format)) < 0 || (rc = check_names(outputs, n, path)) < 0)
         return rc;
+    if (root && !(format->caps & CKPT_FORMAT_METADATA))
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: format '%s' holds tensors only, not a value tree", path,
+                              format->name);
     tensors = calloc(n ? n : 1, sizeof *tensors);
     blobs = calloc(n ? n : 1, sizeof *blobs);
     sources = calloc(n ? n : 1, sizeof *sources);
@@ -90,7 +99,7 @@ int ckpt_graph_write(const ckpt_graph_output *outputs, size_t n, const char *pat
         blobs[n_blobs].nbytes = (uint64_t)ckpt_node_numel(node) * ckpt_dtype_size(o->dtype);
         n_blobs++;
     }
-    out.root = NULL;
+    out.root = root;
     out.n_tensors = n;
     out.tensors = tensors;
     out.n_blobs = n_blobs;

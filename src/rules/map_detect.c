@@ -28,18 +28,20 @@ int ckpt_map_detect(const ckpt_map *m, const char *const *names, size_t n)
     if (source && !target)
         return 0;
     if (target && !source)
-        return ckpt_error_set(CKPT_EFORMAT, "input is a %s checkpoint (names like '%s'); use the inverse map %s",
-                              m->target_kind, target, m->inverse_name);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MAP_DIRECTION,
+                               "input is a %s checkpoint (names like '%s'); use the inverse map %s", m->target_kind,
+                               target, m->inverse_name);
     if (source)
-        return ckpt_error_set(CKPT_EFORMAT,
-                              "The input checkpoint is not a valid checkpoint. It has both %s names "
-                              "(containing '%s', like '%s') and %s names (containing '%s', like '%s')",
-                              m->source_kind, m->detect_source, source, m->target_kind, m->detect_target, target);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MAP,
+                               "The input checkpoint is not a valid checkpoint. It has both %s names "
+                               "(containing '%s', like '%s') and %s names (containing '%s', like '%s')",
+                               m->source_kind, m->detect_source, source, m->target_kind, m->detect_target, target);
     if (n == 0)
-        return ckpt_error_set(CKPT_EFORMAT, "The input checkpoint is not a valid checkpoint. It has no tensors");
-    return ckpt_error_set(CKPT_EFORMAT,
-                          "The input checkpoint is not a valid checkpoint. No tensor name contains '%s' (%s) "
-                          "or '%s' (%s); names are like '%s'",
-                          m->detect_source, m->source_kind, m->detect_target, m->target_kind,
-                          names[0] ? names[0] : "");
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MAP,
+                               "The input checkpoint is not a valid checkpoint. It has no tensors");
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MAP,
+                           "The input checkpoint is not a valid checkpoint. No tensor name contains '%s' (%s) "
+                           "or '%s' (%s); names are like '%s'",
+                           m->detect_source, m->source_kind, m->detect_target, m->target_kind,
+                           names[0] ? names[0] : "");
 }

@@ -39,8 +39,8 @@ static void skip_space(expr_parser *p)
 
 static int parse_fail(const expr_parser *p, const char *what)
 {
-    return ckpt_error_set(CKPT_EFORMAT, "%s: bad expression \"%s\": %s at column %zu", p->where, p->text, what,
-                          p->pos + 1);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MAP, "%s: bad expression \"%s\": %s at column %zu", p->where,
+                           p->text, what, p->pos + 1);
 }
 
 static map_expr *new_node(expr_parser *p, map_expr_kind kind, size_t start)
@@ -181,9 +181,9 @@ const map_expr *ckpt_rules__expr_num(ckpt_arena *a, int64_t v)
     return e->text ? e : NULL;
 }
 
-static int eval_fail_prefix(const map_eval *ev, int code, const char *what)
+static int eval_fail_prefix(const map_eval *ev, int code, int klass, const char *what)
 {
-    return ckpt_error_set(code, "%s: rule %s of %s %s", ev->tensor, ev->rule, ckpt_map_name(ev->map), what);
+    return ckpt_error_setc(code, klass, "%s: rule %s of %s %s", ev->tensor, ev->rule, ckpt_map_name(ev->map), what);
 }
 
 static int eval(const map_eval *ev, const map_expr *e, int depth, int64_t *out);
@@ -199,11 +199,11 @@ static int eval_param(const map_eval *ev, const map_expr *e, int depth, int64_t 
     def = ckpt_rules__param_def(ev->map, e->param);
     if (!def) {
         snprintf(what, sizeof what, "needs model parameter '%s'", e->param);
-        return eval_fail_prefix(ev, CKPT_ENOTFOUND, what);
+        return eval_fail_prefix(ev, CKPT_ENOTFOUND, CKPT_ERRCLASS_MAP_PARAM, what);
     }
     if (depth >= EXPR_MAX_DERIVE) {
         snprintf(what, sizeof what, "derives parameter '%s' from itself", e->param);
-        return eval_fail_prefix(ev, CKPT_EFORMAT, what);
+        return eval_fail_prefix(ev, CKPT_EFORMAT, CKPT_ERRCLASS_MAP, what);
     }
     if ((rc = eval(ev, def->expr, depth + 1, out)) < 0)
         return rc;
@@ -243,20 +243,20 @@ static int eval(const map_eval *ev, const map_expr *e, int depth, int64_t *out)
     default:
         if (b == 0) {
             snprintf(what, sizeof what, "divides by zero in \"%s\" (%" PRId64 " / 0)", e->text, a);
-            return eval_fail_prefix(ev, CKPT_EFORMAT, what);
+            return eval_fail_prefix(ev, CKPT_EFORMAT, CKPT_ERRCLASS_MAP, what);
         }
         if (a == INT64_MIN && b == -1)
             break;
         if (a % b) {
             snprintf(what, sizeof what, "has \"%s\" = %" PRId64 " / %" PRId64 ", which is not a whole number",
                      e->text, a, b);
-            return eval_fail_prefix(ev, CKPT_EFORMAT, what);
+            return eval_fail_prefix(ev, CKPT_EFORMAT, CKPT_ERRCLASS_MAP, what);
         }
         *out = a / b;
         return 0;
     }
     snprintf(what, sizeof what, "overflows 64-bit integers in \"%s\" (%" PRId64 " and %" PRId64 ")", e->text, a, b);
-    return eval_fail_prefix(ev, CKPT_EFORMAT, what);
+    return eval_fail_prefix(ev, CKPT_EFORMAT, CKPT_ERRCLASS_MAP, what);
 }
 
 int ckpt_rules__expr_eval(const map_eval *ev, const map_expr *e, int64_t *out)

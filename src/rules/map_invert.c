@@ -157,6 +157,11 @@ int ckpt_rules__map_invert_in_place(ckpt_map *m)
     map_rule_list tmp;
     int rc;
 
+    /* The spec's patterns name the tensors of one side. A map whose rules rename tensors
+     * would need them rewritten for the other side, which cannot be done in general, so
+     * only a map with no rules at all (both sides alike) keeps its layout. */
+    if (m->rules.n || m->normalize.n || m->variants.n)
+        m->parallel = NULL;
     if ((rc = invert_list(m, &m->rules)) < 0 || (rc = invert_list(m, &m->normalize)) < 0 ||
         (rc = invert_list(m, &m->variants)) < 0)
         return rc;

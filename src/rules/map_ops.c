@@ -32,7 +32,9 @@ static int graph_fail(const map_eval *ev, const map_op *op, int rc)
     return rc;
 }
 
-static int resolve_axis(const map_eval *ev, const map_op *op, const ckpt_node *x, int *axis)
+/* The op's axis counted from the front, or a negative error code: returned rather than
+ * stored through a pointer so that no caller holds an axis that was never set. */
+static int resolve_axis(const map_eval *ev, const map_op *op, const ckpt_node *x)
 {
     int ndim = ckpt_node_ndim(x);
     int a = op->axis < 0 ? op->axis + ndim : op->axis;
@@ -40,8 +42,7 @@ static int resolve_axis(const map_eval *ev, const map_op *op, const ckpt_node *x
     if (a < 0 || a >= ndim)
         return op_fail(ev, op, CKPT_EFORMAT, "axis %d is out of range for a tensor of %d dimension%s", op->axis,
                        ndim, ndim == 1 ? "" : "s");
-    *axis = a;
-    return 0;
+    return a;
 }
 
 /* "4:2:2 = num_attention_heads : num_key_value_heads : num_key_value_heads with
@@ -155,8 +156,8 @@ static int run_split(const map_eval *ev, ckpt_graph *g, const map_op *op, const 
     char desc[512];
     int axis, rc;
 
-    if ((rc = resolve_axis(ev, op, x, &axis)) < 0)
-        return rc;
+    if ((axis = resolve_axis(ev, op, x)) < 0)
+        return axis;
     dim = ckpt_node_shape(x)[axis];
     if (op->n_exprs) {
         if ((rc = eval_all(ev, op, op->exprs, n, vals, 1)) < 0)
@@ -194,7 +195,9 @@ static int run_regroup(const map_eval *ev, ckpt_graph *g, const map_op *op, cons
     char desc[512];
     int axis, rc;
 
-    if ((rc = resolve_axis(ev, op, in[0], &axis)) < 0 || (rc = eval_all(ev, op, op->exprs, n, blocks, 1)) < 0)
+    if ((axis = resolve_axis(ev, op, in[0])) < 0)
+        return axis;
+    if ((rc = eval_all(ev, op, op->exprs, n, blocks, 1)) < 0)
         return rc;
     for (i = 0; i < n; i++)
         if (CKPT_ADD_OVERFLOWS(group, blocks[i], &group))
@@ -250,8 +253,9 @@ static int run_pad(const map_eval *ev, ckpt_graph *g, const map_op *op, const ck
     int64_t from, to, len;
     int axis, rc;
 
-    if ((rc = resolve_axis(ev, op, x, &axis)) < 0 || (rc = ckpt_rules__expr_eval(ev, op->from, &from)) < 0 ||
-        (rc = ckpt_rules__expr_eval(ev, op->to, &to)) < 0)
+    if ((axis = resolve_axis(ev, op, x)) < 0)
+        return axis;
+    if ((rc = ckpt_rules__expr_eval(ev, op->from, &from)) < 0 || (rc = ckpt_rules__expr_eval(ev, op->to, &to)) < 0)
         return rc;
     len = ckpt_node_shape(x)[axis];
     if (len != from)
@@ -275,7 +279,7 @@ int ckpt_rules__op_run(const map_eval *ev, ckpt_graph *g, const map_op *op, cons
         return ckpt_error_oom();
     switch (op->kind) {
     case MAP_OP_CONCAT:
-        if ((rc = resolve_axis(ev, op, in[0], &axis)) < 0)
+        if ((rc = axis = resolve_axis(ev, op, in[0])) < 0)
             break;
         if (op->n_exprs && (rc = check_concat(ev, op, in, n_in, axis, vals)) < 0)
             break;

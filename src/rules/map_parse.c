@@ -2,7 +2,7 @@
  * seen: unknown keys (a typo would otherwise silently change what a map does), patterns,
  * expressions, and how many tensors each op leaves, so that a rule whose ops do not end
  * with as many tensors as it names in "to" fails at load time, naming the rule. */
-#include "rules_private.h"
+#include "parallel_private.h"
 
 #include <ckpt/sys/io.h>
 #include <cjson/cJSON.h>
@@ -16,7 +16,7 @@
 
 static const char *const top_keys[] = { "ckptconv_map", "name", "description", "source_kind", "target_kind",
                                         "inverse", "detect", "params", "strict", "inverse_strict",
-                                        "normalize", "rules", "comment", NULL };
+                                        "normalize", "rules", "parallel", "comment", NULL };
 static const char *const rule_keys[] = { "name", "from", "to", "ops", "comment", NULL };
 static const char *const name_keys[] = { "name", "description", NULL };
 static const char *const detect_keys[] = { "source", "target", NULL };
@@ -321,7 +321,8 @@ static int parse_root(ckpt_map *m, const cJSON *root, const char *origin)
         (rc = parse_strict(m, root, "strict", origin, &m->n_strict, &m->strict)) < 0 ||
         (rc = parse_strict(m, root, "inverse_strict", origin, &m->n_inverse_strict, &m->inverse_strict)) < 0 ||
         (rc = parse_rules(m, root, "normalize", origin, 1, &m->normalize)) < 0 ||
-        (rc = parse_rules(m, root, "rules", origin, 0, &m->rules)) < 0)
+        (rc = parse_rules(m, root, "rules", origin, 0, &m->rules)) < 0 ||
+        (rc = ckpt_rules__parallel_parse(m, root, origin)) < 0)
         return rc;
     return 0;
 }

@@ -150,6 +150,7 @@ struct ckpt_map {
     map_rule_list normalize; /* applied first, where they match */
     map_rule_list rules;
     map_rule_list variants;  /* optional outputs, applied last on request */
+    const struct ckpt_parallel_spec *parallel; /* the "parallel" section; NULL when there is none */
 };
 
 /* Parse as written (inverted = 0) or as its inverse. */

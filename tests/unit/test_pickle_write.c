@@ -57,6 +57,7 @@ static int write_tree(const ckpt_value *v, int proto, ckpt_pickler_tensor_fn fn,
     int rc;
 
     *out = NULL;
+    *len = 0;
     if ((rc = ckpt_pickler_new(&p, proto, fn, payload)) != 0)
         return rc;
     if ((rc = ckpt_pickler_begin(p)) == 0 && (rc = ckpt_pickler_value(p, v)) == 0 && (rc = ckpt_pickler_end(p)) == 0 &&

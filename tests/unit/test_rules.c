@@ -101,12 +101,25 @@ CKPT_TEST(test_rules_load_file)
 
 CKPT_TEST(test_rules_builtins)
 {
+    static const char *const expected[] = { "hf_llama_megatron", "megatron_hf_llama", "hf_llama_megatron_local",
+                                            "megatron_hf_llama_local", "llama_pd2te", "llama_te2pd",
+                                            "megatron_gpt" };
     ckpt_map *m = NULL;
+    size_t i, j, n = ckpt_map_builtin_count();
 
-    ASSERT_EQ_INT(ckpt_map_builtin_count(), 2);
-    ASSERT_EQ_STR(ckpt_map_builtin_at(0), "llama_pd2te");
-    ASSERT_EQ_STR(ckpt_map_builtin_at(1), "llama_te2pd");
-    ASSERT_TRUE(ckpt_map_builtin_at(2) == NULL);
+    /* every map with its inverse right after it, in file-name order */
+    ASSERT_TRUE(n >= sizeof expected / sizeof expected[0]);
+    for (i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        for (j = 0; j < n && strcmp(ckpt_map_builtin_at(j), expected[i]) != 0; j++)
+            ;
+        ASSERT_TRUE(j < n);
+        ASSERT_OK(ckpt_map_builtin(&m, expected[i]));
+        ASSERT_EQ_STR(ckpt_map_name(m), expected[i]);
+        ckpt_map_free(m);
+    }
+    ASSERT_EQ_STR(ckpt_map_builtin_at(0), "hf_llama_megatron");
+    ASSERT_EQ_STR(ckpt_map_builtin_at(1), "megatron_hf_llama");
+    ASSERT_TRUE(ckpt_map_builtin_at(n) == NULL);
     ASSERT_OK(ckpt_map_builtin(&m, "llama_te2pd"));
     ASSERT_EQ_STR(ckpt_map_name(m), "llama_te2pd");
     ASSERT_EQ_STR(ckpt_map_source_kind(m), "Transformer Engine");
@@ -163,6 +176,7 @@ CKPT_TEST(test_rules_expressions)
     ASSERT_ERROR_MENTIONS("x.0: rule r of t has \"n / 4\" = 6 / 4, which is not a whole number");
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("n / (n - 6)", p, &v));
     ASSERT_ERROR_MENTIONS("divides by zero");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP);
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("9223372036854775807 + 1", p, &v));
     ASSERT_ERROR_MENTIONS("overflows 64-bit integers");
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("4611686018427387904 * 2", p, &v));
@@ -170,6 +184,7 @@ CKPT_TEST(test_rules_expressions)
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("0 - 9223372036854775807 - 2", p, &v));
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("99999999999999999999", p, &v));
     ASSERT_ERROR_MENTIONS("here: bad expression \"99999999999999999999\": number too large");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP);
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("n * (2", p, &v));
     ASSERT_ERROR_MENTIONS("expected ')'");
     ASSERT_FAILS(CKPT_EFORMAT, eval_text("n % 2", p, &v));
@@ -179,6 +194,7 @@ CKPT_TEST(test_rules_expressions)
     ASSERT_ERROR_MENTIONS("nested too deeply");
     ASSERT_FAILS(CKPT_ENOTFOUND, eval_text("num_key_value_heads * 2", p, &v));
     ASSERT_ERROR_MENTIONS("x.0: rule r of t needs model parameter 'num_key_value_heads'");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP_PARAM);
     /* A derived parameter given directly wins over its formula. */
     ASSERT_OK(ckpt_map_params_set(p, "twice", 5));
     ASSERT_OK(eval_text("twice", p, &v));
@@ -262,13 +278,18 @@ CKPT_TEST(test_rules_detect)
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_detect(m, te, 2));
     ASSERT_ERROR_MENTIONS("input is a Transformer Engine checkpoint (names like "
                           "'llama.layers.0.transformer.self_attention.proj.weight'); use the inverse map llama_te2pd");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP_DIRECTION);
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_detect(inv, pd, 2));
     ASSERT_ERROR_MENTIONS("input is a PaddleNLP LLaMA checkpoint");
     ASSERT_ERROR_MENTIONS("use the inverse map llama_pd2te");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP_DIRECTION);
+    /* Neither side, or both: no inverse would help, so not the direction class. */
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_detect(m, both, 2));
     ASSERT_ERROR_MENTIONS("The input checkpoint is not a valid checkpoint.");
     ASSERT_ERROR_MENTIONS("both PaddleNLP LLaMA names (containing 'self_attn'");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP);
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_detect(m, neither, 2));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP);
     ASSERT_ERROR_MENTIONS("The input checkpoint is not a valid checkpoint.");
     ASSERT_ERROR_MENTIONS("No tensor name contains 'self_attn' (PaddleNLP LLaMA) or 'transformer'");
     ASSERT_ERROR_MENTIONS("'model.embed_tokens.weight'");
@@ -456,11 +477,13 @@ CKPT_TEST(test_rules_apply_errors)
     ckpt_graph_free(g);
     ASSERT_FAILS(CKPT_ENOTFOUND, apply_zeros(rename, NULL, ab, 2, nope, &g, &r));
     ASSERT_ERROR_MENTIONS("t has no output variant 'nope' (it has none)");
+    ASSERT_TRUE(ckpt_error_last()->klass != CKPT_ERRCLASS_MAP_PARAM);
     ckpt_graph_free(g);
     ASSERT_OK(ckpt_map_params_new(&p));
     ASSERT_OK(ckpt_map_params_set(p, "x", 1));
     ASSERT_FAILS(CKPT_ENOTFOUND, apply_zeros(split, p, m45, 1, NULL, &g, &r));
     ASSERT_ERROR_MENTIONS("a: rule s of t needs model parameter 'y'");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP_PARAM);
     ckpt_graph_free(g);
     ASSERT_OK(ckpt_map_params_set(p, "y", 2));
     ASSERT_FAILS(CKPT_EFORMAT, apply_zeros(split, p, m45, 1, NULL, &g, &r));

@@ -47,6 +47,7 @@ static void *case_data(uint32_t id, uint64_t n, ckpt_dtype *dtype)
     uint32_t x = 0x9E3779B9u + id;
     uint64_t i;
 
+    *dtype = CKPT_DTYPE_INVALID;
     if (!f)
         return NULL;
     for (i = 0; i < n; i++)

@@ -479,3 +479,48 @@ CKPT_TEST(test_value_repr_is_short_and_python_like)
     ASSERT_TRUE(ok);
     ckpt_arena_free(a);
 }
+
+static int shift_index(const ckpt_value *leaf, size_t *index, void *payload)
+{
+    *index = leaf->u.tensor.index + *(const size_t *)payload;
+    return 0;
+}
+
+CKPT_TEST(test_value_clone_keeps_sharing_and_cycles)
+{
+    ckpt_arena *a, *b;
+    ckpt_value *root, *shared, *cyclic, *copy, *c_shared1, *c_shared2, *c_cyclic;
+    size_t shift = 100;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_arena_new(&b));
+    root = ckpt_value_new(a, CKPT_VAL_DICT);
+    shared = ckpt_value_new(a, CKPT_VAL_TUPLE);
+    cyclic = ckpt_value_new(a, CKPT_VAL_LIST);
+    ASSERT_OK(ckpt_value_append(a, shared, ckpt_value_new_tensor(a, 3)));
+    ASSERT_OK(ckpt_value_append(a, cyclic, cyclic));
+    ASSERT_OK(ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "x", 1), shared));
+    ASSERT_OK(ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "y", 1), shared));
+    ASSERT_OK(ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "z", 1), cyclic));
+
+    ASSERT_OK(ckpt_value_clone(b, root, shift_index, &shift, &copy));
+    ASSERT_TRUE(copy != root);
+    c_shared1 = ckpt_value_dict_get(copy, "x");
+    c_shared2 = ckpt_value_dict_get(copy, "y");
+    c_cyclic = ckpt_value_dict_get(copy, "z");
+    ASSERT_TRUE(c_shared1 == c_shared2 && c_shared1 != shared);
+    ASSERT_EQ_INT(c_shared1->u.seq.items[0]->u.tensor.index, 103);
+    ASSERT_EQ_INT(shared->u.seq.items[0]->u.tensor.index, 3);
+    ASSERT_TRUE(c_cyclic != cyclic && c_cyclic->u.seq.items[0] == c_cyclic);
+    /* the copy is a dict of its own: adding to it leaves the source alone */
+    ASSERT_OK(ckpt_value_dict_set(b, copy, ckpt_value_new_str(b, "w", 1), ckpt_value_new_int(b, 1)));
+    ASSERT_EQ_INT(copy->u.dict.map.n, 4);
+    ASSERT_EQ_INT(root->u.dict.map.n, 3);
+    ASSERT_TRUE(ckpt_value_dict_get(copy, "x") == c_shared1);
+
+    /* without a tensor function indices are kept */
+    ASSERT_OK(ckpt_value_clone(b, shared, NULL, NULL, &copy));
+    ASSERT_EQ_INT(copy->u.seq.items[0]->u.tensor.index, 3);
+    ckpt_arena_free(a);
+    ckpt_arena_free(b);
+}

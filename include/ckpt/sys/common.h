@@ -7,13 +7,17 @@
 
 CKPT_BEGIN_DECL
 
-/* Record a failure on this thread and return `code`, so that `return ckpt_error_set(...)`
- * reads naturally. Messages name the file, the tensor or key, and the reason; no trailing
- * newline and no "error:" prefix. */
+/* Record a failure of class `klass` (a ckpt_error_class) on this thread and return `code`,
+ * so that `return ckpt_error_setc(...)` reads naturally. Messages name the file, the tensor
+ * or key, and the reason; no trailing newline and no "error:" prefix. */
+CKPT_EXTERN(int) ckpt_error_setc(int code, int klass, const char *fmt, ...) CKPT_FORMAT_PRINTF(3, 4);
+/* ckpt_error_setc with the class the code implies: CKPT_ERRCLASS_NOMEMORY for CKPT_ENOMEM,
+ * CKPT_ERRCLASS_OS for CKPT_EIO, CKPT_ERRCLASS_NONE for every other code. */
 CKPT_EXTERN(int) ckpt_error_set(int code, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
-/* CKPT_ENOMEM with a standard message. */
+/* CKPT_ENOMEM, class CKPT_ERRCLASS_NOMEMORY, with a standard message. */
 CKPT_EXTERN(int) ckpt_error_oom(void);
-/* Prefix the current message with "<prefix>: " (adding context while unwinding). */
+/* Prefix the current message with "<prefix>: " (adding context while unwinding); the code
+ * and the class stay. */
 CKPT_EXTERN(void) ckpt_error_prefix(const char *fmt, ...) CKPT_FORMAT_PRINTF(1, 2);
 
 /* Overflow-checked size arithmetic: evaluate to non-zero on overflow. */

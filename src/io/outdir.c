@@ -2,16 +2,20 @@
  *
  * Every file and subdirectory made in the staging directory is recorded, newest first, in
  * a list that a signal handler can walk without allocating: removing the entries in that
- * order empties each subdirectory before it is removed itself. */
-#include "outdir.h"
-#include "cli.h"
-
+ * order empties each subdirectory before it is removed itself. The handler removes them
+ * by name under the parent directory, never through a descriptor of the staging
+ * directory: once that has been renamed into place, the names no longer resolve and the
+ * finished output is left alone.
+ *
+ * Live directories sit in a fixed lock-free table, as the temporaries of outfile.c do. */
+#include <ckpt/outdir.h>
 #include <ckpt/sys/common.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,26 +23,74 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define MAX_LIVE_DIRS 64
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "signal-safe cleanup needs lock-free atomic int");
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "signal-safe cleanup needs lock-free atomic pointers");
+
 typedef struct outdir_entry {
     struct outdir_entry *next; /* older */
     int is_dir;
-    char *path; /* in the staging directory */
+    char *path;                /* parent/staging_name/rel */
     char rel[];
 } outdir_entry;
 
-struct cli_outdir {
-    char *final;         /* as the user wrote it */
+struct ckpt_outdir {
+    char *final;         /* as the caller wrote it */
     char *parent;        /* absolute */
+    size_t parent_len;
     char *base;          /* last component of the output */
     char *staging_name;  /* in parent */
     char *staging;       /* parent/staging_name */
     int parent_fd, staging_fd;
     int force;
+    int moved;           /* the staging directory became the output */
+    int slot;            /* in live_dirs, or -1 */
     _Atomic(outdir_entry *) entries;
 };
 
-/* The output being built, for the signal handler; one at a time. */
-static _Atomic(cli_outdir *) active;
+/* Slot states, as in outfile.c: only the owner frees a slot (LIVE or CLEANED -> FREE); the
+ * signal handler only moves LIVE -> CLEANING -> CLEANED. */
+enum { SLOT_FREE, SLOT_CLAIMED, SLOT_LIVE, SLOT_CLEANING, SLOT_CLEANED };
+
+static struct live_dir {
+    atomic_int state;
+    ckpt_outdir *dir;
+} live_dirs[MAX_LIVE_DIRS];
+
+static int dir_register(ckpt_outdir *d)
+{
+    int i;
+
+    for (i = 0; i < MAX_LIVE_DIRS; i++) {
+        int expected = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&live_dirs[i].state, &expected, SLOT_CLAIMED)) {
+            live_dirs[i].dir = d;
+            atomic_store(&live_dirs[i].state, SLOT_LIVE);
+            return i;
+        }
+    }
+    /* Still a working output; only the signal-time cleanup misses it. */
+    return -1;
+}
+
+/* After this, no signal handler looks at the directory's memory any more. */
+static void dir_unregister(ckpt_outdir *d)
+{
+    int slot = d->slot;
+
+    d->slot = -1;
+    while (slot >= 0) {
+        int expected = SLOT_LIVE;
+        if (atomic_compare_exchange_strong(&live_dirs[slot].state, &expected, SLOT_FREE))
+            return;
+        expected = SLOT_CLEANED;
+        if (atomic_compare_exchange_strong(&live_dirs[slot].state, &expected, SLOT_FREE))
+            return;
+        /* CLEANING: a handler on another thread is removing entries; it does not block */
+        sched_yield();
+    }
+}
 
 static int mkdir_parents(const char *path)
 {
@@ -79,7 +131,7 @@ static long count_entries(const char *path)
 }
 
 /* Split `final` into an absolute existing parent and a last component. */
-static int resolve(cli_outdir *d, const char *final)
+static int resolve(ckpt_outdir *d, const char *final)
 {
     char *copy = strdup(final), *slash, *parent_rel;
     size_t n;
@@ -110,79 +162,77 @@ static int resolve(cli_outdir *d, const char *final)
     return rc;
 }
 
-int cli_outdir_begin(cli_outdir **out, const char *final, int force)
+/* A non-empty directory is refused without force; a file always. */
+static int check_final(const char *final, int force)
 {
-    cli_outdir *d = calloc(1, sizeof *d);
     struct stat st;
-    char *template = NULL;
+    long n;
+
+    if (stat(final, &st) < 0)
+        return errno == ENOENT ? 0 : ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return ckpt_error_set(CKPT_EINVALID, "%s exists and is not a directory", final);
+    if ((n = count_entries(final)) < 0)
+        return ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
+    if (n > 0 && !force)
+        return ckpt_error_set(CKPT_EEXISTS, "%s is not empty (%ld entries); use --force to write into it "
+                              "(files of the same name are replaced, other files are kept)", final, n);
+    return 0;
+}
+
+static int make_staging(ckpt_outdir *d)
+{
+    char *template;
     mode_t mask;
+
+    if ((d->parent_fd = open(d->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return ckpt_error_set(CKPT_EIO, "%s: %s", d->parent, strerror(errno));
+    if (asprintf(&template, "%s/.%s.ckptconv-XXXXXX", d->parent, d->base) < 0)
+        return ckpt_error_oom();
+    if (!mkdtemp(template)) {
+        free(template);
+        return ckpt_error_set(CKPT_EIO, "%s: cannot create a staging directory: %s", d->parent, strerror(errno));
+    }
+    d->staging = template;
+    d->staging_name = d->staging + d->parent_len + 1;
+    if ((d->staging_fd = open(d->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return ckpt_error_set(CKPT_EIO, "%s: %s", d->staging, strerror(errno));
+    /* mkdtemp makes it 0700; the output should look like any directory the user makes */
+    mask = umask(0);
+    umask(mask);
+    fchmod(d->staging_fd, 0777 & ~mask);
+    return 0;
+}
+
+int ckpt_outdir_begin(ckpt_outdir **out, const char *final, int force)
+{
+    ckpt_outdir *d = calloc(1, sizeof *d);
     int rc;
 
     *out = NULL;
     if (!d)
         return ckpt_error_oom();
-    d->parent_fd = d->staging_fd = -1;
+    d->parent_fd = d->staging_fd = d->slot = -1;
     d->force = force;
     if (!(d->final = strdup(final))) {
         rc = ckpt_error_oom();
         goto fail;
     }
-    if (stat(final, &st) == 0) {
-        long n;
-        if (!S_ISDIR(st.st_mode)) {
-            rc = ckpt_error_set(CKPT_EINVALID, "%s exists and is not a directory", final);
-            goto fail;
-        }
-        if ((n = count_entries(final)) < 0) {
-            rc = ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
-            goto fail;
-        }
-        if (n > 0 && !force) {
-            rc = ckpt_error_set(CKPT_EEXISTS, "%s is not empty (%ld entries); use --force to write into it "
-                                "(files of the same name are replaced, other files are kept)", final, n);
-            goto fail;
-        }
-    } else if (errno != ENOENT) {
-        rc = ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
+    if ((rc = check_final(final, force)) < 0 || (rc = resolve(d, final)) < 0)
         goto fail;
-    }
-    if ((rc = resolve(d, final)) < 0)
+    d->parent_len = strlen(d->parent);
+    if ((rc = make_staging(d)) < 0)
         goto fail;
-    if ((d->parent_fd = open(d->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        rc = ckpt_error_set(CKPT_EIO, "%s: %s", d->parent, strerror(errno));
-        goto fail;
-    }
-    if (asprintf(&template, "%s/.%s.ckptconv-XXXXXX", d->parent, d->base) < 0) {
-        template = NULL;
-        rc = ckpt_error_oom();
-        goto fail;
-    }
-    if (!mkdtemp(template)) {
-        rc = ckpt_error_set(CKPT_EIO, "%s: cannot create a staging directory: %s", d->parent, strerror(errno));
-        goto fail;
-    }
-    d->staging = template;
-    template = NULL;
-    d->staging_name = d->staging + strlen(d->parent) + 1;
-    if ((d->staging_fd = open(d->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        rc = ckpt_error_set(CKPT_EIO, "%s: %s", d->staging, strerror(errno));
-        goto fail;
-    }
-    /* mkdtemp makes it 0700; the output should look like any directory the user makes */
-    mask = umask(0);
-    umask(mask);
-    fchmod(d->staging_fd, 0777 & ~mask);
-    atomic_store(&active, d);
+    d->slot = dir_register(d);
     *out = d;
     return 0;
 
 fail:
-    free(template);
-    cli_outdir_abort(d);
+    ckpt_outdir_abort(d);
     return rc;
 }
 
-static outdir_entry *record(cli_outdir *d, const char *rel, int is_dir)
+static outdir_entry *record(ckpt_outdir *d, const char *rel, int is_dir)
 {
     size_t n = strlen(rel);
     outdir_entry *e = malloc(sizeof *e + n + 1);
@@ -193,7 +243,7 @@ static outdir_entry *record(cli_outdir *d, const char *rel, int is_dir)
     }
     memcpy(e->rel, rel, n + 1);
     e->is_dir = is_dir;
-    if (!(e->path = cli_path_join(d->staging, rel))) {
+    if (asprintf(&e->path, "%s/%s", d->staging, rel) < 0) {
         free(e);
         ckpt_error_oom();
         return NULL;
@@ -203,7 +253,7 @@ static outdir_entry *record(cli_outdir *d, const char *rel, int is_dir)
     return e;
 }
 
-static const outdir_entry *find(const cli_outdir *d, const char *rel)
+static const outdir_entry *find(const ckpt_outdir *d, const char *rel)
 {
     const outdir_entry *e;
 
@@ -213,7 +263,7 @@ static const outdir_entry *find(const cli_outdir *d, const char *rel)
     return NULL;
 }
 
-const char *cli_outdir_file(cli_outdir *d, const char *rel)
+const char *ckpt_outdir_file(ckpt_outdir *d, const char *rel)
 {
     char sub[PATH_MAX];
     const char *p;
@@ -243,37 +293,53 @@ const char *cli_outdir_file(cli_outdir *d, const char *rel)
     return e ? e->path : NULL;
 }
 
-const char *cli_outdir_final(const cli_outdir *d)
+const char *ckpt_outdir_final(const ckpt_outdir *d)
 {
     return d->final;
 }
 
-/* Remove every recorded entry, newest first, then the staging directory. */
-static void remove_staging(cli_outdir *d)
+const char *ckpt_outdir_staging(const ckpt_outdir *d)
+{
+    return d->staging;
+}
+
+/* Remove every recorded entry, newest first, then the staging directory. Async-signal-safe. */
+static void remove_staging(const ckpt_outdir *d)
 {
     const outdir_entry *e;
 
-    if (d->staging_fd < 0)
+    if (!d->staging)
         return;
     for (e = atomic_load(&d->entries); e; e = e->next)
-        unlinkat(d->staging_fd, e->rel, e->is_dir ? AT_REMOVEDIR : 0);
+        unlinkat(d->parent_fd, e->path + d->parent_len + 1, e->is_dir ? AT_REMOVEDIR : 0);
     unlinkat(d->parent_fd, d->staging_name, AT_REMOVEDIR);
 }
 
-void cli_outdir_cleanup_all(void)
+void ckpt_outdir_cleanup_all(void)
 {
     int saved_errno = errno;
-    cli_outdir *d = atomic_exchange(&active, NULL);
+    int i;
 
-    if (d)
-        remove_staging(d);
+    for (i = 0; i < MAX_LIVE_DIRS; i++) {
+        int expected = SLOT_LIVE;
+        if (atomic_compare_exchange_strong(&live_dirs[i].state, &expected, SLOT_CLEANING)) {
+            remove_staging(live_dirs[i].dir);
+            atomic_store(&live_dirs[i].state, SLOT_CLEANED);
+        }
+    }
     errno = saved_errno;
 }
 
-static void outdir_free(cli_outdir *d)
+void ckpt_outdir_abort(ckpt_outdir *d)
 {
-    outdir_entry *e = atomic_load(&d->entries);
+    outdir_entry *e;
 
+    if (!d)
+        return;
+    dir_unregister(d);
+    if (!d->moved)
+        remove_staging(d);
+    e = atomic_load(&d->entries);
     while (e) {
         outdir_entry *next = e->next;
         free(e->path);
@@ -291,21 +357,10 @@ static void outdir_free(cli_outdir *d)
     free(d);
 }
 
-void cli_outdir_abort(cli_outdir *d)
-{
-    cli_outdir *expected = d;
-
-    if (!d)
-        return;
-    atomic_compare_exchange_strong(&active, &expected, NULL);
-    remove_staging(d);
-    outdir_free(d);
-}
-
 /* --force into a non-empty directory: move the entries over one by one, oldest first,
  * so each subdirectory exists before its files arrive. The list stays as it is for the
  * signal handler, which then removes what is left in the staging directory. */
-static int merge_into(cli_outdir *d, int final_fd)
+static int merge_into(ckpt_outdir *d, int final_fd)
 {
     const outdir_entry *e, **order;
     size_t n = 0, i;
@@ -334,15 +389,12 @@ static int merge_into(cli_outdir *d, int final_fd)
     return rc;
 }
 
-int cli_outdir_commit(cli_outdir *d)
+int ckpt_outdir_commit(ckpt_outdir *d)
 {
     int rc = 0;
 
     if (renameat(d->parent_fd, d->staging_name, d->parent_fd, d->base) == 0) {
-        free(d->staging);
-        d->staging = NULL;
-        close(d->staging_fd);
-        d->staging_fd = -1;
+        d->moved = 1;
     } else if (d->force && (errno == ENOTEMPTY || errno == EEXIST)) {
         int final_fd = openat(d->parent_fd, d->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (final_fd < 0) {
@@ -357,6 +409,6 @@ int cli_outdir_commit(cli_outdir *d)
                             errno == ENOTEMPTY || errno == EEXIST ? "it was filled meanwhile" : strerror(errno));
     }
     fsync(d->parent_fd);
-    cli_outdir_abort(d);
+    ckpt_outdir_abort(d);
     return rc;
 }

@@ -1,0 +1,297 @@
+/* Hugging Face LLaMA directories: config.json <-> Megatron args, and safetensors output
+ * sharded as huggingface_hub shards it. */
+#include <ckpt/hf.h>
+#include <ckpt/megatron.h>
+#include <ckpt/shard.h>
+#include <ckpt/sys/common.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_SHARD_SIZE 5000000000ull
+
+int ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *names, const ckpt_node *const *nodes, size_t n,
+                             uint64_t max_shard_size)
+{
+    ckpt_shard_entry *entries = calloc(n ? n : 1, sizeof *entries);
+    ckpt_shard_plan *shards = NULL;
+    ckpt_buf index = CKPT_BUF_INIT;
+    uint64_t parameters = 0;
+    size_t i, j;
+    int rc = entries ? 0 : ckpt_error_oom();
+
+    for (i = 0; i < n && rc == 0; i++) {
+        for (j = 0; j < i; j++)
+            if (nodes[j] == nodes[i])
+                rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s and %s are one tensor; safetensors cannot share storage",
+                                    names[j], names[i]);
+        entries[i].name = names[i];
+        entries[i].nbytes = (uint64_t)ckpt_node_numel(nodes[i]) * ckpt_dtype_size(ckpt_node_dtype(nodes[i]));
+        entries[i].same_as = CKPT_SHARD_OWN_STORAGE;
+        parameters += (uint64_t)ckpt_node_numel(nodes[i]);
+    }
+    if (rc == 0)
+        rc = ckpt_shard_plan_new(&shards, entries, n, max_shard_size ? max_shard_size : DEFAULT_SHARD_SIZE, "model",
+                                 ".safetensors");
+    for (i = 0; rc == 0 && i < shards->n_files; i++) {
+        const ckpt_shard_file *f = &shards->files[i];
+        size_t file;
+        rc = ckpt_plan_add_file(plan, f->name, "safetensors", &file);
+        for (j = 0; rc == 0 && j < f->n_entries; j++)
+            rc = ckpt_plan_add_tensor(plan, file, names[f->entries[j]], nodes[f->entries[j]], 0, NULL);
+    }
+    if (rc == 0 && shards->index_name && (rc = ckpt_shard_index_json(shards, parameters, &index)) == 0)
+        rc = ckpt_plan_add_bytes(plan, shards->index_name, index.data, index.len);
+    ckpt_buf_dispose(&index);
+    ckpt_shard_plan_free(shards);
+    free(entries);
+    return rc;
+}
+
+/* ---- config.json ---------------------------------------------------------------- */
+
+static int64_t arg_int(const ckpt_value *args, const char *name, int64_t fallback)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+    if (v && v->kind == CKPT_VAL_INT)
+        return v->u.integer;
+    if (v && v->kind == CKPT_VAL_BOOL)
+        return v->u.boolean;
+    return fallback;
+}
+
+static double arg_float(const ckpt_value *args, const char *name, double fallback)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+    if (v && v->kind == CKPT_VAL_FLOAT)
+        return v->u.real;
+    if (v && v->kind == CKPT_VAL_INT)
+        return (double)v->u.integer;
+    return fallback;
+}
+
+/* A float as Python's repr writes it: the shortest digits that read back, positional for
+ * exponents in [-4, 16), ".0" when whole. */
+static int put_float(ckpt_buf *b, double v)
+{
+    char text[64];
+    int prec, exp10;
+
+    for (prec = 1; prec < 17; prec++) {
+        snprintf(text, sizeof text, "%.*e", prec - 1, v);
+        if (strtod(text, NULL) == v)
+            break;
+    }
+    exp10 = v == 0 ? 0 : (int)floor(log10(fabs(v)));
+    if (v != 0 && (exp10 < -4 || exp10 >= 16))
+        return ckpt_buf_puts(b, text);
+    snprintf(text, sizeof text, "%.*f", prec - 1 - exp10 > 0 ? prec - 1 - exp10 : 0, v);
+    if (!strchr(text, '.'))
+        strcat(text, ".0");
+    return ckpt_buf_puts(b, text);
+}
+
+int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype dtype, ckpt_buf *b)
+{
+    int64_t heads = arg_int(args, "num_attention_heads", 0), hidden = arg_int(args, "hidden_size", 0);
+    int64_t groups = arg_int(args, "group_query_attention", 0) ? arg_int(args, "num_query_groups", heads) : heads;
+    int64_t head_dim = arg_int(args, "kv_channels", heads ? hidden / heads : 0);
+    int tied = !arg_int(args, "untie_embeddings_and_output_weights", 0);
+
+    if (!heads || !hidden || !true_vocab)
+        return ckpt_error_set(CKPT_EINVALID, "args lack hidden_size, num_attention_heads or the true vocabulary size");
+    ckpt_buf_puts(b, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
+    ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", arg_int(args, "add_qkv_bias", 0) ? "true" : "false");
+    ckpt_buf_puts(b, "  \"attention_dropout\": 0.0,\n");
+    ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)head_dim);
+    ckpt_buf_puts(b, "  \"hidden_act\": \"silu\",\n");
+    ckpt_buf_printf(b, "  \"hidden_size\": %lld,\n", (long long)hidden);
+    ckpt_buf_puts(b, "  \"initializer_range\": ");
+    put_float(b, arg_float(args, "init_method_std", 0.02));
+    ckpt_buf_printf(b, ",\n  \"intermediate_size\": %lld,\n", (long long)arg_int(args, "ffn_hidden_size", 0));
+    ckpt_buf_printf(b, "  \"max_position_embeddings\": %lld,\n",
+                    (long long)arg_int(args, "max_position_embeddings", arg_int(args, "seq_length", 0)));
+    ckpt_buf_puts(b, "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n");
+    ckpt_buf_printf(b, "  \"num_attention_heads\": %lld,\n", (long long)heads);
+    ckpt_buf_printf(b, "  \"num_hidden_layers\": %lld,\n", (long long)arg_int(args, "num_layers", 0));
+    ckpt_buf_printf(b, "  \"num_key_value_heads\": %lld,\n", (long long)groups);
+    ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": ");
+    put_float(b, arg_float(args, "norm_epsilon", 1e-5));
+    ckpt_buf_puts(b, ",\n  \"rope_scaling\": null,\n  \"rope_theta\": ");
+    put_float(b, arg_float(args, "rotary_base", 10000.0));
+    ckpt_buf_printf(b, ",\n  \"tie_word_embeddings\": %s,\n", tied ? "true" : "false");
+    ckpt_buf_printf(b, "  \"torch_dtype\": \"%s\",\n", ckpt_dtype_name(dtype));
+    ckpt_buf_printf(b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)true_vocab);
+    return b->data ? 0 : ckpt_error_oom();
+}
+
+/* ---- Megatron args from config.json ---------------------------------------------- */
+
+static int64_t param(const ckpt_map_params *p, const char *name, int64_t fallback)
+{
+    int64_t v;
+    return ckpt_map_params_get(p, name, &v) ? v : fallback;
+}
+
+static double json_number(const cJSON *cfg, const char *name, double fallback)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+static int json_bool(const cJSON *cfg, const char *name, int fallback)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : fallback;
+}
+
+static cJSON *read_json(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    cJSON *j = NULL;
+    long len;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) == (size_t)len)
+        j = cJSON_Parse(text);
+    fclose(f);
+    free(text);
+    return j;
+}
+
+int ckpt_hf_llama_megatron_args(ckpt_arena *a, const char *config_path, const ckpt_map_params *p, int tp,
+                                const char *transformer_impl, ckpt_value **out, ckpt_dtype *dtype)
+{
+    cJSON *cfg = read_json(config_path);
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(cfg, "torch_dtype");
+    int64_t heads = param(p, "num_attention_heads", 0), hidden = param(p, "hidden_size", 0);
+    int64_t kv = param(p, "num_key_value_heads", heads), vocab = param(p, "vocab_size", 0);
+    int64_t head_dim = param(p, "head_dim", heads ? hidden / heads : 0);
+    int64_t max_pos = param(p, "max_position_embeddings", 4096);
+    ckpt_value *args = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!cfg)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: cannot read it as JSON", config_path);
+    *dtype = CKPT_DTYPE_BF16;
+    if (cJSON_IsString(td) && ckpt_dtype_from_name(td->valuestring) != CKPT_DTYPE_INVALID)
+        *dtype = ckpt_dtype_from_name(td->valuestring);
+    if (!heads || !hidden || !vocab || !param(p, "num_hidden_layers", 0) || !param(p, "intermediate_size", 0)) {
+        cJSON_Delete(cfg);
+        return ckpt_error_set(CKPT_EINVALID,
+                              "%s: needs hidden_size, num_attention_heads, num_hidden_layers, intermediate_size and "
+                              "vocab_size",
+                              config_path);
+    }
+    if ((rc = ckpt_megatron_args_new(a, &args)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "num_layers", param(p, "num_hidden_layers", 0))) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "hidden_size", hidden)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "ffn_hidden_size", param(p, "intermediate_size", 0))) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "num_attention_heads", heads)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "num_query_groups", kv)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "group_query_attention", kv != heads)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "kv_channels", head_dim)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "max_position_embeddings", max_pos)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "seq_length", max_pos)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "vocab_size", vocab)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "padded_vocab_size", ckpt_megatron_padded_vocab(vocab, 128, tp))) < 0 ||
+        (rc = ckpt_megatron_args_set_str(a, args, "tokenizer_type", "HuggingFaceTokenizer")) < 0 ||
+        (rc = ckpt_megatron_args_set_str(a, args, "position_embedding_type", "rope")) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "add_position_embedding", 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "use_rotary_position_embeddings", 1)) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "rotary_base", json_number(cfg, "rope_theta", 10000.0))) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "rotary_percent", 1.0)) < 0 ||
+        (rc = ckpt_megatron_args_set_str(a, args, "normalization", "RMSNorm")) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "norm_epsilon", json_number(cfg, "rms_norm_eps", 1e-5))) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "swiglu", 1)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "add_bias_linear", 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", json_bool(cfg, "attention_bias", 0))) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights",
+                                          !json_bool(cfg, "tie_word_embeddings", 0))) < 0 ||
+        (rc = ckpt_megatron_args_set_dtype(a, args, "params_dtype", *dtype)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "bf16", *dtype == CKPT_DTYPE_BF16)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "fp16", *dtype == CKPT_DTYPE_F16)) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "init_method_std", json_number(cfg, "initializer_range", 0.02))) < 0 ||
+        (rc = ckpt_megatron_args_set_str(a, args, "transformer_impl", transformer_impl)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "iteration", 1)) < 0)
+        args = NULL;
+    cJSON_Delete(cfg);
+    *out = args;
+    return rc;
+}
+
+/* ---- tensor order ----------------------------------------------------------------- */
+
+static const char *const layer_order[] = {
+    "self_attn.q_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.weight", "self_attn.k_proj.bias",
+    "self_attn.v_proj.weight", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
+    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight",
+    "post_attention_layernorm.weight",
+};
+
+typedef struct order_key {
+    int group;     /* 0 embeddings, 1 layers, 2 final norm, 3 lm_head, 4 anything else */
+    long layer;
+    size_t within; /* place in layer_order */
+    size_t index;  /* input position, for a stable order */
+} order_key;
+
+static order_key key_of(const char *name, size_t index)
+{
+    order_key k = { 4, 0, 0, index };
+    size_t i;
+    char *end;
+
+    if (strcmp(name, "model.embed_tokens.weight") == 0) {
+        k.group = 0;
+    } else if (strcmp(name, "model.norm.weight") == 0) {
+        k.group = 2;
+    } else if (strcmp(name, "lm_head.weight") == 0) {
+        k.group = 3;
+    } else if (strncmp(name, "model.layers.", 13) == 0 && name[13] >= '0' && name[13] <= '9') {
+        k.layer = strtol(name + 13, &end, 10);
+        if (*end == '.') {
+            for (i = 0; i < sizeof layer_order / sizeof layer_order[0]; i++)
+                if (strcmp(end + 1, layer_order[i]) == 0)
+                    break;
+            k.group = 1;
+            k.within = i;
+        }
+    }
+    return k;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const order_key *x = a, *y = b;
+    if (x->group != y->group)
+        return x->group - y->group;
+    if (x->layer != y->layer)
+        return x->layer < y->layer ? -1 : 1;
+    if (x->within != y->within)
+        return x->within < y->within ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+int ckpt_hf_llama_order(const char *const *names, size_t n, size_t *perm)
+{
+    order_key *keys = calloc(n ? n : 1, sizeof *keys);
+    size_t i;
+
+    if (!keys)
+        return ckpt_error_oom();
+    for (i = 0; i < n; i++)
+        keys[i] = key_of(names[i], i);
+    qsort(keys, n, sizeof *keys, by_key);
+    for (i = 0; i < n; i++)
+        perm[i] = keys[i].index;
+    free(keys);
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* Megatron's `args`: an argparse.Namespace, pickled as NEWOBJ(argparse.Namespace, ()) followed
+ * by BUILD with the attribute dict. Checkpoints written by other tools need one that Megatron
+ * accepts when it resumes or fine-tunes (check_checkpoint_args, load_args_from_checkpoint). */
+#include "megatron_private.h"
+
+#include <string.h>
+
+static int set_value(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_value *v)
+{
+    ckpt_value *d = (ckpt_value *)ckpt_megatron__namespace_dict(args);
+    ckpt_value *key = ckpt_value_new_str(a, name, strlen(name));
+
+    if (!d)
+        return ckpt_error_set(CKPT_EINVALID, "args: not a Namespace");
+    return key && v ? ckpt_value_dict_set(a, d, key, v) : CKPT_ENOMEM;
+}
+
+int ckpt_megatron_args_set_int(ckpt_arena *a, ckpt_value *args, const char *name, int64_t v)
+{
+    return set_value(a, args, name, ckpt_value_new_int(a, v));
+}
+
+int ckpt_megatron_args_set_float(ckpt_arena *a, ckpt_value *args, const char *name, double v)
+{
+    return set_value(a, args, name, ckpt_value_new_float(a, v));
+}
+
+int ckpt_megatron_args_set_bool(ckpt_arena *a, ckpt_value *args, const char *name, int v)
+{
+    return set_value(a, args, name, ckpt_value_new_bool(a, v != 0));
+}
+
+int ckpt_megatron_args_set_str(ckpt_arena *a, ckpt_value *args, const char *name, const char *v)
+{
+    return set_value(a, args, name, ckpt_value_new_str(a, v, strlen(v)));
+}
+
+int ckpt_megatron_args_set_none(ckpt_arena *a, ckpt_value *args, const char *name)
+{
+    return set_value(a, args, name, ckpt_value_new(a, CKPT_VAL_NONE));
+}
+
+int ckpt_megatron_args_set_dtype(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_dtype dtype)
+{
+    return set_value(a, args, name, ckpt_value_new_global(a, "torch", ckpt_dtype_name(dtype)));
+}
+
+const ckpt_value *ckpt_megatron_arg(const ckpt_value *args, const char *name)
+{
+    const ckpt_value *d = ckpt_megatron__namespace_dict(args);
+    return d ? ckpt_value_dict_get(d, name) : NULL;
+}
+
+int ckpt_megatron_args_new(ckpt_arena *a, ckpt_value **out)
+{
+    ckpt_value *ns = ckpt_value_new(a, CKPT_VAL_OBJECT);
+    int rc;
+
+    *out = NULL;
+    if (!ns)
+        return CKPT_ENOMEM;
+    ns->u.obj.how = CKPT_OBJ_NEWOBJ;
+    ns->u.obj.callable = ckpt_value_new_global(a, "argparse", "Namespace");
+    ns->u.obj.args = ckpt_value_new(a, CKPT_VAL_TUPLE);
+    ns->u.obj.state = ckpt_value_new(a, CKPT_VAL_DICT);
+    if (!ns->u.obj.callable || !ns->u.obj.args || !ns->u.obj.state)
+        return CKPT_ENOMEM;
+    /* what a run at one rank per axis with Megatron's defaults would record */
+    if ((rc = ckpt_megatron_args_set_int(a, ns, "tensor_model_parallel_size", 1)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, ns, "pipeline_model_parallel_size", 1)) < 0 ||
+        (rc = ckpt_megatron_args_set_none(a, ns, "virtual_pipeline_model_parallel_size")) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, ns, "expert_model_parallel_size", 1)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, ns, "make_vocab_size_divisible_by", 128)) < 0 ||
+        (rc = ckpt_megatron_args_set_str(a, ns, "ckpt_format", "torch")) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, ns, "use_distributed_optimizer", 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, ns, "consumed_train_samples", 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, ns, "skipped_train_samples", 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, ns, "consumed_valid_samples", 0)) < 0)
+        return rc;
+    *out = ns;
+    return 0;
+}

@@ -1,0 +1,234 @@
+/* Megatron models built tensor by tensor (from another framework's checkpoint): the
+ * template a rank file is written from, Megatron's order of the tensors, and the
+ * `_extra_state` keys the target implementation's modules have. */
+#include "megatron_private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int root_entry(ckpt_arena *a, ckpt_value *root, const char *key, ckpt_value *v)
+{
+    ckpt_value *k = ckpt_value_new_str(a, key, strlen(key));
+    return k && v ? ckpt_value_dict_set(a, root, k, v) : CKPT_ENOMEM;
+}
+
+/* What Megatron's converters write: args, checkpoint_version, iteration, model,
+ * num_floating_point_operations_so_far. */
+static int template_root(ckpt_megatron *m, int64_t iteration, ckpt_value **out)
+{
+    ckpt_arena *a = m->arena;
+    ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *model = ckpt_value_new(a, CKPT_VAL_DICT);
+    int rc;
+
+    if (!root || !model)
+        return CKPT_ENOMEM;
+    model->u.dict.cls = ckpt_value_new_global(a, "collections", "OrderedDict");
+    if ((rc = root_entry(a, root, "args", (ckpt_value *)m->args)) < 0 ||
+        (rc = root_entry(a, root, "checkpoint_version", ckpt_value_new_float(a, 3.0))) < 0 ||
+        (rc = root_entry(a, root, "iteration", ckpt_value_new_int(a, iteration))) < 0 ||
+        (rc = root_entry(a, root, "model", model)) < 0 ||
+        (rc = root_entry(a, root, "num_floating_point_operations_so_far", ckpt_value_new_int(a, 0))) < 0)
+        return rc;
+    *out = root;
+    return 0;
+}
+
+int ckpt_megatron_new(ckpt_megatron **out, ckpt_graph *g, const ckpt_value *args, int64_t iteration,
+                      const ckpt_megatron_options *user)
+{
+    ckpt_megatron_options opts = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_value *root;
+    ckpt_megatron *m;
+    int rc;
+
+    *out = NULL;
+    if (user)
+        opts = *user;
+    if (!ckpt_megatron__namespace_dict(args))
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_new: args is not a Namespace");
+    m = calloc(1, sizeof *m);
+    if (!m)
+        return ckpt_error_oom();
+    m->g = g;
+    m->args = args;
+    m->info.tp = m->info.pp = m->info.ep = m->info.vpp = 1;
+    m->info.iteration = iteration;
+    m->info.checkpoint_version = 3.0;
+    m->info.num_layers = ckpt_megatron__arg_int(args, "num_layers", 0);
+    m->info.padded_vocab_size = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
+    m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(args, "make_vocab_size_divisible_by", 128);
+    m->info.true_vocab_size = opts.true_vocab_size ? opts.true_vocab_size : ckpt_megatron__arg_int(args, "vocab_size", 0);
+    m->ranks = calloc(1, sizeof *m->ranks);
+    if (!m->ranks) {
+        rc = ckpt_error_oom();
+        goto fail;
+    }
+    if ((rc = ckpt_arena_new(&m->arena)) < 0 || (rc = ckpt_megatron__load_spec(m, &opts)) < 0 || (rc = ckpt_megatron__load_params(m)) < 0 ||
+        (rc = template_root(m, iteration, &root)) < 0)
+        goto fail;
+    m->ranks[0].root = root;
+    *out = m;
+    return 0;
+fail:
+    ckpt_megatron_close(m);
+    return rc;
+}
+
+int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full)
+{
+    mg_entry *e = NULL;
+    int rc;
+
+    if (m->set)
+        return ckpt_error_set(CKPT_EINVALID, "%s: tensors are added only to a model made by ckpt_megatron_new", name);
+    if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
+        return rc;
+    e->ep = -1;
+    e->name = strdup(name);
+    e->local = strdup(name);
+    if (!e->name || !e->local)
+        return ckpt_error_oom();
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, ckpt_node_ndim(full), &e->layout)) < 0)
+        return rc;
+    e->param = !ckpt_megatron__is_extra_state(name);
+    e->full = full;
+    if (e->layout.layer + 1 > m->info.num_layers)
+        m->info.num_layers = e->layout.layer + 1;
+    if (e->layout.tp == CKPT_TP_VOCAB)
+        m->info.padded_vocab_size = ckpt_node_shape(full)[0];
+    return 0;
+}
+
+/* Megatron's module order within a layer (TE and local names), for models built from
+ * another framework's order. */
+static const char *const layer_order[] = {
+    "input_layernorm.weight", "input_layernorm.bias",
+    "self_attention.core_attention._extra_state", "self_attention.core_attention.fused_attention._extra_state",
+    "self_attention.linear_proj.weight", "self_attention.linear_proj.bias", "self_attention.linear_proj._extra_state",
+    "self_attention.linear_qkv.layer_norm_weight", "self_attention.linear_qkv.layer_norm_bias",
+    "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "self_attention.linear_qkv._extra_state",
+    "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
+    "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
+    "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias",
+    "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.layer_norm_bias",
+    "mlp.linear_fc1.weight", "mlp.linear_fc1.bias", "mlp.linear_fc1._extra_state",
+    "mlp.linear_fc2.weight", "mlp.linear_fc2.bias", "mlp.linear_fc2._extra_state",
+};
+
+typedef struct sort_key {
+    int stage; /* 0 first, 1 layers, 2 every, 3 last */
+    int64_t layer;
+    size_t within, index;
+} sort_key;
+
+static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t index)
+{
+    sort_key k = { 1, e->layout.layer, 0, index };
+    static const char prefix[] = "decoder.layers.";
+    const char *dot;
+    size_t i;
+
+    switch (e->layout.stage) {
+    case CKPT_STAGE_FIRST: k.stage = 0; break;
+    case CKPT_STAGE_LAST: k.stage = 3; break;
+    case CKPT_STAGE_EVERY: k.stage = 2; break;
+    default: break;
+    }
+    (void)m;
+    if (e->layout.layer >= 0 && strncmp(e->name, prefix, sizeof prefix - 1) == 0 &&
+        (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL) {
+        for (i = 0; i < sizeof layer_order / sizeof layer_order[0]; i++)
+            if (strcmp(dot + 1, layer_order[i]) == 0)
+                break;
+        k.within = i;
+    }
+    return k;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const sort_key *x = a, *y = b;
+    if (x->stage != y->stage)
+        return x->stage - y->stage;
+    if (x->layer != y->layer)
+        return x->layer < y->layer ? -1 : 1;
+    if (x->within != y->within)
+        return x->within < y->within ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+int ckpt_megatron__sort(ckpt_megatron *m)
+{
+    sort_key *keys = calloc(m->n_entries + 1, sizeof *keys);
+    mg_entry *sorted = calloc(m->n_entries + 1, sizeof *sorted);
+    size_t i;
+
+    if (!keys || !sorted) {
+        free(keys);
+        free(sorted);
+        return ckpt_error_oom();
+    }
+    for (i = 0; i < m->n_entries; i++)
+        keys[i] = entry_key(m, &m->entries[i], i);
+    qsort(keys, m->n_entries, sizeof *keys, by_key);
+    for (i = 0; i < m->n_entries; i++)
+        sorted[i] = m->entries[keys[i].index];
+    memcpy(m->entries, sorted, m->n_entries * sizeof *sorted);
+    free(keys);
+    free(sorted);
+    return 0;
+}
+
+/* Transformer Engine modules keep an empty uint8 tensor when they hold no FP8 state; local
+ * (Megatron) linears keep None. */
+static const char *const te_extra[] = { "self_attention.core_attention._extra_state",
+                                        "self_attention.linear_proj._extra_state",
+                                        "self_attention.linear_qkv._extra_state", "mlp.linear_fc1._extra_state",
+                                        "mlp.linear_fc2._extra_state" };
+static const char *const local_extra[] = { "self_attention.linear_proj._extra_state",
+                                           "self_attention.linear_qkv._extra_state", "mlp.linear_fc1._extra_state",
+                                           "mlp.linear_fc2._extra_state" };
+
+static int add_extra(ckpt_megatron *m, const char *name, int te)
+{
+    mg_entry *e = NULL;
+    int64_t zero = 0;
+    int rc;
+
+    if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
+        return rc;
+    e->ep = -1;
+    e->name = strdup(name);
+    e->local = strdup(name);
+    if (!e->name || !e->local)
+        return ckpt_error_oom();
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, te ? 1 : 0, &e->layout)) < 0)
+        return rc;
+    if (te)
+        return ckpt_node_zeros(m->g, CKPT_DTYPE_U8, 1, &zero, &e->full);
+    e->value = ckpt_value_new(m->arena, CKPT_VAL_NONE);
+    return e->value ? 0 : CKPT_ENOMEM;
+}
+
+int ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine)
+{
+    const char *const *keys = transformer_engine ? te_extra : local_extra;
+    size_t n = transformer_engine ? sizeof te_extra / sizeof *te_extra : sizeof local_extra / sizeof *local_extra;
+    char name[256];
+    int64_t layer;
+    size_t i;
+    int rc;
+
+    if (m->set)
+        return ckpt_error_set(CKPT_EINVALID, "_extra_state keys are added only to a model made by ckpt_megatron_new");
+    for (layer = 0; layer < m->info.num_layers; layer++)
+        for (i = 0; i < n; i++) {
+            snprintf(name, sizeof name, "decoder.layers.%lld.%s", (long long)layer, keys[i]);
+            if ((rc = add_extra(m, name, transformer_engine)) < 0)
+                return rc;
+        }
+    if (!transformer_engine && (rc = add_extra(m, "output_layer._extra_state", 0)) < 0)
+        return rc;
+    return ckpt_megatron__sort(m);
+}

@@ -1,0 +1,314 @@
+/* Megatron-LM's legacy checkpoint directories (--ckpt-format torch):
+ *
+ *   <root>/latest_checkpointed_iteration.txt       "10" or "release"
+ *   <root>/iter_0000010/mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt
+ *                                             /distrib_optim.pt (distributed optimizer)
+ *
+ * `_PPP` is there iff the pipeline has more than one stage, `_EEE` iff expert parallelism
+ * has more than one rank; a name with one suffix is therefore ambiguous, and the first
+ * rank's `args` says which it is. The path may also be an iteration directory itself. */
+#include <ckpt/sys/layout.h>
+#include <ckpt/value.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TRACKER "latest_checkpointed_iteration.txt"
+#define MODEL_FILE "model_optim_rng.pt"
+#define DISTRIB_FILE "distrib_optim.pt"
+
+static int is_file(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return 0;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int has_rank_dirs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+
+    if (!d)
+        return 0;
+    while (!found && (e = readdir(d)))
+        found = strncmp(e->d_name, "mp_rank_", 8) == 0;
+    closedir(d);
+    return found;
+}
+
+static int megatron_bid(const char *path, int is_dir)
+{
+    if (!is_dir)
+        return -1;
+    if (is_file(path, TRACKER))
+        return 64;
+    return has_rank_dirs(path) ? 48 : -1;
+}
+
+/* "mp_rank_01", "mp_rank_01_002", "mp_rank_01_002_003": how many numbers, and their values. */
+static int parse_rank_dir(const char *name, int nums[3])
+{
+    const char *p = name + 8;
+    int n = 0;
+
+    if (strncmp(name, "mp_rank_", 8) != 0)
+        return 0;
+    while (n < 3) {
+        char *end;
+        long v;
+        if (!isdigit((unsigned char)*p))
+            return 0;
+        v = strtol(p, &end, 10);
+        if (v < 0 || v > 1000000)
+            return 0;
+        nums[n++] = (int)v;
+        if (*end == '\0')
+            return n;
+        if (*end != '_')
+            return 0;
+        p = end + 1;
+    }
+    return 0;
+}
+
+static int read_tracker(const char *root, int64_t *iteration, int *release)
+{
+    char path[4096], text[64];
+    FILE *f;
+    size_t n;
+    char *end, *s = text;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", root, TRACKER) >= sizeof path)
+        return ckpt_error_set(CKPT_EINVALID, "%s: path too long", root);
+    f = fopen(path, "r");
+    if (!f)
+        return ckpt_error_set(CKPT_EIO, "%s: %s", path, strerror(errno));
+    n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    while (isspace((unsigned char)*s))
+        s++;
+    while (n && isspace((unsigned char)text[n - 1]))
+        text[--n] = '\0';
+    if (strcmp(s, "release") == 0) {
+        *release = 1;
+        *iteration = 0;
+        return 0;
+    }
+    errno = 0;
+    *iteration = strtoll(s, &end, 10);
+    if (!*s || *end || errno || *iteration < 0)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' is neither an iteration number nor 'release'", path, s);
+    *release = 0;
+    return 0;
+}
+
+/* Which directory under root holds the rank directories. */
+static int pick_dir(const char *root, const ckpt_set_options *o, ckpt_set_info *info, char *dir, size_t cap)
+{
+    const char *base = strrchr(root, '/');
+    int rc;
+
+    base = base ? base + 1 : root;
+    if (has_rank_dirs(root) && !is_file(root, TRACKER)) {
+        /* an iteration directory itself */
+        dir[0] = '\0';
+        if (strcmp(base, "release") == 0) {
+            info->release = 1;
+            info->iteration = 0;
+        } else if (sscanf(base, "iter_%" SCNd64, &info->iteration) != 1) {
+            info->iteration = -1;
+        }
+        return 0;
+    }
+    if (o->iteration >= 0) {
+        info->iteration = o->iteration;
+        info->release = 0;
+    } else if ((rc = read_tracker(root, &info->iteration, &info->release)) < 0) {
+        return rc;
+    }
+    if ((size_t)(info->release ? snprintf(dir, cap, "release")
+                               : snprintf(dir, cap, "iter_%07lld", (long long)info->iteration)) >= cap)
+        return ckpt_error_set(CKPT_EINVALID, "iteration %lld out of range", (long long)info->iteration);
+    return 0;
+}
+
+/* One number after the TP rank: the pipeline stage, unless args say the pipeline has one
+ * stage and experts are spread over ranks. */
+static int single_suffix_is_expert(const char *rank_dir)
+{
+    char path[4096];
+    const ckpt_value *args;
+    const ckpt_value *pp, *ep;
+    ckpt_ckpt *ck;
+    int expert = 0;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", rank_dir, MODEL_FILE) >= sizeof path ||
+        ckpt_open(&ck, path, NULL) < 0) {
+        ckpt_error_clear();
+        return 0;
+    }
+    args = ckpt_root(ck) ? ckpt_value_dict_get(ckpt_root(ck), "args") : NULL;
+    if (args && args->kind == CKPT_VAL_OBJECT && args->u.obj.state && args->u.obj.state->kind == CKPT_VAL_DICT) {
+        pp = ckpt_value_dict_get(args->u.obj.state, "pipeline_model_parallel_size");
+        ep = ckpt_value_dict_get(args->u.obj.state, "expert_model_parallel_size");
+        expert = pp && pp->kind == CKPT_VAL_INT && pp->u.integer == 1 && ep && ep->kind == CKPT_VAL_INT &&
+                 ep->u.integer > 1;
+    }
+    ckpt_close(ck);
+    return expert;
+}
+
+typedef struct rank_dir {
+    char name[256];
+    ckpt_coords at;
+} rank_dir;
+
+static int list_rank_dirs(const char *path, rank_dir **out, size_t *n_out)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    rank_dir *dirs = NULL;
+    size_t n = 0, cap = 0;
+
+    if (!d)
+        return ckpt_error_setc(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_LAYOUT, "%s: %s", path,
+                               strerror(errno));
+    while ((e = readdir(d))) {
+        int nums[3], k = parse_rank_dir(e->d_name, nums);
+        ckpt_coords at = CKPT_COORDS_NONE;
+        if (!k || strlen(e->d_name) >= sizeof dirs->name)
+            continue;
+        if (n == cap) {
+            rank_dir *grown = realloc(dirs, (cap = cap ? 2 * cap : 16) * sizeof *grown);
+            if (!grown) {
+                free(dirs);
+                closedir(d);
+                return ckpt_error_oom();
+            }
+            dirs = grown;
+        }
+        at.tp = nums[0];
+        at.pp = k >= 2 ? nums[1] : 0;
+        at.ep = k == 3 ? nums[2] : 0;
+        snprintf(dirs[n].name, sizeof dirs[n].name, "%s", e->d_name);
+        dirs[n++].at = at;
+    }
+    closedir(d);
+    *out = dirs;
+    *n_out = n;
+    return 0;
+}
+
+static int by_coords(const void *a, const void *b)
+{
+    const ckpt_coords *x = &((const rank_dir *)a)->at, *y = &((const rank_dir *)b)->at;
+    if (x->pp != y->pp)
+        return x->pp - y->pp;
+    if (x->ep != y->ep)
+        return x->ep - y->ep;
+    return x->tp - y->tp;
+}
+
+static int add_member(ckpt_set_builder *b, const char *dir, const char *rank_name, const char *file,
+                      const ckpt_coords *at, const char *role)
+{
+    char rel[4096];
+    int n = *dir ? snprintf(rel, sizeof rel, "%s/%s/%s", dir, rank_name, file)
+                 : snprintf(rel, sizeof rel, "%s/%s", rank_name, file);
+
+    if (n < 0 || (size_t)n >= sizeof rel)
+        return ckpt_error_set(CKPT_EINVALID, "%s/%s: path too long", dir, rank_name);
+    return ckpt_set_builder_add(b, rel, at, role);
+}
+
+static int megatron_list(ckpt_set_builder *b, const char *root)
+{
+    ckpt_set_info info;
+    char dir[64], path[4096], rel[4096];
+    rank_dir *dirs = NULL;
+    size_t i, n = 0;
+    int rc, tp = 0, pp = 0, ep = 0, single = 1;
+
+    memset(&info, 0, sizeof info);
+    info.root = root;
+    info.iteration = -1;
+    if ((rc = pick_dir(root, ckpt_set_builder_options(b), &info, dir, sizeof dir)) < 0)
+        return rc;
+    info.dir = dir;
+    if ((size_t)snprintf(path, sizeof path, *dir ? "%s/%s" : "%s", root, dir) >= sizeof path - 300)
+        return ckpt_error_set(CKPT_EINVALID, "%s: path too long", root);
+    if ((rc = list_rank_dirs(path, &dirs, &n)) < 0)
+        return rc;
+    if (n == 0) {
+        free(dirs);
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT, "%s: no mp_rank_* directories", path);
+    }
+    for (i = 0; i < n; i++)
+        single &= strchr(dirs[i].name + 8, '_') != NULL && strchr(strchr(dirs[i].name + 8, '_') + 1, '_') == NULL;
+    if (single) {
+        if ((size_t)snprintf(rel, sizeof rel, "%s/%s", path, dirs[0].name) < sizeof rel &&
+            single_suffix_is_expert(rel))
+            for (i = 0; i < n; i++) {
+                dirs[i].at.ep = dirs[i].at.pp;
+                dirs[i].at.pp = 0;
+            }
+    }
+    qsort(dirs, n, sizeof *dirs, by_coords);
+    for (i = 0; i < n; i++) {
+        tp = dirs[i].at.tp + 1 > tp ? dirs[i].at.tp + 1 : tp;
+        pp = dirs[i].at.pp + 1 > pp ? dirs[i].at.pp + 1 : pp;
+        ep = dirs[i].at.ep + 1 > ep ? dirs[i].at.ep + 1 : ep;
+    }
+    info.tp = tp;
+    info.pp = pp;
+    info.ep = ep;
+    info.dp = 1;
+    rc = ckpt_set_builder_info(b, &info);
+    if (rc == 0 && (size_t)tp * (size_t)pp * (size_t)ep != n)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                             "%s: %zu rank directories for TP %d x PP %d x EP %d: some are missing or extra", path, n,
+                             tp, pp, ep);
+    for (i = 0; i < n && rc == 0; i++) {
+        char sub[4096];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, dirs[i].name) >= sizeof sub) {
+            rc = ckpt_error_set(CKPT_EINVALID, "%s: path too long", path);
+            break;
+        }
+        if (i > 0 && by_coords(&dirs[i - 1], &dirs[i]) == 0) {
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s and %s are the same rank", path,
+                                 dirs[i - 1].name, dirs[i].name);
+            break;
+        }
+        if (!is_file(sub, MODEL_FILE)) {
+            rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT, "%s: no %s (incomplete checkpoint?)", sub,
+                                 MODEL_FILE);
+            break;
+        }
+        rc = add_member(b, dir, dirs[i].name, MODEL_FILE, &dirs[i].at, "model");
+        if (rc == 0 && is_file(sub, DISTRIB_FILE))
+            rc = add_member(b, dir, dirs[i].name, DISTRIB_FILE, &dirs[i].at, "distrib_optim");
+    }
+    free(dirs);
+    return rc;
+}
+
+const ckpt_layout_vtable ckpt_layout_megatron = {
+    CKPT_LAYOUT_ABI_VERSION,
+    "megatron",
+    "Megatron-LM legacy checkpoint (latest_checkpointed_iteration.txt, iter_NNNNNNN/mp_rank_TT[_PPP][_EEE]/)",
+    megatron_bid,
+    megatron_list,
+};

@@ -1,0 +1,422 @@
+/* The logical model of a Megatron-LM legacy checkpoint: the rank files of a checkpoint set
+ * merged, tensor by tensor, into full tensors under global names, lazily.
+ *
+ * Layers are numbered from 0 on every pipeline stage and virtual chunk; their global index is
+ * the number of layers of the chunks before, in Megatron's order (for each virtual chunk, for
+ * each stage). Counting rather than computing offsets from args also covers uneven splits
+ * (--num-layers-in-first-pipeline-stage and the like). */
+#include "megatron_private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXTRA_STATE_SUFFIX "._extra_state"
+
+const ckpt_value *ckpt_megatron__namespace_dict(const ckpt_value *ns)
+{
+    if (!ns)
+        return NULL;
+    if (ns->kind == CKPT_VAL_OBJECT && ns->u.obj.state && ns->u.obj.state->kind == CKPT_VAL_DICT)
+        return ns->u.obj.state;
+    return ns->kind == CKPT_VAL_DICT ? ns : NULL;
+}
+
+int64_t ckpt_megatron__arg_int(const ckpt_value *args, const char *name, int64_t fallback)
+{
+    const ckpt_value *d = ckpt_megatron__namespace_dict(args), *v;
+
+    v = d ? ckpt_value_dict_get(d, name) : NULL;
+    if (v && v->kind == CKPT_VAL_INT)
+        return v->u.integer;
+    if (v && v->kind == CKPT_VAL_BOOL)
+        return v->u.boolean;
+    return fallback;
+}
+
+const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int vp)
+{
+    char key[32];
+
+    if (vpp <= 1)
+        return ckpt_value_dict_get(root, "model");
+    snprintf(key, sizeof key, "model%d", vp);
+    return ckpt_value_dict_get(root, key);
+}
+
+int64_t ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp)
+{
+    int64_t multiple = (divisible_by > 0 ? divisible_by : 1) * (tp > 0 ? tp : 1);
+    return (true_vocab + multiple - 1) / multiple * multiple;
+}
+
+/* args' integers and booleans as map parameters (the spec's "when": "swiglu"). */
+int ckpt_megatron__load_params(ckpt_megatron *m)
+{
+    const ckpt_value *d = ckpt_megatron__namespace_dict(m->args);
+    size_t i;
+    int rc;
+
+    if ((rc = ckpt_map_params_new(&m->params)) < 0)
+        return rc;
+    for (i = 0; d && i < d->u.dict.map.n; i++) {
+        const ckpt_value *k = d->u.dict.map.keys[i], *v = d->u.dict.map.vals[i];
+        if (k->kind != CKPT_VAL_STR)
+            continue;
+        if (v->kind == CKPT_VAL_INT)
+            rc = ckpt_map_params_set(m->params, k->u.str.ptr, v->u.integer);
+        else if (v->kind == CKPT_VAL_BOOL)
+            rc = ckpt_map_params_set(m->params, k->u.str.ptr, v->u.boolean);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int open_ranks(ckpt_megatron *m)
+{
+    const ckpt_set_info *si = ckpt_set_info_of(m->set);
+    int tp, pp, ep, rc;
+
+    m->info.tp = si->tp;
+    m->info.pp = si->pp;
+    m->info.ep = si->ep;
+    m->info.iteration = si->iteration;
+    m->release = si->release;
+    m->ranks = calloc((size_t)si->tp * (size_t)si->pp * (size_t)si->ep, sizeof *m->ranks);
+    if (!m->ranks)
+        return ckpt_error_oom();
+    for (ep = 0; ep < si->ep; ep++)
+        for (pp = 0; pp < si->pp; pp++)
+            for (tp = 0; tp < si->tp; tp++) {
+                ckpt_coords at = CKPT_COORDS_NONE;
+                mg_rank *r = mg_rank_at(m, tp, pp, ep);
+                long i;
+                at.tp = tp;
+                at.pp = pp;
+                at.ep = ep;
+                i = ckpt_set_find(m->set, &at, "model");
+                if (i < 0)
+                    return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                                           "%s: no rank file for TP %d, PP %d, EP %d", si->root, tp, pp, ep);
+                if ((rc = ckpt_set_member_open(m->set, (size_t)i, &r->ck)) < 0)
+                    return rc;
+                r->root = ckpt_root(r->ck);
+                if (!r->root || r->root->kind != CKPT_VAL_DICT)
+                    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                           "%s: not a Megatron checkpoint (the top level is not a dict)",
+                                           ckpt_path(r->ck));
+                if (ckpt_set_find(m->set, &at, "distrib_optim") >= 0)
+                    m->info.distributed_optimizer = 1;
+            }
+    return 0;
+}
+
+static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
+{
+    const mg_rank *r0 = mg_rank_at(m, 0, 0, 0);
+    const ckpt_value *v;
+    int vp;
+
+    m->args = ckpt_value_dict_get(r0->root, "args");
+    if (!ckpt_megatron__namespace_dict(m->args))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no args Namespace", ckpt_path(r0->ck));
+    v = ckpt_value_dict_get(r0->root, "checkpoint_version");
+    m->info.checkpoint_version = v && v->kind == CKPT_VAL_FLOAT ? v->u.real
+                                 : v && v->kind == CKPT_VAL_INT ? (double)v->u.integer : 0;
+    v = ckpt_value_dict_get(r0->root, "iteration");
+    if (v && v->kind == CKPT_VAL_INT)
+        m->info.iteration = v->u.integer;
+    if (ckpt_value_dict_get(r0->root, "model")) {
+        m->info.vpp = 1;
+    } else {
+        for (vp = 0; ckpt_megatron__chunk_dict(r0->root, 2, vp); vp++)
+            ;
+        if (vp == 0)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no 'model' (or 'model0') entry",
+                                   ckpt_path(r0->ck));
+        m->info.vpp = vp;
+    }
+    m->info.num_layers = ckpt_megatron__arg_int(m->args, "num_layers", 0);
+    m->info.padded_vocab_size = ckpt_megatron__arg_int(m->args, "padded_vocab_size", 0);
+    m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(m->args, "make_vocab_size_divisible_by", 128);
+    m->info.true_vocab_size = o->true_vocab_size ? o->true_vocab_size
+                                                 : ckpt_megatron__arg_int(m->args, "vocab_size", 0);
+    v = ckpt_value_dict_get(r0->root, "optimizer");
+    m->info.has_optimizer = v && v->kind != CKPT_VAL_NONE;
+    if (m->info.checkpoint_version > 0 && m->info.checkpoint_version < 2.0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: checkpoint_version %g predates Megatron's current QKV order (2.0); load and save "
+                               "it once with Megatron first",
+                               ckpt_path(r0->ck), m->info.checkpoint_version);
+    return 0;
+}
+
+int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out)
+{
+    if (m->n_entries == m->cap_entries) {
+        size_t cap = m->cap_entries ? 2 * m->cap_entries : 64;
+        mg_entry *e = realloc(m->entries, cap * sizeof *e);
+        if (!e)
+            return ckpt_error_oom();
+        m->entries = e;
+        m->cap_entries = cap;
+    }
+    *out = &m->entries[m->n_entries++];
+    memset(*out, 0, sizeof **out);
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+int ckpt_megatron__is_extra_state(const char *key)
+{
+    return ends_with(key, EXTRA_STATE_SUFFIX);
+}
+
+static const ckpt_tensor *leaf_tensor(const mg_rank *r, const ckpt_value *v)
+{
+    return v && v->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(r->ck, v->u.tensor.index) : NULL;
+}
+
+/* One key of one chunk: merged over the TP ranks of (pp, ep). */
+static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int vp, int ep, const char *key,
+                   int64_t offset)
+{
+    const ckpt_value *v0 = ckpt_value_dict_get(dicts[0], key);
+    const ckpt_tensor *t0 = leaf_tensor(mg_rank_at(m, 0, pp, ep), v0);
+    const ckpt_node **shards;
+    ckpt_buf name = CKPT_BUF_INIT;
+    mg_entry *e = NULL;
+    int tp, rc;
+
+    if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
+        return rc;
+    e->src_pp = pp;
+    e->src_vp = vp;
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &e->layout)) < 0) {
+        ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+        return rc;
+    }
+    if (e->layout.expert && m->info.ep > 1)
+        e->ep = ep;
+    else
+        e->ep = -1;
+    if (e->layout.layer >= 0) {
+        e->layout.layer += offset;
+        rc = ckpt_parallel_rename_layer(m->spec, key, e->layout.layer, &name);
+    } else {
+        rc = ckpt_buf_puts(&name, key);
+    }
+    e->name = rc == 0 ? strdup((const char *)name.data) : NULL;
+    e->local = strdup(key);
+    ckpt_buf_dispose(&name);
+    if (!e->name || !e->local)
+        return rc < 0 ? rc : ckpt_error_oom();
+    if (!t0) {
+        e->value = v0;
+        e->src = mg_rank_at(m, 0, pp, ep)->ck;
+        return 0;
+    }
+    e->param = !ckpt_megatron__is_extra_state(key);
+    shards = calloc((size_t)m->info.tp, sizeof *shards);
+    if (!shards)
+        return ckpt_error_oom();
+    for (tp = 0, rc = 0; tp < m->info.tp && rc == 0; tp++) {
+        const mg_rank *r = mg_rank_at(m, tp, pp, ep);
+        const ckpt_tensor *t = leaf_tensor(r, ckpt_value_dict_get(dicts[tp], key));
+        if (!t)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: '%s' is missing or not a tensor here",
+                                 ckpt_path(r->ck), key);
+        else
+            rc = ckpt_node_tensor(m->g, t, &shards[tp]);
+    }
+    if (rc == 0)
+        rc = ckpt_parallel_merge(m->g, &e->layout, e->name, shards, (size_t)m->info.tp, &e->full);
+    if (rc < 0)
+        ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+    free(shards);
+    return rc;
+}
+
+/* Layers in a chunk: one more than the largest local index. */
+static int chunk_layers(const ckpt_megatron *m, const ckpt_value *dict, int64_t *n)
+{
+    size_t i;
+
+    *n = 0;
+    for (i = 0; i < dict->u.dict.map.n; i++) {
+        const ckpt_value *k = dict->u.dict.map.keys[i];
+        ckpt_tensor_layout l;
+        if (k->kind != CKPT_VAL_STR)
+            continue;
+        if (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0) {
+            ckpt_error_clear();
+            continue;
+        }
+        if (l.layer + 1 > *n)
+            *n = l.layer + 1;
+    }
+    return 0;
+}
+
+static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
+{
+    const ckpt_value **dicts = calloc((size_t)m->info.tp, sizeof *dicts);
+    size_t i;
+    int tp, rc = 0;
+
+    if (!dicts)
+        return ckpt_error_oom();
+    for (tp = 0; tp < m->info.tp && rc == 0; tp++) {
+        const mg_rank *r = mg_rank_at(m, tp, pp, ep);
+        dicts[tp] = ckpt_megatron__chunk_dict(r->root, m->info.vpp, vp);
+        if (!dicts[tp] || dicts[tp]->kind != CKPT_VAL_DICT)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model dict for virtual chunk %d",
+                                 ckpt_path(r->ck), vp);
+        else if (tp > 0 && dicts[tp]->u.dict.map.n != dicts[0]->u.dict.map.n)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %zu model keys, TP rank 0 has %zu",
+                                 ckpt_path(r->ck), dicts[tp]->u.dict.map.n, dicts[0]->u.dict.map.n);
+    }
+    for (i = 0; rc == 0 && i < dicts[0]->u.dict.map.n; i++) {
+        const ckpt_value *k = dicts[0]->u.dict.map.keys[i];
+        ckpt_tensor_layout l;
+        if (k->kind != CKPT_VAL_STR) {
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: a model key is not a string",
+                                 ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+            break;
+        }
+        /* experts of EP ranks > 0: only their expert tensors are their own */
+        if (ep > 0 && (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0 || !l.expert)) {
+            ckpt_error_clear();
+            continue;
+        }
+        rc = add_key(m, dicts, pp, vp, ep, k->u.str.ptr, offset);
+    }
+    free(dicts);
+    return rc;
+}
+
+static int build_entries(ckpt_megatron *m)
+{
+    int64_t offset = 0, n;
+    int vp, pp, ep, rc;
+
+    for (vp = 0; vp < m->info.vpp; vp++)
+        for (pp = 0; pp < m->info.pp; pp++) {
+            const ckpt_value *d0 = ckpt_megatron__chunk_dict(mg_rank_at(m, 0, pp, 0)->root, m->info.vpp, vp);
+            if (!d0 || d0->kind != CKPT_VAL_DICT)
+                return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model dict for virtual chunk %d",
+                                       ckpt_path(mg_rank_at(m, 0, pp, 0)->ck), vp);
+            chunk_layers(m, d0, &n);
+            for (ep = 0; ep < m->info.ep; ep++)
+                if ((rc = add_chunk(m, pp, vp, ep, offset)) < 0)
+                    return rc;
+            offset += n;
+        }
+    if (m->info.num_layers && offset != m->info.num_layers)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the rank files hold %lld layers, args.num_layers is %lld",
+                               ckpt_set_info_of(m->set)->root, (long long)offset, (long long)m->info.num_layers);
+    m->info.num_layers = offset;
+    return 0;
+}
+
+int ckpt_megatron__load_spec(ckpt_megatron *m, const ckpt_megatron_options *opts)
+{
+    int rc;
+
+    if (!opts->spec_map && (rc = ckpt_map_builtin(&m->own_map, "megatron_gpt")) < 0)
+        return rc;
+    m->spec = ckpt_map_parallel(opts->spec_map ? opts->spec_map : m->own_map);
+    if (!m->spec)
+        return ckpt_error_set(CKPT_EINVALID, "map %s has no parallel section",
+                              ckpt_map_name(opts->spec_map ? opts->spec_map : m->own_map));
+    return 0;
+}
+
+int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const ckpt_megatron_options *user)
+{
+    ckpt_megatron_options opts = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_megatron *m;
+    int rc;
+
+    *out = NULL;
+    if (user) {
+        if (user->version != CKPT_MEGATRON_OPTIONS_VERSION)
+            return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_options version %u, expected %u", user->version,
+                                  CKPT_MEGATRON_OPTIONS_VERSION);
+        opts = *user;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m)
+        return ckpt_error_oom();
+    m->set = set;
+    m->g = g;
+    if ((rc = ckpt_megatron__load_spec(m, &opts)) < 0 || (rc = open_ranks(m)) < 0 || (rc = read_info(m, &opts)) < 0 || (rc = ckpt_megatron__load_params(m)) < 0 ||
+        (rc = build_entries(m)) < 0)
+        goto fail;
+    *out = m;
+    return 0;
+fail:
+    ckpt_megatron_close(m);
+    return rc;
+}
+
+void ckpt_megatron_close(ckpt_megatron *m)
+{
+    size_t i;
+
+    if (!m)
+        return;
+    for (i = 0; i < m->n_entries; i++) {
+        free(m->entries[i].name);
+        free(m->entries[i].local);
+    }
+    free(m->entries);
+    free(m->ranks);
+    ckpt_arena_free(m->arena);
+    ckpt_map_params_free(m->params);
+    ckpt_map_free(m->own_map);
+    free(m);
+}
+
+const ckpt_megatron_info *ckpt_megatron_info_of(const ckpt_megatron *m)
+{
+    return &m->info;
+}
+
+size_t ckpt_megatron_tensor_count(const ckpt_megatron *m)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < m->n_entries; i++)
+        n += m->entries[i].full != NULL;
+    return n;
+}
+
+const char *ckpt_megatron_tensor_at(const ckpt_megatron *m, size_t i, const ckpt_node **full,
+                                    ckpt_tensor_layout *layout)
+{
+    size_t j;
+
+    for (j = 0; j < m->n_entries; j++) {
+        if (!m->entries[j].full || i--)
+            continue;
+        if (full)
+            *full = m->entries[j].full;
+        if (layout)
+            *layout = m->entries[j].layout;
+        return m->entries[j].name;
+    }
+    return NULL;
+}
+
+const ckpt_value *ckpt_megatron_args(const ckpt_megatron *m)
+{
+    return m->args;
+}

@@ -1,0 +1,371 @@
+/* Writing the logical model of a Megatron checkpoint at another TP/PP/VPP layout.
+ *
+ * Each target rank file takes its top-level entries from a template: the source rank file
+ * at the same coordinates where it exists (so rng states stay per rank), else TP rank 0 of
+ * stage 0. `args` is rewritten, the model chunks are built from the logical model, the
+ * optimizer state is resharded with its parameters (megatron_optim.c) or dropped, and every
+ * other entry is carried as it is. */
+#include "megatron_private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXTRA_STATE_SUFFIX "._extra_state"
+
+typedef struct target_ctx {
+    ckpt_megatron *m;
+    const ckpt_megatron_target *t;
+    ckpt_plan *plan;
+    ckpt_arena *arena;
+    int64_t padded_vocab;
+    const ckpt_node **shards; /* [entry][tp']: computed on first use */
+    size_t file;              /* the plan file being built */
+    const mg_rank *template_rank;
+} target_ctx;
+
+static int resize_vocab(const ckpt_megatron *m, int64_t padded, const mg_entry *e, const ckpt_node *full,
+                        const ckpt_node **out)
+{
+    int64_t rows = ckpt_node_shape(full)[0];
+    int64_t true_vocab = m->info.true_vocab_size;
+
+    *out = full;
+    if (rows == padded)
+        return 0;
+    if (rows < padded)
+        return ckpt_node_pad(m->g, full, 0, padded, out);
+    if (!true_vocab)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: cutting %lld vocabulary rows to %lld needs the true vocabulary size, which args "
+                               "do not hold; give it (--true-vocab-size)",
+                               e->name, (long long)rows, (long long)padded);
+    if (true_vocab > padded)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: padded vocabulary size %lld is smaller than the true vocabulary (%lld rows)",
+                               e->name, (long long)padded, (long long)true_vocab);
+    return ckpt_node_slice(m->g, full, 0, 0, padded, out);
+}
+
+int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                         const mg_entry *e, const ckpt_node *full, const ckpt_node **outs)
+{
+    int rc;
+
+    if (e->layout.tp == CKPT_TP_VOCAB && (rc = resize_vocab(m, padded_vocab, e, full, &full)) < 0)
+        return rc;
+    return ckpt_parallel_split(m->g, &e->layout, e->name, full, (size_t)t->tp, outs);
+}
+
+/* The target TP rank's part of entry i. */
+static int shard_of(target_ctx *c, size_t i, int tp, const ckpt_node **out)
+{
+    const ckpt_node **row = &c->shards[i * (size_t)c->t->tp];
+    int rc;
+
+    if (!row[0] && (rc = ckpt_megatron__split(c->m, c->t, c->padded_vocab, &c->m->entries[i], c->m->entries[i].full,
+                                              row)) < 0)
+        return rc;
+    *out = row[tp];
+    return 0;
+}
+
+static ckpt_value *new_str(ckpt_arena *a, const char *s)
+{
+    return ckpt_value_new_str(a, s, strlen(s));
+}
+
+typedef struct carry_ctx {
+    ckpt_plan *plan;
+    size_t file;
+    ckpt_graph *g;
+    const ckpt_ckpt *src;
+} carry_ctx;
+
+/* Tensors of carried values (rng states) become tensors of the output file. */
+static int carry_tensor(const ckpt_value *leaf, size_t *index, void *payload)
+{
+    const carry_ctx *c = payload;
+    const ckpt_tensor *t = c->src ? ckpt_tensor_at(c->src, leaf->u.tensor.index) : NULL;
+    const ckpt_node *node;
+    int rc;
+
+    if (!t)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: tensor #%zu out of range", c->src ? ckpt_path(c->src) : "args",
+                              leaf->u.tensor.index);
+    if ((rc = ckpt_node_tensor(c->g, t, &node)) < 0)
+        return rc;
+    return ckpt_plan_add_tensor(c->plan, c->file, t->name, node, t->flags, index);
+}
+
+int ckpt_megatron__carry(ckpt_plan *plan, size_t file, ckpt_graph *g, const ckpt_ckpt *src, const ckpt_value *v,
+                         ckpt_value **out)
+{
+    carry_ctx c = { plan, file, g, src };
+    return ckpt_value_clone(ckpt_plan_arena(plan), v, carry_tensor, &c, out);
+}
+
+static int carry(target_ctx *c, const ckpt_ckpt *src, const ckpt_value *v, ckpt_value **out)
+{
+    return ckpt_megatron__carry(c->plan, c->file, c->m->g, src, v, out);
+}
+
+static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_value *v)
+{
+    ckpt_value *key = new_str(a, name);
+    return key && v ? ckpt_value_dict_set(a, dict, key, v) : CKPT_ENOMEM;
+}
+
+static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
+{
+    ckpt_arena *a = c->arena;
+    ckpt_value *copy, *d;
+    int64_t layers = c->m->info.num_layers;
+    int rc;
+
+    if ((rc = carry(c, c->template_rank->ck, args, &copy)) < 0)
+        return rc;
+    d = (ckpt_value *)ckpt_megatron__namespace_dict(copy);
+    if ((rc = set_attr(a, d, "tensor_model_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0 ||
+        (rc = set_attr(a, d, "pipeline_model_parallel_size", ckpt_value_new_int(a, c->t->pp))) < 0 ||
+        (rc = set_attr(a, d, "virtual_pipeline_model_parallel_size",
+                       c->t->vpp > 1 ? ckpt_value_new_int(a, c->t->vpp) : ckpt_value_new(a, CKPT_VAL_NONE))) < 0 ||
+        (rc = set_attr(a, d, "padded_vocab_size", ckpt_value_new_int(a, c->padded_vocab))) < 0)
+        return rc;
+    if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
+        (rc = set_attr(a, d, "num_layers_per_virtual_pipeline_stage",
+                       c->t->vpp > 1 ? ckpt_value_new_int(a, layers / (c->t->pp * c->t->vpp))
+                                     : ckpt_value_new(a, CKPT_VAL_NONE))) < 0)
+        return rc;
+    *out = copy;
+    return 0;
+}
+
+/* Whether entry e belongs to chunk (pp, vp) of the target, whose layers are [lo, hi). */
+static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int ep, int64_t lo, int64_t hi)
+{
+    int first = pp == 0 && vp == 0, last = pp == c->t->pp - 1 && vp == c->t->vpp - 1;
+
+    if (e->ep >= 0 && e->ep != ep)
+        return 0;
+    switch (e->layout.stage) {
+    case CKPT_STAGE_FIRST:
+        return first;
+    case CKPT_STAGE_LAST:
+        return last;
+    case CKPT_STAGE_EVERY:
+        return 1;
+    default:
+        return e->layout.layer >= lo && e->layout.layer < hi;
+    }
+}
+
+static int local_name(const target_ctx *c, const mg_entry *e, int64_t lo, ckpt_buf *out)
+{
+    if (e->layout.layer < 0)
+        return ckpt_buf_puts(out, e->name);
+    return ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, out);
+}
+
+static int empty_extra_state(target_ctx *c, const char *key, size_t *index)
+{
+    const ckpt_node *node;
+    int64_t zero = 0;
+    int rc = ckpt_node_zeros(c->m->g, CKPT_DTYPE_U8, 1, &zero, &node);
+    return rc < 0 ? rc : ckpt_plan_add_tensor(c->plan, c->file, key, node, 0, index);
+}
+
+/* The model dict of target chunk (pp, vp) at TP rank tp; params collects its parameters in
+ * state-dict order, for the optimizer. */
+static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const ckpt_value *cls, ckpt_value **out,
+                       mg_param_out **params, size_t *n_params)
+{
+    int64_t per_chunk = c->m->info.num_layers / (c->t->pp * c->t->vpp);
+    int64_t lo = ((int64_t)vp * c->t->pp + pp) * per_chunk, hi = lo + per_chunk;
+    ckpt_arena *a = c->arena;
+    ckpt_value *dict = ckpt_value_new(a, CKPT_VAL_DICT);
+    ckpt_buf key = CKPT_BUF_INIT, tname = CKPT_BUF_INIT;
+    size_t i;
+    int rc = dict ? 0 : CKPT_ENOMEM;
+
+    if (dict)
+        dict->u.dict.cls = (ckpt_value *)cls;
+    for (i = 0; i < c->m->n_entries && rc == 0; i++) {
+        const mg_entry *e = &c->m->entries[i];
+        int extra = strlen(e->name) > strlen(EXTRA_STATE_SUFFIX) &&
+                    strcmp(e->name + strlen(e->name) - strlen(EXTRA_STATE_SUFFIX), EXTRA_STATE_SUFFIX) == 0;
+        ckpt_value *v = NULL;
+        size_t index;
+
+        if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP))
+            continue;
+        ckpt_buf_clear(&key);
+        ckpt_buf_clear(&tname);
+        if ((rc = local_name(c, e, lo, &key)) < 0)
+            break;
+        ckpt_buf_printf(&tname, "model/%s", (const char *)key.data);
+        if (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_EMPTY) {
+            rc = empty_extra_state(c, (const char *)tname.data, &index);
+            v = rc == 0 ? ckpt_value_new_tensor(a, index) : NULL;
+        } else if (e->full) {
+            const ckpt_node *shard;
+            rc = shard_of(c, i, tp, &shard);
+            if (rc == 0)
+                rc = ckpt_plan_add_tensor(c->plan, c->file, (const char *)tname.data, shard, 0, &index);
+            v = rc == 0 ? ckpt_value_new_tensor(a, index) : NULL;
+            if (rc == 0 && e->param) {
+                mg_param_out *grown = realloc(*params, (*n_params + 1) * sizeof **params);
+                if (!grown) {
+                    rc = ckpt_error_oom();
+                    break;
+                }
+                *params = grown;
+                grown[*n_params].entry = e;
+                grown[(*n_params)++].shard = shard;
+            }
+        } else {
+            rc = carry(c, e->src, e->value, &v);
+        }
+        if (rc == 0)
+            rc = set_attr(a, dict, (const char *)key.data, v);
+    }
+    ckpt_buf_dispose(&key);
+    ckpt_buf_dispose(&tname);
+    *out = dict;
+    return rc;
+}
+
+static int rank_rel(const target_ctx *c, int tp, int pp, int ep, ckpt_buf *out)
+{
+    int rc = c->m->release ? ckpt_buf_puts(out, "release/")
+                         : ckpt_buf_printf(out, "iter_%07lld/", (long long)c->m->info.iteration);
+
+    if (rc == 0)
+        rc = ckpt_buf_printf(out, "mp_rank_%02d", tp);
+    if (rc == 0 && c->t->pp > 1)
+        rc = ckpt_buf_printf(out, "_%03d", pp);
+    if (rc == 0 && c->m->info.ep > 1)
+        rc = ckpt_buf_printf(out, "_%03d", ep);
+    return rc == 0 ? ckpt_buf_puts(out, "/model_optim_rng.pt") : rc;
+}
+
+static int build_rank(target_ctx *c, int tp, int pp, int ep)
+{
+    const mg_rank *tmpl = mg_rank_at(c->m, tp < c->m->info.tp ? tp : 0, pp < c->m->info.pp ? pp : 0, ep);
+    const ckpt_value *troot = tmpl->root;
+    ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
+    mg_param_out *params = NULL;
+    size_t i, n_params = 0;
+    ckpt_buf rel = CKPT_BUF_INIT;
+    int rc, models_done = 0;
+
+    if (!root)
+        return CKPT_ENOMEM;
+    root->u.dict.cls = troot->u.dict.cls;
+    c->template_rank = tmpl;
+    if ((rc = rank_rel(c, tp, pp, ep, &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
+        goto done;
+    for (i = 0; i < troot->u.dict.map.n && rc == 0; i++) {
+        const ckpt_value *k = troot->u.dict.map.keys[i], *v = troot->u.dict.map.vals[i];
+        const char *key = k->kind == CKPT_VAL_STR ? k->u.str.ptr : "";
+        ckpt_value *copy = NULL;
+
+        if (strcmp(key, "args") == 0) {
+            rc = rewrite_args(c, v, &copy);
+        } else if (strncmp(key, "model", 5) == 0 && (!key[5] || (key[5] >= '0' && key[5] <= '9'))) {
+            const ckpt_value *cls = v->kind == CKPT_VAL_DICT ? v->u.dict.cls : NULL;
+            int vp;
+            if (models_done++)
+                continue;
+            for (vp = 0; vp < c->t->vpp && rc == 0; vp++) {
+                char name[32];
+                if (c->t->vpp > 1)
+                    snprintf(name, sizeof name, "model%d", vp);
+                else
+                    snprintf(name, sizeof name, "model");
+                if ((rc = build_chunk(c, tp, pp, vp, ep, cls, &copy, &params, &n_params)) == 0)
+                    rc = set_attr(c->arena, root, name, copy);
+            }
+            continue;
+        } else if (strcmp(key, "optimizer") == 0 || strcmp(key, "opt_param_scheduler") == 0) {
+            if (c->t->optimizer == CKPT_MEGATRON_OPTIM_DROP || v->kind == CKPT_VAL_NONE)
+                continue;
+            if (strcmp(key, "optimizer") == 0)
+                rc = ckpt_megatron__optimizer(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp, c->t,
+                                              c->padded_vocab, &copy);
+            else
+                rc = carry(c, tmpl->ck, v, &copy);
+        } else {
+            rc = carry(c, tmpl->ck, v, &copy);
+        }
+        if (rc == 0)
+            rc = ckpt_value_dict_set(c->arena, root, (ckpt_value *)k, copy);
+    }
+    if (rc == 0)
+        rc = ckpt_plan_set_root(c->plan, c->file, root);
+done:
+    free(params);
+    ckpt_buf_dispose(&rel);
+    return rc;
+}
+
+static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    int64_t L = m->info.num_layers;
+
+    if (t->tp < 1 || t->pp < 1 || t->vpp < 1)
+        return ckpt_error_set(CKPT_EINVALID, "target layout TP %d, PP %d, VPP %d: sizes must be at least 1", t->tp,
+                              t->pp, t->vpp);
+    if (t->vpp > 1 && t->pp < 2)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "a virtual pipeline (VPP %d) needs at least 2 pipeline stages", t->vpp);
+    if (L % ((int64_t)t->pp * t->vpp))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%lld layers do not split evenly over PP %d x VPP %d", (long long)L, t->pp, t->vpp);
+    if (m->info.distributed_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the optimizer state is in distrib_optim.pt (distributed optimizer), whose flat "
+                               "buffers are tied to the data-parallel layout and are not resharded yet; "
+                               "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
+                               "--no-load-optim)",
+                               m->set ? ckpt_set_info_of(m->set)->root : "");
+    return 0;
+}
+
+int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)
+{
+    target_ctx c;
+    char tracker[32];
+    int tp, pp, ep, rc;
+
+    if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
+                              CKPT_MEGATRON_TARGET_VERSION);
+    if ((rc = check_target(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0))
+        return rc;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.t = t;
+    c.plan = plan;
+    c.arena = ckpt_plan_arena(plan);
+    c.padded_vocab = t->padded_vocab_size ? t->padded_vocab_size
+                     : ckpt_megatron_padded_vocab(m->info.true_vocab_size ? m->info.true_vocab_size
+                                                                          : m->info.padded_vocab_size,
+                                                  m->info.make_vocab_size_divisible_by, t->tp);
+    c.shards = calloc(m->n_entries * (size_t)t->tp + 1, sizeof *c.shards);
+    if (!c.shards)
+        return ckpt_error_oom();
+    for (ep = 0; ep < m->info.ep && rc == 0; ep++)
+        for (pp = 0; pp < t->pp && rc == 0; pp++)
+            for (tp = 0; tp < t->tp && rc == 0; tp++)
+                rc = build_rank(&c, tp, pp, ep);
+    if (rc == 0) {
+        if (m->release)
+            snprintf(tracker, sizeof tracker, "release");
+        else
+            snprintf(tracker, sizeof tracker, "%lld", (long long)m->info.iteration);
+        rc = ckpt_plan_add_bytes(plan, "latest_checkpointed_iteration.txt", tracker, strlen(tracker));
+    }
+    free(c.shards);
+    return rc;
+}

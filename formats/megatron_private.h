@@ -1,0 +1,89 @@
+/* Megatron-LM legacy checkpoints, inside: the logical model shared by the files that read it
+ * (megatron_model.c), write it at a new layout (megatron_plan.c) and reshard the optimizer
+ * (megatron_optim.c). */
+#ifndef CKPT_FORMATS_MEGATRON_PRIVATE_H
+#define CKPT_FORMATS_MEGATRON_PRIVATE_H
+
+#include <ckpt/megatron.h>
+#include <ckpt/sys/common.h>
+
+/* One key of the model state dict, at its global name. */
+typedef struct mg_entry {
+    char *name;                /* global name (layer renumbered) */
+    int src_pp, src_vp;        /* the source chunk it comes from */
+    char *local;               /* the key in its source file */
+    ckpt_tensor_layout layout; /* layer: global index */
+    int ep;                    /* expert tensors: the EP rank they belong to; -1 otherwise */
+    int param;                 /* a model parameter (the optimizer has state for it) */
+    const ckpt_node *full;     /* tensors: the merged full tensor */
+    const ckpt_value *value;   /* non-tensors: the value of the first TP rank of its stage */
+    const ckpt_ckpt *src;      /* the file `value` comes from */
+} mg_entry;
+
+/* A source file, per (tp, pp, ep), and its model chunks. */
+typedef struct mg_rank {
+    const ckpt_ckpt *ck;
+    const ckpt_value *root;
+} mg_rank;
+
+struct ckpt_megatron {
+    ckpt_set *set;
+    ckpt_graph *g;
+    ckpt_map *own_map;               /* the built-in spec map when the caller gave none */
+    const ckpt_parallel_spec *spec;
+    ckpt_map_params *params;         /* args' integers and booleans, for the spec's "when" */
+    ckpt_megatron_info info;
+    mg_rank *ranks;                  /* [ep][pp][tp] */
+    mg_entry *entries;
+    size_t n_entries, cap_entries;
+    const ckpt_value *args;          /* args of rank (0, 0, 0): the Namespace object */
+    int release;                     /* write release/ rather than iter_NNNNNNN/ */
+    ckpt_arena *arena;               /* the template root of a model built tensor by tensor */
+};
+
+static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
+{
+    return &m->ranks[((size_t)ep * (size_t)m->info.pp + (size_t)pp) * (size_t)m->info.tp + (size_t)tp];
+}
+
+/* Shared by the files that build models (megatron_model.c, megatron_build.c). */
+int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out);
+int ckpt_megatron__load_spec(ckpt_megatron *m, const ckpt_megatron_options *opts);
+int ckpt_megatron__load_params(ckpt_megatron *m);
+/* A key of TE/local modules' `_extra_state` (not a parameter). */
+int ckpt_megatron__is_extra_state(const char *key);
+/* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
+int ckpt_megatron__sort(ckpt_megatron *m);
+
+/* The attribute dict of an argparse.Namespace (its BUILD state), or NULL. */
+const ckpt_value *ckpt_megatron__namespace_dict(const ckpt_value *ns);
+/* An integer attribute of args (bools count), or `fallback` when absent or not an integer. */
+int64_t ckpt_megatron__arg_int(const ckpt_value *args, const char *name, int64_t fallback);
+/* The model dict of a chunk: "model" when vpp == 1, else "model<vp>". */
+const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int vp);
+
+/* The optimizer state of a target rank (megatron_optim.c): `model_entries` are the entries the
+ * rank holds, in the order of its state dict, with their target shards. */
+typedef struct mg_param_out {
+    const mg_entry *entry;
+    const ckpt_node *shard; /* the target rank's part of entry->full */
+} mg_param_out;
+
+/* A copy of v (from src) in the plan's arena, its tensors added to plan file `file`. */
+int ckpt_megatron__carry(ckpt_plan *plan, size_t file, ckpt_graph *g, const ckpt_ckpt *src, const ckpt_value *v,
+                         ckpt_value **out);
+
+/* The target TP ranks' parts of `full` (the entry's tensor or an optimizer moment of it):
+ * vocabulary tables resized to the target's padded size first (megatron_plan.c). */
+int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                         const mg_entry *e, const ckpt_node *full, const ckpt_node **outs);
+
+/* The `optimizer` entry of a target rank file (megatron_optim.c): the template's structure,
+ * hyper-parameters and step counts, with each parameter's state (Adam moments, fp32 master
+ * copies) merged from the source ranks and split for this rank, in the order of `params`
+ * (the rank's parameters in state-dict order). Tensors are added to plan file `file`. */
+int ckpt_megatron__optimizer(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
+                             const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                             const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
+
+#endif

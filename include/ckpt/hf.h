@@ -1,0 +1,43 @@
+/* Hugging Face model directories (config.json + safetensors, sharded with an index) on both
+ * sides of a conversion to and from Megatron-LM: the LLaMA config a transformers user loads,
+ * the Megatron args that match it, and safetensors files sharded as huggingface_hub does. */
+#ifndef CKPT_HF_H
+#define CKPT_HF_H
+
+#include "plan.h"
+#include "rules.h"
+
+CKPT_BEGIN_DECL
+
+/* Add tensors (names[i] <- nodes[i], in this order) to `plan` as safetensors files sharded
+ * like huggingface_hub: model.safetensors when all fit under max_shard_size (0: 5 GB, as
+ * transformers' save_pretrained), else model-00001-of-0000N.safetensors and
+ * model.safetensors.index.json. Tensors sharing a node are refused (safetensors has no
+ * shared storage). */
+CKPT_EXTERN(int) ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *names, const ckpt_node *const *nodes,
+                                          size_t n, uint64_t max_shard_size);
+
+/* A LlamaForCausalLM config.json for Megatron args (a Namespace): sizes, head counts
+ * (head_dim from kv_channels, num_key_value_heads from num_query_groups), vocab_size =
+ * true_vocab, rope_theta, rms_norm_eps, tie_word_embeddings, torch_dtype from dtype. */
+CKPT_EXTERN(int) ckpt_hf_llama_config(const ckpt_value *megatron_args, int64_t true_vocab, ckpt_dtype dtype,
+                                      ckpt_buf *out);
+
+/* Megatron args (built in `a`) for a LLaMA config.json whose integers are in `params`
+ * (ckpt_map_params_load_json) and whose floats and flags are read from config_path:
+ * RMSNorm, SwiGLU, RoPE, no linear biases (attention_bias gives add_qkv_bias), untied unless
+ * tie_word_embeddings, padded_vocab_size for `tp`. *dtype is config's torch_dtype (bf16
+ * when absent). */
+CKPT_EXTERN(int) ckpt_hf_llama_megatron_args(ckpt_arena *a, const char *config_path, const ckpt_map_params *params,
+                                             int tp, const char *transformer_impl, ckpt_value **out,
+                                             ckpt_dtype *dtype);
+
+/* The order transformers' LlamaForCausalLM.state_dict() lists tensors in (embeddings; per layer
+ * q, k, v, o, gate, up, down, input and post-attention norms; final norm; lm_head), which is
+ * the order save_pretrained shards them in: perm[i] is the index of the i-th tensor. Names
+ * outside that scheme keep their relative order, after the layers. */
+CKPT_EXTERN(int) ckpt_hf_llama_order(const char *const *names, size_t n, size_t *perm);
+
+CKPT_END_DECL
+
+#endif

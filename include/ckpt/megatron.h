@@ -1,0 +1,129 @@
+/* Megatron-LM legacy checkpoints (--ckpt-format torch) as one logical model, and plans that
+ * write that model at another parallel layout.
+ *
+ * The logical model is every tensor at its full shape under its global name (layer indices
+ * counted over the whole pipeline, virtual chunks included), built lazily from the rank
+ * files of a checkpoint set through a parallel layout spec (formats/maps/megatron_gpt.json):
+ * nothing is read until a plan is executed. */
+#ifndef CKPT_MEGATRON_H
+#define CKPT_MEGATRON_H
+
+#include "parallel.h"
+#include "plan.h"
+#include "set.h"
+
+CKPT_BEGIN_DECL
+
+typedef struct ckpt_megatron ckpt_megatron;
+
+/* What happens to each rank's optimizer state (`optimizer` in model_optim_rng.pt). */
+typedef enum ckpt_megatron_optimizer {
+    CKPT_MEGATRON_OPTIM_KEEP = 0, /* resharded with its parameters; an error where it cannot be */
+    CKPT_MEGATRON_OPTIM_DROP      /* model only: no optimizer, no scheduler (load with --finetune
+                                     or --no-load-optim) */
+} ckpt_megatron_optimizer;
+
+/* What happens to `_extra_state` entries (Transformer Engine FP8 metadata, None for local
+ * layers). */
+typedef enum ckpt_megatron_extra_state {
+    CKPT_MEGATRON_EXTRA_COPY = 0, /* each target rank gets the value the first source rank of its
+                                     stage holds for that key (what Megatron's own converters do) */
+    CKPT_MEGATRON_EXTRA_EMPTY,    /* an empty uint8 tensor (Transformer Engine >= 2.0's "no state") */
+    CKPT_MEGATRON_EXTRA_DROP      /* no _extra_state keys */
+} ckpt_megatron_extra_state;
+
+typedef struct ckpt_megatron_options {
+    unsigned version;
+    const ckpt_map *spec_map;      /* its "parallel" section; NULL: the built-in megatron_gpt */
+    int64_t true_vocab_size;       /* rows of the vocabulary that are not padding; 0: args.vocab_size
+                                      when the checkpoint has it */
+} ckpt_megatron_options;
+
+#define CKPT_MEGATRON_OPTIONS_VERSION 1
+#define CKPT_MEGATRON_OPTIONS_INIT { CKPT_MEGATRON_OPTIONS_VERSION, NULL, 0 }
+
+/* The logical model of a Megatron checkpoint set. Checks that every rank file is there and
+ * that the shards fit together; errors name the file and the tensor. The set must outlive
+ * the model; nodes are built in g, which must outlive the plans that use them. */
+CKPT_EXTERN(int) ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g,
+                                    const ckpt_megatron_options *opts);
+CKPT_EXTERN(void) ckpt_megatron_close(ckpt_megatron *m);
+
+/* A logical model given tensor by tensor (from another framework's checkpoint): `args` is
+ * an argparse.Namespace value tree (see ckpt_megatron_args_new) that must outlive the model.
+ * The written rank files hold args, checkpoint_version 3.0, iteration, the model and
+ * num_floating_point_operations_so_far, as Megatron's own converters write them. */
+CKPT_EXTERN(int) ckpt_megatron_new(ckpt_megatron **out, ckpt_graph *g, const ckpt_value *args, int64_t iteration,
+                                   const ckpt_megatron_options *opts);
+/* Add a full tensor under its global name (any order: the model is sorted into Megatron's
+ * module order when it is written). */
+CKPT_EXTERN(int) ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full);
+/* Add the `_extra_state` keys the modules of every layer have: Transformer Engine layers
+ * (non-zero) an empty uint8 tensor each (no FP8 state), local layers None, as Megatron's
+ * own state dicts hold them, so that a strict load finds every key. Call after the tensors. */
+CKPT_EXTERN(int) ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine);
+
+/* An argparse.Namespace for Megatron's args, built in `a`, with the attributes Megatron reads
+ * when it resumes or fine-tunes from a checkpoint (sizes, head counts, vocabulary, position
+ * embedding, norm, SwiGLU, biases, dtype, parallel sizes of 1): set them with
+ * ckpt_megatron_args_set_* before ckpt_megatron_new. */
+CKPT_EXTERN(int) ckpt_megatron_args_new(ckpt_arena *a, ckpt_value **out);
+CKPT_EXTERN(int) ckpt_megatron_args_set_int(ckpt_arena *a, ckpt_value *args, const char *name, int64_t v);
+CKPT_EXTERN(int) ckpt_megatron_args_set_float(ckpt_arena *a, ckpt_value *args, const char *name, double v);
+CKPT_EXTERN(int) ckpt_megatron_args_set_bool(ckpt_arena *a, ckpt_value *args, const char *name, int v);
+CKPT_EXTERN(int) ckpt_megatron_args_set_str(ckpt_arena *a, ckpt_value *args, const char *name, const char *v);
+/* None */
+CKPT_EXTERN(int) ckpt_megatron_args_set_none(ckpt_arena *a, ckpt_value *args, const char *name);
+/* A torch dtype (params_dtype): torch.bfloat16, torch.float32, ... */
+CKPT_EXTERN(int) ckpt_megatron_args_set_dtype(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_dtype dtype);
+/* An attribute of any Megatron args (a checkpoint's or one built here); NULL when absent. */
+CKPT_EXTERN(const ckpt_value *) ckpt_megatron_arg(const ckpt_value *args, const char *name);
+CKPT_EXTERN(const ckpt_value *) ckpt_megatron_args(const ckpt_megatron *m);
+
+typedef struct ckpt_megatron_info {
+    int tp, pp, vpp, ep;
+    int64_t num_layers;
+    int64_t padded_vocab_size;   /* rows of the vocabulary tables as stored */
+    int64_t true_vocab_size;     /* 0 when unknown */
+    int64_t make_vocab_size_divisible_by;
+    int has_optimizer;           /* the rank files hold optimizer state */
+    int distributed_optimizer;   /* a distrib_optim.pt beside the rank files */
+    double checkpoint_version;
+    int64_t iteration;
+} ckpt_megatron_info;
+
+CKPT_EXTERN(const ckpt_megatron_info *) ckpt_megatron_info_of(const ckpt_megatron *m);
+
+/* The logical tensors, in Megatron's order (embeddings, layers in global order, final norm,
+ * output layer). Non-tensor entries (local layers' `_extra_state` = None) are not listed. */
+CKPT_EXTERN(size_t) ckpt_megatron_tensor_count(const ckpt_megatron *m);
+CKPT_EXTERN(const char *) ckpt_megatron_tensor_at(const ckpt_megatron *m, size_t i, const ckpt_node **full,
+                                                  ckpt_tensor_layout *layout);
+
+/* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
+ * make_vocab_size_divisible_by * tp. */
+CKPT_EXTERN(int64_t) ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp);
+
+typedef struct ckpt_megatron_target {
+    unsigned version;
+    int tp, pp, vpp;                   /* vpp 1: no virtual pipeline */
+    int64_t padded_vocab_size;         /* 0: Megatron's rule from make_vocab_size_divisible_by x tp */
+    ckpt_megatron_optimizer optimizer;
+    ckpt_megatron_extra_state extra_state;
+} ckpt_megatron_target;
+
+#define CKPT_MEGATRON_TARGET_VERSION 1
+#define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
+                                    CKPT_MEGATRON_EXTRA_COPY }
+
+/* Add to `plan` the checkpoint at the target layout: the tracker, and per rank
+ * iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt with the source's top-level entries,
+ * `args` rewritten (parallel sizes, padded_vocab_size), the model (or model0.. per virtual
+ * chunk) resharded, and the optimizer state resharded with its parameters or dropped. Vocab
+ * tables are cut to the new padded size (only padding rows may go) or padded with zero rows.
+ * The plan's nodes are built in the model's graph. */
+CKPT_EXTERN(int) ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan);
+
+CKPT_END_DECL
+
+#endif

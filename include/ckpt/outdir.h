@@ -1,0 +1,44 @@
+/* Output directories that appear whole or not at all.
+ *
+ * A run that writes several files (a converted checkpoint directory, consolidated shards)
+ * builds them in a staging directory beside the output, `.<name>.ckptconv-XXXXXX`, and
+ * moves it into place once everything is written. A failed run (or one interrupted by a
+ * signal whose handler calls ckpt_outdir_cleanup_all) removes the staging directory:
+ * nothing is left under the output name. With `force`, an existing non-empty output
+ * directory is written into at the end, file by file: files of the same name are
+ * replaced, other files are kept. */
+#ifndef CKPT_OUTDIR_H
+#define CKPT_OUTDIR_H
+
+#include "common.h"
+
+CKPT_BEGIN_DECL
+
+typedef struct ckpt_outdir ckpt_outdir;
+
+/* Refuse `final` when it is a file (CKPT_EINVALID), or a non-empty directory without
+ * force (CKPT_EEXISTS). Creates its missing parent directories and the staging
+ * directory. The handle ends with ckpt_outdir_commit or ckpt_outdir_abort. */
+CKPT_EXTERN(int) ckpt_outdir_begin(ckpt_outdir **out, const char *final, int force);
+/* Where the output file `rel` (a relative path, "a.pdparams" or "mp_rank_01/x.bin") is to
+ * be written: inside the staging directory, parents created. Each name may be asked for
+ * once; absolute names and names with ".." are refused. Valid until commit or abort;
+ * NULL on error (last error set). */
+CKPT_EXTERN(const char *) ckpt_outdir_file(ckpt_outdir *d, const char *rel);
+/* The output directory as the caller named it. */
+CKPT_EXTERN(const char *) ckpt_outdir_final(const ckpt_outdir *d);
+/* The staging directory (absolute), where the files are until commit. */
+CKPT_EXTERN(const char *) ckpt_outdir_staging(const ckpt_outdir *d);
+/* Move everything into place and free d. On error the staging directory is removed. */
+CKPT_EXTERN(int) ckpt_outdir_commit(ckpt_outdir *d);
+/* Remove the staging directory and free d; NULL-safe. */
+CKPT_EXTERN(void) ckpt_outdir_abort(ckpt_outdir *d);
+/* Remove the staging directory of every output directory being built in the process.
+ * Async-signal-safe: meant for SIGINT/SIGTERM handlers, after ckpt_outfile_cleanup_all
+ * (which removes the files still being written, so that the directories can go). The
+ * handles stay allocated: abort them (commit now fails) or exit. */
+CKPT_EXTERN(void) ckpt_outdir_cleanup_all(void);
+
+CKPT_END_DECL
+
+#endif

@@ -1,0 +1,228 @@
+/* Atomic output directories: built beside the output, moved into place whole, removed on
+ * abort or interruption; existing directories only written into with force. */
+#include "test.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Names in `dir` (dot files included), sorted and joined with '|', in a static buffer. */
+static const char *listing(const char *dir)
+{
+    static char out[4096];
+    struct dirent **names;
+    int i, n = scandir(dir, &names, NULL, alphasort);
+
+    out[0] = '\0';
+    for (i = 0; i < n; i++) {
+        if (strcmp(names[i]->d_name, ".") != 0 && strcmp(names[i]->d_name, "..") != 0) {
+            if (out[0])
+                strncat(out, "|", sizeof out - strlen(out) - 1);
+            strncat(out, names[i]->d_name, sizeof out - strlen(out) - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return out;
+}
+
+static int file_is(const char *path, const char *text)
+{
+    size_t got;
+    unsigned char *bytes = ckpt_test_read_file(path, &got);
+    int same = bytes && got == strlen(text) && memcmp(bytes, text, got) == 0;
+
+    free(bytes);
+    return same;
+}
+
+/* Ask for `rel` and write `text` there. */
+static int put(ckpt_outdir *d, const char *rel, const char *text)
+{
+    const char *path = ckpt_outdir_file(d, rel);
+
+    if (!path)
+        return ckpt_error_last()->code;
+    ckpt_test_write_file(path, text, strlen(text));
+    return 0;
+}
+
+CKPT_TEST(test_outdir_commit_moves_into_place)
+{
+    ckpt_outdir *d;
+    const char *staging, *path;
+
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    ASSERT_EQ_STR(ckpt_outdir_final(d), "out");
+    /* only a hidden staging directory beside the output until commit */
+    ASSERT_TRUE(strncmp(listing("."), ".out.ckptconv-", 14) == 0);
+    ASSERT_TRUE(strchr(listing("."), '|') == NULL);
+    staging = ckpt_outdir_staging(d);
+    ASSERT_TRUE(staging[0] == '/');
+    ASSERT_TRUE(strstr(staging, "/.out.ckptconv-") != NULL);
+    ASSERT_TRUE((path = ckpt_outdir_file(d, "a.bin")) != NULL);
+    ASSERT_TRUE(strncmp(path, staging, strlen(staging)) == 0);
+    ASSERT_EQ_STR(path + strlen(staging), "/a.bin");
+    ckpt_test_write_file(path, "A", 1);
+    ASSERT_OK(put(d, "sub/deeper/b.bin", "B"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ASSERT_EQ_STR(listing("."), "out");
+    ASSERT_EQ_STR(listing("out"), "a.bin|sub");
+    ASSERT_TRUE(file_is("out/a.bin", "A"));
+    ASSERT_TRUE(file_is("out/sub/deeper/b.bin", "B"));
+}
+
+CKPT_TEST(test_outdir_creates_missing_parents)
+{
+    ckpt_outdir *d;
+
+    ASSERT_OK(ckpt_outdir_begin(&d, "x/y/out/", 0));
+    ASSERT_EQ_STR(listing("."), "x");
+    ASSERT_TRUE(strncmp(listing("x/y"), ".out.ckptconv-", 14) == 0);
+    ASSERT_OK(put(d, "m.bin", "M"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ASSERT_EQ_STR(listing("x/y"), "out");
+    ASSERT_TRUE(file_is("x/y/out/m.bin", "M"));
+}
+
+CKPT_TEST(test_outdir_abort_removes_staging)
+{
+    ckpt_outdir *d;
+
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    ASSERT_OK(put(d, "a.bin", "A"));
+    ASSERT_OK(put(d, "sub/b.bin", "B"));
+    ASSERT_OK(put(d, "sub/inner/c.bin", "C"));
+    ckpt_outdir_abort(d);
+    ckpt_outdir_abort(NULL);
+    ASSERT_EQ_STR(listing("."), "");
+}
+
+CKPT_TEST(test_outdir_refusals)
+{
+    ckpt_outdir *d = (ckpt_outdir *)1;
+
+    ckpt_test_write_file("afile", "x", 1);
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_begin(&d, "afile", 1));
+    ASSERT_TRUE(d == NULL);
+    ASSERT_ERROR_MENTIONS("afile exists and is not a directory");
+    ASSERT_TRUE(mkdir("full", 0755) == 0);
+    ckpt_test_write_file("full/old", "x", 1);
+    ASSERT_FAILS(CKPT_EEXISTS, ckpt_outdir_begin(&d, "full", 0));
+    ASSERT_ERROR_MENTIONS("full is not empty (1 entries)");
+    ASSERT_ERROR_MENTIONS("--force");
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_begin(&d, ".", 1));
+    ASSERT_ERROR_MENTIONS("name the output directory itself");
+    ASSERT_EQ_STR(listing("."), "afile|full");
+    ASSERT_EQ_STR(listing("full"), "old");
+    /* an empty directory needs no force */
+    ASSERT_TRUE(mkdir("empty", 0755) == 0);
+    ASSERT_OK(ckpt_outdir_begin(&d, "empty", 0));
+    ASSERT_OK(put(d, "a.bin", "A"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ASSERT_EQ_STR(listing("empty"), "a.bin");
+}
+
+CKPT_TEST(test_outdir_force_merges)
+{
+    ckpt_outdir *d;
+
+    ASSERT_TRUE(mkdir("out", 0755) == 0 && mkdir("out/sub", 0755) == 0);
+    ckpt_test_write_file("out/keep.txt", "mine", 4);
+    ckpt_test_write_file("out/a.bin", "old", 3);
+    ckpt_test_write_file("out/sub/old.txt", "old", 3);
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 1));
+    ASSERT_OK(put(d, "a.bin", "new"));
+    ASSERT_OK(put(d, "sub/b.bin", "B"));
+    ASSERT_OK(put(d, "fresh/c.bin", "C"));
+    /* nothing changes in the output before commit */
+    ASSERT_TRUE(file_is("out/a.bin", "old"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ASSERT_EQ_STR(listing("."), "out");
+    ASSERT_EQ_STR(listing("out"), "a.bin|fresh|keep.txt|sub");
+    ASSERT_TRUE(file_is("out/keep.txt", "mine"));
+    ASSERT_TRUE(file_is("out/a.bin", "new"));
+    ASSERT_EQ_STR(listing("out/sub"), "b.bin|old.txt");
+    ASSERT_TRUE(file_is("out/fresh/c.bin", "C"));
+}
+
+CKPT_TEST(test_outdir_bad_names)
+{
+    static const char *const bad[] = { "", "/abs.bin", "../up.bin", "a/../b.bin", "sub/.." };
+    ckpt_outdir *d;
+    size_t i;
+
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_TRUE(ckpt_outdir_file(d, bad[i]) == NULL);
+        ASSERT_EQ_INT(ckpt_error_last()->code, CKPT_EINVALID);
+        ASSERT_ERROR_MENTIONS("not a plain relative output name");
+    }
+    ASSERT_OK(put(d, "a.bin", "A"));
+    ASSERT_TRUE(ckpt_outdir_file(d, "a.bin") == NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->code, CKPT_EEXISTS);
+    ASSERT_ERROR_MENTIONS("a.bin: written twice");
+    ckpt_outdir_abort(d);
+    ASSERT_EQ_STR(listing("."), "");
+}
+
+CKPT_TEST(test_outdir_cleanup_all_removes_staging)
+{
+    ckpt_outdir *a, *b;
+
+    ASSERT_OK(ckpt_outdir_begin(&a, "one", 0));
+    ASSERT_OK(ckpt_outdir_begin(&b, "two", 0));
+    ASSERT_OK(put(a, "top.bin", "T"));
+    ASSERT_OK(put(a, "x/y/z/deep.bin", "D"));
+    ASSERT_OK(put(a, "x/y/side.bin", "S"));
+    ASSERT_OK(put(b, "mp_rank_00/m.bin", "M"));
+    ckpt_outdir_cleanup_all();
+    ASSERT_EQ_STR(listing("."), "");
+    /* the handles stay usable enough to be closed; commit has nothing left to move */
+    ckpt_outdir_abort(a);
+    ASSERT_FAILS(CKPT_EIO, ckpt_outdir_commit(b));
+    ASSERT_ERROR_MENTIONS("two: cannot move the output into place");
+    ASSERT_EQ_STR(listing("."), "");
+}
+
+CKPT_TEST(test_outdir_cleanup_all_spares_committed_output)
+{
+    ckpt_outdir *d;
+
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    ASSERT_OK(put(d, "sub/a.bin", "A"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ckpt_outdir_cleanup_all();
+    ASSERT_TRUE(file_is("out/sub/a.bin", "A"));
+    /* slots were given back: a later output is cleaned up as well */
+    ASSERT_OK(ckpt_outdir_begin(&d, "later", 0));
+    ASSERT_OK(put(d, "b.bin", "B"));
+    ckpt_outdir_cleanup_all();
+    ASSERT_EQ_STR(listing("."), "out");
+    ckpt_outdir_abort(d);
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    ckpt_outdir_cleanup_all();
+}
+
+CKPT_TEST(test_outdir_cleanup_from_signal_handler)
+{
+    struct sigaction sa, old;
+    ckpt_outdir *d;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_TRUE(sigaction(SIGUSR1, &sa, &old) == 0);
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    ASSERT_OK(put(d, "a/b.bin", "partial"));
+    raise(SIGUSR1);
+    sigaction(SIGUSR1, &old, NULL);
+    ASSERT_EQ_STR(listing("."), "");
+    ckpt_outdir_abort(d);
+}

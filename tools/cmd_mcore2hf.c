@@ -1,0 +1,280 @@
+/* ckptconv mcore2hf ROOT OUT: a Megatron-LM (mcore GPT, LLaMA-style) checkpoint at any
+ * TP/PP layout -> a Hugging Face LLaMA directory transformers loads. */
+#include "cli.h"
+
+#include <ckpt/sys/common.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mcore2hf_args {
+    const char *in, *out;
+    int64_t iteration, true_vocab;
+    uint64_t max_shard;
+    int dry_run, force, json, quiet;
+    ckpt_convert_options write;
+} mcore2hf_args;
+
+static void mcore2hf_help(FILE *out)
+{
+    fprintf(out,
+"usage: ckptconv mcore2hf ROOT OUT [options]\n"
+"\n"
+"Convert a Megatron-LM mcore GPT checkpoint of a LLaMA-style model (RMSNorm, SwiGLU,\n"
+"RoPE, no linear biases; GQA or not; --ckpt-format torch) at any TP/PP/VPP layout into\n"
+"a Hugging Face LLaMA directory: OUT/config.json (model_type llama, head_dim, key/value\n"
+"heads, rope_theta, rms_norm_eps, vocab_size = the true vocabulary) and\n"
+"model.safetensors, sharded like transformers' save_pretrained above --max-shard-size\n"
+"(model-00001-of-0000N.safetensors + model.safetensors.index.json).\n"
+"\n"
+"The rank files are merged as `ckptconv reshard` reads them; then linear_qkv is split per\n"
+"query group into q/k/v (both sides use rotate-half RoPE, so no permutation), linear_fc1\n"
+"into gate/up, the norms are renamed (TE or local layer names, detected) and the\n"
+"vocabulary padding rows are dropped. _extra_state entries and the optimizer state are\n"
+"not part of a Hugging Face model and are left out. Tensors keep their dtype.\n"
+"\n"
+"options:\n"
+"  --iteration I            read iter_I instead of the one the tracker names\n"
+"  --true-vocab-size V      the vocabulary without padding, when args do not hold it\n"
+"                           (args.vocab_size)\n"
+"  --max-shard-size SIZE    largest safetensors file (default 5GB, decimal units as\n"
+"                           transformers takes them)\n"
+"  --dry-run                print every output tensor with its sources; write nothing\n"
+"  --json                   one JSON report on stdout\n"
+"  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
+"\n"
+"examples:\n"
+"  ckptconv mcore2hf checkpoints/llama-tp2pp2 llama-hf/\n"
+"  ckptconv mcore2hf checkpoints/llama llama-hf/ --true-vocab-size 32000 --max-shard-size 2GB\n");
+}
+
+static int parse_args(int argc, char **argv, mcore2hf_args *a)
+{
+    enum { O_ITER = 256, O_TRUE, O_SHARD, O_DRY, O_JSON, O_MEM, O_THREADS, O_FORCE };
+    static const struct option longopts[] = {
+        { "iteration", required_argument, NULL, O_ITER }, { "true-vocab-size", required_argument, NULL, O_TRUE },
+        { "max-shard-size", required_argument, NULL, O_SHARD }, { "dry-run", no_argument, NULL, O_DRY },
+        { "json", no_argument, NULL, O_JSON }, { "memory", required_argument, NULL, O_MEM },
+        { "threads", required_argument, NULL, O_THREADS }, { "force", no_argument, NULL, O_FORCE },
+        { "quiet", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+    };
+    int c, rc;
+    char *end;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+        rc = 0;
+        switch (c) {
+        case O_ITER:
+        case O_TRUE: {
+            long long v = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || v < (c == O_TRUE))
+                return cli_usage_error("mcore2hf", "%s needs a non-negative integer, not '%s'",
+                                       c == O_ITER ? "--iteration" : "--true-vocab-size", optarg);
+            *(c == O_ITER ? &a->iteration : &a->true_vocab) = v;
+            break;
+        }
+        case O_SHARD:
+            if (cli_parse_size(optarg, &a->max_shard) < 0 || a->max_shard == 0)
+                return cli_usage_error("mcore2hf", "--max-shard-size: '%s' is not a size", optarg);
+            break;
+        case O_DRY: a->dry_run = 1; break;
+        case O_JSON: a->json = 1; break;
+        case O_MEM: rc = cli_option_memory("mcore2hf", optarg, &a->write.memory); break;
+        case O_THREADS: rc = cli_option_threads("mcore2hf", optarg, &a->write.threads); break;
+        case O_FORCE: a->force = 1; break;
+        case 'q': a->quiet = 1; break;
+        case 'h': mcore2hf_help(stdout); return -1;
+        default: return cli_usage_error("mcore2hf", "unknown option");
+        }
+        if (rc)
+            return rc;
+    }
+    if (argc - optind != 2)
+        return cli_usage_error("mcore2hf", "expected ROOT and OUT, got %d argument(s)", argc - optind);
+    a->in = argv[optind];
+    a->out = argv[optind + 1];
+    return 0;
+}
+
+/* The model must be one transformers' LlamaForCausalLM can hold. */
+static int check_llama(const ckpt_megatron *m)
+{
+    const ckpt_value *args = ckpt_megatron_args(m);
+    const ckpt_value *v;
+
+    if (!(v = ckpt_megatron_arg(args, "swiglu")) || v->kind != CKPT_VAL_BOOL || !v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT, "not a LLaMA-style model: args.swiglu is not True");
+    if ((v = ckpt_megatron_arg(args, "normalization")) && v->kind == CKPT_VAL_STR && strcmp(v->u.str.ptr, "RMSNorm"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "not a LLaMA-style model: args.normalization is %s, not RMSNorm", v->u.str.ptr);
+    if ((v = ckpt_megatron_arg(args, "position_embedding_type")) && v->kind == CKPT_VAL_STR &&
+        strcmp(v->u.str.ptr, "rope"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "not a LLaMA-style model: args.position_embedding_type is %s, not rope", v->u.str.ptr);
+    if ((v = ckpt_megatron_arg(args, "add_bias_linear")) && v->kind == CKPT_VAL_BOOL && v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "not a LLaMA-style model: args.add_bias_linear is True (LLaMA has no linear biases)");
+    return 0;
+}
+
+static int64_t arg_int(const ckpt_megatron *m, const char *name, int64_t fallback)
+{
+    const ckpt_value *v = ckpt_megatron_arg(ckpt_megatron_args(m), name);
+    return v && v->kind == CKPT_VAL_INT ? v->u.integer : fallback;
+}
+
+/* The map's parameters from args: head counts, head size, both vocabulary sizes. */
+static int set_params(const ckpt_megatron *m, ckpt_map_params *p, int64_t padded_rows)
+{
+    const ckpt_megatron_info *info = ckpt_megatron_info_of(m);
+    const ckpt_value *gqa = ckpt_megatron_arg(ckpt_megatron_args(m), "group_query_attention");
+    int64_t heads = arg_int(m, "num_attention_heads", 0), hidden = arg_int(m, "hidden_size", 0);
+    int64_t groups = gqa && gqa->kind == CKPT_VAL_BOOL && gqa->u.boolean ? arg_int(m, "num_query_groups", heads) : heads;
+    int rc;
+
+    if (!info->true_vocab_size)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MAP_PARAM,
+                               "the true vocabulary size is unknown (args.vocab_size is not set): give "
+                               "--true-vocab-size");
+    if ((rc = ckpt_map_params_set(p, "num_attention_heads", heads)) < 0 ||
+        (rc = ckpt_map_params_set(p, "num_key_value_heads", groups)) < 0 ||
+        (rc = ckpt_map_params_set(p, "hidden_size", hidden)) < 0 ||
+        (rc = ckpt_map_params_set(p, "head_dim", arg_int(m, "kv_channels", heads ? hidden / heads : 0))) < 0 ||
+        (rc = ckpt_map_params_set(p, "vocab_size", info->true_vocab_size)) < 0)
+        return rc;
+    return ckpt_map_params_set(p, "padded_vocab_size", padded_rows);
+}
+
+static int run(const mcore2hf_args *a)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+    ckpt_plan_report rep;
+    ckpt_set *set = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_megatron *m = NULL;
+    ckpt_map *map = NULL;
+    ckpt_map_params *params = NULL;
+    ckpt_map_result *res = NULL;
+    ckpt_map_input *inputs = NULL;
+    const char **names = NULL;
+    const ckpt_node **nodes = NULL;
+    size_t *perm = NULL;
+    ckpt_buf config = CKPT_BUF_INIT;
+    ckpt_dtype dtype = CKPT_DTYPE_F32;
+    size_t i, n = 0, n_out;
+    int64_t padded_rows = 0;
+    int te = 0, rc;
+    double start = cli_now();
+
+    memset(&rep, 0, sizeof rep);
+    so.layout = "megatron";
+    so.iteration = a->iteration;
+    mo.true_vocab_size = a->true_vocab;
+    if ((rc = ckpt_set_open(&set, a->in, &so)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+        (rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = check_llama(m)) < 0)
+        goto done;
+    inputs = calloc(ckpt_megatron_tensor_count(m) + 1, sizeof *inputs);
+    if (!inputs) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < ckpt_megatron_tensor_count(m); i++) {
+        const ckpt_node *full;
+        ckpt_tensor_layout l;
+        const char *name = ckpt_megatron_tensor_at(m, i, &full, &l);
+        size_t len = strlen(name);
+        /* module metadata, not weights: a Hugging Face model has no place for it */
+        if (len > 13 && strcmp(name + len - 13, "._extra_state") == 0)
+            continue;
+        te |= strstr(name, "linear_qkv.layer_norm_weight") != NULL;
+        if (l.tp == CKPT_TP_VOCAB) {
+            padded_rows = ckpt_node_shape(full)[0];
+            dtype = ckpt_node_dtype(full);
+        }
+        inputs[n].name = name;
+        inputs[n].node = full;
+        inputs[n++].home = 0;
+    }
+    if ((rc = ckpt_map_builtin(&map, te ? "megatron_hf_llama" : "megatron_hf_llama_local")) < 0 ||
+        (rc = ckpt_map_params_new(&params)) < 0 || (rc = set_params(m, params, padded_rows)) < 0 ||
+        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0)
+        goto done;
+    n_out = ckpt_map_result_count(res);
+    names = calloc(n_out + 1, sizeof *names);
+    nodes = calloc(n_out + 1, sizeof *nodes);
+    perm = calloc(n_out + 1, sizeof *perm);
+    if (!names || !nodes || !perm) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < n_out; i++)
+        names[i] = ckpt_map_result_at(res, i)->name;
+    if ((rc = ckpt_hf_llama_order(names, n_out, perm)) < 0)
+        goto done;
+    for (i = 0; i < n_out; i++) {
+        names[i] = ckpt_map_result_at(res, perm[i])->name;
+        nodes[i] = ckpt_map_result_at(res, perm[i])->node;
+    }
+    if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n_out, a->max_shard)) < 0 ||
+        (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
+                                   &config)) < 0 ||
+        (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0)
+        goto done;
+    if (a->dry_run) {
+        ckpt_buf b = CKPT_BUF_INIT;
+        if ((rc = ckpt_plan_describe(plan, 1, &b)) == 0)
+            printf("mcore2hf %s -> %s: %zu files, nothing written\n%s", a->in, a->out, ckpt_plan_file_count(plan),
+                   b.data ? (const char *)b.data : "");
+        ckpt_buf_dispose(&b);
+        goto done;
+    }
+    po.force = a->force;
+    po.convert = a->write;
+    if (!a->quiet && !a->json) {
+        po.convert.progress = cli_progress;
+        po.convert.progress_payload = (void *)"mcore2hf";
+    }
+    rc = ckpt_plan_execute(plan, a->out, &po, &rep);
+    cli_progress_done();
+    if (rc == 0 && a->json) {
+        printf("{\n  \"command\": \"mcore2hf\",\n  \"files\": %zu,\n  \"tensors\": %zu,\n  \"bytes_written\": %llu,\n"
+               "  \"seconds\": %.3f\n}\n",
+               rep.files, n_out, (unsigned long long)rep.bytes_written, cli_now() - start);
+    } else if (rc == 0 && !a->quiet) {
+        char size[32];
+        fprintf(stderr, "wrote %s: %zu tensors in %zu files, %s in %.2f s\n", a->out, n_out, rep.files,
+                cli_human_size(rep.bytes_written, size, sizeof size), cli_now() - start);
+    }
+done:
+    ckpt_plan_report_dispose(&rep);
+    ckpt_buf_dispose(&config);
+    free(names);
+    free(nodes);
+    free(perm);
+    free(inputs);
+    ckpt_map_result_free(res);
+    ckpt_map_params_free(params);
+    ckpt_map_free(map);
+    ckpt_megatron_close(m);
+    ckpt_plan_free(plan);
+    ckpt_set_close(set);
+    return rc < 0 ? cli_fail("mcore2hf") : CLI_EXIT_OK;
+}
+
+int cli_mcore2hf(int argc, char **argv)
+{
+    ckpt_convert_options write = CKPT_CONVERT_OPTIONS_INIT;
+    mcore2hf_args a;
+    int rc;
+
+    memset(&a, 0, sizeof a);
+    a.write = write;
+    a.iteration = -1;
+    rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    return run(&a);
+}

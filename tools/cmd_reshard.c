@@ -1,0 +1,314 @@
+/* ckptconv reshard IN OUT --tp N --pp M [--vpp K]: a Megatron-LM checkpoint at another
+ * parallel layout, optimizer state included, written as one plan. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <ckpt/sys/common.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct reshard_args {
+    const char *in, *out, *strategy;
+    ckpt_megatron_target target;
+    int64_t iteration, true_vocab;
+    int dry_run, force, json, quiet, tp_set, pp_set;
+    ckpt_convert_options write;
+} reshard_args;
+
+static void reshard_help(FILE *out)
+{
+    fprintf(out,
+"usage: ckptconv reshard IN OUT --tp N --pp M [--vpp K] [options]\n"
+"\n"
+"Write a Megatron-LM checkpoint (--ckpt-format torch) at another tensor/pipeline-\n"
+"parallel layout, offline, on a CPU, streaming: the checkpoint a run with\n"
+"--tensor-model-parallel-size N --pipeline-model-parallel-size M resumes from.\n"
+"\n"
+"IN is a checkpoint root (latest_checkpointed_iteration.txt, iter_NNNNNNN/ or release/,\n"
+"mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt) or one iteration directory. Its rank files\n"
+"are read as one model at full shapes with global layer numbers, lazily, through the\n"
+"built-in megatron_gpt layout rules (formats/maps/megatron_gpt.json): column- and\n"
+"row-parallel weights, the fused QKV cut contiguously per query group (also with fewer\n"
+"groups than ranks), SwiGLU linear_fc1 as [gate_r; up_r] per rank, vocabulary tables,\n"
+"replicated norms and biases, TE and local layer names, learned position embeddings,\n"
+"QK layernorm, tied or untied output layers (tied + PP > 1: the last stage's copy).\n"
+"\n"
+"OUT gets Megatron's layout for the new sizes: the tracker, iter_NNNNNNN/mp_rank_TT[_PPP]/\n"
+"model_optim_rng.pt, `iteration` and `checkpoint_version` kept, `args` rewritten\n"
+"(tensor_model_parallel_size, pipeline_model_parallel_size,\n"
+"virtual_pipeline_model_parallel_size, padded_vocab_size). The vocabulary is padded to\n"
+"Megatron's rule (a multiple of make_vocab_size_divisible_by x TP) or --padded-vocab-size:\n"
+"new padding rows are zeros, and only padding rows are ever cut.\n"
+"\n"
+"Optimizer state (the non-distributed optimizer's Adam moments and fp32 master copies in\n"
+"model_optim_rng.pt) is resharded with its parameters, in the order Megatron builds its\n"
+"param groups. A distributed optimizer's distrib_optim.pt is not resharded yet: use\n"
+"--no-optimizer for a model-only checkpoint (resume it with --finetune or --no-load-optim).\n"
+"rng states stay per rank where the rank exists in both layouts; new ranks get TP rank 0\n"
+"of stage 0's. _extra_state entries are copied from the first source rank of their\n"
+"stage (--extra-state empty writes empty uint8 tensors, TE >= 2.0's \"no FP8 state\";\n"
+"drop leaves them out). MoE experts are carried at the same expert-parallel size\n"
+"(changing EP is not supported yet).\n"
+"\n"
+"Nothing appears under OUT unless every file was written and synced; a non-empty OUT\n"
+"needs --force.\n"
+"\n"
+"options:\n"
+"  --tp N, --pp M           target tensor- and pipeline-parallel sizes (default: the input's)\n"
+"  --vpp K                  virtual pipeline chunks per stage (default 1)\n"
+"  --strategy FILE          the target from a Galvatron-style strategy JSON\n"
+"                           ({\"pp_size\": M, \"tp_size_list\": [N, N, ...]}, uniform TP)\n"
+"  --iteration I            read iter_I instead of the one the tracker names\n"
+"  --padded-vocab-size V    vocabulary rows in the output instead of Megatron's rule\n"
+"  --true-vocab-size V      rows that are not padding, when args do not say\n"
+"  --no-optimizer           write the model, args, iteration and rng state only\n"
+"  --extra-state MODE       copy (default), empty or drop\n"
+"  --dry-run                print every output file and tensor with its sources; write nothing\n"
+"  --json                   one JSON report on stdout\n"
+"  --memory SIZE            working-memory budget (default 512M)\n"
+"  --threads N              worker threads (default: all cores)\n"
+"  --force                  write into a non-empty OUT\n"
+"  -q, --quiet              no progress or summary\n"
+"  -h, --help               this text\n"
+"\n"
+"examples:\n"
+"  ckptconv reshard ckpt/ ckpt-tp4/ --tp 4 --pp 1\n"
+"  ckptconv reshard ckpt/ ckpt-pp4-vpp2/ --tp 2 --pp 4 --vpp 2 --dry-run\n"
+"  ckptconv reshard ckpt/iter_0005000 out/ --tp 1 --pp 1 --no-optimizer\n");
+}
+
+static int parse_int(const char *cmd, const char *opt, const char *s, long long min, long long *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+
+    if (!*s || *end || v < min)
+        return cli_usage_error(cmd, "%s needs an integer >= %lld, not '%s'", opt, min, s);
+    *out = v;
+    return 0;
+}
+
+/* Galvatron's strategy files: {"pp_size": M, "tp_size_list": [N, N, ...]} (uniform TP). */
+static int read_strategy(reshard_args *a)
+{
+    FILE *f = fopen(a->strategy, "rb");
+    char *text = NULL;
+    long len;
+    cJSON *j = NULL, *pp, *tps, *tp;
+    int rc = CLI_EXIT_USAGE, first = -1;
+
+    if (!f)
+        return cli_usage_error("reshard", "cannot read --strategy %s", a->strategy);
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) == (size_t)len)
+        j = cJSON_Parse(text);
+    fclose(f);
+    free(text);
+    pp = cJSON_GetObjectItemCaseSensitive(j, "pp_size");
+    tps = cJSON_GetObjectItemCaseSensitive(j, "tp_size_list");
+    if (!cJSON_IsNumber(pp) || !cJSON_IsArray(tps) || cJSON_GetArraySize(tps) == 0) {
+        cJSON_Delete(j);
+        return cli_usage_error("reshard", "%s: expected {\"pp_size\": M, \"tp_size_list\": [N, ...]}", a->strategy);
+    }
+    cJSON_ArrayForEach(tp, tps) {
+        if (!cJSON_IsNumber(tp) || (first >= 0 && tp->valueint != first)) {
+            cJSON_Delete(j);
+            return cli_usage_error("reshard", "%s: tp_size_list must hold one size for every layer (per-layer "
+                                   "TP sizes are not supported)", a->strategy);
+        }
+        first = tp->valueint;
+    }
+    a->target.pp = pp->valueint;
+    a->target.tp = first;
+    a->tp_set = a->pp_set = 1;
+    rc = 0;
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int parse_args(int argc, char **argv, reshard_args *a)
+{
+    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_DRY, O_JSON, O_MEM,
+           O_THREADS, O_FORCE };
+    static const struct option longopts[] = {
+        { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
+        { "vpp", required_argument, NULL, O_VPP }, { "strategy", required_argument, NULL, O_STRATEGY },
+        { "iteration", required_argument, NULL, O_ITER }, { "padded-vocab-size", required_argument, NULL, O_PADDED },
+        { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
+        { "extra-state", required_argument, NULL, O_EXTRA }, { "dry-run", no_argument, NULL, O_DRY },
+        { "json", no_argument, NULL, O_JSON }, { "memory", required_argument, NULL, O_MEM },
+        { "threads", required_argument, NULL, O_THREADS }, { "force", no_argument, NULL, O_FORCE },
+        { "quiet", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+    };
+    long long v = 0;
+    int c, rc;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+        rc = 0;
+        switch (c) {
+        case O_TP: rc = parse_int("reshard", "--tp", optarg, 1, &v); a->target.tp = (int)v; a->tp_set = 1; break;
+        case O_PP: rc = parse_int("reshard", "--pp", optarg, 1, &v); a->target.pp = (int)v; a->pp_set = 1; break;
+        case O_VPP: rc = parse_int("reshard", "--vpp", optarg, 1, &v); a->target.vpp = (int)v; break;
+        case O_STRATEGY: a->strategy = optarg; break;
+        case O_ITER: rc = parse_int("reshard", "--iteration", optarg, 0, &v); a->iteration = v; break;
+        case O_PADDED: rc = parse_int("reshard", "--padded-vocab-size", optarg, 1, &v); a->target.padded_vocab_size = v; break;
+        case O_TRUE: rc = parse_int("reshard", "--true-vocab-size", optarg, 1, &v); a->true_vocab = v; break;
+        case O_NOOPT: a->target.optimizer = CKPT_MEGATRON_OPTIM_DROP; break;
+        case O_EXTRA:
+            if (strcmp(optarg, "copy") == 0)
+                a->target.extra_state = CKPT_MEGATRON_EXTRA_COPY;
+            else if (strcmp(optarg, "empty") == 0)
+                a->target.extra_state = CKPT_MEGATRON_EXTRA_EMPTY;
+            else if (strcmp(optarg, "drop") == 0)
+                a->target.extra_state = CKPT_MEGATRON_EXTRA_DROP;
+            else
+                rc = cli_usage_error("reshard", "--extra-state is copy, empty or drop, not '%s'", optarg);
+            break;
+        case O_DRY: a->dry_run = 1; break;
+        case O_JSON: a->json = 1; break;
+        case O_MEM: rc = cli_option_memory("reshard", optarg, &a->write.memory); break;
+        case O_THREADS: rc = cli_option_threads("reshard", optarg, &a->write.threads); break;
+        case O_FORCE: a->force = 1; break;
+        case 'q': a->quiet = 1; break;
+        case 'h': reshard_help(stdout); return -1;
+        default: return cli_usage_error("reshard", "unknown option");
+        }
+        if (rc)
+            return rc;
+    }
+    if (argc - optind != 2)
+        return cli_usage_error("reshard", "expected IN and OUT, got %d argument(s)", argc - optind);
+    a->in = argv[optind];
+    a->out = argv[optind + 1];
+    return a->strategy ? read_strategy(a) : 0;
+}
+
+static void print_json(const reshard_args *a, const ckpt_megatron_info *in, const ckpt_plan *plan,
+                       const ckpt_plan_report *rep, double seconds)
+{
+    cJSON *o = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(o, "files");
+    size_t i;
+    char *text;
+
+    cJSON_AddStringToObject(o, "command", "reshard");
+    cJSON_AddStringToObject(o, "input", a->in);
+    cJSON_AddStringToObject(o, "output", a->out);
+    cJSON_AddBoolToObject(o, "dry_run", a->dry_run);
+    cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
+    cJSON_AddNumberToObject(from, "tp", in->tp);
+    cJSON_AddNumberToObject(from, "pp", in->pp);
+    cJSON_AddNumberToObject(from, "vpp", in->vpp);
+    cJSON_AddNumberToObject(from, "ep", in->ep);
+    cJSON_AddNumberToObject(from, "padded_vocab_size", (double)in->padded_vocab_size);
+    cJSON_AddNumberToObject(to, "tp", a->target.tp);
+    cJSON_AddNumberToObject(to, "pp", a->target.pp);
+    cJSON_AddNumberToObject(to, "vpp", a->target.vpp);
+    cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
+    cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
+    cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP);
+    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
+        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
+        cJSON *jf = cJSON_CreateObject();
+        cJSON_AddStringToObject(jf, "path", f->rel);
+        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
+        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
+        cJSON_AddItemToArray(files, jf);
+    }
+    if (!a->dry_run) {
+        cJSON_AddNumberToObject(o, "bytes_written", (double)rep->bytes_written);
+        cJSON_AddNumberToObject(o, "seconds", seconds);
+    }
+    text = cJSON_Print(o);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+static int run(reshard_args *a)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+    ckpt_plan_report rep;
+    ckpt_set *set = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_megatron *m = NULL;
+    const ckpt_megatron_info *info;
+    double start = cli_now();
+    int rc;
+
+    memset(&rep, 0, sizeof rep);
+    so.layout = "megatron";
+    so.iteration = a->iteration;
+    mo.true_vocab_size = a->true_vocab;
+    if ((rc = ckpt_set_open(&set, a->in, &so)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+        (rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
+        goto done;
+    info = ckpt_megatron_info_of(m);
+    if (!a->tp_set)
+        a->target.tp = info->tp;
+    if (!a->pp_set)
+        a->target.pp = info->pp;
+    if ((rc = ckpt_megatron_plan(m, &a->target, plan)) < 0)
+        goto done;
+    if (a->dry_run) {
+        ckpt_buf b = CKPT_BUF_INIT;
+        if (a->json) {
+            print_json(a, info, plan, &rep, 0);
+        } else if ((rc = ckpt_plan_describe(plan, 1, &b)) == 0) {
+            printf("reshard %s (TP %d, PP %d, VPP %d) -> %s (TP %d, PP %d, VPP %d): %zu files, nothing written\n",
+                   a->in, info->tp, info->pp, info->vpp, a->out, a->target.tp, a->target.pp, a->target.vpp,
+                   ckpt_plan_file_count(plan));
+            fputs(b.data ? (const char *)b.data : "", stdout);
+        }
+        ckpt_buf_dispose(&b);
+        goto done;
+    }
+    po.force = a->force;
+    po.convert = a->write;
+    if (!a->quiet && !a->json) {
+        po.convert.progress = cli_progress;
+        po.convert.progress_payload = (void *)"reshard";
+    }
+    rc = ckpt_plan_execute(plan, a->out, &po, &rep);
+    cli_progress_done();
+    if (rc < 0)
+        goto done;
+    if (a->json) {
+        print_json(a, info, plan, &rep, cli_now() - start);
+    } else if (!a->quiet) {
+        char size[32];
+        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d, %zu files, %s%s in %.2f s\n", a->out,
+                info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp, rep.files,
+                cli_human_size(rep.bytes_written, size, sizeof size),
+                info->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP ? ", optimizer state resharded"
+                                                                                        : "",
+                cli_now() - start);
+    }
+done:
+    ckpt_plan_report_dispose(&rep);
+    ckpt_megatron_close(m);
+    ckpt_plan_free(plan);
+    ckpt_set_close(set);
+    return rc < 0 ? cli_fail("reshard") : CLI_EXIT_OK;
+}
+
+int cli_reshard(int argc, char **argv)
+{
+    ckpt_megatron_target target = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_convert_options write = CKPT_CONVERT_OPTIONS_INIT;
+    reshard_args a;
+    int rc;
+
+    memset(&a, 0, sizeof a);
+    a.target = target;
+    a.write = write;
+    a.iteration = -1;
+    rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    return run(&a);
+}
