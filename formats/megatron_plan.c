@@ -12,6 +12,8 @@
 #include <string.h>
 
 #define EXTRA_STATE_SUFFIX "._extra_state"
+#define OUTPUT_WEIGHT "output_layer.weight"
+#define EMBEDDING_WEIGHT "embedding.word_embeddings.weight"
 
 typedef struct target_ctx {
     ckpt_megatron *m;
@@ -22,6 +24,7 @@ typedef struct target_ctx {
     const ckpt_node **shards; /* [entry][tp']: computed on first use */
     size_t file;              /* the plan file being built */
     const mg_rank *template_rank;
+    int drop_output;          /* tied embeddings at one stage: no output_layer.weight */
 } target_ctx;
 
 static int resize_vocab(const ckpt_megatron *m, int64_t padded, const mg_entry *e, const ckpt_node *full,
@@ -93,9 +96,15 @@ static int carry_tensor(const ckpt_value *leaf, size_t *index, void *payload)
     if (!t)
         return ckpt_error_set(CKPT_EFORMAT, "%s: tensor #%zu out of range", c->src ? ckpt_path(c->src) : "args",
                               leaf->u.tensor.index);
+    ckpt_buf name = CKPT_BUF_INIT;
+
     if ((rc = ckpt_node_tensor(c->g, t, &node)) < 0)
         return rc;
-    return ckpt_plan_add_tensor(c->plan, c->file, t->name, node, t->flags, index);
+    /* carried tensors of several source files meet in one output: named after their source */
+    if ((rc = ckpt_buf_printf(&name, "%s:%s", ckpt_path(c->src), t->name)) == 0)
+        rc = ckpt_plan_add_tensor(c->plan, c->file, (const char *)name.data, node, t->flags, index);
+    ckpt_buf_dispose(&name);
+    return rc;
 }
 
 int ckpt_megatron__carry(ckpt_plan *plan, size_t file, ckpt_graph *g, const ckpt_ckpt *src, const ckpt_value *v,
@@ -177,8 +186,8 @@ static int empty_extra_state(target_ctx *c, const char *key, size_t *index)
 
 /* The model dict of target chunk (pp, vp) at TP rank tp; params collects its parameters in
  * state-dict order, for the optimizer. */
-static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const ckpt_value *cls, ckpt_value **out,
-                       mg_param_out **params, size_t *n_params)
+static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char *chunk, const ckpt_value *cls,
+                       ckpt_value **out, mg_param_out **params, size_t *n_params)
 {
     int64_t per_chunk = c->m->info.num_layers / (c->t->pp * c->t->vpp);
     int64_t lo = ((int64_t)vp * c->t->pp + pp) * per_chunk, hi = lo + per_chunk;
@@ -197,13 +206,14 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const ckpt
         ckpt_value *v = NULL;
         size_t index;
 
-        if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP))
+        if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP) ||
+            (c->drop_output && strcmp(e->name, OUTPUT_WEIGHT) == 0))
             continue;
         ckpt_buf_clear(&key);
         ckpt_buf_clear(&tname);
         if ((rc = local_name(c, e, lo, &key)) < 0)
             break;
-        ckpt_buf_printf(&tname, "model/%s", (const char *)key.data);
+        ckpt_buf_printf(&tname, "%s/%s", chunk, (const char *)key.data);
         if (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_EMPTY) {
             rc = empty_extra_state(c, (const char *)tname.data, &index);
             v = rc == 0 ? ckpt_value_new_tensor(a, index) : NULL;
@@ -283,7 +293,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
                     snprintf(name, sizeof name, "model%d", vp);
                 else
                     snprintf(name, sizeof name, "model");
-                if ((rc = build_chunk(c, tp, pp, vp, ep, cls, &copy, &params, &n_params)) == 0)
+                if ((rc = build_chunk(c, tp, pp, vp, ep, name, cls, &copy, &params, &n_params)) == 0)
                     rc = set_attr(c->arena, root, name, copy);
             }
             continue;
@@ -307,6 +317,46 @@ done:
     free(params);
     ckpt_buf_dispose(&rel);
     return rc;
+}
+
+static long find_entry(const ckpt_megatron *m, const char *name)
+{
+    size_t i;
+    for (i = 0; i < m->n_entries; i++)
+        if (strcmp(m->entries[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* Tied embeddings: with one stage the output layer uses the embedding itself and has no
+ * weight of its own; with several, the last stage holds a copy that Megatron keeps equal to
+ * the embedding (same gradients, so the same optimizer state). A copy is made for a target
+ * with several stages from a source without one; a target with one stage drops it. */
+static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int *drop_output)
+{
+    const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
+    long emb, out;
+    mg_entry *e = NULL;
+    int rc;
+
+    *drop_output = 0;
+    if (!untie || untie->kind != CKPT_VAL_BOOL || untie->u.boolean)
+        return 0;
+    emb = find_entry(m, EMBEDDING_WEIGHT);
+    out = find_entry(m, OUTPUT_WEIGHT);
+    if (t->pp == 1) {
+        *drop_output = out >= 0;
+        return 0;
+    }
+    if (out >= 0 || emb < 0)
+        return 0;
+    if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
+        return rc;
+    *e = m->entries[emb];
+    e->layout.stage = CKPT_STAGE_LAST;
+    e->name = strdup(OUTPUT_WEIGHT);
+    e->local = strdup(m->entries[emb].local);
+    return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
 static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
@@ -336,18 +386,20 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
 {
     target_ctx c;
     char tracker[32];
-    int tp, pp, ep, rc;
+    int tp, pp, ep, rc, drop_output;
 
     if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
                               CKPT_MEGATRON_TARGET_VERSION);
-    if ((rc = check_target(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0))
+    if ((rc = check_target(m, t)) < 0 || (rc = tie_output_layer(m, t, &drop_output)) < 0 ||
+        (!m->set && (rc = ckpt_megatron__sort(m)) < 0))
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.t = t;
     c.plan = plan;
     c.arena = ckpt_plan_arena(plan);
+    c.drop_output = drop_output;
     c.padded_vocab = t->padded_vocab_size ? t->padded_vocab_size
                      : ckpt_megatron_padded_vocab(m->info.true_vocab_size ? m->info.true_vocab_size
                                                                           : m->info.padded_vocab_size,

@@ -8,6 +8,7 @@
 #include <ckpt/sys/common.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int permute_logical(ckpt_graph *g, const ckpt_node *x, const int *perm, ckpt_node **out);
@@ -458,10 +459,28 @@ static void blocks_text(char *buf, size_t cap, const char *op, int a, size_t n, 
         snprintf(buf + len, cap - len, "]");
 }
 
+/* Output j of a deinterleave as the concatenation of block j of every group, sliced one by
+ * one: for inputs whose concatenated parts do not hold whole groups (a fused QKV merged from
+ * tensor-parallel shards that cut through its query groups), which a reshape cannot group. */
+static int deinterleave_by_slices(ckpt_graph *g, const ckpt_node *x, int a, int64_t groups, int64_t total,
+                                  int64_t offset, int64_t block, const ckpt_node **out)
+{
+    const ckpt_node **parts = calloc((size_t)groups, sizeof *parts);
+    int64_t k;
+    int rc = parts ? 0 : ckpt_error_oom();
+
+    for (k = 0; k < groups && rc == 0; k++)
+        rc = ckpt_node_slice(g, x, a, k * total + offset, block, &parts[k]);
+    if (rc == 0)
+        rc = ckpt_node_concat(g, parts, (size_t)groups, a, out);
+    free(parts);
+    return rc;
+}
+
 int ckpt_node_deinterleave(ckpt_graph *g, const ckpt_node *x, int axis, size_t n, const int64_t *blocks,
                            const ckpt_node **outs)
 {
-    int64_t shape[CKPT_MAX_DIMS], total = 0, groups = 0;
+    int64_t shape[CKPT_MAX_DIMS], total = 0, groups = 0, offset;
     const ckpt_node *grouped;
     char op[160];
     size_t i;
@@ -478,16 +497,23 @@ int ckpt_node_deinterleave(ckpt_graph *g, const ckpt_node *x, int axis, size_t n
     shape[a + 1] = total;
     for (d = a + 1; d < x->ndim; d++)
         shape[d + 1] = x->shape[d];
-    if ((rc = ckpt_node_reshape(g, x, x->ndim + 1, shape, &grouped)) < 0)
+    if ((rc = ckpt_node_reshape(g, x, x->ndim + 1, shape, &grouped)) == CKPT_EUNSUPPORTED) {
+        ckpt_error_clear();
+        grouped = NULL;
+    } else if (rc < 0) {
         return rc;
-    for (total = 0, i = 0; i < n; total += blocks[i], i++) {
+    }
+    for (offset = 0, i = 0; i < n; offset += blocks[i], i++) {
         const ckpt_node *part;
         ckpt_node *y;
         int64_t flat[CKPT_MAX_DIMS];
         memcpy(flat, x->shape, sizeof flat);
         flat[a] = groups * blocks[i];
-        if ((rc = ckpt_node_slice(g, grouped, a + 1, total, blocks[i], &part)) < 0 ||
-            (rc = ckpt_node_reshape(g, part, x->ndim, flat, &part)) < 0)
+        if (!grouped)
+            rc = deinterleave_by_slices(g, x, a, groups, total, offset, blocks[i], &part);
+        else if ((rc = ckpt_node_slice(g, grouped, a + 1, offset, blocks[i], &part)) == 0)
+            rc = ckpt_node_reshape(g, part, x->ndim, flat, &part);
+        if (rc < 0)
             return rc;
         if ((rc = ckpt_node__copy(g, part, &y)) < 0)
             return rc;
@@ -501,8 +527,8 @@ int ckpt_node_deinterleave(ckpt_graph *g, const ckpt_node *x, int axis, size_t n
 int ckpt_node_interleave(ckpt_graph *g, const ckpt_node *const *xs, size_t n, int axis, const int64_t *blocks,
                          const ckpt_node **out)
 {
-    const ckpt_node *parts[64], *joined;
-    int64_t shape[CKPT_MAX_DIMS], groups = -1, total = 0;
+    const ckpt_node **parts = NULL, *joined;
+    int64_t groups = -1, k;
     char op[160];
     ckpt_node *y;
     size_t i;
@@ -512,33 +538,30 @@ int ckpt_node_interleave(ckpt_graph *g, const ckpt_node *const *xs, size_t n, in
         return ckpt_error_set(CKPT_EINVALID, "interleave: %zu inputs (1 to 64)", n);
     if ((rc = ckpt_node__axis(xs[0], axis, "interleave", &a)) < 0)
         return rc;
-    if (xs[0]->ndim == CKPT_MAX_DIMS)
-        return ckpt_error_set(CKPT_EUNSUPPORTED, "interleave: too many dimensions");
     for (i = 0; i < n; i++) {
-        if (xs[i]->ndim != xs[0]->ndim || blocks[i] <= 0 || xs[i]->shape[a] % blocks[i] ||
+        int same = xs[i]->ndim == xs[0]->ndim;
+        for (d = 0; same && d < xs[0]->ndim; d++)
+            same = d == a || xs[i]->shape[d] == xs[0]->shape[d];
+        if (!same || blocks[i] <= 0 || xs[i]->shape[a] % blocks[i] ||
             (groups >= 0 && xs[i]->shape[a] / blocks[i] != groups))
             return ckpt_error_set(CKPT_EINVALID,
                                   "interleave: input %zu (%lld along axis %d) is not the same number of blocks of "
                                   "%lld as input 0",
                                   i, (long long)xs[i]->shape[a], a, (long long)blocks[i]);
         groups = xs[i]->shape[a] / blocks[i];
-        total += blocks[i];
-        for (d = 0; d < a; d++)
-            shape[d] = xs[i]->shape[d];
-        shape[a] = groups;
-        shape[a + 1] = blocks[i];
-        for (d = a + 1; d < xs[i]->ndim; d++)
-            shape[d + 1] = xs[i]->shape[d];
-        if ((rc = ckpt_node_reshape(g, xs[i], xs[i]->ndim + 1, shape, &parts[i])) < 0)
-            return rc;
     }
-    if ((rc = ckpt_node_concat(g, parts, n, a + 1, &joined)) < 0)
-        return rc;
-    memcpy(shape, xs[0]->shape, sizeof shape);
-    shape[a] = groups * total;
-    if ((rc = ckpt_node_reshape(g, joined, xs[0]->ndim, shape, &joined)) < 0)
-        return rc;
-    if ((rc = ckpt_node__copy(g, joined, &y)) < 0)
+    /* one part per block, group by group: a flat concatenation, so that the result can be cut
+     * anywhere along the axis later (tensor-parallel shards that split a query group) */
+    parts = calloc((size_t)groups * n + 1, sizeof *parts);
+    if (!parts)
+        return ckpt_error_oom();
+    for (k = 0, rc = 0; k < groups && rc == 0; k++)
+        for (i = 0; i < n && rc == 0; i++)
+            rc = ckpt_node_slice(g, xs[i], a, k * blocks[i], blocks[i], &parts[(size_t)k * n + i]);
+    if (rc == 0)
+        rc = ckpt_node_concat(g, parts, (size_t)groups * n, a, &joined);
+    free(parts);
+    if (rc < 0 || (rc = ckpt_node__copy(g, joined, &y)) < 0)
         return rc;
     blocks_text(op, sizeof op, "interleave", a, n, blocks, -1);
     if ((rc = ckpt_node__history(g, y, op, xs, n)) < 0)

@@ -1,0 +1,107 @@
+"""Runs a Hugging Face LLaMA directory written by ckptconv through a forward pass written here
+(numpy, float64, no transformers), and compares its logits with reference logits computed by
+the framework that wrote the source checkpoint.
+
+  logits HF_DIR LOGITS_JSON   the directory's config.json + safetensors, on the reference's
+                              input_ids, give the reference logits for every true vocabulary
+                              column, within 1e-4 of the largest logit
+  config HF_DIR KEY=VALUE...  config.json holds these values (JSON literals)
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+from safetensors.numpy import load_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import check, run_main  # noqa: E402
+
+
+def load_weights(d):
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    w = {}
+    for name in files:
+        for k, v in load_file(os.path.join(d, name)).items():
+            w[k] = v.astype(np.float64)
+    return w
+
+
+def rms_norm(x, weight, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def rope(x, positions, theta):
+    """Rotate-half rotary embedding of x [tokens, heads, head_dim]."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    freqs = positions[:, None] * inv_freq[None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+    half = d // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def forward(d, input_ids):
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    w = load_weights(d)
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+    eps, theta = cfg["rms_norm_eps"], cfg.get("rope_theta", 10000.0)
+    ids = np.asarray(input_ids)
+    t = len(ids)
+    pos = np.arange(t, dtype=np.float64)
+    h = w["model.embed_tokens.weight"][ids]
+    mask = np.triu(np.full((t, t), -np.inf), k=1)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        x = rms_norm(h, w[p + "input_layernorm.weight"], eps)
+        q = (x @ w[p + "self_attn.q_proj.weight"].T).reshape(t, nh, hd)
+        k = (x @ w[p + "self_attn.k_proj.weight"].T).reshape(t, nkv, hd)
+        v = (x @ w[p + "self_attn.v_proj.weight"].T).reshape(t, nkv, hd)
+        q, k = rope(q, pos, theta), rope(k, pos, theta)
+        k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        attn = scores / scores.sum(axis=-1, keepdims=True)
+        o = np.einsum("hqk,khd->qhd", attn, v).reshape(t, nh * hd)
+        h = h + o @ w[p + "self_attn.o_proj.weight"].T
+        x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        gate = x @ w[p + "mlp.gate_proj.weight"].T
+        up = x @ w[p + "mlp.up_proj.weight"].T
+        h = h + (gate / (1.0 + np.exp(-gate)) * up) @ w[p + "mlp.down_proj.weight"].T
+    h = rms_norm(h, w["model.norm.weight"], eps)
+    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return h @ head.T, cfg
+
+
+def cmd_logits(d, reference):
+    with open(reference) as f:
+        ref = json.load(f)
+    logits, cfg = forward(d, ref["input_ids"])
+    want = np.asarray(ref["logits"], dtype=np.float64)[:, :cfg["vocab_size"]]
+    check(logits.shape == want.shape, f"logits of shape {logits.shape}, expected {want.shape}")
+    scale = np.abs(want).max()
+    err = np.abs(logits - want).max()
+    print(f"max |difference| {err:.3g} over {want.size} logits (largest logit {scale:.3g})")
+    check(err <= 1e-4 * max(scale, 1.0), f"logits differ from the reference by up to {err:.3g}")
+
+
+def cmd_config(d, *pairs):
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    for pair in pairs:
+        key, value = pair.split("=", 1)
+        check(cfg.get(key) == json.loads(value), f"config.json {key} = {cfg.get(key)!r}, expected {value}")
+
+
+if __name__ == "__main__":
+    run_main({"logits": cmd_logits, "config": cmd_config})
