@@ -1,0 +1,169 @@
+/* Megatron checkpoints as one logical model, and plans at other layouts, on the checkpoints
+ * megatron-core wrote (testdata/megatron). Values are checked by interop.test_reshard; here
+ * the shapes, names, layouts and refusals. */
+#include "test.h"
+
+#include <stdlib.h>
+
+typedef struct opened {
+    ckpt_set *set;
+    ckpt_plan *plan;
+    ckpt_megatron *m;
+} opened;
+
+static int open_fixture(opened *o, const char *name)
+{
+    char path[256];
+    int rc;
+
+    memset(o, 0, sizeof *o);
+    snprintf(path, sizeof path, "megatron/%s", name);
+    if ((rc = ckpt_set_open(&o->set, ckpt_test_data(path), NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
+        return rc;
+    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
+}
+
+static void close_fixture(opened *o)
+{
+    ckpt_megatron_close(o->m);
+    ckpt_plan_free(o->plan);
+    ckpt_set_close(o->set);
+}
+
+static const ckpt_node *find(const ckpt_megatron *m, const char *name, ckpt_tensor_layout *l)
+{
+    const ckpt_node *full = NULL;
+    size_t i;
+
+    for (i = 0; i < ckpt_megatron_tensor_count(m); i++)
+        if (strcmp(ckpt_megatron_tensor_at(m, i, &full, l), name) == 0)
+            return full;
+    return NULL;
+}
+
+CKPT_TEST(test_megatron_logical_model_of_tp2pp2)
+{
+    const ckpt_megatron_info *info;
+    const ckpt_node *n;
+    ckpt_tensor_layout l;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp2pp2"));
+    info = ckpt_megatron_info_of(o.m);
+    ASSERT_EQ_INT(info->tp, 2);
+    ASSERT_EQ_INT(info->pp, 2);
+    ASSERT_EQ_INT(info->vpp, 1);
+    ASSERT_EQ_INT(info->num_layers, 4);
+    ASSERT_EQ_INT(info->padded_vocab_size, 256);
+    ASSERT_EQ_INT(info->true_vocab_size, 200);
+    ASSERT_EQ_INT(info->iteration, 10);
+    ASSERT_TRUE(!info->has_optimizer);
+    /* stage 1's layers 0 and 1 are global layers 2 and 3, at full size */
+    n = find(o.m, "decoder.layers.3.self_attention.linear_qkv.weight", &l);
+    ASSERT_TRUE(n != NULL);
+    ASSERT_EQ_INT(ckpt_node_shape(n)[0], (4 + 2 * 2) * 16);
+    ASSERT_EQ_INT(ckpt_node_shape(n)[1], 64);
+    ASSERT_EQ_INT(l.tp, CKPT_TP_COLUMN);
+    ASSERT_EQ_INT(l.layer, 3);
+    n = find(o.m, "decoder.layers.2.mlp.linear_fc1.weight", &l);
+    ASSERT_TRUE(n && ckpt_node_shape(n)[0] == 192 && l.tp == CKPT_TP_SWIGLU);
+    n = find(o.m, "decoder.layers.2.self_attention.linear_proj.weight", &l);
+    ASSERT_TRUE(n && ckpt_node_shape(n)[1] == 64 && l.tp == CKPT_TP_ROW);
+    n = find(o.m, "embedding.word_embeddings.weight", &l);
+    ASSERT_TRUE(n && ckpt_node_shape(n)[0] == 256 && l.tp == CKPT_TP_VOCAB && l.stage == CKPT_STAGE_FIRST);
+    n = find(o.m, "output_layer.weight", &l);
+    ASSERT_TRUE(n && l.stage == CKPT_STAGE_LAST);
+    ASSERT_TRUE(find(o.m, "decoder.layers.4.input_layernorm.weight", &l) == NULL);
+    close_fixture(&o);
+}
+
+CKPT_TEST(test_megatron_virtual_chunks_count_layers_in_order)
+{
+    ckpt_tensor_layout l;
+    opened o;
+    size_t i;
+    int64_t last = -1;
+
+    ASSERT_OK(open_fixture(&o, "pp2_vpp2"));
+    ASSERT_EQ_INT(ckpt_megatron_info_of(o.m)->vpp, 2);
+    ASSERT_EQ_INT(ckpt_megatron_info_of(o.m)->num_layers, 4);
+    /* Megatron's order: chunk 0 of stage 0, chunk 0 of stage 1, chunk 1 of stage 0, ... */
+    for (i = 0; i < ckpt_megatron_tensor_count(o.m); i++) {
+        ckpt_megatron_tensor_at(o.m, i, NULL, &l);
+        if (l.layer >= 0) {
+            ASSERT_TRUE(l.layer >= last);
+            last = l.layer;
+        }
+    }
+    ASSERT_EQ_INT(last, 3);
+    close_fixture(&o);
+}
+
+CKPT_TEST(test_megatron_plan_files_of_a_layout)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp1"));
+    t.tp = 2;
+    t.pp = 2;
+    ASSERT_OK(ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_EQ_INT(ckpt_plan_file_count(o.plan), 5);
+    ASSERT_EQ_STR(ckpt_plan_file_at(o.plan, 0)->rel, "iter_0000010/mp_rank_00_000/model_optim_rng.pt");
+    ASSERT_EQ_STR(ckpt_plan_file_at(o.plan, 1)->rel, "iter_0000010/mp_rank_01_000/model_optim_rng.pt");
+    ASSERT_EQ_STR(ckpt_plan_file_at(o.plan, 3)->rel, "iter_0000010/mp_rank_01_001/model_optim_rng.pt");
+    ASSERT_EQ_STR(ckpt_plan_file_at(o.plan, 4)->rel, "latest_checkpointed_iteration.txt");
+    ASSERT_EQ_STR(ckpt_plan_file_at(o.plan, 0)->format, "torch");
+    close_fixture(&o);
+}
+
+CKPT_TEST(test_megatron_refuses_impossible_targets)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp1"));
+    t.pp = 3;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    t.pp = 1;
+    t.vpp = 2;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    t.vpp = 1;
+    t.tp = 3; /* 4 heads do not split over 3 ranks */
+    ASSERT_TRUE(ckpt_megatron_plan(o.m, &t, o.plan) < 0);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    t.tp = 2;
+    t.padded_vocab_size = 100; /* below the 200 true rows */
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    close_fixture(&o);
+}
+
+CKPT_TEST(test_megatron_padded_vocab_rule)
+{
+    ASSERT_EQ_INT(ckpt_megatron_padded_vocab(200, 128, 1), 256);
+    ASSERT_EQ_INT(ckpt_megatron_padded_vocab(200, 128, 4), 512);
+    ASSERT_EQ_INT(ckpt_megatron_padded_vocab(50257, 128, 8), 51200);
+    ASSERT_EQ_INT(ckpt_megatron_padded_vocab(32000, 128, 2), 32000);
+}
+
+CKPT_TEST(test_megatron_args_built_here)
+{
+    ckpt_arena *a;
+    ckpt_value *args;
+    const ckpt_value *v;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_megatron_args_new(a, &args));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_layers", 32));
+    ASSERT_OK(ckpt_megatron_args_set_dtype(a, args, "params_dtype", CKPT_DTYPE_BF16));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_layers", 16));
+    v = ckpt_megatron_arg(args, "num_layers");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_INT && v->u.integer == 16);
+    v = ckpt_megatron_arg(args, "params_dtype");
+    ASSERT_TRUE(v && ckpt_value_is_global(v, "torch", "bfloat16"));
+    v = ckpt_megatron_arg(args, "tensor_model_parallel_size");
+    ASSERT_TRUE(v && v->u.integer == 1);
+    ASSERT_TRUE(ckpt_value_is_global(args->u.obj.callable, "argparse", "Namespace"));
+    ckpt_arena_free(a);
+}
