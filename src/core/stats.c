@@ -100,7 +100,7 @@ static void partial_merge(partial *a, const partial *b)
 
 /* The first failure inside a parallel loop, re-raised on the calling thread. */
 typedef struct failure {
-    int rc;
+    int rc, klass;
     char message[512];
 } failure;
 
@@ -111,6 +111,7 @@ static void failure_record(failure *f, int rc)
 #endif
     if (!f->rc) {
         f->rc = rc;
+        f->klass = ckpt_error_last()->klass;
         snprintf(f->message, sizeof f->message, "%s", ckpt_error_last()->message);
     }
 }
@@ -300,7 +301,7 @@ int ckpt_tensor_stats_compute(const ckpt_tensor *t, ckpt_tensor_stats *out)
         if (run.direct) {
             round_direct(t, first, numel, shift, parts, n, run.bufs, &fail);
             if (fail.rc) {
-                rc = ckpt_error_set(fail.rc, "%s", fail.message);
+                rc = ckpt_error_setc(fail.rc, fail.klass, "%s", fail.message);
                 goto done;
             }
             if (run.file)

@@ -68,7 +68,7 @@ static int choose_format(const ckpt_ckpt *c, const ckpt_probe *probe, const ckpt
     size_t i;
 
     if (c->opts.format) {
-        best = ckpt_registry__find(c->opts.format);
+        best = ckpt_registry__lookup(c->opts.format);
         if (!best)
             return ckpt_error_set(CKPT_EINVALID, "unknown format '%s'", c->opts.format);
         if (!(best->caps & CKPT_FORMAT_READ) || !best->open)

@@ -293,7 +293,7 @@ static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_fi
 typedef struct run_state {
     uint64_t total, done, next_report;
     int failed;
-    int error_code;
+    int error_code, error_class;
     char error[1024];
 } run_state;
 
@@ -310,6 +310,7 @@ static void record_failure(run_state *rs, int rc)
     {
         if (!rs->failed) {
             rs->error_code = rc;
+            rs->error_class = ckpt_error_last()->klass;
             snprintf(rs->error, sizeof rs->error, "%s", ckpt_error_last()->message);
             __atomic_store_n(&rs->failed, 1, __ATOMIC_RELAXED);
         }
@@ -448,7 +449,7 @@ static int execute(ckpt_writer *w)
     }
     free(order);
     if (rs.failed)
-        return ckpt_error_set(rs.error_code, "%s", rs.error);
+        return ckpt_error_setc(rs.error_code, rs.error_class, "%s", rs.error);
     return 0;
 }
 
