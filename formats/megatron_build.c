@@ -75,13 +75,12 @@ fail:
     return rc;
 }
 
-int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full)
+/* An entry under its global name, which is also its key: a model built here has one rank. */
+static int new_entry(ckpt_megatron *m, const char *name, int ndim, mg_entry **out)
 {
     mg_entry *e = NULL;
     int rc;
 
-    if (m->set)
-        return ckpt_error_set(CKPT_EINVALID, "%s: tensors are added only to a model made by ckpt_megatron_new", name);
     if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
         return rc;
     e->ep = -1;
@@ -89,7 +88,18 @@ int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node
     e->local = strdup(name);
     if (!e->name || !e->local)
         return ckpt_error_oom();
-    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, ckpt_node_ndim(full), &e->layout)) < 0)
+    *out = e;
+    return ckpt_parallel_classify(m->spec, m->params, name, ndim, &e->layout);
+}
+
+int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full)
+{
+    mg_entry *e = NULL;
+    int rc;
+
+    if (m->set)
+        return ckpt_error_set(CKPT_EINVALID, "%s: tensors are added only to a model made by ckpt_megatron_new", name);
+    if ((rc = new_entry(m, name, ckpt_node_ndim(full), &e)) < 0)
         return rc;
     e->param = !ckpt_megatron__is_extra_state(name);
     e->full = full;
@@ -196,14 +206,7 @@ static int add_extra(ckpt_megatron *m, const char *name, int te)
     int64_t zero = 0;
     int rc;
 
-    if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
-        return rc;
-    e->ep = -1;
-    e->name = strdup(name);
-    e->local = strdup(name);
-    if (!e->name || !e->local)
-        return ckpt_error_oom();
-    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, te ? 1 : 0, &e->layout)) < 0)
+    if ((rc = new_entry(m, name, te ? 1 : 0, &e)) < 0)
         return rc;
     if (te)
         return ckpt_node_zeros(m->g, CKPT_DTYPE_U8, 1, &zero, &e->full);

@@ -46,4 +46,26 @@ char *cli_path_join(const char *dir, const char *name);
  * the short escapes, everything else as \uXXXX; CKPT_EINVALID for invalid UTF-8. */
 int cli_json_py_string(ckpt_buf *b, const char *s);
 
+/* Options of the commands that write a plan: --dry-run, --json, --force, -q/--quiet,
+ * --memory, --threads. Their getopt codes: */
+enum { CLI_O_DRY_RUN = 1000, CLI_O_JSON, CLI_O_FORCE, CLI_O_MEMORY, CLI_O_THREADS };
+#define CLI_PLAN_LONGOPTS                                                                         \
+    { "dry-run", no_argument, NULL, CLI_O_DRY_RUN }, { "json", no_argument, NULL, CLI_O_JSON },     \
+        { "force", no_argument, NULL, CLI_O_FORCE }, { "memory", required_argument, NULL, CLI_O_MEMORY }, \
+        { "threads", required_argument, NULL, CLI_O_THREADS }, { "quiet", no_argument, NULL, 'q' }
+
+typedef struct cli_plan_args {
+    int dry_run, json, force, quiet;
+    ckpt_convert_options write; /* memory and threads */
+} cli_plan_args;
+
+/* Take getopt's c if it is one of the shared options: 0, a usage error's exit status, or -1
+ * when c is not one of them. */
+int cli_plan_option(const char *cmd, int c, const char *arg, cli_plan_args *a);
+/* --dry-run: "<summary>: N files, nothing written", then every file and tensor. */
+int cli_plan_dry_run(const ckpt_plan *plan, const char *summary);
+/* Write the plan into out, with a progress bar unless quiet or json. */
+int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, const cli_plan_args *a,
+                     ckpt_plan_report *report);
+
 #endif

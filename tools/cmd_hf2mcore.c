@@ -12,8 +12,7 @@ typedef struct hf2mcore_args {
     const char *in, *out, *impl;
     ckpt_megatron_target target;
     int64_t iteration;
-    int dry_run, force, json, quiet;
-    ckpt_convert_options write;
+    cli_plan_args p;
 } hf2mcore_args;
 
 static void hf2mcore_help(FILE *out)
@@ -50,14 +49,12 @@ static void hf2mcore_help(FILE *out)
 
 static int parse_args(int argc, char **argv, hf2mcore_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_IMPL, O_ITER, O_DRY, O_JSON, O_MEM, O_THREADS, O_FORCE };
+    enum { O_TP = 256, O_PP, O_VPP, O_IMPL, O_ITER };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "transformer-impl", required_argument, NULL, O_IMPL },
-        { "iteration", required_argument, NULL, O_ITER }, { "dry-run", no_argument, NULL, O_DRY },
-        { "json", no_argument, NULL, O_JSON }, { "memory", required_argument, NULL, O_MEM },
-        { "threads", required_argument, NULL, O_THREADS }, { "force", no_argument, NULL, O_FORCE },
-        { "quiet", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+        { "iteration", required_argument, NULL, O_ITER }, CLI_PLAN_LONGOPTS,
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
     char *end;
@@ -88,14 +85,10 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
                                        optarg);
             a->impl = optarg;
             break;
-        case O_DRY: a->dry_run = 1; break;
-        case O_JSON: a->json = 1; break;
-        case O_MEM: rc = cli_option_memory("hf2mcore", optarg, &a->write.memory); break;
-        case O_THREADS: rc = cli_option_threads("hf2mcore", optarg, &a->write.threads); break;
-        case O_FORCE: a->force = 1; break;
-        case 'q': a->quiet = 1; break;
         case 'h': hf2mcore_help(stdout); return -1;
-        default: return cli_usage_error("hf2mcore", "unknown option");
+        default:
+            if ((rc = cli_plan_option("hf2mcore", c, optarg, &a->p)) < 0)
+                return cli_usage_error("hf2mcore", "unknown option");
         }
         if (rc)
             return rc;
@@ -134,7 +127,6 @@ static int ends_with(const char *s, const char *suffix)
 static int run(hf2mcore_args *a)
 {
     ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
-    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_ckpt *in = NULL;
     ckpt_plan *plan = NULL;
@@ -190,29 +182,20 @@ static int run(hf2mcore_args *a)
         rc = ckpt_megatron_add_tensor(m, ckpt_map_result_at(res, i)->name, ckpt_map_result_at(res, i)->node);
     if (rc < 0 || (rc = ckpt_megatron_add_extra_states(m, te)) < 0 || (rc = ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
-    if (a->dry_run) {
-        ckpt_buf b = CKPT_BUF_INIT;
-        if ((rc = ckpt_plan_describe(plan, 1, &b)) == 0)
-            printf("hf2mcore %s -> %s (TP %d, PP %d, VPP %d): %zu files, nothing written\n%s", a->in, a->out,
-                   a->target.tp, a->target.pp, a->target.vpp, ckpt_plan_file_count(plan),
-                   b.data ? (const char *)b.data : "");
-        ckpt_buf_dispose(&b);
+    if (a->p.dry_run) {
+        char summary[512];
+        snprintf(summary, sizeof summary, "hf2mcore %s -> %s (TP %d, PP %d, VPP %d)", a->in, a->out, a->target.tp,
+                 a->target.pp, a->target.vpp);
+        rc = cli_plan_dry_run(plan, summary);
         goto done;
     }
-    po.force = a->force;
-    po.convert = a->write;
-    if (!a->quiet && !a->json) {
-        po.convert.progress = cli_progress;
-        po.convert.progress_payload = (void *)"hf2mcore";
-    }
-    rc = ckpt_plan_execute(plan, a->out, &po, &rep);
-    cli_progress_done();
-    if (rc == 0 && a->json) {
+    rc = cli_plan_execute("hf2mcore", plan, a->out, &a->p, &rep);
+    if (rc == 0 && a->p.json) {
         printf("{\n  \"command\": \"hf2mcore\",\n  \"tp\": %d,\n  \"pp\": %d,\n  \"vpp\": %d,\n  \"files\": %zu,\n"
                "  \"bytes_written\": %llu,\n  \"seconds\": %.3f\n}\n",
                a->target.tp, a->target.pp, a->target.vpp, rep.files, (unsigned long long)rep.bytes_written,
                cli_now() - start);
-    } else if (rc == 0 && !a->quiet) {
+    } else if (rc == 0 && !a->p.quiet) {
         char size[32];
         fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d, %zu files, %s in %.2f s\n", a->out, a->target.tp,
                 a->target.pp, a->target.vpp, rep.files, cli_human_size(rep.bytes_written, size, sizeof size),
@@ -241,7 +224,7 @@ int cli_hf2mcore(int argc, char **argv)
 
     memset(&a, 0, sizeof a);
     a.target = target;
-    a.write = write;
+    a.p.write = write;
     a.iteration = 1;
     a.impl = "transformer_engine";
     rc = parse_args(argc, argv, &a);

@@ -11,8 +11,7 @@ typedef struct mcore2hf_args {
     const char *in, *out;
     int64_t iteration, true_vocab;
     uint64_t max_shard;
-    int dry_run, force, json, quiet;
-    ckpt_convert_options write;
+    cli_plan_args p;
 } mcore2hf_args;
 
 static void mcore2hf_help(FILE *out)
@@ -50,13 +49,11 @@ static void mcore2hf_help(FILE *out)
 
 static int parse_args(int argc, char **argv, mcore2hf_args *a)
 {
-    enum { O_ITER = 256, O_TRUE, O_SHARD, O_DRY, O_JSON, O_MEM, O_THREADS, O_FORCE };
+    enum { O_ITER = 256, O_TRUE, O_SHARD };
     static const struct option longopts[] = {
         { "iteration", required_argument, NULL, O_ITER }, { "true-vocab-size", required_argument, NULL, O_TRUE },
-        { "max-shard-size", required_argument, NULL, O_SHARD }, { "dry-run", no_argument, NULL, O_DRY },
-        { "json", no_argument, NULL, O_JSON }, { "memory", required_argument, NULL, O_MEM },
-        { "threads", required_argument, NULL, O_THREADS }, { "force", no_argument, NULL, O_FORCE },
-        { "quiet", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+        { "max-shard-size", required_argument, NULL, O_SHARD }, CLI_PLAN_LONGOPTS,
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
     char *end;
@@ -78,14 +75,10 @@ static int parse_args(int argc, char **argv, mcore2hf_args *a)
             if (cli_parse_size(optarg, &a->max_shard) < 0 || a->max_shard == 0)
                 return cli_usage_error("mcore2hf", "--max-shard-size: '%s' is not a size", optarg);
             break;
-        case O_DRY: a->dry_run = 1; break;
-        case O_JSON: a->json = 1; break;
-        case O_MEM: rc = cli_option_memory("mcore2hf", optarg, &a->write.memory); break;
-        case O_THREADS: rc = cli_option_threads("mcore2hf", optarg, &a->write.threads); break;
-        case O_FORCE: a->force = 1; break;
-        case 'q': a->quiet = 1; break;
         case 'h': mcore2hf_help(stdout); return -1;
-        default: return cli_usage_error("mcore2hf", "unknown option");
+        default:
+            if ((rc = cli_plan_option("mcore2hf", c, optarg, &a->p)) < 0)
+                return cli_usage_error("mcore2hf", "unknown option");
         }
         if (rc)
             return rc;
@@ -150,7 +143,6 @@ static int run(const mcore2hf_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
     ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
-    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_set *set = NULL;
     ckpt_plan *plan = NULL;
@@ -223,27 +215,18 @@ static int run(const mcore2hf_args *a)
                                    &config)) < 0 ||
         (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0)
         goto done;
-    if (a->dry_run) {
-        ckpt_buf b = CKPT_BUF_INIT;
-        if ((rc = ckpt_plan_describe(plan, 1, &b)) == 0)
-            printf("mcore2hf %s -> %s: %zu files, nothing written\n%s", a->in, a->out, ckpt_plan_file_count(plan),
-                   b.data ? (const char *)b.data : "");
-        ckpt_buf_dispose(&b);
+    if (a->p.dry_run) {
+        char summary[512];
+        snprintf(summary, sizeof summary, "mcore2hf %s -> %s", a->in, a->out);
+        rc = cli_plan_dry_run(plan, summary);
         goto done;
     }
-    po.force = a->force;
-    po.convert = a->write;
-    if (!a->quiet && !a->json) {
-        po.convert.progress = cli_progress;
-        po.convert.progress_payload = (void *)"mcore2hf";
-    }
-    rc = ckpt_plan_execute(plan, a->out, &po, &rep);
-    cli_progress_done();
-    if (rc == 0 && a->json) {
+    rc = cli_plan_execute("mcore2hf", plan, a->out, &a->p, &rep);
+    if (rc == 0 && a->p.json) {
         printf("{\n  \"command\": \"mcore2hf\",\n  \"files\": %zu,\n  \"tensors\": %zu,\n  \"bytes_written\": %llu,\n"
                "  \"seconds\": %.3f\n}\n",
                rep.files, n_out, (unsigned long long)rep.bytes_written, cli_now() - start);
-    } else if (rc == 0 && !a->quiet) {
+    } else if (rc == 0 && !a->p.quiet) {
         char size[32];
         fprintf(stderr, "wrote %s: %zu tensors in %zu files, %s in %.2f s\n", a->out, n_out, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size), cli_now() - start);
@@ -271,7 +254,7 @@ int cli_mcore2hf(int argc, char **argv)
     int rc;
 
     memset(&a, 0, sizeof a);
-    a.write = write;
+    a.p.write = write;
     a.iteration = -1;
     rc = parse_args(argc, argv, &a);
     if (rc)

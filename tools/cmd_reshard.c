@@ -12,8 +12,8 @@ typedef struct reshard_args {
     const char *in, *out, *strategy;
     ckpt_megatron_target target;
     int64_t iteration, true_vocab;
-    int dry_run, force, json, quiet, tp_set, pp_set;
-    ckpt_convert_options write;
+    int tp_set, pp_set;
+    cli_plan_args p;
 } reshard_args;
 
 static void reshard_help(FILE *out)
@@ -129,17 +129,14 @@ static int read_strategy(reshard_args *a)
 
 static int parse_args(int argc, char **argv, reshard_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_DRY, O_JSON, O_MEM,
-           O_THREADS, O_FORCE };
+    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "strategy", required_argument, NULL, O_STRATEGY },
         { "iteration", required_argument, NULL, O_ITER }, { "padded-vocab-size", required_argument, NULL, O_PADDED },
         { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
-        { "extra-state", required_argument, NULL, O_EXTRA }, { "dry-run", no_argument, NULL, O_DRY },
-        { "json", no_argument, NULL, O_JSON }, { "memory", required_argument, NULL, O_MEM },
-        { "threads", required_argument, NULL, O_THREADS }, { "force", no_argument, NULL, O_FORCE },
-        { "quiet", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+        { "extra-state", required_argument, NULL, O_EXTRA }, CLI_PLAN_LONGOPTS,
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
     int c, rc;
@@ -166,14 +163,10 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             else
                 rc = cli_usage_error("reshard", "--extra-state is copy, empty or drop, not '%s'", optarg);
             break;
-        case O_DRY: a->dry_run = 1; break;
-        case O_JSON: a->json = 1; break;
-        case O_MEM: rc = cli_option_memory("reshard", optarg, &a->write.memory); break;
-        case O_THREADS: rc = cli_option_threads("reshard", optarg, &a->write.threads); break;
-        case O_FORCE: a->force = 1; break;
-        case 'q': a->quiet = 1; break;
         case 'h': reshard_help(stdout); return -1;
-        default: return cli_usage_error("reshard", "unknown option");
+        default:
+            if ((rc = cli_plan_option("reshard", c, optarg, &a->p)) < 0)
+                return cli_usage_error("reshard", "unknown option");
         }
         if (rc)
             return rc;
@@ -195,7 +188,7 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
     cJSON_AddStringToObject(o, "command", "reshard");
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
-    cJSON_AddBoolToObject(o, "dry_run", a->dry_run);
+    cJSON_AddBoolToObject(o, "dry_run", a->p.dry_run);
     cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
     cJSON_AddNumberToObject(from, "tp", in->tp);
     cJSON_AddNumberToObject(from, "pp", in->pp);
@@ -216,7 +209,7 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
         cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
         cJSON_AddItemToArray(files, jf);
     }
-    if (!a->dry_run) {
+    if (!a->p.dry_run) {
         cJSON_AddNumberToObject(o, "bytes_written", (double)rep->bytes_written);
         cJSON_AddNumberToObject(o, "seconds", seconds);
     }
@@ -231,7 +224,6 @@ static int run(reshard_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
     ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
-    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_set *set = NULL;
     ckpt_plan *plan = NULL;
@@ -254,32 +246,22 @@ static int run(reshard_args *a)
         a->target.pp = info->pp;
     if ((rc = ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
-    if (a->dry_run) {
-        ckpt_buf b = CKPT_BUF_INIT;
-        if (a->json) {
-            print_json(a, info, plan, &rep, 0);
-        } else if ((rc = ckpt_plan_describe(plan, 1, &b)) == 0) {
-            printf("reshard %s (TP %d, PP %d, VPP %d) -> %s (TP %d, PP %d, VPP %d): %zu files, nothing written\n",
-                   a->in, info->tp, info->pp, info->vpp, a->out, a->target.tp, a->target.pp, a->target.vpp,
-                   ckpt_plan_file_count(plan));
-            fputs(b.data ? (const char *)b.data : "", stdout);
-        }
-        ckpt_buf_dispose(&b);
+    if (a->p.dry_run && a->p.json) {
+        print_json(a, info, plan, &rep, 0);
         goto done;
     }
-    po.force = a->force;
-    po.convert = a->write;
-    if (!a->quiet && !a->json) {
-        po.convert.progress = cli_progress;
-        po.convert.progress_payload = (void *)"reshard";
-    }
-    rc = ckpt_plan_execute(plan, a->out, &po, &rep);
-    cli_progress_done();
-    if (rc < 0)
+    if (a->p.dry_run) {
+        char summary[512];
+        snprintf(summary, sizeof summary, "reshard %s (TP %d, PP %d, VPP %d) -> %s (TP %d, PP %d, VPP %d)", a->in,
+                 info->tp, info->pp, info->vpp, a->out, a->target.tp, a->target.pp, a->target.vpp);
+        rc = cli_plan_dry_run(plan, summary);
         goto done;
-    if (a->json) {
+    }
+    if ((rc = cli_plan_execute("reshard", plan, a->out, &a->p, &rep)) < 0)
+        goto done;
+    if (a->p.json) {
         print_json(a, info, plan, &rep, cli_now() - start);
-    } else if (!a->quiet) {
+    } else if (!a->p.quiet) {
         char size[32];
         fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d, %zu files, %s%s in %.2f s\n", a->out,
                 info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp, rep.files,
@@ -305,7 +287,7 @@ int cli_reshard(int argc, char **argv)
 
     memset(&a, 0, sizeof a);
     a.target = target;
-    a.write = write;
+    a.p.write = write;
     a.iteration = -1;
     rc = parse_args(argc, argv, &a);
     if (rc)
