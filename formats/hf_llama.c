@@ -106,6 +106,7 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
     ckpt_buf_puts(b, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
     ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", arg_int(args, "add_qkv_bias", 0) ? "true" : "false");
     ckpt_buf_puts(b, "  \"attention_dropout\": 0.0,\n");
+    ckpt_buf_printf(b, "  \"dtype\": \"%s\",\n", ckpt_dtype_name(dtype));
     ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)head_dim);
     ckpt_buf_puts(b, "  \"hidden_act\": \"silu\",\n");
     ckpt_buf_printf(b, "  \"hidden_size\": %lld,\n", (long long)hidden);
@@ -119,8 +120,11 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
     ckpt_buf_printf(b, "  \"num_hidden_layers\": %lld,\n", (long long)arg_int(args, "num_layers", 0));
     ckpt_buf_printf(b, "  \"num_key_value_heads\": %lld,\n", (long long)groups);
     ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": ");
-    put_float(b, arg_float(args, "norm_epsilon", 1e-5));
-    ckpt_buf_puts(b, ",\n  \"rope_scaling\": null,\n  \"rope_theta\": ");
+    put_float(b, arg_float(args, "layernorm_epsilon", arg_float(args, "norm_epsilon", 1e-5)));
+    /* transformers 5 reads rope_parameters, 4 rope_theta and rope_scaling */
+    ckpt_buf_puts(b, ",\n  \"rope_parameters\": {\n    \"rope_theta\": ");
+    put_float(b, arg_float(args, "rotary_base", 10000.0));
+    ckpt_buf_puts(b, ",\n    \"rope_type\": \"default\"\n  },\n  \"rope_scaling\": null,\n  \"rope_theta\": ");
     put_float(b, arg_float(args, "rotary_base", 10000.0));
     ckpt_buf_printf(b, ",\n  \"tie_word_embeddings\": %s,\n", tied ? "true" : "false");
     ckpt_buf_printf(b, "  \"torch_dtype\": \"%s\",\n", ckpt_dtype_name(dtype));
@@ -165,11 +169,21 @@ static cJSON *read_json(const char *path)
     return j;
 }
 
+/* transformers 5 keeps rope_theta in rope_parameters, 4 at the top level. */
+static double rope_theta(const cJSON *cfg)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    return json_number(cJSON_IsObject(params) ? params : cfg, "rope_theta", json_number(cfg, "rope_theta", 10000.0));
+}
+
 int ckpt_hf_llama_megatron_args(ckpt_arena *a, const char *config_path, const ckpt_map_params *p, int tp,
                                 const char *transformer_impl, ckpt_value **out, ckpt_dtype *dtype)
 {
     cJSON *cfg = read_json(config_path);
-    const cJSON *td = cJSON_GetObjectItemCaseSensitive(cfg, "torch_dtype");
+    /* transformers 5 writes "dtype", 4 "torch_dtype" */
+    const cJSON *td = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cfg, "dtype"))
+                          ? cJSON_GetObjectItemCaseSensitive(cfg, "dtype")
+                          : cJSON_GetObjectItemCaseSensitive(cfg, "torch_dtype");
     int64_t heads = param(p, "num_attention_heads", 0), hidden = param(p, "hidden_size", 0);
     int64_t kv = param(p, "num_key_value_heads", heads), vocab = param(p, "vocab_size", 0);
     int64_t head_dim = param(p, "head_dim", heads ? hidden / heads : 0);
@@ -206,10 +220,11 @@ int ckpt_hf_llama_megatron_args(ckpt_arena *a, const char *config_path, const ck
         (rc = ckpt_megatron_args_set_str(a, args, "position_embedding_type", "rope")) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "add_position_embedding", 0)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "use_rotary_position_embeddings", 1)) < 0 ||
-        (rc = ckpt_megatron_args_set_float(a, args, "rotary_base", json_number(cfg, "rope_theta", 10000.0))) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "rotary_base", rope_theta(cfg))) < 0 ||
         (rc = ckpt_megatron_args_set_float(a, args, "rotary_percent", 1.0)) < 0 ||
         (rc = ckpt_megatron_args_set_str(a, args, "normalization", "RMSNorm")) < 0 ||
         (rc = ckpt_megatron_args_set_float(a, args, "norm_epsilon", json_number(cfg, "rms_norm_eps", 1e-5))) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "layernorm_epsilon", json_number(cfg, "rms_norm_eps", 1e-5))) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "swiglu", 1)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "add_bias_linear", 0)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", json_bool(cfg, "attention_bias", 0))) < 0 ||

@@ -18,13 +18,16 @@ CKPT_EXTERN(int) ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *na
                                           size_t n, uint64_t max_shard_size);
 
 /* A LlamaForCausalLM config.json for Megatron args (a Namespace): sizes, head counts
- * (head_dim from kv_channels, num_key_value_heads from num_query_groups), vocab_size =
- * true_vocab, rope_theta, rms_norm_eps, tie_word_embeddings, torch_dtype from dtype. */
+ * (head_dim from kv_channels, num_key_value_heads from num_query_groups when args say
+ * group_query_attention), vocab_size = true_vocab, rms_norm_eps (layernorm_epsilon, or
+ * norm_epsilon before megatron-core 0.16), tie_word_embeddings, and the fields both
+ * transformers 4 and 5 read: rope_theta and rope_parameters, torch_dtype and dtype. */
 CKPT_EXTERN(int) ckpt_hf_llama_config(const ckpt_value *megatron_args, int64_t true_vocab, ckpt_dtype dtype,
                                       ckpt_buf *out);
 
 /* Megatron args (built in `a`) for a LLaMA config.json whose integers are in `params`
- * (ckpt_map_params_load_json) and whose floats and flags are read from config_path:
+ * (ckpt_map_params_load_json) and whose floats and flags are read from config_path
+ * (transformers 4 or 5: rope_theta or rope_parameters.rope_theta, torch_dtype or dtype):
  * RMSNorm, SwiGLU, RoPE, no linear biases (attention_bias gives add_qkv_bias), untied unless
  * tie_word_embeddings, padded_vocab_size for `tp`. *dtype is config's torch_dtype (bf16
  * when absent). */

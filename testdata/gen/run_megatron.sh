@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Regenerates testdata/megatron/<layout>/ with Megatron-LM's own training code on the CPU (gloo),
+# then checks every layout against the others and writes <layout>/expected.json; also
+# testdata/hf/llama_tiny/ (transformers). See testdata/gen/README_megatron.md.
+#
+#   MCORE_PYTHON=/path/to/venv/bin/python MEGATRON_LM=/path/to/Megatron-LM \
+#       testdata/gen/run_megatron.sh               # everything (about 10 minutes on 2 cores)
+#   ... run_megatron.sh describe                   # only the checks + expected.json (needs WORK=)
+#
+# MCORE_PYTHON: torch 2.10.0, megatron-core 0.16.1, transformers, safetensors, numpy<2, six.
+# MEGATRON_LM: a checkout of NVIDIA/Megatron-LM at tag core_v0.16.1 (commit 55ac7082517c);
+#   only megatron/{training,legacy,post_training,rl}, gpt_builders.py and model_provider.py
+#   are used, on top of the installed megatron-core wheel (same sources as the tag).
+set -euo pipefail
+
+PY=${MCORE_PYTHON:?set MCORE_PYTHON to the Python that has torch and megatron-core 0.16.1}
+MLM=${MEGATRON_LM:?set MEGATRON_LM to a Megatron-LM checkout at tag core_v0.16.1}
+GEN_DIR=$(cd "$(dirname "$0")" && pwd)
+TESTDATA=$(cd "$GEN_DIR/.." && pwd)
+OUT=${MEGATRON_OUT:-$TESTDATA/megatron}      # override both to regenerate elsewhere
+HF_OUT=${HF_OUT:-$TESTDATA/hf/llama_tiny}
+KEEP_WORK=${WORK:-}
+WORK=${WORK:-$(mktemp -d)}
+mkdir -p "$OUT" "$WORK"
+[ -n "$KEEP_WORK" ] || trap 'rm -rf "$WORK"' EXIT
+
+# megatron/training & co. from the checkout, megatron/core from the wheel (namespace package)
+OVERLAY=$WORK/overlay
+mkdir -p "$OVERLAY/megatron"
+for d in training legacy post_training rl; do ln -sfn "$MLM/megatron/$d" "$OVERLAY/megatron/$d"; done
+for f in gpt_builders.py model_provider.py; do ln -sf "$MLM/$f" "$OVERLAY/$f"; done
+export PYTHONPATH=$OVERLAY:$GEN_DIR
+export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo PYTHONHASHSEED=0 CUDA_VISIBLE_DEVICES= CUDA_DEVICE_MAX_CONNECTIONS=1
+export MEGATRON_OVERLAY=$OVERLAY
+
+free_port() {
+    "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# train LAYOUT NPROC [gen_megatron.py train options]
+train() {
+    local layout=$1 n=$2
+    shift 2
+    echo "== $layout: $n processes"
+    rm -rf "${WORK:?}/$layout"
+    case $layout in tp1) rm -rf "$WORK/ref_dist" ;; ref512) rm -rf "$WORK/ref512_dist" ;; esac
+    if ! (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node "$n" \
+            --master_addr 127.0.0.1 --master_port "$(free_port)" \
+            "$GEN_DIR/gen_megatron.py" train --layout "$layout" "$@") >"$WORK/$layout.log" 2>&1; then
+        grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/$layout.log" | tail -40
+        echo "$layout failed (log: $WORK/$layout.log)" >&2
+        return 1
+    fi
+    "$PY" -c 'import json, sys; [print("   ", c) for c in json.load(open(sys.argv[1]))["checks"]]' \
+        "$WORK/$layout.meta.rank0.json"
+    case $layout in
+        ref512|gpt2style_tp1|hf_llama_tiny_tp1) ;;
+        *) rm -rf "${OUT:?}/$layout"; cp -r "$WORK/$layout" "$OUT/$layout" ;;
+    esac
+}
+
+if [ "${1:-all}" = all ]; then
+    "$PY" "$GEN_DIR/gen_hf_llama.py" "$HF_OUT"
+    I=(--init-full tp1_init_full.pt)
+    R=(--ref-full tp1_full.pt)
+    train tp1 1
+    train ref512 1 "${R[@]}"
+    train tp2 2 "${I[@]}" "${R[@]}"
+    train pp2 2 "${R[@]}"
+    train tp2pp2 4 "${R[@]}"
+    train tp4_ng2 4 "${R[@]}"
+    train tp2_bf16 2 "${I[@]}" "${R[@]}"
+    train pp2_vpp2 2 "${R[@]}"
+    train tp1_optim 1 "${I[@]}" "${R[@]}"
+    train tp2_optim 2 "${I[@]}" "${R[@]}"
+    train tp2pp2_bf16_optim 4 "${R[@]}"
+    train gpt2style_tp1 1
+    train gpt2style_tp2 2 --init-full gpt2style_tp1_init_full.pt --ref-full gpt2style_tp1_full.pt
+    train hf_llama_tiny_tp1 1 --hf-dir "$HF_OUT"
+fi
+"$PY" "$GEN_DIR/gen_megatron.py" describe "$WORK" "$OUT" --hf-dir "$HF_OUT"
+du -sh "$OUT" "$HF_OUT"
