@@ -148,6 +148,8 @@ static int run(hf2mcore_args *a)
         rc = ckpt_error_oom();
         goto done;
     }
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
+        goto done;
     if (!(weights = weights_path(a->in))) {
         rc = ckpt_error_last()->code;
         goto done;

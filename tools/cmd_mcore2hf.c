@@ -165,7 +165,8 @@ static int run(const mcore2hf_args *a)
     so.layout = "megatron";
     so.iteration = a->iteration;
     mo.true_vocab_size = a->true_vocab;
-    if ((rc = ckpt_set_open(&set, a->in, &so)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_set_open(&set, a->in, &so)) < 0 ||
+        (rc = ckpt_plan_new(&plan)) < 0 ||
         (rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = check_llama(m)) < 0)
         goto done;
     inputs = calloc(ckpt_megatron_tensor_count(m) + 1, sizeof *inputs);

@@ -39,6 +39,12 @@ CKPT_EXTERN(void) ckpt_outdir_abort(ckpt_outdir *d);
  * handles stay allocated: abort them (commit now fails) or exit. */
 CKPT_EXTERN(void) ckpt_outdir_cleanup_all(void);
 
+/* Refuse an output directory that is the input directory or lies inside it (a later run
+ * would read the output as input; --force would write over what is being read): CKPT_EINVALID
+ * naming both. Paths are compared after resolving links; an output that does not exist yet
+ * is resolved through its parent. */
+CKPT_EXTERN(int) ckpt_outdir_check_apart(const char *final, const char *input);
+
 CKPT_END_DECL
 
 #endif

@@ -412,3 +412,45 @@ int ckpt_outdir_commit(ckpt_outdir *d)
     ckpt_outdir_abort(d);
     return rc;
 }
+
+/* The absolute path `path` will have: resolved if it exists, else its resolved parent plus
+ * its last component. */
+static char *resolve_future(const char *path)
+{
+    char *resolved = realpath(path, NULL), *copy, *slash, *parent;
+    size_t n;
+
+    if (resolved)
+        return resolved;
+    copy = strdup(path);
+    if (!copy)
+        return NULL;
+    for (n = strlen(copy); n > 1 && copy[n - 1] == '/';)
+        copy[--n] = '\0';
+    slash = strrchr(copy, '/');
+    if (slash)
+        *slash = '\0';
+    parent = realpath(slash ? (*copy ? copy : "/") : ".", NULL);
+    if (parent && asprintf(&resolved, "%s/%s", parent, slash ? slash + 1 : copy) < 0)
+        resolved = NULL;
+    free(parent);
+    free(copy);
+    return resolved;
+}
+
+int ckpt_outdir_check_apart(const char *final, const char *input)
+{
+    char *in = realpath(input, NULL), *out = resolve_future(final);
+    int rc = 0;
+
+    if (in && out) {
+        size_t n = strlen(in);
+        if (strcmp(in, out) == 0)
+            rc = ckpt_error_set(CKPT_EINVALID, "%s and %s are the same directory", input, final);
+        else if (strncmp(in, out, n) == 0 && (out[n] == '/' || (n == 1 && in[0] == '/')))
+            rc = ckpt_error_set(CKPT_EINVALID, "%s is inside the input directory %s", final, input);
+    }
+    free(in);
+    free(out);
+    return rc;
+}

@@ -226,3 +226,16 @@ CKPT_TEST(test_outdir_cleanup_from_signal_handler)
     ASSERT_EQ_STR(listing("."), "");
     ckpt_outdir_abort(d);
 }
+
+CKPT_TEST(test_outdir_check_apart)
+{
+    ASSERT_TRUE(mkdir("in", 0777) == 0 && mkdir("in/sub", 0777) == 0 && mkdir("other", 0777) == 0);
+    ASSERT_OK(ckpt_outdir_check_apart("other", "in"));
+    ASSERT_OK(ckpt_outdir_check_apart("new", "in"));
+    ASSERT_OK(ckpt_outdir_check_apart("in2", "in"));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in", "in"));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in/", "./in"));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in/sub", "in"));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in/new", "in"));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "inside the input directory") != NULL);
+}
