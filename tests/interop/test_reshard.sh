@@ -178,6 +178,12 @@ a = d['args']
 assert (a.num_layers, a.hidden_size, a.num_attention_heads, a.num_query_groups, a.ffn_hidden_size,
         a.padded_vocab_size, a.vocab_size, a.swiglu, a.normalization) == (4, 64, 4, 2, 96, 256, 200, True, 'RMSNorm'), vars(a)
 assert d['iteration'] == 1 and d['checkpoint_version'] == 3.0\""
+# Transformer Engine names through reshard: HF -> mcore TP1 (TE) -> TP2 PP2 -> HF, the same files
+case_run "TE layer names through reshard" sh -c "
+    '$CKPTCONV' reshard '$OUT/te' '$OUT/te-tp2pp2' --tp 2 --pp 2 -q &&
+    '$CKPTCONV' mcore2hf '$OUT/te-tp2pp2' '$OUT/te-back' --max-shard-size 100KB -q &&
+    for f in '$HF'/*.safetensors '$HF/model.safetensors.index.json'; do
+        cmp \"\$f\" '$OUT/te-back/'\"\$(basename \"\$f\")\"; done"
 # the HF model through hf2mcore gives the same logits as the HF model itself
 case_run "hf2mcore then mcore2hf keeps transformers' logits" ckpt mcore2hf "$OUT/te" "$OUT/te-hf" -q
 queue hf "HF -> mcore -> HF logits" logits "$OUT/te-hf" "$HF/logits.json"
