@@ -4,9 +4,13 @@
 #include <string.h>
 
 extern const ckpt_layout_vtable ckpt_layout_megatron;
+extern const ckpt_layout_vtable ckpt_layout_deepspeed;
+extern const ckpt_layout_vtable ckpt_layout_paddle;
 
 static const ckpt_layout_vtable *const layouts[] = {
     &ckpt_layout_megatron,
+    &ckpt_layout_deepspeed,
+    &ckpt_layout_paddle,
 };
 
 size_t ckpt_layouts__count(void)

@@ -58,7 +58,7 @@ int ckpt_megatron_new(ckpt_megatron **out, ckpt_graph *g, const ckpt_value *args
     m->info.num_layers = ckpt_megatron__arg_int(args, "num_layers", 0);
     m->info.padded_vocab_size = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
     m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(args, "make_vocab_size_divisible_by", 128);
-    m->info.true_vocab_size = opts.true_vocab_size ? opts.true_vocab_size : ckpt_megatron__arg_int(args, "vocab_size", 0);
+    m->info.true_vocab_size = opts.true_vocab_size ? opts.true_vocab_size : ckpt_megatron__true_vocab(args);
     m->ranks = calloc(1, sizeof *m->ranks);
     if (!m->ranks) {
         rc = ckpt_error_oom();

@@ -44,6 +44,18 @@ const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int
     return ckpt_value_dict_get(root, key);
 }
 
+int64_t ckpt_megatron__true_vocab(const ckpt_value *args)
+{
+    const ckpt_value *tok = ckpt_megatron_arg(args, "tokenizer_type");
+    int64_t v = ckpt_megatron__arg_int(args, "vocab_size", 0);
+
+    /* --vocab-size counts the NullTokenizer's tokens without its end-of-document token, whose
+     * id is vocab_size: the embedding holds one row more */
+    if (v > 0 && tok && ckpt_value_is_str(tok, "NullTokenizer"))
+        return v + 1;
+    return v;
+}
+
 int64_t ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp)
 {
     int64_t multiple = (divisible_by > 0 ? divisible_by : 1) * (tp > 0 ? tp : 1);
@@ -141,7 +153,7 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
     m->info.padded_vocab_size = ckpt_megatron__arg_int(m->args, "padded_vocab_size", 0);
     m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(m->args, "make_vocab_size_divisible_by", 128);
     m->info.true_vocab_size = o->true_vocab_size ? o->true_vocab_size
-                                                 : ckpt_megatron__arg_int(m->args, "vocab_size", 0);
+                                                 : ckpt_megatron__true_vocab(m->args);
     v = ckpt_value_dict_get(r0->root, "optimizer");
     m->info.has_optimizer = v && v->kind != CKPT_VAL_NONE;
     if (m->info.checkpoint_version > 0 && m->info.checkpoint_version < 2.0)

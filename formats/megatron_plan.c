@@ -1,8 +1,8 @@
 /* Writing the logical model of a Megatron checkpoint at another TP/PP/VPP layout.
  *
  * Each target rank file takes its top-level entries from a template: the source rank file
- * at the same coordinates where it exists (so rng states stay per rank), else TP rank 0 of
- * stage 0. `args` is rewritten, the model chunks are built from the logical model, the
+ * at the same coordinates, a coordinate beyond the source's layout taken as 0 (so rng states
+ * stay per rank where the rank exists, and tensor-parallel streams stay distinct). `args` is rewritten, the model chunks are built from the logical model, the
  * optimizer state is resharded with its parameters (megatron_optim.c) or dropped, and every
  * other entry is carried as it is. */
 #include "megatron_private.h"
@@ -140,6 +140,19 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
         (rc = set_attr(a, d, "virtual_pipeline_model_parallel_size",
                        c->t->vpp > 1 ? ckpt_value_new_int(a, c->t->vpp) : ckpt_value_new(a, CKPT_VAL_NONE))) < 0 ||
         (rc = set_attr(a, d, "padded_vocab_size", ckpt_value_new_int(a, c->padded_vocab))) < 0)
+        return rc;
+    /* derived from the layout by Megatron at start-up (one stage less with a standalone
+     * embedding stage); kept consistent with it here */
+    if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
+        (rc = set_attr(a, d, "transformer_pipeline_model_parallel_size",
+                       ckpt_value_new_int(a, c->t->pp - (c->m->info.pp -
+                                                          ckpt_megatron__arg_int(
+                                                              d, "transformer_pipeline_model_parallel_size",
+                                                              c->m->info.pp))))) < 0)
+        return rc;
+    /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
+    if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == c->m->info.tp &&
+        (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0)
         return rc;
     if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
         (rc = set_attr(a, d, "num_layers_per_virtual_pipeline_stage",

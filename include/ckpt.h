@@ -16,6 +16,7 @@
 #include "ckpt/parallel.h"
 #include "ckpt/plan.h"
 #include "ckpt/set.h"
+#include "ckpt/paddle.h"
 #include "ckpt/megatron.h"
 #include "ckpt/hf.h"
 

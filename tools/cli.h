@@ -42,9 +42,6 @@ int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);
 int cli_option_threads(const char *cmd, const char *arg, int *out);
 /* "dir/name", malloc'd; NULL when out of memory. */
 char *cli_path_join(const char *dir, const char *name);
-/* A JSON string as Python's json.dumps writes it (ensure_ascii): printable ASCII as it is,
- * the short escapes, everything else as \uXXXX; CKPT_EINVALID for invalid UTF-8. */
-int cli_json_py_string(ckpt_buf *b, const char *s);
 
 /* Options of the commands that write a plan: --dry-run, --json, --force, -q/--quiet,
  * --memory, --threads. Their getopt codes: */

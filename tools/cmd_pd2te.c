@@ -5,7 +5,6 @@
 #include "pd2te.h"
 
 #include <ckpt/sys/common.h>
-#include <ckpt/sys/io.h>
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -18,10 +17,9 @@ typedef struct pd2te_args {
     int direction;
     const char *cmd, *in, *out, *config, *map_path;
     long heads, kv_heads;
-    const char *variants[3];
+    const char *variants[2];
     size_t n_variants;
-    int dry_run, force, json, quiet;
-    ckpt_convert_options write;
+    cli_plan_args run;
 } pd2te_args;
 
 static void pd2te_help(FILE *out, const char *cmd)
@@ -122,12 +120,7 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
         { "map", required_argument, NULL, 'p' },
         { "fused-qkv", no_argument, NULL, 'Q' },
         { "unfused-ffn", no_argument, NULL, 'F' },
-        { "dry-run", no_argument, NULL, 'n' },
-        { "memory", required_argument, NULL, 'm' },
-        { "threads", required_argument, NULL, 'j' },
-        { "force", no_argument, NULL, 'f' },
-        { "json", no_argument, NULL, 'J' },
-        { "quiet", no_argument, NULL, 'q' },
+        CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -136,6 +129,7 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+        const char *variant = c == 'Q' ? "fused_qkv" : "unfused_ffn";
         switch (c) {
         case 'I': a->in = optarg; break;
         case 'O': a->out = optarg; break;
@@ -160,26 +154,15 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
             if (a->direction == TO_TE)
                 return cli_usage_error(cmd, "--%s is an output layout of te2pd; pd2te reads either layout as it is",
                                        c == 'Q' ? "fused-qkv" : "unfused-ffn");
-            a->variants[a->n_variants++] = c == 'Q' ? "fused_qkv" : "unfused_ffn";
+            if (a->n_variants == 0 || strcmp(a->variants[0], variant) != 0)
+                a->variants[a->n_variants++] = variant;
             break;
-        case 'n': a->dry_run = 1; break;
-        case 'm':
-            if ((rc = cli_option_memory(cmd, optarg, &a->write.memory)) != 0)
-                return rc;
-            break;
-        case 'j':
-            if ((rc = cli_option_threads(cmd, optarg, &a->write.threads)) != 0)
-                return rc;
-            break;
-        case 'f': a->force = 1; break;
-        case 'J': a->json = 1; break;
-        case 'q': a->quiet = 1; break;
         case 'h': pd2te_help(stdout, cmd); return -1;
-        default: return cli_usage_error(cmd, "unknown option");
+        default:
+            if ((rc = cli_plan_option(cmd, c, optarg, &a->run)) != 0)
+                return rc < 0 ? cli_usage_error(cmd, "unknown option") : rc;
         }
     }
-    if (a->n_variants == 2 && strcmp(a->variants[0], a->variants[1]) == 0)
-        a->n_variants = 1;
     if (!a->in && optind < argc)
         a->in = argv[optind++];
     if (!a->out && optind < argc)
@@ -189,38 +172,6 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
     if (!a->in || !a->out)
         return cli_usage_error(cmd, "expected IN_DIR and OUT_DIR");
     return 0;
-}
-
-/* The input and output must not be the same directory, nor one inside the other. */
-static int check_distinct(const pd2te_args *a)
-{
-    char *in = realpath(a->in, NULL), *out = realpath(a->out, NULL);
-    int rc = 0;
-
-    if (!out) { /* not there yet: its parent, if that exists */
-        char *copy = strdup(a->out), *slash, *parent;
-        size_t n = copy ? strlen(copy) : 0;
-        while (n > 1 && copy[n - 1] == '/')
-            copy[--n] = '\0';
-        slash = copy ? strrchr(copy, '/') : NULL;
-        if (slash)
-            *slash = '\0';
-        parent = copy ? realpath(slash ? (*copy ? copy : "/") : ".", NULL) : NULL;
-        if (parent && asprintf(&out, "%s/%s", parent, slash ? slash + 1 : copy) < 0)
-            out = NULL;
-        free(parent);
-        free(copy);
-    }
-    if (in && out) {
-        size_t n = strlen(in);
-        if (strcmp(in, out) == 0)
-            rc = ckpt_error_set(CKPT_EINVALID, "%s and %s are the same directory", a->in, a->out);
-        else if (strncmp(in, out, n) == 0 && out[n] == '/')
-            rc = ckpt_error_set(CKPT_EINVALID, "%s is inside the input directory %s", a->out, a->in);
-    }
-    free(in);
-    free(out);
-    return rc;
 }
 
 static int load_map(const pd2te_args *a, ckpt_map **out)
@@ -286,88 +237,77 @@ static int prefix_error(int rc, const char *prefix, const char *suffix)
     return rc;
 }
 
+/* The checkpoint of member i when it is a model file (ckpt_paddle_open opened them all). */
+static const ckpt_ckpt *model_of(const pd_job *j, size_t i)
+{
+    const ckpt_ckpt *ck = NULL;
+
+    if (strcmp(ckpt_set_member_at(j->set, i)->role, "model") != 0 || ckpt_set_member_open(j->set, i, &ck) < 0)
+        return NULL;
+    return ck;
+}
+
 /* Which side the names are on, over every model file at once: a TE directory given to
  * pd2te is refused before anything is planned. */
-static int detect_side(const ckpt_map *m, const pd_dir *d, const char *other_cmd)
+static int detect_side(const ckpt_map *m, const pd_job *j, const char *other_cmd)
 {
     const char **names;
-    size_t n = 0, i, j;
+    const ckpt_ckpt *ck;
+    size_t n = 0, i, k;
     int rc;
 
-    for (i = 0; i < d->n_models; i++)
-        n += ckpt_tensor_count(d->models[i].ck);
+    for (i = 0; i < ckpt_set_member_count(j->set); i++)
+        n += (ck = model_of(j, i)) ? ckpt_tensor_count(ck) : 0;
     if (!(names = malloc((n ? n : 1) * sizeof *names)))
         return ckpt_error_oom();
     n = 0;
-    for (i = 0; i < d->n_models; i++)
-        for (j = 0; j < ckpt_tensor_count(d->models[i].ck); j++)
-            names[n++] = ckpt_tensor_at(d->models[i].ck, j)->name;
+    for (i = 0; i < ckpt_set_member_count(j->set); i++)
+        for (k = 0, ck = model_of(j, i); ck && k < ckpt_tensor_count(ck); k++)
+            names[n++] = ckpt_tensor_at(ck, k)->name;
     rc = ckpt_map_detect(m, names, n);
     free(names);
     if (rc < 0) {
         char hint[64];
         snprintf(hint, sizeof hint, " (that is 'ckptconv %s')", other_cmd);
-        return prefix_error(rc, d->path, ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION ? hint : "");
+        return prefix_error(rc, ckpt_set_info_of(j->set)->root,
+                            ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION ? hint : "");
     }
     return 0;
 }
 
-/* An index must list exactly the tensors of its files, each in its own file. */
-static int check_index(const pd_dir *d, const pd_space *s)
+/* The map applied to one group's tensors, its nodes built in the plan's graph. */
+static int map_group(pd_job *j, size_t g, const ckpt_map *m, const ckpt_map_params *p, const pd2te_args *a)
 {
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(s->index, "weight_map");
-    size_t i, j, n = 0;
-
-    for (i = 0; i < s->n_files; i++) {
-        const pd_model_file *f = &d->models[s->files[i]];
-        for (j = 0; j < ckpt_tensor_count(f->ck); j++, n++) {
-            const char *name = ckpt_tensor_at(f->ck, j)->name;
-            const cJSON *e = cJSON_GetObjectItemCaseSensitive(map, name);
-            if (!e)
-                return ckpt_error_set(CKPT_EFORMAT, "%s/%s: tensor %s of %s is not in its weight_map", d->path,
-                                      s->index_name, name, f->name);
-            if (strcmp(e->valuestring, f->name) != 0)
-                return ckpt_error_set(CKPT_EFORMAT, "%s/%s: weight_map puts %s in %s, but it is in %s", d->path,
-                                      s->index_name, name, e->valuestring, f->name);
-        }
-    }
-    if ((size_t)cJSON_GetArraySize(map) != n)
-        return ckpt_error_set(CKPT_EFORMAT, "%s/%s: weight_map lists %d tensors, its files hold %zu", d->path,
-                              s->index_name, cJSON_GetArraySize(map), n);
-    return 0;
-}
-
-static int plan_space(const pd_dir *d, const pd_space *s, const ckpt_map *m, const ckpt_map_params *p,
-                      ckpt_graph *g, const pd2te_args *a, ckpt_map_result **out)
-{
+    const ckpt_paddle_group *grp = ckpt_paddle_group_at(j->dir, g);
     ckpt_map_input *in;
-    size_t n = 0, i, j;
-    int rc = 0;
+    size_t n = 0, i, k;
+    int rc;
 
-    if (s->index && (rc = check_index(d, s)) < 0)
+    if ((rc = ckpt_paddle_group_check(j->dir, g)) < 0)
         return rc;
-    for (i = 0; i < s->n_files; i++)
-        n += ckpt_tensor_count(d->models[s->files[i]].ck);
+    for (i = 0; i < grp->n_files; i++)
+        n += ckpt_tensor_count(model_of(j, grp->files[i]));
     if (!(in = malloc((n ? n : 1) * sizeof *in)))
         return ckpt_error_oom();
     n = 0;
-    for (i = 0; i < s->n_files && rc == 0; i++) {
-        const ckpt_ckpt *ck = d->models[s->files[i]].ck;
-        for (j = 0; j < ckpt_tensor_count(ck) && rc == 0; j++, n++) {
-            in[n].name = ckpt_tensor_at(ck, j)->name;
-            in[n].home = s->files[i];
-            rc = ckpt_node_tensor(g, ckpt_tensor_at(ck, j), &in[n].node);
+    for (i = 0; i < grp->n_files && rc == 0; i++) {
+        const ckpt_ckpt *ck = model_of(j, grp->files[i]);
+        for (k = 0; k < ckpt_tensor_count(ck) && rc == 0; k++, n++) {
+            in[n].name = ckpt_tensor_at(ck, k)->name;
+            in[n].home = grp->files[i];
+            rc = ckpt_node_tensor(ckpt_plan_graph(j->plan), ckpt_tensor_at(ck, k), &in[n].node);
         }
     }
     if (rc == 0) {
         const char *variants[4] = { NULL };
         memcpy(variants, a->variants, a->n_variants * sizeof *variants);
-        rc = ckpt_map_apply(m, p, g, in, n, a->n_variants ? variants : NULL, out);
+        rc = ckpt_map_apply(m, p, ckpt_plan_graph(j->plan), in, n, a->n_variants ? variants : NULL, &j->results[g]);
     }
     free(in);
     if (rc < 0) {
         char where[4096], hint[512] = "";
-        snprintf(where, sizeof where, "%s/%s", a->in, s->index_name ? s->index_name : d->models[s->files[0]].name);
+        snprintf(where, sizeof where, "%s/%s", a->in,
+                 ckpt_set_member_at(j->set, grp->index >= 0 ? (size_t)grp->index : grp->files[0])->rel);
         if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_PARAM)
             snprintf(hint, sizeof hint, "\n  give the model's head counts with --num-attention-heads and "
                      "--num-key-value-heads, or put its config.json in %s (or name it with --config)%s", a->in,
@@ -378,56 +318,16 @@ static int plan_space(const pd_dir *d, const pd_space *s, const ckpt_map *m, con
     return 0;
 }
 
-/* ---- writing ---- */
-
-static int write_model(ckpt_outdir *od, const pd_dir *d, size_t i, const ckpt_map_result *r, const pd2te_args *a,
-                       cJSON *report, uint64_t *bytes)
+/* The group's index, rewritten with the names its files now hold. */
+static int plan_index(pd_job *j, size_t g)
 {
-    const pd_model_file *f = &d->models[i];
-    ckpt_graph_output *outs = malloc((ckpt_map_result_count(r) + 1) * sizeof *outs);
-    ckpt_convert_options opts = a->write;
-    ckpt_convert_report written;
-    const char *path;
-    size_t n = 0, k;
-    int rc;
-
-    if (!outs)
-        return ckpt_error_oom();
-    for (k = 0; k < ckpt_map_result_count(r); k++) {
-        const ckpt_map_output *o = ckpt_map_result_at(r, k);
-        if (o->home == i) {
-            outs[n].name = o->name;
-            outs[n].node = o->node;
-            outs[n++].flags = 0;
-        }
-    }
-    if (!(path = ckpt_outdir_file(od, f->name))) {
-        free(outs);
-        return ckpt_error_last()->code;
-    }
-    opts.format = ckpt_format_name(f->ck);
-    if (!a->quiet && !a->json) {
-        opts.progress = cli_progress;
-        opts.progress_payload = f->name;
-    }
-    rc = ckpt_graph_write(outs, n, path, &opts, &written);
-    cli_progress_done();
-    if (rc == 0) {
-        pd_report_file(report, f, i, r, &written, 0);
-        *bytes += written.bytes_written;
-    }
-    ckpt_convert_report_dispose(&written);
-    free(outs);
-    return rc;
-}
-
-static int write_index(ckpt_outdir *od, const pd_dir *d, const pd_space *s, const ckpt_map_result *r, cJSON *report)
-{
+    const ckpt_map_result *r = j->results[g];
     size_t n = ckpt_map_result_count(r), k;
     const char **names = malloc((n + 1) * sizeof *names), **files = malloc((n + 1) * sizeof *files);
+    const ckpt_member *index;
+    ckpt_buf json = CKPT_BUF_INIT;
     uint64_t total = 0;
-    const char *path;
-    int rc = 0;
+    int rc;
 
     if (!names || !files) {
         rc = ckpt_error_oom();
@@ -436,141 +336,154 @@ static int write_index(ckpt_outdir *od, const pd_dir *d, const pd_space *s, cons
     for (k = 0; k < n; k++) {
         const ckpt_map_output *o = ckpt_map_result_at(r, k);
         names[k] = o->name;
-        files[k] = d->models[o->home].name;
-        total += pd_output_bytes(o->node);
+        files[k] = ckpt_set_member_at(j->set, o->home)->rel;
+        total += pd_node_bytes(o->node);
     }
-    if (!(path = ckpt_outdir_file(od, s->index_name))) {
-        rc = ckpt_error_last()->code;
-        goto done;
-    }
-    if ((rc = pd_index_write(path, s->index, names, files, n, total)) == 0)
-        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(report, "indexes"), cJSON_CreateString(s->index_name));
-
+    index = ckpt_set_member_at(j->set, (size_t)ckpt_paddle_group_at(j->dir, g)->index);
+    j->origin[ckpt_plan_file_count(j->plan)] = g;
+    if ((rc = ckpt_paddle_index_json(j->dir, g, names, files, n, total, &json)) == 0)
+        rc = ckpt_plan_add_bytes(j->plan, index->rel, json.data, json.len);
 done:
+    ckpt_buf_dispose(&json);
     free(names);
     free(files);
     return rc;
 }
 
-static int copy_file(ckpt_outdir *od, const char *dir, const char *name, uint64_t *bytes)
+/* Every output file: the model files in member order, the indexes, the files copied. */
+static int plan_files(pd_job *j)
 {
-    char *src_path = NULL;
-    const char *path = ckpt_outdir_file(od, name);
-    ckpt_file *src = NULL;
-    ckpt_outfile *dst = NULL;
-    int rc;
+    size_t n = ckpt_set_member_count(j->set), i, k, f;
+    const ckpt_ckpt *ck;
+    int rc = 0;
 
-    if (!path)
-        return ckpt_error_last()->code;
-    if (asprintf(&src_path, "%s/%s", dir, name) < 0)
+    if (!(j->origin = calloc(n + ckpt_paddle_extra_count(j->dir) + 1, sizeof *j->origin)))
         return ckpt_error_oom();
-    if ((rc = ckpt_file_open(&src, src_path)) < 0 || (rc = ckpt_outfile_open(&dst, path, 0)) < 0)
-        goto done;
-    if (src->size && (rc = ckpt_outfile_copy(dst, 0, src, 0, src->size)) < 0)
-        goto done;
-    *bytes += src->size;
-    rc = ckpt_outfile_commit(dst);
-    dst = NULL;
-
-done:
-    ckpt_outfile_abort(dst);
-    ckpt_file_close(src);
-    free(src_path);
+    for (i = 0; i < n && rc == 0; i++) {
+        const ckpt_map_result *r = j->results[j->group_of[i]];
+        if (!(ck = model_of(j, i)))
+            continue;
+        if ((rc = ckpt_plan_add_file(j->plan, ckpt_set_member_at(j->set, i)->rel, ckpt_format_name(ck), &f)) < 0)
+            break;
+        j->origin[f] = i;
+        for (k = 0; k < ckpt_map_result_count(r) && rc == 0; k++) {
+            const ckpt_map_output *o = ckpt_map_result_at(r, k);
+            if (o->home == i)
+                rc = ckpt_plan_add_tensor(j->plan, f, o->name, o->node, 0, NULL);
+        }
+    }
+    for (i = 0; i < ckpt_paddle_group_count(j->dir) && rc == 0; i++)
+        if (ckpt_paddle_group_at(j->dir, i)->index >= 0)
+            rc = plan_index(j, i);
+    for (i = 0; i < ckpt_paddle_extra_count(j->dir) && rc == 0; i++) {
+        const ckpt_paddle_extra *x = ckpt_paddle_extra_at(j->dir, i);
+        if (!x->skip)
+            rc = ckpt_plan_add_copy(j->plan, x->rel, x->path);
+    }
     return rc;
 }
 
-static int write_all(const pd2te_args *a, const pd_dir *d, ckpt_map_result *const *results, cJSON *report, uint64_t *bytes)
+static int plan_job(pd_job *j, const ckpt_map *m, const ckpt_map_params *p, const pd2te_args *a)
 {
-    ckpt_outdir *od = NULL;
-    size_t i;
+    size_t n_groups = ckpt_paddle_group_count(j->dir), g, i;
     int rc;
 
-    if ((rc = ckpt_outdir_begin(&od, a->out, a->force)) < 0)
+    j->results = calloc(n_groups + 1, sizeof *j->results);
+    j->group_of = calloc(ckpt_set_member_count(j->set) + 1, sizeof *j->group_of);
+    if (!j->results || !j->group_of)
+        return ckpt_error_oom();
+    for (g = 0; g < n_groups; g++)
+        for (i = 0; i < ckpt_paddle_group_at(j->dir, g)->n_files; i++)
+            j->group_of[ckpt_paddle_group_at(j->dir, g)->files[i]] = g;
+    if ((rc = ckpt_plan_new(&j->plan)) < 0)
         return rc;
-    for (i = 0; i < d->n_models && rc == 0; i++)
-        rc = write_model(od, d, i, results[d->models[i].space], a, report, bytes);
-    for (i = 0; i < d->n_spaces && rc == 0; i++)
-        if (d->spaces[i].index_name)
-            rc = write_index(od, d, &d->spaces[i], results[i], report);
-    for (i = 0; i < d->n_others && rc == 0; i++)
-        if (!d->others[i].why)
-            rc = copy_file(od, d->path, d->others[i].name, bytes);
-    if (rc < 0) {
-        ckpt_outdir_abort(od);
-        return rc;
+    for (g = 0; g < n_groups && rc == 0; g++)
+        rc = map_group(j, g, m, p, a);
+    return rc < 0 ? rc : plan_files(j);
+}
+
+static void job_free(pd_job *j)
+{
+    size_t g;
+
+    for (g = 0; j->results && j->dir && g < ckpt_paddle_group_count(j->dir); g++)
+        ckpt_map_result_free(j->results[g]);
+    free(j->results);
+    free(j->group_of);
+    free(j->origin);
+    ckpt_plan_free(j->plan);
+    ckpt_paddle_close(j->dir);
+    ckpt_set_close(j->set);
+}
+
+static void print_summary(const pd2te_args *a, const pd_job *j, const ckpt_plan_report *rep, const char *map,
+                          double seconds)
+{
+    size_t copied = 0, skipped = 0, models = 0, i;
+    char size[32];
+
+    for (i = 0; i < ckpt_paddle_extra_count(j->dir); i++) {
+        const ckpt_paddle_extra *x = ckpt_paddle_extra_at(j->dir, i);
+        if (x->skip) {
+            fprintf(stderr, "skipped %s: %s\n", x->rel, x->skip);
+            skipped++;
+        } else {
+            copied++;
+        }
     }
-    return ckpt_outdir_commit(od);
+    for (i = 0; i < ckpt_plan_file_count(j->plan); i++)
+        models += ckpt_plan_file_at(j->plan, i)->kind == CKPT_PLAN_TENSORS;
+    fprintf(stderr, "wrote %s: %zu model file%s converted with %s, %zu copied, %zu skipped (%s) in %.2f s\n", a->out,
+            models, models == 1 ? "" : "s", map, copied, skipped, cli_human_size(rep->bytes_written, size, sizeof size),
+            seconds);
 }
 
 static int run(const pd2te_args *a)
 {
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_plan_report rep;
     ckpt_map *m = NULL;
     ckpt_map_params *params = NULL;
-    ckpt_graph *g = NULL;
-    ckpt_map_result **results = NULL;
     cJSON *report = NULL;
-    pd_dir d;
-    uint64_t bytes = 0;
+    pd_job j;
     double start = cli_now();
-    size_t i;
     int rc;
 
-    memset(&d, 0, sizeof d);
-    if ((rc = check_distinct(a)) < 0 || (rc = load_map(a, &m)) < 0 || (rc = load_params(a, &params)) < 0 ||
-        (rc = pd_dir_open(&d, a->in)) < 0)
+    memset(&j, 0, sizeof j);
+    memset(&rep, 0, sizeof rep);
+    so.layout = "paddle";
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = load_map(a, &m)) < 0 ||
+        (rc = load_params(a, &params)) < 0 || (rc = ckpt_set_open(&j.set, a->in, &so)) < 0 ||
+        (rc = ckpt_paddle_open(&j.dir, j.set)) < 0 ||
+        (rc = detect_side(m, &j, a->direction == TO_TE ? "te2pd" : "pd2te")) < 0 ||
+        (rc = plan_job(&j, m, params, a)) < 0)
         goto done;
-    if (d.n_models == 0) {
-        rc = ckpt_error_set(CKPT_ENOTFOUND, "%s: no model_state*.pdparams files (PaddleNLP writes model_state.pdparams, "
-                            "model_state.tpXX_ppYY.pdparams or size-sharded model_state-0000i-of-0000n.pdparams)", a->in);
-        goto done;
-    }
-    if ((rc = detect_side(m, &d, a->direction == TO_TE ? "te2pd" : "pd2te")) < 0 || (rc = ckpt_graph_new(&g)) < 0)
-        goto done;
-    if (!(results = calloc(d.n_spaces, sizeof *results)) || !(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), a->dry_run, &d))) {
+    if (!(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), a->run.dry_run, &j))) {
         rc = ckpt_error_oom();
         goto done;
     }
-    for (i = 0; i < d.n_spaces && rc == 0; i++)
-        rc = plan_space(&d, &d.spaces[i], m, params, g, a, &results[i]);
-    if (rc < 0)
-        goto done;
-    if (a->dry_run) {
-        if (a->json) {
-            for (i = 0; i < d.n_models; i++)
-                pd_report_file(report, &d.models[i], i, results[d.models[i].space], NULL, 1);
+    if (a->run.dry_run) {
+        if (a->run.json) {
+            pd_report_files(report, &j, NULL);
             pd_report_print(report, cli_now() - start);
         } else {
-            pd_print_plan(&d, results);
+            pd_print_plan(&j);
         }
         goto done;
     }
-    if ((rc = write_all(a, &d, results, report, &bytes)) < 0)
+    if ((rc = cli_plan_execute(a->cmd, j.plan, a->out, &a->run, &rep)) < 0)
         goto done;
-    if (a->json) {
+    if (a->run.json) {
+        pd_report_files(report, &j, &rep);
         pd_report_print(report, cli_now() - start);
-    } else if (!a->quiet) {
-        size_t copied = 0, skipped = 0;
-        char size[32];
-        for (i = 0; i < d.n_others; i++) {
-            if (d.others[i].why) {
-                fprintf(stderr, "skipped %s: %s\n", d.others[i].name, d.others[i].why);
-                skipped++;
-            } else {
-                copied++;
-            }
-        }
-        fprintf(stderr, "wrote %s: %zu model file%s converted with %s, %zu copied, %zu skipped (%s) in %.2f s\n",
-                a->out, d.n_models, d.n_models == 1 ? "" : "s", ckpt_map_name(m), copied, skipped,
-                cli_human_size(bytes, size, sizeof size), cli_now() - start);
+    } else if (!a->run.quiet) {
+        print_summary(a, &j, &rep, ckpt_map_name(m), cli_now() - start);
     }
 
 done:
-    for (i = 0; results && i < d.n_spaces; i++)
-        ckpt_map_result_free(results[i]);
-    free(results);
+    ckpt_plan_report_dispose(&rep);
     cJSON_Delete(report);
-    ckpt_graph_free(g);
-    pd_dir_close(&d);
+    job_free(&j);
     ckpt_map_params_free(params);
     ckpt_map_free(m);
     return rc;
@@ -584,7 +497,7 @@ static int pd2te_main(int argc, char **argv, const char *cmd, int direction)
     memset(&a, 0, sizeof a);
     a.cmd = cmd;
     a.direction = direction;
-    a.write = (ckpt_convert_options)CKPT_CONVERT_OPTIONS_INIT;
+    a.run.write = (ckpt_convert_options)CKPT_CONVERT_OPTIONS_INIT;
     if ((rc = parse_args(&a, argc, argv)) != 0)
         return rc < 0 ? CLI_EXIT_OK : rc;
     if (run(&a) < 0)

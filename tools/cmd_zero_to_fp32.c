@@ -4,7 +4,6 @@
 #include "zero_to_fp32.h"
 
 #include <ckpt/sys/common.h>
-#include <ckpt/sys/io.h>
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdlib.h>
@@ -13,14 +12,8 @@
 typedef struct zero_args {
     const char *in, *out, *tag;
     zero_plan_options plan;
-    int dry_run, force, json, quiet;
-    ckpt_convert_options write;
+    cli_plan_args run;
 } zero_args;
-
-/* Progress over every file of the run. */
-typedef struct zero_progress {
-    uint64_t base, total;
-} zero_progress;
 
 static void zero_help(FILE *out)
 {
@@ -97,12 +90,7 @@ static int parse_args(zero_args *a, int argc, char **argv)
         { "max_shard_size", required_argument, NULL, 'S' },
         { "optimizer-states", no_argument, NULL, 'o' },
         { "to", required_argument, NULL, 'T' },
-        { "dry-run", no_argument, NULL, 'n' },
-        { "memory", required_argument, NULL, 'm' },
-        { "threads", required_argument, NULL, 'j' },
-        { "force", no_argument, NULL, 'f' },
-        { "json", no_argument, NULL, 'J' },
-        { "quiet", no_argument, NULL, 'q' },
+        CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -130,20 +118,10 @@ static int parse_args(zero_args *a, int argc, char **argv)
             if (strcmp(format, "safetensors") == 0)
                 a->plan.safetensors = 1;
             break;
-        case 'n': a->dry_run = 1; break;
-        case 'm':
-            if ((rc = cli_option_memory(cmd, optarg, &a->write.memory)) != 0)
-                return rc;
-            break;
-        case 'j':
-            if ((rc = cli_option_threads(cmd, optarg, &a->write.threads)) != 0)
-                return rc;
-            break;
-        case 'f': a->force = 1; break;
-        case 'J': a->json = 1; break;
-        case 'q': a->quiet = 1; break;
         case 'h': zero_help(stdout); return -1;
-        default: return cli_usage_error(cmd, "unknown option");
+        default:
+            if ((rc = cli_plan_option(cmd, c, optarg, &a->run)) != 0)
+                return rc < 0 ? cli_usage_error(cmd, "unknown option") : rc;
         }
     }
     if (argc - optind != 2)
@@ -153,13 +131,6 @@ static int parse_args(zero_args *a, int argc, char **argv)
     if (!*a->in || !*a->out)
         return cli_usage_error(cmd, "CHECKPOINT_DIR and OUTPUT_DIR must not be empty");
     return 0;
-}
-
-static void on_progress(uint64_t done, uint64_t total, void *payload)
-{
-    const zero_progress *p = payload;
-    (void)total;
-    cli_progress(p->base + done, p->total, "zero-to-fp32");
 }
 
 static const char *out_dtype_note(const zero_entry *e, char *buf, size_t cap)
@@ -220,9 +191,10 @@ static void add_notes(cJSON *notes, const char *text)
 }
 
 /* files: per output file {name, tensors, data_bytes[, bytes][, tensor_list]}. */
-static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const uint64_t *file_bytes,
-                       const ckpt_buf *write_notes, double seconds)
+static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
+                       double seconds)
 {
+    const uint64_t *file_bytes = rep ? rep->file_bytes : NULL;
     cJSON *o = cJSON_CreateObject(), *files = cJSON_CreateArray(), *notes = cJSON_CreateArray();
     size_t i, j, k, n = 0, tensors = 0;
     uint64_t total = 0;
@@ -230,7 +202,7 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
 
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
-    cJSON_AddBoolToObject(o, "dry_run", a->dry_run);
+    cJSON_AddBoolToObject(o, "dry_run", a->run.dry_run);
     for (i = 0; i < p->n_sets; i++) {
         const zero_set *s = &p->sets[i];
         const ckpt_shard_plan *sh = s->shards;
@@ -251,7 +223,7 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
             } else {
                 total += is_index ? 0 : sh->files[j].nbytes;
             }
-            if (a->dry_run && !is_index) {
+            if (a->run.dry_run && !is_index) {
                 list = cJSON_AddArrayToObject(f, "tensor_list");
                 for (k = 0; k < sh->files[j].n_entries; k++) {
                     size_t item = sh->files[j].entries[k];
@@ -275,11 +247,11 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
     }
     cJSON_AddItemToObject(o, "files", files);
     cJSON_AddNumberToObject(o, "tensors", (double)tensors);
-    cJSON_AddNumberToObject(o, a->dry_run ? "data_bytes" : "bytes", (double)total);
+    cJSON_AddNumberToObject(o, a->run.dry_run ? "data_bytes" : "bytes", (double)total);
     cJSON_AddNumberToObject(o, "seconds", seconds);
     for (i = 0; i < ckpt_note_count(in); i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ckpt_note_at(in, i)));
-    add_notes(notes, write_notes && write_notes->len ? (const char *)write_notes->data : NULL);
+    add_notes(notes, rep && rep->notes.len ? (const char *)rep->notes.data : NULL);
     cJSON_AddItemToObject(o, "notes", notes);
     text = cJSON_Print(o);
     if (text)
@@ -288,96 +260,11 @@ static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan 
     cJSON_Delete(o);
 }
 
-static int write_index(ckpt_outdir *d, const zero_set *s, uint64_t *bytes)
+static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
+                          double seconds)
 {
-    ckpt_buf json = CKPT_BUF_INIT;
-    ckpt_outfile *f = NULL;
-    const char *path = ckpt_outdir_file(d, s->shards->index_name);
-    int rc = path ? ckpt_shard_index_json(s->shards, 0, &json) : ckpt_error_last()->code;
-
-    if (rc >= 0 && (rc = ckpt_outfile_open(&f, path, 0)) >= 0 &&
-        (rc = ckpt_outfile_pwrite(f, 0, json.data, json.len)) >= 0) {
-        rc = ckpt_outfile_commit(f);
-        f = NULL;
-    }
-    ckpt_outfile_abort(f);
-    *bytes = json.len;
-    ckpt_buf_dispose(&json);
-    return rc;
-}
-
-static int write_file(ckpt_outdir *d, const zero_args *a, const zero_set *s, const ckpt_shard_file *f,
-                      ckpt_buf *notes, uint64_t *bytes)
-{
-    ckpt_graph_output *outs = calloc(f->n_entries + 1, sizeof *outs);
-    const char *path = ckpt_outdir_file(d, f->name);
-    ckpt_convert_report rep;
-    size_t i;
-    int rc;
-
-    if (!outs || !path) {
-        free(outs);
-        return outs ? ckpt_error_last()->code : ckpt_error_oom();
-    }
-    for (i = 0; i < f->n_entries; i++) {
-        outs[i].name = s->entries[f->entries[i]].name;
-        outs[i].node = s->entries[f->entries[i]].node;
-    }
-    rc = ckpt_graph_write(outs, f->n_entries, path, &a->write, &rep);
-    if (rc >= 0) {
-        *bytes = rep.bytes_written;
-        if (rep.notes.len)
-            rc = ckpt_buf_printf(notes, "%s%s", (const char *)rep.notes.data,
-                                 rep.notes.data[rep.notes.len - 1] == '\n' ? "" : "\n");
-    }
-    ckpt_convert_report_dispose(&rep);
-    free(outs);
-    if (rc < 0)
-        ckpt_error_prefix("%s/%s", a->out, f->name);
-    return rc;
-}
-
-/* Every file into the staging directory, then into place. file_bytes: one per file and
- * index, in plan order. */
-static int write_all(zero_args *a, const zero_plan *p, uint64_t *file_bytes, ckpt_buf *notes)
-{
-    zero_progress prog = { 0, 0 };
-    ckpt_outdir *d = NULL;
-    size_t i, j, n = 0;
-    int rc;
-
-    for (i = 0; i < p->n_sets; i++)
-        for (j = 0; j < p->sets[i].shards->n_files; j++)
-            prog.total += p->sets[i].shards->files[j].nbytes;
-    if (!a->quiet && !a->json) {
-        a->write.progress = on_progress;
-        a->write.progress_payload = &prog;
-    }
-    if ((rc = ckpt_outdir_begin(&d, a->out, a->force)) < 0)
-        return rc;
-    for (i = 0; i < p->n_sets && rc >= 0; i++) {
-        const zero_set *s = &p->sets[i];
-        for (j = 0; j < s->shards->n_files && rc >= 0; j++) {
-            rc = write_file(d, a, s, &s->shards->files[j], notes, &file_bytes[n++]);
-            prog.base += s->shards->files[j].nbytes;
-        }
-        if (rc >= 0 && s->shards->index_name)
-            rc = write_index(d, s, &file_bytes[n++]);
-    }
-    cli_progress_done();
-    if (rc < 0) {
-        ckpt_outdir_abort(d);
-        return rc;
-    }
-    return ckpt_outdir_commit(d);
-}
-
-static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const uint64_t *file_bytes,
-                          const ckpt_buf *notes, double seconds)
-{
-    size_t i, j, n = 0, tensors = 0;
-    uint64_t total = 0;
-    const char *line = notes->len ? (const char *)notes->data : "";
+    size_t i, j, tensors = 0;
+    const char *line = rep->notes.len ? (const char *)rep->notes.data : "";
     char size[32];
 
     for (i = 0; i < ckpt_note_count(in); i++)
@@ -387,39 +274,33 @@ static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_pl
         fprintf(stderr, "note: %.*s\n", (int)len, line);
         line += len + (line[len] == '\n');
     }
-    for (i = 0; i < p->n_sets; i++) {
-        const ckpt_shard_plan *sh = p->sets[i].shards;
-        for (j = 0; j < sh->n_files; j++)
-            tensors += sh->files[j].n_entries;
-        n += sh->n_files + (sh->index_name != NULL);
-    }
-    for (i = 0; i < n; i++)
-        total += file_bytes[i];
-    if (n == 0)
+    for (i = 0; i < p->n_sets; i++)
+        for (j = 0; j < p->sets[i].shards->n_files; j++)
+            tensors += p->sets[i].shards->files[j].n_entries;
+    if (rep->files == 0)
         fprintf(stderr, "nothing to write: the consolidated state dict is empty\n");
-    fprintf(stderr, "wrote %s: %zu file%s, %zu tensor%s, %s in %.2f s\n", a->out, n, n == 1 ? "" : "s", tensors,
-            tensors == 1 ? "" : "s", cli_human_size(total, size, sizeof size), seconds);
+    fprintf(stderr, "wrote %s: %zu file%s, %zu tensor%s, %s in %.2f s\n", a->out, rep->files,
+            rep->files == 1 ? "" : "s", tensors, tensors == 1 ? "" : "s",
+            cli_human_size(rep->bytes_written, size, sizeof size), seconds);
 }
 
 int cli_zero_to_fp32(int argc, char **argv)
 {
     zero_args a;
     ckpt_open_options oopts = CKPT_OPEN_OPTIONS_INIT;
-    ckpt_buf notes = CKPT_BUF_INIT;
+    ckpt_plan_report rep;
     zero_plan plan;
     ckpt_ckpt *in = NULL;
-    uint64_t *file_bytes = NULL;
-    size_t i, n_out = 0;
+    size_t i;
     double start = cli_now();
     int rc;
 
     memset(&a, 0, sizeof a);
-    a.write = (ckpt_convert_options)CKPT_CONVERT_OPTIONS_INIT;
+    memset(&rep, 0, sizeof rep);
+    a.run.write = (ckpt_convert_options)CKPT_CONVERT_OPTIONS_INIT;
     a.plan.max_shard_size = 5000000000ull;
     if ((rc = parse_args(&a, argc, argv)) != 0)
         return rc < 0 ? CLI_EXIT_OK : rc;
-    a.write.format = a.plan.safetensors ? "safetensors" : "torch";
-    a.write.dtype = CKPT_DTYPE_F32;
     oopts.format = "deepspeed_zero";
     oopts.tag = a.tag;
     oopts.optimizer_states = a.plan.optimizer_states;
@@ -427,29 +308,21 @@ int cli_zero_to_fp32(int argc, char **argv)
     if (ckpt_open(&in, a.in, &oopts) < 0)
         return cli_fail("zero-to-fp32");
     rc = zero_plan_build(&plan, in, &a.plan);
-    for (i = 0; rc >= 0 && i < plan.n_sets; i++)
-        n_out += plan.sets[i].shards->n_files + 1;
-    if (rc >= 0 && !a.dry_run && !(file_bytes = calloc(n_out + 1, sizeof *file_bytes)))
-        rc = ckpt_error_oom();
-    if (rc >= 0 && !a.dry_run)
-        rc = write_all(&a, &plan, file_bytes, &notes);
+    if (rc >= 0 && !a.run.dry_run)
+        rc = cli_plan_execute("zero-to-fp32", plan.plan, a.out, &a.run, &rep);
     if (rc >= 0) {
-        if (a.json) {
-            print_json(&a, in, &plan, file_bytes, &notes, cli_now() - start);
-        } else if (a.dry_run) {
-            for (i = 0; i < ckpt_note_count(in) && !a.quiet; i++)
+        if (a.run.json) {
+            print_json(&a, in, &plan, a.run.dry_run ? NULL : &rep, cli_now() - start);
+        } else if (a.run.dry_run) {
+            for (i = 0; i < ckpt_note_count(in) && !a.run.quiet; i++)
                 fprintf(stderr, "note: %s\n", ckpt_note_at(in, i));
             print_plan(&a, &plan);
-        } else if (!a.quiet) {
-            print_summary(&a, in, &plan, file_bytes, &notes, cli_now() - start);
+        } else if (!a.run.quiet) {
+            print_summary(&a, in, &plan, &rep, cli_now() - start);
         }
     }
-    if (rc < 0)
-        rc = cli_fail("zero-to-fp32");
-    else
-        rc = CLI_EXIT_OK;
-    free(file_bytes);
-    ckpt_buf_dispose(&notes);
+    rc = rc < 0 ? cli_fail("zero-to-fp32") : CLI_EXIT_OK;
+    ckpt_plan_report_dispose(&rep);
     zero_plan_free(&plan);
     ckpt_close(in);
     return rc;

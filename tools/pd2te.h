@@ -1,64 +1,35 @@
-/* ckptconv pd2te / te2pd: the checkpoint directory as the commands see it. */
+/* ckptconv pd2te / te2pd: what a run plans, and its reports. */
 #ifndef CKPT_CLI_PD2TE_H
 #define CKPT_CLI_PD2TE_H
 
 #include "cli.h"
 
+#include <ckpt/paddle.h>
 #include <cjson/cJSON.h>
 
-/* One model_state*.pdparams file. */
-typedef struct pd_model_file {
-    char *name;   /* in the input directory */
-    ckpt_ckpt *ck;
-    size_t space; /* index into pd_dir.spaces */
-} pd_model_file;
-
-/* Files converted together: those one index json lists (q, k and v of a layer may sit in
- * different files), or a single file. */
-typedef struct pd_space {
-    char *index_name; /* the index json in the input directory, NULL for a lone file */
-    cJSON *index;     /* parsed */
-    size_t *files;    /* into pd_dir.models, in the index's order of first mention */
-    size_t n_files;
-} pd_space;
-
-typedef struct pd_other {
-    char *name;
-    const char *why; /* NULL: copied as it is; else why it is skipped (static text) */
-} pd_other;
-
-typedef struct pd_dir {
-    char *path;
-    pd_model_file *models;
-    size_t n_models;
-    pd_space *spaces;
-    size_t n_spaces;
-    pd_other *others; /* every other entry, copied or skipped */
-    size_t n_others;
-} pd_dir;
-
-/* Read the directory listing, the index files, and open every model file (lazily: nothing
- * but the pickle metadata is read). */
-int pd_dir_open(pd_dir *d, const char *path);
-void pd_dir_close(pd_dir *d);
-
-/* The index json written for a space: weight_map first (names in `names` order, each to
- * files[i]), then the other fields of the input's index, metadata.total_size replaced by
- * total_size; written as Python's json.dump(indent=4) does. */
-int pd_index_write(const char *path, const cJSON *input_index, const char *const *names,
-                   const char *const *files, size_t n, uint64_t total_size);
+/* A conversion, planned: per group of the input directory the map's results (each output's
+ * home is the member of the model file it goes to), and the plan: one tensor file per
+ * model file in member order, the groups' rewritten indexes, the files copied. */
+typedef struct pd_job {
+    ckpt_set *set;
+    ckpt_paddle *dir;
+    ckpt_map_result **results; /* per group */
+    size_t *group_of;          /* per member: the group of a model file */
+    ckpt_plan *plan;
+    size_t *origin;            /* per plan file: the member of a tensor file, the group of an index */
+} pd_job;
 
 /* Bytes of a tensor the graph computes. */
-uint64_t pd_output_bytes(const ckpt_node *x);
+uint64_t pd_node_bytes(const ckpt_node *x);
 /* --dry-run: per model file, every output tensor with its sources and rule; then the
- * index files, and the files copied and skipped. results[i] belongs to spaces[i]. */
-void pd_print_plan(const pd_dir *d, ckpt_map_result *const *results);
-/* The --json report, with the files copied and skipped; pd_report_file adds a converted
- * file (its tensors and their sources with with_tensors), pd_report_print prints it. */
+ * index files, and the files copied and skipped. */
+void pd_print_plan(const pd_job *j);
+/* The --json report, with the files copied and skipped; pd_report_files adds the
+ * converted files (with their tensors and sources on a dry run; with the bytes written and
+ * the indexes after a run), pd_report_print prints it. */
 cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, int dry_run,
-                     const pd_dir *d);
-void pd_report_file(cJSON *report, const pd_model_file *f, size_t home, const ckpt_map_result *r,
-                    const ckpt_convert_report *written, int with_tensors);
+                     const pd_job *j);
+void pd_report_files(cJSON *report, const pd_job *j, const ckpt_plan_report *written);
 void pd_report_print(cJSON *report, double seconds);
 
 #endif

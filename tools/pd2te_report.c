@@ -4,58 +4,100 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t pd_output_bytes(const ckpt_node *x)
+uint64_t pd_node_bytes(const ckpt_node *x)
 {
     return (uint64_t)ckpt_node_numel(x) * ckpt_dtype_size(ckpt_node_dtype(x));
 }
 
-void pd_print_plan(const pd_dir *d, ckpt_map_result *const *results)
+/* Every output counted, as the index's total_size counts them. */
+static uint64_t file_tensor_bytes(const ckpt_plan *plan, size_t f)
 {
-    ckpt_buf how = { 0 };
-    char shape[96], size[32];
-    size_t i, k;
+    const ckpt_node *node;
+    uint64_t bytes = 0;
+    size_t i;
 
-    for (i = 0; i < d->n_models; i++) {
-        const pd_model_file *f = &d->models[i];
-        const ckpt_map_result *r = results[f->space];
-        size_t n = 0;
-        uint64_t bytes = 0;
-        for (k = 0; k < ckpt_map_result_count(r); k++)
-            if (ckpt_map_result_at(r, k)->home == i) {
-                n++;
-                bytes += pd_output_bytes(ckpt_map_result_at(r, k)->node);
-            }
-        printf("%s: %zu tensors in, %zu out, %s\n", f->name, ckpt_tensor_count(f->ck), n,
-               cli_human_size(bytes, size, sizeof size));
-        for (k = 0; k < ckpt_map_result_count(r); k++) {
-            const ckpt_map_output *o = ckpt_map_result_at(r, k);
-            int named;
-            if (o->home != i)
-                continue;
-            ckpt_buf_clear(&how);
-            if (ckpt_node_describe(o->node, &how) < 0 || ckpt_buf_putc(&how, '\0') < 0)
-                break;
+    for (i = 0; ckpt_plan_tensor_at(plan, f, i, &node, NULL); i++)
+        bytes += pd_node_bytes(node);
+    return bytes;
+}
+
+static size_t tensors_in(const pd_job *j, size_t member)
+{
+    const ckpt_ckpt *ck;
+    return ckpt_set_member_open(j->set, member, &ck) == 0 ? ckpt_tensor_count(ck) : 0;
+}
+
+/* The map's outputs of one tensor file, in the order they were added to it. */
+typedef struct file_outputs {
+    const ckpt_map_result *r;
+    size_t member, next;
+} file_outputs;
+
+static const ckpt_map_output *next_output(file_outputs *it)
+{
+    while (it->next < ckpt_map_result_count(it->r)) {
+        const ckpt_map_output *o = ckpt_map_result_at(it->r, it->next++);
+        if (o->home == it->member)
+            return o;
+    }
+    return NULL;
+}
+
+static file_outputs outputs_of(const pd_job *j, size_t f)
+{
+    file_outputs it;
+
+    it.member = j->origin[f];
+    it.r = j->results[j->group_of[it.member]];
+    it.next = 0;
+    return it;
+}
+
+void pd_print_plan(const pd_job *j)
+{
+    ckpt_buf how = CKPT_BUF_INIT;
+    char shape[96], size[32];
+    size_t f, i;
+
+    for (f = 0; f < ckpt_plan_file_count(j->plan); f++) {
+        const ckpt_plan_file *pf = ckpt_plan_file_at(j->plan, f);
+        const ckpt_map_output *o;
+        const ckpt_node *node;
+        const char *name;
+        file_outputs it;
+        if (pf->kind != CKPT_PLAN_TENSORS)
+            continue;
+        it = outputs_of(j, f);
+        printf("%s: %zu tensors in, %zu out, %s\n", pf->rel, tensors_in(j, it.member), pf->n_tensors,
+               cli_human_size(file_tensor_bytes(j->plan, f), size, sizeof size));
+        for (i = 0; (name = ckpt_plan_tensor_at(j->plan, f, i, &node, NULL)); i++) {
+            const char *rule = (o = next_output(&it)) ? o->rule : NULL;
             /* a named rule says more than the sources; an unnamed one repeats them */
-            named = o->rule && !strchr(o->rule, '{');
-            printf("  %s %s %s <- %s%s%s%s\n", o->name, ckpt_dtype_name(ckpt_node_dtype(o->node)),
-                   cli_shape(ckpt_node_shape(o->node), ckpt_node_ndim(o->node), shape, sizeof shape),
-                   (const char *)how.data, named ? "  [" : "", named ? o->rule : "", named ? "]" : "");
+            int named = rule && !strchr(rule, '{');
+            ckpt_buf_clear(&how);
+            if (ckpt_node_describe(node, &how) < 0 || ckpt_buf_putc(&how, '\0') < 0)
+                break;
+            printf("  %s %s %s <- %s%s%s%s\n", name, ckpt_dtype_name(ckpt_node_dtype(node)),
+                   cli_shape(ckpt_node_shape(node), ckpt_node_ndim(node), shape, sizeof shape), (const char *)how.data,
+                   named ? "  [" : "", named ? rule : "", named ? "]" : "");
         }
     }
-    for (i = 0; i < d->n_spaces; i++)
-        if (d->spaces[i].index_name)
-            printf("%s: rewritten, %zu names\n", d->spaces[i].index_name, ckpt_map_result_count(results[i]));
-    for (i = 0; i < d->n_others; i++) {
-        if (d->others[i].why)
-            printf("skip %s: %s\n", d->others[i].name, d->others[i].why);
+    for (f = 0; f < ckpt_plan_file_count(j->plan); f++)
+        if (ckpt_plan_file_at(j->plan, f)->kind == CKPT_PLAN_BYTES)
+            printf("%s: rewritten, %zu names\n", ckpt_plan_file_at(j->plan, f)->rel,
+                   ckpt_map_result_count(j->results[j->origin[f]]));
+    for (i = 0; i < ckpt_paddle_extra_count(j->dir); i++) {
+        const ckpt_paddle_extra *x = ckpt_paddle_extra_at(j->dir, i);
+        if (x->skip)
+            printf("skip %s: %s\n", x->rel, x->skip);
         else
-            printf("copy %s\n", d->others[i].name);
+            printf("copy %s\n", x->rel);
     }
     ckpt_buf_dispose(&how);
 }
 
 cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, int dry_run,
-                     const pd_dir *d)
+                     const pd_job *j)
 {
     cJSON *o = cJSON_CreateObject(), *copied = cJSON_CreateArray(), *skipped = cJSON_CreateArray();
     size_t i;
@@ -67,14 +109,15 @@ cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const cha
     cJSON_AddBoolToObject(o, "dry_run", dry_run);
     cJSON_AddItemToObject(o, "files", cJSON_CreateArray());
     cJSON_AddItemToObject(o, "indexes", cJSON_CreateArray());
-    for (i = 0; i < d->n_others; i++) {
-        if (d->others[i].why) {
+    for (i = 0; i < ckpt_paddle_extra_count(j->dir); i++) {
+        const ckpt_paddle_extra *x = ckpt_paddle_extra_at(j->dir, i);
+        if (x->skip) {
             cJSON *s = cJSON_CreateObject();
-            cJSON_AddStringToObject(s, "file", d->others[i].name);
-            cJSON_AddStringToObject(s, "reason", d->others[i].why);
+            cJSON_AddStringToObject(s, "file", x->rel);
+            cJSON_AddStringToObject(s, "reason", x->skip);
             cJSON_AddItemToArray(skipped, s);
         } else {
-            cJSON_AddItemToArray(copied, cJSON_CreateString(d->others[i].name));
+            cJSON_AddItemToArray(copied, cJSON_CreateString(x->rel));
         }
     }
     cJSON_AddItemToObject(o, "copied", copied);
@@ -82,51 +125,63 @@ cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const cha
     return o;
 }
 
-/* One converted file in the JSON report; with the tensors and their sources on a dry run. */
-void pd_report_file(cJSON *report, const pd_model_file *f, size_t home, const ckpt_map_result *r,
-                        const ckpt_convert_report *written, int with_tensors)
+/* One output tensor with its sources and its rule. */
+static cJSON *report_tensor(const char *name, const ckpt_node *node, const char *rule, ckpt_buf *how)
 {
-    cJSON *o = cJSON_CreateObject(), *tensors = with_tensors ? cJSON_CreateArray() : NULL;
-    ckpt_buf how = { 0 };
-    size_t k, n = 0;
-    uint64_t bytes = 0;
+    cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray();
+    int dim;
 
-    for (k = 0; k < ckpt_map_result_count(r); k++) {
-        const ckpt_map_output *out = ckpt_map_result_at(r, k);
-        cJSON *t, *shape;
-        int dim;
-        if (out->home != home)
+    cJSON_AddStringToObject(t, "name", name);
+    cJSON_AddStringToObject(t, "dtype", ckpt_dtype_name(ckpt_node_dtype(node)));
+    for (dim = 0; dim < ckpt_node_ndim(node); dim++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ckpt_node_shape(node)[dim]));
+    cJSON_AddItemToObject(t, "shape", shape);
+    ckpt_buf_clear(how);
+    if (ckpt_node_describe(node, how) == 0 && ckpt_buf_putc(how, '\0') == 0)
+        cJSON_AddStringToObject(t, "source", (const char *)how->data);
+    if (rule)
+        cJSON_AddStringToObject(t, "rule", rule);
+    else
+        cJSON_AddNullToObject(t, "rule");
+    return t;
+}
+
+void pd_report_files(cJSON *report, const pd_job *j, const ckpt_plan_report *written)
+{
+    cJSON *files = cJSON_GetObjectItemCaseSensitive(report, "files");
+    ckpt_buf how = CKPT_BUF_INIT;
+    size_t f;
+
+    for (f = 0; f < ckpt_plan_file_count(j->plan); f++) {
+        const ckpt_plan_file *pf = ckpt_plan_file_at(j->plan, f);
+        const ckpt_map_output *out;
+        const ckpt_node *node;
+        const char *name;
+        file_outputs it;
+        cJSON *o, *tensors;
+        size_t i;
+        if (pf->kind == CKPT_PLAN_BYTES && written)
+            cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(report, "indexes"), cJSON_CreateString(pf->rel));
+        if (pf->kind != CKPT_PLAN_TENSORS)
             continue;
-        n++;
-        bytes += pd_output_bytes(out->node);
-        if (!tensors)
-            continue;
-        t = cJSON_CreateObject();
-        shape = cJSON_CreateArray();
-        cJSON_AddStringToObject(t, "name", out->name);
-        cJSON_AddStringToObject(t, "dtype", ckpt_dtype_name(ckpt_node_dtype(out->node)));
-        for (dim = 0; dim < ckpt_node_ndim(out->node); dim++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ckpt_node_shape(out->node)[dim]));
-        cJSON_AddItemToObject(t, "shape", shape);
-        ckpt_buf_clear(&how);
-        if (ckpt_node_describe(out->node, &how) == 0 && ckpt_buf_putc(&how, '\0') == 0)
-            cJSON_AddStringToObject(t, "source", (const char *)how.data);
-        if (out->rule)
-            cJSON_AddStringToObject(t, "rule", out->rule);
-        else
-            cJSON_AddNullToObject(t, "rule");
-        cJSON_AddItemToArray(tensors, t);
+        it = outputs_of(j, f);
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", pf->rel);
+        cJSON_AddNumberToObject(o, "tensors_in", (double)tensors_in(j, it.member));
+        cJSON_AddNumberToObject(o, "tensors_out", (double)pf->n_tensors);
+        cJSON_AddNumberToObject(o, "tensor_bytes", (double)file_tensor_bytes(j->plan, f));
+        if (written) {
+            cJSON_AddNumberToObject(o, "bytes_written", (double)written->file_bytes[f]);
+        } else {
+            tensors = cJSON_AddArrayToObject(o, "tensors");
+            for (i = 0; (name = ckpt_plan_tensor_at(j->plan, f, i, &node, NULL)); i++) {
+                out = next_output(&it);
+                cJSON_AddItemToArray(tensors, report_tensor(name, node, out ? out->rule : NULL, &how));
+            }
+        }
+        cJSON_AddItemToArray(files, o);
     }
     ckpt_buf_dispose(&how);
-    cJSON_AddStringToObject(o, "file", f->name);
-    cJSON_AddNumberToObject(o, "tensors_in", (double)ckpt_tensor_count(f->ck));
-    cJSON_AddNumberToObject(o, "tensors_out", (double)n);
-    cJSON_AddNumberToObject(o, "tensor_bytes", (double)bytes);
-    if (written)
-        cJSON_AddNumberToObject(o, "bytes_written", (double)written->bytes_written);
-    if (tensors)
-        cJSON_AddItemToObject(o, "tensors", tensors);
-    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(report, "files"), o);
 }
 
 void pd_report_print(cJSON *report, double seconds)

@@ -1,5 +1,5 @@
 /* ckptconv zero-to-fp32: the output files of a consolidated ZeRO checkpoint, as DeepSpeed
- * 0.19's zero_to_fp32 names and fills them.
+ * 0.19's zero_to_fp32 names and fills them, planned as one ckpt_plan.
  *
  * Sharding is the library's (ckpt/shard.h, huggingface_hub's rules) applied to the state
  * dict zero_to_fp32 passes it: fresh tensors of the output dtype, so a tensor's size is its
@@ -10,40 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Open addressing from a storage address to the first entry that uses it. */
-typedef struct ptr_map {
-    const void **keys;
-    size_t *vals;
-    size_t cap;
-} ptr_map;
-
-static int ptr_map_init(ptr_map *m, size_t n)
-{
-    m->cap = 16;
-    while (m->cap < 2 * n + 1)
-        m->cap *= 2;
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->vals = calloc(m->cap, sizeof *m->vals);
-    return m->keys && m->vals ? 0 : ckpt_error_oom();
-}
-
-static size_t *ptr_map_slot(ptr_map *m, const void *key, int *found)
-{
-    size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull & (m->cap - 1);
-
-    while (m->keys[i] && m->keys[i] != key)
-        i = (i + 1) & (m->cap - 1);
-    *found = m->keys[i] != NULL;
-    m->keys[i] = key;
-    return &m->vals[i];
-}
-
-static void ptr_map_free(ptr_map *m)
-{
-    free(m->keys);
-    free(m->vals);
-}
 
 static int same_view(const ckpt_tensor *a, const ckpt_tensor *b)
 {
@@ -61,51 +27,83 @@ static int want(const ckpt_tensor *t, const zero_plan_options *o, int optimizer)
     return !(o->exclude_frozen && (t->flags & CKPT_TENSOR_FROZEN));
 }
 
-/* The entries of one state dict: nodes (shared by tied names), output dtype and size. */
-static int collect(zero_plan *p, zero_set *s, const ckpt_ckpt *in, const ckpt_value *dict,
-                   const zero_plan_options *o, int optimizer)
+/* Entries in order of storage, then of index: a run of one storage starts with its owner. */
+typedef struct storage_use {
+    const void *storage;
+    size_t entry;
+} storage_use;
+
+static int by_storage(const void *pa, const void *pb)
 {
-    ptr_map seen = { NULL, NULL, 0 };
+    const storage_use *a = pa, *b = pb;
+
+    if (a->storage != b->storage)
+        return (uintptr_t)a->storage < (uintptr_t)b->storage ? -1 : 1;
+    return a->entry < b->entry ? -1 : a->entry > b->entry;
+}
+
+/* A later entry viewing its storage as the first one does is that tensor under another
+ * name (tied weights): it shares the first one's node. */
+static int find_tied(zero_set *s)
+{
+    storage_use *uses = calloc(s->n_entries + 1, sizeof *uses);
+    size_t i, n = 0, first = 0;
+
+    if (!uses)
+        return ckpt_error_oom();
+    for (i = 0; i < s->n_entries; i++)
+        if (s->entries[i].t->storage) {
+            uses[n].storage = s->entries[i].t->storage;
+            uses[n++].entry = i;
+        }
+    qsort(uses, n, sizeof *uses, by_storage);
+    for (i = 1; i < n; i++) {
+        zero_entry *owner, *e = &s->entries[uses[i].entry];
+        if (uses[i].storage != uses[first].storage) {
+            first = i;
+            continue;
+        }
+        owner = &s->entries[uses[first].entry];
+        if (same_view(owner->t, e->t))
+            e->storage = uses[first].entry;
+    }
+    free(uses);
+    return 0;
+}
+
+/* The entries of one state dict: output dtype, size, and nodes (shared by tied names), cast
+ * to float32 as zero_to_fp32 writes floating tensors. */
+static int collect(ckpt_graph *g, zero_set *s, const ckpt_ckpt *in, const ckpt_value *dict, const zero_plan_options *o,
+                   int optimizer)
+{
     size_t i;
     int rc;
 
-    s->entries = calloc(dict->u.dict.map.n + 1, sizeof *s->entries);
-    if (!s->entries || (rc = ptr_map_init(&seen, dict->u.dict.map.n)) < 0) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
+    if (!(s->entries = calloc(dict->u.dict.map.n + 1, sizeof *s->entries)))
+        return ckpt_error_oom();
     for (i = 0; i < dict->u.dict.map.n; i++) {
         const ckpt_value *k = dict->u.dict.map.keys[i], *v = dict->u.dict.map.vals[i];
         zero_entry *e = &s->entries[s->n_entries];
-        size_t *slot;
-        int found = 0;
-        if (k->kind != CKPT_VAL_STR || v->kind != CKPT_VAL_TENSOR) {
-            rc = ckpt_error_set(CKPT_EFORMAT, "%s: entry %zu of the consolidated state dict is not name -> tensor",
-                                ckpt_path(in), i);
-            goto done;
-        }
+        if (k->kind != CKPT_VAL_STR || v->kind != CKPT_VAL_TENSOR)
+            return ckpt_error_set(CKPT_EFORMAT, "%s: entry %zu of the consolidated state dict is not name -> tensor",
+                                  ckpt_path(in), i);
         e->t = ckpt_tensor_at(in, v->u.tensor.index);
         if (!want(e->t, o, optimizer))
             continue;
         e->name = k->u.str.ptr;
         e->dtype = ckpt_dtype_is_float(e->t->dtype) ? CKPT_DTYPE_F32 : e->t->dtype;
         e->nbytes = (uint64_t)ckpt_tensor_numel(e->t) * ckpt_dtype_size(e->dtype);
-        e->storage = s->n_entries;
-        slot = e->t->storage ? ptr_map_slot(&seen, e->t->storage, &found) : NULL;
-        if (found && same_view(s->entries[*slot].t, e->t)) {
-            e->storage = *slot;
-            e->node = s->entries[*slot].node;
-        } else {
-            if (slot && !found)
-                *slot = s->n_entries;
-            if ((rc = ckpt_node_tensor(p->g, e->t, &e->node)) < 0)
-                goto done;
-        }
-        s->n_entries++;
+        e->storage = s->n_entries++;
     }
-    rc = 0;
-done:
-    ptr_map_free(&seen);
+    if ((rc = find_tied(s)) < 0)
+        return rc;
+    for (i = 0; i < s->n_entries && rc >= 0; i++) {
+        zero_entry *e = &s->entries[i];
+        if (e->storage != i)
+            e->node = s->entries[e->storage].node;
+        else if ((rc = ckpt_node_tensor(g, e->t, &e->node)) >= 0 && e->dtype != e->t->dtype)
+            rc = ckpt_node_cast(g, e->node, e->dtype, &e->node);
+    }
     return rc;
 }
 
@@ -146,6 +144,27 @@ static int shard(zero_set *s, uint64_t max, const char *ext)
     return rc;
 }
 
+/* The set's files into the plan: each shard with its tensors, then the index. */
+static int plan_set(ckpt_plan *plan, const zero_set *s, const char *format)
+{
+    ckpt_buf json = CKPT_BUF_INIT;
+    size_t i, k, f;
+    int rc = 0;
+
+    for (i = 0; i < s->shards->n_files && rc >= 0; i++) {
+        const ckpt_shard_file *sf = &s->shards->files[i];
+        if ((rc = ckpt_plan_add_file(plan, sf->name, format, &f)) < 0)
+            break;
+        for (k = 0; k < sf->n_entries && rc >= 0; k++)
+            rc = ckpt_plan_add_tensor(plan, f, s->entries[sf->entries[k]].name, s->entries[sf->entries[k]].node, 0,
+                                      NULL);
+    }
+    if (rc >= 0 && s->shards->index_name && (rc = ckpt_shard_index_json(s->shards, 0, &json)) >= 0)
+        rc = ckpt_plan_add_bytes(plan, s->shards->index_name, json.data, json.len);
+    ckpt_buf_dispose(&json);
+    return rc;
+}
+
 static int add_set(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
                    const zero_plan_options *o, int optimizer)
 {
@@ -160,9 +179,11 @@ static int add_set(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, co
     s->base = optimizer ? "optimizer_states" : o->safetensors ? "model" : "pytorch_model";
     if (!(s->dir = strdup(dir)))
         return ckpt_error_oom();
-    if ((rc = collect(p, s, in, dict, o, optimizer)) < 0 || (o->safetensors && (rc = refuse_aliases(s)) < 0))
+    if ((rc = collect(ckpt_plan_graph(p->plan), s, in, dict, o, optimizer)) < 0 ||
+        (o->safetensors && (rc = refuse_aliases(s)) < 0) ||
+        (rc = shard(s, o->max_shard_size, o->safetensors ? ".safetensors" : ".bin")) < 0)
         return rc;
-    return shard(s, o->max_shard_size, o->safetensors ? ".safetensors" : ".bin");
+    return plan_set(p->plan, s, o->safetensors ? "safetensors" : "torch");
 }
 
 static int add_rank(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
@@ -184,7 +205,7 @@ int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *
     memset(p, 0, sizeof *p);
     if (!root || root->kind != CKPT_VAL_DICT)
         return ckpt_error_set(CKPT_EFORMAT, "%s: no consolidated state dict", ckpt_path(in));
-    if ((rc = ckpt_graph_new(&p->g)) < 0)
+    if ((rc = ckpt_plan_new(&p->plan)) < 0)
         return rc;
     /* several model-parallel ranks: { "mp_rank_00": {...}, "mp_rank_01": {...} } */
     if (root->u.dict.map.n > 0 && root->u.dict.map.vals[0]->kind == CKPT_VAL_DICT) {
@@ -214,6 +235,6 @@ void zero_plan_free(zero_plan *p)
         free(s->dir);
     }
     free(p->sets);
-    ckpt_graph_free(p->g);
+    ckpt_plan_free(p->plan);
     memset(p, 0, sizeof *p);
 }

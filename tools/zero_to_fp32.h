@@ -8,7 +8,8 @@
 typedef struct zero_entry {
     const char *name;       /* its key in the output state dict */
     const ckpt_tensor *t;
-    const ckpt_node *node;  /* entries that share a node share one storage in .bin output */
+    const ckpt_node *node;  /* as written (cast to float32); entries that share a node share one
+                               storage in .bin output */
     size_t storage;         /* index of the first entry with the same storage (itself if none) */
     ckpt_dtype dtype;       /* as written: float32 for floating tensors */
     uint64_t nbytes;        /* bytes of its storage as written */
@@ -31,13 +32,14 @@ typedef struct zero_plan_options {
 } zero_plan_options;
 
 typedef struct zero_plan {
-    ckpt_graph *g;
+    ckpt_plan *plan; /* set by set: its shards, then its index */
     zero_set *sets;
     size_t n_sets;
 } zero_plan;
 
 /* Every set of an opened ZeRO checkpoint (per model-parallel rank: weights, then optimizer
- * states), sharded by Hugging Face's split_torch_state_dict_into_shards rules. */
+ * states), sharded by Hugging Face's split_torch_state_dict_into_shards rules, and the plan
+ * that writes them. */
 int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *o);
 void zero_plan_free(zero_plan *p);
 

@@ -86,6 +86,7 @@ typedef struct ckpt_plan_report {
     size_t tensors;
     uint64_t bytes_written; /* sum of the output file sizes */
     ckpt_buf notes;         /* the writers' notes, "<rel>: <note>" per line */
+    uint64_t *file_bytes;   /* each file's size as written, in plan order (0: not written) */
 } ckpt_plan_report;
 
 /* Write every file of the plan under out_dir, which is built beside its final name and

@@ -63,6 +63,11 @@ CKPT_EXTERN(void) ckpt_shard_plan_free(ckpt_shard_plan *p);
  * does not write it. CKPT_EINVALID for a name that is not UTF-8. */
 CKPT_EXTERN(int) ckpt_shard_index_json(const ckpt_shard_plan *p, uint64_t total_parameters, ckpt_buf *out);
 
+/* Append s as a JSON string the way Python's json.dumps writes it (ensure_ascii: printable
+ * ASCII as it is, the short escapes, everything else as \uXXXX), for other index files that
+ * must match Python's byte for byte. CKPT_EINVALID for a string that is not UTF-8. */
+CKPT_EXTERN(int) ckpt_shard_json_string(ckpt_buf *out, const char *s);
+
 CKPT_END_DECL
 
 #endif

@@ -388,11 +388,16 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
     pp.user = &opts.convert;
     pp.base = 0;
     pp.total = ckpt_plan_total_bytes(p);
+    if (!(report->file_bytes = calloc(p->n_files ? p->n_files : 1, sizeof *report->file_bytes))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
     if ((rc = ckpt_outdir_begin(&od, out_dir, opts.force)) < 0)
         goto done;
     for (i = 0; i < p->n_files && rc == 0; i++) {
         const plan_entry *e = &p->files[i];
         const char *path = ckpt_outdir_file(od, e->info.rel);
+        uint64_t before = report->bytes_written;
 
         if (!path) {
             rc = ckpt_error_last()->code;
@@ -401,8 +406,10 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
         rc = e->info.kind == CKPT_PLAN_TENSORS ? write_tensors(e, path, &opts, &pp, report)
                                                : write_other(e, path, report);
         pp.base += e->info.tensor_bytes;
-        if (rc == 0)
+        if (rc == 0) {
+            report->file_bytes[i] = report->bytes_written - before;
             report->files++;
+        }
     }
     if (rc == 0) {
         rc = ckpt_outdir_commit(od);
@@ -417,6 +424,9 @@ done:
 
 void ckpt_plan_report_dispose(ckpt_plan_report *r)
 {
-    if (r)
-        ckpt_buf_dispose(&r->notes);
+    if (!r)
+        return;
+    ckpt_buf_dispose(&r->notes);
+    free(r->file_bytes);
+    r->file_bytes = NULL;
 }

@@ -254,9 +254,8 @@ void ckpt_shard_plan_free(ckpt_shard_plan *pub)
 #define SHORT_ESCAPED "\"\\\b\f\n\r\t"
 #define SHORT_ESCAPES "\"\\bfnrt"
 
-/* A JSON string as Python's json.dumps writes it (ensure_ascii): printable ASCII as it is,
- * the short escapes, everything else as \uXXXX, with surrogate pairs above U+FFFF. */
-static int put_py_string(ckpt_buf *b, const char *s)
+/* Surrogate pairs above U+FFFF, as Python writes them. */
+int ckpt_shard_json_string(ckpt_buf *b, const char *s)
 {
     static const uint8_t lead_bits[5] = { 0, 0x7F, 0x1F, 0x0F, 0x07 }; /* by sequence length */
     const unsigned char *p = (const unsigned char *)s;
@@ -267,11 +266,11 @@ static int put_py_string(ckpt_buf *b, const char *s)
         uint32_t c = *p;
         int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0, k;
         if (len == 0)
-            return ckpt_error_set(CKPT_EINVALID, "tensor name %s is not valid UTF-8", s);
+            return ckpt_error_set(CKPT_EINVALID, "name %s is not valid UTF-8", s);
         c &= lead_bits[len];
         for (k = 1; k < len; k++) {
             if ((p[k] & 0xC0) != 0x80)
-                return ckpt_error_set(CKPT_EINVALID, "tensor name %s is not valid UTF-8", s);
+                return ckpt_error_set(CKPT_EINVALID, "name %s is not valid UTF-8", s);
             c = c << 6 | (p[k] & 0x3Fu);
         }
         p += len;
@@ -304,8 +303,8 @@ int ckpt_shard_index_json(const ckpt_shard_plan *pub, uint64_t total_parameters,
     for (i = 0; i < p->n_items && rc == 0; i++) {
         const char *file = p->files[p->items[i].file].name, *slash = strrchr(file, '/');
         if ((rc = ckpt_buf_puts(out, i ? ",\n    " : "\n    ")) == 0 &&
-            (rc = put_py_string(out, p->items[i].name)) == 0 && (rc = ckpt_buf_puts(out, ": ")) == 0)
-            rc = put_py_string(out, slash ? slash + 1 : file);
+            (rc = ckpt_shard_json_string(out, p->items[i].name)) == 0 && (rc = ckpt_buf_puts(out, ": ")) == 0)
+            rc = ckpt_shard_json_string(out, slash ? slash + 1 : file);
     }
     return rc == 0 ? ckpt_buf_puts(out, p->n_items ? "\n  }\n}\n" : "}\n}\n") : rc;
 }

@@ -132,7 +132,8 @@ def equal(a, b, path, skip=()):
 
 
 LAYOUT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
-               "virtual_pipeline_model_parallel_size", "padded_vocab_size")
+               "virtual_pipeline_model_parallel_size", "padded_vocab_size",
+               "transformer_pipeline_model_parallel_size", "expert_tensor_parallel_size")
 
 
 VOCAB_TABLES = ("embedding.word_embeddings.weight", "output_layer.weight")

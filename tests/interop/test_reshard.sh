@@ -54,9 +54,9 @@ done
 
 # Fewer query groups (2) than ranks (4): the QKV rows are cut contiguously through the groups.
 # The TP4 vocabulary is padded to 512 rows; megatron-core fills the new rows at random, we
-# write zeros, so only the 200 true rows are compared.
+# write zeros, so only the 201 true rows (200 tokens and the NullTokenizer's end-of-document) are compared.
 case_run "reshard tp1 -> tp4 (ng 2 < TP 4)" reshard tp1 tp4_ng2 "$OUT/tp1-tp4"
-queue mcore "tp1 -> tp4 equals megatron-core's tp4_ng2" same "$OUT/tp1-tp4" "$MT/tp4_ng2" vocab=200
+queue mcore "tp1 -> tp4 equals megatron-core's tp4_ng2" same "$OUT/tp1-tp4" "$MT/tp4_ng2" vocab=201
 queue mcore "tp1 -> tp4 args" args "$OUT/tp1-tp4" 4 1 1 512
 for to in tp1 tp2 tp2pp2; do
     case_run "reshard tp4_ng2 -> $to" reshard tp4_ng2 "$to" "$OUT/tp4-$to"
@@ -145,7 +145,7 @@ for from in tp1 tp2pp2 pp2_vpp2 tp4_ng2; do
     case_run "mcore2hf $from" ckpt mcore2hf "$MT/$from" "$OUT/hf-$from" -q
     queue hf "mcore2hf $from reproduces megatron-core's logits" logits "$OUT/hf-$from" "$MT/tp1/logits.json"
 done
-queue hf "mcore2hf config.json" config "$OUT/hf-tp1" 'model_type="llama"' vocab_size=200 \
+queue hf "mcore2hf config.json" config "$OUT/hf-tp1" 'model_type="llama"' vocab_size=201 \
     num_key_value_heads=2 head_dim=16 rope_theta=10000.0 tie_word_embeddings=false
 queue hf "the forward pass reproduces transformers' logits on the HF fixture" logits "$HF" "$HF/logits.json"
 

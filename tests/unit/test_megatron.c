@@ -55,7 +55,7 @@ CKPT_TEST(test_megatron_logical_model_of_tp2pp2)
     ASSERT_EQ_INT(info->vpp, 1);
     ASSERT_EQ_INT(info->num_layers, 4);
     ASSERT_EQ_INT(info->padded_vocab_size, 256);
-    ASSERT_EQ_INT(info->true_vocab_size, 200);
+    ASSERT_EQ_INT(info->true_vocab_size, 201); /* NullTokenizer: 200 tokens and end-of-document */
     ASSERT_EQ_INT(info->iteration, 10);
     ASSERT_TRUE(!info->has_optimizer);
     /* stage 1's layers 0 and 1 are global layers 2 and 3, at full size */
@@ -134,7 +134,7 @@ CKPT_TEST(test_megatron_refuses_impossible_targets)
     ASSERT_TRUE(ckpt_megatron_plan(o.m, &t, o.plan) < 0);
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
     t.tp = 2;
-    t.padded_vocab_size = 100; /* below the 200 true rows */
+    t.padded_vocab_size = 100; /* below the 201 true rows */
     ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
     close_fixture(&o);
 }
