@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# reshard benchmark: `ckptconv reshard` on a Megatron-LM legacy checkpoint (TP2 PP2, bf16 weights,
+# fp32 master copies and Adam moments, >= 2 GB) to TP4 PP1 and back, against `cp -r` of the
+# same directory and against the Python way of doing it today (torch.load of every rank file,
+# cat/chunk by Megatron's rules, torch.save per target rank: tests/bench/reshard_python.py).
+#
+#   tests/bench/reshard.sh [CKPTCONV]      (default: $CKPTCONV, else build/ckptconv; builds nothing)
+#
+# Environment:
+#   BENCH_REPEAT=N        run each tool N times and keep the fastest (default 1)
+#   RESHARD_MEMORY=SIZE   --memory given to ckptconv (default 512M, its default)
+#   RESHARD_TEMPLATE=DIR  the real Megatron checkpoint whose structure the input copies
+#                         (default testdata/megatron/tp2pp2_bf16_optim)
+#   RESHARD_GEN_ARGS      other sizes for make_megatron_bench.py (e.g. "--layers 4 --hidden 512")
+#   TORCH_PYTHON          Python with torch (default /usr/bin/python3, Debian's torch 1.13)
+#   BENCH_STRICT=1        exit 1 when a target is missed (a differing output always fails)
+#   BENCH_CACHE=warm      keep the page cache (CPU cost only); default cold
+#   BENCH_KEEP=1          keep the outputs (.bench/reshard_out/{1,2}_{ck,py}) to look into a difference
+#
+# The input is generated once by make_megatron_bench.py (8 layers, hidden 1024, SwiGLU ffn 2816,
+# 16 heads in 4 query groups, NullTokenizer vocabulary 50257 padded to 50432 at TP2 and to
+# 50688 at TP4, two AdamW steps' worth of state: 2.7 GB) and cached in .bench/ (ignored by
+# git); it is regenerated when the generator or the template change. Each run is measured
+# with GNU time (wall seconds, peak RSS); the page cache is dropped before each run when
+# /proc/sys/vm/drop_caches is writable (root), otherwise runs are warm-cache and the table
+# says so. While ckptconv runs, /proc/PID/status is sampled every 50 ms for its anonymous
+# (RssAnon: its own buffers) and file-backed (RssFile: mapped input pages the kernel may
+# drop) resident memory.
+#
+# Direction 1 reshards the input to TP4 PP1, direction 2 reshards ckptconv's TP4 PP1 output
+# back to TP2 PP2 (both tools read the same input). reshard_compare.py then checks, per
+# direction, that ckptconv and the Python reference wrote the same checkpoint (rank files,
+# keys and their order, args, bit-equal model and optimizer tensors, rng state), and that the
+# round trip TP2 PP2 -> TP4 PP1 -> TP2 PP2 gives back the input (rng_state and args.rank /
+# local_rank of ranks that did not exist in TP4 PP1 come from another rank, so those are not
+# compared there).
+# Targets: ckptconv at least 5x faster than the Python reference, within 2x of cp -r + sync,
+# and its anonymous peak RSS within --memory plus a fixed allowance.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BENCH_DIR="$REPO/.bench"
+CKPTCONV="${1:-${CKPTCONV:-$REPO/build/ckptconv}}"
+TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+TEMPLATE="${RESHARD_TEMPLATE:-$REPO/testdata/megatron/tp2pp2_bf16_optim}"
+REPEAT="${BENCH_REPEAT:-1}"
+MEMORY="${RESHARD_MEMORY:-512M}"
+# Anonymous memory the budget does not cover: code, libc, tensor tables, pickle trees.
+RSS_ALLOWANCE_MB=64
+TIME=/usr/bin/time
+GEN="$REPO/tests/bench/make_megatron_bench.py"
+
+die() {
+    echo "bench: $*" >&2
+    exit 1
+}
+
+[ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
+"$CKPTCONV" reshard --help >/dev/null 2>&1 \
+    || die "$CKPTCONV has no working 'reshard' command ('$CKPTCONV reshard --help' fails): build a newer ckptconv"
+[ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"
+"$TORCH_PYTHON" -c 'import torch, numpy' 2>/dev/null || die "torch and numpy do not import in $TORCH_PYTHON"
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
+[ -f "$TEMPLATE/latest_checkpointed_iteration.txt" ] \
+    || die "no Megatron template checkpoint at $TEMPLATE (testdata/gen/README_megatron.md; or set RESHARD_TEMPLATE)"
+
+MEMORY_BYTES=$(awk -v s="$MEMORY" 'BEGIN {
+    n = s + 0; u = toupper(s); sub(/^[0-9.]+ */, "", u)
+    m["" ] = 1; m["B"] = 1
+    m["K"] = 2^10; m["KIB"] = 2^10; m["KB"] = 1e3
+    m["M"] = 2^20; m["MIB"] = 2^20; m["MB"] = 1e6
+    m["G"] = 2^30; m["GIB"] = 2^30; m["GB"] = 1e9
+    if (s !~ /^[0-9.]+ *[A-Za-z]*$/ || !(u in m)) exit 1
+    printf "%.0f", n * m[u]
+}') || die "RESHARD_MEMORY=$MEMORY: expected a size such as 512M or 2G"
+
+mkdir -p "$BENCH_DIR"
+IN="$BENCH_DIR/megatron_tp2pp2"
+STAMP="$IN.done"
+GEN_ARGS="${RESHARD_GEN_ARGS:-}"
+GEN_ID="$( {
+    echo "$GEN_ARGS"
+    cat "$GEN" "$REPO/tests/bench/megatron_ckpt.py"
+    find "$TEMPLATE" -type f \( -name '*.pt' -o -name latest_checkpointed_iteration.txt \) -print0 \
+        | sort -z | xargs -0 cat
+} | sha256sum | cut -c1-16)"
+if [ ! -f "$IN/latest_checkpointed_iteration.txt" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$GEN_ID" ]; then
+    echo "bench: generating $IN (once)"
+    rm -rf "$IN" "$IN.tmp" "$STAMP"
+    # shellcheck disable=SC2086
+    "$TORCH_PYTHON" "$GEN" "$IN.tmp" --template "$TEMPLATE" $GEN_ARGS
+    mv "$IN.tmp" "$IN"
+    echo "$GEN_ID" >"$STAMP"
+fi
+SIZE=$(du -sb "$IN" | cut -f1)
+NFILES=$(find "$IN" -name model_optim_rng.pt | wc -l)
+
+OUT="$BENCH_DIR/reshard_out"
+rm -rf "$OUT"
+# Alive at once: the direction-1 output of ckptconv (input of direction 2), and per direction
+# a copy, ckptconv's and the Python output; the vocabulary grows a little at TP4.
+FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
+[ "$FREE" -gt $((5 * SIZE + (1 << 30))) ] \
+    || die "$((5 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+mkdir -p "$OUT"
+[ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
+
+if [ "${BENCH_CACHE:-cold}" = warm ]; then
+    CACHE="warm (BENCH_CACHE=warm: page cache kept between runs)"
+    drop_caches() { :; }
+elif ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
+    CACHE="cold (page cache dropped before each run)"
+    drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+else
+    echo "bench: cannot drop the page cache (needs root); runs are warm-cache"
+    CACHE="warm (cannot drop the page cache without root)"
+    drop_caches() { :; }
+fi
+
+# run_sampled LOG CMD...: GNU time of CMD while sampling the command's RssAnon / RssFile
+# (kB) every 50 ms; sets S_ANON / S_FILE to the peaks and returns the command's status.
+run_sampled() {
+    local log="$1"
+    shift
+    local tpid cpid k v rc=0
+    S_ANON=0
+    S_FILE=0
+    "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1 &
+    tpid=$!
+    while kill -0 "$tpid" 2>/dev/null; do
+        cpid=""
+        read -r cpid _ <"/proc/$tpid/task/$tpid/children" 2>/dev/null || true
+        if [ -n "$cpid" ]; then
+            while read -r k v _; do
+                case $k in
+                    RssAnon:) [ "$v" -gt "$S_ANON" ] && S_ANON=$v ;;
+                    RssFile:) [ "$v" -gt "$S_FILE" ] && S_FILE=$v ;;
+                esac
+            done <"/proc/$cpid/status" 2>/dev/null || true
+        fi
+        sleep 0.05
+    done
+    wait "$tpid" || rc=$?
+    return $rc
+}
+
+# measure NAME DEST CMD...: best wall time and its peak RSS over REPEAT runs. DEST is removed
+# before each run (not timed) and the last run's output is kept there. NAME ckptconv:* also
+# records the sampled anonymous / file-backed peaks of the best run.
+declare -A WALL RSS ANON FILEB
+measure() {
+    local name="$1" dest="$2"
+    shift 2
+    local i log="$OUT/time.log" best="" best_rss="" best_anon="" best_file="" wall rss rc
+    for ((i = 0; i < REPEAT; i++)); do
+        rm -rf "$dest"
+        drop_caches
+        rc=0
+        case $name in
+            ckptconv:*) run_sampled "$log" "$@" || rc=$? ;;
+            *) "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1 || rc=$? ;;
+        esac
+        if [ "$rc" != 0 ]; then
+            tail -n 30 "$OUT/cmd.log" >&2
+            die "$name failed: $*"
+        fi
+        read -r wall rss <"$log"
+        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+            best=$wall
+            best_rss=$rss
+            best_anon=${S_ANON:-0}
+            best_file=${S_FILE:-0}
+        fi
+    done
+    WALL[$name]=$best
+    RSS[$name]=$best_rss
+    ANON[$name]=$best_anon
+    FILEB[$name]=$best_file
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+
+declare -A CHECK
+failed=0
+# compare KEY A B [reshard_compare.py options]: records the verdict, never stops the run.
+compare() {
+    local key="$1" a="$2" b="$3" msg
+    shift 3
+    if msg=$("$TORCH_PYTHON" "$REPO/tests/bench/reshard_compare.py" "$a" "$b" "$@" 2>&1); then
+        CHECK[$key]="ok: $msg"
+    else
+        CHECK[$key]="DIFFERENT: $msg"
+        failed=1
+    fi
+}
+
+# direction D NAME IN TP PP: cp, cp+sync, ckptconv and Python for one direction; ckptconv's
+# output stays in $OUT/D_ck, Python's in $OUT/D_py.
+direction() {
+    local d="$1" src="$2" tp="$3" pp="$4"
+    echo "bench: $d: cp -r, cp -r + sync, ckptconv reshard, reshard_python.py"
+    measure "cp:$d" "$OUT/cp" cp -r "$src" "$OUT/cp"
+    rm -rf "$OUT/cp"
+    # ckptconv fsyncs its outputs before renaming them into place; cp does not. `sync -f`
+    # makes the comparison like for like.
+    # shellcheck disable=SC2016
+    measure "cp+sync:$d" "$OUT/cp" sh -c 'cp -r "$1" "$2" && sync -f "$2"' sh "$src" "$OUT/cp"
+    rm -rf "$OUT/cp"
+    measure "ckptconv:$d" "$OUT/${d}_ck" "$CKPTCONV" reshard "$src" "$OUT/${d}_ck" --tp "$tp" --pp "$pp" \
+        --memory "$MEMORY" -q
+    measure "python:$d" "$OUT/${d}_py" "$TORCH_PYTHON" "$REPO/tests/bench/reshard_python.py" "$src" \
+        "$OUT/${d}_py" --tp "$tp" --pp "$pp"
+    echo "bench: $d: comparing ckptconv's output with the Python reference's"
+    compare "$d" "$OUT/${d}_ck" "$OUT/${d}_py"
+}
+
+direction 1 "$IN" 4 1
+[ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$OUT/1_py"
+direction 2 "$OUT/1_ck" 2 2
+echo "bench: round trip: comparing the input with ckptconv's TP2 PP2 -> TP4 PP1 -> TP2 PP2"
+compare rt "$IN" "$OUT/2_ck" --ignore rng_state --ignore-arg rank --ignore-arg local_rank
+
+missed=0
+check_target() {
+    local what="$1" ok="$2"
+    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
+}
+
+echo
+echo "reshard benchmark: Megatron-LM checkpoint, $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }') in" \
+     "$NFILES rank files (bf16 weights, fp32 masters, Adam moments), $(nproc) cores, $CACHE"
+echo "ckptconv: $CKPTCONV reshard IN OUT --tp N --pp M --memory $MEMORY -q"
+for d in 1 2; do
+    case $d in
+        1) title="TP2 PP2 -> TP4 PP1" ;;
+        2) title="TP4 PP1 -> TP2 PP2 (ckptconv's output of 1 as input)" ;;
+    esac
+    echo
+    echo "$d. $title"
+    printf '%-10s %10s %14s %16s %16s\n' tool "wall s" "peak RSS MB" "wall / ckptconv" "RSS / ckptconv"
+    for tool in cp "cp+sync" ckptconv python; do
+        printf '%-10s %10.2f %14s %16s %16s\n' "$tool" "${WALL[$tool:$d]}" "$(mb "${RSS[$tool:$d]}")" \
+            "$(ratio "${WALL[$tool:$d]}" "${WALL[ckptconv:$d]}")" "$(ratio "${RSS[$tool:$d]}" "${RSS[ckptconv:$d]}")"
+    done
+    echo "python / ckptconv:   wall $(ratio "${WALL[python:$d]}" "${WALL[ckptconv:$d]}")x," \
+         "peak RSS $(ratio "${RSS[python:$d]}" "${RSS[ckptconv:$d]}")x"
+    echo "ckptconv / cp+sync:  wall $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp+sync:$d]}")x" \
+         "(of cp: $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp:$d]}")x)"
+    echo "ckptconv peak RSS:   $(mb "${RSS[ckptconv:$d]}") MB; sampled peaks $(mb "${ANON[ckptconv:$d]}") MB" \
+         "anonymous, $(mb "${FILEB[ckptconv:$d]}") MB file-backed (--memory $MEMORY)"
+    echo "check: ${CHECK[$d]}"
+    check_target "ckptconv at least 5x faster than the Python reference ($(ratio "${WALL[python:$d]}" "${WALL[ckptconv:$d]}")x)" \
+        "$(awk -v p="${WALL[python:$d]}" -v c="${WALL[ckptconv:$d]}" 'BEGIN { print (p >= 5 * c) ? 1 : 0 }')"
+    check_target "ckptconv wall time within 2x of cp -r + sync ($(ratio "${WALL[ckptconv:$d]}" "${WALL[cp+sync:$d]}")x)" \
+        "$(awk -v c="${WALL[ckptconv:$d]}" -v s="${WALL[cp+sync:$d]}" 'BEGIN { print (c <= 2 * s) ? 1 : 0 }')"
+    check_target "ckptconv anonymous peak RSS within --memory $MEMORY + ${RSS_ALLOWANCE_MB} MB" \
+        "$(awk -v r="${ANON[ckptconv:$d]}" -v m="$MEMORY_BYTES" -v a="$RSS_ALLOWANCE_MB" \
+            'BEGIN { print (r * 1024 <= m + a * 2^20) ? 1 : 0 }')"
+done
+echo
+echo "round trip: ${CHECK[rt]}"
+if [ "$failed" = 1 ]; then
+    die "outputs differ (see the check lines above)"
+fi
+if [ "$missed" = 1 ] && [ "${BENCH_STRICT:-0}" = 1 ]; then
+    exit 1
+fi
