@@ -9,8 +9,13 @@
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef CKPT_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 typedef struct plan_tensor {
     const char *name; /* in the plan's arena */
@@ -297,24 +302,63 @@ int ckpt_plan_describe(const ckpt_plan *p, int with_tensors, ckpt_buf *out)
     return rc;
 }
 
-/* Progress over the whole plan from each file's own progress. */
+/* Progress over the whole plan from each file's own progress; files may be written at the
+ * same time, so the sum is kept atomically and the user's callback is called by one thread
+ * at a time. */
 typedef struct plan_progress {
     const ckpt_convert_options *user;
-    uint64_t base, total;
+    uint64_t done, total;
 } plan_progress;
+
+typedef struct file_progress_state {
+    plan_progress *plan;
+    uint64_t last; /* this file's bytes counted so far */
+} file_progress_state;
+
+static void add_progress(plan_progress *pp, uint64_t n)
+{
+    uint64_t done = __atomic_add_fetch(&pp->done, n, __ATOMIC_RELAXED);
+
+    if (!pp->user->progress)
+        return;
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp critical(ckpt_plan_progress)
+#endif
+    pp->user->progress(done, pp->total, pp->user->progress_payload);
+}
 
 static void file_progress(uint64_t done, uint64_t total, void *payload)
 {
-    const plan_progress *pp = payload;
+    file_progress_state *fp = payload;
     (void)total;
-    pp->user->progress(pp->base + done, pp->total, pp->user->progress_payload);
+    if (done > fp->last) {
+        add_progress(fp->plan, done - fp->last);
+        fp->last = done;
+    }
 }
 
-static int write_tensors(const plan_entry *e, const char *path, const ckpt_plan_options *o, plan_progress *pp,
-                         ckpt_plan_report *report)
+/* What writing one file gave: filled by the thread that wrote it, gathered in plan order. */
+typedef struct file_result {
+    int rc, klass;
+    char message[1024];
+    size_t tensors;
+    uint64_t bytes;
+    ckpt_buf notes;
+} file_result;
+
+static void result_fail(file_result *r, int rc)
 {
-    ckpt_convert_options copts = o->convert;
+    r->rc = rc;
+    r->klass = ckpt_error_last()->klass;
+    snprintf(r->message, sizeof r->message, "%s", ckpt_error_last()->message);
+}
+
+static int write_tensors(const plan_entry *e, const char *path, const ckpt_convert_options *o, plan_progress *pp,
+                         file_result *res)
+{
+    ckpt_convert_options copts = *o;
     ckpt_convert_report rep;
+    file_progress_state fp = { pp, 0 };
     ckpt_graph_output *outs = calloc(e->info.n_tensors ? e->info.n_tensors : 1, sizeof *outs);
     size_t i;
     int rc;
@@ -328,16 +372,16 @@ static int write_tensors(const plan_entry *e, const char *path, const ckpt_plan_
     }
     copts.format = e->info.format;
     copts.overwrite = 0;
-    if (o->convert.progress) {
-        copts.progress = file_progress;
-        copts.progress_payload = pp;
-    }
+    copts.progress = file_progress;
+    copts.progress_payload = &fp;
     rc = ckpt_graph__write(outs, e->info.n_tensors, e->root, path, &copts, &rep);
     if (rep.notes.len)
-        ckpt_buf_printf(&report->notes, "%s: %s", e->info.rel, (const char *)rep.notes.data);
+        ckpt_buf_printf(&res->notes, "%s: %s", e->info.rel, (const char *)rep.notes.data);
     if (rc >= 0) {
-        report->tensors += rep.tensors;
-        report->bytes_written += rep.bytes_written;
+        res->tensors = rep.tensors;
+        res->bytes = rep.bytes_written;
+        if (e->info.tensor_bytes > fp.last)
+            add_progress(pp, e->info.tensor_bytes - fp.last);
     } else {
         ckpt_error_prefix("%s", e->info.rel);
     }
@@ -346,7 +390,7 @@ static int write_tensors(const plan_entry *e, const char *path, const ckpt_plan_
     return rc;
 }
 
-static int write_other(const plan_entry *e, const char *path, ckpt_plan_report *report)
+static int write_other(const plan_entry *e, const char *path, plan_progress *pp, file_result *res)
 {
     ckpt_outfile *dst = NULL;
     ckpt_file *src = NULL;
@@ -357,13 +401,61 @@ static int write_other(const plan_entry *e, const char *path, ckpt_plan_report *
     if (rc == 0 && e->info.kind == CKPT_PLAN_COPY && (rc = ckpt_file_open(&src, e->info.source)) == 0 && src->size)
         rc = ckpt_outfile_copy(dst, 0, src, 0, src->size);
     if (rc == 0) {
-        report->bytes_written += src ? src->size : e->info.tensor_bytes;
+        res->bytes = src ? src->size : e->info.tensor_bytes;
         rc = ckpt_outfile_commit(dst);
         dst = NULL;
+        add_progress(pp, e->info.tensor_bytes);
     }
     ckpt_outfile_abort(dst);
     ckpt_file_close(src);
     return rc;
+}
+
+static void write_file(const plan_entry *e, const char *path, const ckpt_convert_options *o, plan_progress *pp,
+                       file_result *res)
+{
+    int rc = e->info.kind == CKPT_PLAN_TENSORS ? write_tensors(e, path, o, pp, res) : write_other(e, path, pp, res);
+    if (rc < 0)
+        result_fail(res, rc);
+}
+
+static int thread_count(const ckpt_convert_options *o)
+{
+#ifdef CKPT_HAVE_OPENMP
+    return o->threads > 0 ? o->threads : omp_get_max_threads();
+#else
+    (void)o;
+    return 1;
+#endif
+}
+
+/* Write every file. With at least as many files as threads, files are written side by side,
+ * each by one thread within its share of the memory budget: threads writing one file contend
+ * for its inode lock in the kernel, threads writing different files do not. Otherwise the
+ * files are written one after the other, each by all threads. */
+static void write_files(const ckpt_plan *p, const char *const *paths, const ckpt_convert_options *o,
+                        plan_progress *pp, file_result *results)
+{
+    int threads = thread_count(o);
+    size_t i;
+
+    if (threads > 1 && p->n_files >= (size_t)threads) {
+        ckpt_convert_options each = *o;
+        long n = (long)p->n_files, k;
+        each.threads = 1;
+        each.memory = (o->memory ? o->memory : 512ull << 20) / (uint64_t)threads;
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#endif
+        for (k = 0; k < n; k++)
+            write_file(&p->files[k], paths[k], &each, pp, &results[k]);
+        return;
+    }
+    for (i = 0; i < p->n_files; i++) {
+        write_file(&p->files[i], paths[i], o, pp, &results[i]);
+        if (results[i].rc < 0)
+            return;
+    }
 }
 
 int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_options *user_opts,
@@ -373,8 +465,10 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
     ckpt_plan_report local;
     plan_progress pp;
     ckpt_outdir *od = NULL;
+    const char **paths = NULL;
+    file_result *results = NULL;
     size_t i;
-    int rc;
+    int rc = 0;
 
     if (user_opts) {
         if (user_opts->version != CKPT_PLAN_OPTIONS_VERSION)
@@ -386,30 +480,35 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
         report = &local;
     memset(report, 0, sizeof *report);
     pp.user = &opts.convert;
-    pp.base = 0;
+    pp.done = 0;
     pp.total = ckpt_plan_total_bytes(p);
-    if (!(report->file_bytes = calloc(p->n_files ? p->n_files : 1, sizeof *report->file_bytes))) {
+    report->file_bytes = calloc(p->n_files + 1, sizeof *report->file_bytes);
+    paths = calloc(p->n_files + 1, sizeof *paths);
+    results = calloc(p->n_files + 1, sizeof *results);
+    if (!report->file_bytes || !paths || !results) {
         rc = ckpt_error_oom();
         goto done;
     }
     if ((rc = ckpt_outdir_begin(&od, out_dir, opts.force)) < 0)
         goto done;
-    for (i = 0; i < p->n_files && rc == 0; i++) {
-        const plan_entry *e = &p->files[i];
-        const char *path = ckpt_outdir_file(od, e->info.rel);
-        uint64_t before = report->bytes_written;
-
-        if (!path) {
+    /* every path first: making directories in the staging tree is not for several threads */
+    for (i = 0; i < p->n_files && rc == 0; i++)
+        if (!(paths[i] = ckpt_outdir_file(od, p->files[i].info.rel)))
             rc = ckpt_error_last()->code;
+    if (rc == 0)
+        write_files(p, paths, &opts.convert, &pp, results);
+    for (i = 0; i < p->n_files && rc == 0; i++) {
+        const file_result *r = &results[i];
+        if (r->notes.len)
+            ckpt_buf_puts(&report->notes, (const char *)r->notes.data);
+        if (r->rc < 0) {
+            rc = ckpt_error_setc(r->rc, r->klass, "%s", r->message);
             break;
         }
-        rc = e->info.kind == CKPT_PLAN_TENSORS ? write_tensors(e, path, &opts, &pp, report)
-                                               : write_other(e, path, report);
-        pp.base += e->info.tensor_bytes;
-        if (rc == 0) {
-            report->file_bytes[i] = report->bytes_written - before;
-            report->files++;
-        }
+        report->file_bytes[i] = r->bytes;
+        report->bytes_written += r->bytes;
+        report->tensors += r->tensors;
+        report->files++;
     }
     if (rc == 0) {
         rc = ckpt_outdir_commit(od);
@@ -417,6 +516,10 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
     }
 done:
     ckpt_outdir_abort(od);
+    for (i = 0; results && i < p->n_files; i++)
+        ckpt_buf_dispose(&results[i].notes);
+    free(results);
+    free(paths);
     if (report == &local)
         ckpt_plan_report_dispose(&local);
     return rc < 0 ? rc : 0;
