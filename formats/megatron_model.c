@@ -156,6 +156,15 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
                                                  : ckpt_megatron__true_vocab(m->args);
     v = ckpt_value_dict_get(r0->root, "optimizer");
     m->info.has_optimizer = v && v->kind != CKPT_VAL_NONE;
+    /* experts are cut over the expert tensor-parallel ranks, which this reads as the TP ranks */
+    if (ckpt_megatron__arg_int(m->args, "num_moe_experts", 0) > 0 &&
+        ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", m->info.tp) != m->info.tp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: expert_tensor_parallel_size %lld differs from the tensor-parallel size %d; "
+                               "resharding experts with their own TP size is not supported yet",
+                               ckpt_path(r0->ck), (long long)ckpt_megatron__arg_int(m->args,
+                                                                                    "expert_tensor_parallel_size", 0),
+                               m->info.tp);
     if (m->info.checkpoint_version > 0 && m->info.checkpoint_version < 2.0)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: checkpoint_version %g predates Megatron's current QKV order (2.0); load and save "

@@ -21,6 +21,11 @@ they load as stand-ins that compare by value, which is all these checks need.
   naive_fc1 TP1 TP2           a plain dim-0 chunk of the TP1 SwiGLU linear_fc1 differs from
                               megatron-core's TP2 shards (the bug of Megatron-LM#360)
   loads OUT                   torch.load loads every rank file
+  moe_make ROOT               a synthetic MoE checkpoint (no real one yet): 1 layer, 4 experts
+                              over EP 2 (2 per rank, global expert = ep * 2 + j), SwiGLU experts,
+                              TP 1, saved as Megatron names it (mp_rank_00_EEE)
+  moe_check OUT ROOT          OUT (ROOT at TP 2, EP kept) holds every expert cut per TP rank by
+                              the dense rules: linear_fc1 as [gate_r; up_r], linear_fc2 by column
 """
 
 import glob
@@ -219,6 +224,58 @@ def cmd_loads(out):
         load(path)
 
 
+MOE_EXPERTS, MOE_EP, MOE_H, MOE_F = 4, 2, 16, 32
+
+
+def cmd_moe_make(root):
+    import argparse
+    g = torch.Generator().manual_seed(0)
+    experts = [(torch.randn(2 * MOE_F, MOE_H, generator=g), torch.randn(MOE_H, MOE_F, generator=g))
+               for _ in range(MOE_EXPERTS)]
+    shared = {"embedding.word_embeddings.weight": torch.randn(128, MOE_H, generator=g),
+              "decoder.layers.0.input_layernorm.weight": torch.randn(MOE_H, generator=g),
+              "decoder.layers.0.mlp.router.weight": torch.randn(MOE_EXPERTS, MOE_H, generator=g)}
+    per = MOE_EXPERTS // MOE_EP
+    for ep in range(MOE_EP):
+        model = dict(shared)
+        for j in range(per):
+            fc1, fc2 = experts[ep * per + j]
+            model[f"decoder.layers.0.mlp.experts.local_experts.{j}.linear_fc1.weight"] = fc1
+            model[f"decoder.layers.0.mlp.experts.local_experts.{j}.linear_fc2.weight"] = fc2
+        model["decoder.final_layernorm.weight"] = shared["decoder.layers.0.input_layernorm.weight"].clone()
+        model["output_layer.weight"] = shared["embedding.word_embeddings.weight"].flip(0).clone()
+        args = argparse.Namespace(num_layers=1, hidden_size=MOE_H, tensor_model_parallel_size=1,
+                                  pipeline_model_parallel_size=1, virtual_pipeline_model_parallel_size=None,
+                                  expert_model_parallel_size=MOE_EP, num_moe_experts=MOE_EXPERTS, swiglu=True,
+                                  padded_vocab_size=128, make_vocab_size_divisible_by=128, vocab_size=100,
+                                  untie_embeddings_and_output_weights=True)
+        d = os.path.join(root, "iter_0000001", f"mp_rank_00_{ep:03d}")
+        os.makedirs(d)
+        torch.save({"args": args, "checkpoint_version": 3.0, "iteration": 1, "model": model},
+                   os.path.join(d, "model_optim_rng.pt"))
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write("1")
+
+
+def cmd_moe_check(out, root):
+    _, src = rank_files(root)
+    _, files = rank_files(out)
+    check(len(files) == 2 * MOE_EP, f"{len(files)} rank files, expected TP 2 x EP {MOE_EP}")
+    per = MOE_EXPERTS // MOE_EP
+    for ep in range(MOE_EP):
+        full = load(src[f"iter_0000001/mp_rank_00_{ep:03d}/model_optim_rng.pt"])["model"]
+        for tp in range(2):
+            rel = f"iter_0000001/mp_rank_{tp:02d}_{ep:03d}/model_optim_rng.pt"
+            check(rel in files, f"no {rel}")
+            m = load(files[rel])["model"]
+            equal(m["decoder.layers.0.mlp.router.weight"], full["decoder.layers.0.mlp.router.weight"], rel)
+            for j in range(per):
+                key = f"decoder.layers.0.mlp.experts.local_experts.{j}."
+                gate, up = full[key + "linear_fc1.weight"].chunk(2)
+                equal(m[key + "linear_fc1.weight"], torch.cat([gate.chunk(2)[tp], up.chunk(2)[tp]]), rel + "/fc1")
+                equal(m[key + "linear_fc2.weight"], full[key + "linear_fc2.weight"].chunk(2, dim=1)[tp], rel + "/fc2")
+
+
 if __name__ == "__main__":
     run_main({"same": cmd_same, "roundtrip": cmd_roundtrip, "args": cmd_args, "naive_fc1": cmd_naive_fc1,
-              "loads": cmd_loads})
+              "loads": cmd_loads, "moe_make": cmd_moe_make, "moe_check": cmd_moe_check})

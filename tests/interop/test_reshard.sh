@@ -100,6 +100,12 @@ last = m.load('$OUT/rt4a/iter_0000010/mp_rank_00_001/model_optim_rng.pt')['model
 assert 'output_layer.weight' not in first and 'embedding.word_embeddings.weight' not in last
 assert torch.equal(last['output_layer.weight'], first['embedding.word_embeddings.weight'])"
 
+# MoE: experts stay on their expert-parallel rank, cut over TP like dense layers. A synthetic
+# checkpoint (Megatron's names and layout, made here): no real MoE fixture yet.
+case_run "make a synthetic MoE checkpoint (EP 2)" mcore_py moe_make "$WORK/moe"
+case_run "reshard MoE EP 2 -> TP 2 (EP kept)" ckpt reshard "$WORK/moe" "$OUT/moe-tp2" --tp 2 -q
+queue mcore "MoE experts per EP rank, cut per TP rank" moe_check "$OUT/moe-tp2" "$WORK/moe"
+
 queue mcore "a naive dim-0 chunk of linear_fc1 is not megatron-core's TP2 shard; ours is" \
     naive_fc1 "$MT/tp1" "$MT/tp2"
 
