@@ -21,6 +21,11 @@ they load as stand-ins that compare by value, which is all these checks need.
   naive_fc1 TP1 TP2           a plain dim-0 chunk of the TP1 SwiGLU linear_fc1 differs from
                               megatron-core's TP2 shards (the bug of Megatron-LM#360)
   loads OUT                   torch.load loads every rank file
+  hf_oracle OUT EXPECTED_JSON OUT (hf2mcore of hf/llama_tiny at TP1, local names) holds the
+                              tensors whose Megatron forward gave transformers' logits at
+                              fixture time (hf2mcore_tp1 in the fixture's expected.json), by
+                              sha256; the vocabulary tables there repeat row 199 as padding
+                              where ours are zeros, so those two are left to the round trip
   moe_make ROOT               a synthetic MoE checkpoint (no real one yet): 1 layer, 4 experts
                               over EP 2 (2 per rank, global expert = ep * 2 + j), SwiGLU experts,
                               TP 1, saved as Megatron names it (mp_rank_00_EEE)
@@ -224,6 +229,26 @@ def cmd_loads(out):
         load(path)
 
 
+def cmd_hf_oracle(out, expected_json):
+    import hashlib
+    import json
+    with open(expected_json) as f:
+        want = json.load(f)["hf2mcore_tp1"]["tensors"]
+    _, files = rank_files(out)
+    check(len(files) == 1, f"{len(files)} rank files, expected 1 (TP1)")
+    model = load(next(iter(files.values())))["model"]
+    compared = 0
+    for rec in want:
+        if rec["name"] in VOCAB_TABLES:
+            continue
+        t = model.get(rec["name"])
+        check(isinstance(t, torch.Tensor), f"{rec['name']}: missing")
+        check(list(t.shape) == rec["shape"], f"{rec['name']}: shape {list(t.shape)}, expected {rec['shape']}")
+        check(hashlib.sha256(raw(t)).hexdigest() == rec["sha256"], f"{rec['name']}: bytes differ from the oracle's")
+        compared += 1
+    print(f"{compared} tensors equal the oracle's")
+
+
 MOE_EXPERTS, MOE_EP, MOE_H, MOE_F = 4, 2, 16, 32
 
 
@@ -278,4 +303,4 @@ def cmd_moe_check(out, root):
 
 if __name__ == "__main__":
     run_main({"same": cmd_same, "roundtrip": cmd_roundtrip, "args": cmd_args, "naive_fc1": cmd_naive_fc1,
-              "loads": cmd_loads, "moe_make": cmd_moe_make, "moe_check": cmd_moe_check})
+              "loads": cmd_loads, "hf_oracle": cmd_hf_oracle, "moe_make": cmd_moe_make, "moe_check": cmd_moe_check})

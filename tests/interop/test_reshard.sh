@@ -170,6 +170,10 @@ case_run "HF -> mcore TP2 PP2 (local) -> HF: the same files" hf_round_trip local
 case_run "HF -> mcore TP4 (TE names, 2 groups < 4 ranks) -> HF: the same files" hf_round_trip transformer_engine b --tp 4
 case_run "HF -> mcore PP2 VPP2 -> HF: the same files" hf_round_trip local c --pp 2 --vpp 2
 queue mcore "hf2mcore output loads, args record TP2 PP2" args "$OUT/a-mc" 2 2 1 256
+# the tensors Megatron's own forward turned into transformers' logits at fixture time
+case_run "hf2mcore TP1 (local)" ckpt hf2mcore "$HF" "$OUT/oracle" --transformer-impl local -q
+queue mcore "hf2mcore equals the tensors Megatron's forward checked against transformers" \
+    hf_oracle "$OUT/oracle" "$HF/expected.json"
 case_run "hf2mcore TE names" sh -c "
     '$CKPTCONV' hf2mcore '$HF' '$OUT/te' --tp 1 -q &&
     '$TORCH_PYTHON' -c \"
