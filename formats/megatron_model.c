@@ -260,7 +260,7 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
         rc = ckpt_parallel_merge(m->g, &e->layout, e->name, shards, (size_t)m->info.tp, &e->full);
     if (rc < 0)
         ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
-    free(shards);
+    e->shards = shards;
     return rc;
 }
 
@@ -397,6 +397,7 @@ void ckpt_megatron_close(ckpt_megatron *m)
     for (i = 0; i < m->n_entries; i++) {
         free(m->entries[i].name);
         free(m->entries[i].local);
+        free(m->entries[i].shards);
     }
     free(m->entries);
     free(m->ranks);
@@ -434,6 +435,16 @@ const char *ckpt_megatron_tensor_at(const ckpt_megatron *m, size_t i, const ckpt
             *layout = m->entries[j].layout;
         return m->entries[j].name;
     }
+    return NULL;
+}
+
+const ckpt_node *const *ckpt_megatron_tensor_shards(const ckpt_megatron *m, size_t i)
+{
+    size_t j;
+
+    for (j = 0; j < m->n_entries; j++)
+        if (m->entries[j].full && !i--)
+            return m->entries[j].shards;
     return NULL;
 }
 

@@ -366,6 +366,7 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
         return rc;
     *e = m->entries[emb];
+    e->shards = NULL; /* the embedding's; no file holds this copy */
     e->layout.stage = CKPT_STAGE_LAST;
     e->name = strdup(OUTPUT_WEIGHT);
     e->local = strdup(m->entries[emb].local);

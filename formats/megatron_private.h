@@ -16,6 +16,7 @@ typedef struct mg_entry {
     int ep;                    /* expert tensors: the EP rank they belong to; -1 otherwise */
     int param;                 /* a model parameter (the optimizer has state for it) */
     const ckpt_node *full;     /* tensors: the merged full tensor */
+    const ckpt_node **shards;  /* tensors read from rank files: each TP rank's part, as stored */
     const ckpt_value *value;   /* non-tensors: the value of the first TP rank of its stage */
     const ckpt_ckpt *src;      /* the file `value` comes from */
 } mg_entry;

@@ -100,6 +100,12 @@ CKPT_EXTERN(size_t) ckpt_megatron_tensor_count(const ckpt_megatron *m);
 CKPT_EXTERN(const char *) ckpt_megatron_tensor_at(const ckpt_megatron *m, size_t i, const ckpt_node **full,
                                                   ckpt_tensor_layout *layout);
 
+/* The parts of logical tensor i that the rank files hold, as they hold them: TP rank r's in
+ * [r] (info.tp of them; replicated tensors: each rank's own copy). Borrowed, valid until
+ * ckpt_megatron_close. NULL for a tensor no rank file holds (a model given tensor by tensor,
+ * ckpt_megatron_new; the output layer copy a plan adds for tied embeddings). */
+CKPT_EXTERN(const ckpt_node *const *) ckpt_megatron_tensor_shards(const ckpt_megatron *m, size_t i);
+
 /* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
  * make_vocab_size_divisible_by * tp. */
 CKPT_EXTERN(int64_t) ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp);
