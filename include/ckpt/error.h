@@ -40,8 +40,11 @@ typedef enum ckpt_error_class {
     CKPT_ERRCLASS_GRAPH = 7,         /* the tensor graph refused an operation (shapes, dtypes, axes) */
     CKPT_ERRCLASS_MAP_PARAM = 8,     /* a map needs a model parameter that was not given */
     CKPT_ERRCLASS_MAP_DIRECTION = 9, /* the input is the map's output side: use the inverse map */
-    CKPT_ERRCLASS_LAYOUT = 10        /* a parallel layout (TP/PP sizes, rank files) is inconsistent or
+    CKPT_ERRCLASS_LAYOUT = 10,       /* a parallel layout (TP/PP sizes, rank files) is inconsistent or
                                         does not match the request */
+    CKPT_ERRCLASS_BACKEND = 11,      /* a compute backend or its device is missing or failed */
+    CKPT_ERRCLASS_MODEL = 12         /* a model's configuration lacks a value or does not fit its
+                                        tensors (the message names the value and where it looks) */
 } ckpt_error_class;
 
 typedef struct ckpt_error {

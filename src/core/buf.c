@@ -1,4 +1,4 @@
-/* Growable byte buffer. */
+/* Growable byte buffers and arrays. */
 #include <ckpt/buf.h>
 #include <ckpt/sys/common.h>
 
@@ -107,4 +107,20 @@ void ckpt_buf_dispose(ckpt_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+}
+
+void *ckpt_array_grow(void *items, size_t *cap, size_t n, size_t elem_size)
+{
+    size_t grown, bytes;
+    void *p;
+
+    if (n < *cap)
+        return items;
+    grown = *cap ? 2 * *cap : 16;
+    if (grown < *cap || CKPT_MUL_OVERFLOWS(grown, elem_size, &bytes) || !(p = realloc(items, bytes))) {
+        ckpt_error_oom();
+        return NULL;
+    }
+    *cap = grown;
+    return p;
 }

@@ -121,6 +121,8 @@ const char *ckpt_error_class_name(int klass)
     case CKPT_ERRCLASS_MAP_PARAM: return "map parameter";
     case CKPT_ERRCLASS_MAP_DIRECTION: return "map direction";
     case CKPT_ERRCLASS_LAYOUT: return "layout";
+    case CKPT_ERRCLASS_BACKEND: return "backend";
+    case CKPT_ERRCLASS_MODEL: return "model";
     default: return "unknown";
     }
 }

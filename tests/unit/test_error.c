@@ -59,6 +59,8 @@ CKPT_TEST(test_error_class_values_are_fixed)
     ASSERT_EQ_INT(CKPT_ERRCLASS_MAP_PARAM, 8);
     ASSERT_EQ_INT(CKPT_ERRCLASS_MAP_DIRECTION, 9);
     ASSERT_EQ_INT(CKPT_ERRCLASS_LAYOUT, 10);
+    ASSERT_EQ_INT(CKPT_ERRCLASS_BACKEND, 11);
+    ASSERT_EQ_INT(CKPT_ERRCLASS_MODEL, 12);
 }
 
 CKPT_TEST(test_error_class_names)
@@ -70,9 +72,11 @@ CKPT_TEST(test_error_class_names)
     ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_MAP_DIRECTION), "map direction");
     ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_LAYOUT), "layout");
     ASSERT_EQ_STR(ckpt_error_class_name(-1), "unknown");
-    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_LAYOUT + 1), "unknown");
+    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_BACKEND), "backend");
+    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_MODEL), "model");
+    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_MODEL + 1), "unknown");
     /* a caller that prints the class must be able to tell the classes apart */
-    for (k = CKPT_ERRCLASS_NONE; k <= CKPT_ERRCLASS_LAYOUT; k++) {
+    for (k = CKPT_ERRCLASS_NONE; k <= CKPT_ERRCLASS_MODEL; k++) {
         int j;
         ASSERT_TRUE(strcmp(ckpt_error_class_name(k), "unknown") != 0);
         for (j = CKPT_ERRCLASS_NONE; j < k; j++)

@@ -24,6 +24,11 @@ CKPT_EXTERN(void) ckpt_error_prefix(const char *fmt, ...) CKPT_FORMAT_PRINTF(1, 
 #define CKPT_ADD_OVERFLOWS(a, b, out) __builtin_add_overflow((a), (b), (out))
 #define CKPT_MUL_OVERFLOWS(a, b, out) __builtin_mul_overflow((a), (b), (out))
 
+/* A growable array with room for one more element: `items` (*cap elements of elem_size bytes,
+ * n of them used) as it is, or reallocated to twice the size when full. NULL when out of
+ * memory (the error is set; `items` and *cap are unchanged and still the caller's). */
+CKPT_EXTERN(void *) ckpt_array_grow(void *items, size_t *cap, size_t n, size_t elem_size);
+
 /* Programmer errors only, never bad input. */
 #define CKPT_ASSERT(cond) \
     do { if (!(cond)) ckpt__assert_fail(#cond, __FILE__, __LINE__); } while (0)
