@@ -5,6 +5,7 @@ Driver: testdata/gen/run_megatron.sh (read it and README_megatron.md first).
 
     gen_megatron.py train --layout NAME      # under torchrun, cwd = the work directory
     gen_megatron.py describe WORK OUT        # checks across layouts, writes OUT/<layout>/expected.json
+                                             # and OUT/gpt2style_tp2/logits.json
 
 `train` runs Megatron-LM's own training code (megatron/training at tag core_v0.16.1 on top of the
 megatron-core 0.16.1 wheel): parse_args + validate_args, initialize_model_parallel (gloo),
@@ -21,8 +22,10 @@ args.ckpt_format is set to torch (as --ckpt-convert-format torch does) and save_
 the legacy files. `tp4_ng2` needs a 512-row vocabulary, so it loads WORK/ref512_dist, written by
 the helper layout `ref512` (TP1 model with --make-vocab-size-divisible-by 512 filled from tp1,
 rows 256..511 = row 255, as tools/checkpoint/saver_base.py pad_weight extends a table).
-Helper layouts (not committed): ref512, gpt2style_tp1 (TP1 master of gpt2style_tp2),
-hf_llama_tiny_tp1 (hf/llama_tiny mapped into Megatron's model: the hf2mcore oracle).
+Helper layouts (not committed): ref512, gpt2style_tp1 (TP1 master of gpt2style_tp2; its forward
+gives gpt2style_tp2/logits.json once describe has checked its weights against the merged
+gpt2style_tp2 files), hf_llama_tiny_tp1 (hf/llama_tiny mapped into Megatron's model: the hf2mcore
+oracle).
 """
 
 import argparse
@@ -263,6 +266,63 @@ def megatron_logits(gpt, ids):
     with torch.no_grad():
         logits = gpt(input_ids=ids, position_ids=pos, attention_mask=None)
     return logits.float()[0]
+
+
+LOGITS_PRODUCER = ("megatron-core 0.16.1 GPTModel.forward (local spec) on CPU, eval mode, dropout 0, "
+                   "attention_mask None (causal), fp32")
+LOGITS_NOTE = ("logits[i][v] for token position i and vocabulary row v (all Vp rows, padding rows "
+               "included); float32 values written with Python repr")
+
+
+def write_logits_json(path, logits, producer, note, padded_vocab, vocab):
+    with open(path, "w") as f:
+        json.dump({
+            "producer": producer,
+            "input_ids": LOGITS_INPUT_IDS,
+            "position_ids": list(range(len(LOGITS_INPUT_IDS))),
+            "shape": list(logits.shape),
+            "padded_vocab_size": padded_vocab,
+            "true_vocab_size": vocab,
+            "note": note,
+            "logits": [[float(x) for x in row] for row in logits.tolist()],
+        }, f, indent=0)
+        f.write("\n")
+
+
+def reference_gpt2_logits(full, a, ids):
+    """Plain-torch forward of a merged (TP1) GPT-2 style Megatron model (LayerNorm with bias,
+    learned absolute positions, MHA with biases and QK layernorm over each head, exact-erf GeLU
+    MLP, pre-norm residuals, tied output layer), written from the model definition and independent
+    of megatron-core; fp64. Returns [len(ids), Vp]."""
+    import torch.nn.functional as F
+
+    t = {k: v.to(torch.float64) for k, v in full.items()}
+    eps, nh, d = a.layernorm_epsilon, a.num_attention_heads, a.kv_channels
+    assert not a.group_query_attention and a.num_query_groups == nh
+    n = len(ids)
+
+    def ln(x, pfx):
+        return F.layer_norm(x, x.shape[-1:], t[pfx + ".weight"], t[pfx + ".bias"], eps)
+
+    def lin(x, pfx):
+        return x @ t[pfx + ".weight"].T + t[pfx + ".bias"]
+
+    x = t["embedding.word_embeddings.weight"][ids] + t["embedding.position_embeddings.weight"][:n]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    for i in range(a.num_layers):
+        p = f"decoder.layers.{i}."
+        qkv = lin(ln(x, p + "input_layernorm"), p + "self_attention.linear_qkv")
+        # per head (query group) h: rows [q_h (d); k_h (d); v_h (d)] of linear_qkv (megatron.md §4)
+        q, k, v = qkv.view(n, nh, 3 * d).split(d, dim=-1)
+        q = ln(q, p + "self_attention.q_layernorm")
+        k = ln(k, p + "self_attention.k_layernorm")
+        s = torch.einsum("ihd,jhd->hij", q, k) / d ** 0.5
+        s = s.masked_fill(~causal, float("-inf")).softmax(-1)
+        o = torch.einsum("hij,jhd->ihd", s, v).reshape(n, nh * d)
+        x = x + lin(o, p + "self_attention.linear_proj")
+        h = F.gelu(lin(ln(x, p + "pre_mlp_layernorm"), p + "mlp.linear_fc1"))
+        x = x + lin(h, p + "mlp.linear_fc2")
+    return ln(x, "decoder.final_layernorm") @ t["embedding.word_embeddings.weight"].T
 
 
 def max_abs_diff(a, b):
@@ -510,21 +570,23 @@ def cmd_train(opts):
 
     if name == "tp1":
         logits = megatron_logits(chunks[0], LOGITS_INPUT_IDS)
-        with open(os.path.join(name, "logits.json"), "w") as f:
-            json.dump({
-                "producer": "megatron-core 0.16.1 GPTModel.forward (local spec) on CPU, eval mode, "
-                            "dropout 0, attention_mask None (causal), fp32",
-                "input_ids": LOGITS_INPUT_IDS,
-                "position_ids": list(range(len(LOGITS_INPUT_IDS))),
-                "shape": list(logits.shape),
-                "padded_vocab_size": args.padded_vocab_size,
-                "true_vocab_size": args.vocab_size,
-                "note": "logits[i][v] for token position i and vocabulary row v (all Vp rows, "
-                        "padding rows included); float32 values written with Python repr",
-                "logits": [[float(x) for x in row] for row in logits.tolist()],
-            }, f, indent=0)
-            f.write("\n")
+        write_logits_json(os.path.join(name, "logits.json"), logits, LOGITS_PRODUCER, LOGITS_NOTE,
+                          args.padded_vocab_size, args.vocab_size)
         meta["checks"].append(f"logits {tuple(logits.shape)} written to tp1/logits.json")
+
+    if name == "gpt2style_tp1":
+        # Megatron's forward of the TP1 master of gpt2style_tp2, with the exact weights it ran on;
+        # describe checks those against the merged gpt2style_tp2 files before it writes
+        # gpt2style_tp2/logits.json.
+        weights = {k: v.detach().clone() for k, v in local_state(chunks[0]).items()}
+        logits = megatron_logits(chunks[0], LOGITS_INPUT_IDS)
+        for k, v in local_state(chunks[0]).items():
+            assert torch.equal(v, weights[k]), f"{k} changed during the forward"
+        torch.save({"logits": logits, "weights": weights,
+                    "padded_vocab_size": args.padded_vocab_size, "true_vocab_size": args.vocab_size},
+                   f"{name}_logits.pt")
+        meta["checks"].append(f"logits {tuple(logits.shape)} of Megatron's forward saved to "
+                              f"{name}_logits.pt with the {len(weights)} weight tensors it ran on")
 
     if name == "hf_llama_tiny_tp1":
         # hf2mcore oracle: HF weights mapped by megatron.md §7 into Megatron's own model
@@ -800,6 +862,42 @@ def cmd_describe(opts):
         checks["tp1"].append(f"mcore2hf: tp1 mapped to LlamaForCausalLM (megatron.md §7, first "
                              f"{a.vocab_size} vocab rows) reproduces logits.json[:, :{a.vocab_size}] "
                              f"(max |diff| {diff:.3g})")
+    # gpt2style_tp2/logits.json: Megatron's forward of gpt2style_tp1 (the TP1 master), written
+    # only once the weights it ran on are shown to be bit-identical to the merged gpt2style_tp2
+    # files; a plain-torch forward of the merged files must agree.
+    gl = os.path.join(work, "gpt2style_tp1_logits.pt")
+    if "gpt2style_tp2" in fulls and not os.path.exists(gl):
+        print(f"describe: {gl} missing, gpt2style_tp2/logits.json not written")
+    elif "gpt2style_tp2" in fulls:
+        g = torch.load(gl, weights_only=True)
+        merged, ran = fulls["gpt2style_tp2"], g["weights"]
+        if set(merged) != set(ran):
+            raise SystemExit(f"gpt2style_tp2: merged tensors != the forward's: {set(merged) ^ set(ran)}")
+        for k, v in merged.items():
+            if v.dtype != ran[k].dtype or not torch.equal(v, ran[k]):
+                raise SystemExit(f"gpt2style_tp2: merged {k} is not bit-identical to the weight "
+                                 "Megatron's forward ran on (gpt2style_tp1)")
+        a = loaded["gpt2style_tp2"][1][(0, 0)]["args"]
+        logits = g["logits"]
+        assert logits.dtype == torch.float32
+        assert list(logits.shape) == [len(LOGITS_INPUT_IDS), a.padded_vocab_size]
+        assert (g["padded_vocab_size"], g["true_vocab_size"]) == (a.padded_vocab_size, a.vocab_size)
+        diff = max_abs_diff(logits, reference_gpt2_logits(merged, a, LOGITS_INPUT_IDS))
+        if not diff < 1e-4:
+            raise SystemExit(f"gpt2style_tp2: plain-torch forward differs from Megatron's ({diff})")
+        write_logits_json(
+            os.path.join(out, "gpt2style_tp2", "logits.json"), logits,
+            LOGITS_PRODUCER + ", of the TP1 model gpt2style_tp1 (built by Megatron at TP1 with the "
+            "same arguments and seed; gpt2style_tp2 holds its TP2 shards)",
+            LOGITS_NOTE + f"; the {len(merged)} weight tensors the forward ran on are bit-identical "
+            "to the two gpt2style_tp2 rank files merged by megatron.md §3-4 (vocab, linear_qkv and "
+            "linear_fc1 weight and bias on dim 0, linear_proj and linear_fc2 weights on dim 1, the "
+            "rest replicated and equal on both ranks); output layer tied to "
+            "embedding.word_embeddings.weight; a plain-torch fp64 forward of the merged tensors "
+            f"agrees to max |diff| {diff:.2g}",
+            a.padded_vocab_size, a.vocab_size)
+        print(f"describe: gpt2style_tp2/logits.json written ({len(merged)} merged tensors == the "
+              f"forward's weights, plain-torch forward max |diff| {diff:.3g})")
     if opts.hf_dir and "hf_llama_tiny_tp1" in metas:
         ej = os.path.join(opts.hf_dir, "expected.json")
         rec = json.load(open(ej))

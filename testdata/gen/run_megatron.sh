@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates testdata/megatron/<layout>/ with Megatron-LM's own training code on the CPU (gloo),
-# then checks every layout against the others and writes <layout>/expected.json; also
-# testdata/hf/llama_tiny/ (transformers). See testdata/gen/README_megatron.md.
+# then checks every layout against the others and writes <layout>/expected.json and
+# gpt2style_tp2/logits.json; also testdata/hf/llama_tiny/ (transformers).
+# See testdata/gen/README_megatron.md.
 #
 #   MCORE_PYTHON=/path/to/venv/bin/python MEGATRON_LM=/path/to/Megatron-LM \
 #       testdata/gen/run_megatron.sh               # everything (about 10 minutes on 2 cores)

@@ -241,7 +241,8 @@ CKPT_TEST(test_set_paddle_files_copied_and_skipped)
         else
             ASSERT_TRUE(x->skip == NULL && strstr(x->path, x->rel));
     }
-    ASSERT_EQ_INT(ckpt_paddle_extra_count(p), 6);
+    /* config, expected_te, generation_config, logits, optimizer.pdopt, sub, tokenizer_config */
+    ASSERT_EQ_INT(ckpt_paddle_extra_count(p), 7);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_paddle_index_json(p, 0, NULL, NULL, 0, 0, NULL));
     ckpt_paddle_close(p);
     ckpt_set_close(s);
