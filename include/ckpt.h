@@ -19,5 +19,6 @@
 #include "ckpt/paddle.h"
 #include "ckpt/megatron.h"
 #include "ckpt/hf.h"
+#include "ckpt/verify.h"
 
 #endif

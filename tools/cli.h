@@ -20,6 +20,7 @@ int cli_zero_to_fp32(int argc, char **argv);
 int cli_reshard(int argc, char **argv);
 int cli_hf2mcore(int argc, char **argv);
 int cli_mcore2hf(int argc, char **argv);
+int cli_verify(int argc, char **argv);
 
 /* Print "ckptconv <cmd>: <last library error>" to stderr; returns CLI_EXIT_FAILURE. */
 int cli_fail(const char *cmd);

@@ -20,6 +20,7 @@ static const struct {
     { "reshard", cli_reshard, "Megatron-LM checkpoint -> another TP/PP/VPP layout, optimizer state included" },
     { "hf2mcore", cli_hf2mcore, "Hugging Face LLaMA directory -> Megatron-LM checkpoint at any TP/PP" },
     { "mcore2hf", cli_mcore2hf, "Megatron-LM checkpoint at any TP/PP -> Hugging Face LLaMA directory" },
+    { "verify", cli_verify, "run two checkpoints layer by layer on the same inputs; name the layer that differs" },
 };
 
 static void usage(FILE *out)

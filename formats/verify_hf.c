@@ -1,0 +1,118 @@
+/* Hugging Face LLaMA-family models as models `ckptconv verify` runs: a model directory
+ * (config.json with model.safetensors, its sharded index, or pytorch_model.bin) or one
+ * weights file (config.json looked for beside it and above), mapped by verify_hf_llama. */
+#include "verify_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const weight_files[] = { "model.safetensors.index.json", "model.safetensors", "pytorch_model.bin" };
+
+static int weights_in(const char *dir, char *path, size_t cap)
+{
+    struct stat st;
+    size_t i;
+
+    for (i = 0; i < sizeof weight_files / sizeof weight_files[0]; i++)
+        if (snprintf(path, cap, "%s/%s", dir, weight_files[i]) < (int)cap && stat(path, &st) == 0)
+            return 0;
+    return CKPT_ENOTFOUND;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int hf_bid(const char *path, int is_dir)
+{
+    char p[4096];
+
+    if (is_dir)
+        return ckpt_vsrc__find_config(path, 0, p, sizeof p) == 0 && weights_in(path, p, sizeof p) == 0 ? 70 : -1;
+    if (ends_with(path, ".safetensors") || ends_with(path, ".safetensors.index.json") || ends_with(path, ".bin") ||
+        ends_with(path, ".pt") || ends_with(path, ".pth"))
+        return 20;
+    return -1;
+}
+
+/* A torch file of a whole module (DeepSpeed's model_states) keeps its weights under "module/". */
+static const char *container_prefix(const ckpt_ckpt *c)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < ckpt_tensor_count(c); i++)
+        n += strncmp(ckpt_tensor_at(c, i)->name, "module/", 7) == 0;
+    return n && n * 2 >= ckpt_tensor_count(c) ? "module/" : NULL;
+}
+
+int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char *config,
+                          const ckpt_open_options *open)
+{
+    ckpt_ckpt *c;
+    const ckpt_map *map;
+    ckpt_map_params *p;
+    ckpt_map_input *in = NULL;
+    const char *prefix;
+    size_t n = 0, cap = 0, i, kept = 0;
+    vsrc_parts parts;
+    int rc;
+
+    if (config && (rc = ckpt_vsrc__llama_config(b, config)) < 0)
+        return rc;
+    if (!config)
+        ckpt_model_builder_config_source(b, "any config.json (none beside the weights or above them)");
+    if ((rc = ckpt_open(&c, weights, open)) < 0 || (rc = ckpt_vsrc__keep_ckpt(b, c)) < 0)
+        return rc;
+    prefix = container_prefix(c);
+    if ((rc = ckpt_vsrc__inputs(b, c, prefix, &in, &n, &cap)) < 0)
+        goto done;
+    /* a module file also holds things beside its weights (frozen_param_fragments/...) */
+    for (i = 0; prefix && i < n; i++)
+        if (strchr(in[i].name, '/') == NULL)
+            in[kept++] = in[i];
+    if (prefix)
+        n = kept;
+    memset(&parts, 0, sizeof parts);
+    if ((rc = ckpt_vsrc__map(b, "verify_hf_llama", &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0 ||
+        (rc = ckpt_model_builder_set_ranks(b, 1)) < 0 ||
+        (rc = ckpt_vsrc__map_rank(b, 0, map, p, in, n, &parts)) < 0)
+        goto done;
+    rc = ckpt_vsrc__add_parts(b, &parts, 1);
+done:
+    free(in);
+    return rc;
+}
+
+static int hf_open(ckpt_model_builder *b)
+{
+    const char *path = ckpt_model_builder_path(b);
+    char weights[4096], config[4096], dir[4096];
+    struct stat st;
+    const char *slash;
+    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), rc;
+
+    if (is_dir) {
+        if ((rc = weights_in(path, weights, sizeof weights)) < 0)
+            return ckpt_error_setc(rc, CKPT_ERRCLASS_MODEL, "%s: no model.safetensors(.index.json) or pytorch_model.bin",
+                                   path);
+        snprintf(dir, sizeof dir, "%s", path);
+    } else {
+        snprintf(weights, sizeof weights, "%s", path);
+        slash = strrchr(path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    }
+    ckpt_model_builder_kind(b, "Hugging Face LLaMA (%s)", strrchr(weights, '/') ? strrchr(weights, '/') + 1 : weights);
+    return ckpt_vsrc__hf_weights(b, weights, ckpt_vsrc__find_config(dir, is_dir ? 0 : 2, config, sizeof config) == 0
+                                                 ? config : NULL, NULL);
+}
+
+const ckpt_model_source_vtable ckpt_model_source_hf = {
+    .abi_version = CKPT_MODEL_SOURCE_ABI_VERSION,
+    .name = "huggingface",
+    .bid = hf_bid,
+    .open = hf_open,
+};

@@ -1,0 +1,282 @@
+/* Megatron-LM legacy checkpoints as models `ckptconv verify` runs: the logical model of the
+ * rank files (ckpt/megatron.h), each TP rank's parts as the rank holds them, mapped by
+ * verify_megatron_gpt into the canonical scheme, and the config from the checkpoint's args. */
+#include "layout_registry.h"
+#include "verify_common.h"
+
+#include <ckpt/megatron.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void release_megatron(void *p) { ckpt_megatron_close(p); }
+
+static int megatron_bid(const char *path, int is_dir)
+{
+    const ckpt_layout_vtable *l = ckpt_layouts__find("megatron");
+    return l ? l->bid(path, is_dir) : -1;
+}
+
+/* ---- args ---- */
+
+static const ckpt_value *arg(const ckpt_value *args, const char *name)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+    return v && v->kind != CKPT_VAL_NONE ? v : NULL;
+}
+
+static void arg_int(const ckpt_value *args, const char *name, int64_t *dst)
+{
+    const ckpt_value *v = arg(args, name);
+    if (v && v->kind == CKPT_VAL_INT)
+        *dst = v->u.integer;
+}
+
+static void arg_double(const ckpt_value *args, const char *name, double *dst)
+{
+    const ckpt_value *v = arg(args, name);
+    if (v && v->kind == CKPT_VAL_FLOAT)
+        *dst = v->u.real;
+    else if (v && v->kind == CKPT_VAL_INT)
+        *dst = (double)v->u.integer;
+}
+
+static int arg_bool(const ckpt_value *args, const char *name)
+{
+    const ckpt_value *v = arg(args, name);
+    return v && ((v->kind == CKPT_VAL_BOOL && v->u.boolean) || (v->kind == CKPT_VAL_INT && v->u.integer));
+}
+
+static const char *arg_str(const ckpt_value *args, const char *name)
+{
+    const ckpt_value *v = arg(args, name);
+    return v && v->kind == CKPT_VAL_STR ? v->u.str.ptr : NULL;
+}
+
+static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
+{
+    const ckpt_value *a = ckpt_megatron_args(mg);
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const char *norm, *pos;
+    int64_t vocab = ckpt_megatron_info_of(mg)->true_vocab_size;
+
+    if (!a)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: the rank files hold no args",
+                               ckpt_model_builder_path(b));
+    arg_int(a, "num_layers", &c->num_layers);
+    arg_int(a, "hidden_size", &c->hidden_size);
+    arg_int(a, "num_attention_heads", &c->num_heads);
+    arg_int(a, "kv_channels", &c->head_dim);
+    arg_int(a, "ffn_hidden_size", &c->ffn_hidden_size);
+    c->num_kv_heads = c->num_heads;
+    if (arg_bool(a, "group_query_attention"))
+        arg_int(a, "num_query_groups", &c->num_kv_heads);
+    if (vocab > 0)
+        c->vocab_size = vocab;
+    /* megatron-core 0.16 names it layernorm_epsilon, earlier releases norm_epsilon */
+    arg_double(a, "norm_epsilon", &c->norm_eps);
+    arg_double(a, "layernorm_epsilon", &c->norm_eps);
+    norm = arg_str(a, "normalization");
+    if (norm && strcmp(norm, "RMSNorm") != 0 && strcmp(norm, "LayerNorm") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: normalization '%s' is not run by verify",
+                               ckpt_model_builder_path(b), norm);
+    c->norm = norm && strcmp(norm, "RMSNorm") == 0 ? CKPT_NORM_RMS : CKPT_NORM_LAYER;
+    c->norm_weight_plus_one = arg_bool(a, "apply_layernorm_1p");
+    if (arg_bool(a, "squared_relu") || arg_bool(a, "attention_output_gate") || arg_bool(a, "num_experts"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: squared ReLU, gated attention output and MoE layers are not run by verify",
+                               ckpt_model_builder_path(b));
+    c->act = arg_bool(a, "swiglu") ? CKPT_ACT_SWIGLU : arg_bool(a, "openai_gelu") ? CKPT_ACT_GELU_TANH : CKPT_ACT_GELU;
+    pos = arg_str(a, "position_embedding_type");
+    if (!pos || strcmp(pos, "learned_absolute") == 0)
+        c->position = CKPT_POSITION_LEARNED;
+    else if (strcmp(pos, "rope") == 0)
+        c->position = CKPT_POSITION_ROPE;
+    else if (strcmp(pos, "none") == 0)
+        c->position = CKPT_POSITION_NONE;
+    else
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: position_embedding_type '%s' is not run by verify", ckpt_model_builder_path(b), pos);
+    c->rope_theta = 10000.0;
+    arg_double(a, "rotary_base", &c->rope_theta);
+    arg_double(a, "rotary_percent", &c->rotary_percent);
+    c->rope_interleaved = arg_bool(a, "rotary_interleaved");
+    if (arg_bool(a, "use_rope_scaling")) {
+        /* megatron.core.models.common.embeddings.rope_utils: Llama 3.1's constants */
+        c->rope_scaling_factor = 8.0;
+        arg_double(a, "rope_scaling_factor", &c->rope_scaling_factor);
+        c->rope_low_freq_factor = 1.0;
+        c->rope_high_freq_factor = 4.0;
+        c->rope_original_max_positions = 8192;
+    }
+    c->qk_norm = arg_bool(a, "qk_layernorm");
+    c->tied_embeddings = !arg_bool(a, "untie_embeddings_and_output_weights");
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+typedef struct mg_inputs {
+    ckpt_map_input *in;
+    size_t n, cap;
+} mg_inputs;
+
+static int push(mg_inputs *l, const char *name, const ckpt_node *node)
+{
+    ckpt_map_input *grown = ckpt_array_grow(l->in, &l->cap, l->n, sizeof *l->in);
+
+    if (!grown)
+        return CKPT_ENOMEM;
+    l->in = grown;
+    l->in[l->n].name = name;
+    l->in[l->n].node = node;
+    l->in[l->n++].home = 0;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Fewer query groups than ranks: the `share` ranks of a group hold consecutive rows of its
+ * [q | k | v] block; megatron-core gathers them, and each rank runs its share of the query
+ * heads with the group's one KV head. Rank r gets the whole block here; its query rows are
+ * picked after mapping (pick_q_rows). */
+static int group_block(ckpt_graph *g, const ckpt_node *const *shards, int r, int share, const ckpt_node **out)
+{
+    return ckpt_node_concat(g, shards + (r / share) * share, (size_t)share, 0, out);
+}
+
+static int pick_q_rows(ckpt_model_builder *b, const ckpt_model_config *c, int tp, int r, const ckpt_map_output *o,
+                       const ckpt_node **out)
+{
+    int64_t per_rank = c->num_heads / tp * c->head_dim, share = tp / c->num_kv_heads;
+
+    return ckpt_node_slice(ckpt_model_builder_graph(b), o->node, 0, (r % share) * per_rank, per_rank, out);
+}
+
+static int map_rank(ckpt_model_builder *b, const ckpt_map *map, const ckpt_map_params *p, int tp, int r,
+                    int gathered, const mg_inputs *l)
+{
+    const ckpt_model_config *c = ckpt_model_builder_config(b);
+    ckpt_map_result *res = NULL;
+    size_t i;
+    int rc;
+
+    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0)
+        return rc;
+    for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
+        const ckpt_map_output *o = ckpt_map_result_at(res, i);
+        const ckpt_node *node = o->node;
+        if (gathered && (ends_with(o->name, ".attn.q.weight") || ends_with(o->name, ".attn.q.bias")))
+            rc = pick_q_rows(b, c, tp, r, o, &node);
+        if (rc == 0)
+            rc = ckpt_model_builder_add(b, r, o->name, node);
+    }
+    ckpt_map_result_free(res);
+    return rc;
+}
+
+static int add_tensors(ckpt_model_builder *b, ckpt_megatron *mg, int ranks)
+{
+    const ckpt_model_config *c = ckpt_model_builder_config(b);
+    const ckpt_map *map;
+    ckpt_map_params *p;
+    mg_inputs *lists = calloc((size_t)ranks + 1, sizeof *lists), *model = NULL;
+    int gathered = ranks > 1 && c->num_kv_heads > 0 && c->num_kv_heads % ranks != 0, r, rc;
+    size_t i;
+
+    if (!lists)
+        return ckpt_error_oom();
+    model = &lists[ranks];
+    if ((rc = ckpt_vsrc__map(b, "verify_megatron_gpt", &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0)
+        goto done;
+    if (gathered && (ranks % c->num_kv_heads || c->num_heads % ranks)) {
+        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                             "%s: %lld query groups and %lld heads over %d ranks do not split evenly",
+                             ckpt_model_builder_path(b), (long long)c->num_kv_heads, (long long)c->num_heads, ranks);
+        goto done;
+    }
+    for (i = 0; i < ckpt_megatron_tensor_count(mg) && rc == 0; i++) {
+        ckpt_tensor_layout lay;
+        const ckpt_node *full;
+        const ckpt_node *const *shards = ckpt_megatron_tensor_shards(mg, i);
+        const char *name = ckpt_megatron_tensor_at(mg, i, &full, &lay);
+        if (ends_with(name, "._extra_state"))
+            continue;
+        if (lay.expert) {
+            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s: MoE layers are not run by verify",
+                                 ckpt_model_builder_path(b), name);
+            break;
+        }
+        if (strncmp(name, "decoder.layers.", 15) != 0 || ranks == 1) {
+            rc = push(strncmp(name, "decoder.layers.", 15) ? model : &lists[0], name, full);
+            continue;
+        }
+        for (r = 0; r < ranks && rc == 0; r++) {
+            const ckpt_node *node = shards[r];
+            if (gathered && strstr(name, ".linear_qkv.") && !strstr(name, "layer_norm"))
+                rc = group_block(ckpt_model_builder_graph(b), shards, r, ranks / (int)c->num_kv_heads, &node);
+            if (rc == 0)
+                rc = push(&lists[r], name, node);
+        }
+    }
+    for (r = 0; r < ranks && rc == 0; r++)
+        rc = map_rank(b, map, p, ranks, r, gathered, &lists[r]);
+    if (rc == 0 && model->n) {
+        vsrc_parts parts;
+        memset(&parts, 0, sizeof parts);
+        if ((rc = ckpt_vsrc__map_rank(b, 0, map, p, model->in, model->n, &parts)) == 0)
+            rc = ckpt_vsrc__add_parts(b, &parts, 1);
+    }
+done:
+    for (r = 0; r <= ranks; r++)
+        free(lists[r].in);
+    free(lists);
+    return rc;
+}
+
+static int megatron_open(ckpt_model_builder *b)
+{
+    const ckpt_model_options *o = ckpt_model_builder_options(b);
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    const ckpt_megatron_info *info;
+    ckpt_megatron *mg;
+    ckpt_set *set;
+    char where[600];
+    int ranks, rc;
+
+    so.layout = "megatron";
+    so.iteration = o->iteration;
+    if ((rc = ckpt_set_open(&set, ckpt_model_builder_path(b), &so)) < 0 || (rc = ckpt_vsrc__keep_set(b, set)) < 0)
+        return rc;
+    if ((rc = ckpt_megatron_open(&mg, set, ckpt_model_builder_graph(b), NULL)) < 0 ||
+        (rc = ckpt_model_builder_keep(b, mg, release_megatron)) < 0)
+        return rc;
+    info = ckpt_megatron_info_of(mg);
+    snprintf(where, sizeof where, "the args of %s", ckpt_set_member_at(set, 0)->path);
+    if ((rc = ckpt_model_builder_config_source(b, where)) < 0 || (rc = config_from_args(b, mg)) < 0)
+        return rc;
+    if (info->ep > 1)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: expert parallelism (EP %d): MoE layers are "
+                               "not run by verify", ckpt_model_builder_path(b), info->ep);
+    ranks = o->merge_tp ? 1 : info->tp;
+    snprintf(where, sizeof where, " VPP %d", info->vpp);
+    ckpt_model_builder_kind(b, "Megatron-LM mcore GPT, TP %d PP %d%s (run as %s)", info->tp, info->pp,
+                            info->vpp > 1 ? where : "",
+                            ranks > 1 ? "tensor-parallel ranks" : info->tp > 1 ? "the merged tensors" : "one rank");
+    if ((rc = ckpt_model_builder_set_ranks(b, ranks)) < 0)
+        return rc;
+    return add_tensors(b, mg, ranks);
+}
+
+const ckpt_model_source_vtable ckpt_model_source_megatron = {
+    .abi_version = CKPT_MODEL_SOURCE_ABI_VERSION,
+    .name = "megatron",
+    .bid = megatron_bid,
+    .open = megatron_open,
+};

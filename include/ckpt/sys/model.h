@@ -1,0 +1,87 @@
+/* For model-source implementers: how a checkpoint layout becomes a model `ckptconv verify`
+ * can run (ckpt/verify.h). A source (formats/verify_<framework>.c, listed in
+ * formats/verify_registry.c) recognises its paths, reads the model's configuration and hands
+ * the engine each tensor-parallel rank's tensors under verify's own names, through a map of
+ * its own (formats/maps/verify_*.json):
+ *
+ *   embed.weight                          [vocab rows, hidden]      model-level
+ *   pos_embed.weight                      [positions, hidden]       model-level
+ *   layers.{L}.attn_norm.weight / .bias   [hidden]                  replicated
+ *   layers.{L}.attn.q.weight / .bias      [heads x head_dim, hidden] column-parallel (also k, v:
+ *                                                                   kv_heads x head_dim rows)
+ *   layers.{L}.attn.q_norm.weight / .bias [head_dim]                replicated (also k_norm)
+ *   layers.{L}.attn.o.weight              [hidden, heads x head_dim] row-parallel
+ *   layers.{L}.attn.o.bias                [hidden]                  replicated, added once
+ *   layers.{L}.mlp_norm.weight / .bias    [hidden]                  replicated
+ *   layers.{L}.mlp.fc1.weight / .bias     [ffn, hidden]; gated MLPs [gate; up] (2 x ffn rows),
+ *                                                                   column-parallel: each rank
+ *                                                                   [gate_r; up_r]
+ *   layers.{L}.mlp.fc2.weight             [hidden, ffn]             row-parallel
+ *   layers.{L}.mlp.fc2.bias               [hidden]                  replicated, added once
+ *   final_norm.weight / .bias             [hidden]                  model-level
+ *   output.weight                         [vocab rows, hidden]      model-level
+ *
+ * {L} is the global layer index. Linear weights are [out, in], as torch stores them. Each rank
+ * is given its own tensors of every layer, as the framework's rank uses them (replicated ones
+ * too: each rank normalises with its own copy); the engine runs the column parts side by side
+ * and sums the row parts. Model-level tensors are given once, for rank 0, whole: the source
+ * joins vocabulary-parallel parts (running them as parts would give the same numbers). */
+#ifndef CKPT_SYS_MODEL_H
+#define CKPT_SYS_MODEL_H
+
+#include "../rules.h"
+#include "../set.h"
+#include "../verify.h"
+#include "common.h"
+
+CKPT_BEGIN_DECL
+
+#define CKPT_MODEL_SOURCE_ABI_VERSION 1
+
+/* The engine's side of a model being opened. */
+typedef struct ckpt_model_builder ckpt_model_builder;
+
+/* The graph the source builds its nodes in (it lives as long as the model). */
+CKPT_EXTERN(ckpt_graph *) ckpt_model_builder_graph(ckpt_model_builder *b);
+/* The path being opened and the caller's options. */
+CKPT_EXTERN(const char *) ckpt_model_builder_path(const ckpt_model_builder *b);
+CKPT_EXTERN(const ckpt_model_options *) ckpt_model_builder_options(const ckpt_model_builder *b);
+/* The configuration the source fills in from its files: fields start unset (see
+ * ckpt_model_config_unset); the engine applies the caller's overrides and defaults afterwards
+ * and names any value still missing. */
+CKPT_EXTERN(ckpt_model_config *) ckpt_model_builder_config(ckpt_model_builder *b);
+/* Where a config value came from, for the error that names a missing one ("args of
+ * iter_0000010/mp_rank_00/model_optim_rng.pt", "config.json"). */
+CKPT_EXTERN(int) ckpt_model_builder_config_source(ckpt_model_builder *b, const char *where);
+CKPT_EXTERN(int) ckpt_model_builder_kind(ckpt_model_builder *b, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+CKPT_EXTERN(int) ckpt_model_builder_note(ckpt_model_builder *b, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+
+/* Keep a resource alive as long as the model (opened checkpoints, sets, maps, map results);
+ * `release` is called on it when the model is closed, in reverse order of keeping. On
+ * failure `release` has already been called. */
+CKPT_EXTERN(int) ckpt_model_builder_keep(ckpt_model_builder *b, void *resource, void (*release)(void *));
+
+/* The tensor-parallel ranks the tensors are given for (1 when not sharded; call once, before
+ * adding tensors). */
+CKPT_EXTERN(int) ckpt_model_builder_set_ranks(ckpt_model_builder *b, int ranks);
+/* Add a tensor of rank `rank` under its canonical name (copied). A name given twice for one
+ * rank is CKPT_EFORMAT naming it. */
+CKPT_EXTERN(int) ckpt_model_builder_add(ckpt_model_builder *b, int rank, const char *name, const ckpt_node *node);
+/* Apply `map` to a rank's tensors and add what it gives; `params` holds the values the map's
+ * expressions need. Tensors the map leaves under names outside the canonical scheme are
+ * CKPT_EFORMAT naming them and the map (a layout the source does not understand). */
+CKPT_EXTERN(int) ckpt_model_builder_add_mapped(ckpt_model_builder *b, int rank, const ckpt_map *map,
+                                               const ckpt_map_params *params, const ckpt_map_input *inputs,
+                                               size_t n);
+
+typedef struct ckpt_model_source_vtable {
+    unsigned abi_version; /* CKPT_MODEL_SOURCE_ABI_VERSION */
+    const char *name;     /* "megatron", "huggingface", "paddle", "deepspeed" */
+    /* How sure the source is that `path` is its own (-1: not; larger: surer), as format bids. */
+    int (*bid)(const char *path, int is_dir);
+    int (*open)(ckpt_model_builder *b);
+} ckpt_model_source_vtable;
+
+CKPT_END_DECL
+
+#endif

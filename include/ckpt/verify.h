@@ -1,0 +1,211 @@
+/* Running checkpoints: a decoder-only transformer (LLaMA, Mistral, GPT-2 style) read from
+ * any checkpoint layout ckptconv knows, and `verify`, which runs two of them layer by layer
+ * on the same inputs and reports how far apart they are.
+ *
+ * A model is built through the same maps the converters use (formats/maps/), in the
+ * checkpoint's own layout, lazily: a layer's weights are read when the layer runs.
+ * Tensor-parallel shards run as the framework runs them (column shards side by side, row
+ * shards as partial sums, fused blocks as each rank splits them), so a shard cut the wrong
+ * way shows up as a wrong layer even when merging the shards would hide it. */
+#ifndef CKPT_VERIFY_H
+#define CKPT_VERIFY_H
+
+#include "checkpoint.h"
+
+CKPT_BEGIN_DECL
+
+/* Append-only. */
+typedef enum ckpt_norm_kind {
+    CKPT_NORM_RMS = 0, /* x / sqrt(mean(x^2) + eps) * w */
+    CKPT_NORM_LAYER    /* (x - mean) / sqrt(var + eps) * w + b, biased variance as torch */
+} ckpt_norm_kind;
+
+/* Append-only. */
+typedef enum ckpt_act_kind {
+    CKPT_ACT_SWIGLU = 0, /* silu(gate) * up */
+    CKPT_ACT_GELU,       /* 0.5 x (1 + erf(x / sqrt 2)): torch's gelu, Megatron's default */
+    CKPT_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GPT-2's gelu_new */
+    CKPT_ACT_RELU,
+    CKPT_ACT_SILU
+} ckpt_act_kind;
+
+/* Append-only. */
+typedef enum ckpt_position_kind {
+    CKPT_POSITION_ROPE = 0,
+    CKPT_POSITION_LEARNED, /* learned absolute position embeddings added to the token embeddings */
+    CKPT_POSITION_NONE
+} ckpt_position_kind;
+
+/* A model's hyper-parameters. In overrides, -1 (integers and enums) and NaN (floats) mean
+ * "not given"; in a model's config every field is known. */
+typedef struct ckpt_model_config {
+    unsigned version;
+    int64_t num_layers, hidden_size, num_heads, num_kv_heads, head_dim, ffn_hidden_size;
+    int64_t vocab_size;       /* true vocabulary: the rows of the tables that are not padding */
+    double norm_eps;
+    double rope_theta;
+    double rotary_percent;    /* share of head_dim that RoPE rotates (Megatron's rotary_percent) */
+    int rope_interleaved;     /* rotate pairs (2i, 2i+1) instead of halves */
+    double rope_scaling_factor; /* Llama 3 style frequency scaling ("rope_type": "llama3"); 1: none */
+    double rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_max_positions;
+    int norm;                 /* ckpt_norm_kind */
+    int norm_weight_plus_one; /* stored norm weights are w - 1 (Megatron's apply_layernorm_1p) */
+    int act;                  /* ckpt_act_kind */
+    int position;             /* ckpt_position_kind */
+    int qk_norm;              /* a norm over each head of q and k before RoPE */
+    int tied_embeddings;      /* the output layer is the word embedding table */
+} ckpt_model_config;
+
+#define CKPT_MODEL_CONFIG_VERSION 1
+/* Everything "not given". */
+CKPT_EXTERN(void) ckpt_model_config_unset(ckpt_model_config *c);
+
+typedef struct ckpt_model ckpt_model;
+
+typedef struct ckpt_model_options {
+    unsigned version;
+    ckpt_model_config overrides; /* given fields win over what the checkpoint's files say */
+    int merge_tp;                /* run tensor-parallel checkpoints merged instead of shard by shard */
+    int zero_module;             /* DeepSpeed ZeRO: the module weights the engine ran with (its
+                                    model_states file, ZeRO stages 0-2) instead of the fp32 master
+                                    weights consolidated from the optimizer's partitions */
+    const char *tag;             /* DeepSpeed tag directory; NULL: the one `latest` names */
+    int64_t iteration;           /* Megatron iteration; -1: the tracker's */
+} ckpt_model_options;
+
+#define CKPT_MODEL_OPTIONS_VERSION 1
+/* Fills defaults (overrides unset, iteration -1). */
+CKPT_EXTERN(void) ckpt_model_options_init(ckpt_model_options *o);
+
+/* A model from `path`: a Megatron-LM checkpoint root or iteration directory, a Hugging Face
+ * model directory (config.json and safetensors or pytorch_model.bin, sharded or not), a
+ * PaddleNLP checkpoint directory (model_state*.pdparams and config.json; PaddleNLP or
+ * Transformer Engine layer names), a DeepSpeed ZeRO checkpoint directory (the consolidated
+ * model; config.json beside `latest` or above it), or one file of any of these. A value the
+ * model needs that neither the files nor the overrides give is CKPT_ENOTFOUND with class
+ * CKPT_ERRCLASS_MODEL, naming the value and the files looked at. Nothing is read but
+ * metadata until a layer runs. */
+CKPT_EXTERN(int) ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options *opts);
+CKPT_EXTERN(void) ckpt_model_close(ckpt_model *m);
+
+/* What `verify A` alone compares A with: a tensor-parallel checkpoint's merged tensors (its
+ * ranks run as ranks against the merge), a DeepSpeed ZeRO checkpoint's module weights
+ * (against the master weights consolidated from the partitions). CKPT_EUNSUPPORTED, saying
+ * why, for a model that is neither. `opts` as for ckpt_model_open. */
+CKPT_EXTERN(int) ckpt_model_open_counterpart(ckpt_model **out, const ckpt_model *m, const ckpt_model_options *opts);
+
+CKPT_EXTERN(const ckpt_model_config *) ckpt_model_config_of(const ckpt_model *m);
+/* The model source that read it: "megatron", "huggingface", "paddle", "deepspeed". */
+CKPT_EXTERN(const char *) ckpt_model_source(const ckpt_model *m);
+/* What the model was read as, in words: "Megatron-LM mcore GPT, TP 2 PP 2 (run as TP 2)". */
+CKPT_EXTERN(const char *) ckpt_model_kind(const ckpt_model *m);
+/* The type of the layers' linear weights. */
+CKPT_EXTERN(ckpt_dtype) ckpt_model_dtype(const ckpt_model *m);
+/* Tensor-parallel ranks the layers run as (1: merged or not sharded). */
+CKPT_EXTERN(int) ckpt_model_tp(const ckpt_model *m);
+/* Global indices of the layers present (a pipeline stage's file holds some of them). */
+CKPT_EXTERN(size_t) ckpt_model_layer_count(const ckpt_model *m);
+CKPT_EXTERN(int64_t) ckpt_model_layer_index(const ckpt_model *m, size_t i);
+/* Which model-level parts the files hold: word embeddings, final norm, output layer (a tied
+ * model's output is its embedding table). */
+CKPT_EXTERN(int) ckpt_model_has_embedding(const ckpt_model *m);
+CKPT_EXTERN(int) ckpt_model_has_final_norm(const ckpt_model *m);
+CKPT_EXTERN(int) ckpt_model_has_output(const ckpt_model *m);
+/* Things the model wants a person to know ("A's norm_eps 1e-06 taken from --norm-eps"). */
+CKPT_EXTERN(size_t) ckpt_model_note_count(const ckpt_model *m);
+CKPT_EXTERN(const char *) ckpt_model_note_at(const ckpt_model *m, size_t i);
+
+/* ---- compute backends ---- */
+
+/* Where models run: the CPU (built in) or a GPU (a loadable module, so that the library and
+ * the CLI run on machines without CUDA). ckpt/sys/backend.h is the interface backends
+ * implement. */
+typedef struct ckpt_backend ckpt_backend;
+
+/* Open backend `name`: "cpu" (`device`: threads, 0 for OpenMP's default), or "cuda" (`device`:
+ * the GPU's ordinal), the module libckpt_cuda.so, looked for in the directory
+ * $CKPT_BACKEND_DIR names, beside the running program, beside this library, in the install's
+ * library directory, then by the dynamic loader's rules. CKPT_ENOTFOUND when the module or
+ * the device is missing (the message says which and why), CKPT_EUNSUPPORTED for a module
+ * built for another backend interface version; class CKPT_ERRCLASS_BACKEND. */
+CKPT_EXTERN(int) ckpt_backend_open(ckpt_backend **out, const char *name, int device);
+/* NULL-safe. */
+CKPT_EXTERN(void) ckpt_backend_close(ckpt_backend *b);
+/* The device in words: "CPU, 2 threads", "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB". */
+CKPT_EXTERN(const char *) ckpt_backend_description(const ckpt_backend *b);
+
+/* The whole forward pass: logits (n_tokens x vocab_size, true vocabulary only, float32) for
+ * token ids at positions 0..n-1, causal, on backend b (NULL: the CPU). Needs every layer
+ * and the model-level parts. */
+CKPT_EXTERN(int) ckpt_model_forward(ckpt_model *m, ckpt_backend *b, const int32_t *ids, int64_t n_tokens,
+                                    float *logits);
+
+/* ---- verify ---- */
+
+typedef enum ckpt_device {
+    CKPT_DEVICE_AUTO = 0, /* CUDA when a GPU is visible, else the CPU */
+    CKPT_DEVICE_CPU,
+    CKPT_DEVICE_CUDA
+} ckpt_device;
+
+typedef void (*ckpt_verify_progress_fn)(size_t done, size_t total, const char *what, void *payload);
+
+typedef struct ckpt_verify_options {
+    unsigned version;
+    const int64_t *layers;  /* global layer indices to run; NULL: every layer both models hold */
+    size_t n_layers;
+    int64_t tokens;         /* 0: 64 */
+    uint64_t seed;
+    double tol;             /* relative L2 a layer may differ by; 0: from the weights' dtype */
+    ckpt_device device;
+    int threads;            /* CPU threads; 0: OpenMP's default */
+    int keep_precision;     /* run each model at its own weights' precision; by default the more
+                               precise model's weights are rounded (as torch's .to rounds) to the
+                               other's type, so that both run the same numbers */
+    ckpt_verify_progress_fn progress;
+    void *progress_payload;
+} ckpt_verify_options;
+
+#define CKPT_VERIFY_OPTIONS_VERSION 1
+#define CKPT_VERIFY_OPTIONS_INIT { CKPT_VERIFY_OPTIONS_VERSION, NULL, 0, 0, 0, 0.0, CKPT_DEVICE_AUTO, 0, 0, NULL, NULL }
+
+typedef struct ckpt_verify_entry {
+    int64_t index;          /* global layer index; -1 for the model-level entries */
+    const char *name;       /* "layer 3", "embedding", "final_norm", "logits" */
+    double max_abs, rel_l2, cosine;
+    uint64_t nonfinite_a, nonfinite_b;
+    int pass;
+    const char *error;      /* why the layer could not run (a tensor that does not fit its model;
+                               the metrics are NaN then), or NULL */
+} ckpt_verify_entry;
+
+typedef struct ckpt_verify_report {
+    int pass;                 /* every entry passed */
+    const char *device;       /* the backend's description */
+    double tol;               /* the tolerance applied */
+    const char *tol_reason;   /* how it was chosen: "bfloat16 weights", "--tol" */
+    ckpt_dtype dtype;         /* the weights' type both ran at (INVALID with keep_precision and two types) */
+    int64_t tokens;
+    size_t n_entries;
+    const ckpt_verify_entry *entries; /* layers in index order, then embedding, final_norm, logits */
+    const ckpt_verify_entry *first_failure; /* NULL when all passed */
+    size_t n_notes;
+    const char *const *notes; /* what differs in the configs, what was rounded, what was skipped */
+    double seconds_load, seconds_a, seconds_b, seconds_compare; /* reading weights, running A, B, comparing */
+} ckpt_verify_report;
+
+/* Run every selected layer of a and b on the same random hidden states (a layer's own, from
+ * `seed` and its index: each layer gets the same input in both models, so errors do not
+ * carry from one layer to the next and the first failing layer is the broken one), and
+ * compare their outputs; then the embeddings of the same random token ids, the final norm and
+ * the logits, where both models have them. Layers are compared by what they add to the
+ * residual stream (output minus input). The report is filled in (and *out set) also when
+ * layers fail; a non-zero return means verify itself could not run. */
+CKPT_EXTERN(int) ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *opts,
+                             ckpt_verify_report **out);
+CKPT_EXTERN(void) ckpt_verify_report_free(ckpt_verify_report *r);
+
+CKPT_END_DECL
+
+#endif

@@ -1,0 +1,177 @@
+/* A model's configuration once its source has read what the files say: the caller's
+ * overrides on top, what the tensors themselves tell, the defaults both LLaMA and Megatron
+ * use, and an error naming every value that is still missing. */
+#include "model_private.h"
+
+#include <ckpt/sys/common.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SET_INT(dst, src) ((src) >= 0 ? ((dst) = (src), 1) : 0)
+#define SET_DBL(dst, src) (!isnan(src) ? ((dst) = (src), 1) : 0)
+
+static void apply_overrides(ckpt_model *m, const ckpt_model_config *o)
+{
+    ckpt_model_config *c = &m->cfg;
+    int n = 0;
+
+    n += SET_INT(c->num_layers, o->num_layers);
+    n += SET_INT(c->hidden_size, o->hidden_size);
+    n += SET_INT(c->num_heads, o->num_heads);
+    n += SET_INT(c->num_kv_heads, o->num_kv_heads);
+    n += SET_INT(c->head_dim, o->head_dim);
+    n += SET_INT(c->ffn_hidden_size, o->ffn_hidden_size);
+    n += SET_INT(c->vocab_size, o->vocab_size);
+    n += SET_DBL(c->norm_eps, o->norm_eps);
+    n += SET_DBL(c->rope_theta, o->rope_theta);
+    n += SET_DBL(c->rotary_percent, o->rotary_percent);
+    n += SET_INT(c->rope_interleaved, o->rope_interleaved);
+    n += SET_DBL(c->rope_scaling_factor, o->rope_scaling_factor);
+    n += SET_DBL(c->rope_low_freq_factor, o->rope_low_freq_factor);
+    n += SET_DBL(c->rope_high_freq_factor, o->rope_high_freq_factor);
+    n += SET_INT(c->rope_original_max_positions, o->rope_original_max_positions);
+    n += SET_INT(c->norm, o->norm);
+    n += SET_INT(c->norm_weight_plus_one, o->norm_weight_plus_one);
+    n += SET_INT(c->act, o->act);
+    n += SET_INT(c->position, o->position);
+    n += SET_INT(c->qk_norm, o->qk_norm);
+    n += SET_INT(c->tied_embeddings, o->tied_embeddings);
+    if (n)
+        ckpt_model__note(m, "%d configuration value%s given by the caller", n, n == 1 ? "" : "s");
+}
+
+/* What the tensors say about values the files left out. */
+static void infer_from_tensors(ckpt_model *m)
+{
+    ckpt_model_config *c = &m->cfg;
+    char name[96];
+    int64_t first = m->n_layers ? m->layers[0] : -1, ffn = 0;
+    const ckpt_node *x;
+    int r;
+
+    if (c->hidden_size < 0 && m->embed && ckpt_node_ndim(m->embed) == 2)
+        c->hidden_size = ckpt_node_shape(m->embed)[1];
+    if (first < 0)
+        return;
+    snprintf(name, sizeof name, "layers.%lld.attn.q_norm.weight", (long long)first);
+    if (c->qk_norm < 0)
+        c->qk_norm = ckpt_model__find(m, 0, name) != NULL;
+    snprintf(name, sizeof name, "layers.%lld.attn_norm.weight", (long long)first);
+    if (c->hidden_size < 0 && (x = ckpt_model__find(m, 0, name)) && ckpt_node_ndim(x) == 1)
+        c->hidden_size = ckpt_node_shape(x)[0];
+    snprintf(name, sizeof name, "layers.%lld.mlp.fc2.weight", (long long)first);
+    for (r = 0; r < m->ranks; r++)
+        if ((x = ckpt_model__find(m, r, name)) && ckpt_node_ndim(x) == 2)
+            ffn += ckpt_node_shape(x)[1];
+    if (c->ffn_hidden_size < 0 && ffn > 0)
+        c->ffn_hidden_size = ffn;
+    snprintf(name, sizeof name, "layers.%lld.attn.q.weight", (long long)first);
+    if ((x = ckpt_model__find(m, 0, name)))
+        m->dtype = ckpt_node_dtype(x);
+}
+
+static void defaults(ckpt_model *m)
+{
+    ckpt_model_config *c = &m->cfg;
+
+    if (c->num_kv_heads < 0 && c->num_heads > 0)
+        c->num_kv_heads = c->num_heads;
+    if (c->head_dim < 0 && c->num_heads > 0 && c->hidden_size > 0 && c->hidden_size % c->num_heads == 0)
+        c->head_dim = c->hidden_size / c->num_heads;
+    if (c->vocab_size < 0 && m->embed) {
+        c->vocab_size = ckpt_node_shape(m->embed)[0];
+        ckpt_model__note(m, "the vocabulary size is not given: all %lld rows of the embedding count",
+                         (long long)c->vocab_size);
+    }
+    if (c->position == CKPT_POSITION_ROPE && isnan(c->rope_theta)) {
+        c->rope_theta = 10000.0;
+        ckpt_model__note(m, "the RoPE base is not given: 10000 (LLaMA's and Megatron's default)");
+    }
+    if (isnan(c->rotary_percent))
+        c->rotary_percent = 1.0;
+    if (c->rope_interleaved < 0)
+        c->rope_interleaved = 0;
+    if (isnan(c->rope_scaling_factor))
+        c->rope_scaling_factor = 1.0;
+    if (c->norm_weight_plus_one < 0)
+        c->norm_weight_plus_one = 0;
+    if (c->qk_norm < 0)
+        c->qk_norm = 0;
+    if (c->tied_embeddings < 0)
+        c->tied_embeddings = !m->output && m->embed && m->final_w;
+    if (c->num_layers < 0)
+        c->num_layers = (int64_t)m->n_layers;
+}
+
+static int missing(const ckpt_model *m)
+{
+    const ckpt_model_config *c = &m->cfg;
+    char list[512] = "";
+    size_t n = 0;
+
+#define MISSING(cond, name) \
+    if (cond)               \
+        n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s", n ? ", " : "", name)
+    MISSING(c->hidden_size < 0, "hidden_size");
+    MISSING(c->num_heads < 0, "num_heads");
+    MISSING(c->head_dim < 0 && c->num_heads >= 0, "head_dim");
+    MISSING(c->ffn_hidden_size < 0, "ffn_hidden_size");
+    MISSING(isnan(c->norm_eps), "norm_eps");
+    MISSING(c->norm < 0, "norm");
+    MISSING(c->act < 0, "act");
+    MISSING(c->position < 0, "position");
+#undef MISSING
+    if (!n)
+        return 0;
+    return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                           "%s: the model's %s %s not given by %s; give %s as an override", m->path, list,
+                           strchr(list, ',') ? "are" : "is", m->config_source[0] ? m->config_source : "its files",
+                           strchr(list, ',') ? "them" : "it");
+}
+
+static int check(const ckpt_model *m)
+{
+    const ckpt_model_config *c = &m->cfg;
+    double rotary = (double)c->head_dim * c->rotary_percent;
+
+    if (c->num_heads <= 0 || c->num_kv_heads <= 0 || c->num_heads % c->num_kv_heads)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: %lld attention heads do not share %lld KV heads evenly", m->path,
+                               (long long)c->num_heads, (long long)c->num_kv_heads);
+    if (c->norm > CKPT_NORM_LAYER || c->act > CKPT_ACT_SILU || c->position > CKPT_POSITION_NONE)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: unknown norm, activation or position kind",
+                               m->path);
+    if (c->position == CKPT_POSITION_ROPE && (rotary != (double)(int64_t)rotary || (int64_t)rotary % 2 ||
+                                              rotary <= 0))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: RoPE over %g of head_dim %lld is not an even number of values", m->path,
+                               c->rotary_percent, (long long)c->head_dim);
+    if (c->position == CKPT_POSITION_ROPE && c->rope_scaling_factor != 1.0 &&
+        (isnan(c->rope_low_freq_factor) || isnan(c->rope_high_freq_factor) || c->rope_original_max_positions <= 0 ||
+         c->rope_high_freq_factor <= c->rope_low_freq_factor))
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                               "%s: RoPE scaling by %g needs rope_low_freq_factor < rope_high_freq_factor and "
+                               "rope_original_max_positions",
+                               m->path, c->rope_scaling_factor);
+    if (c->position == CKPT_POSITION_LEARNED && m->embed && !m->pos_embed)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: learned position embeddings, but no position table beside the word embeddings",
+                               m->path);
+    return 0;
+}
+
+int ckpt_model__finish_config(ckpt_model *m, const ckpt_model_config *overrides)
+{
+    int rc;
+
+    apply_overrides(m, overrides);
+    infer_from_tensors(m);
+    defaults(m);
+    if ((rc = missing(m)) < 0 || (rc = check(m)) < 0)
+        return rc;
+    if (!m->n_layers && !m->embed && !m->output)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: no decoder layers and no embeddings", m->path);
+    return 0;
+}

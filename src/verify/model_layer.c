@@ -1,0 +1,229 @@
+/* A model's tensors in the runner's terms: the model-level parts, and each layer's weights
+ * per rank, checked against the config so that a shape that does not fit is an error naming
+ * the tensor, never a wrong result. */
+#include "model_private.h"
+
+#include <ckpt/sys/common.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const model_level[] = {
+    "embed.weight", "pos_embed.weight", "final_norm.weight", "final_norm.bias", "output.weight",
+};
+
+int ckpt_model__model_parts(ckpt_model *m)
+{
+    size_t i;
+    int r;
+
+    for (r = 1; r < m->ranks; r++)
+        for (i = 0; i < sizeof model_level / sizeof model_level[0]; i++)
+            if (ckpt_model__find(m, r, model_level[i]))
+                return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                                       "%s: %s given for rank %d (model-level tensors are given once, whole)", m->path,
+                                       model_level[i], r);
+    m->embed = ckpt_model__find(m, 0, "embed.weight");
+    m->pos_embed = ckpt_model__find(m, 0, "pos_embed.weight");
+    m->final_w = ckpt_model__find(m, 0, "final_norm.weight");
+    m->final_b = ckpt_model__find(m, 0, "final_norm.bias");
+    m->output = ckpt_model__find(m, 0, "output.weight");
+    return 0;
+}
+
+static const ckpt_node *layer_tensor(const ckpt_model *m, int r, int64_t layer, const char *suffix)
+{
+    char name[128];
+
+    snprintf(name, sizeof name, "layers.%lld.%s", (long long)layer, suffix);
+    return ckpt_model__find(m, r, name);
+}
+
+static int shape_error(const ckpt_model *m, int64_t layer, int r, const char *suffix, const ckpt_node *x,
+                       const char *expected)
+{
+    char shape[128];
+    const int64_t *s = ckpt_node_shape(x);
+    int i, nd = ckpt_node_ndim(x), w = 0;
+
+    for (i = 0; i < nd && w < (int)sizeof shape - 24; i++)
+        w += snprintf(shape + w, sizeof shape - (size_t)w, "%s%lld", i ? ", " : "", (long long)s[i]);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer %lld, rank %d: %s has shape [%s], expected %s",
+                           m->path, (long long)layer, r, suffix, shape, expected);
+}
+
+/* A required tensor of `ndim` dimensions whose last one (the input) is `cols` (0: any). */
+static int need(const ckpt_model *m, int r, int64_t layer, const char *suffix, int ndim, int64_t cols,
+                const ckpt_node **out)
+{
+    char expected[96];
+
+    *out = layer_tensor(m, r, layer, suffix);
+    if (!*out)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer %lld has no %s%s", m->path,
+                               (long long)layer, suffix, m->ranks > 1 ? " on every rank" : "");
+    if (ckpt_node_ndim(*out) != ndim || (cols > 0 && ckpt_node_shape(*out)[ndim - 1] != cols)) {
+        snprintf(expected, sizeof expected, "%d dimension%s%s%lld", ndim, ndim > 1 ? "s" : "",
+                 cols > 0 ? ", the last of " : "", cols > 0 ? (long long)cols : 0LL);
+        return shape_error(m, layer, r, suffix, *out, expected);
+    }
+    return 0;
+}
+
+/* An optional 1-D tensor of length n. */
+static int optional_vector(const ckpt_model *m, int r, int64_t layer, const char *suffix, int64_t n,
+                           const ckpt_node **out)
+{
+    char expected[64];
+
+    *out = layer_tensor(m, r, layer, suffix);
+    if (*out && (ckpt_node_ndim(*out) != 1 || ckpt_node_shape(*out)[0] != n)) {
+        snprintf(expected, sizeof expected, "[%lld]", (long long)n);
+        return shape_error(m, layer, r, suffix, *out, expected);
+    }
+    return 0;
+}
+
+static int norms(const ckpt_model *m, int r, int64_t L, vrank *v)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int rc;
+
+    if ((rc = need(m, r, L, "attn_norm.weight", 1, c->hidden_size, &v->attn_norm_w)) < 0 ||
+        (rc = optional_vector(m, r, L, "attn_norm.bias", c->hidden_size, &v->attn_norm_b)) < 0 ||
+        (rc = need(m, r, L, "mlp_norm.weight", 1, c->hidden_size, &v->mlp_norm_w)) < 0 ||
+        (rc = optional_vector(m, r, L, "mlp_norm.bias", c->hidden_size, &v->mlp_norm_b)) < 0)
+        return rc;
+    if (!c->qk_norm)
+        return 0;
+    if ((rc = need(m, r, L, "attn.q_norm.weight", 1, c->head_dim, &v->q_norm_w)) < 0 ||
+        (rc = optional_vector(m, r, L, "attn.q_norm.bias", c->head_dim, &v->q_norm_b)) < 0 ||
+        (rc = need(m, r, L, "attn.k_norm.weight", 1, c->head_dim, &v->k_norm_w)) < 0)
+        return rc;
+    return optional_vector(m, r, L, "attn.k_norm.bias", c->head_dim, &v->k_norm_b);
+}
+
+static int attention(const ckpt_model *m, int r, int64_t L, vrank *v)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int64_t d = c->head_dim, rows;
+    char expected[96];
+    int rc;
+
+    if ((rc = need(m, r, L, "attn.q.weight", 2, c->hidden_size, &v->q)) < 0 ||
+        (rc = need(m, r, L, "attn.k.weight", 2, c->hidden_size, &v->k)) < 0 ||
+        (rc = need(m, r, L, "attn.v.weight", 2, c->hidden_size, &v->v)) < 0)
+        return rc;
+    rows = ckpt_node_shape(v->q)[0];
+    v->heads = rows / d;
+    v->kv_heads = ckpt_node_shape(v->k)[0] / d;
+    snprintf(expected, sizeof expected, "a multiple of head_dim %lld rows", (long long)d);
+    if (rows % d || v->heads == 0)
+        return shape_error(m, L, r, "attn.q.weight", v->q, expected);
+    if (ckpt_node_shape(v->k)[0] % d || v->kv_heads == 0 || v->heads % v->kv_heads)
+        return shape_error(m, L, r, "attn.k.weight", v->k, "head_dim rows per KV head, a divisor of the query heads");
+    snprintf(expected, sizeof expected, "[%lld, %lld] like attn.k.weight", (long long)(v->kv_heads * d),
+             (long long)c->hidden_size);
+    if (ckpt_node_shape(v->v)[0] != v->kv_heads * d)
+        return shape_error(m, L, r, "attn.v.weight", v->v, expected);
+    if ((rc = need(m, r, L, "attn.o.weight", 2, v->heads * d, &v->o)) < 0)
+        return rc;
+    snprintf(expected, sizeof expected, "[%lld, %lld]", (long long)c->hidden_size, (long long)(v->heads * d));
+    if (ckpt_node_shape(v->o)[0] != c->hidden_size)
+        return shape_error(m, L, r, "attn.o.weight", v->o, expected);
+    if ((rc = optional_vector(m, r, L, "attn.q.bias", rows, &v->bq)) < 0 ||
+        (rc = optional_vector(m, r, L, "attn.k.bias", v->kv_heads * d, &v->bk)) < 0 ||
+        (rc = optional_vector(m, r, L, "attn.v.bias", v->kv_heads * d, &v->bv)) < 0)
+        return rc;
+    return 0;
+}
+
+static int mlp(ckpt_model *m, int r, int64_t L, vrank *v)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int gated = c->act == CKPT_ACT_SWIGLU;
+    const ckpt_node *fc1, *b1;
+    char expected[96];
+    int64_t rows;
+    int rc;
+
+    if ((rc = need(m, r, L, "mlp.fc1.weight", 2, c->hidden_size, &fc1)) < 0 ||
+        (rc = need(m, r, L, "mlp.fc2.weight", 2, 0, &v->fc2)) < 0)
+        return rc;
+    v->ffn = ckpt_node_shape(v->fc2)[1];
+    rows = ckpt_node_shape(fc1)[0];
+    snprintf(expected, sizeof expected, "[%lld, %lld]%s", (long long)(gated ? 2 * v->ffn : v->ffn),
+             (long long)c->hidden_size, gated ? " (gate and up halves, as mlp.fc2.weight's input)" : "");
+    if (rows != (gated ? 2 * v->ffn : v->ffn))
+        return shape_error(m, L, r, "mlp.fc1.weight", fc1, expected);
+    snprintf(expected, sizeof expected, "[%lld, %lld]", (long long)c->hidden_size, (long long)v->ffn);
+    if (ckpt_node_shape(v->fc2)[0] != c->hidden_size)
+        return shape_error(m, L, r, "mlp.fc2.weight", v->fc2, expected);
+    if ((rc = optional_vector(m, r, L, "mlp.fc1.bias", rows, &b1)) < 0)
+        return rc;
+    if (!gated) {
+        v->gate = fc1;
+        v->bgate = b1;
+        return 0;
+    }
+    if ((rc = ckpt_node_slice(m->g, fc1, 0, 0, v->ffn, &v->gate)) < 0 ||
+        (rc = ckpt_node_slice(m->g, fc1, 0, v->ffn, v->ffn, &v->up)) < 0)
+        return rc;
+    if (b1 && ((rc = ckpt_node_slice(m->g, b1, 0, 0, v->ffn, &v->bgate)) < 0 ||
+               (rc = ckpt_node_slice(m->g, b1, 0, v->ffn, v->ffn, &v->bup)) < 0))
+        return rc;
+    return 0;
+}
+
+int ckpt_model__layer(ckpt_model *m, int64_t L, vlayer *out)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int64_t heads = 0, ffn = 0;
+    int r, rc = 0, shared_kv = 1;
+
+    memset(out, 0, sizeof *out);
+    out->index = L;
+    if (!(out->rank = calloc((size_t)m->ranks, sizeof *out->rank)))
+        return ckpt_error_oom();
+    out->n_ranks = m->ranks;
+    for (r = 0; r < m->ranks && rc == 0; r++) {
+        vrank *v = &out->rank[r];
+        if ((rc = norms(m, r, L, v)) < 0 || (rc = attention(m, r, L, v)) < 0 || (rc = mlp(m, r, L, v)) < 0)
+            break;
+        heads += v->heads;
+        ffn += v->ffn;
+        shared_kv &= v->kv_heads == 1;
+    }
+    if (rc == 0 && (heads != c->num_heads || ffn != c->ffn_hidden_size))
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                             "%s: layer %lld holds %lld query heads and an MLP of %lld over its %d rank%s; the config "
+                             "says %lld and %lld",
+                             m->path, (long long)L, (long long)heads, (long long)ffn, m->ranks, m->ranks > 1 ? "s" : "",
+                             (long long)c->num_heads, (long long)c->ffn_hidden_size);
+    if (rc == 0) {
+        int64_t kv = 0;
+        for (r = 0; r < m->ranks; r++)
+            kv += out->rank[r].kv_heads;
+        /* Fewer KV heads than ranks: each rank holds its group's one KV head. */
+        if (kv != c->num_kv_heads && !(shared_kv && c->num_kv_heads < m->ranks))
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                 "%s: layer %lld holds %lld KV heads over its %d rank%s; the config says %lld", m->path,
+                                 (long long)L, (long long)kv, m->ranks, m->ranks > 1 ? "s" : "",
+                                 (long long)c->num_kv_heads);
+    }
+    if (rc == 0)
+        rc = optional_vector(m, 0, L, "attn.o.bias", c->hidden_size, &out->bo);
+    if (rc == 0)
+        rc = optional_vector(m, 0, L, "mlp.fc2.bias", c->hidden_size, &out->bfc2);
+    if (rc < 0)
+        ckpt_model__layer_dispose(out);
+    return rc;
+}
+
+void ckpt_model__layer_dispose(vlayer *l)
+{
+    free(l->rank);
+    l->rank = NULL;
+    l->n_ranks = 0;
+}

@@ -1,0 +1,86 @@
+/* Internals of models (src/verify/model*.c, run.c, verify.c): the canonical tensors of
+ * each tensor-parallel rank, and a layer's weights as the runner takes them. */
+#ifndef CKPT_MODEL_PRIVATE_H
+#define CKPT_MODEL_PRIVATE_H
+
+#ifndef CKPT_BUILD
+#error "model_private.h is private to the ckpt library"
+#endif
+
+#include <ckpt/sys/model.h>
+
+#include "../../formats/verify_registry.h"
+
+typedef struct mtensor {
+    const char *name; /* in the model's arena */
+    const ckpt_node *node;
+} mtensor;
+
+/* One rank's tensors, sorted by name once the source is done. */
+typedef struct mrank {
+    mtensor *t;
+    size_t n, cap;
+} mrank;
+
+typedef struct mkeep {
+    void *resource;
+    void (*release)(void *);
+} mkeep;
+
+struct ckpt_model {
+    ckpt_model_config cfg;
+    char *path;
+    char kind[256];
+    char config_source[512];
+    const char *source; /* the model source's name */
+    ckpt_graph *g;
+    ckpt_arena *arena;
+    int ranks;
+    mrank *rank;
+    mkeep *keep;
+    size_t n_keep, cap_keep;
+    char **notes;
+    size_t n_notes;
+    int64_t *layers; /* sorted global indices */
+    size_t n_layers;
+    ckpt_dtype dtype;
+    const ckpt_node *embed, *pos_embed, *final_w, *final_b, *output; /* vocabulary parts joined */
+};
+
+struct ckpt_model_builder {
+    ckpt_model *m;
+    const ckpt_model_options *opts;
+};
+
+/* A rank's part of a layer, in the runner's terms: gated MLPs have fc1 cut into its gate
+ * and up halves. */
+typedef struct vrank {
+    const ckpt_node *attn_norm_w, *attn_norm_b, *mlp_norm_w, *mlp_norm_b;
+    const ckpt_node *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
+    const ckpt_node *q, *k, *v, *bq, *bk, *bv, *o;
+    const ckpt_node *gate, *up, *bgate, *bup, *fc2; /* not gated: gate is fc1, up NULL */
+    int64_t heads, kv_heads, ffn;
+} vrank;
+
+typedef struct vlayer {
+    int64_t index;
+    const ckpt_node *bo, *bfc2; /* row-parallel biases (rank 0's): added once */
+    int n_ranks;
+    vrank *rank;
+} vlayer;
+
+/* The canonical tensor `name` of rank r, or NULL. */
+const ckpt_node *ckpt_model__find(const ckpt_model *m, int r, const char *name);
+/* Layer `index`'s weights, checked against the config (model_layer.c). Free with
+ * ckpt_model__layer_dispose. */
+int ckpt_model__layer(ckpt_model *m, int64_t index, vlayer *out);
+void ckpt_model__layer_dispose(vlayer *l);
+/* Pick the model-level tensors and check them against the config (model_layer.c). */
+int ckpt_model__model_parts(ckpt_model *m);
+/* Defaults, overrides and checks of the config once the source is done (model_config.c). */
+int ckpt_model__finish_config(ckpt_model *m, const ckpt_model_config *overrides);
+int ckpt_model__note(ckpt_model *m, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+/* The ranks merged into one (model_merge.c), for merge_tp. */
+int ckpt_model__merge_ranks(ckpt_model *m);
+
+#endif

@@ -1,0 +1,53 @@
+/* The runner shared by verify.c and run*.c: a backend with the device buffers in use, the
+ * number of tokens, the type weights are brought to the device in, and the RoPE tables. */
+#ifndef CKPT_RUN_PRIVATE_H
+#define CKPT_RUN_PRIVATE_H
+
+#ifndef CKPT_BUILD
+#error "run_private.h is private to the ckpt library"
+#endif
+
+#include "model_private.h"
+#include "verify_private.h"
+
+typedef struct run_ctx {
+    const ckpt_backend_vtable *vt;
+    void *ctx;
+    int threads;             /* for reading weights */
+    int64_t tokens;
+    ckpt_dtype wdtype;       /* linear weights and vocabulary tables are run in this type */
+    int64_t rotary_dim;
+    float *cos, *sin;        /* device, tokens x rotary_dim/2, for the model being run */
+    void *live[64];          /* device buffers, released last-in first-out */
+    size_t n_live;
+    void *scratch[12];       /* activation buffers kept from layer to layer, grown on demand */
+    size_t scratch_bytes[12];
+    double seconds_load, seconds_run;
+} run_ctx;
+
+double ckpt_run__now(void);
+int ckpt_run__alloc(run_ctx *r, size_t bytes, void **out);
+/* Scratch buffer `slot` of at least `bytes`, kept until ckpt_run__release_all. */
+int ckpt_run__scratch(run_ctx *r, int slot, size_t bytes, void **out);
+/* Every buffer, live and scratch. */
+void ckpt_run__release_all(run_ctx *r);
+
+/* Float32 values of a 1-D parameter (norm weight, bias) rounded through r->wdtype, as the
+ * model's other weights are, then 1 added when the config stores norm weights minus one. */
+int ckpt_run__round_f32(const run_ctx *r, float *v, int64_t n, int plus_one);
+/* The RoPE cos/sin tables of model m for r->tokens positions (nothing for other position
+ * kinds); they stay until the buffers allocated before them are released. */
+int ckpt_run__rope(run_ctx *r, const ckpt_model *m);
+/* delta = layer(x) - x, computed as what the layer adds to the residual stream; out = x +
+ * delta when out is not NULL. x, delta, out: device, tokens x hidden. */
+int ckpt_run__layer(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *delta, float *out);
+/* The embeddings of `ids` (host; every id below the vocabulary size), positions added when
+ * learned, into out (device, tokens x hidden). */
+int ckpt_run__embed(run_ctx *r, const ckpt_model *m, const int32_t *ids, float *out);
+/* The final norm of x into y. */
+int ckpt_run__final_norm(run_ctx *r, const ckpt_model *m, const float *x, float *y);
+/* Logits over the first `vocab` rows of the output layer for normalised x into y (device,
+ * tokens x vocab). */
+int ckpt_run__logits(run_ctx *r, const ckpt_model *m, const float *x, int64_t vocab, float *y);
+
+#endif
