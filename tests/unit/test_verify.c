@@ -1,0 +1,240 @@
+/* Models and verify: the CPU core reproduces the logits the frameworks computed themselves
+ * at fixture time (transformers, megatron-core, PaddleNLP; committed logits.json), for every
+ * layout they can be read in; configs are read from the files and missing values named;
+ * verify's report follows its options. */
+#include "test.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+
+/* The logits file's input ids and logits (rows of `cols` values); NULL when unreadable. */
+static cJSON *load_logits(const char *rel, int32_t *ids, int *n_ids)
+{
+    size_t len;
+    unsigned char *text = ckpt_test_read_file(ckpt_test_data(rel), &len);
+    cJSON *j, *in;
+    int i;
+
+    if (!text)
+        return NULL;
+    j = cJSON_ParseWithLength((const char *)text, len);
+    free(text);
+    in = cJSON_GetObjectItem(j, "input_ids");
+    *n_ids = cJSON_GetArraySize(in);
+    for (i = 0; i < *n_ids && i < 64; i++)
+        ids[i] = cJSON_GetArrayItem(in, i)->valueint;
+    return j;
+}
+
+/* The model at `path` (merged or run as ranks) reproduces the logits in `logits` within 1e-5,
+ * over the model's true vocabulary. */
+static double logits_error(const char *path, const char *logits, int merge, int zero_module, const char **why)
+{
+    ckpt_model_options o;
+    ckpt_model *m = NULL;
+    int32_t ids[64];
+    int n = 0, t;
+    int64_t v, V;
+    double worst = 0;
+    float *out;
+    cJSON *j = load_logits(logits, ids, &n), *rows;
+
+    *why = NULL;
+    if (!j) {
+        *why = "cannot read the logits file";
+        return INFINITY;
+    }
+    ckpt_model_options_init(&o);
+    o.merge_tp = merge;
+    o.zero_module = zero_module;
+    if (ckpt_model_open(&m, ckpt_test_data(path), &o) < 0) {
+        *why = ckpt_error_last()->message;
+        cJSON_Delete(j);
+        return INFINITY;
+    }
+    V = ckpt_model_config_of(m)->vocab_size;
+    out = malloc((size_t)(n * V) * sizeof *out);
+    if (ckpt_model_forward(m, NULL, ids, n, out) < 0) {
+        *why = ckpt_error_last()->message;
+        worst = INFINITY;
+    }
+    rows = cJSON_GetObjectItem(j, "logits");
+    for (t = 0; t < n && !*why; t++)
+        for (v = 0; v < V; v++)
+            worst = fmax(worst, fabs(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, t), (int)v)->valuedouble - out[t * V + v]));
+    free(out);
+    ckpt_model_close(m);
+    cJSON_Delete(j);
+    return worst;
+}
+
+#define ASSERT_LOGITS(path, logits, merge, module)                                                        \
+    do {                                                                                                  \
+        const char *why_;                                                                                 \
+        double e_ = logits_error(path, logits, merge, module, &why_);                                     \
+        if (!(e_ <= 1e-5)) {                                                                              \
+            ckpt_test_fail(__FILE__, __LINE__, "%s: max abs logit error %g (%s)", path, e_, why_ ? why_ : ""); \
+            return;                                                                                       \
+        }                                                                                                 \
+    } while (0)
+
+CKPT_TEST(test_verify_logits_transformers)
+{
+    ASSERT_LOGITS("hf/llama_tiny", "hf/llama_tiny/logits.json", 0, 0);
+}
+
+/* megatron-core's own forward at TP 1; the same weights at other layouts run as their ranks,
+ * and merged: fewer query groups than ranks (TP 4, 2 groups), PP with virtual chunks. */
+CKPT_TEST(test_verify_logits_megatron)
+{
+    static const char *const layouts[] = { "megatron/tp1", "megatron/tp2", "megatron/pp2", "megatron/tp2pp2",
+                                           "megatron/tp4_ng2", "megatron/pp2_vpp2" };
+    size_t i;
+    int merge;
+
+    for (i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        for (merge = 0; merge < 2; merge++)
+            ASSERT_LOGITS(layouts[i], "megatron/tp1/logits.json", merge, 0);
+}
+
+/* LayerNorm with biases, GELU, linear biases, learned positions, QK layernorm, tied
+ * embeddings: megatron-core's forward of gpt2style_tp2's TP1 master. */
+CKPT_TEST(test_verify_logits_megatron_gpt2_style)
+{
+    ASSERT_LOGITS("megatron/gpt2style_tp2", "megatron/gpt2style_tp2/logits.json", 0, 0);
+    ASSERT_LOGITS("megatron/gpt2style_tp2", "megatron/gpt2style_tp2/logits.json", 1, 0);
+}
+
+CKPT_TEST(test_verify_logits_paddlenlp)
+{
+    ASSERT_LOGITS("llama/fp32_tp1", "llama/fp32_tp1/logits.json", 0, 0);
+    ASSERT_LOGITS("llama/fp32_tp2", "llama/fp32_tp1/logits.json", 0, 0);
+    ASSERT_LOGITS("llama/fp32_tp2", "llama/fp32_tp1/logits.json", 1, 0);
+    ASSERT_LOGITS("llama/fp32_tp1/model_state.pdparams", "llama/fp32_tp1/logits.json", 0, 0);
+    ASSERT_LOGITS("llama/bf16_tp1", "llama/bf16_tp1/logits.json", 0, 0);
+}
+
+/* transformers' forward of DeepSpeed's zero_to_fp32 output, and of the bf16 weights the
+ * engine held; here the consolidation is ours. */
+CKPT_TEST(test_verify_logits_deepspeed)
+{
+    ASSERT_LOGITS("zero/llama_stage2_bf16_ws2", "zero/llama_stage2_bf16_ws2/logits.json", 0, 0);
+    ASSERT_LOGITS("zero/llama_stage3_bf16_ws2", "zero/llama_stage3_bf16_ws2/logits.json", 0, 0);
+    ASSERT_LOGITS("zero/llama_stage2_bf16_ws2", "zero/llama_stage2_bf16_ws2/bf16_logits.json", 0, 1);
+}
+
+CKPT_TEST(test_verify_config)
+{
+    ckpt_model *m;
+    ckpt_model_options o;
+    const ckpt_model_config *c;
+
+    ASSERT_OK(ckpt_model_open(&m, ckpt_test_data("megatron/gpt2style_tp2"), NULL));
+    c = ckpt_model_config_of(m);
+    ASSERT_EQ_STR(ckpt_model_source(m), "megatron");
+    ASSERT_EQ_INT(ckpt_model_tp(m), 2);
+    ASSERT_EQ_INT(c->norm, CKPT_NORM_LAYER);
+    ASSERT_EQ_INT(c->act, CKPT_ACT_GELU);
+    ASSERT_EQ_INT(c->position, CKPT_POSITION_LEARNED);
+    ASSERT_EQ_INT(c->qk_norm, 1);
+    ASSERT_EQ_INT(c->tied_embeddings, 1);
+    ASSERT_TRUE(ckpt_model_has_embedding(m) && ckpt_model_has_final_norm(m) && !ckpt_model_has_output(m));
+    ckpt_model_close(m);
+
+    /* a weights file without config.json anywhere near: what is missing is named */
+    ckpt_test_copy_data_dir("hf/llama_tiny", "hf");
+    ASSERT_TRUE(rename("hf/config.json", "hf/elsewhere.json") == 0);
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_model_open(&m, "hf/model-00002-of-00007.safetensors", NULL));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MODEL);
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "num_heads") && strstr(ckpt_error_last()->message, "norm_eps"));
+    /* ... and overrides give it */
+    ckpt_model_options_init(&o);
+    o.overrides.num_heads = 4;
+    o.overrides.num_kv_heads = 2;
+    o.overrides.norm_eps = 1e-5;
+    o.overrides.norm = CKPT_NORM_RMS;
+    o.overrides.act = CKPT_ACT_SWIGLU;
+    o.overrides.position = CKPT_POSITION_ROPE;
+    ASSERT_OK(ckpt_model_open(&m, "hf/model-00002-of-00007.safetensors", &o));
+    ASSERT_EQ_INT(ckpt_model_config_of(m)->head_dim, 16);
+    ASSERT_EQ_INT(ckpt_model_config_of(m)->ffn_hidden_size, 96);
+    ckpt_model_close(m);
+
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_model_open(&m, ckpt_test_data("torch"), NULL));
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_model_open(&m, "no/such/dir", NULL));
+}
+
+CKPT_TEST(test_verify_counterpart)
+{
+    ckpt_model *a, *b;
+
+    ASSERT_OK(ckpt_model_open(&a, ckpt_test_data("megatron/tp1"), NULL));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_model_open_counterpart(&b, a, NULL));
+    ckpt_model_close(a);
+    ASSERT_OK(ckpt_model_open(&a, ckpt_test_data("megatron/tp2pp2"), NULL));
+    ASSERT_OK(ckpt_model_open_counterpart(&b, a, NULL));
+    ASSERT_EQ_INT(ckpt_model_tp(a), 2);
+    ASSERT_EQ_INT(ckpt_model_tp(b), 1);
+    ckpt_model_close(b);
+    ckpt_model_close(a);
+    ASSERT_OK(ckpt_model_open(&a, ckpt_test_data("zero/llama_stage3_bf16_ws2"), NULL));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_model_open_counterpart(&b, a, NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "stage 3") != NULL);
+    ckpt_model_close(a);
+}
+
+static int calls;
+static void count(size_t done, size_t total, const char *what, void *payload)
+{
+    (void)what;
+    (void)payload;
+    if (done <= total)
+        calls++;
+}
+
+CKPT_TEST(test_verify_report)
+{
+    ckpt_model *a, *b;
+    ckpt_verify_options o = CKPT_VERIFY_OPTIONS_INIT;
+    ckpt_verify_report *r;
+    int64_t layers[] = { 3, 1 };
+    size_t i;
+
+    ASSERT_OK(ckpt_model_open(&a, ckpt_test_data("megatron/tp1"), NULL));
+    ASSERT_OK(ckpt_model_open(&b, ckpt_test_data("megatron/tp2pp2"), NULL));
+    o.device = CKPT_DEVICE_CPU;
+    o.layers = layers;
+    o.n_layers = 2;
+    o.tokens = 5;
+    o.progress = count;
+    ASSERT_OK(ckpt_verify(a, b, &o, &r));
+    ASSERT_TRUE(r->pass && !r->first_failure && r->tokens == 5 && r->tol == 1e-5);
+    ASSERT_EQ_INT(r->n_entries, 5);
+    ASSERT_EQ_INT(r->entries[0].index, 3);
+    ASSERT_EQ_INT(r->entries[1].index, 1);
+    ASSERT_EQ_STR(r->entries[4].name, "logits");
+    for (i = 0; i < r->n_entries; i++)
+        ASSERT_TRUE(r->entries[i].rel_l2 < 1e-6 && r->entries[i].cosine > 0.999999);
+    ASSERT_TRUE(calls >= 3);
+    ckpt_verify_report_free(r);
+
+    /* a tolerance of 0 given means "the default"; a tiny one fails the layers that round */
+    o.tol = 1e-30;
+    ASSERT_OK(ckpt_verify(a, b, &o, &r));
+    ASSERT_TRUE(!r->pass && r->first_failure && r->first_failure->index == 3);
+    ckpt_verify_report_free(r);
+
+    layers[0] = 9;
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_verify(a, b, &o, &r));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "layer 9") != NULL);
+    ckpt_model_close(b);
+    ASSERT_OK(ckpt_model_open(&b, ckpt_test_data("hf/llama_tiny"), NULL));
+    o.layers = NULL;
+    /* same hidden size, another model: it runs and fails from the first layer */
+    ASSERT_OK(ckpt_verify(a, b, &o, &r));
+    ASSERT_TRUE(!r->pass && r->first_failure == &r->entries[0]);
+    ckpt_verify_report_free(r);
+    ckpt_model_close(b);
+    ckpt_model_close(a);
+}
