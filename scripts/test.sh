@@ -63,7 +63,8 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   done
 fi
 fuzzers=$(ls build-fuzz/tests/*_fuzzer 2>/dev/null | wc -l)
-passed=$(awk '/tests passed, .* tests failed out of/ { n += $NF } END { print n + 0 }' "$log")
+# Tests that ctest ran and passed; skipped ones (the CUDA tests without a GPU) are not counted.
+passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
 [ "$fuzz_seconds" -gt 0 ] && passed=$((passed + fuzzers))
 echo "all test stages passed (release, ASan+UBSan, build matrix, ${fuzz_seconds}s of libFuzzer per harness)"
 echo "tests: $passed passed, 0 failed"

@@ -235,6 +235,7 @@ CKPT_TEST(test_backend_cpu_compare)
     ASSERT_TRUE(fabs(s.sum_sq_a - (sa - (double)a[17] * a[17] - 0)) / sa < 1e-3);
     ASSERT_TRUE(s.max_abs_diff <= mx && s.max_abs_diff > 0.9 * mx);
     ASSERT_TRUE(s.sum_sq_diff > 0 && s.sum_sq_diff <= sd);
+    ASSERT_TRUE(s.dot > 0 && fabs(s.dot - dot) / dot < 1e-3);
     free(a), free(b);
     ckpt_backend_close(cpu.b);
 }
