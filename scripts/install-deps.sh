@@ -22,7 +22,7 @@ SAFETENSORS_VERSION=0.8.0
 
 APT_PACKAGES=(
     build-essential cmake pkg-config
-    zlib1g-dev libzstd-dev zstd libcjson-dev libhdf5-dev
+    zlib1g-dev libzstd-dev zstd libcjson-dev libdeflate-dev libhdf5-dev
     python3 python3-venv python3-numpy python3-torch
     clang libclang-rt-14-dev libomp-dev valgrind time
 )

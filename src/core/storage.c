@@ -273,8 +273,7 @@ static int extent_read(ckpt_storage_cursor *c, const ckpt_extent *e, unsigned ch
         return rc;
     switch (e->encoding) {
     case CKPT_EXTENT_RAW:
-        memcpy(out, data + c->local, take);
-        return 0;
+        return ckpt_file_read(e->file, e->offset + c->local, out, (size_t)take);
     case CKPT_EXTENT_DEFLATE:
         if (!c->entered) {
             c->entered = 1;

@@ -3,6 +3,7 @@
  * placement exactly once, in parallel, straight into its place in the output. */
 #include "engine.h"
 #include "node.h"
+#include "../core/crc32.h"
 #include "../core/storage_private.h"
 
 #include <stdarg.h>
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #ifdef CKPT_HAVE_OPENMP
 #include <omp.h>
@@ -343,7 +343,7 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
 {
     const ckpt_file *src;
     uint64_t src_off, done = 0, cursor = p->file_off;
-    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    uint32_t crc = 0;
     blob_reader reader;
     int rc = 0;
 
@@ -369,7 +369,7 @@ static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uin
         if (rc < 0)
             break;
         if (w->format->caps & CKPT_FORMAT_CRC)
-            crc = (uint32_t)crc32_z(crc, buf, (z_size_t)n);
+            crc = ckpt_crc32(crc, buf, (size_t)n);
         if (p->encoding == CKPT_EXTENT_LATIN1_UTF8) {
             size = latin1_to_utf8(buf, (size_t)n, enc);
             data = enc;

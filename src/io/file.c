@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define PREAD_MIN ((size_t)64 << 10)
+#define PREAD_CHUNK ((size_t)1 << 30)
+
 int ckpt_file_open(ckpt_file **out, const char *path)
 {
     ckpt_file *f = NULL;
@@ -89,8 +92,28 @@ int ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len)
         return ckpt_error_set(CKPT_EFORMAT,
                               "%s: %zu bytes at offset %llu lie past the end of the file (%llu bytes)",
                               f->path, len, (unsigned long long)off, (unsigned long long)f->size);
-    if (len)
-        memcpy(dst, f->data + off, len);
+    /* Large reads go through the page cache with pread rather than through the mapping: no
+     * page faults, the kernel's readahead, and a file cut short while it is read is a short
+     * read (an error), not SIGBUS. Small ones are a memcpy. */
+    if (len < PREAD_MIN) {
+        if (len)
+            memcpy(dst, f->data + off, len);
+        return 0;
+    }
+    while (len > 0) {
+        ssize_t n = pread(f->fd, dst, len < PREAD_CHUNK ? len : PREAD_CHUNK, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ckpt_error_set(CKPT_EIO, "%s: cannot read at offset %llu: %s", f->path, (unsigned long long)off,
+                                  strerror(errno));
+        if (n == 0)
+            return ckpt_error_set(CKPT_EIO, "%s: file ends at offset %llu while being read (changed on disk?)",
+                                  f->path, (unsigned long long)off);
+        dst = (uint8_t *)dst + n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
     return 0;
 }
 

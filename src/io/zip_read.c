@@ -6,6 +6,7 @@
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/zip.h>
 
+#include "../core/crc32.h"
 #include "zip_private.h"
 
 #include <stdlib.h>
@@ -472,7 +473,7 @@ static int read_consume(void *ctx, const uint8_t *p, size_t n)
     read_ctx *c = ctx;
 
     if (c->check_crc)
-        c->crc = crc32(c->crc, p, (uInt)n);
+        c->crc = ckpt_crc32(c->crc, p, n);
     return ckpt_buf_append(c->out, p, n);
 }
 
@@ -499,7 +500,7 @@ static int crc_consume(void *ctx, const uint8_t *p, size_t n)
 {
     uLong *crc = ctx;
 
-    *crc = crc32(*crc, p, (uInt)n);
+    *crc = ckpt_crc32(*crc, p, n);
     return 0;
 }
 

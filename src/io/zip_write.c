@@ -10,12 +10,12 @@
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/zip.h>
 
+#include "../core/crc32.h"
 #include "zip_private.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #define ZIP_NAME_MAX 0xFFFFu
 #define ZIP_MAX_ALIGN 0x8000u                 /* the padding length must fit the u16 extra size */
@@ -215,7 +215,7 @@ int ckpt_zip_writer_add_bytes(ckpt_zip_writer *w, const char *name, const void *
     rc = ckpt_outfile_pwrite(w->out, at, data, len);
     if (rc)
         return rc;
-    ckpt_zip_writer_set_crc(w, index, (uint32_t)crc32_z(0, data, len));
+    ckpt_zip_writer_set_crc(w, index, ckpt_crc32(0, data, len));
     return index;
 }
 

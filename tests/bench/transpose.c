@@ -3,7 +3,7 @@
  * weights, and of the same matrices read in place for scale.
  * Not part of the build or the tests; build it on request against a built library:
  *
- *   cc -O2 -Iinclude tests/bench/transpose.c build/libckpt.a -lz -lzstd -lcjson -fopenmp -lm \
+ *   cc -O2 -Iinclude tests/bench/transpose.c build/libckpt.a -lz -lzstd -lcjson -ldeflate -fopenmp -lm \
  *      -o transpose-bench
  *   ./transpose-bench [dir [piece_bytes]]
  *

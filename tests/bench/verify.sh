@@ -32,7 +32,7 @@ if [ ! -f "$DIR/.done" ]; then
     echo "bench: writing the models (once)"
     rm -rf "$DIR"/a "$DIR"/mc "$DIR"/b
     cc -O2 -DCKPT_BUILD -I"$REPO/include" -I"$REPO/src/verify" -I"$REPO/src" "$REPO/tests/bench/verify_gpu.c" \
-        "$(dirname "$CKPTCONV")/libckpt.a" -lz -lzstd -lcjson -fopenmp -lm -ldl -o "$DIR/make_model"
+        "$(dirname "$CKPTCONV")/libckpt.a" -lz -lzstd -lcjson -ldeflate -fopenmp -lm -ldl -o "$DIR/make_model"
     "$DIR/make_model" make "$DIR/a" 4 8
     "$CKPTCONV" hf2mcore "$DIR/a" "$DIR/mc" --tp 2 -q
     "$CKPTCONV" mcore2hf "$DIR/mc" "$DIR/b" -q

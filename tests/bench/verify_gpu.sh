@@ -37,7 +37,7 @@ die() {
 mkdir -p "$DIR"
 BIN="$DIR/verify_gpu"
 cc -O2 -DCKPT_BUILD -I"$REPO/include" -I"$REPO/src/verify" -I"$REPO/src" "$REPO/tests/bench/verify_gpu.c" "$LIB" \
-    -lz -lzstd -lcjson -fopenmp -lm -ldl -o "$BIN"
+    -lz -lzstd -lcjson -ldeflate -fopenmp -lm -ldl -o "$BIN"
 if [ "$DEVICE" = cuda ]; then
     out=$("$CKPTCONV" verify "$REPO/testdata/megatron/tp1" "$REPO/testdata/megatron/tp2" --device cuda -q 2>&1) \
         || die "no GPU to measure on: $out"
