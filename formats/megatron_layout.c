@@ -6,7 +6,8 @@
  *
  * `_PPP` is there iff the pipeline has more than one stage, `_EEE` iff expert parallelism
  * has more than one rank; a name with one suffix is therefore ambiguous, and the first
- * rank's `args` says which it is. The path may also be an iteration directory itself. */
+ * rank's `args` says which it is. The path may also be an iteration directory itself, or
+ * the one rank file of a TP 1 PP 1 checkpoint (any name: `torch.save` of Megatron's dict). */
 #include <ckpt/sys/layout.h>
 #include <ckpt/value.h>
 
@@ -47,10 +48,31 @@ static int has_rank_dirs(const char *dir)
     return found;
 }
 
+static int count_rank_dirs(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+
+    if (!d)
+        return 0;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, "mp_rank_", 8) == 0;
+    closedir(d);
+    return n;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 static int megatron_bid(const char *path, int is_dir)
 {
+    /* a file: only a weak guess from its name, the reader decides */
     if (!is_dir)
-        return -1;
+        return ends_with(path, "/" MODEL_FILE) || strcmp(path, MODEL_FILE) == 0 ? 40 : ends_with(path, ".pt") ? 8 : -1;
     if (is_file(path, TRACKER))
         return 64;
     return has_rank_dirs(path) ? 48 : -1;
@@ -234,6 +256,35 @@ static int add_member(ckpt_set_builder *b, const char *dir, const char *rank_nam
     return ckpt_set_builder_add(b, rel, at, role);
 }
 
+/* One file on its own, of a checkpoint with one rank. The rank file of a larger checkpoint
+ * is refused: alone it is a part, not a model. */
+static int list_file(ckpt_set_builder *b, const char *path)
+{
+    char dir[4096], parent[4096];
+    const char *slash = strrchr(path, '/'), *rank;
+    ckpt_set_info info;
+    ckpt_coords at = { 0, 0, 0, -1, -1 };
+    int n;
+
+    if ((size_t)snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".") >= sizeof dir)
+        return ckpt_error_set(CKPT_EINVALID, "%s: path too long", path);
+    rank = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    if (strncmp(rank, "mp_rank_", 8) == 0 && snprintf(parent, sizeof parent, "%s/..", dir) < (int)sizeof parent &&
+        (n = count_rank_dirs(parent)) > 1)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s is the file of one of %d ranks: give the checkpoint root (the directory of "
+                               "latest_checkpointed_iteration.txt) or the iteration directory",
+                               path, n);
+    memset(&info, 0, sizeof info);
+    info.root = dir;
+    info.dir = "";
+    info.iteration = -1;
+    info.tp = info.pp = info.ep = info.dp = 1;
+    if ((n = ckpt_set_builder_info(b, &info)) < 0)
+        return n;
+    return ckpt_set_builder_add(b, slash ? slash + 1 : path, &at, "model");
+}
+
 static int megatron_list(ckpt_set_builder *b, const char *root)
 {
     ckpt_set_info info;
@@ -242,6 +293,10 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     size_t i, n = 0;
     int rc, tp = 0, pp = 0, ep = 0, single = 1;
 
+    struct stat st;
+
+    if (stat(root, &st) == 0 && S_ISREG(st.st_mode))
+        return list_file(b, root);
     memset(&info, 0, sizeof info);
     info.root = root;
     info.iteration = -1;

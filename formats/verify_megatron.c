@@ -13,10 +13,35 @@
 
 static void release_megatron(void *p) { ckpt_megatron_close(p); }
 
+/* A file is Megatron's when its model dict holds decoder layers (a look inside: the layout
+ * can only guess from the name). */
+static int megatron_file(const char *path)
+{
+    ckpt_ckpt *c;
+    size_t i;
+    int found = 0;
+
+    if (ckpt_open(&c, path, NULL) < 0) {
+        ckpt_error_clear();
+        return 0;
+    }
+    for (i = 0; i < ckpt_tensor_count(c) && !found; i++) {
+        const char *n = ckpt_tensor_at(c, i)->name;
+        found = strncmp(n, "model/", 6) == 0 || (strncmp(n, "model", 5) == 0 && strchr(n, '/'));
+        found = found && strstr(n, "/decoder.layers.") != NULL;
+    }
+    ckpt_close(c);
+    return found;
+}
+
 static int megatron_bid(const char *path, int is_dir)
 {
     const ckpt_layout_vtable *l = ckpt_layouts__find("megatron");
-    return l ? l->bid(path, is_dir) : -1;
+    int bid = l ? l->bid(path, is_dir) : -1;
+
+    if (is_dir || bid < 0)
+        return bid;
+    return megatron_file(path) ? 40 : -1;
 }
 
 /* ---- args ---- */

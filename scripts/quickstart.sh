@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh machine -> dependencies, build, and the main job on the bundled sample checkpoint:
-# inspect it, convert it to safetensors, inspect the result.
+# inspect it, convert it to safetensors, inspect the result, reshard it to TP 2 and verify
+# the resharded checkpoint against it, layer by layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,3 +22,9 @@ echo "== ckptconv convert $sample tiny_llama.safetensors"
 echo
 echo "== ckptconv inspect tiny_llama.safetensors"
 "$bin" inspect "$out/tiny_llama.safetensors"
+echo
+echo "== ckptconv reshard $sample tiny_llama_tp2 --tp 2"
+"$bin" reshard "$sample" "$out/tiny_llama_tp2" --tp 2
+echo
+echo "== ckptconv verify $sample tiny_llama_tp2 (both run layer by layer; TP ranks run as ranks)"
+"$bin" verify "$sample" "$out/tiny_llama_tp2" --device cpu
