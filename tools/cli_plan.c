@@ -2,6 +2,8 @@
  * options, --dry-run, and running the plan with a progress bar. */
 #include "cli.h"
 
+#include <string.h>
+
 #include <stdlib.h>
 
 int cli_plan_option(const char *cmd, int c, const char *arg, cli_plan_args *a)
@@ -43,5 +45,15 @@ int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, co
     }
     rc = ckpt_plan_execute(plan, out, &po, report);
     cli_progress_done();
+    if (!a->quiet && !a->json && report->notes.len) {
+        const char *p = (const char *)report->notes.data, *nl;
+        for (; *p; p = nl + 1) {
+            if (!(nl = strchr(p, '\n')))
+                nl = p + strlen(p);
+            fprintf(stderr, "note: %.*s\n", (int)(nl - p), p);
+            if (!*nl)
+                break;
+        }
+    }
     return rc;
 }

@@ -1,12 +1,18 @@
 /* Output directories that appear whole or not at all.
  *
  * A run that writes several files (a converted checkpoint directory, consolidated shards)
- * builds them in a staging directory beside the output, `.<name>.ckptconv-XXXXXX`, and
- * moves it into place once everything is written. A failed run (or one interrupted by a
- * signal whose handler calls ckpt_outdir_cleanup_all) removes the staging directory:
- * nothing is left under the output name. With `force`, an existing non-empty output
- * directory is written into at the end, file by file: files of the same name are
- * replaced, other files are kept. */
+ * builds them in a staging directory beside the output, `.<name>.ckptconv-<owner>-<random>`,
+ * and moves it into place once everything is written. A failed run (or one interrupted by
+ * a signal whose handler calls ckpt_outdir_cleanup_all) removes the staging directory:
+ * nothing is left under the output name. A killed one (SIGKILL, out of memory, power loss)
+ * cannot; the staging directory's name says whose it was, and the next run writing the same
+ * output removes it once that process is gone (ckpt_outdir_notes says so).
+ *
+ * With `force`, an existing non-empty output directory is written into at the end, file by
+ * file: files of the same name are replaced, other files are kept. Two runs writing one
+ * output at once: without force the first to finish wins whole and the other fails
+ * (CKPT_EEXISTS or CKPT_EIO, "filled meanwhile"); with force they commit one after the other,
+ * as if run in turn. Files are never mixed. */
 #ifndef CKPT_OUTDIR_H
 #define CKPT_OUTDIR_H
 
@@ -29,6 +35,9 @@ CKPT_EXTERN(const char *) ckpt_outdir_file(ckpt_outdir *d, const char *rel);
 CKPT_EXTERN(const char *) ckpt_outdir_final(const ckpt_outdir *d);
 /* The staging directory (absolute), where the files are until commit. */
 CKPT_EXTERN(const char *) ckpt_outdir_staging(const ckpt_outdir *d);
+/* What beginning it did besides (staging directories of interrupted runs removed), one line
+ * each; "" when nothing. Valid until commit or abort. */
+CKPT_EXTERN(const char *) ckpt_outdir_notes(const ckpt_outdir *d);
 /* Move everything into place and free d. On error the staging directory is removed. */
 CKPT_EXTERN(int) ckpt_outdir_commit(ckpt_outdir *d);
 /* Remove the staging directory and free d; NULL-safe. */

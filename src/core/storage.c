@@ -263,47 +263,70 @@ void ckpt_storage__cursor_close(ckpt_storage_cursor *c)
     c->z_active = 0;
 }
 
+/* What a decoding step needs, for running it under the file's SIGBUS guard: the encoded
+ * bytes are read through the mapping. */
+typedef struct decode_args {
+    ckpt_storage_cursor *c;
+    const ckpt_extent *e;
+    const uint8_t *data;
+    unsigned char *out;
+    uint64_t take;
+} decode_args;
+
+static int decode(void *arg)
+{
+    decode_args *a = arg;
+    ckpt_storage_cursor *c = a->c;
+    int rc;
+
+    if (a->e->encoding == CKPT_EXTENT_DEFLATE) {
+        if (!c->entered) {
+            c->entered = 1;
+            if ((rc = inflate_enter(c, a->e, a->data)) != 0)
+                return rc;
+        }
+        return inflate_into(c, a->e, a->data, a->out, a->take);
+    }
+    if (!c->entered) {
+        c->entered = 1;
+        c->in_pos = 0;
+        if ((rc = latin1_into(c, a->e, a->data, NULL, c->local)) != 0)
+            return rc;
+    }
+    return latin1_into(c, a->e, a->data, a->out, a->take);
+}
+
+static int decode_finish(void *arg)
+{
+    decode_args *a = arg;
+    return inflate_finish(a->c, a->e, a->data);
+}
+
 /* `take` bytes of the current extent, from c->local on. */
 static int extent_read(ckpt_storage_cursor *c, const ckpt_extent *e, unsigned char *out, uint64_t take)
 {
-    const uint8_t *data;
-    int rc = extent_data(c->s, e, &data);
+    decode_args a = { c, e, NULL, out, take };
+    int rc = extent_data(c->s, e, &a.data);
 
     if (rc)
         return rc;
-    switch (e->encoding) {
-    case CKPT_EXTENT_RAW:
+    if (e->encoding == CKPT_EXTENT_RAW)
         return ckpt_file_read(e->file, e->offset + c->local, out, (size_t)take);
-    case CKPT_EXTENT_DEFLATE:
-        if (!c->entered) {
-            c->entered = 1;
-            if ((rc = inflate_enter(c, e, data)) != 0)
-                return rc;
-        }
-        return inflate_into(c, e, data, out, take);
-    default:
-        if (!c->entered) {
-            c->entered = 1;
-            c->in_pos = 0;
-            if ((rc = latin1_into(c, e, data, NULL, c->local)) != 0)
-                return rc;
-        }
-        return latin1_into(c, e, data, out, take);
-    }
+    return ckpt_file_guard(e->file, decode, &a);
 }
 
 /* The extent was read to its end: its encoded form must end there too. */
 static int extent_finish(ckpt_storage_cursor *c, const ckpt_extent *e)
 {
-    const uint8_t *data;
+    decode_args a = { c, e, NULL, NULL, 0 };
     int rc;
 
     if (!c->entered || e->encoding == CKPT_EXTENT_RAW)
         return 0;
-    if ((rc = extent_data(c->s, e, &data)) != 0)
+    if ((rc = extent_data(c->s, e, &a.data)) != 0)
         return rc;
     if (e->encoding == CKPT_EXTENT_DEFLATE)
-        return inflate_finish(c, e, data);
+        return ckpt_file_guard(e->file, decode_finish, &a);
     if (c->in_pos != e->stored_size)
         return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': latin-1 text at offset %llu holds more than %llu bytes",
                               extent_path(e), storage_key(c->s), (unsigned long long)e->offset,

@@ -491,6 +491,7 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
     }
     if ((rc = ckpt_outdir_begin(&od, out_dir, opts.force)) < 0)
         goto done;
+    ckpt_buf_puts(&report->notes, ckpt_outdir_notes(od));
     /* every path first: making directories in the staging tree is not for several threads */
     for (i = 0; i < p->n_files && rc == 0; i++)
         if (!(paths[i] = ckpt_outdir_file(od, p->files[i].info.rel)))

@@ -470,6 +470,8 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
     rc = ckpt_outfile_open(&w.file, path, opts->overwrite ? CKPT_OUTFILE_OVERWRITE : 0);
     if (rc < 0)
         return rc;
+    if (w.notes && *ckpt_outfile_notes(w.file))
+        ckpt_buf_puts(w.notes, ckpt_outfile_notes(w.file));
     rc = format->write_begin(&w);
     if (rc >= 0)
         rc = execute(&w);

@@ -1,11 +1,20 @@
 /* Input files, mapped read-only: checkpoints are read in place, never copied into memory,
  * and pages already consumed can be dropped so that a pass over a file larger than RAM
- * keeps a small resident set. */
+ * keeps a small resident set.
+ *
+ * A file cut short while it is mapped turns reads past its new end into SIGBUS. Large reads
+ * therefore go through pread (a short read is an error), and every read of mapped bytes
+ * runs under a guard: the library's SIGBUS handler, installed with the first mapping, jumps
+ * back to the innermost guard of the faulting thread, which reports the file and the
+ * offset. A fault with no guard active goes to whatever handler was there before. */
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,6 +23,73 @@
 
 #define PREAD_MIN ((size_t)64 << 10)
 #define PREAD_CHUNK ((size_t)1 << 30)
+
+/* ---- the SIGBUS guard ---- */
+
+static _Thread_local sigjmp_buf *guard_jump;
+static _Thread_local const uint8_t *guard_fault;
+static struct sigaction previous_sigbus;
+static pthread_once_t sigbus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *info, void *context)
+{
+    if (guard_jump) {
+        guard_fault = info->si_addr;
+        siglongjmp(*guard_jump, 1);
+    }
+    /* Not a read the library guards: the fault is someone else's. Restoring their handler and
+     * returning runs the faulting instruction again, under it. */
+    (void)sig;
+    (void)context;
+    sigaction(SIGBUS, &previous_sigbus, NULL);
+}
+
+static void install_sigbus(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    /* NODEFER: the jump leaves the handler without restoring the signal mask */
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &previous_sigbus);
+}
+
+static int shrank(const ckpt_file *f, const uint8_t *at)
+{
+    uint64_t off = at >= f->data && at < f->data + f->size ? (uint64_t)(at - f->data) : f->size;
+    return ckpt_error_set(CKPT_EIO, "%s: file ends at offset %llu while being read (changed on disk?)", f->path,
+                          (unsigned long long)(off & ~(uint64_t)4095));
+}
+
+int ckpt_file_guard(const ckpt_file *f, int (*fn)(void *arg), void *arg)
+{
+    sigjmp_buf jump, *outer = guard_jump;
+    int rc;
+
+    if (sigsetjmp(jump, 0)) {
+        guard_jump = outer;
+        return shrank(f, guard_fault);
+    }
+    guard_jump = &jump;
+    rc = fn(arg);
+    guard_jump = outer;
+    return rc;
+}
+
+typedef struct copy_args {
+    void *dst;
+    const void *src;
+    size_t len;
+} copy_args;
+
+static int copy(void *arg)
+{
+    copy_args *c = arg;
+    memcpy(c->dst, c->src, c->len);
+    return 0;
+}
 
 int ckpt_file_open(ckpt_file **out, const char *path)
 {
@@ -63,6 +139,7 @@ int ckpt_file_open(ckpt_file **out, const char *path)
             goto done;
         }
         f->data = p;
+        pthread_once(&sigbus_once, install_sigbus);
     }
     *out = f;
     f = NULL;
@@ -93,12 +170,10 @@ int ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len)
                               "%s: %zu bytes at offset %llu lie past the end of the file (%llu bytes)",
                               f->path, len, (unsigned long long)off, (unsigned long long)f->size);
     /* Large reads go through the page cache with pread rather than through the mapping: no
-     * page faults, the kernel's readahead, and a file cut short while it is read is a short
-     * read (an error), not SIGBUS. Small ones are a memcpy. */
+     * page faults, and the kernel's readahead. Small ones are a guarded memcpy. */
     if (len < PREAD_MIN) {
-        if (len)
-            memcpy(dst, f->data + off, len);
-        return 0;
+        copy_args c = { dst, f->data + off, len };
+        return len ? ckpt_file_guard(f, copy, &c) : 0;
     }
     while (len > 0) {
         ssize_t n = pread(f->fd, dst, len < PREAD_CHUNK ? len : PREAD_CHUNK, (off_t)off);

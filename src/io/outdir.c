@@ -8,6 +8,8 @@
  * finished output is left alone.
  *
  * Live directories sit in a fixed lock-free table, as the temporaries of outfile.c do. */
+#include "wip.h"
+
 #include <ckpt/outdir.h>
 #include <ckpt/sys/common.h>
 
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +50,7 @@ struct ckpt_outdir {
     int moved;           /* the staging directory became the output */
     int slot;            /* in live_dirs, or -1 */
     _Atomic(outdir_entry *) entries;
+    ckpt_buf notes;
 };
 
 /* Slot states, as in outfile.c: only the owner frees a slot (LIVE or CLEANED -> FREE); the
@@ -180,27 +184,30 @@ static int check_final(const char *final, int force)
     return 0;
 }
 
+/* The staging directory, named after its owner (wip.h) so that a later run can remove it
+ * if this one is killed; the stale ones of earlier runs go first. */
 static int make_staging(ckpt_outdir *d)
 {
-    char *template;
-    mode_t mask;
+    char name[NAME_MAX + 1];
+    int attempt, rc;
 
     if ((d->parent_fd = open(d->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return ckpt_error_set(CKPT_EIO, "%s: %s", d->parent, strerror(errno));
-    if (asprintf(&template, "%s/.%s.ckptconv-XXXXXX", d->parent, d->base) < 0)
-        return ckpt_error_oom();
-    if (!mkdtemp(template)) {
-        free(template);
-        return ckpt_error_set(CKPT_EIO, "%s: cannot create a staging directory: %s", d->parent, strerror(errno));
+    ckpt_wip__sweep(d->parent_fd, d->parent, d->base, &d->notes);
+    for (attempt = 0; attempt < 100; attempt++) {
+        if ((rc = ckpt_wip__name(name, sizeof name, d->base)) < 0)
+            return rc;
+        /* 0777: the umask decides, as for any directory the user makes */
+        if (mkdirat(d->parent_fd, name, 0777) == 0)
+            break;
+        if (errno != EEXIST)
+            return ckpt_error_set(CKPT_EIO, "%s: cannot create a staging directory: %s", d->parent, strerror(errno));
     }
-    d->staging = template;
+    if (asprintf(&d->staging, "%s/%s", d->parent, name) < 0)
+        return ckpt_error_oom();
     d->staging_name = d->staging + d->parent_len + 1;
     if ((d->staging_fd = open(d->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return ckpt_error_set(CKPT_EIO, "%s: %s", d->staging, strerror(errno));
-    /* mkdtemp makes it 0700; the output should look like any directory the user makes */
-    mask = umask(0);
-    umask(mask);
-    fchmod(d->staging_fd, 0777 & ~mask);
     return 0;
 }
 
@@ -350,11 +357,17 @@ void ckpt_outdir_abort(ckpt_outdir *d)
         close(d->staging_fd);
     if (d->parent_fd >= 0)
         close(d->parent_fd);
+    ckpt_buf_dispose(&d->notes);
     free(d->staging);
     free(d->parent);
     free(d->base);
     free(d->final);
     free(d);
+}
+
+const char *ckpt_outdir_notes(const ckpt_outdir *d)
+{
+    return d->notes.len ? (const char *)d->notes.data : "";
 }
 
 /* --force into a non-empty directory: move the entries over one by one, oldest first,
@@ -400,13 +413,19 @@ int ckpt_outdir_commit(ckpt_outdir *d)
         if (final_fd < 0) {
             rc = ckpt_error_set(CKPT_EIO, "%s: %s", d->final, strerror(errno));
         } else {
+            /* Runs writing into one directory at once commit one after the other: the later
+             * one's files replace the earlier's, as if they had run in turn. */
+            while (flock(final_fd, LOCK_EX) < 0 && errno == EINTR)
+                ;
             rc = merge_into(d, final_fd);
             fsync(final_fd);
             close(final_fd);
         }
     } else {
-        rc = ckpt_error_set(CKPT_EIO, "%s: cannot move the output into place: %s", d->final,
-                            errno == ENOTEMPTY || errno == EEXIST ? "it was filled meanwhile" : strerror(errno));
+        rc = errno == ENOTEMPTY || errno == EEXIST
+                 ? ckpt_error_set(CKPT_EEXISTS, "%s: cannot move the output into place: it was filled meanwhile "
+                                  "(another run?)", d->final)
+                 : ckpt_error_set(CKPT_EIO, "%s: cannot move the output into place: %s", d->final, strerror(errno));
     }
     fsync(d->parent_fd);
     ckpt_outdir_abort(d);

@@ -1,9 +1,16 @@
-/* Atomic output files: everything is written to a temporary file next to the final name
- * (same directory, hence same filesystem, so rename is atomic), which is renamed into place
- * only after fsync. A failed or interrupted run leaves nothing under the final name.
+/* Atomic output files: everything is written to a temporary file in the final name's
+ * directory (same filesystem, so publishing it is atomic), which is linked or renamed into
+ * place only after fsync. A failed, interrupted or killed run leaves nothing under the final
+ * name.
  *
- * Every live temporary is also listed in a fixed, lock-free table so that a signal handler
- * can remove them all (ckpt_outfile_cleanup_all) without taking locks or allocating. */
+ * Where the filesystem allows (Linux O_TMPFILE: ext4, xfs, btrfs, tmpfs) the temporary has no
+ * name until it is linked into place, so even SIGKILL or a power loss leaves nothing behind.
+ * Elsewhere (NFS, Lustre, ...) it is named after its owner (wip.h), and a later run writing
+ * the same output removes it once its process is gone; while the run is alive, named
+ * temporaries are listed in a fixed, lock-free table so that a signal handler can remove them
+ * all (ckpt_outfile_cleanup_all) without taking locks or allocating. */
+#include "wip.h"
+
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
@@ -22,7 +29,6 @@
 #define IO_CHUNK ((size_t)1 << 30)    /* most bytes handed to one system call */
 #define BOUNCE_SIZE ((size_t)1 << 20) /* buffer of the read/write fallback copy */
 #define MAX_LIVE_TEMPS 256
-#define TEMP_SUFFIX_LEN 6
 #define TEMP_ATTEMPTS 100
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "signal-safe cleanup needs lock-free atomic int");
@@ -44,7 +50,11 @@ struct ckpt_outfile {
     int fd;
     int slot;               /* in live_temps, or -1 when the table was full */
     unsigned flags;
+    int unnamed;            /* an O_TMPFILE: nothing to remove, linked into place at commit */
     char temp_name[NAME_MAX + 1]; /* empty once there is nothing to remove */
+    char *temp_path;        /* named temporaries: dir/temp_name */
+    char *dir_path;         /* the final name's directory, "." for a bare name */
+    ckpt_buf notes;
 };
 
 static int temp_register(int dirfd, const char *name)
@@ -99,51 +109,47 @@ static void discard(ckpt_outfile *f)
         unlinkat(f->dirfd, f->temp_name, 0);
     if (temp_unregister(f->slot) && f->dirfd >= 0)
         close(f->dirfd);
+    ckpt_buf_dispose(&f->notes);
+    free(f->temp_path);
+    free(f->dir_path);
     free(f->final_path);
     free(f);
 }
 
-static void random_suffix(char *dst)
+static int create_named_temp(ckpt_outfile *f)
 {
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static atomic_uint counter;
-    uint8_t bytes[TEMP_SUFFIX_LEN];
-    int i;
+    size_t dir_len = (size_t)(f->final_name - f->final_path);
+    int attempt, rc;
 
-    if (getrandom(bytes, sizeof bytes, GRND_NONBLOCK) != (ssize_t)sizeof bytes) {
-        /* Uniqueness comes from O_EXCL; this only has to make collisions rare. */
-        uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15u ^ (uint64_t)time(NULL) ^
-                     ((uint64_t)atomic_fetch_add(&counter, 1) << 32);
-        for (i = 0; i < TEMP_SUFFIX_LEN; i++, x >>= 8)
-            bytes[i] = (uint8_t)x;
-    }
-    for (i = 0; i < TEMP_SUFFIX_LEN; i++)
-        dst[i] = alphabet[bytes[i] % (sizeof alphabet - 1)];
-    dst[TEMP_SUFFIX_LEN] = '\0';
-}
-
-static int create_temp(ckpt_outfile *f)
-{
-    /* ".<name>.tmp.XXXXXX", with the name shortened to keep within NAME_MAX. */
-    int keep = (int)strlen(f->final_name);
-    int attempt;
-
-    if (keep > NAME_MAX - 6 - TEMP_SUFFIX_LEN)
-        keep = NAME_MAX - 6 - TEMP_SUFFIX_LEN;
     for (attempt = 0; attempt < TEMP_ATTEMPTS; attempt++) {
-        char suffix[TEMP_SUFFIX_LEN + 1];
-        random_suffix(suffix);
-        snprintf(f->temp_name, sizeof f->temp_name, ".%.*s.tmp.%s", keep, f->final_name, suffix);
+        if ((rc = ckpt_wip__name(f->temp_name, sizeof f->temp_name, f->final_name)) < 0)
+            return rc;
         /* 0666 lets the umask decide, as for any file the user creates. */
         f->fd = openat(f->dirfd, f->temp_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (f->fd >= 0)
-            return 0;
+            break;
         if (errno != EEXIST)
             break;
     }
-    f->temp_name[0] = '\0';
-    return ckpt_error_set(CKPT_EIO, "%s: cannot create a temporary file in its directory: %s",
-                          f->final_path, strerror(errno));
+    if (f->fd < 0) {
+        f->temp_name[0] = '\0';
+        return ckpt_error_set(CKPT_EIO, "%s: cannot create a temporary file in its directory: %s",
+                              f->final_path, strerror(errno));
+    }
+    if (!(f->temp_path = malloc(dir_len + strlen(f->temp_name) + 1)))
+        return ckpt_error_oom();
+    memcpy(f->temp_path, f->final_path, dir_len);
+    strcpy(f->temp_path + dir_len, f->temp_name);
+    f->slot = temp_register(f->dirfd, f->temp_name);
+    return 0;
+}
+
+/* A file with no name in the final directory, where the filesystem has them. */
+static int create_unnamed_temp(ckpt_outfile *f)
+{
+    f->fd = openat(f->dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
+    f->unnamed = f->fd >= 0;
+    return f->unnamed;
 }
 
 static int open_directory(ckpt_outfile *f)
@@ -159,15 +165,11 @@ static int open_directory(ckpt_outfile *f)
     }
     if (!dir)
         return ckpt_error_oom();
+    f->dir_path = dir;
     f->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (f->dirfd < 0) {
-        int code = errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO;
-        int rc = ckpt_error_set(code, "%s: cannot open directory %s: %s", f->final_path, dir,
-                                strerror(errno));
-        free(dir);
-        return rc;
-    }
-    free(dir);
+    if (f->dirfd < 0)
+        return ckpt_error_set(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, "%s: cannot open directory %s: %s",
+                              f->final_path, dir, strerror(errno));
     return 0;
 }
 
@@ -213,10 +215,11 @@ int ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot stat: %s", final_path, strerror(errno));
         goto done;
     }
-    rc = create_temp(f);
+    ckpt_wip__sweep(f->dirfd, f->dir_path, f->final_name, &f->notes);
+    if ((flags & CKPT_OUTFILE_NAMED) || !create_unnamed_temp(f))
+        rc = create_named_temp(f);
     if (rc)
         goto done;
-    f->slot = temp_register(f->dirfd, f->temp_name);
     *out = f;
 done:
     if (rc)
@@ -340,6 +343,13 @@ int ckpt_outfile_truncate(ckpt_outfile *f, uint64_t size)
     return rc;
 }
 
+static int exists_error(const ckpt_outfile *f)
+{
+    return ckpt_error_set(CKPT_EEXISTS,
+                          "%s: output appeared while it was being written (pass --force/--overwrite to replace it)",
+                          f->final_path);
+}
+
 static int rename_into_place(ckpt_outfile *f)
 {
     struct stat st;
@@ -357,42 +367,96 @@ static int rename_into_place(ckpt_outfile *f)
                 r = renameat(f->dirfd, f->temp_name, f->dirfd, f->final_name);
         }
     }
-    if (r == 0)
+    if (r == 0) {
+        f->temp_name[0] = '\0';
         return 0;
+    }
     if (errno == EEXIST)
-        return ckpt_error_set(CKPT_EEXISTS,
-                              "%s: output appeared while it was being written (pass --force/--overwrite to replace it)",
-                              f->final_path);
+        return exists_error(f);
     return ckpt_error_set(CKPT_EIO, "%s: cannot rename the temporary file into place: %s", f->final_path,
                           strerror(errno));
 }
 
+/* Give the unnamed file `name` under the final directory: through /proc/self/fd, or by its
+ * descriptor where /proc is missing (which needs CAP_DAC_READ_SEARCH). */
+static int link_unnamed(const ckpt_outfile *f, const char *name)
+{
+    char proc[64];
+
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", f->fd);
+    if (linkat(AT_FDCWD, proc, f->dirfd, name, AT_SYMLINK_FOLLOW) == 0)
+        return 0;
+    if (errno != ENOENT)
+        return -1;
+    return linkat(f->fd, "", f->dirfd, name, AT_EMPTY_PATH);
+}
+
+/* The unnamed file linked into place: straight to the final name when nothing may be
+ * replaced (an existing one makes the link fail), else under a work-in-progress name renamed
+ * over the final one (a rename replaces; a link cannot). */
+static int link_into_place(ckpt_outfile *f)
+{
+    int rc, attempt;
+
+    if (!(f->flags & CKPT_OUTFILE_OVERWRITE)) {
+        if (link_unnamed(f, f->final_name) == 0)
+            return 0;
+        if (errno == EEXIST)
+            return exists_error(f);
+        return ckpt_error_set(CKPT_EIO, "%s: cannot link the written file into place: %s", f->final_path,
+                              strerror(errno));
+    }
+    for (attempt = 0; attempt < TEMP_ATTEMPTS; attempt++) {
+        if ((rc = ckpt_wip__name(f->temp_name, sizeof f->temp_name, f->final_name)) < 0)
+            return rc;
+        if (link_unnamed(f, f->temp_name) == 0)
+            break;
+        if (errno != EEXIST) {
+            f->temp_name[0] = '\0';
+            return ckpt_error_set(CKPT_EIO, "%s: cannot link the written file beside its final name: %s",
+                                  f->final_path, strerror(errno));
+        }
+    }
+    f->slot = temp_register(f->dirfd, f->temp_name);
+    return rename_into_place(f);
+}
+
 int ckpt_outfile_commit(ckpt_outfile *f)
 {
-    int rc, fd = f->fd;
+    int rc = 0;
 
-    f->fd = -1;
-    if (fsync(fd) != 0) {
+    if (fsync(f->fd) != 0) {
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot flush to disk: %s", f->final_path, strerror(errno));
-        close(fd);
         goto done;
     }
+    if (f->unnamed && (rc = link_into_place(f)) < 0)
+        goto done;
     /* Some filesystems (NFS) report write errors only at close. */
-    if (close(fd) != 0) {
+    rc = close(f->fd);
+    f->fd = -1;
+    if (rc != 0) {
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot close: %s", f->final_path, strerror(errno));
         goto done;
     }
-    rc = rename_into_place(f);
-    if (rc)
+    if (!f->unnamed && (rc = rename_into_place(f)) < 0)
         goto done;
-    f->temp_name[0] = '\0';
-    /* The rename is durable only once the directory is; EINVAL: not supported there. */
+    /* The new name is durable only once the directory is; EINVAL: not supported there. */
     if (fsync(f->dirfd) != 0 && errno != EINVAL)
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot flush the directory to disk: %s", f->final_path,
                             strerror(errno));
 done:
     discard(f);
     return rc;
+}
+
+const char *ckpt_outfile_temp_path(const ckpt_outfile *f)
+{
+    return f->temp_path;
+}
+
+const char *ckpt_outfile_notes(const ckpt_outfile *f)
+{
+    return f->notes.len ? (const char *)f->notes.data : "";
 }
 
 void ckpt_outfile_abort(ckpt_outfile *f)

@@ -378,82 +378,102 @@ const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name)
 /* Receives an entry's decoded bytes, in order, in bounded pieces. */
 typedef int (*consume_fn)(void *ctx, const uint8_t *p, size_t n);
 
-static int stream_stored(const ckpt_zip *z, const ckpt_zip_entry *e, int release, consume_fn fn, void *ctx)
+/* An entry being streamed: what the loops below keep, outside them, so that a file cut
+ * short under them (SIGBUS, caught by ckpt_file_guard) leaves nothing unreleased. */
+typedef struct stream_args {
+    const ckpt_zip *z;
+    const ckpt_zip_entry *e;
+    int release;
+    consume_fn fn;
+    void *ctx;
+    z_stream s;
+    uint8_t *out;
+} stream_args;
+
+static int stream_stored(void *arg)
 {
+    stream_args *a = arg;
+    const ckpt_zip_entry *e = a->e;
     uint64_t done = 0;
     int rc = 0;
 
     while (rc == 0 && done < e->csize) {
         size_t n = e->csize - done < STORED_CHUNK ? (size_t)(e->csize - done) : STORED_CHUNK;
-        rc = fn(ctx, z->file->data + e->data_offset + done, n);
-        if (release)
-            ckpt_file_release(z->file, e->data_offset + done, n);
+        rc = a->fn(a->ctx, a->z->file->data + e->data_offset + done, n);
+        if (a->release)
+            ckpt_file_release(a->z->file, e->data_offset + done, n);
         done += n;
     }
     return rc;
 }
 
-static int stream_deflated(const ckpt_zip *z, const ckpt_zip_entry *e, int release, consume_fn fn, void *ctx)
+static int stream_deflated(void *arg)
 {
-    const ckpt_file *f = z->file;
-    z_stream s;
-    uint8_t *out = malloc(INFLATE_CHUNK);
+    stream_args *a = arg;
+    const ckpt_file *f = a->z->file;
+    const ckpt_zip_entry *e = a->e;
+    z_stream *s = &a->s;
     uint64_t fed = 0, chunk = 0, total = 0; /* chunk: where the input being inflated starts */
     int zr = Z_OK, rc = 0;
 
-    memset(&s, 0, sizeof s);
-    if (!out || inflateInit2(&s, -MAX_WBITS) != Z_OK) {
-        free(out);
-        return ckpt_error_oom();
-    }
     while (rc == 0 && zr != Z_STREAM_END) {
         size_t have;
-        if (s.avail_in == 0) {
+        if (s->avail_in == 0) {
             size_t n = e->csize - fed < STORED_CHUNK ? (size_t)(e->csize - fed) : STORED_CHUNK;
-            if (release)
+            if (a->release)
                 ckpt_file_release(f, e->data_offset + chunk, fed - chunk);
-            if (n == 0) {
-                rc = ckpt_error_set(CKPT_EFORMAT, "%s: zip entry '%s': deflate data ends early", f->path, e->name);
-                break;
-            }
-            s.next_in = f->data + e->data_offset + fed;
-            s.avail_in = (uInt)n;
+            if (n == 0)
+                return ckpt_error_set(CKPT_EFORMAT, "%s: zip entry '%s': deflate data ends early", f->path, e->name);
+            s->next_in = f->data + e->data_offset + fed;
+            s->avail_in = (uInt)n;
             chunk = fed;
             fed += n;
         }
-        s.next_out = out;
-        s.avail_out = (uInt)INFLATE_CHUNK;
-        zr = inflate(&s, Z_NO_FLUSH);
+        s->next_out = a->out;
+        s->avail_out = (uInt)INFLATE_CHUNK;
+        zr = inflate(s, Z_NO_FLUSH);
         /* Z_BUF_ERROR with no input left only means: feed me. */
-        if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && s.avail_in == 0)) {
-            rc = ckpt_error_set(CKPT_EFORMAT, "%s: zip entry '%s': corrupt deflate data (%s)", f->path, e->name,
-                                s.msg ? s.msg : "inflate failed");
-            break;
-        }
-        have = INFLATE_CHUNK - s.avail_out;
-        if (have > e->usize - total) {
-            rc = ckpt_error_set(CKPT_EFORMAT,
-                                "%s: zip entry '%s' inflates to more than the %llu bytes the directory says",
-                                f->path, e->name, (unsigned long long)e->usize);
-            break;
-        }
+        if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && s->avail_in == 0))
+            return ckpt_error_set(CKPT_EFORMAT, "%s: zip entry '%s': corrupt deflate data (%s)", f->path, e->name,
+                                  s->msg ? s->msg : "inflate failed");
+        have = INFLATE_CHUNK - s->avail_out;
+        if (have > e->usize - total)
+            return ckpt_error_set(CKPT_EFORMAT,
+                                  "%s: zip entry '%s' inflates to more than the %llu bytes the directory says",
+                                  f->path, e->name, (unsigned long long)e->usize);
         total += have;
         if (have)
-            rc = fn(ctx, out, have);
+            rc = a->fn(a->ctx, a->out, have);
     }
-    if (release)
-        ckpt_file_release(f, e->data_offset, e->csize);
     if (rc == 0 && total != e->usize)
         rc = ckpt_error_set(CKPT_EFORMAT, "%s: zip entry '%s' inflates to %llu bytes, the directory says %llu",
                             f->path, e->name, (unsigned long long)total, (unsigned long long)e->usize);
-    inflateEnd(&s);
-    free(out);
     return rc;
 }
 
 static int stream_entry(const ckpt_zip *z, const ckpt_zip_entry *e, int release, consume_fn fn, void *ctx)
 {
-    return e->method == 8 ? stream_deflated(z, e, release, fn, ctx) : stream_stored(z, e, release, fn, ctx);
+    stream_args a;
+    int rc;
+
+    memset(&a, 0, sizeof a);
+    a.z = z;
+    a.e = e;
+    a.release = release;
+    a.fn = fn;
+    a.ctx = ctx;
+    if (e->method != 8)
+        return ckpt_file_guard(z->file, stream_stored, &a);
+    if (!(a.out = malloc(INFLATE_CHUNK)) || inflateInit2(&a.s, -MAX_WBITS) != Z_OK) {
+        free(a.out);
+        return ckpt_error_oom();
+    }
+    rc = ckpt_file_guard(z->file, stream_deflated, &a);
+    if (release)
+        ckpt_file_release(z->file, e->data_offset, e->csize);
+    inflateEnd(&a.s);
+    free(a.out);
+    return rc;
 }
 
 static int crc_mismatch(const ckpt_zip *z, const ckpt_zip_entry *e, uint32_t crc)

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 CKPT_TEST(test_file_maps_contents)
 {
@@ -111,4 +112,35 @@ CKPT_TEST(test_file_release_keeps_contents)
     ckpt_file_close(f);
     free(data);
     ASSERT_TRUE(same);
+}
+
+static int touch_byte(void *arg)
+{
+    const volatile uint8_t *p = arg;
+    return p[0] == 0xFF ? 1 : 0;
+}
+
+/* A file cut short after it was mapped: reads past the new end are errors naming the file
+ * and the offset (small ones through the mapping, under the SIGBUS guard; large ones through
+ * pread), never a crash; reads before it still work. */
+CKPT_TEST(test_file_cut_short_while_read)
+{
+    enum { SIZE = 1 << 20 };
+    unsigned char *data = calloc(1, SIZE), small[100], *big = malloc(SIZE);
+    ckpt_file *f;
+
+    ckpt_test_write_file("cut.bin", data, SIZE);
+    ASSERT_OK(ckpt_file_open(&f, "cut.bin"));
+    ASSERT_TRUE(truncate("cut.bin", 8192) == 0);
+    ASSERT_OK(ckpt_file_read(f, 100, small, sizeof small));
+    ASSERT_FAILS(CKPT_EIO, ckpt_file_read(f, 500000, small, sizeof small));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "cut.bin: file ends at offset 499712 while being read") != NULL);
+    ASSERT_FAILS(CKPT_EIO, ckpt_file_read(f, 4096, big, SIZE - 4096));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "while being read (changed on disk?)") != NULL);
+    ASSERT_FAILS(CKPT_EIO, ckpt_file_guard(f, touch_byte, (void *)(f->data + 700000)));
+    /* the guard is gone once it returned; nested guards each catch their own */
+    ASSERT_EQ_INT(ckpt_file_guard(f, touch_byte, (void *)(f->data + 10)), 0);
+    ckpt_file_close(f);
+    free(data);
+    free(big);
 }

@@ -239,3 +239,33 @@ CKPT_TEST(test_outdir_check_apart)
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in/new", "in"));
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "inside the input directory") != NULL);
 }
+
+/* A staging directory a killed run left (its process gone) is removed by the next run writing
+ * the same output, which says so; a live run's is left. Another run filling the output while
+ * this one writes wins: this one fails, its staging directory goes, theirs stays. */
+CKPT_TEST(test_outdir_abandoned_staging_and_races)
+{
+    char mine[300], dead[400];
+    ckpt_outdir *live, *d;
+
+    ASSERT_OK(ckpt_outdir_begin(&live, "out", 0));
+    snprintf(mine, sizeof mine, "%s", listing("."));
+    /* the same machine and boot, a pid no process has: a killed run's, with a file inside */
+    snprintf(dead, sizeof dead, ".out.ckptconv-%.16s-99999999-1-abcdef", mine + 14);
+    ASSERT_TRUE(mkdir(dead, 0777) == 0);
+    snprintf(dead + strlen(dead), sizeof dead - strlen(dead), "/sub");
+    ASSERT_TRUE(mkdir(dead, 0777) == 0);
+    snprintf(dead + strlen(dead), sizeof dead - strlen(dead), "/half.pt");
+    ckpt_test_write_file(dead, "x", 1);
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    ASSERT_TRUE(strstr(ckpt_outdir_notes(d), "-99999999-1-abcdef, left by an interrupted run (pid 99999999)") != NULL);
+    ASSERT_TRUE(strstr(listing("."), mine) != NULL);
+    ASSERT_TRUE(strstr(listing("."), "abcdef") == NULL);
+    ASSERT_OK(put(d, "a.bin", "A"));
+    ASSERT_OK(put(live, "b.bin", "B"));
+    ASSERT_OK(ckpt_outdir_commit(live));
+    ASSERT_FAILS(CKPT_EEXISTS, ckpt_outdir_commit(d));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "filled meanwhile") != NULL);
+    ASSERT_EQ_STR(listing("."), "out");
+    ASSERT_EQ_STR(listing("out"), "b.bin");
+}

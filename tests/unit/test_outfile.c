@@ -49,9 +49,9 @@ CKPT_TEST(test_outfile_commit_renames_into_place)
     ASSERT_EQ_STR(ckpt_outfile_path(f), "out.bin");
     ASSERT_OK(ckpt_outfile_pwrite(f, 8, "xyzw", 4));
     ASSERT_OK(ckpt_outfile_pwrite(f, 0, "abc", 3));
-    /* Only a hidden temporary in the same directory until commit. */
-    ASSERT_TRUE(strncmp(listing("."), ".out.bin.tmp.", 13) == 0);
-    ASSERT_TRUE(strchr(listing("."), '|') == NULL);
+    /* An unnamed file until commit: nothing to see, nothing a SIGKILL could leave */
+    ASSERT_EQ_STR(listing("."), "");
+    ASSERT_TRUE(ckpt_outfile_temp_path(f) == NULL);
     ASSERT_OK(ckpt_outfile_commit(f));
     ASSERT_EQ_STR(listing("."), "out.bin");
     ASSERT_TRUE(file_is("out.bin", expect, sizeof expect));
@@ -62,8 +62,11 @@ CKPT_TEST(test_outfile_temp_lives_next_to_the_target)
     ckpt_outfile *f;
 
     ASSERT_TRUE(mkdir("sub", 0755) == 0);
-    ASSERT_OK(ckpt_outfile_open(&f, "sub/model.pt", 0));
-    ASSERT_TRUE(strncmp(listing("sub"), ".model.pt.tmp.", 14) == 0);
+    ASSERT_OK(ckpt_outfile_open(&f, "sub/model.pt", CKPT_OUTFILE_NAMED));
+    /* a named temporary says whose it is: .<name>.ckptconv-<machine>-<pid>-<start>-<random> */
+    ASSERT_TRUE(strncmp(listing("sub"), ".model.pt.ckptconv-", 19) == 0);
+    ASSERT_TRUE(strchr(listing("sub"), '|') == NULL);
+    ASSERT_TRUE(strncmp(ckpt_outfile_temp_path(f), "sub/.model.pt.ckptconv-", 23) == 0);
     ASSERT_EQ_STR(listing("."), "sub");
     ASSERT_OK(ckpt_outfile_pwrite(f, 0, "data", 4));
     ASSERT_OK(ckpt_outfile_commit(f));
@@ -233,8 +236,8 @@ CKPT_TEST(test_outfile_cleanup_all_removes_temps)
 {
     ckpt_outfile *a, *b;
 
-    ASSERT_OK(ckpt_outfile_open(&a, "a.bin", 0));
-    ASSERT_OK(ckpt_outfile_open(&b, "b.bin", 0));
+    ASSERT_OK(ckpt_outfile_open(&a, "a.bin", CKPT_OUTFILE_NAMED));
+    ASSERT_OK(ckpt_outfile_open(&b, "b.bin", CKPT_OUTFILE_NAMED));
     ASSERT_OK(ckpt_outfile_pwrite(a, 0, "a", 1));
     ckpt_outfile_cleanup_all();
     ASSERT_EQ_STR(listing("."), "");
@@ -243,7 +246,7 @@ CKPT_TEST(test_outfile_cleanup_all_removes_temps)
     ASSERT_FAILS(CKPT_EIO, ckpt_outfile_commit(b));
     ASSERT_EQ_STR(listing("."), "");
     /* Slots were given back: later outputs work and are cleaned up as well. */
-    ASSERT_OK(ckpt_outfile_open(&a, "c.bin", 0));
+    ASSERT_OK(ckpt_outfile_open(&a, "c.bin", CKPT_OUTFILE_NAMED));
     ckpt_outfile_cleanup_all();
     ASSERT_EQ_STR(listing("."), "");
     ckpt_outfile_abort(a);
@@ -264,7 +267,7 @@ CKPT_TEST(test_outfile_cleanup_from_signal_handler)
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     ASSERT_TRUE(sigaction(SIGUSR1, &sa, &old) == 0);
-    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", CKPT_OUTFILE_NAMED));
     ASSERT_OK(ckpt_outfile_pwrite(f, 0, "partial", 7));
     raise(SIGUSR1);
     sigaction(SIGUSR1, &old, NULL);
@@ -291,5 +294,65 @@ CKPT_TEST(test_outfile_many_open_at_once)
             ASSERT_OK(ckpt_outfile_commit(f[i]));
     }
     ASSERT_TRUE(strncmp(listing("."), "o000|o002|", 10) == 0);
-    ASSERT_TRUE(strstr(listing("."), "tmp") == NULL);
+    ASSERT_TRUE(strstr(listing("."), "ckptconv") == NULL);
+}
+
+/* The temporaries of runs that are gone (another boot, a pid no process has) are removed by
+ * the next run writing the same output, which says so; those of a live run, of another
+ * machine, and of other outputs are left. */
+CKPT_TEST(test_outfile_sweeps_abandoned_temps)
+{
+    char mine[300], owner[64], name[400];
+    ckpt_outfile *f, *live;
+    const char *p;
+
+    ASSERT_OK(ckpt_outfile_open(&live, "out.bin", CKPT_OUTFILE_NAMED));
+    snprintf(mine, sizeof mine, "%s", listing("."));
+    /* ".out.bin.ckptconv-" then 16 hex of this machine and boot */
+    ASSERT_TRUE(strlen(mine) > 18 + 16);
+    memcpy(owner, mine + 18, 16);
+    owner[16] = '\0';
+#define TOUCH(fmt, ...)                                                                    \
+    do {                                                                                   \
+        snprintf(name, sizeof name, fmt, __VA_ARGS__);                                     \
+        ckpt_test_write_file(name, "x", 1);                                                \
+    } while (0)
+    TOUCH(".out.bin.ckptconv-%s-%d-1-aaaaaa", owner, 99999999);             /* no such process */
+    TOUCH(".out.bin.ckptconv-%.8sffffffff-%d-1-bbbbbb", owner, (int)getpid()); /* an earlier boot */
+    TOUCH(".out.bin.ckptconv-%s-%d-1-cccccc", owner, (int)getpid());        /* this pid, but another start */
+    TOUCH(".out.bin.ckptconv-0000000000000000-%d-1-dddddd", 5);             /* another machine */
+    TOUCH(".other.bin.ckptconv-%s-%d-1-eeeeee", owner, 99999999);           /* another output */
+    TOUCH(".out.bin.ckptconv-%s", "not-a-temporary-of-ours");
+#undef TOUCH
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
+    p = ckpt_outfile_notes(f);
+    ASSERT_TRUE(strstr(p, "aaaaaa, left by an interrupted run (pid 99999999)\n") != NULL);
+    ASSERT_TRUE(strstr(p, "bbbbbb, left by an interrupted run") && strstr(p, "before a reboot"));
+    ASSERT_TRUE(strstr(p, "cccccc, left by an interrupted run") != NULL);
+    ASSERT_TRUE(strstr(p, "left ./.out.bin.ckptconv-0000000000000000-5-1-dddddd alone: another machine") != NULL);
+    ASSERT_OK(ckpt_outfile_commit(f));
+    /* left: the live run's, the other output's, the other machine's, and what is not ours */
+    p = listing(".");
+    ASSERT_TRUE(strstr(p, mine) && strstr(p, ".other.bin.ckptconv-") && strstr(p, "0000000000000000-5-1-dddddd"));
+    ASSERT_TRUE(strstr(p, "not-a-temporary-of-ours") && strstr(p, "|out.bin"));
+    ASSERT_TRUE(!strstr(p, "aaaaaa") && !strstr(p, "bbbbbb") && !strstr(p, "cccccc"));
+    ckpt_outfile_abort(live);
+}
+
+/* An unnamed output replacing a file, and one refused because the file appeared meanwhile. */
+CKPT_TEST(test_outfile_unnamed_overwrite_and_race)
+{
+    ckpt_outfile *f;
+
+    ckpt_test_write_file("out.bin", "old", 3);
+    ASSERT_OK(ckpt_outfile_open(&f, "out.bin", CKPT_OUTFILE_OVERWRITE));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "new!", 4));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("."), "out.bin");
+    ASSERT_TRUE(file_is("out.bin", "new!", 4));
+    ASSERT_OK(ckpt_outfile_open(&f, "race.bin", 0));
+    ckpt_test_write_file("race.bin", "theirs", 6);
+    ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_commit(f));
+    ASSERT_TRUE(file_is("race.bin", "theirs", 6));
+    ASSERT_EQ_STR(listing("."), "out.bin|race.bin");
 }

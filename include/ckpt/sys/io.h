@@ -18,20 +18,38 @@ struct ckpt_file {
 
 CKPT_EXTERN(int) ckpt_file_open(ckpt_file **out, const char *path);
 CKPT_EXTERN(void) ckpt_file_close(ckpt_file *f);
-/* Copy [off, off+len) into dst; CKPT_EFORMAT naming the file if the range is past the end. */
+/* Copy [off, off+len) into dst; CKPT_EFORMAT naming the file if the range is past the end,
+ * CKPT_EIO if the file was cut short while it is read. */
 CKPT_EXTERN(int) ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len);
+/* Run fn(arg), which reads f's mapped bytes (f->data), so that a file cut short while it is
+ * read (SIGBUS) makes fn stop and this return CKPT_EIO, "file ends at offset N while being
+ * read (changed on disk?)", instead of killing the process. fn must be able to stop at any
+ * point: what it allocates lives in arg, for the caller to release. Nested calls are fine;
+ * each thread has its own. Otherwise fn's return value. */
+CKPT_EXTERN(int) ckpt_file_guard(const ckpt_file *f, int (*fn)(void *arg), void *arg);
 /* Tell the kernel the pages of [off, off+len) will not be needed again soon. */
 CKPT_EXTERN(void) ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len);
 
-/* An output file written under a temporary name in the target directory and renamed
- * into place by ckpt_outfile_commit after fsync. On abort (or free without commit)
- * the temporary is removed: nothing ever appears under the final name half-written. */
+/* An output file written as a temporary file in the target directory and linked or renamed
+ * into place by ckpt_outfile_commit after fsync. On abort (or free without commit) the
+ * temporary is removed: nothing ever appears under the final name half-written. Where the
+ * filesystem has unnamed files (O_TMPFILE) the temporary has no name, so a killed run leaves
+ * nothing; elsewhere it is named after its owner, and opening the same output later removes
+ * the temporaries of runs that are gone (ckpt_outfile_notes says which). */
 typedef struct ckpt_outfile ckpt_outfile;
 
 #define CKPT_OUTFILE_OVERWRITE 0x1u /* replace an existing file at the final name */
+#define CKPT_OUTFILE_NAMED     0x2u /* a named temporary, for writers that need a path
+                                       (ckpt_outfile_temp_path) */
 
 CKPT_EXTERN(int) ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags);
 CKPT_EXTERN(const char *) ckpt_outfile_path(const ckpt_outfile *f); /* the final name */
+/* The temporary's path while it is being written: with CKPT_OUTFILE_NAMED, or where the
+ * filesystem has no unnamed files; NULL otherwise. */
+CKPT_EXTERN(const char *) ckpt_outfile_temp_path(const ckpt_outfile *f);
+/* What opening it did besides (temporaries of interrupted runs removed), one line each; ""
+ * when nothing. Valid until commit or abort. */
+CKPT_EXTERN(const char *) ckpt_outfile_notes(const ckpt_outfile *f);
 /* Positioned write; safe to call from several threads on disjoint ranges. */
 CKPT_EXTERN(int) ckpt_outfile_pwrite(ckpt_outfile *f, uint64_t off, const void *data, size_t len);
 /* Copy file bytes in the kernel where possible (copy_file_range), else through a buffer. */
@@ -39,7 +57,9 @@ CKPT_EXTERN(int) ckpt_outfile_copy(ckpt_outfile *f, uint64_t off, const ckpt_fil
                                    uint64_t src_off, uint64_t len);
 /* Make the file exactly `size` bytes long (regions never written read as zeros). */
 CKPT_EXTERN(int) ckpt_outfile_truncate(ckpt_outfile *f, uint64_t size);
-/* fsync, rename over the final name, fsync the directory, close. Frees f in all cases. */
+/* fsync, link or rename into place, fsync the directory. Frees f in all cases. Without
+ * CKPT_OUTFILE_OVERWRITE, an output that appeared meanwhile (another run) is CKPT_EEXISTS and
+ * stays as it is; with it, the last run to commit wins, each output whole. */
 CKPT_EXTERN(int) ckpt_outfile_commit(ckpt_outfile *f);
 /* Remove the temporary and free; NULL-safe. */
 CKPT_EXTERN(void) ckpt_outfile_abort(ckpt_outfile *f);
