@@ -38,6 +38,10 @@ int ckpt_cuda_check(const ckpt_cuda *c, cudaError_t err, const char *fmt, ...)
 
     if (err == cudaSuccess)
         return 0;
+    /* The runtime keeps a failed call's error as the thread's last error, where the check
+     * after the next kernel launch would find it and blame that launch: the error is
+     * reported here, so it is taken off there. */
+    (void)cudaGetLastError();
     snprintf(suffix, sizeof suffix, ": %s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
     code = err == cudaErrorMemoryAllocation ? CKPT_ENOMEM : CKPT_ERROR;
     va_start(ap, fmt);

@@ -568,6 +568,9 @@ static void test_errors(void)
         expect(0, "alloc 4096 bytes", rc);
         return;
     }
+    /* The failed allocation must not be reported again by the next kernel launch. */
+    rc = cuda.vt->add(cuda.ctx, 16, p, p, p);
+    expect(rc == 0, "a kernel launch after a failed allocation succeeds", rc);
 
     ckpt_backend_attention a = {8, 4, 4, 40, p, p, p, p, 0.125, 1, CKPT_DTYPE_BF16};
     rc = cuda.vt->attention(cuda.ctx, &a);
