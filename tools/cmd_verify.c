@@ -279,7 +279,7 @@ static cJSON *json_number_or_null(double x)
     return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
 }
 
-static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_model *mb,
+static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_model *mb, double seconds_open,
                        const ckpt_verify_report *r)
 {
     cJSON *o = cJSON_CreateObject(), *layers, *notes, *side;
@@ -325,6 +325,8 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
     for (i = 0; i < r->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(r->notes[i]));
     side = cJSON_AddObjectToObject(o, "seconds");
+    cJSON_AddNumberToObject(side, "open", seconds_open);
+    cJSON_AddNumberToObject(side, "device", r->seconds_device);
     cJSON_AddNumberToObject(side, "load", r->seconds_load);
     cJSON_AddNumberToObject(side, "a", r->seconds_a);
     cJSON_AddNumberToObject(side, "b", r->seconds_b);
@@ -336,7 +338,7 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
     cJSON_Delete(o);
 }
 
-static void print_table(const ckpt_model *ma, const ckpt_model *mb, const ckpt_verify_report *r)
+static void print_table(const ckpt_model *ma, const ckpt_model *mb, double seconds_open, const ckpt_verify_report *r)
 {
     size_t i, failed = 0;
 
@@ -364,8 +366,9 @@ static void print_table(const ckpt_model *ma, const ckpt_model *mb, const ckpt_v
         printf("PASS: all %zu compared\n", r->n_entries);
     else
         printf("FAIL: %s is the first that differs (%zu of %zu fail)\n", r->first_failure->name, failed, r->n_entries);
-    printf("time: reading weights %.2f s, running A %.2f s, B %.2f s, comparing %.2f s\n", r->seconds_load,
-           r->seconds_a, r->seconds_b, r->seconds_compare);
+    printf("time: opening %.2f s, starting the device %.2f s, reading weights %.2f s, running A %.2f s, B %.2f s, "
+           "comparing %.2f s\n",
+           seconds_open, r->seconds_device, r->seconds_load, r->seconds_a, r->seconds_b, r->seconds_compare);
 }
 
 static int run(verify_args *a)
@@ -373,6 +376,7 @@ static int run(verify_args *a)
     ckpt_model *ma = NULL, *mb = NULL;
     ckpt_verify_report *r = NULL;
     const char *label = "verify";
+    double start = cli_now(), seconds_open;
     int rc, pass = 0;
 
     if ((rc = ckpt_model_open(&ma, a->a, &a->model)) < 0)
@@ -380,6 +384,7 @@ static int run(verify_args *a)
     rc = a->b ? ckpt_model_open(&mb, a->b, &a->model) : ckpt_model_open_counterpart(&mb, ma, &a->model);
     if (rc < 0)
         goto done;
+    seconds_open = cli_now() - start;
     if (!a->quiet && !a->json) {
         a->v.progress = print_progress;
         a->v.progress_payload = (void *)label;
@@ -391,9 +396,9 @@ static int run(verify_args *a)
         goto done;
     pass = r->pass;
     if (a->json)
-        print_json(a, ma, mb, r);
+        print_json(a, ma, mb, seconds_open, r);
     else if (!a->quiet)
-        print_table(ma, mb, r);
+        print_table(ma, mb, seconds_open, r);
     else if (!r->pass)
         fprintf(stderr, "ckptconv verify: %s differs first\n", r->first_failure->name);
 done:

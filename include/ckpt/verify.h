@@ -193,6 +193,7 @@ typedef struct ckpt_verify_report {
     size_t n_notes;
     const char *const *notes; /* what differs in the configs, what was rounded, what was skipped */
     double seconds_load, seconds_a, seconds_b, seconds_compare; /* reading weights, running A, B, comparing */
+    double seconds_device; /* starting the backend (a GPU's context and cuBLAS) */
 } ckpt_verify_report;
 
 /* Run every selected layer of a and b on the same random hidden states (a layer's own, from

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ckptconv verify` on the real fixtures (testdata/megatron, testdata/hf, testdata/llama,
-# testdata/zero), on the CPU:
+# testdata/zero), on the CPU (VERIFY_DEVICE=cuda: on a GPU, the same checks):
 #  - it passes on what every converter writes from them: pd2te/te2pd, reshard, hf2mcore/
 #    mcore2hf, zero-to-fp32, and on each tensor-parallel checkpoint against its own merge and
 #    a ZeRO checkpoint's module weights against its consolidated masters;
@@ -13,7 +13,8 @@
 # The frameworks' own logits are reproduced by the CPU core in the unit test test_verify.
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-need_venv "numpy, safetensors, paddle, torch"
+need_venv "numpy, safetensors, torch"
+DEVICE="${VERIFY_DEVICE:-cpu}"
 
 MT="$TESTDATA/megatron"
 HF="$TESTDATA/hf/llama_tiny"
@@ -26,7 +27,7 @@ brk() { "$VENV_PYTHON" "$INTEROP_DIR/verify_break.py" "$@"; }
 # verify_passes A [B] [flags]: exit 0 and "pass": true.
 verify_passes() {
     local json="$WORK/verify.json"
-    "$CKPTCONV" verify "$@" --device cpu --json >"$json"
+    "$CKPTCONV" verify "$@" --device "$DEVICE" --json >"$json"
     "$VENV_PYTHON" - "$json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -40,7 +41,7 @@ EOF
 verify_fails_at() {
     local first="$1" json="$WORK/verify.json" rc=0
     shift
-    "$CKPTCONV" verify "$@" --device cpu --json >"$json" || rc=$?
+    "$CKPTCONV" verify "$@" --device "$DEVICE" --json >"$json" || rc=$?
     [ "$rc" = 1 ] || { echo "exit status $rc, expected 1"; return 1; }
     "$VENV_PYTHON" - "$json" "$first" <<'EOF'
 import json, sys
@@ -114,12 +115,12 @@ case_run "verify names layer 0 (truncated, not rounded)" verify_fails_at "layer 
 
 # ---- the report ----
 case_run "--json shape, --layers, --tokens" sh -c "
-    '$CKPTCONV' verify '$MT/tp1' '$MT/tp2' --device cpu --json --layers 1,3 --tokens 9 --seed 5 >'$WORK/j.json' &&
-    '$VENV_PYTHON' - '$WORK/j.json' <<'EOF'
+    '$CKPTCONV' verify '$MT/tp1' '$MT/tp2' --device '$DEVICE' --json --layers 1,3 --tokens 9 --seed 5 >'$WORK/j.json' &&
+    '$VENV_PYTHON' - '$WORK/j.json' '$DEVICE' <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert set(r) >= {'pass', 'device', 'layers', 'tol', 'tokens', 'seed'}, sorted(r)
-assert r['pass'] is True and r['tokens'] == 9 and r['seed'] == 5 and r['device'].startswith('CPU')
+assert r['pass'] is True and r['tokens'] == 9 and r['seed'] == 5 and r['device'].startswith('CPU') == (sys.argv[2] == 'cpu')
 layers = [e for e in r['layers'] if 'index' in e]
 assert [e['index'] for e in layers] == [1, 3], layers
 assert [e['name'] for e in r['layers'] if 'index' not in e] == ['embedding', 'final_norm', 'logits']

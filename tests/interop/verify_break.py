@@ -16,7 +16,7 @@ checkpoint (SRC) to DST with one thing wrong, the way real converters have got i
   verify_break.py truncate_bf16 SRC DST         Hugging Face float32 -> bfloat16 by cutting the low
                                                 16 bits instead of rounding to nearest even
 
-Runs in the project venv (torch, paddle, safetensors, numpy).
+Needs numpy, safetensors and torch (1.13 or 2.x); not paddle.
 """
 import glob
 import json
@@ -78,11 +78,11 @@ class StandUnpickler(pickle.Unpickler):
 
 def load_megatron(path):
     import torch
-    # torch 1.13 unpickles through pickle.Unpickler itself
+    # torch (1.13 and 2.x) subclasses pickle.Unpickler as it finds it when loading
     plain = pickle.Unpickler
     pickle.Unpickler = StandUnpickler
     try:
-        return torch.load(path, map_location="cpu")
+        return torch.load(path, map_location="cpu", weights_only=False)
     finally:
         pickle.Unpickler = plain
 
@@ -147,16 +147,21 @@ def naive_fc1(src, dst, layer):
 
 
 def no_transpose(src, dst, layer):
-    import paddle
+    # The file is edited in place, byte for byte: a square matrix transposed has the same
+    # size, so only its data bytes change and the pickle around them stays paddle.save's.
     copy_tree(src, dst)
     key = "llama.layers.%d.transformer.self_attention.proj.weight" % layer
     for p in sorted(glob.glob(os.path.join(dst, "model_state*.pdparams"))):
-        sd = paddle.load(p)
+        with open(p, "rb") as f:
+            raw = f.read()
+        sd = pickle.loads(raw)
         if key in sd:
-            w = sd[key]
-            assert w.shape[0] == w.shape[1], "proj.weight is not square here: %s" % (w.shape,)
-            sd[key] = w.transpose([1, 0])
-            paddle.save(sd, p)
+            w = np.asarray(sd[key])
+            assert w.ndim == 2 and w.shape[0] == w.shape[1], "proj.weight is not square here: %s" % (w.shape,)
+            data = np.ascontiguousarray(w).tobytes()
+            assert raw.count(data) == 1, "%s: the bytes of %s are not found once" % (p, key)
+            with open(p, "wb") as f:
+                f.write(raw.replace(data, np.ascontiguousarray(w.T).tobytes()))
             return
     raise SystemExit("%s is in no file of %s" % (key, dst))
 
