@@ -27,11 +27,12 @@ static inline int map_existing(mapped *m, const char *path, size_t len)
     if (fd < 0)
         return -1;
     p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
+    if (p == MAP_FAILED) {
+        close(fd);
         return -1;
+    }
     m->f.path = path;
-    m->f.fd = -1;
+    m->f.fd = fd; /* large reads go through it (pread) */
     m->f.data = p;
     m->f.size = len;
     m->len = len;
@@ -47,6 +48,7 @@ static inline int map_file(mapped *m, const char *path, const void *data, size_t
 static inline void unmap_file(mapped *m)
 {
     munmap((void *)m->f.data, m->len);
+    close(m->f.fd);
 }
 
 static inline void extent_set(ckpt_extent *e, const mapped *m, uint64_t off, uint64_t stored, uint64_t size,
