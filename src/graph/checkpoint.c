@@ -261,6 +261,18 @@ static int finish_open(ckpt_ckpt *c)
     return 0;
 }
 
+typedef struct open_args {
+    ckpt_ckpt *c;
+    const ckpt_probe *probe;
+} open_args;
+
+static int choose_and_open(void *arg)
+{
+    open_args *a = arg;
+    int rc = choose_format(a->c, a->probe, &a->c->format);
+    return rc < 0 ? rc : a->c->format->open(&a->c->reader);
+}
+
 int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
 {
     ckpt_ckpt *c = NULL;
@@ -289,10 +301,13 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
             goto done;
         probe.file = f;
     }
-    rc = choose_format(c, &probe, &c->format);
-    if (rc < 0)
-        goto done;
-    rc = c->format->open(&c->reader);
+    /* Formats parse headers and pickles in place, in the mapped files: one that is cut short
+     * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had allocated
+     * outside the checkpoint's arena and reader is not reclaimed then. */
+    {
+        open_args a = { c, &probe };
+        rc = ckpt_file_guard(NULL, choose_and_open, &a);
+    }
     if (rc < 0)
         goto done;
     rc = finish_open(c);

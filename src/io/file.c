@@ -6,7 +6,9 @@
  * therefore go through pread (a short read is an error), and every read of mapped bytes
  * runs under a guard: the library's SIGBUS handler, installed with the first mapping, jumps
  * back to the innermost guard of the faulting thread, which reports the file and the
- * offset. A fault with no guard active goes to whatever handler was there before. */
+ * offset. A fault with no guard active goes to whatever handler was there before. Mapped
+ * files are listed, so that a guard over many files (opening a checkpoint directory) can
+ * name the one that shrank. */
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
@@ -15,6 +17,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,6 +47,51 @@ static void on_sigbus(int sig, siginfo_t *info, void *context)
     sigaction(SIGBUS, &previous_sigbus, NULL);
 }
 
+/* ---- the mapped files, to tell which one a fault is in ---- */
+
+static pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
+static const ckpt_file **mapped;
+static size_t n_mapped, cap_mapped;
+
+static int list_mapped(const ckpt_file *f)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&mapped_lock);
+    if (n_mapped == cap_mapped) {
+        size_t cap = cap_mapped ? cap_mapped * 2 : 64;
+        const ckpt_file **grown = realloc(mapped, cap * sizeof *grown);
+        if (grown) {
+            mapped = grown;
+            cap_mapped = cap;
+        } else {
+            rc = ckpt_error_oom();
+        }
+    }
+    if (rc == 0)
+        mapped[n_mapped++] = f;
+    pthread_mutex_unlock(&mapped_lock);
+    return rc;
+}
+
+static void unlist_mapped(const ckpt_file *f)
+{
+    size_t i;
+
+    pthread_mutex_lock(&mapped_lock);
+    for (i = 0; i < n_mapped; i++)
+        if (mapped[i] == f) {
+            mapped[i] = mapped[--n_mapped];
+            break;
+        }
+    pthread_mutex_unlock(&mapped_lock);
+}
+
+static int holds(const ckpt_file *f, const uint8_t *at)
+{
+    return f && f->data && at >= f->data && at < f->data + f->size;
+}
+
 static void install_sigbus(void)
 {
     struct sigaction sa;
@@ -56,10 +104,29 @@ static void install_sigbus(void)
     sigaction(SIGBUS, &sa, &previous_sigbus);
 }
 
+/* The error for a fault at `at`: in f, else in whichever mapped file holds it. */
 static int shrank(const ckpt_file *f, const uint8_t *at)
 {
-    uint64_t off = at >= f->data && at < f->data + f->size ? (uint64_t)(at - f->data) : f->size;
-    return ckpt_error_set(CKPT_EIO, "%s: file ends at offset %llu while being read (changed on disk?)", f->path,
+    char path[1024] = "";
+    uint64_t off = 0;
+    size_t i;
+
+    if (holds(f, at)) {
+        snprintf(path, sizeof path, "%s", f->path);
+        off = (uint64_t)(at - f->data);
+    } else {
+        pthread_mutex_lock(&mapped_lock);
+        for (i = 0; i < n_mapped && !*path; i++)
+            if (holds(mapped[i], at)) {
+                snprintf(path, sizeof path, "%s", mapped[i]->path);
+                off = (uint64_t)(at - mapped[i]->data);
+            }
+        pthread_mutex_unlock(&mapped_lock);
+    }
+    if (!*path)
+        return ckpt_error_set(CKPT_EIO, "%s: a mapped input file ended while being read (changed on disk?)",
+                              f ? f->path : "input");
+    return ckpt_error_set(CKPT_EIO, "%s: file ends at offset %llu while being read (changed on disk?)", path,
                           (unsigned long long)(off & ~(uint64_t)4095));
 }
 
@@ -139,6 +206,10 @@ int ckpt_file_open(ckpt_file **out, const char *path)
             goto done;
         }
         f->data = p;
+        if ((rc = list_mapped(f)) < 0) {
+            munmap(p, (size_t)f->size);
+            goto done;
+        }
         pthread_once(&sigbus_once, install_sigbus);
     }
     *out = f;
@@ -155,8 +226,10 @@ void ckpt_file_close(ckpt_file *f)
 {
     if (!f)
         return;
-    if (f->data)
+    if (f->data) {
+        unlist_mapped(f);
         munmap((void *)f->data, (size_t)f->size);
+    }
     close(f->fd);
     free(f);
 }

@@ -25,7 +25,8 @@ CKPT_EXTERN(int) ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, siz
  * read (SIGBUS) makes fn stop and this return CKPT_EIO, "file ends at offset N while being
  * read (changed on disk?)", instead of killing the process. fn must be able to stop at any
  * point: what it allocates lives in arg, for the caller to release. Nested calls are fine;
- * each thread has its own. Otherwise fn's return value. */
+ * each thread has its own. Otherwise fn's return value. f may be NULL: fn reads several
+ * files, and the error names the one that shrank. */
 CKPT_EXTERN(int) ckpt_file_guard(const ckpt_file *f, int (*fn)(void *arg), void *arg);
 /* Tell the kernel the pages of [off, off+len) will not be needed again soon. */
 CKPT_EXTERN(void) ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len);
