@@ -1,17 +1,17 @@
-/* Writing .pdparams/.pdopt as paddle.save does: one pickle (protocol 4 by default, or 2
- * or 3) of a dict whose tensors are numpy arrays, each reduced exactly as numpy reduces
- * an ndarray:
+/* Writing .pdparams/.pdopt as paddle.save does: one pickle (protocol 4 by default, or 2;
+ * the pickler writes no other) of a dict whose tensors are numpy arrays, each reduced
+ * exactly as numpy reduces an ndarray:
  *   numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b') BUILD
  *   (1, shape, numpy.dtype(typestr, False, True) BUILD (3, '<'|'|', None, None, None,
  *    -1, -1, 0), False, data)
  * The data is a hole in the pickle that the engine fills with the tensor bytes: raw
- * under protocol 3 and 4, latin-1 text under protocol 2 (`_codecs.encode(s, 'latin1')`).
+ * under protocol 4, latin-1 text under protocol 2 (`_codecs.encode(s, 'latin1')`).
  *
  * With a value tree (a paddle file written back) the tree is pickled as it is, so that
  * e.g. LR_Scheduler and the (name, array) pairs of master_weights survive; otherwise the
  * tensors go into a plain dict, name -> array, which paddle.load takes without a name
- * table. bfloat16 is written as uint16 bit patterns, as paddle does. Under protocol 2 and
- * 3 top-level arrays above paddle's limit are split into parts exactly like paddle.save
+ * table. bfloat16 is written as uint16 bit patterns, as paddle does. Under protocol 2
+ * top-level arrays above paddle's limit are split into parts exactly like paddle.save
  * (see pdparams_private.h); each part is a byte range of the same blob. */
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/format.h>
@@ -239,7 +239,7 @@ static int pw_split_entry(pw_state *s, ckpt_value *root, ckpt_value *info, ckpt_
     return 0;
 }
 
-/* Under protocol 2 and 3, a copy of the root dict with the big arrays moved to parts at
+/* Under protocol 2, a copy of the root dict with the big arrays moved to parts at
  * the end and the info entry last, in paddle.save's order. */
 static int pw_split_root(pw_state *s, const ckpt_value *root, const ckpt_value **out)
 {
