@@ -7,9 +7,12 @@
 # The input is generated once with Debian's torch and cached in .bench/ (ignored by git).
 # Each run is measured with GNU time (wall seconds, peak RSS); page cache is dropped before
 # each run when /proc/sys/vm/drop_caches is writable (root), otherwise runs are warm-cache
-# and the table says so. Targets: ckptconv wall time within 2x of cp, peak RSS below 10% of
+# and the table says so. While ckptconv runs, /proc/PID/status is sampled every 50 ms for
+# its anonymous (RssAnon) and file-backed (RssFile: mapped input pages) resident memory
+# (tests/bench/lib.sh). Targets: ckptconv wall time within 2x of cp, peak RSS below 10% of
 # the file size. BENCH_REPEAT=N runs each tool N times and keeps the fastest;
-# BENCH_STRICT=1 exits 1 when a target is missed.
+# BENCH_STRICT=1 exits 1 when a target is missed; BENCH_BASELINE=EXE measures another
+# ckptconv (an older build) the same way, each of its runs just before one of ckptconv's.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -18,7 +21,10 @@ CKPTCONV="${1:-${CKPTCONV:-$REPO/build/ckptconv}}"
 TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 VENV_PYTHON="${VENV_PYTHON:-$REPO/.venv/bin/python}"
 REPEAT="${BENCH_REPEAT:-1}"
+BASELINE="${BENCH_BASELINE:-}"
 TIME=/usr/bin/time
+# shellcheck source=tests/bench/lib.sh
+. "$REPO/tests/bench/lib.sh"
 
 die() {
     echo "bench: $*" >&2
@@ -30,6 +36,8 @@ die() {
 "$TORCH_PYTHON" -c 'import torch' 2>/dev/null || die "torch does not import in $TORCH_PYTHON"
 "$VENV_PYTHON" -c 'import torch, safetensors' 2>/dev/null \
     || die "torch and safetensors do not import in $VENV_PYTHON: run scripts/install-deps.sh"
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
+check_baseline
 
 mkdir -p "$BENCH_DIR"
 BIG="$BENCH_DIR/big.pt"
@@ -57,46 +65,30 @@ else
     cat "$BIG" >/dev/null
 fi
 
-# measure NAME CMD...: best wall time and its peak RSS over REPEAT runs; outputs removed.
-declare -A WALL RSS
-measure() {
-    local name="$1"
-    shift
-    local i log="$OUT/time.log" best="" best_rss=""
-    for ((i = 0; i < REPEAT; i++)); do
-        drop_caches
-        if ! "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1; then
-            cat "$OUT/cmd.log" >&2
-            die "$name failed: $*"
-        fi
-        read -r wall rss <"$log"
-        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-            best=$wall
-            best_rss=$rss
-        fi
-        find "$OUT" -type f ! -name '*.log' -delete
-    done
-    WALL[$name]=$best
-    RSS[$name]=$best_rss
-}
-
-measure cp cp "$BIG" "$OUT/copy.pt"
+measure cp "$OUT/copy.pt" cp "$BIG" "$OUT/copy.pt"
 # ckptconv fsyncs its output before renaming it into place; cp does not. `sync FILE`
 # makes the comparison like for like.
-measure "cp+sync" sh -c 'cp "$1" "$2" && sync "$2"' sh "$BIG" "$OUT/copy.pt"
-measure ckptconv "$CKPTCONV" convert -q "$BIG" "$OUT/big.safetensors"
-measure "torch+safetensors" "$VENV_PYTHON" "$REPO/tests/bench/torch_convert.py" "$BIG" "$OUT/big.safetensors"
+measure "cp+sync" "$OUT/copy.pt" sh -c 'cp "$1" "$2" && sync "$2"' sh "$BIG" "$OUT/copy.pt"
+rm -f "$OUT/copy.pt"
+measure_ckptconv "" "$OUT/big.safetensors" convert -q "$BIG" "$OUT/big.safetensors"
+rm -f "$OUT/big.safetensors"
+measure "torch+safetensors" "$OUT/big.safetensors" "$VENV_PYTHON" "$REPO/tests/bench/torch_convert.py" "$BIG" \
+    "$OUT/big.safetensors"
+rm -f "$OUT/big.safetensors"
 
 echo
 echo "convert benchmark: $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GiB", s / 2^30 }') torch .pt -> safetensors," \
      "$(nproc) cores, $CACHE"
-printf '%-20s %10s %14s %16s %16s\n' tool "wall s" "peak RSS MB" "wall / ckptconv" "RSS / ckptconv"
-for tool in cp "cp+sync" ckptconv "torch+safetensors"; do
-    awk -v t="$tool" -v w="${WALL[$tool]}" -v r="${RSS[$tool]}" \
-        -v cw="${WALL[ckptconv]}" -v cr="${RSS[ckptconv]}" 'BEGIN {
-        printf "%-20s %10.2f %14.1f %16.2f %16.2f\n", t, w, r / 1024, (cw > 0 ? w / cw : 0), (cr > 0 ? r / cr : 0)
-    }'
+[ -z "$BASELINE" ] || echo "ckptconv: $CKPTCONV; baseline: $BASELINE (convert -q IN OUT)"
+printf '%-20s %8s %12s %9s %9s %16s %15s\n' tool "wall s" "peak RSS MB" "anon MB" "file MB" "wall / ckptconv" \
+    "RSS / ckptconv"
+for tool in $(with_baseline cp "cp+sync" baseline ckptconv "torch+safetensors"); do
+    printf '%-20s %8.2f %12s %9s %9s %16s %15s\n' "$tool" "${WALL[$tool]}" "$(mb "${RSS[$tool]}")" \
+        "$(mb "${ANON[$tool]}")" "$(mb "${FILEB[$tool]}")" \
+        "$(ratio "${WALL[$tool]}" "${WALL[ckptconv]}")" "$(ratio "${RSS[$tool]}" "${RSS[ckptconv]}")"
 done
+echo "ckptconv sampled peaks: $(mb "${ANON[ckptconv]}") MB anonymous, $(mb "${FILEB[ckptconv]}") MB file-backed"
+report_baseline
 
 missed=0
 check_target() {

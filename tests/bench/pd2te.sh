@@ -13,14 +13,20 @@
 #   VENV_PYTHON        Python with paddlepaddle and numpy (default .venv/bin/python)
 #   BENCH_STRICT=1     exit 1 when a target is missed
 #   BENCH_CACHE=warm   keep the page cache (CPU cost only); default cold
+#   BENCH_BASELINE=EXE another ckptconv (an older build) measured the same way, each of its
+#                      runs just before one of ckptconv's, and shown next to it
 #
 # The input is generated once by make_llama_pd.py and cached in .bench/ (ignored by git).
 # Each run is measured with GNU time (wall seconds, peak RSS); the page cache is dropped
 # before each run when /proc/sys/vm/drop_caches is writable (root), otherwise runs are
-# warm-cache and the table says so. Afterwards pd2te_compare.py checks that ckptconv and the
-# Python converter wrote the same tensors (names, dtypes, shapes, SHA-256 of the bytes).
+# warm-cache and the table says so. While ckptconv runs, /proc/PID/status is sampled every
+# 50 ms for its anonymous (RssAnon: its own buffers) and file-backed (RssFile: mapped input
+# pages, which the kernel may drop) resident memory (tests/bench/lib.sh). Afterwards
+# pd2te_compare.py checks that ckptconv and the Python converter wrote the same tensors
+# (names, dtypes, shapes, SHA-256 of the bytes).
 # Targets: ckptconv at least 10x faster than the Python converter, and its peak RSS within
-# the --memory budget (plus a fixed allowance for the program itself), not the model size.
+# the --memory budget (plus a fixed allowance for the program itself), not the model size;
+# file-backed pages included, since reads of transposed tensors hand theirs back as they go.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -30,9 +36,12 @@ VENV_PYTHON="${VENV_PYTHON:-$REPO/.venv/bin/python}"
 REPEAT="${BENCH_REPEAT:-1}"
 MEMORY="${PD2TE_MEMORY:-512M}"
 LAYERS="${PD2TE_LAYERS:-5}"
+BASELINE="${BENCH_BASELINE:-}"
 # Peak RSS the budget does not cover: code, libc and the tensor tables.
 RSS_ALLOWANCE_MB=64
 TIME=/usr/bin/time
+# shellcheck source=tests/bench/lib.sh
+. "$REPO/tests/bench/lib.sh"
 
 die() {
     echo "bench: $*" >&2
@@ -47,6 +56,7 @@ die() {
     || die "paddle and numpy do not import in $VENV_PYTHON: run scripts/install-deps.sh"
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
 [[ "$LAYERS" =~ ^[1-9][0-9]*$ ]] || die "PD2TE_LAYERS=$LAYERS: expected a positive integer"
+check_baseline
 
 # Bytes of a size in ckptconv's syntax (512M, 2G, 1.5GiB, 3GB ...).
 MEMORY_BYTES=$(awk -v s="$MEMORY" 'BEGIN {
@@ -95,30 +105,6 @@ else
     cat "$IN"/* >/dev/null
 fi
 
-# measure NAME DEST CMD...: best wall time and its peak RSS over REPEAT runs. DEST is removed
-# before each run (not timed) and the last run's output is kept there.
-declare -A WALL RSS
-measure() {
-    local name="$1" dest="$2"
-    shift 2
-    local i log="$OUT/time.log" best="" best_rss="" wall rss
-    for ((i = 0; i < REPEAT; i++)); do
-        rm -rf "$dest"
-        drop_caches
-        if ! "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1; then
-            cat "$OUT/cmd.log" >&2
-            die "$name failed: $*"
-        fi
-        read -r wall rss <"$log"
-        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-            best=$wall
-            best_rss=$rss
-        fi
-    done
-    WALL[$name]=$best
-    RSS[$name]=$best_rss
-}
-
 measure cp "$OUT/cp" cp -r "$IN" "$OUT/cp"
 rm -rf "$OUT/cp"
 # ckptconv fsyncs its outputs before renaming them into place; cp does not. `sync DIR`
@@ -126,19 +112,18 @@ rm -rf "$OUT/cp"
 # shellcheck disable=SC2016
 measure "cp+sync" "$OUT/cp" sh -c 'cp -r "$1" "$2" && sync -f "$2"' sh "$IN" "$OUT/cp"
 rm -rf "$OUT/cp"
-measure ckptconv "$OUT/ckptconv" "$CKPTCONV" pd2te "$IN" "$OUT/ckptconv" --force --memory "$MEMORY"
+measure_ckptconv "" "$OUT/ckptconv" pd2te "$IN" "$OUT/ckptconv" --force --memory "$MEMORY"
 measure python "$OUT/python" "$VENV_PYTHON" "$REPO/tests/bench/pd2te_python.py" "$IN" "$OUT/python"
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo
 echo "pd2te benchmark: $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }') PaddleNLP LLaMA-7B shape," \
      "$LAYERS layers, bf16 -> TE names, $(nproc) cores, $CACHE"
 echo "ckptconv: $CKPTCONV pd2te IN OUT --force --memory $MEMORY"
-printf '%-10s %10s %14s %16s %16s\n' tool "wall s" "peak RSS MB" "wall / ckptconv" "RSS / ckptconv"
-for tool in cp "cp+sync" ckptconv python; do
-    printf '%-10s %10.2f %14.1f %16s %16s\n' "$tool" "${WALL[$tool]}" \
-        "$(awk -v r="${RSS[$tool]}" 'BEGIN { print r / 1024 }')" \
+[ -z "$BASELINE" ] || echo "baseline: $BASELINE, the same arguments"
+printf '%-10s %8s %12s %9s %9s %16s %15s\n' tool "wall s" "peak RSS MB" "anon MB" "file MB" "wall / ckptconv" "RSS / ckptconv"
+for tool in $(with_baseline cp "cp+sync" baseline ckptconv python); do
+    printf '%-10s %8.2f %12s %9s %9s %16s %15s\n' "$tool" "${WALL[$tool]}" "$(mb "${RSS[$tool]}")" \
+        "$(mb "${ANON[$tool]}")" "$(mb "${FILEB[$tool]}")" \
         "$(ratio "${WALL[$tool]}" "${WALL[ckptconv]}")" "$(ratio "${RSS[$tool]}" "${RSS[ckptconv]}")"
 done
 echo "python / ckptconv:  wall $(ratio "${WALL[python]}" "${WALL[ckptconv]}")x," \
@@ -148,7 +133,9 @@ echo "ckptconv / cp:      wall $(ratio "${WALL[ckptconv]}" "${WALL[cp]}")x" \
 echo "ckptconv peak RSS:  $(awk -v r="${RSS[ckptconv]}" 'BEGIN { printf "%.1f", r / 1024 }') MB" \
      "for --memory $MEMORY ($(awk -v m="$MEMORY_BYTES" 'BEGIN { printf "%.1f", m / 2^20 }') MB):" \
      "$(awk -v r="${RSS[ckptconv]}" -v m="$MEMORY_BYTES" 'BEGIN { printf "%.2f", r * 1024 / m }')x the budget," \
-     "$(awk -v r="${RSS[ckptconv]}" -v s="$SIZE" 'BEGIN { printf "%.1f%%", 100 * r * 1024 / s }') of the input"
+     "$(awk -v r="${RSS[ckptconv]}" -v s="$SIZE" 'BEGIN { printf "%.1f%%", 100 * r * 1024 / s }') of the input;" \
+     "sampled peaks $(mb "${ANON[ckptconv]}") MB anonymous, $(mb "${FILEB[ckptconv]}") MB file-backed"
+report_baseline
 
 echo
 "$VENV_PYTHON" "$REPO/tests/bench/pd2te_compare.py" "$OUT/ckptconv" "$OUT/python" \

@@ -16,6 +16,8 @@
 #   BENCH_STRICT=1        exit 1 when a target is missed (a differing output always fails)
 #   BENCH_CACHE=warm      keep the page cache (CPU cost only); default cold
 #   BENCH_KEEP=1          keep the outputs (.bench/reshard_out/{1,2}_{ck,py}) to look into a difference
+#   BENCH_BASELINE=EXE    another ckptconv (an older build) measured the same way, each of its runs
+#                         just before one of ckptconv's, and shown next to it
 #
 # The input is generated once by make_megatron_bench.py (8 layers, hidden 1024, SwiGLU ffn 2816,
 # 16 heads in 4 query groups, NullTokenizer vocabulary 50257 padded to 50432 at TP2 and to
@@ -25,7 +27,7 @@
 # /proc/sys/vm/drop_caches is writable (root), otherwise runs are warm-cache and the table
 # says so. While ckptconv runs, /proc/PID/status is sampled every 50 ms for its anonymous
 # (RssAnon: its own buffers) and file-backed (RssFile: mapped input pages the kernel may
-# drop) resident memory.
+# drop) resident memory (tests/bench/lib.sh).
 #
 # Direction 1 reshards the input to TP4 PP1, direction 2 reshards ckptconv's TP4 PP1 output
 # back to TP2 PP2 (both tools read the same input). reshard_compare.py then checks, per
@@ -45,10 +47,13 @@ TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 TEMPLATE="${RESHARD_TEMPLATE:-$REPO/testdata/megatron/tp2pp2_bf16_optim}"
 REPEAT="${BENCH_REPEAT:-1}"
 MEMORY="${RESHARD_MEMORY:-512M}"
+BASELINE="${BENCH_BASELINE:-}"
 # Anonymous memory the budget does not cover: code, libc, tensor tables, pickle trees.
 RSS_ALLOWANCE_MB=64
 TIME=/usr/bin/time
 GEN="$REPO/tests/bench/make_megatron_bench.py"
+# shellcheck source=tests/bench/lib.sh
+. "$REPO/tests/bench/lib.sh"
 
 die() {
     echo "bench: $*" >&2
@@ -61,6 +66,7 @@ die() {
 [ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"
 "$TORCH_PYTHON" -c 'import torch, numpy' 2>/dev/null || die "torch and numpy do not import in $TORCH_PYTHON"
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
+check_baseline
 [ -f "$TEMPLATE/latest_checkpointed_iteration.txt" ] \
     || die "no Megatron template checkpoint at $TEMPLATE (testdata/gen/README_megatron.md; or set RESHARD_TEMPLATE)"
 
@@ -117,70 +123,6 @@ else
     drop_caches() { :; }
 fi
 
-# run_sampled LOG CMD...: GNU time of CMD while sampling the command's RssAnon / RssFile
-# (kB) every 50 ms; sets S_ANON / S_FILE to the peaks and returns the command's status.
-run_sampled() {
-    local log="$1"
-    shift
-    local tpid cpid k v rc=0
-    S_ANON=0
-    S_FILE=0
-    "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1 &
-    tpid=$!
-    while kill -0 "$tpid" 2>/dev/null; do
-        cpid=""
-        read -r cpid _ <"/proc/$tpid/task/$tpid/children" 2>/dev/null || true
-        if [ -n "$cpid" ]; then
-            while read -r k v _; do
-                case $k in
-                    RssAnon:) [ "$v" -gt "$S_ANON" ] && S_ANON=$v ;;
-                    RssFile:) [ "$v" -gt "$S_FILE" ] && S_FILE=$v ;;
-                esac
-            done <"/proc/$cpid/status" 2>/dev/null || true
-        fi
-        sleep 0.05
-    done
-    wait "$tpid" || rc=$?
-    return $rc
-}
-
-# measure NAME DEST CMD...: best wall time and its peak RSS over REPEAT runs. DEST is removed
-# before each run (not timed) and the last run's output is kept there. NAME ckptconv:* also
-# records the sampled anonymous / file-backed peaks of the best run.
-declare -A WALL RSS ANON FILEB
-measure() {
-    local name="$1" dest="$2"
-    shift 2
-    local i log="$OUT/time.log" best="" best_rss="" best_anon="" best_file="" wall rss rc
-    for ((i = 0; i < REPEAT; i++)); do
-        rm -rf "$dest"
-        drop_caches
-        rc=0
-        case $name in
-            ckptconv:*) run_sampled "$log" "$@" || rc=$? ;;
-            *) "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1 || rc=$? ;;
-        esac
-        if [ "$rc" != 0 ]; then
-            tail -n 30 "$OUT/cmd.log" >&2
-            die "$name failed: $*"
-        fi
-        read -r wall rss <"$log"
-        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-            best=$wall
-            best_rss=$rss
-            best_anon=${S_ANON:-0}
-            best_file=${S_FILE:-0}
-        fi
-    done
-    WALL[$name]=$best
-    RSS[$name]=$best_rss
-    ANON[$name]=$best_anon
-    FILEB[$name]=$best_file
-}
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-
 declare -A CHECK
 failed=0
 # compare KEY A B [reshard_compare.py options]: records the verdict, never stops the run.
@@ -207,8 +149,7 @@ direction() {
     # shellcheck disable=SC2016
     measure "cp+sync:$d" "$OUT/cp" sh -c 'cp -r "$1" "$2" && sync -f "$2"' sh "$src" "$OUT/cp"
     rm -rf "$OUT/cp"
-    measure "ckptconv:$d" "$OUT/${d}_ck" "$CKPTCONV" reshard "$src" "$OUT/${d}_ck" --tp "$tp" --pp "$pp" \
-        --memory "$MEMORY" -q
+    measure_ckptconv ":$d" "$OUT/${d}_ck" reshard "$src" "$OUT/${d}_ck" --tp "$tp" --pp "$pp" --memory "$MEMORY" -q
     measure "python:$d" "$OUT/${d}_py" "$TORCH_PYTHON" "$REPO/tests/bench/reshard_python.py" "$src" \
         "$OUT/${d}_py" --tp "$tp" --pp "$pp"
     echo "bench: $d: comparing ckptconv's output with the Python reference's"
@@ -231,6 +172,7 @@ echo
 echo "reshard benchmark: Megatron-LM checkpoint, $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }') in" \
      "$NFILES rank files (bf16 weights, fp32 masters, Adam moments), $(nproc) cores, $CACHE"
 echo "ckptconv: $CKPTCONV reshard IN OUT --tp N --pp M --memory $MEMORY -q"
+[ -z "$BASELINE" ] || echo "baseline: $BASELINE, the same arguments"
 for d in 1 2; do
     case $d in
         1) title="TP2 PP2 -> TP4 PP1" ;;
@@ -238,11 +180,14 @@ for d in 1 2; do
     esac
     echo
     echo "$d. $title"
-    printf '%-10s %10s %14s %16s %16s\n' tool "wall s" "peak RSS MB" "wall / ckptconv" "RSS / ckptconv"
-    for tool in cp "cp+sync" ckptconv python; do
-        printf '%-10s %10.2f %14s %16s %16s\n' "$tool" "${WALL[$tool:$d]}" "$(mb "${RSS[$tool:$d]}")" \
+    printf '%-10s %8s %12s %9s %9s %16s %15s\n' tool "wall s" "peak RSS MB" "anon MB" "file MB" "wall / ckptconv" \
+        "RSS / ckptconv"
+    for tool in $(with_baseline cp "cp+sync" baseline ckptconv python); do
+        printf '%-10s %8.2f %12s %9s %9s %16s %15s\n' "$tool" "${WALL[$tool:$d]}" "$(mb "${RSS[$tool:$d]}")" \
+            "$(mb "${ANON[$tool:$d]}")" "$(mb "${FILEB[$tool:$d]}")" \
             "$(ratio "${WALL[$tool:$d]}" "${WALL[ckptconv:$d]}")" "$(ratio "${RSS[$tool:$d]}" "${RSS[ckptconv:$d]}")"
     done
+    report_baseline ":$d"
     echo "python / ckptconv:   wall $(ratio "${WALL[python:$d]}" "${WALL[ckptconv:$d]}")x," \
          "peak RSS $(ratio "${RSS[python:$d]}" "${RSS[ckptconv:$d]}")x"
     echo "ckptconv / cp+sync:  wall $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp+sync:$d]}")x" \

@@ -31,9 +31,13 @@
 # `ckptconv convert DIR OUT/pytorch_model.bin --dtype float32`, which writes the same file).
 # Then both outputs must hold identical tensors (names, order, dtypes, shapes, bytes,
 # aliases) and DeepSpeed's must equal the generated values; a mismatch fails the run.
+# While ckptconv runs, /proc/PID/status is sampled every 50 ms for its anonymous (RssAnon)
+# and file-backed (RssFile: mapped input pages) resident memory (tests/bench/lib.sh).
 # Targets: ckptconv >= 5x faster than DeepSpeed, <= 1/4 of its peak RSS, within 2x of cp.
 # BENCH_REPEAT=N keeps the fastest of N runs per tool; BENCH_STAGES="2 3" picks stages;
-# BENCH_STRICT=1 exits 1 when a target is missed; BENCH_CACHE=warm keeps the page cache.
+# BENCH_STRICT=1 exits 1 when a target is missed; BENCH_CACHE=warm keeps the page cache;
+# BENCH_BASELINE=EXE measures another ckptconv (an older build) the same way, each of its
+# runs just before one of ckptconv's.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -42,7 +46,10 @@ GEN="$REPO/tests/bench/make_zero_bench.py"
 CKPTCONV="${1:-${CKPTCONV:-$REPO/build/ckptconv}}"
 REPEAT="${BENCH_REPEAT:-1}"
 STAGES="${BENCH_STAGES:-2 3}"
+BASELINE="${BENCH_BASELINE:-}"
 TIME=/usr/bin/time
+# shellcheck source=tests/bench/lib.sh
+. "$REPO/tests/bench/lib.sh"
 export DS_ACCELERATOR=cpu
 
 die() {
@@ -59,6 +66,8 @@ sys.exit(tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 2))' >/de
 for s in $STAGES; do
     case "$s" in 2 | 3) ;; *) die "BENCH_STAGES: stage $s is not 2 or 3" ;; esac
 done
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
+check_baseline
 
 if "$CKPTCONV" zero-to-fp32 --help >/dev/null 2>&1; then
     CK_MODE=zero-to-fp32
@@ -120,33 +129,7 @@ else
     drop_caches() { :; }
 fi
 
-# measure KEY DEST CMD...: fastest wall time and its peak RSS over REPEAT runs; DEST is
-# emptied before each run, the last run's output stays there.
-declare -A WALL RSS
-measure() {
-    local key="$1" dest="$2"
-    shift 2
-    local i log="$OUT/time.log" best="" best_rss="" wall rss
-    for ((i = 0; i < REPEAT; i++)); do
-        rm -rf "$dest"
-        mkdir -p "$dest"
-        drop_caches
-        if ! "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1; then
-            tail -n 30 "$OUT/cmd.log" >&2
-            die "$key failed: $*"
-        fi
-        read -r wall rss <"$log"
-        if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-            best=$wall
-            best_rss=$rss
-        fi
-    done
-    WALL[$key]=$best
-    RSS[$key]=$best_rss
-}
-
 bytes_in() { du -sb "$1" | cut -f1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 missed=0
 check_target() {
     if [ "$2" = 1 ]; then echo "target met:    $1"; else echo "target MISSED: $1"; fi
@@ -161,15 +144,15 @@ for s in $STAGES; do
     model_bytes=$(stat -c %s "$tag_dir"/*_model_states.pt | awk '{ s += $1 } END { print s }')
     echo "bench: ZeRO-$s: cp, cp+sync, DeepSpeed zero_to_fp32.py, ckptconv"
 
-    measure "$s:cp" "$OUT/cp" cp -r "${optim[@]}" "$OUT/cp/"
-    measure "$s:cp+sync" "$OUT/cp" sh -c 'd=$1; shift; cp -r "$@" "$d" && cd "$d" && sync ./*' sh \
+    measure "cp:$s" "$OUT/cp/" cp -r "${optim[@]}" "$OUT/cp/"
+    measure "cp+sync:$s" "$OUT/cp/" sh -c 'd=$1; shift; cp -r "$@" "$d" && cd "$d" && sync ./*' sh \
         "$OUT/cp" "${optim[@]}"
     rm -rf "$OUT/cp"
-    measure "$s:deepspeed" "$OUT/ds" "$DS_PYTHON" "$ckpt/zero_to_fp32.py" "$ckpt" "$OUT/ds"
+    measure "deepspeed:$s" "$OUT/ds/" "$DS_PYTHON" "$ckpt/zero_to_fp32.py" "$ckpt" "$OUT/ds"
     if [ "$CK_MODE" = zero-to-fp32 ]; then
-        measure "$s:ckptconv" "$OUT/ck" "$CKPTCONV" zero-to-fp32 "$ckpt" "$OUT/ck"
+        measure_ckptconv ":$s" "$OUT/ck/" zero-to-fp32 "$ckpt" "$OUT/ck"
     else
-        measure "$s:ckptconv" "$OUT/ck" "$CKPTCONV" convert -q "$ckpt" "$OUT/ck/pytorch_model.bin" --dtype float32
+        measure_ckptconv ":$s" "$OUT/ck/" convert -q "$ckpt" "$OUT/ck/pytorch_model.bin" --dtype float32
     fi
     out_bytes=$(bytes_in "$OUT/ck")
 
@@ -185,21 +168,23 @@ for s in $STAGES; do
         echo "ZeRO-$s, world size 4: optim files $(awk -v b="$optim_bytes" 'BEGIN { printf "%.2f GB", b / 1e9 }')," \
             "model-state files $(awk -v b="$model_bytes" 'BEGIN { printf "%.2f GB", b / 1e9 }')," \
             "output $(awk -v b="$out_bytes" 'BEGIN { printf "%.2f GB", b / 1e9 }'); $(nproc) cores, $CACHE"
-        printf '%-12s %9s %13s %11s %10s\n' tool "wall s" "peak RSS MB" "GB written" "GB/s"
-        for t in cp cp+sync deepspeed ckptconv; do
+        printf '%-12s %9s %13s %9s %9s %11s %10s\n' tool "wall s" "peak RSS MB" "anon MB" "file MB" "GB written" \
+            "GB/s"
+        for t in $(with_baseline cp cp+sync deepspeed baseline ckptconv); do
             case $t in cp | cp+sync) b=$optim_bytes ;; *) b=$out_bytes ;; esac
-            awk -v t="$t" -v w="${WALL[$s:$t]}" -v r="${RSS[$s:$t]}" -v b="$b" 'BEGIN {
-                printf "%-12s %9.2f %13.1f %11.2f %10.2f\n", t, w, r / 1024, b / 1e9, (w > 0 ? b / 1e9 / w : 0)
-            }'
+            printf '%-12s %9.2f %13s %9s %9s %11s %10s\n' "$t" "${WALL[$t:$s]}" "$(mb "${RSS[$t:$s]}")" \
+                "$(mb "${ANON[$t:$s]}")" "$(mb "${FILEB[$t:$s]}")" "$(awk -v b="$b" 'BEGIN { printf "%.2f", b / 1e9 }')" \
+                "$(awk -v w="${WALL[$t:$s]}" -v b="$b" 'BEGIN { printf "%.2f", (w > 0 ? b / 1e9 / w : 0) }')"
         done
+        report_baseline ":$s"
         echo "check: $same"
         echo "check: DeepSpeed's $values" | sed "s|$OUT/ds: ||"
-        check_target "DeepSpeed / ckptconv wall time $(ratio "${WALL[$s:deepspeed]}" "${WALL[$s:ckptconv]}")x (>= 5x)" \
-            "$(awk -v a="${WALL[$s:deepspeed]}" -v b="${WALL[$s:ckptconv]}" 'BEGIN { print (a >= 5 * b) ? 1 : 0 }')"
-        check_target "ckptconv / DeepSpeed peak RSS $(ratio "${RSS[$s:ckptconv]}" "${RSS[$s:deepspeed]}") (<= 0.25)" \
-            "$(awk -v a="${RSS[$s:ckptconv]}" -v b="${RSS[$s:deepspeed]}" 'BEGIN { print (4 * a <= b) ? 1 : 0 }')"
-        check_target "ckptconv / cp wall time $(ratio "${WALL[$s:ckptconv]}" "${WALL[$s:cp]}")x (<= 2x; / cp+sync: $(ratio "${WALL[$s:ckptconv]}" "${WALL[$s:cp+sync]}")x)" \
-            "$(awk -v a="${WALL[$s:ckptconv]}" -v b="${WALL[$s:cp]}" 'BEGIN { print (a <= 2 * b) ? 1 : 0 }')"
+        check_target "DeepSpeed / ckptconv wall time $(ratio "${WALL[deepspeed:$s]}" "${WALL[ckptconv:$s]}")x (>= 5x)" \
+            "$(awk -v a="${WALL[deepspeed:$s]}" -v b="${WALL[ckptconv:$s]}" 'BEGIN { print (a >= 5 * b) ? 1 : 0 }')"
+        check_target "ckptconv / DeepSpeed peak RSS $(ratio "${RSS[ckptconv:$s]}" "${RSS[deepspeed:$s]}") (<= 0.25)" \
+            "$(awk -v a="${RSS[ckptconv:$s]}" -v b="${RSS[deepspeed:$s]}" 'BEGIN { print (4 * a <= b) ? 1 : 0 }')"
+        check_target "ckptconv / cp wall time $(ratio "${WALL[ckptconv:$s]}" "${WALL[cp:$s]}")x (<= 2x; / cp+sync: $(ratio "${WALL[ckptconv:$s]}" "${WALL[cp+sync:$s]}")x)" \
+            "$(awk -v a="${WALL[ckptconv:$s]}" -v b="${WALL[cp:$s]}" 'BEGIN { print (a <= 2 * b) ? 1 : 0 }')"
     )
     case "$table" in *"target MISSED"*) missed=1 ;; esac
     REPORT+="$table"$'\n'

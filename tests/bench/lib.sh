@@ -1,0 +1,118 @@
+# Shared by the benchmark scripts; sourced, not run. The script sets TIME (GNU time), OUT
+# (a scratch directory), REPEAT, CKPTCONV and BASELINE (another ckptconv binary to compare
+# with, or empty), and defines die and drop_caches before measuring.
+#
+# Figures: the fastest of REPEAT runs per tool, as WALL[name] (s), RSS[name] (GNU time's
+# peak RSS, kB) and, for ckptconv and the baseline, ANON[name] / FILEB[name]: the peaks of
+# RssAnon (its own buffers and heap) and RssFile (pages of mapped files, which the kernel
+# can drop and read again) in /proc/PID/status, sampled every 50 ms (kB; a peak shorter
+# than that can be missed, GNU time's figure cannot).
+
+declare -A WALL RSS ANON FILEB
+
+# run_sampled TIMELOG CMDLOG CMD...: CMD under GNU time (`%e %M` into TIMELOG, its output
+# into CMDLOG) while its RssAnon / RssFile are sampled; sets S_ANON / S_FILE to the peaks
+# (kB) and returns CMD's status. CMD must be the program itself, not a shell running it.
+run_sampled() {
+    local timelog="$1" cmdlog="$2"
+    shift 2
+    local tpid cpid k v rc=0
+    S_ANON=0
+    S_FILE=0
+    "$TIME" -f '%e %M' -o "$timelog" "$@" >"$cmdlog" 2>&1 &
+    tpid=$!
+    while kill -0 "$tpid" 2>/dev/null; do
+        cpid=""
+        read -r cpid _ <"/proc/$tpid/task/$tpid/children" 2>/dev/null || true
+        if [ -n "$cpid" ]; then
+            while read -r k v _; do
+                case $k in
+                    RssAnon:) [ "$v" -gt "$S_ANON" ] && S_ANON=$v ;;
+                    RssFile:) [ "$v" -gt "$S_FILE" ] && S_FILE=$v ;;
+                esac
+            done <"/proc/$cpid/status" 2>/dev/null || true
+        fi
+        sleep 0.05
+    done
+    wait "$tpid" || rc=$?
+    return $rc
+}
+
+# measure_once NAME DEST CMD...: one run of CMD, page cache dropped first, DEST removed
+# first (and made again as a directory when DEST ends in /); NAME keeps the figures of its
+# fastest run so far. Names starting with ckptconv or baseline are sampled.
+measure_once() {
+    local name="$1" dest="$2"
+    shift 2
+    local log="$OUT/time.log" wall rss rc=0
+    if [ -n "$dest" ]; then
+        rm -rf "$dest"
+        case $dest in */) mkdir -p "$dest" ;; esac
+    fi
+    drop_caches
+    S_ANON=""
+    S_FILE=""
+    case $name in
+        ckptconv* | baseline*) run_sampled "$log" "$OUT/cmd.log" "$@" || rc=$? ;;
+        *) "$TIME" -f '%e %M' -o "$log" "$@" >"$OUT/cmd.log" 2>&1 || rc=$? ;;
+    esac
+    if [ "$rc" != 0 ]; then
+        tail -n 30 "$OUT/cmd.log" >&2
+        die "$name failed: $*"
+    fi
+    read -r wall rss <"$log"
+    if [ -z "${WALL[$name]:-}" ] || awk -v a="$wall" -v b="${WALL[$name]}" 'BEGIN { exit !(a < b) }'; then
+        WALL[$name]=$wall
+        RSS[$name]=$rss
+        ANON[$name]=$S_ANON
+        FILEB[$name]=$S_FILE
+    fi
+}
+
+# measure NAME DEST CMD...: REPEAT runs.
+measure() {
+    local i
+    for ((i = 0; i < REPEAT; i++)); do
+        measure_once "$@"
+    done
+}
+
+# measure_ckptconv SUFFIX DEST ARGS...: REPEAT runs of `$CKPTCONV ARGS...` as
+# ckptconv$SUFFIX, each after one of `$BASELINE ARGS...` as baseline$SUFFIX when BASELINE is
+# set, so that both see the same drift of the disk. DEST keeps ckptconv's last output.
+measure_ckptconv() {
+    local sfx="$1" dest="$2" i
+    shift 2
+    for ((i = 0; i < REPEAT; i++)); do
+        [ -z "$BASELINE" ] || measure_once "baseline$sfx" "$dest" "$BASELINE" "$@"
+        measure_once "ckptconv$sfx" "$dest" "$CKPTCONV" "$@"
+    done
+}
+
+# Tools measured for a table: ckptconv's baseline only when there is one.
+with_baseline() {
+    local t
+    for t in "$@"; do
+        [ "$t" != baseline ] || [ -n "$BASELINE" ] || continue
+        echo "$t"
+    done
+}
+
+# report_baseline [SUFFIX]: a line comparing baseline$SUFFIX with ckptconv$SUFFIX, if measured.
+report_baseline() {
+    local b="baseline${1:-}" c="ckptconv${1:-}"
+    [ -n "$BASELINE" ] || return 0
+    echo "baseline -> ckptconv: wall ${WALL[$b]} -> ${WALL[$c]} s ($(ratio "${WALL[$c]}" "${WALL[$b]}")x)," \
+        "peak RSS $(mb "${RSS[$b]}") -> $(mb "${RSS[$c]}") MB," \
+        "anonymous $(mb "${ANON[$b]}") -> $(mb "${ANON[$c]}") MB," \
+        "file-backed $(mb "${FILEB[$b]}") -> $(mb "${FILEB[$c]}") MB"
+}
+
+# kB -> MB, one decimal; "-" for no figure
+mb() { if [ -n "$1" ]; then awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; else echo -; fi; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+# check_baseline: refuse a BASELINE that is not an executable.
+check_baseline() {
+    [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE=$BASELINE is not an executable ckptconv"
+}
