@@ -1,15 +1,11 @@
 /* The pdparams reader on hostile bytes: the input is a whole .pdparams file, opened
  * through the public API with the format forced (no bidding), then the first elements of
  * every tensor are read. It must never crash; failures are format errors with a message. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <ckpt.h>
 
 #include "fuzz.h"
 
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #define MAX_TENSORS 256
@@ -17,29 +13,14 @@
 
 static unsigned char buf[MAX_ELEMS * 16];
 
-static int put_file(const uint8_t *data, size_t size)
-{
-    int fd = memfd_create("pdparams_read_fuzz", 0);
-    size_t done = 0;
-
-    FUZZ_ASSERT(fd >= 0);
-    while (done < size) {
-        ssize_t n = write(fd, data + done, size - done);
-        FUZZ_ASSERT(n > 0);
-        done += (size_t)n;
-    }
-    return fd;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
     ckpt_ckpt *c = NULL;
     char path[64];
     size_t i;
-    int fd = put_file(data, size), rc;
+    int fd = fuzz_memfd(data, size, path, sizeof path), rc;
 
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     opts.format = "pdparams";
     rc = ckpt_open(&c, path, &opts);
     if (rc < 0) {

@@ -1,4 +1,4 @@
-/* Shared by the format round-trip harnesses: the input as a file, a scratch directory for
+/* Shared by the format round-trip harnesses: the input opened, a scratch directory for
  * what the writer produces, files compared byte for byte and tensors compared by name.
  *
  * Outputs go to a directory made on first use under $TMPDIR (else /tmp) and removed at
@@ -7,9 +7,6 @@
 #ifndef CKPT_FUZZ_ROUND_TRIP_H
 #define CKPT_FUZZ_ROUND_TRIP_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create */
-#endif
 #include "fuzz.h"
 #include "../unit/value_dump.h"
 
@@ -50,20 +47,33 @@ static const char *rt_path(char *buf, size_t cap, const char *name)
     return buf;
 }
 
-/* The input as an anonymous file; *path names it for ckpt_open. Close the result. */
-static int rt_memfd(const uint8_t *data, size_t size, char *path, size_t cap)
+/* The input opened as `format`: 1 with *in and *fd (close both), or 0 when the reader
+ * refused it as malformed input must be refused (a message, and EFORMAT, EUNSUPPORTED,
+ * ENOMEM or `also`). */
+static int rt_open_input(const uint8_t *data, size_t size, const char *format, int also, int *fd, ckpt_ckpt **in)
 {
-    int fd = memfd_create("round_trip_fuzzer", MFD_CLOEXEC);
-    size_t done = 0;
+    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+    char src[64];
+    int rc;
 
-    FUZZ_ASSERT(fd >= 0);
-    while (done < size) {
-        ssize_t n = write(fd, data + done, size - done);
-        FUZZ_ASSERT(n > 0);
-        done += (size_t)n;
-    }
-    snprintf(path, cap, "/proc/self/fd/%d", fd);
-    return fd;
+    *in = NULL;
+    *fd = fuzz_memfd(data, size, src, sizeof src);
+    oo.format = format;
+    rc = ckpt_open(in, src, &oo);
+    if (rc == 0)
+        return 1;
+    FUZZ_ASSERT(*in == NULL && ckpt_error_last()->message[0] != '\0');
+    FUZZ_ASSERT(rc == CKPT_EFORMAT || rc == CKPT_EUNSUPPORTED || rc == CKPT_ENOMEM || rc == also);
+    close(*fd);
+    return 0;
+}
+
+/* The three output paths a round trip writes. */
+static void rt_paths(char *a, char *b, char *c, size_t cap)
+{
+    rt_path(a, cap, "a");
+    rt_path(b, cap, "b");
+    rt_path(c, cap, "c");
 }
 
 static uint8_t *rt_slurp(const char *path, size_t *len)

@@ -40,32 +40,22 @@ static void check_written_metadata(const ckpt_ckpt *c)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
-    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
     ckpt_ckpt *in = NULL, *back, *again;
-    char src[64], a[4200], b[4200], c[4200];
+    char a[4200], b[4200], c[4200];
     uint8_t p;
     int fd, rc;
 
     if (size == 0)
         return 0;
     p = data[--size];
-    fd = rt_memfd(data, size, src, sizeof src);
-    oo.format = "safetensors";
-    rc = ckpt_open(&in, src, &oo);
-    if (rc < 0) {
-        FUZZ_ASSERT(in == NULL && ckpt_error_last()->message[0] != '\0');
-        FUZZ_ASSERT(rc == CKPT_EFORMAT || rc == CKPT_EUNSUPPORTED || rc == CKPT_ENOMEM);
-        close(fd);
+    if (!rt_open_input(data, size, "safetensors", CKPT_EFORMAT, &fd, &in))
         return 0;
-    }
     o.format = "safetensors";
     o.dtype = pick_cast(p);
     o.memory = (p & 16) ? 0 : 1;
     o.threads = 1;
     o.overwrite = 1;
-    rt_path(a, sizeof a, "a");
-    rt_path(b, sizeof b, "b");
-    rt_path(c, sizeof c, "c");
+    rt_paths(a, b, c, sizeof a);
 
     rc = rt_write(in, a, &o);
     if (rc < 0)

@@ -34,16 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
     ckpt_ckpt *c = NULL;
     char path[64], repr[256];
-    size_t done = 0;
-    int fd = memfd_create("torch_read_fuzzer", 0);
+    int fd = fuzz_memfd(data, size, path, sizeof path);
 
-    FUZZ_ASSERT(fd >= 0);
-    while (done < size) {
-        ssize_t n = write(fd, data + done, size - done);
-        FUZZ_ASSERT(n > 0);
-        done += (size_t)n;
-    }
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     opts.format = "torch";
     opts.verify_crc = (int)(size & 1);
     if (ckpt_open(&c, path, &opts) == 0) {

@@ -1,8 +1,5 @@
 /* The zip reader never crashes, never reads outside the file and keeps its own promises
  * on any input: what open accepts can be looked up, read and verified without harm. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create */
-#endif
 #include "fuzz.h"
 
 #include <ckpt/error.h>
@@ -47,11 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char path[64];
     ckpt_file *f;
     ckpt_zip *z;
-    int fd = memfd_create("zip_read_fuzzer", MFD_CLOEXEC);
+    int fd = fuzz_memfd(data, size, path, sizeof path);
 
-    FUZZ_ASSERT(fd >= 0);
-    FUZZ_ASSERT(size == 0 || write(fd, data, size) == (ssize_t)size);
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     if (ckpt_file_open(&f, path) == 0) {
         FUZZ_ASSERT(f->size == size);
         if (ckpt_zip_open(&z, f) == 0) {
