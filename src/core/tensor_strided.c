@@ -15,14 +15,10 @@
 #include <unistd.h>
 
 /* Strided reads from a file gather at most this many bytes at a time into a tile... */
-#ifndef TILE_BYTES
 #define TILE_BYTES ((uint64_t)2 << 20)
-#endif
 /* ...and hand the pages they read back once the bytes read since the last time span this
  * much of the file: the most file-backed memory one reader holds. */
-#ifndef RELEASE_SPAN
 #define RELEASE_SPAN ((uint64_t)8 << 20)
-#endif
 /* Converted strided reads, and the transposed blocks, go through this many elements. */
 #define GATHER_ELEMS 65536
 /* A strided view of a storage that cannot be read in pieces (compressed or encoded) is
@@ -35,9 +31,7 @@
 #define TILE_ROWS 64
 #define BAND_LINES (GATHER_ELEMS / TILE_ROWS)
 /* A band of a transposed view read from a file holds at least this many source lines. */
-#ifndef MIN_BAND_LINES
 #define MIN_BAND_LINES 16
-#endif
 
 /* ---- strided views: where the elements come from ---- */
 
