@@ -302,8 +302,9 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
         probe.file = f;
     }
     /* Formats parse headers and pickles in place, in the mapped files: one that is cut short
-     * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had allocated
-     * outside the checkpoint's arena and reader is not reclaimed then. */
+     * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had put in the
+     * checkpoint's arena and reader goes with it below; the pickle VM, the longest of these
+     * parses, runs under a guard of its own and frees its buffers itself. */
     {
         open_args a = { c, &probe };
         rc = ckpt_file_guard(NULL, choose_and_open, &a);

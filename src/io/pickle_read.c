@@ -17,6 +17,8 @@
 #include "pickle_private.h"
 #include "../core/value_private.h"
 
+#include <ckpt/sys/io.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -439,12 +441,27 @@ static size_t budget(size_t len, size_t k, size_t c)
     return len > (SIZE_MAX - c) / k ? SIZE_MAX : len * k + c;
 }
 
+typedef struct guarded_run {
+    ckpt_pickle_vm *vm;
+    ckpt_value *root;
+    size_t stop;
+} guarded_run;
+
+static int run_and_finish(void *arg)
+{
+    guarded_run *g = arg;
+    int rc = run(g->vm, &g->root, &g->stop);
+
+    if (rc == 0 && (rc = ckpt_value__walk(g->root, g->vm->max_depth, is_shared, finish_node, g->vm)) != 0)
+        ckpt_error_prefix("%s: pickle", g->vm->source);
+    return rc;
+}
+
 int ckpt_pickle_read(ckpt_value **out, size_t *end, ckpt_arena *arena, const uint8_t *data, size_t len,
                      const ckpt_pickle_read_options *opts)
 {
     ckpt_pickle_vm vm;
-    ckpt_value *root = NULL;
-    size_t stop = 0;
+    guarded_run g = { &vm, NULL, 0 };
     int rc;
 
     if (!out || !arena || (!data && len))
@@ -468,9 +485,9 @@ int ckpt_pickle_read(ckpt_value **out, size_t *end, ckpt_arena *arena, const uin
     vm.stack_cap = 64;
     if (!(vm.stack = malloc(vm.stack_cap * sizeof *vm.stack)))
         return ckpt_error_oom();
-    rc = run(&vm, &root, &stop);
-    if (rc == 0 && (rc = ckpt_value__walk(root, vm.max_depth, is_shared, finish_node, &vm)) != 0)
-        ckpt_error_prefix("%s: pickle", vm.source);
+    /* The pickle is read in place, often in a mapped file: one cut short meanwhile stops the
+     * VM here, where its buffers are still known. */
+    rc = ckpt_file_guard(NULL, run_and_finish, &g);
     free(vm.stack);
     free(vm.marks);
     free(vm.memo);
@@ -479,8 +496,8 @@ int ckpt_pickle_read(ckpt_value **out, size_t *end, ckpt_arena *arena, const uin
     ckpt_u64map__dispose(&vm.key_hash);
     if (rc)
         return rc;
-    *out = root;
+    *out = g.root;
     if (end)
-        *end = stop;
+        *end = g.stop;
     return 0;
 }
