@@ -1,6 +1,7 @@
 /* pdparams read -> write -> read. Whatever the reader accepts the writer must write (a
  * refusal is only allowed for pickle globals outside the known set, when asked to refuse
- * them, and for a protocol it does not write), and reading that back gives the same tensors (names, dtypes, shapes, bytes) and,
+ * them, for a protocol it does not write, and for a global name with a newline carried at
+ * protocol 2, which has no way to write one), and reading that back gives the same tensors (names, dtypes, shapes, bytes) and,
  * when the value tree is carried, the same tree; writing twice gives the same bytes, and
  * so does writing what was read back.
  *
@@ -31,6 +32,16 @@ static int has_unknown_global(const ckpt_ckpt *c)
     return 0;
 }
 
+static int has_newline_global(const ckpt_ckpt *c)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_global_count(c); i++)
+        if (strchr(ckpt_global_at(c, i)->module, '\n') || strchr(ckpt_global_at(c, i)->name, '\n'))
+            return 1;
+    return 0;
+}
+
 /* The tree a tensors-only write gives: {name: tensor} in table order. */
 static void check_flat_root(const ckpt_ckpt *in, const ckpt_ckpt *back)
 {
@@ -54,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ckpt_ckpt *in = NULL, *back, *again;
     char a[4200], b[4200], c[4200];
     uint8_t p;
-    int fd, rc, unsafe;
+    int fd, rc, unsafe, unwritable;
 
     if (size == 0)
         return 0;
@@ -72,7 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     rc = rt_write(in, a, &o);
     unsafe = o.unknown == CKPT_UNKNOWN_REFUSE && has_unknown_global(in);
-    if (unsafe || o.protocol == 3) {
+    unwritable = o.protocol == 3 || (o.protocol == 2 && o.unknown == CKPT_UNKNOWN_KEEP && has_newline_global(in));
+    if (unsafe || unwritable) {
         FUZZ_ASSERT(rc == (unsafe ? CKPT_EUNSAFE : CKPT_EINVALID));
         ckpt_close(in);
         close(fd);
