@@ -4,6 +4,8 @@
 #include <ckpt/sys/common.h>
 #include <ckpt/value.h>
 
+#include "value_private.h"
+
 #include <locale.h>
 #include <stdarg.h>
 #include <math.h>
@@ -345,7 +347,9 @@ static void put_value(out *o, const ckpt_value *v, int depth)
     case CKPT_VAL_FLOAT: put_float(o, v->u.real); return;
     case CKPT_VAL_STR: put_str(o, v); return;
     case CKPT_VAL_BYTES: put_bytes(o, v); return;
-    case CKPT_VAL_GLOBAL: putf(o, "%s.%s", v->u.global.module, v->u.global.name); return;
+    /* py3 module names, as ckpt_value_is_global compares them: a key path stays the same
+     * whichever protocol wrote it */
+    case CKPT_VAL_GLOBAL: putf(o, "%s.%s", ckpt_value__py3_module(v->u.global.module), v->u.global.name); return;
     case CKPT_VAL_TENSOR: putf(o, "<tensor #%zu>", v->u.tensor.index); return;
     case CKPT_VAL_OBJECT: put_object(o, v, depth); return;
     case CKPT_VAL_PERSID:
