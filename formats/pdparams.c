@@ -172,56 +172,34 @@ static int pd_visit_arrays(const ckpt_value *v, const char *path, void *payload)
     return 0;
 }
 
-/* Arrays met inside another array's construction (its arguments or state) are not arrays of
- * the file: numpy never builds one array out of others, and an array is written back as its
- * data alone, so what its construction held would be lost. They are left as plain values. */
+/* numpy builds an array from its shape, dtype and bytes, never out of other arrays; one whose
+ * construction (arguments or state) holds another array is not numpy's, and writing it back
+ * as its data would lose what it held. */
 typedef struct pd_nested {
     const ckpt_value *outer;
-    const ckpt_value **found;
-    size_t n, cap;
 } pd_nested;
 
 static int pd_visit_nested(const ckpt_value *v, const char *path, void *payload)
 {
-    pd_nested *n = payload;
-    const ckpt_value **f;
-
     (void)path;
-    if (v == n->outer || !pd_is_array(v))
-        return 0;
-    if (!(f = pd_grow(n->found, &n->cap, n->n, sizeof *f)))
-        return ckpt_error_oom();
-    n->found = f;
-    n->found[n->n++] = v;
-    return 0;
+    return v != ((pd_nested *)payload)->outer && pd_is_array(v);
 }
 
-static int pd_cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)*(const ckpt_value *const *)a, y = (uintptr_t)*(const ckpt_value *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int pd_drop_nested_arrays(ckpt_pd_open *o)
+static int pd_refuse_nested_arrays(ckpt_pd_open *o)
 {
     pd_nested n;
-    size_t i, kept = 0;
-    int rc = 0;
+    size_t i;
+    int rc;
 
-    memset(&n, 0, sizeof n);
-    for (i = 0; i < o->n_arrays && rc == 0; i++) {
+    for (i = 0; i < o->n_arrays; i++) {
         n.outer = o->arrays[i].node;
-        rc = ckpt_value_walk(n.outer, PD_MAX_DEPTH, pd_visit_nested, &n);
+        if ((rc = ckpt_value_walk(n.outer, PD_MAX_DEPTH, pd_visit_nested, &n)) < 0)
+            return rc;
+        if (rc > 0)
+            return ckpt_error_set(CKPT_EFORMAT, "%s: numpy array built out of another array (%s)", o->path,
+                                  ckpt_pdparams__key(o->arrays[i].name));
     }
-    if (rc == 0 && n.n) {
-        qsort(n.found, n.n, sizeof *n.found, pd_cmp_ptr);
-        for (i = 0; i < o->n_arrays; i++)
-            if (!bsearch(&o->arrays[i].node, n.found, n.n, sizeof *n.found, pd_cmp_ptr))
-                o->arrays[kept++] = o->arrays[i];
-        o->n_arrays = kept;
-    }
-    free(n.found);
-    return rc;
+    return 0;
 }
 
 static int pd_parse_dtype(ckpt_pd_open *o, ckpt_pd_array *a, const ckpt_value *d)
@@ -490,7 +468,7 @@ static int pdparams_open(ckpt_reader *r)
         goto done;
     pd_make_tuples(&o);
     if ((rc = ckpt_value_walk(root, PD_MAX_DEPTH, pd_visit_arrays, &o)) < 0 ||
-        (rc = pd_drop_nested_arrays(&o)) < 0)
+        (rc = pd_refuse_nested_arrays(&o)) < 0)
         goto done;
     for (i = 0; i < o.n_arrays; i++)
         if ((rc = pd_parse_array(&o, &o.arrays[i])) < 0)
