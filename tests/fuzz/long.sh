@@ -14,10 +14,14 @@
 #   --work DIR         corpora, crashes and logs kept across runs (default: .fuzz in the
 #                      repository root, git-ignored)
 #   --build DIR        where the harnesses are built (default: build-fuzz)
-#   --update-corpora   afterwards, merge (-merge=1) the inputs that add coverage into the
-#                      committed corpora tests/fuzz/corpora/<harness>/; a budget of 0 merges
-#                      what earlier runs left in the work directory without fuzzing
+#   --update-corpora   afterwards, merge (-merge=1) the inputs that reach code the committed
+#                      corpora tests/fuzz/corpora/<harness>/ do not (edges, not hit counts:
+#                      -use_counters=0) into them; a budget of 0 merges what earlier runs
+#                      left in the work directory without fuzzing
 #   --max-len N        largest input libFuzzer makes (default 65536)
+#   --corpus-max-len N inputs merged into the committed corpora are cut to N bytes (default
+#                      8192): what they reach is in their first bytes, and the repository
+#                      stays small
 #   --restarts N       runs after a crash before moving on to the next harness (default 3)
 #
 # For each harness: DIR/<harness>/corpus/ grows run after run (the committed corpus is
@@ -32,6 +36,7 @@ work=$root/.fuzz
 build=$root/build-fuzz
 update=0
 max_len=65536
+corpus_max_len=8192
 restarts=3
 max_time=
 budget=
@@ -70,6 +75,7 @@ while [ $# -gt 0 ]; do
         --build) build=$2; shift 2 ;;
         --update-corpora) update=1; shift ;;
         --max-len) max_len=$2; shift 2 ;;
+        --corpus-max-len) corpus_max_len=$2; shift 2 ;;
         --restarts) restarts=$2; shift 2 ;;
         -*) echo "long.sh: unknown option $1" >&2; usage ;;
         *) if [ -z "$budget" ]; then budget=$1; else harnesses+=("$1"); fi; shift ;;
@@ -202,7 +208,7 @@ for h in "${harnesses[@]}"; do
     if [ "$update" -eq 1 ]; then
         added_before=$(files_in "$committed")
         mlog=$dir/logs/merge-$(date +%Y%m%d-%H%M%S).log
-        if ! "$fuzzer" -merge=1 -max_len="$max_len" -timeout=25 -rss_limit_mb=2048 "$committed" "$dir/corpus" \
+        if ! "$fuzzer" -merge=1 -use_counters=0 -max_len="$corpus_max_len" -timeout=25 -rss_limit_mb=2048 "$committed" "$dir/corpus" \
             >"$mlog" 2>&1; then
             echo "-- $h: merge failed; log $mlog"
             failed=1
