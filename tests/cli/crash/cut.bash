@@ -7,7 +7,7 @@
 cut_run() {
     local name=$1 when=$2 rc=0
     shift 2
-    [ -n "${CKPT_CUT_SHORT:-}" ] || { echo "CKPT_CUT_SHORT is not set (ctest sets it)"; return 1; }
+    [ -f "${CKPT_CUT_SHORT:-}" ] || { echo "no preload library at CKPT_CUT_SHORT=${CKPT_CUT_SHORT:-} (build the tests)"; return 1; }
     CKPT_CUT_FILE=$name CKPT_CUT_AT=$when LD_PRELOAD=$CKPT_CUT_SHORT \
         ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 ckptconv "$@" >/dev/null 2>err || rc=$?
     echo "exit $rc"
