@@ -277,6 +277,7 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
 {
     ckpt_ckpt *c = NULL;
     ckpt_probe probe;
+    open_args a;
     struct stat st;
     int rc;
 
@@ -305,10 +306,9 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
      * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had put in the
      * checkpoint's arena and reader goes with it below; the pickle VM, the longest of these
      * parses, runs under a guard of its own and frees its buffers itself. */
-    {
-        open_args a = { c, &probe };
-        rc = ckpt_file_guard(NULL, choose_and_open, &a);
-    }
+    a.c = c;
+    a.probe = &probe;
+    rc = ckpt_file_guard(NULL, choose_and_open, &a);
     if (rc < 0)
         goto done;
     rc = finish_open(c);

@@ -17,7 +17,6 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -87,11 +86,6 @@ static void unlist_mapped(const ckpt_file *f)
     pthread_mutex_unlock(&mapped_lock);
 }
 
-static int holds(const ckpt_file *f, const uint8_t *at)
-{
-    return f && f->data && at >= f->data && at < f->data + f->size;
-}
-
 static void install_sigbus(void)
 {
     struct sigaction sa;
@@ -104,30 +98,24 @@ static void install_sigbus(void)
     sigaction(SIGBUS, &sa, &previous_sigbus);
 }
 
-/* The error for a fault at `at`: in f, else in whichever mapped file holds it. */
+/* The error for a fault at `at`, naming the mapped file that holds it (f is one of them). */
 static int shrank(const ckpt_file *f, const uint8_t *at)
 {
-    char path[1024] = "";
-    uint64_t off = 0;
+    int rc = 0;
     size_t i;
 
-    if (holds(f, at)) {
-        snprintf(path, sizeof path, "%s", f->path);
-        off = (uint64_t)(at - f->data);
-    } else {
-        pthread_mutex_lock(&mapped_lock);
-        for (i = 0; i < n_mapped && !*path; i++)
-            if (holds(mapped[i], at)) {
-                snprintf(path, sizeof path, "%s", mapped[i]->path);
-                off = (uint64_t)(at - mapped[i]->data);
-            }
-        pthread_mutex_unlock(&mapped_lock);
+    pthread_mutex_lock(&mapped_lock);
+    for (i = 0; i < n_mapped && rc == 0; i++) {
+        const ckpt_file *m = mapped[i];
+        if (at >= m->data && at < m->data + m->size)
+            rc = ckpt_error_set(CKPT_EIO, "%s: file ends at offset %llu while being read (changed on disk?)", m->path,
+                                (unsigned long long)((uint64_t)(at - m->data) & ~(uint64_t)4095));
     }
-    if (!*path)
-        return ckpt_error_set(CKPT_EIO, "%s: a mapped input file ended while being read (changed on disk?)",
-                              f ? f->path : "input");
-    return ckpt_error_set(CKPT_EIO, "%s: file ends at offset %llu while being read (changed on disk?)", path,
-                          (unsigned long long)(off & ~(uint64_t)4095));
+    pthread_mutex_unlock(&mapped_lock);
+    if (rc == 0)
+        rc = ckpt_error_set(CKPT_EIO, "%s: a mapped input file ended while being read (changed on disk?)",
+                            f ? f->path : "input");
+    return rc;
 }
 
 int ckpt_file_guard(const ckpt_file *f, int (*fn)(void *arg), void *arg)
