@@ -175,25 +175,19 @@ static int pd_visit_arrays(const ckpt_value *v, const char *path, void *payload)
 /* numpy builds an array from its shape, dtype and bytes, never out of other arrays; one whose
  * construction (arguments or state) holds another array is not numpy's, and writing it back
  * as its data would lose what it held. */
-typedef struct pd_nested {
-    const ckpt_value *outer;
-} pd_nested;
-
-static int pd_visit_nested(const ckpt_value *v, const char *path, void *payload)
+static int pd_visit_nested(const ckpt_value *v, const char *path, void *outer)
 {
     (void)path;
-    return v != ((pd_nested *)payload)->outer && pd_is_array(v);
+    return v != (const ckpt_value *)outer && pd_is_array(v);
 }
 
 static int pd_refuse_nested_arrays(ckpt_pd_open *o)
 {
-    pd_nested n;
     size_t i;
     int rc;
 
     for (i = 0; i < o->n_arrays; i++) {
-        n.outer = o->arrays[i].node;
-        if ((rc = ckpt_value_walk(n.outer, PD_MAX_DEPTH, pd_visit_nested, &n)) < 0)
+        if ((rc = ckpt_value_walk(o->arrays[i].node, PD_MAX_DEPTH, pd_visit_nested, o->arrays[i].node)) < 0)
             return rc;
         if (rc > 0)
             return ckpt_error_set(CKPT_EFORMAT, "%s: numpy array built out of another array (%s)", o->path,
