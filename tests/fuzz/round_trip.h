@@ -199,4 +199,30 @@ static void rt_same_value(const ckpt_value *a, const ckpt_value *b)
     ckpt_buf_dispose(&db);
 }
 
+/* The first write of `in` to a returned rc; it must have succeeded, and writing again (to b)
+ * must give the same bytes. */
+static void rt_wrote_twice(int rc, const ckpt_ckpt *in, const char *a, const char *b, const ckpt_convert_options *o)
+{
+    if (rc < 0)
+        fprintf(stderr, "writing: %s\n", ckpt_error_last()->message);
+    FUZZ_ASSERT(rc == 0);
+    FUZZ_ASSERT(rt_write(in, b, o) == 0);
+    rt_same_file(a, b);
+}
+
+/* What was read back from a, written to c, is a again (the writer's output is its own fixed
+ * point) and reads back to the same tensors; the result, c opened, is for the caller to
+ * check further and close. */
+static ckpt_ckpt *rt_fixed_point(const ckpt_ckpt *back, const char *a, const char *c, const ckpt_convert_options *o,
+                                 const char *format)
+{
+    ckpt_ckpt *again;
+
+    FUZZ_ASSERT(rt_write(back, c, o) == 0);
+    rt_same_file(a, c);
+    again = rt_open(c, format);
+    rt_same_tensors(back, again, CKPT_DTYPE_INVALID);
+    return again;
+}
+
 #endif
