@@ -74,6 +74,23 @@ void ckpt_error_prefix(const char *fmt, ...)
     last_error.message = last_message;
 }
 
+void ckpt_error_first_record(ckpt_error_first *f, int rc)
+{
+#ifdef CKPT_HAVE_OPENMP
+#pragma omp critical(ckpt_error_first)
+#endif
+    if (!f->code) {
+        f->klass = last_error.klass;
+        snprintf(f->message, sizeof f->message, "%s", last_error.message);
+        f->code = rc < 0 ? rc : CKPT_ERROR;
+    }
+}
+
+int ckpt_error_first_raise(const ckpt_error_first *f)
+{
+    return f->code ? ckpt_error_setc(f->code, f->klass, "%s", f->message) : 0;
+}
+
 const ckpt_error *ckpt_error_last(void)
 {
     return &last_error;

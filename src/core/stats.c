@@ -98,24 +98,6 @@ static void partial_merge(partial *a, const partial *b)
     a->n = n;
 }
 
-/* The first failure inside a parallel loop, re-raised on the calling thread. */
-typedef struct failure {
-    int rc, klass;
-    char message[512];
-} failure;
-
-static void failure_record(failure *f, int rc)
-{
-#ifdef CKPT_HAVE_OPENMP
-#pragma omp critical(ckpt_stats_failure)
-#endif
-    if (!f->rc) {
-        f->rc = rc;
-        f->klass = ckpt_error_last()->klass;
-        snprintf(f->message, sizeof f->message, "%s", ckpt_error_last()->message);
-    }
-}
-
 static int thread_count(void)
 {
 #ifdef CKPT_HAVE_OPENMP
@@ -136,7 +118,7 @@ static int thread_index(void)
 
 /* Every thread reads its own chunks straight from the mapped file. */
 static void round_direct(const ckpt_tensor *t, int64_t first, int64_t numel, double shift, partial *parts, int n,
-                         double **bufs, failure *fail)
+                         double **bufs, ckpt_error_first *fail)
 {
     int k;
 
@@ -149,7 +131,7 @@ static void round_direct(const ckpt_tensor *t, int64_t first, int64_t numel, dou
         double *buf = bufs[thread_index()];
         int rc = ckpt_tensor_read(t, at, m, CKPT_DTYPE_F64, buf);
         if (rc)
-            failure_record(fail, rc);
+            ckpt_error_first_record(fail, rc);
         else
             partial_of(&parts[k], buf, (size_t)m, shift);
     }
@@ -275,7 +257,7 @@ int ckpt_tensor_stats_compute(const ckpt_tensor *t, ckpt_tensor_stats *out)
     partial parts[STATS_ROUND], total;
     double shift = 0;
     stats_run run;
-    failure fail;
+    ckpt_error_first fail;
     int64_t numel, first, count;
     size_t es;
     int rc, k, n;
@@ -300,8 +282,8 @@ int ckpt_tensor_stats_compute(const ckpt_tensor *t, ckpt_tensor_stats *out)
         n = (int)((count + STATS_CHUNK - 1) / STATS_CHUNK);
         if (run.direct) {
             round_direct(t, first, numel, shift, parts, n, run.bufs, &fail);
-            if (fail.rc) {
-                rc = ckpt_error_setc(fail.rc, fail.klass, "%s", fail.message);
+            if (fail.code) {
+                rc = ckpt_error_first_raise(&fail);
                 goto done;
             }
             if (run.file)

@@ -293,8 +293,7 @@ static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_fi
 typedef struct run_state {
     uint64_t total, done, next_report;
     int failed;
-    int error_code, error_class;
-    char error[1024];
+    ckpt_error_first error;
 } run_state;
 
 static int has_failed(const run_state *rs)
@@ -304,17 +303,8 @@ static int has_failed(const run_state *rs)
 
 static void record_failure(run_state *rs, int rc)
 {
-#ifdef CKPT_HAVE_OPENMP
-#pragma omp critical(ckpt_writer_error)
-#endif
-    {
-        if (!rs->failed) {
-            rs->error_code = rc;
-            rs->error_class = ckpt_error_last()->klass;
-            snprintf(rs->error, sizeof rs->error, "%s", ckpt_error_last()->message);
-            __atomic_store_n(&rs->failed, 1, __ATOMIC_RELAXED);
-        }
-    }
+    ckpt_error_first_record(&rs->error, rc);
+    __atomic_store_n(&rs->failed, 1, __ATOMIC_RELAXED);
 }
 
 static void report_progress(const ckpt_writer *w, run_state *rs, uint64_t n)
@@ -449,7 +439,7 @@ static int execute(ckpt_writer *w)
     }
     free(order);
     if (rs.failed)
-        return ckpt_error_setc(rs.error_code, rs.error_class, "%s", rs.error);
+        return ckpt_error_first_raise(&rs.error);
     return 0;
 }
 

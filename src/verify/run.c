@@ -103,7 +103,8 @@ typedef struct upload_job {
  * device. The CPU backend's memory is the host's, so tensors are read straight into it. */
 static int upload(run_ctx *r, upload_job *jobs, size_t n)
 {
-    int direct = r->vt == &ckpt_backend__cpu, failed = 0;
+    int direct = r->vt == &ckpt_backend__cpu;
+    ckpt_error_first failed = { 0 };
     size_t i;
     long j;
     int rc = 0;
@@ -119,19 +120,17 @@ static int upload(run_ctx *r, upload_job *jobs, size_t n)
     }
     if (rc == 0) {
 #ifdef CKPT_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(r->threads) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(r->threads)
 #endif
         for (j = 0; j < (long)n; j++) {
             upload_job *u = &jobs[j];
-            if (ckpt_node_read(u->node, 0, ckpt_node_numel(u->node), u->dtype, u->host) < 0) {
-                failed = 1;
-                continue;
-            }
-            if (u->dtype == CKPT_DTYPE_F32 && ckpt_run__round_f32(r, u->host, ckpt_node_numel(u->node), u->plus_one) < 0)
-                failed = 1;
+            int err = ckpt_node_read(u->node, 0, ckpt_node_numel(u->node), u->dtype, u->host);
+            if (err == 0 && u->dtype == CKPT_DTYPE_F32)
+                err = ckpt_run__round_f32(r, u->host, ckpt_node_numel(u->node), u->plus_one);
+            if (err < 0)
+                ckpt_error_first_record(&failed, err);
         }
-        if (failed) /* the message of one failing read; which one is not worth a lock */
-            rc = ckpt_error_last()->code ? ckpt_error_last()->code : CKPT_ERROR;
+        rc = ckpt_error_first_raise(&failed);
     }
     for (i = 0; i < n && rc == 0 && !direct; i++)
         rc = r->vt->upload(r->ctx, *jobs[i].dst, jobs[i].host, jobs[i].bytes);
@@ -139,8 +138,6 @@ static int upload(run_ctx *r, upload_job *jobs, size_t n)
         for (i = 0; i < n; i++)
             free(jobs[i].host);
     r->seconds_load += ckpt_run__now() - t0;
-    if (failed && rc == CKPT_ERROR)
-        return ckpt_error_set(CKPT_ERROR, "reading the weights failed");
     return rc;
 }
 

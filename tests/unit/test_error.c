@@ -1,8 +1,11 @@
 /* The last error: code, class and message set together, kept by prefixing, reset by
- * clearing; class values and names fixed, since callers branch on them. */
+ * clearing, carried from a worker thread to the one that waits; class values and names
+ * fixed, since callers branch on them. */
 #include "test.h"
 
 #include <ckpt/sys/common.h>
+
+#include <pthread.h>
 
 CKPT_TEST(test_error_setc_records_code_class_and_message)
 {
@@ -82,4 +85,38 @@ CKPT_TEST(test_error_class_names)
         for (j = CKPT_ERRCLASS_NONE; j < k; j++)
             ASSERT_TRUE(strcmp(ckpt_error_class_name(j), ckpt_error_class_name(k)) != 0);
     }
+}
+
+static void *fail_in_worker(void *arg)
+{
+    ckpt_error_first_record(arg, ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "shard.bin: file ends at offset 7"));
+    return NULL;
+}
+
+CKPT_TEST(test_error_first_carries_a_worker_failure_to_the_waiting_thread)
+{
+    ckpt_error_first first = { 0 };
+    pthread_t worker;
+
+    ckpt_error_clear();
+    ASSERT_EQ_INT(ckpt_error_first_raise(&first), 0);
+    ASSERT_EQ_INT(pthread_create(&worker, NULL, fail_in_worker, &first), 0);
+    ASSERT_EQ_INT(pthread_join(worker, NULL), 0);
+    ASSERT_EQ_INT(ckpt_error_last()->code, CKPT_OK); /* the worker's error is its own */
+    ASSERT_EQ_INT(ckpt_error_first_raise(&first), CKPT_EIO);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_OS);
+    ASSERT_EQ_STR(ckpt_error_last()->message, "shard.bin: file ends at offset 7");
+}
+
+CKPT_TEST(test_error_first_keeps_the_first_failure)
+{
+    ckpt_error_first first = { 0 };
+
+    ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_ZIP, "first");
+    ckpt_error_first_record(&first, CKPT_EFORMAT);
+    ckpt_error_oom();
+    ckpt_error_first_record(&first, CKPT_ENOMEM);
+    ASSERT_EQ_INT(ckpt_error_first_raise(&first), CKPT_EFORMAT);
+    ASSERT_EQ_STR(ckpt_error_last()->message, "first");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ZIP);
 }

@@ -20,6 +20,18 @@ CKPT_EXTERN(int) ckpt_error_oom(void);
  * and the class stay. */
 CKPT_EXTERN(void) ckpt_error_prefix(const char *fmt, ...) CKPT_FORMAT_PRINTF(1, 2);
 
+/* The first failure among parallel workers. Each thread has its own last error, so a loop
+ * that fails in a worker keeps a copy here and raises it again on the thread that waits.
+ * Zero-initialise; record from any thread. */
+typedef struct ckpt_error_first {
+    int code, klass;
+    char message[1024];
+} ckpt_error_first;
+/* Keep the calling thread's last error as `f`'s, with code `rc`, unless one is kept already. */
+CKPT_EXTERN(void) ckpt_error_first_record(ckpt_error_first *f, int rc);
+/* Raise the kept failure on the calling thread and return its code; 0 when none was kept. */
+CKPT_EXTERN(int) ckpt_error_first_raise(const ckpt_error_first *f);
+
 /* Overflow-checked size arithmetic: evaluate to non-zero on overflow. */
 #define CKPT_ADD_OVERFLOWS(a, b, out) __builtin_add_overflow((a), (b), (out))
 #define CKPT_MUL_OVERFLOWS(a, b, out) __builtin_mul_overflow((a), (b), (out))
