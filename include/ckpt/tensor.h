@@ -28,6 +28,8 @@ typedef struct ckpt_extent {
     ckpt_extent_encoding encoding;
 } ckpt_extent;
 
+typedef struct ckpt_tiling ckpt_tiling;
+
 typedef struct ckpt_storage {
     const char *key;         /* the format's name for it ("data/0", a tensor name, ...) */
     ckpt_dtype dtype;        /* element type the storage was written with */
@@ -35,7 +37,28 @@ typedef struct ckpt_storage {
     size_t n_extents;
     ckpt_extent *extents;    /* logical bytes = concatenation of the decoded extents */
     int byteswap;            /* stored big-endian: swap each element of dtype size on read */
+    const ckpt_tiling *tiling; /* non-NULL: the bytes are stitched from tiles (no extents) */
 } ckpt_storage;
+
+/* One box of a tiled storage: elements [offset, offset + size) along each axis of the whole
+ * array, stored in C order as a run of another storage from byte source_offset on. */
+typedef struct ckpt_tile {
+    int64_t offset[CKPT_MAX_DIMS];
+    int64_t size[CKPT_MAX_DIMS];
+    const ckpt_storage *source;
+    uint64_t source_offset;
+} ckpt_tile;
+
+/* The chunks of a tensor saved in pieces (PyTorch Distributed Checkpoint): the storage's
+ * logical bytes are the whole array of `shape` in C order, each element in exactly one
+ * tile. Reading a range reads the runs of the tiles it crosses, so a tensor split by rows,
+ * by columns or by both is read as if it had been saved whole. */
+struct ckpt_tiling {
+    int ndim;
+    int64_t shape[CKPT_MAX_DIMS];
+    size_t n_tiles;
+    ckpt_tile *tiles;
+};
 
 /* Tensor flags. */
 #define CKPT_TENSOR_PARAMETER       0x1u /* torch nn.Parameter */
@@ -70,10 +93,11 @@ CKPT_EXTERN(void) ckpt_tensor_set_contiguous(ckpt_tensor *t);
 CKPT_EXTERN(int) ckpt_tensor_validate(const ckpt_tensor *t);
 
 /* Copy storage bytes [off, off+len) into dst, decoding extents. For a byteswapped storage
- * off and len must be multiples of the swapped unit (CKPT_EINVALID otherwise). */
+ * off and len must be multiples of the swapped unit, for a tiled one of the element size
+ * (CKPT_EINVALID otherwise). */
 CKPT_EXTERN(int) ckpt_storage_read(const ckpt_storage *s, uint64_t off, uint64_t len, void *dst);
 /* A direct pointer to storage bytes [off, off+len) when they lie in one RAW extent of a
- * mapped file with no byteswap, else NULL (then use ckpt_storage_read). Borrowed: valid
+ * mapped file with no byteswap (for a tiled storage: in one run of a tile), else NULL (then use ckpt_storage_read). Borrowed: valid
  * while the file is open. */
 CKPT_EXTERN(const void *) ckpt_storage_map(const ckpt_storage *s, uint64_t off, uint64_t len);
 

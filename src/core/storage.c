@@ -342,6 +342,11 @@ int ckpt_storage__cursor_read(ckpt_storage_cursor *c, void *dst, uint64_t len)
     uint64_t end;
     int rc;
 
+    if (s->tiling) {
+        if ((rc = ckpt_storage__tiled_read(s, c->pos, len, dst)) == 0)
+            c->pos += len;
+        return rc;
+    }
     if (unit == 0)
         return ckpt_error_set(CKPT_EFORMAT, "storage '%s' is byteswapped but has no element type", storage_key(s));
     if (c->pos % unit || len % unit)
@@ -398,6 +403,8 @@ const void *ckpt_storage__map(const ckpt_storage *s, uint64_t off, uint64_t len,
 
     if (!s || len == 0 || swap_unit(s) != 1 || CKPT_ADD_OVERFLOWS(off, len, &end) || end > s->nbytes)
         return NULL;
+    if (s->tiling)
+        return ckpt_storage__tiled_map(s, off, len, file, file_off);
     while (i < s->n_extents && off >= s->extents[i].size) {
         off -= s->extents[i].size;
         i++;

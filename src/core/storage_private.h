@@ -38,6 +38,11 @@ void ckpt_storage__cursor_close(ckpt_storage_cursor *c);
 const void *ckpt_storage__map(const ckpt_storage *s, uint64_t off, uint64_t len, const ckpt_file **file,
                               uint64_t *file_off);
 
+/* ckpt_storage_read and ckpt_storage__map of a storage with a tiling (storage_tiled.c). */
+int ckpt_storage__tiled_read(const ckpt_storage *s, uint64_t off, uint64_t len, void *dst);
+const void *ckpt_storage__tiled_map(const ckpt_storage *s, uint64_t off, uint64_t len, const ckpt_file **file,
+                                    uint64_t *file_off);
+
 /* Hand back the pages of file bytes [from, to) after a sequential read that started at
  * `start` (<= from). ckpt_file_release keeps pages that stick out of its range, so the
  * range is widened back over the page `from` falls in, never before `start`: read in

@@ -72,6 +72,50 @@ ckpt_storage *ckpt_reader_new_storage(ckpt_reader *r, const char *key, ckpt_dtyp
     return s;
 }
 
+ckpt_storage *ckpt_reader_new_tiled_storage(ckpt_reader *r, const char *key, ckpt_dtype dtype, int ndim,
+                                            const int64_t *shape, size_t n_tiles)
+{
+    ckpt_storage *s = ckpt_reader_new_storage(r, key, dtype, 0);
+    ckpt_tiling *g;
+    size_t bytes;
+
+    if (!s)
+        return NULL;
+    if (ndim < 0 || ndim > CKPT_MAX_DIMS) {
+        ckpt_error_set(CKPT_EFORMAT, "%s: tensor '%s' has %d dimensions", r->ckpt->path, key ? key : "", ndim);
+        return NULL;
+    }
+    if (CKPT_MUL_OVERFLOWS(n_tiles, sizeof *g->tiles, &bytes) || !(g = ckpt_arena_alloc(r->ckpt->arena, sizeof *g)) ||
+        (n_tiles && !(g->tiles = ckpt_arena_alloc(r->ckpt->arena, bytes)))) {
+        ckpt_error_oom();
+        return NULL;
+    }
+    g->ndim = ndim;
+    if (ndim)
+        memcpy(g->shape, shape, (size_t)ndim * sizeof *shape);
+    g->n_tiles = n_tiles;
+    s->tiling = g;
+    return s;
+}
+
+int ckpt_reader_window(ckpt_reader *r, const ckpt_file *f, uint64_t off, uint64_t len, const ckpt_file **out)
+{
+    ckpt_file *w;
+    uint64_t end;
+
+    if (!f || CKPT_ADD_OVERFLOWS(off, len, &end) || end > f->size)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: bytes [%llu, +%llu) are past its end (%llu bytes)",
+                               f ? f->path : "(no file)", (unsigned long long)off, (unsigned long long)len,
+                               f ? (unsigned long long)f->size : 0ull);
+    if (!(w = ckpt_arena_alloc(r->ckpt->arena, sizeof *w)))
+        return ckpt_error_oom();
+    *w = *f;
+    w->data = len ? f->data + off : NULL;
+    w->size = len;
+    *out = w;
+    return 0;
+}
+
 int ckpt_reader_add_tensor(ckpt_reader *r, ckpt_tensor **out)
 {
     ckpt_ckpt *c = r->ckpt;

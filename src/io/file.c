@@ -257,16 +257,19 @@ void ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len)
 {
     long ps = sysconf(_SC_PAGESIZE);
     uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
-    uint64_t end, first, last;
+    uint64_t end;
+    uintptr_t base, first, last;
 
     if (!f || !f->data || off >= f->size)
         return;
     if (CKPT_ADD_OVERFLOWS(off, len, &end) || end > f->size)
         end = f->size;
     /* Only whole pages inside the range: a page shared with bytes outside it may still be
-     * wanted by another reader. The file's last page holds nothing past the end. */
-    first = (off + page - 1) / page * page;
-    last = end == f->size ? (end + page - 1) / page * page : end / page * page;
+     * wanted by another reader. The file's last page holds nothing past the end, unless f
+     * is a window on a larger mapping (ckpt_reader_window), which starts inside a page. */
+    base = (uintptr_t)f->data;
+    first = (base + off + page - 1) / page * page;
+    last = end == f->size && base % page == 0 ? (base + end + page - 1) / page * page : (base + end) / page * page;
     if (first < last)
-        madvise((void *)(f->data + first), (size_t)(last - first), MADV_DONTNEED);
+        madvise((void *)first, (size_t)(last - first), MADV_DONTNEED);
 }

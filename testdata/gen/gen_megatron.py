@@ -90,12 +90,19 @@ LAYOUTS = {
     "tp2_optim": ("llama", 2, 1, None, False, 2, "ref_dist", 128),
     "tp2pp2_bf16_optim": ("llama", 2, 2, None, True, 2, "ref_dist", 128),
     "gpt2style_tp2": ("gpt2", 2, 1, None, False, 0, None, 128),
+    # torch_dist twins (megatron-core dist_checkpointing.save): the weights of tp1, tp2,
+    # tp2_bf16 and tp2_optim, loaded from ref_dist and saved with --ckpt-format torch_dist
+    "dist_tp1": ("llama", 1, 1, None, False, 0, "ref_dist", 128),
+    "dist_tp2": ("llama", 2, 1, None, False, 0, "ref_dist", 128),
+    "dist_tp2_bf16": ("llama", 2, 1, None, True, 0, "ref_dist", 128),
+    "dist_tp2_optim": ("llama", 2, 1, None, False, 2, "ref_dist", 128),
     # helpers, not committed
     "ref512": ("llama", 1, 1, None, False, 0, None, 512),
     "gpt2style_tp1": ("gpt2", 1, 1, None, False, 0, None, 128),
     "hf_llama_tiny_tp1": ("llama", 1, 1, None, False, 0, None, 128),
 }
-COMMITTED = [k for k in LAYOUTS if k not in ("ref512", "gpt2style_tp1", "hf_llama_tiny_tp1")]
+DIST = [k for k in LAYOUTS if k.startswith("dist_")]
+COMMITTED = [k for k in LAYOUTS if k not in ["ref512", "gpt2style_tp1", "hf_llama_tiny_tp1"] + DIST]
 
 
 def megatron_argv(name):
@@ -468,9 +475,10 @@ def cmd_train(opts):
         it, _ = load_checkpoint(model, optimizer, sched)
         meta["loaded_from"] = load_dir
         meta["checks"].append(f"load_checkpoint({load_dir}, torch_dist) -> iteration {it}")
-        # training.py setup_model_and_optimizer, "Convert checkpoint format": save as torch
-        args.ckpt_format = "torch"
-        update_use_dist_ckpt(args)
+        if name not in DIST:
+            # training.py setup_model_and_optimizer, "Convert checkpoint format": save as torch
+            args.ckpt_format = "torch"
+            update_use_dist_ckpt(args)
 
     if name == "ref512":
         # fill the 512-row model from tp1 (pad rows replicate row 255, saver_base.pad_weight)

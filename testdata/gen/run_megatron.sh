@@ -7,6 +7,8 @@
 #   MCORE_PYTHON=/path/to/venv/bin/python MEGATRON_LM=/path/to/Megatron-LM \
 #       testdata/gen/run_megatron.sh               # everything (about 10 minutes on 2 cores)
 #   ... run_megatron.sh describe                   # only the checks + expected.json (needs WORK=)
+#   ... run_megatron.sh dist                       # only the torch_dist twins dist_* (and the
+#                                                  # plain DCP fixture testdata/dcp/), from a fresh tp1
 #
 # MCORE_PYTHON: torch 2.10.0, megatron-core 0.16.1, transformers, safetensors, numpy<2, six.
 # MEGATRON_LM: a checkout of NVIDIA/Megatron-LM at tag core_v0.16.1 (commit 55ac7082517c);
@@ -56,11 +58,29 @@ train() {
         "$WORK/$layout.meta.rank0.json"
     case $layout in
         ref512|gpt2style_tp1|hf_llama_tiny_tp1) ;;
+        tp1) [ "$MODE" = dist ] || { rm -rf "${OUT:?}/tp1"; cp -r "$WORK/tp1" "$OUT/tp1"; } ;;
         *) rm -rf "${OUT:?}/$layout"; cp -r "$WORK/$layout" "$OUT/$layout" ;;
     esac
 }
 
-if [ "${1:-all}" = all ]; then
+MODE=${1:-all}
+if [ "$MODE" = dist ]; then
+    # tp1 makes ref_dist and tp1_full.pt; its legacy files are not copied again
+    R=(--ref-full tp1_full.pt)
+    train tp1 1
+    train dist_tp1 1 "${R[@]}"
+    train dist_tp2 2 "${R[@]}"
+    train dist_tp2_bf16 2 "${R[@]}"
+    train dist_tp2_optim 2 "${R[@]}"
+    rm -rf "$TESTDATA/dcp"
+    (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
+        --master_port "$(free_port)" "$GEN_DIR/gen_dcp.py" "$TESTDATA/dcp") >"$WORK/dcp.log" 2>&1 ||
+        { tail -40 "$WORK/dcp.log"; exit 1; }
+    "$PY" "$GEN_DIR/gen_dcp.py" --describe "$TESTDATA/dcp"
+    du -sh "$OUT"/dist_* "$TESTDATA/dcp"
+    exit 0
+fi
+if [ "$MODE" = all ]; then
     "$PY" "$GEN_DIR/gen_hf_llama.py" "$HF_OUT"
     I=(--init-full tp1_init_full.pt)
     R=(--ref-full tp1_full.pt)

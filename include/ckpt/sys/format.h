@@ -33,6 +33,18 @@ CKPT_EXTERN(ckpt_arena *) ckpt_reader_arena(ckpt_reader *r);
 CKPT_EXTERN(void **) ckpt_reader_state(ckpt_reader *r);
 /* A storage with n_extents zeroed extents, allocated in the arena. */
 CKPT_EXTERN(ckpt_storage *) ckpt_reader_new_storage(ckpt_reader *r, const char *key, ckpt_dtype dtype, size_t n_extents);
+/* A tiled storage of the whole array `shape` with n_tiles zeroed tiles, allocated in the
+ * arena. Fill in every tile, then call ckpt_storage_tiling_check. */
+CKPT_EXTERN(ckpt_storage *) ckpt_reader_new_tiled_storage(ckpt_reader *r, const char *key, ckpt_dtype dtype,
+                                                          int ndim, const int64_t *shape, size_t n_tiles);
+/* Check that the tiles lie inside the array, fit their sources, do not overlap and cover
+ * every element, and set s->nbytes. CKPT_EFORMAT naming the storage and the chunk. */
+CKPT_EXTERN(int) ckpt_storage_tiling_check(ckpt_storage *s);
+/* Bytes [off, off+len) of a mapped file seen as a file of their own (a torch.save archive
+ * inside a larger file): same path and mapping, offsets counted from `off`. Lives as long
+ * as the checkpoint; never closed by itself. */
+CKPT_EXTERN(int) ckpt_reader_window(ckpt_reader *r, const ckpt_file *f, uint64_t off, uint64_t len,
+                                    const ckpt_file **out);
 /* Append a zeroed tensor; returns its index (>= 0) or an error. *out stays valid until the
  * next add. A tensor left without a name is named after the key path of the first
  * CKPT_VAL_TENSOR node that refers to it. */
