@@ -21,10 +21,6 @@ static const char *const tar_members[] = { "sys_info", "pickle", "storages", "te
 
 enum torch_kind { TK_NONE = 0, TK_ZIP, TK_LEGACY, TK_TAR, TK_PREVIEW };
 
-typedef struct torch_state {
-    ckpt_buf pkl; /* data.pkl when it is deflated; value-tree bytes point into it */
-} torch_state;
-
 static int is_legacy(const uint8_t *d, uint64_t n)
 {
     uint64_t pos = 2;
@@ -265,27 +261,20 @@ static int bind_records(const ckpt_zip *z, ckpt_torch_interp *in, ckpt_buf *name
     return 0;
 }
 
-static int zip_open(ckpt_reader *r)
+int ckpt_torch__read_archive(ckpt_torch_interp *in, const ckpt_file *f, ckpt_value **root)
 {
-    const char *path = ckpt_reader_path(r);
-    const ckpt_file *f = ckpt_reader_file(r);
+    ckpt_reader *r = in->reader;
+    const char *path = f->path;
     const ckpt_open_options *opts = ckpt_reader_options(r);
     ckpt_pickle_read_options popts = CKPT_PICKLE_READ_OPTIONS_INIT;
-    ckpt_buf name = CKPT_BUF_INIT;
-    ckpt_torch_interp in;
+    ckpt_buf name = CKPT_BUF_INIT, inflated = CKPT_BUF_INIT;
     const ckpt_zip_entry *e;
     const uint8_t *pkl;
     const char *prefix;
-    ckpt_value *root;
-    torch_state *st;
     ckpt_zip *z = NULL;
     size_t plen = 0, i, end;
     int rc, big;
 
-    ckpt_torch__interp_init(&in, r, "data/", 0);
-    st = calloc(1, sizeof *st);
-    if (!st)
-        return ckpt_error_oom();
     rc = ckpt_zip_open(&z, f);
     if (rc < 0)
         goto done;
@@ -317,36 +306,50 @@ static int zip_open(ckpt_reader *r)
     if (e->method == 0) {
         pkl = f->data + e->data_offset; /* lives as long as the mapping, i.e. the checkpoint */
     } else {
-        rc = ckpt_zip_read(z, e, 0, &st->pkl);
+        /* value-tree bytes point into the pickle: it lives in the checkpoint's arena */
+        uint8_t *copy;
+        rc = ckpt_zip_read(z, e, 0, &inflated);
         if (rc < 0)
             goto done;
-        pkl = st->pkl.data;
+        if (!(copy = ckpt_arena_alloc(ckpt_reader_arena(r), inflated.len ? inflated.len : 1))) {
+            rc = CKPT_ENOMEM;
+            goto done;
+        }
+        memcpy(copy, inflated.data, inflated.len);
+        pkl = copy;
     }
     popts.source = path;
-    rc = ckpt_pickle_read(&root, &end, ckpt_reader_arena(r), pkl, (size_t)e->usize, &popts);
+    rc = ckpt_pickle_read(root, &end, ckpt_reader_arena(r), pkl, (size_t)e->usize, &popts);
     if (rc < 0)
         goto done;
-    in.byteswap = big;
-    rc = ckpt_torch__interpret(&in, root);
+    in->byteswap = big;
+    rc = ckpt_torch__interpret(in, *root);
     if (rc < 0)
         goto done;
-    rc = bind_records(z, &in, &name, prefix, plen);
+    rc = bind_records(z, in, &name, prefix, plen);
     if (rc < 0)
         goto done;
-    ckpt_reader_set_root(r, root);
     if (big)
-        ckpt_reader_note(r, "storages are big-endian; values are byte-swapped on read");
-    *ckpt_reader_state(r) = st;
-    st = NULL;
+        ckpt_reader_note(r, "%s: storages are big-endian; values are byte-swapped on read", path);
     rc = 0;
 done:
-    if (st) {
-        ckpt_buf_dispose(&st->pkl);
-        free(st);
-    }
-    ckpt_torch__interp_dispose(&in);
+    ckpt_buf_dispose(&inflated);
     ckpt_buf_dispose(&name);
     ckpt_zip_close(z);
+    return rc;
+}
+
+static int zip_open(ckpt_reader *r)
+{
+    ckpt_torch_interp in;
+    ckpt_value *root = NULL;
+    int rc;
+
+    ckpt_torch__interp_init(&in, r, "data/", 0);
+    rc = ckpt_torch__read_archive(&in, ckpt_reader_file(r), &root);
+    if (rc == 0)
+        ckpt_reader_set_root(r, root);
+    ckpt_torch__interp_dispose(&in);
     return rc;
 }
 
@@ -372,18 +375,6 @@ static int torch_open(ckpt_reader *r)
     }
 }
 
-static void torch_close(ckpt_reader *r)
-{
-    void **state = ckpt_reader_state(r);
-    torch_state *st = *state;
-
-    if (!st)
-        return;
-    ckpt_buf_dispose(&st->pkl);
-    free(st);
-    *state = NULL;
-}
-
 extern const ckpt_format_vtable ckpt_format_torch;
 const ckpt_format_vtable ckpt_format_torch = {
     .abi_version = CKPT_FORMAT_ABI_VERSION,
@@ -393,7 +384,6 @@ const ckpt_format_vtable ckpt_format_torch = {
     .caps = CKPT_FORMAT_READ | CKPT_FORMAT_WRITE | CKPT_FORMAT_METADATA | CKPT_FORMAT_VIEWS | CKPT_FORMAT_CRC,
     .bid = torch_bid,
     .open = torch_open,
-    .close = torch_close,
     .write_begin = ckpt_torch__write_begin,
     .write_finish = ckpt_torch__write_finish,
     .write_free = ckpt_torch__write_free,

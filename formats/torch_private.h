@@ -36,6 +36,11 @@ typedef struct ckpt_torch_interp {
     size_t n_refs, cap_refs;
     size_t *slots;             /* hash of refs by key: index + 1, 0 = empty */
     size_t n_slots;
+    /* An archive inside another format (a DCP chunk) keeps its tensors here, for that
+     * format to place, instead of in the reader's table. */
+    int own_tensors;
+    ckpt_tensor *tensors;
+    size_t n_tensors, cap_tensors;
 } ckpt_torch_interp;
 
 /* A resolved persistent id. */
@@ -70,6 +75,12 @@ const char *ckpt_torch__storage_class(ckpt_dtype t);
  * in place (the original node is kept as u.tensor.source), adding tensors and storages to
  * the reader. Storages are left without extents: see ckpt_torch_storage_ref. */
 int ckpt_torch__interpret(ckpt_torch_interp *in, ckpt_value *root);
+/* Tensor `index` of a TENSOR node the interpretation made. */
+ckpt_tensor *ckpt_torch__tensor(ckpt_torch_interp *in, size_t index);
+
+/* torch.c: read the torch.save zip archive `f` (the reader's file, or a window on a larger
+ * one) into *root, its tensors interpreted by `in` and their storages bound to its records. */
+int ckpt_torch__read_archive(ckpt_torch_interp *in, const ckpt_file *f, ckpt_value **root);
 
 /* Reader of the pre-1.6 stream of pickles (torch_legacy.c). */
 int ckpt_torch__legacy_open(ckpt_reader *r);

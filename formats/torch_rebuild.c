@@ -9,6 +9,7 @@
 #include "torch_private.h"
 
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 enum rebuild_kind {
@@ -76,6 +77,30 @@ static const char *refused_what(const char *name)
 }
 
 /* ---- one tensor ----------------------------------------------------------- */
+
+ckpt_tensor *ckpt_torch__tensor(ckpt_torch_interp *in, size_t index)
+{
+    return in->own_tensors ? &in->tensors[index] : ckpt_reader_tensor(in->reader, index);
+}
+
+/* A zeroed tensor in the table the interpretation fills; its index or an error. */
+static int add_tensor(ckpt_torch_interp *in, ckpt_tensor **out)
+{
+    ckpt_tensor *grown;
+    int index;
+
+    if (!in->own_tensors)
+        return ckpt_reader_add_tensor(in->reader, out);
+    if (in->n_tensors >= INT_MAX)
+        return ckpt_torch__fail(in, CKPT_EFORMAT, "", "more than %d tensors", INT_MAX);
+    if (!(grown = ckpt_array_grow(in->tensors, &in->cap_tensors, in->n_tensors, sizeof *in->tensors)))
+        return CKPT_ENOMEM;
+    in->tensors = grown;
+    index = (int)in->n_tensors++;
+    memset(&in->tensors[index], 0, sizeof *in->tensors);
+    *out = &in->tensors[index];
+    return index;
+}
 
 static int parse_dims(const ckpt_torch_interp *in, const ckpt_value *v, const char *what, const char *path,
                       int64_t *dims, int *n)
@@ -193,7 +218,7 @@ static int build_tensor(ckpt_torch_interp *in, int kind, const ckpt_value *args,
     if (off->u.integer > INT64_MAX - info.view_offset)
         return ckpt_torch__fail(in, CKPT_EFORMAT, path, "tensor storage offset overflows");
 
-    index = ckpt_reader_add_tensor(in->reader, &t);
+    index = add_tensor(in, &t);
     if (index < 0)
         return index;
     t->dtype = dtype;
@@ -327,7 +352,7 @@ static int call_tensor(walk_state *w, const ckpt_value *callable, const ckpt_val
         }
         if (index < 0)
             return index;
-        t = ckpt_reader_tensor(in->reader, (size_t)index);
+        t = ckpt_torch__tensor(in, (size_t)index);
         t->flags = (t->flags & ~CKPT_TENSOR_REQUIRES_GRAD) | CKPT_TENSOR_PARAMETER |
                    (rg->u.boolean ? CKPT_TENSOR_REQUIRES_GRAD : 0);
         return index;

@@ -154,6 +154,7 @@ void ckpt_torch__interp_init(ckpt_torch_interp *in, ckpt_reader *r, const char *
 
 void ckpt_torch__interp_dispose(ckpt_torch_interp *in)
 {
+    free(in->tensors);
     free(in->refs);
     free(in->slots);
     memset(in, 0, sizeof *in);
