@@ -9,6 +9,7 @@ extern const ckpt_format_vtable ckpt_format_safetensors;
 extern const ckpt_format_vtable ckpt_format_torch;
 extern const ckpt_format_vtable ckpt_format_pdparams;
 extern const ckpt_format_vtable ckpt_format_deepspeed_zero;
+extern const ckpt_format_vtable ckpt_format_torch_dcp;
 
 static const struct registry_entry {
     const ckpt_format_vtable *format;
@@ -18,6 +19,7 @@ static const struct registry_entry {
     { &ckpt_format_torch, "pytorch" },
     { &ckpt_format_pdparams, "paddle" },
     { &ckpt_format_deepspeed_zero, "deepspeed" },
+    { &ckpt_format_torch_dcp, "dcp torch_dist distcp" },
 };
 
 size_t ckpt_registry__count(void)

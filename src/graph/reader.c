@@ -111,6 +111,7 @@ int ckpt_reader_window(ckpt_reader *r, const ckpt_file *f, uint64_t off, uint64_
         return ckpt_error_oom();
     *w = *f;
     w->data = len ? f->data + off : NULL;
+    w->fd_offset = f->fd_offset + off;
     w->size = len;
     *out = w;
     return 0;

@@ -185,6 +185,7 @@ int ckpt_file_open(ckpt_file **out, const char *path)
     memcpy((char *)(f + 1), path, path_len + 1);
     f->path = (const char *)(f + 1);
     f->fd = fd;
+    f->fd_offset = 0;
     f->size = (uint64_t)st.st_size;
     f->data = NULL;
     if (f->size > 0) {
@@ -237,7 +238,7 @@ int ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len)
         return len ? ckpt_file_guard(f, copy, &c) : 0;
     }
     while (len > 0) {
-        ssize_t n = pread(f->fd, dst, len < PREAD_CHUNK ? len : PREAD_CHUNK, (off_t)off);
+        ssize_t n = pread(f->fd, dst, len < PREAD_CHUNK ? len : PREAD_CHUNK, (off_t)(f->fd_offset + off));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)

@@ -314,7 +314,7 @@ int ckpt_outfile_copy(ckpt_outfile *f, uint64_t off, const ckpt_file *src, uint6
                               src->path, (unsigned long long)len, (unsigned long long)src_off,
                               (unsigned long long)src->size);
     while (len > 0) {
-        loff_t in = (loff_t)src_off, o = (loff_t)off;
+        loff_t in = (loff_t)(src->fd_offset + src_off), o = (loff_t)off;
         ssize_t n = copy_file_range(src->fd, &in, f->fd, &o, len < IO_CHUNK ? (size_t)len : IO_CHUNK, 0);
         if (n < 0 && errno == EINTR)
             continue;

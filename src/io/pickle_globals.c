@@ -2,7 +2,8 @@
  *
  * "Known" means that a GLOBAL naming it is expected in real checkpoints and that
  * ckptconv either interprets it (tensor rebuild functions, storages, dtypes,
- * OrderedDict, set/frozenset/bytearray, _codecs.encode, numpy array reconstruction) or
+ * OrderedDict, set/frozenset/bytearray, _codecs.encode, numpy array reconstruction, the
+ * metadata classes of PyTorch Distributed Checkpoint) or
  * carries it through verbatim as an opaque, round-trippable object (argparse.Namespace,
  * enums and config classes of Megatron, DeepSpeed and Transformer Engine). Nothing is
  * ever imported or called, known or not. The set exists so that a checkpoint can be
@@ -282,6 +283,15 @@ static const known_global known[] = {
     { "torch.cuda", "QUInt8Storage" },
     { "torch.cuda", "ShortStorage" },
     { "torch.cuda", "ShortTensor" },
+    { "torch.distributed.checkpoint.filesystem", "_StorageInfo" },
+    { "torch.distributed.checkpoint.metadata", "BytesStorageMetadata" },
+    { "torch.distributed.checkpoint.metadata", "ChunkStorageMetadata" },
+    { "torch.distributed.checkpoint.metadata", "Metadata" },
+    { "torch.distributed.checkpoint.metadata", "MetadataIndex" },
+    { "torch.distributed.checkpoint.metadata", "StorageMeta" },
+    { "torch.distributed.checkpoint.metadata", "TensorProperties" },
+    { "torch.distributed.checkpoint.metadata", "TensorStorageMetadata" },
+    { "torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING" },
     { "torch.nn.parameter", "Parameter" },
     { "torch.serialization", "_get_layout" },
     { "torch.storage", "TypedStorage" },

@@ -33,6 +33,7 @@ static inline int map_existing(mapped *m, const char *path, size_t len)
     }
     m->f.path = path;
     m->f.fd = fd; /* large reads go through it (pread) */
+    m->f.fd_offset = 0;
     m->f.data = p;
     m->f.size = len;
     m->len = len;

@@ -14,6 +14,8 @@ struct ckpt_file {
     int fd;
     const uint8_t *data;  /* the whole file; NULL when size is 0 */
     uint64_t size;
+    uint64_t fd_offset;   /* where data[0] lies in what fd reads: 0, or where a window
+                             (ckpt_reader_window) starts */
 };
 
 CKPT_EXTERN(int) ckpt_file_open(ckpt_file **out, const char *path);
