@@ -445,7 +445,8 @@ static void note_backend(dcp_open *o)
 }
 
 typedef struct unsafe_find {
-    const char *module, *name, *path;
+    const char *module, *name;
+    char path[256]; /* the walk's path lives only as long as the callback */
 } unsafe_find;
 
 static int find_unsafe(const ckpt_value *v, const char *path, void *payload)
@@ -456,7 +457,7 @@ static int find_unsafe(const ckpt_value *v, const char *path, void *payload)
         return 0;
     u->module = v->u.global.module;
     u->name = v->u.global.name;
-    u->path = path;
+    snprintf(u->path, sizeof u->path, "%s", path[0] ? path : "top level");
     return 1;
 }
 
@@ -467,7 +468,7 @@ static int dcp_open_dir(ckpt_reader *r)
     const ckpt_file *mf;
     const ckpt_value *st, *sdm, *planner;
     ckpt_value *md = NULL, *root;
-    unsafe_find u = { NULL, NULL, NULL };
+    unsafe_find u = { NULL, NULL, "" };
     size_t end, i;
     int rc;
 
@@ -488,7 +489,7 @@ static int dcp_open_dir(ckpt_reader *r)
     if (u.module) {
         rc = ckpt_error_setc(CKPT_EUNSAFE, CKPT_ERRCLASS_PICKLE,
                              "%s: refers to %s.%s (at %s), which no Distributed Checkpoint metadata holds", mf->path,
-                             u.module, u.name, u.path[0] ? u.path : "top level");
+                             u.module, u.name, u.path);
         goto done;
     }
     st = state_of(md, DCP_META_MODULE, "Metadata");

@@ -4,6 +4,8 @@
     torchrun --nproc_per_node 2 gen_dcp.py OUT     # writes OUT/ (world size 2, gloo, CPU)
     gen_dcp.py --describe OUT                      # OUT/expected.json: every global tensor's
                                                    # dtype, shape and sha256, read back by DCP
+    gen_dcp.py --hostile OUT BAD                   # BAD/<case>/.metadata: OUT's metadata made
+                                                   # hostile (readers must refuse them)
 
 Driver: run_megatron.sh dist (see README_megatron.md). The state dict holds DTensors sharded
 on a 1-D CPU device mesh of two ranks: Shard(0) (FSDP2's layout, one uneven), Shard(1) and
@@ -87,8 +89,33 @@ def describe(out):
     print(f"{out}: {len(rec['tensors'])} tensors equal what was saved")
 
 
+def hostile(out, bad):
+    """Metadata that a reader must refuse: a code reference (pickle runs os.system on
+    torch.load of it), and a data file outside the checkpoint directory."""
+    import copy
+    import pickle
+
+    with open(os.path.join(out, ".metadata"), "rb") as f:
+        md = pickle.load(f)
+    cases = {}
+    evil = copy.deepcopy(md)
+    evil.planner_data = os.system
+    cases["unsafe_global"] = evil
+    escape = copy.deepcopy(md)
+    for info in escape.storage_data.values():
+        info.relative_path = "../../dcp/" + info.relative_path
+    cases["escaping_path"] = escape
+    for name, m in cases.items():
+        os.makedirs(os.path.join(bad, name), exist_ok=True)
+        with open(os.path.join(bad, name, ".metadata"), "wb") as f:
+            pickle.dump(m, f)
+    print(f"{bad}: {', '.join(cases)}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--describe":
         describe(sys.argv[2])
+    elif sys.argv[1] == "--hostile":
+        hostile(sys.argv[2], sys.argv[3])
     else:
         save(sys.argv[1])

@@ -77,7 +77,9 @@ if [ "$MODE" = dist ]; then
         --master_port "$(free_port)" "$GEN_DIR/gen_dcp.py" "$TESTDATA/dcp") >"$WORK/dcp.log" 2>&1 ||
         { tail -40 "$WORK/dcp.log"; exit 1; }
     "$PY" "$GEN_DIR/gen_dcp.py" --describe "$TESTDATA/dcp"
-    du -sh "$OUT"/dist_* "$TESTDATA/dcp"
+    rm -rf "$TESTDATA/bad_dcp"
+    "$PY" "$GEN_DIR/gen_dcp.py" --hostile "$TESTDATA/dcp" "$TESTDATA/bad_dcp"
+    du -sh "$OUT"/dist_* "$TESTDATA/dcp" "$TESTDATA/bad_dcp"
     exit 0
 fi
 if [ "$MODE" = all ]; then
