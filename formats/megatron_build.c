@@ -34,11 +34,33 @@ static int template_root(ckpt_megatron *m, int64_t iteration, ckpt_value **out)
     return 0;
 }
 
+int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t iteration,
+                              const ckpt_megatron_options *opts)
+{
+    ckpt_value *root;
+    int rc;
+
+    m->args = args;
+    m->info.tp = m->info.pp = m->info.ep = m->info.vpp = 1;
+    m->info.iteration = iteration;
+    m->info.checkpoint_version = 3.0;
+    m->info.num_layers = ckpt_megatron__arg_int(args, "num_layers", 0);
+    m->info.padded_vocab_size = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
+    m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(args, "make_vocab_size_divisible_by", 128);
+    m->info.true_vocab_size = opts->true_vocab_size ? opts->true_vocab_size : ckpt_megatron__true_vocab(args);
+    if (!(m->ranks = calloc(1, sizeof *m->ranks)))
+        return ckpt_error_oom();
+    if ((rc = ckpt_arena_new(&m->arena)) < 0 || (!m->spec && (rc = ckpt_megatron__load_spec(m, opts)) < 0) ||
+        (rc = ckpt_megatron__load_params(m)) < 0 || (rc = template_root(m, iteration, &root)) < 0)
+        return rc;
+    m->ranks[0].root = root;
+    return 0;
+}
+
 int ckpt_megatron_new(ckpt_megatron **out, ckpt_graph *g, const ckpt_value *args, int64_t iteration,
                       const ckpt_megatron_options *user)
 {
     ckpt_megatron_options opts = CKPT_MEGATRON_OPTIONS_INIT;
-    ckpt_value *root;
     ckpt_megatron *m;
     int rc;
 
@@ -51,28 +73,12 @@ int ckpt_megatron_new(ckpt_megatron **out, ckpt_graph *g, const ckpt_value *args
     if (!m)
         return ckpt_error_oom();
     m->g = g;
-    m->args = args;
-    m->info.tp = m->info.pp = m->info.ep = m->info.vpp = 1;
-    m->info.iteration = iteration;
-    m->info.checkpoint_version = 3.0;
-    m->info.num_layers = ckpt_megatron__arg_int(args, "num_layers", 0);
-    m->info.padded_vocab_size = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
-    m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(args, "make_vocab_size_divisible_by", 128);
-    m->info.true_vocab_size = opts.true_vocab_size ? opts.true_vocab_size : ckpt_megatron__true_vocab(args);
-    m->ranks = calloc(1, sizeof *m->ranks);
-    if (!m->ranks) {
-        rc = ckpt_error_oom();
-        goto fail;
+    if ((rc = ckpt_megatron__init_built(m, args, iteration, &opts)) < 0) {
+        ckpt_megatron_close(m);
+        return rc;
     }
-    if ((rc = ckpt_arena_new(&m->arena)) < 0 || (rc = ckpt_megatron__load_spec(m, &opts)) < 0 || (rc = ckpt_megatron__load_params(m)) < 0 ||
-        (rc = template_root(m, iteration, &root)) < 0)
-        goto fail;
-    m->ranks[0].root = root;
     *out = m;
     return 0;
-fail:
-    ckpt_megatron_close(m);
-    return rc;
 }
 
 /* An entry under its global name, which is also its key: a model built here has one rank. */
@@ -94,11 +100,16 @@ static int new_entry(ckpt_megatron *m, const char *name, int ndim, mg_entry **ou
 
 int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full)
 {
+    if (m->set || m->dist)
+        return ckpt_error_set(CKPT_EINVALID, "%s: tensors are added only to a model made by ckpt_megatron_new", name);
+    return ckpt_megatron__add_full(m, name, full);
+}
+
+int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node *full)
+{
     mg_entry *e = NULL;
     int rc;
 
-    if (m->set)
-        return ckpt_error_set(CKPT_EINVALID, "%s: tensors are added only to a model made by ckpt_megatron_new", name);
     if ((rc = new_entry(m, name, ckpt_node_ndim(full), &e)) < 0)
         return rc;
     e->param = !ckpt_megatron__is_extra_state(name);

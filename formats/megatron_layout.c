@@ -7,7 +7,11 @@
  * `_PPP` is there iff the pipeline has more than one stage, `_EEE` iff expert parallelism
  * has more than one rank; a name with one suffix is therefore ambiguous, and the first
  * rank's `args` says which it is. The path may also be an iteration directory itself, or
- * the one rank file of a TP 1 PP 1 checkpoint (any name: `torch.save` of Megatron's dict). */
+ * the one rank file of a TP 1 PP 1 checkpoint (any name: `torch.save` of Megatron's dict).
+ *
+ * An iteration directory written with --ckpt-format torch_dist (a PyTorch Distributed
+ * Checkpoint: `.metadata`, `__R_S.distcp`, `common.pt`) is one member, role "dist", read
+ * whole at global shapes by the torch_dcp format: its layout lives in its chunks. */
 #include <ckpt/sys/layout.h>
 #include <ckpt/value.h>
 
@@ -23,6 +27,7 @@
 #define TRACKER "latest_checkpointed_iteration.txt"
 #define MODEL_FILE "model_optim_rng.pt"
 #define DISTRIB_FILE "distrib_optim.pt"
+#define DCP_METADATA ".metadata"
 
 static int is_file(const char *dir, const char *name)
 {
@@ -75,7 +80,7 @@ static int megatron_bid(const char *path, int is_dir)
         return ends_with(path, "/" MODEL_FILE) || strcmp(path, MODEL_FILE) == 0 ? 40 : ends_with(path, ".pt") ? 8 : -1;
     if (is_file(path, TRACKER))
         return 64;
-    return has_rank_dirs(path) ? 48 : -1;
+    return has_rank_dirs(path) || (is_file(path, DCP_METADATA) && is_file(path, "common.pt")) ? 48 : -1;
 }
 
 /* "mp_rank_01", "mp_rank_01_002", "mp_rank_01_002_003": how many numbers, and their values. */
@@ -144,7 +149,7 @@ static int pick_dir(const char *root, const ckpt_set_options *o, ckpt_set_info *
     int rc;
 
     base = base ? base + 1 : root;
-    if (has_rank_dirs(root) && !is_file(root, TRACKER)) {
+    if ((has_rank_dirs(root) || is_file(root, DCP_METADATA)) && !is_file(root, TRACKER)) {
         /* an iteration directory itself */
         dir[0] = '\0';
         if (strcmp(base, "release") == 0) {
@@ -305,6 +310,13 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     info.dir = dir;
     if ((size_t)snprintf(path, sizeof path, *dir ? "%s/%s" : "%s", root, dir) >= sizeof path - 300)
         return ckpt_error_set(CKPT_EINVALID, "%s: path too long", root);
+    if (is_file(path, DCP_METADATA) && !has_rank_dirs(path)) {
+        ckpt_coords at = { 0, 0, 0, -1, -1 };
+        info.tp = info.pp = info.ep = info.dp = 1;
+        if ((rc = ckpt_set_builder_info(b, &info)) < 0)
+            return rc;
+        return ckpt_set_builder_add(b, *dir ? dir : ".", &at, "dist");
+    }
     if ((rc = list_rank_dirs(path, &dirs, &n)) < 0)
         return rc;
     if (n == 0) {

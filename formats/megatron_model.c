@@ -378,8 +378,13 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
         return ckpt_error_oom();
     m->set = set;
     m->g = g;
-    if ((rc = ckpt_megatron__load_spec(m, &opts)) < 0 || (rc = open_ranks(m)) < 0 || (rc = read_info(m, &opts)) < 0 || (rc = ckpt_megatron__load_params(m)) < 0 ||
-        (rc = build_entries(m)) < 0)
+    if ((rc = ckpt_megatron__load_spec(m, &opts)) < 0)
+        goto fail;
+    if (ckpt_set_member_count(set) == 1 && strcmp(ckpt_set_member_at(set, 0)->role, "dist") == 0)
+        rc = ckpt_megatron__open_dist(m, set, &opts);
+    else if ((rc = open_ranks(m)) == 0 && (rc = read_info(m, &opts)) == 0 && (rc = ckpt_megatron__load_params(m)) == 0)
+        rc = build_entries(m);
+    if (rc < 0)
         goto fail;
     *out = m;
     return 0;

@@ -130,6 +130,9 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
     ckpt_arena *a = c->arena;
     ckpt_value *copy, *d;
     int64_t layers = c->m->info.num_layers;
+    /* the layout the args were written for: a torch_dist model's own is TP 1, PP 1 */
+    int64_t src_tp = c->m->dist ? ckpt_megatron__arg_int(args, "tensor_model_parallel_size", 1) : c->m->info.tp;
+    int64_t src_pp = c->m->dist ? ckpt_megatron__arg_int(args, "pipeline_model_parallel_size", 1) : c->m->info.pp;
     int rc;
 
     if ((rc = carry(c, c->template_rank->ck, args, &copy)) < 0)
@@ -145,13 +148,12 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
      * embedding stage); kept consistent with it here */
     if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
         (rc = set_attr(a, d, "transformer_pipeline_model_parallel_size",
-                       ckpt_value_new_int(a, c->t->pp - (c->m->info.pp -
-                                                          ckpt_megatron__arg_int(
-                                                              d, "transformer_pipeline_model_parallel_size",
-                                                              c->m->info.pp))))) < 0)
+                       ckpt_value_new_int(a, c->t->pp - (src_pp - ckpt_megatron__arg_int(
+                                                                       d, "transformer_pipeline_model_parallel_size",
+                                                                       src_pp))))) < 0)
         return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
-    if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == c->m->info.tp &&
+    if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp &&
         (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0)
         return rc;
     if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
@@ -393,6 +395,12 @@ static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
                                "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
                                "--no-load-optim)",
                                m->set ? ckpt_set_info_of(m->set)->root : "");
+    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "
+                               "carried to another format yet; --no-optimizer writes a model-only checkpoint (load "
+                               "it with --finetune or --no-load-optim)",
+                               m->dist);
     return 0;
 }
 

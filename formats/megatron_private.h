@@ -40,6 +40,8 @@ struct ckpt_megatron {
     const ckpt_value *args;          /* args of rank (0, 0, 0): the Namespace object */
     int release;                     /* write release/ rather than iter_NNNNNNN/ */
     ckpt_arena *arena;               /* the template root of a model built tensor by tensor */
+    const char *dist;                /* a torch_dist checkpoint (its path): built from its global
+                                        tensors, NULL otherwise */
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
@@ -53,6 +55,13 @@ int ckpt_megatron__load_spec(ckpt_megatron *m, const ckpt_megatron_options *opts
 int ckpt_megatron__load_params(ckpt_megatron *m);
 /* A key of TE/local modules' `_extra_state` (not a parameter). */
 int ckpt_megatron__is_extra_state(const char *key);
+/* A model built tensor by tensor (megatron_build.c): the template root from args, and one
+ * full tensor under its global name. */
+int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t iteration,
+                              const ckpt_megatron_options *opts);
+int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node *full);
+/* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
+int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
 int ckpt_megatron__sort(ckpt_megatron *m);
 

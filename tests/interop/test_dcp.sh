@@ -6,11 +6,15 @@
 # - every megatron-core torch_dist fixture consolidated to .pt equals, per layer and bit for
 #   bit, the legacy fixture of the same weights (TP-merged), Adam's moments included, under
 #   the real torch.load;
-# - consolidating twice gives the same bytes.
+# - consolidating twice gives the same bytes;
+# - a torch_dist root taken like a legacy one: `reshard` to legacy TP1, TP2, PP2 and TP2 PP2
+#   equals megatron-core's legacy files (all but rng_state, which torch_dist keeps as bytes),
+#   `mcore2hf` gives transformers the logits Megatron computed, `verify` finds every layer
+#   equal to the legacy twin; optimizer state is refused without --no-optimizer.
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_torch
-need_venv "safetensors"
+need_venv "numpy, safetensors"
 
 CHECK="$INTEROP_DIR/dcp_check.py"
 
@@ -33,4 +37,37 @@ case_run "dist_tp1 equals tp1" megatron dist_tp1 tp1
 case_run "dist_tp2 equals tp2 (TP-merged)" megatron dist_tp2 tp2
 case_run "dist_tp2_bf16 equals tp2_bf16 (TP-merged)" megatron dist_tp2_bf16 tp2_bf16
 case_run "dist_tp2_optim equals tp2_optim, exp_avg and exp_avg_sq included" megatron dist_tp2_optim tp2_optim --optimizer
+reshard_to() {
+    local dist="$1" to="$2" tp="$3" pp="$4" legacy="$5"
+    ckpt reshard -q "$TESTDATA/megatron/$dist" "$WORK/$dist-$to" --tp "$tp" --pp "$pp" --no-optimizer
+    "$TORCH_PYTHON" "$INTEROP_DIR/mcore_check.py" same "$WORK/$dist-$to" "$TESTDATA/megatron/$legacy" norng
+}
+
+optimizer_refused() {
+    mkdir -p "$WORK/refused"
+    expect_refusal "$WORK/refused" "$WORK/refused.log" "optimizer.state" "--no-optimizer" -- \
+        "$CKPTCONV" reshard "$TESTDATA/megatron/dist_tp2_optim" "$WORK/refused" --tp 1
+}
+
+to_hf() {
+    ckpt mcore2hf -q "$TESTDATA/megatron/dist_tp2" "$WORK/hf"
+    "$VENV_PYTHON" "$INTEROP_DIR/hf_llama_check.py" logits "$WORK/hf" "$TESTDATA/megatron/tp1/logits.json"
+}
+
+verify_twin() {
+    ckpt verify "$TESTDATA/megatron/dist_tp2/iter_0000010" "$TESTDATA/megatron/tp2" --device cpu >"$WORK/verify.txt"
+    grep -q "^PASS" "$WORK/verify.txt"
+}
+
+for src in dist_tp1 dist_tp2; do
+    for to in "tp1 1 1" "tp2 2 1" "pp2 1 2" "tp2pp2 2 2"; do
+        set -- $to
+        case_run "reshard $src -> legacy $1 equals megatron-core's $1" reshard_to "$src" "$1" "$2" "$3" "$1"
+    done
+done
+case_run "reshard dist_tp2_bf16 -> legacy tp2 equals megatron-core's tp2_bf16" \
+    reshard_to dist_tp2_bf16 tp2 2 1 tp2_bf16
+case_run "reshard keeping torch_dist optimizer state is refused, nothing written" optimizer_refused
+case_run "mcore2hf of dist_tp2: transformers reproduces Megatron's logits" to_hf
+case_run "verify dist_tp2 (iteration directory) against legacy tp2: every layer equal" verify_twin
 finish

@@ -1,0 +1,142 @@
+/* Megatron-LM torch_dist checkpoints as a logical model.
+ *
+ * megatron-core's dist_checkpointing saves every tensor at its global shape (the torch_dcp
+ * format stitches the chunks), with the layers of the decoder stacked on a leading axis
+ * under one key ("decoder.layers.mlp.linear_fc1.weight" is [num_layers, 2 * ffn, hidden])
+ * and the norms of the local layer spec under Transformer Engine's names
+ * (TransformerLayer's sharded_state_dict_keys_map: input_layernorm. ->
+ * self_attention.linear_qkv.layer_norm_). The model here is that of a legacy TP 1, PP 1
+ * checkpoint: each stacked tensor cut into its layers (views, nothing read), renamed back
+ * for local layers; args, iteration and checkpoint_version come from common.pt.
+ *
+ * Optimizer state (optimizer.state.<moment>.<key>) is seen but not carried: a plan that
+ * keeps the optimizer is refused with the way out (--no-optimizer). Facts:
+ * megatron/core/transformer/{transformer_block.py, transformer_layer.py} sharded_state_dict,
+ * megatron/core/dist_checkpointing/strategies/torch.py. */
+#include "megatron_private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYERS_PREFIX "decoder.layers."
+#define OPTIMIZER_PREFIX "optimizer."
+
+static const struct {
+    const char *dist, *local;
+} norm_names[] = {
+    { "self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight" },
+    { "self_attention.linear_qkv.layer_norm_bias", "input_layernorm.bias" },
+    { "mlp.linear_fc1.layer_norm_weight", "pre_mlp_layernorm.weight" },
+    { "mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias" },
+};
+
+/* The key of a layer's tensor in the module itself: Transformer Engine's fused norms are the
+ * local spec's separate norm modules. */
+static const char *module_key(const char *rest, int local)
+{
+    size_t i;
+
+    for (i = 0; local && i < sizeof norm_names / sizeof norm_names[0]; i++)
+        if (strcmp(rest, norm_names[i].dist) == 0)
+            return norm_names[i].local;
+    return rest;
+}
+
+/* Each layer is a view of the stacked tensor (kept in the model's arena, as the graph's
+ * leaves must outlive it), named as the legacy checkpoint names it. */
+static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, int local)
+{
+    const ckpt_node *layer;
+    ckpt_buf name = CKPT_BUF_INIT;
+    int64_t l, per_layer;
+    int rc = 0, d;
+
+    if (t->ndim < 1 || t->shape[0] != m->info.num_layers)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' has %lld layers on its first axis, args.num_layers is %lld", m->dist, t->name,
+                               t->ndim ? (long long)t->shape[0] : 0ll, (long long)m->info.num_layers);
+    per_layer = t->stride[0];
+    for (l = 0; l < t->shape[0] && rc == 0; l++) {
+        ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
+        ckpt_buf_clear(&name);
+        if (!v || (rc = ckpt_buf_printf(&name, LAYERS_PREFIX "%lld.%s", (long long)l, module_key(rest, local))) < 0) {
+            rc = rc < 0 ? rc : CKPT_ENOMEM;
+            break;
+        }
+        *v = *t;
+        v->ndim = t->ndim - 1;
+        for (d = 0; d < v->ndim; d++) {
+            v->shape[d] = t->shape[d + 1];
+            v->stride[d] = t->stride[d + 1];
+        }
+        v->offset = t->offset + l * per_layer;
+        if (!(v->name = ckpt_arena_strndup(m->arena, (const char *)name.data, name.len)) ||
+            (rc = ckpt_node_tensor(m->g, v, &layer)) < 0)
+            break;
+        rc = ckpt_megatron__add_full(m, v->name, layer);
+    }
+    if (rc == 0 && l < t->shape[0])
+        rc = CKPT_ENOMEM;
+    ckpt_buf_dispose(&name);
+    return rc;
+}
+
+static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
+{
+    size_t i;
+    int rc = 0;
+
+    for (i = 0; i < ckpt_tensor_count(ck) && rc == 0; i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(ck, i);
+        const char *rest = t->name + strlen(LAYERS_PREFIX);
+        const ckpt_node *full;
+
+        if (strchr(t->name, '/'))
+            continue; /* common.pt's own tensors (optimizer/state/common_step) */
+        if (strncmp(t->name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0) {
+            m->info.has_optimizer = 1;
+            continue;
+        }
+        if (strstr(t->name, ".experts."))
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s': mixture-of-experts tensors of torch_dist checkpoints are not read yet",
+                                   m->dist, t->name);
+        if (strncmp(t->name, LAYERS_PREFIX, strlen(LAYERS_PREFIX)) == 0 && (*rest < '0' || *rest > '9')) {
+            rc = add_layers(m, t, rest, local);
+            continue;
+        }
+        if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)
+            rc = ckpt_megatron__add_full(m, t->name, full);
+    }
+    return rc;
+}
+
+int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts)
+{
+    const ckpt_ckpt *ck;
+    const ckpt_value *root, *args, *v, *impl;
+    int64_t iteration = -1;
+    int rc;
+
+    if ((rc = ckpt_set_member_open(set, 0, &ck)) < 0)
+        return rc;
+    m->dist = ckpt_path(ck);
+    m->set = NULL; /* a model of global tensors, as if built tensor by tensor */
+    root = ckpt_root(ck);
+    args = root ? ckpt_value_dict_get(root, "args") : NULL;
+    if (!ckpt_megatron__namespace_dict(args))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: no args Namespace in common.pt (not written by Megatron-LM?)", m->dist);
+    if ((v = ckpt_value_dict_get(root, "iteration")) && v->kind == CKPT_VAL_INT)
+        iteration = v->u.integer;
+    if ((rc = ckpt_megatron__init_built(m, args, iteration, opts)) < 0)
+        return rc;
+    m->release = ckpt_set_info_of(set)->release;
+    if ((v = ckpt_value_dict_get(root, "checkpoint_version")) && v->kind == CKPT_VAL_FLOAT)
+        m->info.checkpoint_version = v->u.real;
+    impl = ckpt_megatron_arg(args, "transformer_impl");
+    if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0)
+        return rc;
+    return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
+}
