@@ -173,7 +173,7 @@ CKPT_TEST(test_checkpoint_format_registry)
     unsigned caps;
     const char *ext;
 
-    ASSERT_EQ_INT(n, 4);
+    ASSERT_EQ_INT(n, 5);
     for (i = 0; i < n; i++) {
         ASSERT_TRUE(ckpt_format_at(i, &caps, &ext) != NULL);
         ASSERT_TRUE(caps & CKPT_FORMAT_READ);
@@ -185,4 +185,6 @@ CKPT_TEST(test_checkpoint_format_registry)
     ASSERT_EQ_STR(ckpt_format_for_path("pytorch_model.bin"), "torch");
     ASSERT_EQ_STR(ckpt_format_for_path("model_state.tp01.pdparams"), "pdparams");
     ASSERT_TRUE(ckpt_format_for_path("model.weights") == NULL);
+    ASSERT_EQ_STR(ckpt_format_find("torch_dist"), "torch_dcp");
+    ASSERT_EQ_STR(ckpt_format_find("dcp"), "torch_dcp");
 }
