@@ -1,0 +1,112 @@
+/* The torch_dcp format: a Distributed Checkpoint (world size 2) read at global shapes over
+ * tiled storages, chunks cut along either axis; bytes items kept; common.pt merged into the
+ * root; hostile or damaged directories refused with the file named. */
+#include "test.h"
+
+#include <ckpt/checkpoint.h>
+#include <ckpt/value.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static ckpt_ckpt *open_dir(const char *path)
+{
+    ckpt_ckpt *c = NULL;
+    return ckpt_open(&c, path, NULL) < 0 ? NULL : c;
+}
+
+CKPT_TEST(test_torch_dcp_global_tensors_from_both_ranks)
+{
+    ckpt_ckpt *c = open_dir(ckpt_test_data("dcp"));
+    const ckpt_tensor *emb, *out, *counts, *step;
+    int64_t got[10];
+    float s;
+    int i;
+
+    ASSERT_TRUE(c != NULL);
+    ASSERT_EQ_STR(ckpt_format_name(c), "torch_dcp");
+    ASSERT_EQ_INT((int)ckpt_tensor_count(c), 8);
+    emb = ckpt_tensor_find(c, "model.embed.weight");
+    out = ckpt_tensor_find(c, "model.layers.0.attn.out.weight");
+    counts = ckpt_tensor_find(c, "counts");
+    step = ckpt_tensor_find(c, "optim.state.model.embed.weight.step");
+    ASSERT_TRUE(emb && out && counts && step);
+    /* 11 rows over two ranks: 6 + 5 */
+    ASSERT_TRUE(emb->ndim == 2 && emb->shape[0] == 11 && emb->shape[1] == 6 && emb->dtype == CKPT_DTYPE_F32);
+    ASSERT_TRUE(emb->storage->tiling && emb->storage->tiling->n_tiles == 2);
+    ASSERT_EQ_INT((int)emb->storage->tiling->tiles[1].offset[0], 6);
+    /* Shard(1): both chunks hold every row */
+    ASSERT_TRUE(out->dtype == CKPT_DTYPE_BF16 && out->shape[0] == 6 && out->shape[1] == 8);
+    ASSERT_EQ_INT((int)out->storage->tiling->tiles[1].offset[1], 4);
+    ASSERT_OK(ckpt_tensor_read(counts, 0, 10, CKPT_DTYPE_I64, got));
+    for (i = 0; i < 10; i++)
+        ASSERT_EQ_INT((int)got[i], i);
+    ASSERT_TRUE(step->ndim == 0);
+    ASSERT_OK(ckpt_tensor_read(step, 0, 1, CKPT_DTYPE_F32, &s));
+    ASSERT_TRUE(s == 3.0f);
+    ckpt_close(c);
+}
+
+CKPT_TEST(test_torch_dcp_bytes_items_nest_as_saved)
+{
+    ckpt_ckpt *c = open_dir(ckpt_test_data("dcp"));
+    const ckpt_value *train, *step;
+
+    ASSERT_TRUE(c != NULL);
+    /* planner_data puts "train.step" back under "train" */
+    train = ckpt_value_dict_get(ckpt_root(c), "train");
+    ASSERT_TRUE(train && train->kind == CKPT_VAL_DICT);
+    step = ckpt_value_dict_get(train, "step");
+    ASSERT_TRUE(step && step->kind == CKPT_VAL_BYTES && step->u.bytes.len > 4);
+    ASSERT_TRUE(memcmp(step->u.bytes.ptr, "PK\003\004", 4) == 0); /* torch.save of the value */
+    ckpt_close(c);
+}
+
+CKPT_TEST(test_torch_dcp_megatron_common_state_first)
+{
+    ckpt_ckpt *c = open_dir(ckpt_test_data("megatron/dist_tp2/iter_0000010"));
+    const ckpt_value *root, *it;
+    const ckpt_tensor *fc1;
+
+    ASSERT_TRUE(c != NULL);
+    root = ckpt_root(c);
+    ASSERT_TRUE(root->u.dict.map.n > 0 && ckpt_value_is_str(root->u.dict.map.keys[0], "args"));
+    it = ckpt_value_dict_get(root, "iteration");
+    ASSERT_TRUE(it && it->kind == CKPT_VAL_INT && it->u.integer == 10);
+    /* SwiGLU: gate and up of each layer and rank are chunks of their own */
+    fc1 = ckpt_tensor_find(c, "decoder.layers.mlp.linear_fc1.weight");
+    ASSERT_TRUE(fc1 && fc1->ndim == 3 && fc1->shape[0] == 4 && fc1->shape[1] == 192);
+    ASSERT_EQ_INT((int)fc1->storage->tiling->n_tiles, 16);
+    ckpt_close(c);
+}
+
+CKPT_TEST(test_torch_dcp_refuses_hostile_metadata)
+{
+    ckpt_ckpt *c = NULL;
+
+    ASSERT_FAILS(CKPT_EUNSAFE, ckpt_open(&c, ckpt_test_data("bad_dcp/unsafe_global"), NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "posix.system") != NULL);
+    ASSERT_FAILS(CKPT_EUNSAFE, ckpt_open(&c, ckpt_test_data("bad_dcp/escaping_path"), NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "../../dcp/__0_0.distcp") != NULL);
+}
+
+CKPT_TEST(test_torch_dcp_names_a_damaged_data_file)
+{
+    ckpt_ckpt *c = NULL;
+    unsigned char *data;
+    size_t len;
+
+    ASSERT_OK(ckpt_test_copy_data_dir("dcp", "short"));
+    data = ckpt_test_read_file("short/__1_0.distcp", &len);
+    ASSERT_TRUE(data != NULL && len > 9000);
+    ckpt_test_write_file("short/__1_0.distcp", data, 9000);
+    free(data);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_open(&c, "short", NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "short/__1_0.distcp") != NULL);
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "truncated") != NULL);
+
+    ASSERT_OK(ckpt_test_copy_data_dir("dcp", "missing"));
+    ASSERT_TRUE(unlink("missing/__0_0.distcp") == 0);
+    ASSERT_TRUE(ckpt_open(&c, "missing", NULL) < 0);
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "missing/__0_0.distcp") != NULL);
+}
