@@ -422,6 +422,24 @@ const void *ckpt_storage__map(const ckpt_storage *s, uint64_t off, uint64_t len,
     return e->file->data + e->offset + off;
 }
 
+void ckpt_storage__release_bytes(const ckpt_storage *s, uint64_t lo, uint64_t hi)
+{
+    uint64_t at = 0;
+    size_t i;
+
+    if (s->tiling) {
+        ckpt_storage__tiled_release(s, lo, hi);
+        return;
+    }
+    for (i = 0; i < s->n_extents; i++) {
+        const ckpt_extent *e = &s->extents[i];
+        uint64_t a = lo > at ? lo : at, b = hi < at + e->size ? hi : at + e->size;
+        if (a < b && e->encoding == CKPT_EXTENT_RAW && e->file)
+            ckpt_file_release(e->file, e->offset + (a - at), b - a);
+        at += e->size;
+    }
+}
+
 const void *ckpt_storage_map(const ckpt_storage *s, uint64_t off, uint64_t len)
 {
     return ckpt_storage__map(s, off, len, NULL, NULL);

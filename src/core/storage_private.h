@@ -43,6 +43,11 @@ int ckpt_storage__tiled_read(const ckpt_storage *s, uint64_t off, uint64_t len, 
 const void *ckpt_storage__tiled_map(const ckpt_storage *s, uint64_t off, uint64_t len, const ckpt_file **file,
                                     uint64_t *file_off);
 
+/* Hand back the pages of the mapped files that hold storage bytes [lo, hi), once they
+ * have been read (for a tiled storage: of the tiles that lie wholly inside the range). */
+void ckpt_storage__release_bytes(const ckpt_storage *s, uint64_t lo, uint64_t hi);
+void ckpt_storage__tiled_release(const ckpt_storage *s, uint64_t lo, uint64_t hi);
+
 /* Hand back the pages of file bytes [from, to) after a sequential read that started at
  * `start` (<= from). ckpt_file_release keeps pages that stick out of its range, so the
  * range is widened back over the page `from` falls in, never before `start`: read in

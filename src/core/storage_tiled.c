@@ -131,6 +131,37 @@ const void *ckpt_storage__tiled_map(const ckpt_storage *s, uint64_t off, uint64_
     return ckpt_storage__map(t->source, t->source_offset + local * es, len, file, file_off);
 }
 
+/* Element index of a tile's first (or, with `last`, last) element in the whole array. */
+static uint64_t tile_corner(const ckpt_tiling *g, const ckpt_tile *t, int last)
+{
+    uint64_t linear = 0;
+    int d;
+
+    for (d = 0; d < g->ndim; d++)
+        linear = linear * (uint64_t)g->shape[d] + (uint64_t)(t->offset[d] + (last ? t->size[d] - 1 : 0));
+    return linear;
+}
+
+void ckpt_storage__tiled_release(const ckpt_storage *s, uint64_t lo, uint64_t hi)
+{
+    const ckpt_tiling *g = s->tiling;
+    size_t es = ckpt_dtype_size(s->dtype), i;
+    int d, empty;
+
+    if (es == 0)
+        return;
+    for (i = 0; i < g->n_tiles; i++) {
+        const ckpt_tile *t = &g->tiles[i];
+        uint64_t n = 1;
+        for (d = 0, empty = 0; d < g->ndim; d++) {
+            empty |= t->size[d] == 0;
+            n *= (uint64_t)t->size[d];
+        }
+        if (!empty && tile_corner(g, t, 0) * es >= lo && (tile_corner(g, t, 1) + 1) * es <= hi)
+            ckpt_storage__release_bytes(t->source, t->source_offset, t->source_offset + n * es);
+    }
+}
+
 static int boxes_meet(const ckpt_tile *a, const ckpt_tile *b, int ndim)
 {
     int d;

@@ -2,6 +2,7 @@
  * a concatenation row by row. Nothing larger than the caller's buffer is ever held, apart
  * from a small fixed buffer when a leaf is rounded through more than one type. */
 #include "node.h"
+#include "../core/storage_private.h"
 
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
@@ -114,21 +115,15 @@ int ckpt_node_read(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype 
 
 static void release_leaf(const ckpt_tensor *v)
 {
-    size_t es = ckpt_dtype_size(v->dtype), i;
-    uint64_t lo = (uint64_t)v->offset * es, hi = lo + es, at = 0;
+    size_t es = ckpt_dtype_size(v->dtype);
+    uint64_t lo = (uint64_t)v->offset * es, hi = lo + es;
     int d;
 
     if (!v->storage || ckpt_tensor_numel(v) <= 0)
         return;
     for (d = 0; d < v->ndim; d++)
         hi += (uint64_t)(v->shape[d] - 1) * (uint64_t)v->stride[d] * es;
-    for (i = 0; i < v->storage->n_extents; i++) {
-        const ckpt_extent *e = &v->storage->extents[i];
-        uint64_t a = lo > at ? lo : at, b = hi < at + e->size ? hi : at + e->size;
-        if (a < b && e->encoding == CKPT_EXTENT_RAW && e->file)
-            ckpt_file_release(e->file, e->offset + (a - at), b - a);
-        at += e->size;
-    }
+    ckpt_storage__release_bytes(v->storage, lo, hi);
 }
 
 void ckpt_node__release(const ckpt_node *x)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Distributed Checkpoint consolidation benchmark: `ckptconv convert DIR OUT.safetensors`
 # against what users run today (torch's dcp_to_torch_save, then torch.load and safetensors'
-# save_file) and against `cp` of the data files, on a 2.2 GB DCP checkpoint of a LLaMA-like
+# save_file) and against `cp` of the data files, on a 2.15 GB DCP checkpoint of a LLaMA-like
 # model written by torch.distributed.checkpoint.save from world size 2 (DTensors cut by
 # rows and by columns; tests/bench/make_dcp_bench.py says how).
 #

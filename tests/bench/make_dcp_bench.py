@@ -2,8 +2,8 @@
 """Input and checks of tests/bench/dcp.sh (python with torch >= 2.2 and safetensors).
 
     torchrun --nproc_per_node 2 make_dcp_bench.py make OUT
-        a PyTorch Distributed Checkpoint of a LLaMA-like model (hidden 2048, 16 layers, vocab
-        32000, ffn 5632; bf16 weights, 2.2 GB), saved by torch.distributed.checkpoint.save
+        a PyTorch Distributed Checkpoint of a LLaMA-like model (hidden 2048, 18 layers, vocab
+        32000, ffn 5632; bf16 weights, 2.15 GB), saved by torch.distributed.checkpoint.save
         from world size 2: attention and MLP weights as DTensors cut by rows (column
         parallel) or by columns (row parallel), embeddings by rows, norms replicated, so the
         consolidation stitches chunks of both ranks along either axis.
@@ -19,7 +19,7 @@ import sys
 
 import torch
 
-HIDDEN, LAYERS, VOCAB, FFN = 2048, 16, 32000, 5632
+HIDDEN, LAYERS, VOCAB, FFN = 2048, 18, 32000, 5632
 
 
 def layout():
