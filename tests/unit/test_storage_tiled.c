@@ -94,7 +94,7 @@ CKPT_TEST(test_tiled_storage_serves_strided_views_and_maps_runs)
     float got[ROWS * COLS];
     ckpt_tensor t;
     int64_t shape[2] = { ROWS, COLS };
-    const float *p;
+    const void *p;
     int r, c;
 
     grid_init(&g);
@@ -111,7 +111,9 @@ CKPT_TEST(test_tiled_storage_serves_strided_views_and_maps_runs)
             ASSERT_TRUE(got[c * ROWS + r] == g.whole[r][c]);
     /* a run inside one chunk maps straight to the file; one across chunks does not */
     p = ckpt_storage_map(&g.s, (uint64_t)(COLS + 1) * 4, 3 * 4);
-    ASSERT_TRUE(p != NULL && p[0] == g.whole[1][1] && p[2] == g.whole[1][3]);
+    ASSERT_TRUE(p != NULL);
+    memcpy(got, p, 3 * 4); /* the chunk lies unaligned in the file */
+    ASSERT_TRUE(got[0] == g.whole[1][1] && got[2] == g.whole[1][3]);
     ASSERT_TRUE(ckpt_storage_map(&g.s, (uint64_t)(COLS + 3) * 4, 2 * 4) == NULL);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_storage_read(&g.s, 2, 4, got));
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_storage_read(&g.s, 4, g.s.nbytes, got));
