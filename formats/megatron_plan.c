@@ -404,6 +404,30 @@ static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
     return 0;
 }
 
+int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    return t->padded_vocab_size ? t->padded_vocab_size
+                                : ckpt_megatron_padded_vocab(m->info.true_vocab_size ? m->info.true_vocab_size
+                                                                                     : m->info.padded_vocab_size,
+                                                             m->info.make_vocab_size_divisible_by, t->tp);
+}
+
+int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
+                               ckpt_value **out)
+{
+    target_ctx c;
+
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.t = t;
+    c.plan = plan;
+    c.file = file;
+    c.arena = ckpt_plan_arena(plan);
+    c.padded_vocab = ckpt_megatron__target_vocab(m, t);
+    c.template_rank = mg_rank_at(m, 0, 0, 0);
+    return rewrite_args(&c, m->args, out);
+}
+
 int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)
 {
     target_ctx c;
@@ -422,10 +446,7 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
     c.plan = plan;
     c.arena = ckpt_plan_arena(plan);
     c.drop_output = drop_output;
-    c.padded_vocab = t->padded_vocab_size ? t->padded_vocab_size
-                     : ckpt_megatron_padded_vocab(m->info.true_vocab_size ? m->info.true_vocab_size
-                                                                          : m->info.padded_vocab_size,
-                                                  m->info.make_vocab_size_divisible_by, t->tp);
+    c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     c.shards = calloc(m->n_entries * (size_t)t->tp + 1, sizeof *c.shards);
     if (!c.shards)
         return ckpt_error_oom();

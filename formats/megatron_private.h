@@ -60,6 +60,11 @@ int ckpt_megatron__is_extra_state(const char *key);
 int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t iteration,
                               const ckpt_megatron_options *opts);
 int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node *full);
+/* The target's padded vocabulary, and `args` rewritten for the target layout, its tensors
+ * (none, in practice) added to plan file `file` (megatron_plan.c). */
+int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t);
+int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
+                               ckpt_value **out);
 /* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */

@@ -541,9 +541,12 @@ const ckpt_format_vtable ckpt_format_torch_dcp = {
     .abi_version = CKPT_FORMAT_ABI_VERSION,
     .name = "torch_dcp",
     .description = "PyTorch Distributed Checkpoint directory (.metadata + .distcp; Megatron torch_dist, FSDP2), "
-                   "read at global shapes",
-    .extensions = "",
-    .caps = CKPT_FORMAT_READ,
+                   "read at global shapes; writes its data files (ckpt/dcp.h writes whole checkpoints)",
+    .extensions = ".distcp",
+    .caps = CKPT_FORMAT_READ | CKPT_FORMAT_WRITE | CKPT_FORMAT_CRC,
     .bid = dcp_bid,
     .open = dcp_open_dir,
+    .write_begin = ckpt_torch__dcp_write_begin,
+    .write_finish = ckpt_torch__dcp_write_finish,
+    .write_free = ckpt_torch__dcp_write_free,
 };

@@ -10,6 +10,7 @@
 
 #include <ckpt/sys/format.h>
 #include <ckpt/sys/pickle.h>
+#include <ckpt/sys/zip.h>
 
 /* Nesting the tree walk accepts; the pickle reader caps containers at the same depth. */
 #define CKPT_TORCH_MAX_DEPTH 512u
@@ -86,6 +87,22 @@ int ckpt_torch__read_archive(ckpt_torch_interp *in, const ckpt_file *f, ckpt_val
 int ckpt_torch__legacy_open(ckpt_reader *r);
 
 /* Writer hooks (torch_write.c). */
+/* A tensor as torch pickles it: _rebuild_tensor_v2 (v3 for the dtypes torch saves over an
+ * UntypedStorage) of storage `key` holding storage_bytes bytes. */
+int ckpt_torch__pickle_tensor(ckpt_pickler *p, ckpt_dtype dtype, const char *key, uint64_t storage_bytes,
+                              int64_t offset, int ndim, const int64_t *shape, const int64_t *stride, int requires_grad);
+/* The records of a torch.save archive named `archive` ("archive/") around its storages, in
+ * torch's order: data.pkl, .format_version, .storage_alignment, byteorder, then (tail)
+ * version. */
+int ckpt_torch__archive_head(ckpt_zip_writer *zw, const char *archive, const void *pkl, size_t pkl_len);
+int ckpt_torch__archive_tail(ckpt_zip_writer *zw, const char *archive);
+/* Data files of a Distributed Checkpoint (torch_dcp_write.c): torch.save archives end to
+ * end, one per tensor. The size of the archive of a tensor of `dtype` and `shape`, and the
+ * writer hooks. */
+int ckpt_torch__dcp_archive_size(ckpt_dtype dtype, int ndim, const int64_t *shape, uint64_t *size);
+int ckpt_torch__dcp_write_begin(ckpt_writer *w);
+int ckpt_torch__dcp_write_finish(ckpt_writer *w);
+void ckpt_torch__dcp_write_free(ckpt_writer *w);
 int ckpt_torch__write_begin(ckpt_writer *w);
 int ckpt_torch__write_finish(ckpt_writer *w);
 void ckpt_torch__write_free(ckpt_writer *w);

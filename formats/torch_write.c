@@ -89,15 +89,13 @@ static size_t storage_key(torch_writer *tw, size_t blob)
     return tw->blob_key[blob];
 }
 
-/* ('storage', torch.<X>Storage, key, 'cpu', numel) as a persistent id. */
-static int storage_pid(ckpt_pickler *p, torch_writer *tw, const ckpt_out_tensor *t, const char *cls)
+/* ('storage', torch.<X>Storage, key, 'cpu', numel) as a persistent id; UntypedStorage
+ * (numel = bytes) for the dtypes torch saves through _rebuild_tensor_v3. */
+static int storage_pid(ckpt_pickler *p, ckpt_dtype dtype, const char *key, uint64_t nbytes)
 {
-    const ckpt_out_blob *b = &tw->out->blobs[t->blob];
-    char key[24];
-    int rc;
+    const char *cls = ckpt_torch__storage_class(dtype);
+    int rc = ckpt_pickler_mark(p);
 
-    snprintf(key, sizeof key, "%zu", storage_key(tw, t->blob));
-    rc = ckpt_pickler_mark(p);
     if (rc >= 0)
         rc = ckpt_pickler_str(p, "storage", 7);
     if (rc >= 0)
@@ -107,7 +105,7 @@ static int storage_pid(ckpt_pickler *p, torch_writer *tw, const ckpt_out_tensor 
     if (rc >= 0)
         rc = ckpt_pickler_str(p, "cpu", 3);
     if (rc >= 0)
-        rc = ckpt_pickler_int(p, (int64_t)(cls ? b->nbytes / ckpt_dtype_size(t->dtype) : b->nbytes));
+        rc = ckpt_pickler_int(p, (int64_t)(cls ? nbytes / ckpt_dtype_size(dtype) : nbytes));
     if (rc >= 0)
         rc = ckpt_pickler_tuple(p, 5);
     if (rc >= 0)
@@ -115,11 +113,39 @@ static int storage_pid(ckpt_pickler *p, torch_writer *tw, const ckpt_out_tensor 
     return rc;
 }
 
+int ckpt_torch__pickle_tensor(ckpt_pickler *p, ckpt_dtype dtype, const char *key, uint64_t storage_bytes,
+                              int64_t offset, int ndim, const int64_t *shape, const int64_t *stride, int requires_grad)
+{
+    const char *cls = ckpt_torch__storage_class(dtype);
+    int rc = ckpt_pickler_global(p, "torch._utils", cls ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+
+    if (rc >= 0)
+        rc = ckpt_pickler_mark(p);
+    if (rc >= 0)
+        rc = storage_pid(p, dtype, key, storage_bytes);
+    if (rc >= 0)
+        rc = ckpt_pickler_int(p, offset);
+    if (rc >= 0)
+        rc = int_tuple(p, shape, ndim);
+    if (rc >= 0)
+        rc = int_tuple(p, stride, ndim);
+    if (rc >= 0)
+        rc = ckpt_pickler_bool(p, requires_grad);
+    if (rc >= 0)
+        rc = ordered_dict(p);
+    if (rc >= 0 && !cls)
+        rc = ckpt_pickler_global(p, "torch", ckpt_dtype_name(dtype));
+    if (rc >= 0)
+        rc = ckpt_pickler_tuple(p, cls ? 6 : 7);
+    if (rc >= 0)
+        rc = ckpt_pickler_op(p, 'R');
+    return rc;
+}
+
 static int plain_tensor(ckpt_pickler *p, torch_writer *tw, const ckpt_out_tensor *t, int requires_grad)
 {
-    const char *cls = ckpt_torch__storage_class(t->dtype);
     const ckpt_out_blob *b;
-    int rc;
+    char key[24];
 
     if (t->blob >= tw->out->n_blobs)
         return ckpt_error_set(CKPT_EINVALID, "%s: tensor %s refers to a missing blob", tw->path, t->name);
@@ -128,28 +154,9 @@ static int plain_tensor(ckpt_pickler *p, torch_writer *tw, const ckpt_out_tensor
         return ckpt_error_set(CKPT_EINVALID, "%s: tensor %s (%s) views a blob of %llu bytes of %s", tw->path,
                               t->name, ckpt_dtype_name(t->dtype), (unsigned long long)b->nbytes,
                               ckpt_dtype_name(b->dtype));
-    rc = ckpt_pickler_global(p, "torch._utils", cls ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
-    if (rc >= 0)
-        rc = ckpt_pickler_mark(p);
-    if (rc >= 0)
-        rc = storage_pid(p, tw, t, cls);
-    if (rc >= 0)
-        rc = ckpt_pickler_int(p, t->offset);
-    if (rc >= 0)
-        rc = int_tuple(p, t->shape, t->ndim);
-    if (rc >= 0)
-        rc = int_tuple(p, t->stride, t->ndim);
-    if (rc >= 0)
-        rc = ckpt_pickler_bool(p, requires_grad);
-    if (rc >= 0)
-        rc = ordered_dict(p);
-    if (rc >= 0 && !cls)
-        rc = ckpt_pickler_global(p, "torch", ckpt_dtype_name(t->dtype));
-    if (rc >= 0)
-        rc = ckpt_pickler_tuple(p, cls ? 6 : 7);
-    if (rc >= 0)
-        rc = ckpt_pickler_op(p, 'R');
-    return rc;
+    snprintf(key, sizeof key, "%zu", storage_key(tw, t->blob));
+    return ckpt_torch__pickle_tensor(p, t->dtype, key, b->nbytes, t->offset, t->ndim, t->shape, t->stride,
+                                     requires_grad);
 }
 
 /* Python-side state of a tensor (subclass type, attributes) has no place in the output. */
@@ -256,17 +263,42 @@ static int build_pickle(torch_writer *tw, int protocol, ckpt_buf *pkl)
     return rc;
 }
 
-static int add_small(torch_writer *tw, ckpt_buf *name, const char *record, const void *data, size_t len)
+static int add_small(ckpt_zip_writer *zw, ckpt_buf *name, const char *archive, const char *record, const void *data,
+                     size_t len)
 {
     int rc;
 
     ckpt_buf_clear(name);
-    rc = ckpt_buf_puts(name, tw->archive);
+    rc = ckpt_buf_puts(name, archive);
     if (rc >= 0)
         rc = ckpt_buf_puts(name, record);
     if (rc >= 0)
-        rc = ckpt_zip_writer_add_bytes(tw->zw, (const char *)name->data, data, len);
+        rc = ckpt_zip_writer_add_bytes(zw, (const char *)name->data, data, len);
     return rc;
+}
+
+int ckpt_torch__archive_head(ckpt_zip_writer *zw, const char *archive, const void *pkl, size_t pkl_len)
+{
+    ckpt_buf name = CKPT_BUF_INIT;
+    int rc = add_small(zw, &name, archive, "data.pkl", pkl, pkl_len);
+
+    if (rc >= 0)
+        rc = add_small(zw, &name, archive, ".format_version", "1", 1);
+    if (rc >= 0)
+        rc = add_small(zw, &name, archive, ".storage_alignment", "64", 2);
+    if (rc >= 0)
+        rc = add_small(zw, &name, archive, "byteorder", "little", 6);
+    ckpt_buf_dispose(&name);
+    return rc < 0 ? rc : 0;
+}
+
+int ckpt_torch__archive_tail(ckpt_zip_writer *zw, const char *archive)
+{
+    ckpt_buf name = CKPT_BUF_INIT;
+    int rc = add_small(zw, &name, archive, "version", "3\n", 2);
+
+    ckpt_buf_dispose(&name);
+    return rc < 0 ? rc : 0;
 }
 
 static int add_storages(torch_writer *tw, ckpt_buf *name)
@@ -331,17 +363,11 @@ int ckpt_torch__write_begin(ckpt_writer *w)
     if (rc >= 0)
         rc = ckpt_zip_writer_new(&tw->zw, ckpt_writer_file(w), 0, TORCH_ALIGN);
     if (rc >= 0)
-        rc = add_small(tw, &name, "data.pkl", pkl.data, pkl.len);
-    if (rc >= 0)
-        rc = add_small(tw, &name, ".format_version", "1", 1);
-    if (rc >= 0)
-        rc = add_small(tw, &name, ".storage_alignment", "64", 2);
-    if (rc >= 0)
-        rc = add_small(tw, &name, "byteorder", "little", 6);
+        rc = ckpt_torch__archive_head(tw->zw, tw->archive, pkl.data, pkl.len);
     if (rc >= 0)
         rc = add_storages(tw, &name);
     if (rc >= 0)
-        rc = add_small(tw, &name, "version", "3\n", 2);
+        rc = ckpt_torch__archive_tail(tw->zw, tw->archive);
     ckpt_buf_dispose(&pkl);
     ckpt_buf_dispose(&name);
     return rc < 0 ? rc : 0;

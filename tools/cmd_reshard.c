@@ -13,6 +13,7 @@ typedef struct reshard_args {
     ckpt_megatron_target target;
     int64_t iteration, true_vocab;
     int tp_set, pp_set;
+    int to_dist; /* --to torch_dist */
     cli_plan_args p;
 } reshard_args;
 
@@ -69,6 +70,12 @@ static void reshard_help(FILE *out)
 "  --true-vocab-size V      rows that are not padding, when args do not say\n"
 "  --no-optimizer           write the model, args, iteration and rng state only\n"
 "  --extra-state MODE       copy (default), empty or drop\n"
+"  --to FORMAT              torch (default: the legacy layout above) or torch_dist: the\n"
+"                           iteration as megatron-core's dist_checkpointing saves it\n"
+"                           (.metadata, one data file per rank of the target layout,\n"
+"                           common.pt, metadata.json), which Megatron loads at any TP/PP;\n"
+"                           model only for now (--no-optimizer; load with\n"
+"                           --no-load-optim --no-load-rng), TE FP8 state not written\n"
 "  --dry-run                print every output file and tensor with its sources; write nothing\n"
 "  --json                   one JSON report on stdout\n"
 "  --memory SIZE            working-memory budget (default 512M)\n"
@@ -134,13 +141,13 @@ static int read_strategy(reshard_args *a)
 
 static int parse_args(int argc, char **argv, reshard_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA };
+    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "strategy", required_argument, NULL, O_STRATEGY },
         { "iteration", required_argument, NULL, O_ITER }, { "padded-vocab-size", required_argument, NULL, O_PADDED },
         { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
-        { "extra-state", required_argument, NULL, O_EXTRA }, CLI_PLAN_LONGOPTS,
+        { "extra-state", required_argument, NULL, O_EXTRA }, { "to", required_argument, NULL, O_TO }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
@@ -167,6 +174,12 @@ static int parse_args(int argc, char **argv, reshard_args *a)
                 a->target.extra_state = CKPT_MEGATRON_EXTRA_DROP;
             else
                 rc = cli_usage_error("reshard", "--extra-state is copy, empty or drop, not '%s'", optarg);
+            break;
+        case O_TO:
+            if (strcmp(optarg, "torch") == 0 || strcmp(optarg, "torch_dist") == 0)
+                a->to_dist = strcmp(optarg, "torch_dist") == 0;
+            else
+                rc = cli_usage_error("reshard", "--to is torch or torch_dist, not '%s'", optarg);
             break;
         case 'h': reshard_help(stdout); return -1;
         default:
@@ -203,6 +216,7 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
     cJSON_AddNumberToObject(to, "tp", a->target.tp);
     cJSON_AddNumberToObject(to, "pp", a->target.pp);
     cJSON_AddNumberToObject(to, "vpp", a->target.vpp);
+    cJSON_AddStringToObject(to, "format", a->to_dist ? "torch_dist" : "torch");
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
     cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP);
@@ -250,7 +264,7 @@ static int run(reshard_args *a)
         a->target.tp = info->tp;
     if (!a->pp_set)
         a->target.pp = info->pp;
-    if ((rc = ckpt_megatron_plan(m, &a->target, plan)) < 0)
+    if ((rc = a->to_dist ? ckpt_megatron_plan_dist(m, &a->target, plan) : ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
         print_json(a, info, plan, &rep, 0);
@@ -269,8 +283,9 @@ static int run(reshard_args *a)
         print_json(a, info, plan, &rep, cli_now() - start);
     } else if (!a->p.quiet) {
         char size[32];
-        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d, %zu files, %s%s in %.2f s\n", a->out,
-                info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp, rep.files,
+        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s, %zu files, %s%s in %.2f s\n",
+                a->out, info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp,
+                a->to_dist ? " (torch_dist)" : "", rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size),
                 info->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP ? ", optimizer state resharded"
                                                                                         : "",

@@ -129,6 +129,11 @@ typedef struct ckpt_megatron_target {
  * tables are cut to the new padded size (only padding rows may go) or padded with zero rows.
  * The plan's nodes are built in the model's graph. */
 CKPT_EXTERN(int) ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan);
+/* The same model as a --ckpt-format torch_dist checkpoint (megatron-core dist_checkpointing),
+ * chunked for the target layout: the tracker, iter_NNNNNNN/.metadata, a data file per rank,
+ * common.pt (args rewritten) and metadata.json. Model only for now: optimizer state is
+ * refused unless dropped, rng states are not written, vpp only changes args. */
+CKPT_EXTERN(int) ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan);
 
 CKPT_END_DECL
 

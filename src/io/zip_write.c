@@ -6,7 +6,10 @@
  *
  * Entries are reserved first (their local header needs no CRC, so it is written at once)
  * and filled by the caller, possibly from several threads; descriptors and the central
- * directory follow in finish, with the CRCs the caller reported. */
+ * directory follow in finish, with the CRCs the caller reported. An archive may also sit
+ * inside a larger file with its offsets counted from its own start (a Distributed
+ * Checkpoint's data file is torch.save archives end to end), be built in memory, or only
+ * be laid out, to learn its size before anything is written. */
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/zip.h>
 
@@ -37,8 +40,10 @@ typedef struct zip_wentry {
 } zip_wentry;
 
 struct ckpt_zip_writer {
-    ckpt_outfile *out;
-    uint64_t cursor; /* past everything reserved */
+    ckpt_outfile *out; /* NULL: into mem, or nowhere */
+    ckpt_buf *mem;
+    uint64_t base;     /* where offset 0 of the archive lies in out */
+    uint64_t cursor;   /* past everything reserved; past the end records once finished */
     unsigned align;
     int finished;
     zip_wentry *entries;
@@ -110,31 +115,77 @@ static size_t descriptor_len(uint64_t size, uint64_t header_offset)
     return zip64_extra_len(size, header_offset) ? 24 : 16;
 }
 
-int ckpt_zip_writer_new(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t start, unsigned align)
+static const char *wpath(const ckpt_zip_writer *w)
+{
+    return w->out ? wpath(w) : "(zip archive in memory)";
+}
+
+/* Bytes at archive offset `off`: into the file, into memory, or (laying out) nowhere. */
+static int emit(ckpt_zip_writer *w, uint64_t off, const void *data, size_t len)
+{
+    uint64_t end = off + len;
+
+    if (w->out)
+        return ckpt_outfile_pwrite(w->out, w->base + off, data, len);
+    if (!w->mem)
+        return 0;
+    if (end > w->mem->len) {
+        if (ckpt_buf_reserve(w->mem, (size_t)(end - w->mem->len)) < 0)
+            return CKPT_ENOMEM;
+        memset(w->mem->data + w->mem->len, 0, (size_t)(end - w->mem->len));
+        w->mem->len = (size_t)end;
+    }
+    memcpy(w->mem->data + off, data, len);
+    return 0;
+}
+
+static int writer_new(ckpt_zip_writer **out, ckpt_outfile *f, ckpt_buf *mem, uint64_t base, uint64_t start,
+                      unsigned align)
 {
     ckpt_zip_writer *w;
+    const char *path = f ? ckpt_outfile_path(f) : "(zip archive in memory)";
 
     *out = NULL;
     if (align == 0 || align > ZIP_MAX_ALIGN || (align & (align - 1)) != 0)
-        return ckpt_error_set(CKPT_EINVALID, "%s: zip alignment %u is not a power of two up to %u",
-                              ckpt_outfile_path(f), align, ZIP_MAX_ALIGN);
-    if (start > (uint64_t)INT64_MAX)
-        return ckpt_error_set(CKPT_EINVALID, "%s: zip start offset %llu exceeds the largest file size",
-                              ckpt_outfile_path(f), (unsigned long long)start);
+        return ckpt_error_set(CKPT_EINVALID, "%s: zip alignment %u is not a power of two up to %u", path, align,
+                              ZIP_MAX_ALIGN);
+    if (start > (uint64_t)INT64_MAX || base > (uint64_t)INT64_MAX)
+        return ckpt_error_set(CKPT_EINVALID, "%s: zip start offset %llu exceeds the largest file size", path,
+                              (unsigned long long)(start > base ? start : base));
     w = calloc(1, sizeof *w);
     if (!w)
         return ckpt_error_oom();
     w->out = f;
+    w->mem = mem;
+    w->base = base;
     w->cursor = start;
     w->align = align;
     *out = w;
     return 0;
 }
 
+int ckpt_zip_writer_new(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t start, unsigned align)
+{
+    return writer_new(out, f, NULL, 0, start, align);
+}
+
+int ckpt_zip_writer_new_embedded(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t base, unsigned align)
+{
+    return writer_new(out, f, NULL, base, 0, align);
+}
+
+int ckpt_zip_writer_new_mem(ckpt_zip_writer **out, ckpt_buf *mem, unsigned align)
+{
+    if (!mem)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_zip_writer_new_mem: no buffer");
+    ckpt_buf_clear(mem);
+    return writer_new(out, NULL, mem, 0, 0, align);
+}
+
 static int writer_usable(const ckpt_zip_writer *w)
 {
     if (w->finished)
-        return ckpt_error_set(CKPT_EINVALID, "%s: zip archive already finished", ckpt_outfile_path(w->out));
+        return ckpt_error_set(CKPT_EINVALID, "%s: zip archive already finished", wpath(w));
     return 0;
 }
 
@@ -150,9 +201,9 @@ int ckpt_zip_writer_add(ckpt_zip_writer *w, const char *name, uint64_t size, uin
         return rc;
     if (name_len > ZIP_NAME_MAX)
         return ckpt_error_set(CKPT_EINVALID, "%s: zip entry name of %zu bytes is longer than %u",
-                              ckpt_outfile_path(w->out), name_len, ZIP_NAME_MAX);
+                              wpath(w), name_len, ZIP_NAME_MAX);
     if (w->count >= INT_MAX)
-        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too many zip entries", ckpt_outfile_path(w->out));
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too many zip entries", wpath(w));
     x64 = zip64_extra_len(size, at);
     start = at + CKPT_ZIP_LOCAL_SIZE + name_len + x64 + 4; /* 4: the FB field's own header */
     pad = (size_t)((w->align - start % w->align) % w->align);
@@ -160,7 +211,7 @@ int ckpt_zip_writer_add(ckpt_zip_writer *w, const char *name, uint64_t size, uin
     if (CKPT_ADD_OVERFLOWS(start, size, &end) || CKPT_ADD_OVERFLOWS(end, (uint64_t)descriptor_len(size, at), &end) ||
         end > (uint64_t)INT64_MAX)
         return ckpt_error_set(CKPT_EINVALID, "%s: zip entry '%s' of %llu bytes exceeds the largest file size",
-                              ckpt_outfile_path(w->out), name, (unsigned long long)size);
+                              wpath(w), name, (unsigned long long)size);
     if (w->count == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
         zip_wentry *grown = realloc(w->entries, cap * sizeof *grown);
@@ -185,7 +236,7 @@ int ckpt_zip_writer_add(ckpt_zip_writer *w, const char *name, uint64_t size, uin
     p = put_zip64_extra(p + name_len, size, 0, at);
     p = put16(put16(p, 0x4246), (uint16_t)pad);                      /* "FB" */
     memset(p, 'Z', pad);
-    rc = ckpt_outfile_pwrite(w->out, at, header, header_len);
+    rc = emit(w, at, header, header_len);
     free(header);
     if (rc == 0)
         rc = ckpt_buf_append(&w->names, name, name_len);
@@ -212,7 +263,7 @@ int ckpt_zip_writer_add_bytes(ckpt_zip_writer *w, const char *name, const void *
 
     if (index < 0)
         return index;
-    rc = ckpt_outfile_pwrite(w->out, at, data, len);
+    rc = emit(w, at, data, len);
     if (rc)
         return rc;
     ckpt_zip_writer_set_crc(w, index, ckpt_crc32(0, data, len));
@@ -239,7 +290,7 @@ static int check_crcs(const ckpt_zip_writer *w)
         const zip_wentry *e = &w->entries[i];
         if (!e->crc_set)
             return ckpt_error_set(CKPT_EINVALID, "%s: zip entry '%.*s' was never given its CRC-32",
-                                  ckpt_outfile_path(w->out), (int)e->name_len,
+                                  wpath(w), (int)e->name_len,
                                   (const char *)w->names.data + e->name_at);
     }
     return 0;
@@ -260,7 +311,7 @@ static int write_descriptors(ckpt_zip_writer *w)
             p = put64(put64(p, e->size), e->size);
         else
             p = put32(put32(p, (uint32_t)e->size), (uint32_t)e->size);
-        rc = ckpt_outfile_pwrite(w->out, e->data_offset + e->size, d, (size_t)(p - d));
+        rc = emit(w, e->data_offset + e->size, d, (size_t)(p - d));
     }
     return rc;
 }
@@ -312,7 +363,7 @@ int ckpt_zip_writer_finish(ckpt_zip_writer *w)
     size_t i;
     int rc = writer_usable(w);
 
-    if (rc == 0)
+    if (rc == 0 && (w->out || w->mem))
         rc = check_crcs(w);
     if (rc == 0)
         rc = write_descriptors(w);
@@ -325,7 +376,7 @@ int ckpt_zip_writer_finish(ckpt_zip_writer *w)
     for (i = 0; rc == 0 && i <= w->count; i++) {
         size_t room = i < w->count ? MAX_ENTRY_RECORD : END_RECORDS;
         if ((size_t)(buf + CD_BUFFER_SIZE - p) < room) {
-            rc = ckpt_outfile_pwrite(w->out, at, buf, (size_t)(p - buf));
+            rc = emit(w, at, buf, (size_t)(p - buf));
             at += (uint64_t)(p - buf);
             p = buf;
         }
@@ -335,10 +386,12 @@ int ckpt_zip_writer_finish(ckpt_zip_writer *w)
             p = put_end_records(w, p, cd_offset, at + (uint64_t)(p - buf) - cd_offset);
     }
     if (rc == 0)
-        rc = ckpt_outfile_pwrite(w->out, at, buf, (size_t)(p - buf));
+        rc = emit(w, at, buf, (size_t)(p - buf));
     free(buf);
-    if (rc == 0)
+    if (rc == 0) {
         w->finished = 1;
+        w->cursor = at + (uint64_t)(p - buf);
+    }
     return rc;
 }
 

@@ -96,13 +96,18 @@ LAYOUTS = {
     "dist_tp2": ("llama", 2, 1, None, False, 0, "ref_dist", 128),
     "dist_tp2_bf16": ("llama", 2, 1, None, True, 0, "ref_dist", 128),
     "dist_tp2_optim": ("llama", 2, 1, None, False, 2, "ref_dist", 128),
+    # megatron-core loading what ckptconv wrote (`reshard --to torch_dist` of tp2, in
+    # WORK/ours_dist) at two other layouts; run by run_megatron.sh load-ours, not committed
+    "load_ours_tp1": ("llama", 1, 1, None, False, 0, "ours_dist", 128),
+    "load_ours_tp2pp2": ("llama", 2, 2, None, False, 0, "ours_dist", 128),
     # helpers, not committed
     "ref512": ("llama", 1, 1, None, False, 0, None, 512),
     "gpt2style_tp1": ("gpt2", 1, 1, None, False, 0, None, 128),
     "hf_llama_tiny_tp1": ("llama", 1, 1, None, False, 0, None, 128),
 }
 DIST = [k for k in LAYOUTS if k.startswith("dist_")]
-COMMITTED = [k for k in LAYOUTS if k not in ["ref512", "gpt2style_tp1", "hf_llama_tiny_tp1"] + DIST]
+LOAD_OURS = [k for k in LAYOUTS if k.startswith("load_ours_")]
+COMMITTED = [k for k in LAYOUTS if k not in ["ref512", "gpt2style_tp1", "hf_llama_tiny_tp1"] + DIST + LOAD_OURS]
 
 
 def megatron_argv(name):

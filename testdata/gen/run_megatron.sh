@@ -9,6 +9,9 @@
 #   ... run_megatron.sh describe                   # only the checks + expected.json (needs WORK=)
 #   ... run_megatron.sh dist                       # only the torch_dist twins dist_* (and the
 #                                                  # plain DCP fixture testdata/dcp/), from a fresh tp1
+#   ... run_megatron.sh load-ours CKPTCONV         # megatron-core's load_checkpoint of
+#                                                  # `ckptconv reshard tp2 --to torch_dist` at TP1 and
+#                                                  # TP2 PP2; log in testdata/gen/load_ours_dist.log
 #
 # MCORE_PYTHON: torch 2.10.0, megatron-core 0.16.1, transformers, safetensors, numpy<2, six.
 # MEGATRON_LM: a checkout of NVIDIA/Megatron-LM at tag core_v0.16.1 (commit 55ac7082517c);
@@ -57,13 +60,27 @@ train() {
     "$PY" -c 'import json, sys; [print("   ", c) for c in json.load(open(sys.argv[1]))["checks"]]' \
         "$WORK/$layout.meta.rank0.json"
     case $layout in
-        ref512|gpt2style_tp1|hf_llama_tiny_tp1) ;;
-        tp1) [ "$MODE" = dist ] || { rm -rf "${OUT:?}/tp1"; cp -r "$WORK/tp1" "$OUT/tp1"; } ;;
+        ref512|gpt2style_tp1|hf_llama_tiny_tp1|load_ours_*) ;;
+        tp1) [ "$MODE" != all ] || { rm -rf "${OUT:?}/tp1"; cp -r "$WORK/tp1" "$OUT/tp1"; } ;;
         *) rm -rf "${OUT:?}/$layout"; cp -r "$WORK/$layout" "$OUT/$layout" ;;
     esac
 }
 
 MODE=${1:-all}
+if [ "$MODE" = load-ours ]; then
+    CK=${2:?give the ckptconv binary}
+    R=(--ref-full tp1_full.pt)
+    train tp1 1
+    rm -rf "$WORK/ours_dist"
+    "$CK" reshard "$TESTDATA/megatron/tp2" "$WORK/ours_dist" --tp 2 --pp 1 --to torch_dist --no-optimizer
+    {
+        echo "ckptconv reshard testdata/megatron/tp2 ours_dist --tp 2 --pp 1 --to torch_dist --no-optimizer"
+        echo "then megatron-core $("$PY" -c 'import megatron.core as m; print(m.__version__)' 2>/dev/null) load_checkpoint (torch_dist) of ours_dist:"
+        train load_ours_tp1 1 "${R[@]}"
+        train load_ours_tp2pp2 4 "${R[@]}"
+    } | tee "$GEN_DIR/load_ours_dist.log"
+    exit 0
+fi
 if [ "$MODE" = dist ]; then
     # tp1 makes ref_dist and tp1_full.pt; its legacy files are not copied again
     R=(--ref-full tp1_full.pt)

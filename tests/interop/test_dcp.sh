@@ -10,7 +10,11 @@
 # - a torch_dist root taken like a legacy one: `reshard` to legacy TP1, TP2, PP2 and TP2 PP2
 #   equals megatron-core's legacy files (all but rng_state, which torch_dist keeps as bytes),
 #   `mcore2hf` gives transformers the logits Megatron computed, `verify` finds every layer
-#   equal to the legacy twin; optimizer state is refused without --no-optimizer.
+#   equal to the legacy twin; optimizer state is refused without --no-optimizer;
+# - `reshard --to torch_dist` (legacy or torch_dist in, any target layout) writes what we read
+#   back equal to the legacy fixture, bit for bit, under torch.load of the consolidation; one
+#   data file per target rank. (That megatron-core's load_checkpoint takes it at TP1 and
+#   TP2 PP2: testdata/gen/load_ours_dist.log, run by hand with the fixture environment.)
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_torch
@@ -70,4 +74,20 @@ case_run "reshard dist_tp2_bf16 -> legacy tp2 equals megatron-core's tp2_bf16" \
 case_run "reshard keeping torch_dist optimizer state is refused, nothing written" optimizer_refused
 case_run "mcore2hf of dist_tp2: transformers reproduces Megatron's logits" to_hf
 case_run "verify dist_tp2 (iteration directory) against legacy tp2: every layer equal" verify_twin
+to_dist() {
+    local src="$1" tp="$2" pp="$3" legacy="$4" ranks
+    shift 4
+    ckpt reshard -q "$TESTDATA/megatron/$src" "$WORK/w-$src-$tp-$pp" --tp "$tp" --pp "$pp" --to torch_dist --no-optimizer "$@"
+    ranks=$(find "$WORK/w-$src-$tp-$pp/iter_0000010" -name '__*_0.distcp' | wc -l)
+    [ "$ranks" -eq $((tp * pp)) ] || { echo "$ranks tensor data files for TP $tp x PP $pp"; return 1; }
+    ckpt convert -q "$WORK/w-$src-$tp-$pp/iter_0000010" "$WORK/w-$src-$tp-$pp.pt"
+    "$TORCH_PYTHON" "$CHECK" megatron "$WORK/w-$src-$tp-$pp.pt" "$TESTDATA/megatron/$legacy"
+    ckpt reshard -q "$WORK/w-$src-$tp-$pp" "$WORK/w-$src-$tp-$pp-back" --tp 2 --pp 1 --no-optimizer
+    "$TORCH_PYTHON" "$INTEROP_DIR/mcore_check.py" same "$WORK/w-$src-$tp-$pp-back" "$TESTDATA/megatron/$legacy" norng
+}
+
+case_run "reshard legacy tp2 --to torch_dist at TP2, read back and to legacy again: tp2" to_dist tp2 2 1 tp2
+case_run "reshard legacy tp2pp2 --to torch_dist at TP1 PP2: tp2" to_dist tp2pp2 1 2 tp2
+case_run "reshard dist_tp2 --to torch_dist at TP4 PP2: tp2" to_dist dist_tp2 4 2 tp2
+case_run "reshard legacy tp2_bf16 --to torch_dist at TP1: tp2_bf16" to_dist tp2_bf16 1 1 tp2_bf16
 finish

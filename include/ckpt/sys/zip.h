@@ -47,6 +47,13 @@ CKPT_EXTERN(void) ckpt_zip_extent(const ckpt_zip *z, const ckpt_zip_entry *e, ck
 typedef struct ckpt_zip_writer ckpt_zip_writer;
 
 CKPT_EXTERN(int) ckpt_zip_writer_new(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t start, unsigned align);
+/* An archive at byte `base` of f whose offsets count from its own start, as torch.load sees
+ * a byte range of a larger file (PyTorch Distributed Checkpoint data files). With f NULL
+ * nothing is written: the archive is only laid out (CRCs need not be given), and
+ * ckpt_zip_writer_tell after finish is its size. */
+CKPT_EXTERN(int) ckpt_zip_writer_new_embedded(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t base, unsigned align);
+/* An archive built in memory: `mem` is emptied and receives its bytes. */
+CKPT_EXTERN(int) ckpt_zip_writer_new_mem(ckpt_zip_writer **out, ckpt_buf *mem, unsigned align);
 /* Reserve an entry of `size` bytes; *data_offset receives where its data goes. Returns the
  * entry index (>= 0) or a negative error. Names must be unique (readers refuse duplicates);
  * the writer does not check. */
@@ -56,7 +63,8 @@ CKPT_EXTERN(int) ckpt_zip_writer_add_bytes(ckpt_zip_writer *w, const char *name,
 /* Every non-empty entry needs its CRC before finish. May be called from several threads for
  * different entries, but not while an entry is being added. */
 CKPT_EXTERN(void) ckpt_zip_writer_set_crc(ckpt_zip_writer *w, int entry, uint32_t crc);
-/* Offset just past everything reserved so far. */
+/* Offset just past everything reserved so far; once finished, the archive's size (from
+ * its start, or from offset 0 of the file for ckpt_zip_writer_new's `start`). */
 CKPT_EXTERN(uint64_t) ckpt_zip_writer_tell(const ckpt_zip_writer *w);
 /* Write data descriptors, central directory, zip64 records and the end record. */
 CKPT_EXTERN(int) ckpt_zip_writer_finish(ckpt_zip_writer *w);

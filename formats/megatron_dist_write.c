@@ -1,0 +1,270 @@
+/* A Megatron model written as a --ckpt-format torch_dist checkpoint (megatron-core's
+ * dist_checkpointing layout), which Megatron loads at any TP/PP:
+ *
+ *   <out>/latest_checkpointed_iteration.txt
+ *   <out>/iter_NNNNNNN/.metadata, __R_0.distcp, __R_1.distcp, common.pt, metadata.json
+ *
+ * Tensors at global shapes, the decoder's layers stacked on a leading axis under one key,
+ * local-spec norms under TE's names (TransformerLayer's sharded_state_dict_keys_map); each
+ * layer's part of a rank one chunk in the data file of global rank tp + TP * pp (SwiGLU's
+ * gate and up halves separate chunks; replicated tensors written once, by TP rank 0).
+ * `_extra_state` values are ShardedObjects: `<key>/shard_<layer>_<layers>`, each
+ * torch.save([value]). common.pt holds args (rewritten for the layout), checkpoint_version,
+ * iteration and num_floating_point_operations_so_far. Not written yet: optimizer state and
+ * rng states (load with --no-load-optim --no-load-rng, or --finetune). Facts:
+ * megatron/core/dist_checkpointing/strategies/torch.py (_mcore_to_torch_sharded_object),
+ * megatron/core/transformer/utils.py (_get_extra_state_offsets). */
+#include "megatron_private.h"
+
+#include <ckpt/dcp.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYERS_PREFIX "decoder.layers."
+#define METADATA_JSON \
+    "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, \"common_backend\": \"torch\", " \
+    "\"common_backend_version\": 1}"
+
+typedef struct dist_ctx {
+    ckpt_megatron *m;
+    const ckpt_megatron_target *t;
+    ckpt_plan *plan;
+    ckpt_dcp_out *d;
+    int local;             /* local layer spec: norms renamed to TE's */
+    int64_t padded_vocab;
+    int64_t per_stage;     /* layers per pipeline stage */
+    ckpt_buf key, bytes;
+} dist_ctx;
+
+static const struct {
+    const char *local, *te;
+} norm_names[] = {
+    { "input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight" },
+    { "input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias" },
+    { "pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight" },
+    { "pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias" },
+};
+
+/* The torch_dist key of an entry: "decoder.layers.<module key>" for layers. */
+static int dist_key(dist_ctx *c, const mg_entry *e, ckpt_buf *out)
+{
+    const char *rest;
+    size_t i;
+
+    ckpt_buf_clear(out);
+    if (e->layout.layer < 0)
+        return ckpt_buf_puts(out, e->name) < 0 ? CKPT_ENOMEM : 0;
+    if (strncmp(e->name, LAYERS_PREFIX, strlen(LAYERS_PREFIX)) != 0 || !(rest = strchr(e->name + strlen(LAYERS_PREFIX), '.')))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: layer tensors outside decoder.layers are not written as torch_dist yet", e->name);
+    rest++;
+    for (i = 0; c->local && i < sizeof norm_names / sizeof norm_names[0]; i++)
+        if (strcmp(rest, norm_names[i].local) == 0)
+            rest = norm_names[i].te;
+    return ckpt_buf_printf(out, LAYERS_PREFIX "%s", rest) < 0 ? CKPT_ENOMEM : 0;
+}
+
+/* The pipeline stage that holds an entry. */
+static int stage_of(const dist_ctx *c, const mg_entry *e)
+{
+    switch (e->layout.stage) {
+    case CKPT_STAGE_LAST:
+        return c->t->pp - 1;
+    case CKPT_STAGE_LAYER:
+        return (int)(e->layout.layer / c->per_stage);
+    default:
+        return 0;
+    }
+}
+
+/* One chunk: for a layer, with the layer axis put in front. */
+static int chunk(dist_ctx *c, const mg_entry *e, const ckpt_node *part, int64_t axis_off, int axis, int rank)
+{
+    const int64_t *full = ckpt_node_shape(e->full), *ps = ckpt_node_shape(part);
+    int64_t shape[CKPT_MAX_DIMS], offsets[CKPT_MAX_DIMS], pshape[CKPT_MAX_DIMS];
+    int nd = ckpt_node_ndim(e->full), lead = e->layout.layer >= 0, a, rc;
+    const ckpt_node *node = part;
+
+    if (nd + lead > CKPT_MAX_DIMS)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too many dimensions", e->name);
+    for (a = 0; a < nd; a++) {
+        shape[a + lead] = full[a];
+        offsets[a + lead] = a == axis ? axis_off : 0;
+        pshape[a + lead] = ps[a];
+    }
+    if (e->layout.tp == CKPT_TP_VOCAB)
+        shape[lead] = c->padded_vocab;
+    if (lead) {
+        shape[0] = c->m->info.num_layers;
+        offsets[0] = e->layout.layer;
+        pshape[0] = 1;
+        if ((rc = ckpt_node_reshape(c->m->g, part, nd + 1, pshape, &node)) < 0)
+            return rc;
+    }
+    return ckpt_dcp_out_chunk(c->d, (const char *)c->key.data, nd + lead, shape, offsets, node, rank);
+}
+
+static int add_param(dist_ctx *c, const mg_entry *e)
+{
+    const ckpt_node **parts = calloc((size_t)c->t->tp, sizeof *parts);
+    int stage = stage_of(c, e), tp, rc;
+
+    if (!parts)
+        return ckpt_error_oom();
+    rc = ckpt_megatron__split(c->m, c->t, c->padded_vocab, e, e->full, parts);
+    for (tp = 0; tp < c->t->tp && rc == 0; tp++) {
+        int rank = tp + c->t->tp * stage, axis = e->layout.axis;
+        const ckpt_node *part = parts[tp], *gate, *up;
+        int64_t rows = ckpt_node_shape(part)[axis], half = rows / 2;
+
+        switch (e->layout.tp) {
+        case CKPT_TP_REPLICATED:
+            if (tp == 0)
+                rc = chunk(c, e, part, 0, -1, rank);
+            break;
+        case CKPT_TP_SWIGLU:
+            /* [gate_r; up_r] on the rank; [gate; up] of the whole model in the checkpoint */
+            if ((rc = ckpt_node_slice(c->m->g, part, axis, 0, half, &gate)) == 0 &&
+                (rc = ckpt_node_slice(c->m->g, part, axis, half, half, &up)) == 0 &&
+                (rc = chunk(c, e, gate, tp * half, axis, rank)) == 0)
+                rc = chunk(c, e, up, ckpt_node_shape(e->full)[axis] / 2 + tp * half, axis, rank);
+            break;
+        default:
+            rc = chunk(c, e, part, tp * rows, axis, rank);
+            break;
+        }
+    }
+    free(parts);
+    if (rc < 0)
+        ckpt_error_prefix("%s", e->name);
+    return rc;
+}
+
+/* `_extra_state`: a ShardedObject per layer (or one), torch.save([value]). */
+static int add_extra_state(dist_ctx *c, const mg_entry *e)
+{
+    ckpt_arena *a = ckpt_plan_arena(c->plan);
+    ckpt_value *list = ckpt_value_new(a, CKPT_VAL_LIST), *v = e->value ? (ckpt_value *)e->value : ckpt_value_new(a, CKPT_VAL_NONE);
+    int rc;
+
+    if (e->full)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: _extra_state tensors (Transformer Engine layers) are not written as torch_dist "
+                               "yet; --extra-state drop leaves them out",
+                               e->name);
+
+    if (!list || !v || ckpt_value_append(a, list, v) < 0)
+        return CKPT_ENOMEM;
+    ckpt_buf_clear(&c->bytes);
+    if ((rc = ckpt_dcp_saved_value(list, &c->bytes)) < 0) {
+        ckpt_error_prefix("%s: _extra_state holding tensors (Transformer Engine FP8 state) is not written as "
+                          "torch_dist yet",
+                          e->name);
+        return rc;
+    }
+    if (e->layout.layer >= 0)
+        rc = ckpt_buf_printf(&c->key, "/shard_%lld_%lld", (long long)e->layout.layer, (long long)c->m->info.num_layers);
+    else
+        rc = ckpt_buf_puts(&c->key, "/shard_0_1");
+    if (rc < 0)
+        return CKPT_ENOMEM;
+    return ckpt_dcp_out_bytes(c->d, (const char *)c->key.data, c->bytes.data, c->bytes.len,
+                              c->t->tp * stage_of(c, e));
+}
+
+static int check(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
+
+    if (t->tp < 1 || t->pp < 1 || m->info.num_layers % t->pp)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%lld layers do not split evenly over PP %d",
+                               (long long)m->info.num_layers, t->pp);
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (m->info.has_optimizer || m->info.distributed_optimizer))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "optimizer state is not written in the torch_dist format yet; --no-optimizer writes "
+                               "the model (load it with --no-load-optim, or --finetune)");
+    if (m->info.ep > 1)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "mixture-of-experts models are not written in the torch_dist format yet");
+    if (untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "tied embeddings (no --untie-embeddings-and-output-weights) are not written in the "
+                               "torch_dist format yet");
+    return 0;
+}
+
+static int add_common(dist_ctx *c, const char *dir)
+{
+    ckpt_arena *a = ckpt_plan_arena(c->plan);
+    ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *args = NULL;
+    ckpt_buf rel = CKPT_BUF_INIT;
+    size_t file;
+    int rc;
+
+    if (!root || ckpt_buf_printf(&rel, "%s/common.pt", dir) < 0) {
+        ckpt_buf_dispose(&rel);
+        return CKPT_ENOMEM;
+    }
+    rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &file);
+    ckpt_buf_dispose(&rel);
+    if (rc < 0 || (rc = ckpt_megatron__target_args(c->m, c->t, c->plan, file, &args)) < 0)
+        return rc;
+    if (ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "args", 4), args) < 0 ||
+        ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "checkpoint_version", 18), ckpt_value_new_float(a, 3.0)) < 0 ||
+        ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "iteration", 9),
+                            ckpt_value_new_int(a, c->m->info.iteration)) < 0 ||
+        ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "num_floating_point_operations_so_far", 36),
+                            ckpt_value_new_int(a, 0)) < 0)
+        return CKPT_ENOMEM;
+    return ckpt_plan_set_root(c->plan, file, root);
+}
+
+int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)
+{
+    const ckpt_value *impl = ckpt_megatron_arg(m->args, "transformer_impl");
+    char dir[32], tracker[32], json_rel[64];
+    dist_ctx c;
+    size_t i;
+    int rc;
+
+    if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
+                              CKPT_MEGATRON_TARGET_VERSION);
+    if ((rc = check(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0))
+        return rc;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.t = t;
+    c.plan = plan;
+    c.local = impl && ckpt_value_is_str(impl, "local");
+    c.padded_vocab = ckpt_megatron__target_vocab(m, t);
+    c.per_stage = m->info.num_layers / t->pp;
+    if (m->release) {
+        snprintf(dir, sizeof dir, "release");
+        snprintf(tracker, sizeof tracker, "release");
+    } else {
+        snprintf(dir, sizeof dir, "iter_%07lld", (long long)m->info.iteration);
+        snprintf(tracker, sizeof tracker, "%lld", (long long)m->info.iteration);
+    }
+    if ((rc = ckpt_dcp_out_new(&c.d, plan, dir)) < 0)
+        return rc;
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        const mg_entry *e = &m->entries[i];
+        if ((rc = dist_key(&c, e, &c.key)) < 0)
+            break;
+        if (e->full && e->param)
+            rc = add_param(&c, e);
+        else if (ckpt_megatron__is_extra_state(e->name) && t->extra_state != CKPT_MEGATRON_EXTRA_DROP)
+            rc = add_extra_state(&c, e);
+    }
+    snprintf(json_rel, sizeof json_rel, "%s/metadata.json", dir);
+    if (rc == 0 && (rc = ckpt_dcp_out_finish(c.d)) == 0 && (rc = add_common(&c, dir)) == 0 &&
+        (rc = ckpt_plan_add_bytes(plan, json_rel, METADATA_JSON, strlen(METADATA_JSON))) == 0)
+        rc = ckpt_plan_add_bytes(plan, "latest_checkpointed_iteration.txt", tracker, strlen(tracker));
+    ckpt_dcp_out_free(c.d);
+    ckpt_buf_dispose(&c.key);
+    ckpt_buf_dispose(&c.bytes);
+    return rc;
+}
