@@ -177,21 +177,24 @@ static int add_extra_state(dist_ctx *c, const mg_entry *e)
 static int check(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
+    const char *src = m->set ? ckpt_set_info_of(m->set)->root : m->dist ? m->dist : "the model";
 
     if (t->tp < 1 || t->pp < 1 || m->info.num_layers % t->pp)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%lld layers do not split evenly over PP %d",
                                (long long)m->info.num_layers, t->pp);
     if (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (m->info.has_optimizer || m->info.distributed_optimizer))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "optimizer state is not written in the torch_dist format yet; --no-optimizer writes "
-                               "the model (load it with --no-load-optim, or --finetune)");
+                               "%s: its optimizer state is not written in the torch_dist format yet; --no-optimizer "
+                               "writes the model (load it with --no-load-optim, or --finetune)",
+                               src);
     if (m->info.ep > 1)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "mixture-of-experts models are not written in the torch_dist format yet");
+                               "%s: mixture-of-experts models are not written in the torch_dist format yet", src);
     if (untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "tied embeddings (no --untie-embeddings-and-output-weights) are not written in the "
-                               "torch_dist format yet");
+                               "%s: tied embeddings (no --untie-embeddings-and-output-weights) are not written in "
+                               "the torch_dist format yet",
+                               src);
     return 0;
 }
 

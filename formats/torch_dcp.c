@@ -542,7 +542,7 @@ const ckpt_format_vtable ckpt_format_torch_dcp = {
     .name = "torch_dcp",
     .description = "PyTorch Distributed Checkpoint directory (.metadata + .distcp; Megatron torch_dist, FSDP2), "
                    "read at global shapes; writes its data files (ckpt/dcp.h writes whole checkpoints)",
-    .extensions = ".distcp",
+    .extensions = "",
     .caps = CKPT_FORMAT_READ | CKPT_FORMAT_WRITE | CKPT_FORMAT_CRC,
     .bid = dcp_bid,
     .open = dcp_open_dir,

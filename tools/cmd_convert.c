@@ -52,16 +52,17 @@ static void convert_help(FILE *out)
 "  ckptconv convert checkpoints/ pytorch_model.bin --dtype float32   # like zero_to_fp32\n");
 }
 
-/* The writable format --to names (a format name, alias or extension), or NULL. */
+/* The writable format --to names (a format name, alias or extension), or NULL. Directory
+ * formats (no extension) that write only write their files for plans: not one file here. */
 static const char *format_for_to(const char *to)
 {
-    const char *name = ckpt_format_find(to), *at;
+    const char *name = ckpt_format_find(to), *at, *ext;
     unsigned caps;
     size_t i;
 
-    for (i = 0; name && (at = ckpt_format_at(i, &caps, NULL)); i++)
+    for (i = 0; name && (at = ckpt_format_at(i, &caps, &ext)); i++)
         if (strcmp(at, name) == 0)
-            return caps & CKPT_FORMAT_WRITE ? name : NULL;
+            return caps & CKPT_FORMAT_WRITE && ext[0] ? name : NULL;
     return NULL;
 }
 

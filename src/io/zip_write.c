@@ -120,21 +120,31 @@ static const char *wpath(const ckpt_zip_writer *w)
     return w->out ? wpath(w) : "(zip archive in memory)";
 }
 
-/* Bytes at archive offset `off`: into the file, into memory, or (laying out) nowhere. */
-static int emit(ckpt_zip_writer *w, uint64_t off, const void *data, size_t len)
+/* An archive in memory holds at least `end` bytes (zeros where nothing was written yet). */
+static int mem_cover(ckpt_zip_writer *w, uint64_t end)
 {
-    uint64_t end = off + len;
-
-    if (w->out)
-        return ckpt_outfile_pwrite(w->out, w->base + off, data, len);
-    if (!w->mem)
-        return 0;
+    if (end > (uint64_t)SIZE_MAX)
+        return ckpt_error_oom();
     if (end > w->mem->len) {
         if (ckpt_buf_reserve(w->mem, (size_t)(end - w->mem->len)) < 0)
             return CKPT_ENOMEM;
         memset(w->mem->data + w->mem->len, 0, (size_t)(end - w->mem->len));
         w->mem->len = (size_t)end;
     }
+    return 0;
+}
+
+/* Bytes at archive offset `off`: into the file, into memory, or (laying out) nowhere. */
+static int emit(ckpt_zip_writer *w, uint64_t off, const void *data, size_t len)
+{
+    int rc;
+
+    if (w->out)
+        return ckpt_outfile_pwrite(w->out, w->base + off, data, len);
+    if (!w->mem)
+        return 0;
+    if ((rc = mem_cover(w, off + len)) < 0)
+        return rc;
     memcpy(w->mem->data + off, data, len);
     return 0;
 }
@@ -238,6 +248,8 @@ int ckpt_zip_writer_add(ckpt_zip_writer *w, const char *name, uint64_t size, uin
     memset(p, 'Z', pad);
     rc = emit(w, at, header, header_len);
     free(header);
+    if (rc == 0 && w->mem)
+        rc = mem_cover(w, start + size); /* the caller writes the data into it */
     if (rc == 0)
         rc = ckpt_buf_append(&w->names, name, name_len);
     if (rc)

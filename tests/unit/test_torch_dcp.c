@@ -1,9 +1,11 @@
 /* The torch_dcp format: a Distributed Checkpoint (world size 2) read at global shapes over
  * tiled storages, chunks cut along either axis; bytes items kept; common.pt merged into the
- * root; hostile or damaged directories refused with the file named. */
+ * root; hostile or damaged directories refused with the file named. Checkpoints written by
+ * a plan (ckpt/dcp.h) read back the same, chunks refused when they overlap or leave a gap. */
 #include "test.h"
 
 #include <ckpt/checkpoint.h>
+#include <ckpt/dcp.h>
 #include <ckpt/value.h>
 
 #include <stdlib.h>
@@ -109,4 +111,95 @@ CKPT_TEST(test_torch_dcp_names_a_damaged_data_file)
     ASSERT_TRUE(unlink("missing/__0_0.distcp") == 0);
     ASSERT_TRUE(ckpt_open(&c, "missing", NULL) < 0);
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "missing/__0_0.distcp") != NULL);
+}
+
+static int same_values(const ckpt_tensor *a, const ckpt_tensor *b)
+{
+    int64_t n = ckpt_tensor_numel(a);
+    double *x = malloc((size_t)(n ? n : 1) * sizeof *x), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    int same = x && y && n == ckpt_tensor_numel(b) && a->dtype == b->dtype &&
+               ckpt_tensor_read(a, 0, n, CKPT_DTYPE_F64, x) == 0 && ckpt_tensor_read(b, 0, n, CKPT_DTYPE_F64, y) == 0 &&
+               memcmp(x, y, (size_t)n * sizeof *x) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* The plain fixture cut again: rows 4 + 7 over two ranks, columns 3 + 5, one whole tensor,
+ * a bytes item; written by a plan and read back. */
+CKPT_TEST(test_torch_dcp_written_by_a_plan_reads_back)
+{
+    ckpt_ckpt *in = open_dir(ckpt_test_data("dcp")), *back = NULL;
+    const ckpt_tensor *emb, *out, *counts;
+    const ckpt_node *e, *o, *c, *part;
+    const ckpt_value *train;
+    ckpt_dcp_out *d = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_graph *g;
+    int64_t off[2] = { 0, 0 };
+
+    ASSERT_TRUE(in != NULL);
+    emb = ckpt_tensor_find(in, "model.embed.weight");
+    out = ckpt_tensor_find(in, "model.layers.0.attn.out.weight");
+    counts = ckpt_tensor_find(in, "counts");
+    ASSERT_OK(ckpt_plan_new(&plan));
+    g = ckpt_plan_graph(plan);
+    ASSERT_OK(ckpt_node_tensor(g, emb, &e));
+    ASSERT_OK(ckpt_node_tensor(g, out, &o));
+    ASSERT_OK(ckpt_node_tensor(g, counts, &c));
+    ASSERT_OK(ckpt_dcp_out_new(&d, plan, "step_1"));
+    ASSERT_OK(ckpt_node_slice(g, e, 0, 0, 4, &part));
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "emb", 2, emb->shape, off, part, 0));
+    off[0] = 4;
+    ASSERT_OK(ckpt_node_slice(g, e, 0, 4, 7, &part));
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "emb", 2, emb->shape, off, part, 1));
+    off[0] = 0;
+    ASSERT_OK(ckpt_node_slice(g, o, 1, 0, 3, &part));
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "out", 2, out->shape, off, part, 1));
+    off[1] = 3;
+    ASSERT_OK(ckpt_node_slice(g, o, 1, 3, 5, &part));
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "out", 2, out->shape, off, part, 0));
+    off[1] = 0;
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "counts", 1, counts->shape, off, c, 0));
+    ASSERT_OK(ckpt_dcp_out_bytes(d, "train.step", "saved", 5, 1));
+    ASSERT_OK(ckpt_dcp_out_finish(d));
+    ckpt_dcp_out_free(d);
+    ASSERT_OK(ckpt_plan_execute(plan, "written", NULL, NULL));
+    ckpt_plan_free(plan);
+
+    back = open_dir("written/step_1");
+    ASSERT_TRUE(back != NULL);
+    ASSERT_EQ_INT((int)ckpt_tensor_count(back), 3);
+    ASSERT_TRUE(same_values(ckpt_tensor_find(back, "emb"), emb));
+    ASSERT_TRUE(same_values(ckpt_tensor_find(back, "out"), out));
+    ASSERT_TRUE(same_values(ckpt_tensor_find(back, "counts"), counts));
+    ASSERT_EQ_INT((int)ckpt_tensor_find(back, "out")->storage->tiling->n_tiles, 2);
+    train = ckpt_value_dict_get(ckpt_root(back), "train.step");
+    ASSERT_TRUE(train && train->kind == CKPT_VAL_BYTES && train->u.bytes.len == 5 &&
+                memcmp(train->u.bytes.ptr, "saved", 5) == 0);
+    ckpt_close(back);
+    ckpt_close(in);
+}
+
+CKPT_TEST(test_torch_dcp_plan_refuses_gaps_and_overlaps)
+{
+    ckpt_plan *plan = NULL;
+    ckpt_dcp_out *d = NULL;
+    const ckpt_node *z;
+    int64_t shape[1] = { 10 }, part[1] = { 6 }, off[1] = { 0 };
+
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(ckpt_node_zeros(ckpt_plan_graph(plan), CKPT_DTYPE_F32, 1, part, &z));
+    ASSERT_OK(ckpt_dcp_out_new(&d, plan, ""));
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "x", 1, shape, off, z, 0));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_dcp_out_finish(d)); /* rows 6..9 missing */
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "6 of its 10") != NULL);
+    off[0] = 4;
+    ASSERT_OK(ckpt_dcp_out_chunk(d, "x", 1, shape, off, z, 1));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_dcp_out_finish(d));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "overlap") != NULL);
+    off[0] = 5;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_dcp_out_chunk(d, "x", 1, shape, off, z, 1)); /* past the end */
+    ckpt_dcp_out_free(d);
+    ckpt_plan_free(plan);
 }

@@ -242,6 +242,64 @@ CKPT_TEST(test_zip_writer_reserved_entries)
     ckpt_buf_dispose(&buf);
 }
 
+/* Two archives end to end in one file, each counting offsets from its own start; the
+ * same archive laid out only (its size known before writing) and built in memory. */
+CKPT_TEST(test_zip_writer_embedded_in_memory_and_laid_out)
+{
+    static const char data[] = "chunk bytes";
+    uint64_t sizes[2], at = 0, off;
+    ckpt_buf mem = CKPT_BUF_INIT, buf = CKPT_BUF_INIT;
+    ckpt_zip_writer *w;
+    ckpt_outfile *out;
+    ckpt_file *f;
+    ckpt_zip *z;
+    unsigned char *whole;
+    size_t len;
+    int i, e;
+
+    /* laid out only: no file, no CRCs needed */
+    ASSERT_OK(ckpt_zip_writer_new_embedded(&w, NULL, 0, 64));
+    ASSERT_TRUE(ckpt_zip_writer_add(w, "archive/data/0", sizeof data, &off) >= 0);
+    ASSERT_OK(ckpt_zip_writer_finish(w));
+    sizes[0] = sizes[1] = ckpt_zip_writer_tell(w);
+    ckpt_zip_writer_free(w);
+
+    ASSERT_OK(ckpt_outfile_open(&out, "two.bin", 0));
+    for (i = 0; i < 2; i++) {
+        ASSERT_OK(ckpt_zip_writer_new_embedded(&w, out, at, 64));
+        e = ckpt_zip_writer_add(w, "archive/data/0", sizeof data, &off);
+        ASSERT_TRUE(e >= 0 && off % 64 == 0);
+        ASSERT_OK(ckpt_outfile_pwrite(out, at + off, data, sizeof data));
+        ckpt_zip_writer_set_crc(w, e, (uint32_t)crc32_z(0, (const unsigned char *)data, sizeof data));
+        ASSERT_OK(ckpt_zip_writer_finish(w));
+        ASSERT_EQ_INT(ckpt_zip_writer_tell(w), sizes[i]);
+        ckpt_zip_writer_free(w);
+        at += sizes[i];
+    }
+    ASSERT_OK(ckpt_outfile_commit(out));
+    whole = ckpt_test_read_file("two.bin", &len);
+    ASSERT_TRUE(whole && len == at);
+    /* the second archive alone is a complete zip */
+    ckpt_test_write_file("second.zip", whole + sizes[0], (size_t)sizes[1]);
+    ASSERT_OK(open_zip("second.zip", &f, &z));
+    ASSERT_OK(ckpt_zip_read(z, ckpt_zip_find(z, "archive/data/0"), 1, &buf));
+    ASSERT_TRUE(buf.len == sizeof data && memcmp(buf.data, data, sizeof data) == 0);
+    close_zip(f, z);
+
+    /* in memory: the same bytes as the first archive in the file */
+    ASSERT_OK(ckpt_zip_writer_new_mem(&w, &mem, 64));
+    e = ckpt_zip_writer_add(w, "archive/data/0", sizeof data, &off);
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_zip_writer_finish(w)); /* its CRC was never given */
+    ckpt_zip_writer_set_crc(w, e, (uint32_t)crc32_z(0, (const unsigned char *)data, sizeof data));
+    memcpy(mem.data + off, data, sizeof data);
+    ASSERT_OK(ckpt_zip_writer_finish(w));
+    ckpt_zip_writer_free(w);
+    ASSERT_TRUE(mem.len == sizes[0] && memcmp(mem.data, whole, (size_t)sizes[0]) == 0);
+    free(whole);
+    ckpt_buf_dispose(&mem);
+    ckpt_buf_dispose(&buf);
+}
+
 CKPT_TEST(test_zip_writer_argument_checks)
 {
     char *name = malloc(65537);

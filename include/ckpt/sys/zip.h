@@ -52,7 +52,8 @@ CKPT_EXTERN(int) ckpt_zip_writer_new(ckpt_zip_writer **out, ckpt_outfile *f, uin
  * nothing is written: the archive is only laid out (CRCs need not be given), and
  * ckpt_zip_writer_tell after finish is its size. */
 CKPT_EXTERN(int) ckpt_zip_writer_new_embedded(ckpt_zip_writer **out, ckpt_outfile *f, uint64_t base, unsigned align);
-/* An archive built in memory: `mem` is emptied and receives its bytes. */
+/* An archive built in memory: `mem` is emptied and receives its bytes; an entry's data
+ * (at mem->data + data_offset) may be filled in as soon as it is added. */
 CKPT_EXTERN(int) ckpt_zip_writer_new_mem(ckpt_zip_writer **out, ckpt_buf *mem, unsigned align);
 /* Reserve an entry of `size` bytes; *data_offset receives where its data goes. Returns the
  * entry index (>= 0) or a negative error. Names must be unique (readers refuse duplicates);
