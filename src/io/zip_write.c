@@ -399,10 +399,11 @@ int ckpt_zip_writer_finish(ckpt_zip_writer *w)
     }
     if (rc == 0)
         rc = emit(w, at, buf, (size_t)(p - buf));
+    at += (uint64_t)(p - buf);
     free(buf);
     if (rc == 0) {
         w->finished = 1;
-        w->cursor = at + (uint64_t)(p - buf);
+        w->cursor = at;
     }
     return rc;
 }
