@@ -117,7 +117,7 @@ static size_t descriptor_len(uint64_t size, uint64_t header_offset)
 
 static const char *wpath(const ckpt_zip_writer *w)
 {
-    return w->out ? wpath(w) : "(zip archive in memory)";
+    return w->out ? ckpt_outfile_path(w->out) : "(zip archive in memory)";
 }
 
 /* An archive in memory holds at least `end` bytes (zeros where nothing was written yet). */
