@@ -58,16 +58,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 trap 'rm -rf "$OUT"' EXIT
 
-if [ "${BENCH_CACHE:-cold}" = warm ]; then
-    CACHE="warm (BENCH_CACHE=warm: page cache kept between runs)"
-    drop_caches() { :; }
-elif ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
-    CACHE="cold (page cache dropped before each run)"
-    drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-else
-    CACHE="warm (cannot drop the page cache without root)"
-    drop_caches() { :; }
-fi
+choose_cache
 
 in_bytes=$(du -sb "$IN" | cut -f1)
 echo "bench: cp, cp+sync, dcp_to_torch_save + safetensors, ckptconv"

@@ -112,6 +112,23 @@ report_baseline() {
 mb() { if [ -n "$1" ]; then awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; else echo -; fi; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
+# choose_cache: BENCH_CACHE=warm keeps the page cache (CPU cost only: with BENCH_REPEAT=2 or
+# more, every tool's best run reads from memory); otherwise runs are cold when the page cache
+# can be dropped (root). Sets CACHE (for the table) and defines drop_caches.
+choose_cache() {
+    if [ "${BENCH_CACHE:-cold}" = warm ]; then
+        CACHE="warm (BENCH_CACHE=warm: page cache kept between runs)"
+        drop_caches() { :; }
+    elif ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
+        CACHE="cold (page cache dropped before each run)"
+        drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+    else
+        echo "bench: cannot drop the page cache (needs root); runs are warm-cache"
+        CACHE="warm (cannot drop the page cache without root)"
+        drop_caches() { :; }
+    fi
+}
+
 # check_baseline: refuse a BASELINE that is not an executable.
 check_baseline() {
     [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE=$BASELINE is not an executable ckptconv"

@@ -111,17 +111,7 @@ FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
 mkdir -p "$OUT"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
 
-if [ "${BENCH_CACHE:-cold}" = warm ]; then
-    CACHE="warm (BENCH_CACHE=warm: page cache kept between runs)"
-    drop_caches() { :; }
-elif ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
-    CACHE="cold (page cache dropped before each run)"
-    drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-else
-    echo "bench: cannot drop the page cache (needs root); runs are warm-cache"
-    CACHE="warm (cannot drop the page cache without root)"
-    drop_caches() { :; }
-fi
+choose_cache
 
 declare -A CHECK
 failed=0

@@ -117,17 +117,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 trap 'rm -rf "$OUT"' EXIT
 
-if [ "${BENCH_CACHE:-cold}" = warm ]; then
-    # CPU cost only: with BENCH_REPEAT=2 or more, every tool's best run reads from memory
-    CACHE="warm (BENCH_CACHE=warm: page cache kept between runs)"
-    drop_caches() { :; }
-elif ( sync && echo 3 >/proc/sys/vm/drop_caches ) 2>/dev/null; then
-    CACHE="cold (page cache dropped before each run)"
-    drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-else
-    CACHE="warm (cannot drop the page cache without root)"
-    drop_caches() { :; }
-fi
+choose_cache
 
 bytes_in() { du -sb "$1" | cut -f1; }
 missed=0

@@ -3,14 +3,12 @@
  * __0_0.distcp and __1_0.distcp. Open the directory with the torch_dcp format, read every
  * tensor of up to 16 MiB, close. Must never crash, hang or leak, whatever the metadata
  * pickle names or the chunks claim. */
-#include "fuzz.h"
-
 #include <ckpt.h>
+
+#include "fuzz.h"
 
 #include <fcntl.h>
 #include <string.h>
-
-#define MAX_TENSOR_BYTES ((uint64_t)16 << 20)
 
 static void put_file(const char *dir, const char *name, const uint8_t *data, size_t size)
 {
@@ -27,25 +25,6 @@ static void put_file(const char *dir, const char *name, const uint8_t *data, siz
         done += (size_t)n;
     }
     close(fd);
-}
-
-static void read_tensors(const ckpt_ckpt *c)
-{
-    size_t i;
-
-    for (i = 0; i < ckpt_tensor_count(c); i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(c, i);
-        uint64_t nbytes = ckpt_tensor_nbytes(t);
-        void *buf;
-
-        FUZZ_ASSERT(t && t->name);
-        if (nbytes > MAX_TENSOR_BYTES)
-            continue;
-        buf = malloc(nbytes ? (size_t)nbytes : 1);
-        FUZZ_ASSERT(buf);
-        (void)ckpt_tensor_read(t, 0, ckpt_tensor_numel(t), t->dtype, buf);
-        free(buf);
-    }
 }
 
 static char dir[64];
@@ -85,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     put_file(dir, "__1_0.distcp", data + 4 + meta_len, size - 4 - meta_len);
     opts.format = "torch_dcp";
     if (ckpt_open(&c, dir, &opts) == 0) {
-        read_tensors(c);
+        fuzz_read_tensors(c);
         (void)ckpt_value_repr(ckpt_root(c), repr, sizeof repr);
         ckpt_close(c);
     } else {

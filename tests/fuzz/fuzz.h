@@ -40,4 +40,27 @@ static inline int fuzz_memfd(const uint8_t *data, size_t size, char *path, size_
     return fd;
 }
 
+/* Read every tensor of up to 16 MiB of an opened checkpoint (results ignored: only crashes,
+ * hangs and leaks count). Include <ckpt.h> before this header to have it. */
+#ifdef CKPT_H
+static inline void fuzz_read_tensors(const ckpt_ckpt *c)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_tensor_count(c); i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(c, i);
+        uint64_t nbytes = ckpt_tensor_nbytes(t);
+        void *buf;
+
+        FUZZ_ASSERT(t && t->name);
+        if (nbytes > ((uint64_t)16 << 20))
+            continue;
+        buf = malloc(nbytes ? (size_t)nbytes : 1);
+        FUZZ_ASSERT(buf);
+        (void)ckpt_tensor_read(t, 0, ckpt_tensor_numel(t), t->dtype, buf);
+        free(buf);
+    }
+}
+#endif
+
 #endif

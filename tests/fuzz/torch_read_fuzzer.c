@@ -1,33 +1,12 @@
 /* Hostile torch.save files: open with the torch format forced, read every tensor of up to
  * 16 MiB, close. Must never crash, hang or leak, whatever the zip, pickle or data hold.
  * The input's parity turns CRC verification on, so both open paths are exercised. */
-#include "fuzz.h"
-
 #include <ckpt.h>
+
+#include "fuzz.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define MAX_TENSOR_BYTES ((uint64_t)16 << 20)
-
-static void read_tensors(const ckpt_ckpt *c)
-{
-    size_t i;
-
-    for (i = 0; i < ckpt_tensor_count(c); i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(c, i);
-        uint64_t nbytes = ckpt_tensor_nbytes(t);
-        void *buf;
-
-        FUZZ_ASSERT(t && t->name);
-        if (nbytes > MAX_TENSOR_BYTES)
-            continue;
-        buf = malloc(nbytes ? (size_t)nbytes : 1);
-        FUZZ_ASSERT(buf);
-        (void)ckpt_tensor_read(t, 0, ckpt_tensor_numel(t), t->dtype, buf);
-        free(buf);
-    }
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -39,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.format = "torch";
     opts.verify_crc = (int)(size & 1);
     if (ckpt_open(&c, path, &opts) == 0) {
-        read_tensors(c);
+        fuzz_read_tensors(c);
         if (ckpt_root(c))
             (void)ckpt_value_repr(ckpt_root(c), repr, sizeof repr);
         ckpt_close(c);
