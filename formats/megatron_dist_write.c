@@ -179,9 +179,12 @@ static int check(const ckpt_megatron *m, const ckpt_megatron_target *t)
     const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
     const char *src = m->set ? ckpt_set_info_of(m->set)->root : m->dist ? m->dist : "the model";
 
-    if (t->tp < 1 || t->pp < 1 || m->info.num_layers % t->pp)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%lld layers do not split evenly over PP %d",
-                               (long long)m->info.num_layers, t->pp);
+    if (t->tp < 1 || t->pp < 1 || t->vpp < 1 || m->info.num_layers % ((int64_t)t->pp * t->vpp))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%lld layers do not split evenly over PP %d x VPP %d",
+                               (long long)m->info.num_layers, t->pp, t->vpp);
+    if (t->vpp > 1 && t->pp < 2)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "a virtual pipeline (VPP %d) needs at least 2 pipeline stages", t->vpp);
     if (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (m->info.has_optimizer || m->info.distributed_optimizer))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: its optimizer state is not written in the torch_dist format yet; --no-optimizer "
