@@ -201,42 +201,60 @@ int ckpt_dcp_saved_value(const ckpt_value *v, ckpt_buf *out)
 
 /* ---- checks and layout ------------------------------------------------------------ */
 
-static int boxes_meet(const dcp_item *a, const dcp_item *b, int ndim)
-{
-    const int64_t *sa = ckpt_node_shape(a->node), *sb = ckpt_node_shape(b->node);
-    int d;
+/* Items in key order (ties in the order given), so that each key's chunks are checked
+ * together. */
+typedef struct item_ref {
+    size_t key, item;
+} item_ref;
 
-    for (d = 0; d < ndim; d++)
-        if (!sa[d] || !sb[d] || a->offsets[d] >= b->offsets[d] + sb[d] || b->offsets[d] >= a->offsets[d] + sa[d])
-            return 0;
-    return 1;
+static int by_key(const void *pa, const void *pb)
+{
+    const item_ref *a = pa, *b = pb;
+
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->item < b->item ? -1 : a->item > b->item;
 }
 
+/* Every tensor's chunks tile it: inside, no overlap, nothing left out. */
 static int check_cover(const ckpt_dcp_out *d)
 {
-    size_t k, i, j;
+    item_ref *order = malloc((d->n_items ? d->n_items : 1) * sizeof *order);
+    ckpt_tile *tiles = calloc(d->n_items ? d->n_items : 1, sizeof *tiles);
+    size_t i, j;
+    int rc = 0;
 
-    for (k = 0; k < d->n_keys; k++) {
-        const dcp_key *key = &d->keys[k];
-        uint64_t whole = 1, covered = 0;
-        int a;
+    if (!order || !tiles) {
+        free(order);
+        free(tiles);
+        return ckpt_error_oom();
+    }
+    for (i = 0; i < d->n_items; i++) {
+        order[i].key = d->items[i].key;
+        order[i].item = i;
+    }
+    qsort(order, d->n_items, sizeof *order, by_key);
+    for (i = 0; i < d->n_items && rc == 0; i = j) {
+        const dcp_key *key = &d->keys[order[i].key];
+        ckpt_tiling g;
+        for (j = i; j < d->n_items && order[j].key == order[i].key; j++)
+            if (key->ndim > 0) {
+                const dcp_item *it = &d->items[order[j].item];
+                memcpy(tiles[j - i].offset, it->offsets, (size_t)key->ndim * sizeof *it->offsets);
+                memcpy(tiles[j - i].size, ckpt_node_shape(it->node), (size_t)key->ndim * sizeof *it->offsets);
+            }
         if (key->ndim < 0)
             continue;
-        for (a = 0; a < key->ndim; a++)
-            whole *= (uint64_t)key->shape[a];
-        for (i = 0; i < d->n_items; i++) {
-            if (d->items[i].key != k)
-                continue;
-            covered += (uint64_t)ckpt_node_numel(d->items[i].node);
-            for (j = 0; j < i; j++)
-                if (d->items[j].key == k && boxes_meet(&d->items[i], &d->items[j], key->ndim))
-                    return ckpt_error_set(CKPT_EINVALID, "%s: two chunks overlap", key->name);
-        }
-        if (covered != whole)
-            return ckpt_error_set(CKPT_EINVALID, "%s: the chunks hold %llu of its %llu elements", key->name,
-                                  (unsigned long long)covered, (unsigned long long)whole);
+        memset(&g, 0, sizeof g);
+        g.ndim = key->ndim;
+        memcpy(g.shape, key->shape, (size_t)key->ndim * sizeof *key->shape);
+        g.n_tiles = j - i;
+        g.tiles = tiles;
+        rc = ckpt_tiling_check_boxes(&g, key->name, CKPT_EINVALID, NULL);
     }
-    return 0;
+    free(order);
+    free(tiles);
+    return rc;
 }
 
 static int file_name(const ckpt_dcp_out *d, ckpt_buf *b, int rank, int which, int relative)

@@ -173,53 +173,73 @@ static int boxes_meet(const ckpt_tile *a, const ckpt_tile *b, int ndim)
     return 1;
 }
 
-int ckpt_storage_tiling_check(ckpt_storage *s)
+int ckpt_tiling_check_boxes(const ckpt_tiling *g, const char *what, int code, uint64_t *elements)
 {
-    const ckpt_tiling *g = s->tiling;
-    size_t es = ckpt_dtype_size(s->dtype), i, j;
-    uint64_t whole = 1, covered = 0, bytes;
+    uint64_t whole = 1, covered = 0;
+    size_t i, j;
     int d;
 
-    if (!g || g->ndim < 0 || g->ndim > CKPT_MAX_DIMS || es == 0 || s->n_extents || s->byteswap)
-        return ckpt_error_set(CKPT_EINVALID, "tiled storage '%s': no tiling, a bad rank or dtype, or extents too",
-                              tiled_key(s));
+    if (g->ndim < 0 || g->ndim > CKPT_MAX_DIMS)
+        return ckpt_error_set(code, "%s: %d dimensions", what, g->ndim);
     for (d = 0; d < g->ndim; d++)
         if (g->shape[d] < 0 || CKPT_MUL_OVERFLOWS(whole, (uint64_t)g->shape[d], &whole))
-            return ckpt_error_set(CKPT_EFORMAT, "tiled storage '%s': bad shape (axis %d)", tiled_key(s), d);
+            return ckpt_error_set(code, "%s: bad shape (axis %d)", what, d);
     for (i = 0; i < g->n_tiles; i++) {
         const ckpt_tile *t = &g->tiles[i];
-        uint64_t n = 1, need, end;
+        uint64_t n = 1;
         for (d = 0; d < g->ndim; d++) {
             if (t->offset[d] < 0 || t->size[d] < 0 || t->offset[d] > g->shape[d] ||
                 t->size[d] > g->shape[d] - t->offset[d])
-                return ckpt_error_set(CKPT_EFORMAT,
-                                      "tiled storage '%s': chunk %zu ([%lld, +%lld) on axis %d) lies outside "
-                                      "the tensor (%lld)",
-                                      tiled_key(s), i, (long long)t->offset[d], (long long)t->size[d], d,
+                return ckpt_error_set(code, "%s: chunk %zu ([%lld, +%lld) on axis %d) lies outside the tensor (%lld)",
+                                      what, i, (long long)t->offset[d], (long long)t->size[d], d,
                                       (long long)g->shape[d]);
             n *= (uint64_t)t->size[d];
         }
+        for (j = 0; j < i && n; j++)
+            if (boxes_meet(t, &g->tiles[j], g->ndim))
+                return ckpt_error_set(code, "%s: chunks %zu and %zu overlap", what, j, i);
+        covered += n;
+    }
+    if (covered != whole)
+        return ckpt_error_set(code, "%s: its chunks hold %llu of its %llu elements", what,
+                              (unsigned long long)covered, (unsigned long long)whole);
+    if (elements)
+        *elements = whole;
+    return 0;
+}
+
+int ckpt_storage_tiling_check(ckpt_storage *s)
+{
+    const ckpt_tiling *g = s->tiling;
+    size_t es = ckpt_dtype_size(s->dtype), i;
+    uint64_t whole, bytes;
+    char what[256];
+    int d, rc;
+
+    if (!g || es == 0 || s->n_extents || s->byteswap)
+        return ckpt_error_set(CKPT_EINVALID, "tiled storage '%s': no tiling, no dtype, or extents too", tiled_key(s));
+    snprintf(what, sizeof what, "tiled storage '%s'", tiled_key(s));
+    if ((rc = ckpt_tiling_check_boxes(g, what, CKPT_EFORMAT, &whole)) < 0)
+        return rc;
+    for (i = 0; i < g->n_tiles; i++) {
+        const ckpt_tile *t = &g->tiles[i];
+        uint64_t n = 1, need, end;
+        for (d = 0; d < g->ndim; d++)
+            n *= (uint64_t)t->size[d];
         if (n == 0)
             continue;
         if (!t->source || t->source->dtype != s->dtype || CKPT_MUL_OVERFLOWS(n, es, &need) ||
             CKPT_ADD_OVERFLOWS(t->source_offset, need, &end) || end > t->source->nbytes)
-            return ckpt_error_set(CKPT_EFORMAT, "tiled storage '%s': chunk %zu needs %llu bytes of %s at %llu; its "
-                                  "storage '%s' holds %llu bytes of %s",
-                                  tiled_key(s), i, (unsigned long long)n * es, ckpt_dtype_name(s->dtype),
+            return ckpt_error_set(CKPT_EFORMAT, "%s: chunk %zu needs %llu bytes of %s at %llu; its storage '%s' holds "
+                                  "%llu bytes of %s",
+                                  what, i, (unsigned long long)n * es, ckpt_dtype_name(s->dtype),
                                   (unsigned long long)t->source_offset,
                                   t->source && t->source->key ? t->source->key : "(none)",
                                   t->source ? (unsigned long long)t->source->nbytes : 0ull,
                                   t->source ? ckpt_dtype_name(t->source->dtype) : "nothing");
-        for (j = 0; j < i; j++)
-            if (boxes_meet(t, &g->tiles[j], g->ndim))
-                return ckpt_error_set(CKPT_EFORMAT, "tiled storage '%s': chunks %zu and %zu overlap", tiled_key(s), j, i);
-        covered += n;
     }
-    if (covered != whole)
-        return ckpt_error_set(CKPT_EFORMAT, "tiled storage '%s': its chunks hold %llu of its %llu elements",
-                              tiled_key(s), (unsigned long long)covered, (unsigned long long)whole);
     if (CKPT_MUL_OVERFLOWS(whole, es, &bytes))
-        return ckpt_error_set(CKPT_EFORMAT, "tiled storage '%s': too large", tiled_key(s));
+        return ckpt_error_set(CKPT_EFORMAT, "%s: too large", what);
     s->nbytes = bytes;
     return 0;
 }

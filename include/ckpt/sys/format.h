@@ -40,6 +40,10 @@ CKPT_EXTERN(ckpt_storage *) ckpt_reader_new_tiled_storage(ckpt_reader *r, const 
 /* Check that the tiles lie inside the array, fit their sources, do not overlap and cover
  * every element, and set s->nbytes. CKPT_EFORMAT naming the storage and the chunk. */
 CKPT_EXTERN(int) ckpt_storage_tiling_check(ckpt_storage *s);
+/* The part of that check about boxes alone (sources are not looked at): inside the array,
+ * no two overlapping, every element covered. Fails with `code`, messages starting with
+ * `what`; *elements (if non-NULL) receives the array's element count. */
+CKPT_EXTERN(int) ckpt_tiling_check_boxes(const ckpt_tiling *g, const char *what, int code, uint64_t *elements);
 /* Bytes [off, off+len) of a mapped file seen as a file of their own (a torch.save archive
  * inside a larger file): same path and mapping, offsets counted from `off`. Lives as long
  * as the checkpoint; never closed by itself. */
