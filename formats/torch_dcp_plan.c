@@ -154,34 +154,11 @@ int ckpt_dcp_out_bytes(ckpt_dcp_out *d, const char *key, const void *data, size_
     return ckpt_buf_append(&d->bytes, data, len) < 0 ? CKPT_ENOMEM : 0;
 }
 
-static int append_run(uint64_t offset, const void *data, size_t len, void *payload)
-{
-    (void)offset;
-    return ckpt_buf_append(payload, data, len);
-}
-
-static int pickle_value(const ckpt_value *v, int protocol, ckpt_buf *out)
-{
-    ckpt_pickler *p = NULL;
-    int rc = ckpt_pickler_new(&p, protocol, NULL, NULL);
-
-    if (rc >= 0)
-        rc = ckpt_pickler_begin(p);
-    if (rc >= 0)
-        rc = ckpt_pickler_value(p, v);
-    if (rc >= 0)
-        rc = ckpt_pickler_end(p);
-    if (rc >= 0)
-        rc = ckpt_pickler_emit(p, append_run, out);
-    ckpt_pickler_free(p);
-    return rc < 0 ? rc : 0;
-}
-
 int ckpt_dcp_saved_value(const ckpt_value *v, ckpt_buf *out)
 {
     ckpt_buf pkl = CKPT_BUF_INIT, archive = CKPT_BUF_INIT;
     ckpt_zip_writer *zw = NULL;
-    int rc = pickle_value(v, 2, &pkl);
+    int rc = ckpt_torch__pickle_value(v, 2, NULL, NULL, &pkl);
 
     if (rc >= 0)
         rc = ckpt_zip_writer_new_mem(&zw, &archive, 64);
@@ -480,7 +457,7 @@ int ckpt_dcp_out_finish(ckpt_dcp_out *d)
     int rc;
 
     if ((rc = check_cover(d)) < 0 || (rc = add_files(d)) < 0 ||
-        (rc = build_metadata(d, ckpt_plan_arena(d->plan), &md)) < 0 || (rc = pickle_value(md, 4, &pkl)) < 0)
+        (rc = build_metadata(d, ckpt_plan_arena(d->plan), &md)) < 0 || (rc = ckpt_torch__pickle_value(md, 4, NULL, NULL, &pkl)) < 0)
         goto done;
     if ((d->dir[0] && ckpt_buf_printf(&name, "%s/", d->dir) < 0) || ckpt_buf_puts(&name, ".metadata") < 0) {
         rc = CKPT_ENOMEM;

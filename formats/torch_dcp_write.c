@@ -22,58 +22,41 @@ typedef struct dcp_writer {
     size_t n;
 } dcp_writer;
 
-static int append_run(uint64_t offset, const void *data, size_t len, void *payload)
+/* The archive's data.pkl: the tensor as storage "0", C order. */
+static int tensor_pickle(const ckpt_tensor *t, ckpt_buf *pkl)
 {
-    ckpt_buf *b = payload;
-    (void)offset;
-    return ckpt_buf_append(b, data, len);
-}
-
-static int tensor_pickle(ckpt_dtype dtype, int ndim, const int64_t *shape, uint64_t nbytes, ckpt_buf *pkl)
-{
-    int64_t stride[CKPT_MAX_DIMS], step = 1;
     ckpt_pickler *p = NULL;
-    int d, rc;
+    int rc = ckpt_pickler_new(&p, 2, NULL, NULL);
 
-    for (d = ndim - 1; d >= 0; d--) {
-        stride[d] = step;
-        step *= shape[d];
-    }
-    rc = ckpt_pickler_new(&p, 2, NULL, NULL);
     if (rc >= 0)
         rc = ckpt_pickler_begin(p);
     if (rc >= 0)
-        rc = ckpt_torch__pickle_tensor(p, dtype, "0", nbytes, 0, ndim, shape, stride, 0);
+        rc = ckpt_torch__pickle_tensor(p, t->dtype, "0", ckpt_tensor_nbytes(t), 0, t->ndim, t->shape, t->stride, 0);
     if (rc >= 0)
-        rc = ckpt_pickler_end(p);
-    if (rc >= 0)
-        rc = ckpt_pickler_emit(p, append_run, pkl);
+        rc = ckpt_torch__pickle_finish(p, pkl);
     ckpt_pickler_free(p);
     return rc < 0 ? rc : 0;
-}
-
-static uint64_t tensor_bytes(ckpt_dtype dtype, int ndim, const int64_t *shape)
-{
-    uint64_t n = ckpt_dtype_size(dtype);
-    int d;
-
-    for (d = 0; d < ndim; d++)
-        n *= (uint64_t)shape[d];
-    return n;
 }
 
 /* The records of one tensor's archive; *data_off and *entry: where its bytes go. */
 static int add_archive(ckpt_zip_writer *zw, ckpt_dtype dtype, int ndim, const int64_t *shape, uint64_t *data_off,
                        int *entry)
 {
-    uint64_t nbytes = tensor_bytes(dtype, ndim, shape);
     ckpt_buf pkl = CKPT_BUF_INIT;
-    int rc = tensor_pickle(dtype, ndim, shape, nbytes, &pkl);
+    ckpt_tensor t;
+    int rc;
+
+    memset(&t, 0, sizeof t);
+    t.dtype = dtype;
+    t.ndim = ndim;
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    ckpt_tensor_set_contiguous(&t);
+    rc = tensor_pickle(&t, &pkl);
 
     if (rc >= 0)
         rc = ckpt_torch__archive_head(zw, DCP_ARCHIVE, pkl.data, pkl.len);
     if (rc >= 0)
-        rc = *entry = ckpt_zip_writer_add(zw, DCP_ARCHIVE "data/0", nbytes, data_off);
+        rc = *entry = ckpt_zip_writer_add(zw, DCP_ARCHIVE "data/0", ckpt_tensor_nbytes(&t), data_off);
     if (rc >= 0)
         rc = ckpt_torch__archive_tail(zw, DCP_ARCHIVE);
     ckpt_buf_dispose(&pkl);

@@ -91,6 +91,11 @@ int ckpt_torch__legacy_open(ckpt_reader *r);
  * UntypedStorage) of storage `key` holding storage_bytes bytes. */
 int ckpt_torch__pickle_tensor(ckpt_pickler *p, ckpt_dtype dtype, const char *key, uint64_t storage_bytes,
                               int64_t offset, int ndim, const int64_t *shape, const int64_t *stride, int requires_grad);
+/* End the pickle begun on p and append it (a stream without holes) to out; a whole value
+ * pickled into out, its tensors through tensor_fn (NULL when it holds none). */
+int ckpt_torch__pickle_finish(ckpt_pickler *p, ckpt_buf *out);
+int ckpt_torch__pickle_value(const ckpt_value *v, int protocol, ckpt_pickler_tensor_fn tensor_fn, void *payload,
+                             ckpt_buf *out);
 /* The records of a torch.save archive named `archive` ("archive/") around its storages, in
  * torch's order: data.pkl, .format_version, .storage_alignment, byteorder, then (tail)
  * version. */

@@ -241,26 +241,39 @@ static int append_run(uint64_t offset, const void *data, size_t len, void *paylo
     return ckpt_buf_append(b, data, len);
 }
 
+int ckpt_torch__pickle_finish(ckpt_pickler *p, ckpt_buf *out)
+{
+    int rc = ckpt_pickler_end(p);
+
+    if (rc >= 0)
+        rc = ckpt_pickler_emit(p, append_run, out);
+    return rc < 0 ? rc : 0;
+}
+
+int ckpt_torch__pickle_value(const ckpt_value *v, int protocol, ckpt_pickler_tensor_fn tensor_fn, void *payload,
+                             ckpt_buf *out)
+{
+    ckpt_pickler *p = NULL;
+    int rc = ckpt_pickler_new(&p, protocol, tensor_fn, payload);
+
+    if (rc >= 0)
+        rc = ckpt_pickler_begin(p);
+    if (rc >= 0)
+        rc = ckpt_pickler_value(p, v);
+    if (rc >= 0)
+        rc = ckpt_torch__pickle_finish(p, out);
+    ckpt_pickler_free(p);
+    return rc < 0 ? rc : 0;
+}
+
 static int build_pickle(torch_writer *tw, int protocol, ckpt_buf *pkl)
 {
     const ckpt_value *root = tw->out->root;
-    ckpt_pickler *p = NULL;
     int rc = 0;
 
     if (!root)
         rc = flat_root(tw, &root);
-    if (rc >= 0)
-        rc = ckpt_pickler_new(&p, protocol, emit_tensor, tw);
-    if (rc >= 0)
-        rc = ckpt_pickler_begin(p);
-    if (rc >= 0)
-        rc = ckpt_pickler_value(p, root);
-    if (rc >= 0)
-        rc = ckpt_pickler_end(p);
-    if (rc >= 0)
-        rc = ckpt_pickler_emit(p, append_run, pkl);
-    ckpt_pickler_free(p);
-    return rc;
+    return rc < 0 ? rc : ckpt_torch__pickle_value(root, protocol, emit_tensor, tw, pkl);
 }
 
 static int add_small(ckpt_zip_writer *zw, ckpt_buf *name, const char *archive, const char *record, const void *data,
