@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LAYERS_PREFIX "decoder.layers."
 #define OPTIMIZER_PREFIX "optimizer."
 
 static const struct {
@@ -31,16 +30,14 @@ static const struct {
     { "mlp.linear_fc1.layer_norm_bias", "pre_mlp_layernorm.bias" },
 };
 
-/* The key of a layer's tensor in the module itself: Transformer Engine's fused norms are the
- * local spec's separate norm modules. */
-static const char *module_key(const char *rest, int local)
+const char *ckpt_megatron__norm_key(const char *key, int to_dist)
 {
     size_t i;
 
-    for (i = 0; local && i < sizeof norm_names / sizeof norm_names[0]; i++)
-        if (strcmp(rest, norm_names[i].dist) == 0)
-            return norm_names[i].local;
-    return rest;
+    for (i = 0; i < sizeof norm_names / sizeof norm_names[0]; i++)
+        if (strcmp(key, to_dist ? norm_names[i].local : norm_names[i].dist) == 0)
+            return to_dist ? norm_names[i].dist : norm_names[i].local;
+    return key;
 }
 
 /* Each layer is a view of the stacked tensor (kept in the model's arena, as the graph's
@@ -60,7 +57,8 @@ static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, 
     for (l = 0; l < t->shape[0] && rc == 0; l++) {
         ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
         ckpt_buf_clear(&name);
-        if (!v || (rc = ckpt_buf_printf(&name, LAYERS_PREFIX "%lld.%s", (long long)l, module_key(rest, local))) < 0) {
+        if (!v || (rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld.%s", (long long)l,
+                                      local ? ckpt_megatron__norm_key(rest, 0) : rest)) < 0) {
             rc = rc < 0 ? rc : CKPT_ENOMEM;
             break;
         }
@@ -89,7 +87,7 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
 
     for (i = 0; i < ckpt_tensor_count(ck) && rc == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(ck, i);
-        const char *rest = t->name + strlen(LAYERS_PREFIX);
+        size_t skip = strlen(CKPT_MEGATRON_LAYERS);
         const ckpt_node *full;
 
         if (strchr(t->name, '/'))
@@ -102,8 +100,9 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                    "%s: '%s': mixture-of-experts tensors of torch_dist checkpoints are not read yet",
                                    m->dist, t->name);
-        if (strncmp(t->name, LAYERS_PREFIX, strlen(LAYERS_PREFIX)) == 0 && (*rest < '0' || *rest > '9')) {
-            rc = add_layers(m, t, rest, local);
+        /* stacked layers; per-layer keys (older versions) are the legacy names already */
+        if (strncmp(t->name, CKPT_MEGATRON_LAYERS, skip) == 0 && (t->name[skip] < '0' || t->name[skip] > '9')) {
+            rc = add_layers(m, t, t->name + skip, local);
             continue;
         }
         if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LAYERS_PREFIX "decoder.layers."
 #define METADATA_JSON \
     "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, \"common_backend\": \"torch\", " \
     "\"common_backend_version\": 1}"
@@ -38,32 +37,22 @@ typedef struct dist_ctx {
     ckpt_buf key, bytes;
 } dist_ctx;
 
-static const struct {
-    const char *local, *te;
-} norm_names[] = {
-    { "input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight" },
-    { "input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias" },
-    { "pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight" },
-    { "pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias" },
-};
-
 /* The torch_dist key of an entry: "decoder.layers.<module key>" for layers. */
 static int dist_key(dist_ctx *c, const mg_entry *e, ckpt_buf *out)
 {
+    size_t skip = strlen(CKPT_MEGATRON_LAYERS);
     const char *rest;
-    size_t i;
 
     ckpt_buf_clear(out);
     if (e->layout.layer < 0)
         return ckpt_buf_puts(out, e->name) < 0 ? CKPT_ENOMEM : 0;
-    if (strncmp(e->name, LAYERS_PREFIX, strlen(LAYERS_PREFIX)) != 0 || !(rest = strchr(e->name + strlen(LAYERS_PREFIX), '.')))
+    if (strncmp(e->name, CKPT_MEGATRON_LAYERS, skip) != 0 || !(rest = strchr(e->name + skip, '.')))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: layer tensors outside decoder.layers are not written as torch_dist yet", e->name);
     rest++;
-    for (i = 0; c->local && i < sizeof norm_names / sizeof norm_names[0]; i++)
-        if (strcmp(rest, norm_names[i].local) == 0)
-            rest = norm_names[i].te;
-    return ckpt_buf_printf(out, LAYERS_PREFIX "%s", rest) < 0 ? CKPT_ENOMEM : 0;
+    return ckpt_buf_printf(out, CKPT_MEGATRON_LAYERS "%s", c->local ? ckpt_megatron__norm_key(rest, 1) : rest) < 0
+               ? CKPT_ENOMEM
+               : 0;
 }
 
 /* The pipeline stage that holds an entry. */
@@ -178,13 +167,10 @@ static int check(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
     const char *src = m->set ? ckpt_set_info_of(m->set)->root : m->dist ? m->dist : "the model";
+    int rc = ckpt_megatron__check_sizes(m, t);
 
-    if (t->tp < 1 || t->pp < 1 || t->vpp < 1 || m->info.num_layers % ((int64_t)t->pp * t->vpp))
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%lld layers do not split evenly over PP %d x VPP %d",
-                               (long long)m->info.num_layers, t->pp, t->vpp);
-    if (t->vpp > 1 && t->pp < 2)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
-                               "a virtual pipeline (VPP %d) needs at least 2 pipeline stages", t->vpp);
+    if (rc < 0)
+        return rc;
     if (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (m->info.has_optimizer || m->info.distributed_optimizer))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: its optimizer state is not written in the torch_dist format yet; --no-optimizer "

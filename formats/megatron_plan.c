@@ -375,7 +375,7 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
-static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
+int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int64_t L = m->info.num_layers;
 
@@ -388,6 +388,15 @@ static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
     if (L % ((int64_t)t->pp * t->vpp))
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "%lld layers do not split evenly over PP %d x VPP %d", (long long)L, t->pp, t->vpp);
+    return 0;
+}
+
+static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    int rc = ckpt_megatron__check_sizes(m, t);
+
+    if (rc < 0)
+        return rc;
     if (m->info.distributed_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the optimizer state is in distrib_optim.pt (distributed optimizer), whose flat "

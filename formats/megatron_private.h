@@ -63,8 +63,17 @@ int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node 
 /* The target's padded vocabulary, and `args` rewritten for the target layout, its tensors
  * (none, in practice) added to plan file `file` (megatron_plan.c). */
 int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* The target's sizes: at least 1, a virtual pipeline only over 2 stages or more, the layers
+ * evenly over PP x VPP. */
+int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t);
 int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                ckpt_value **out);
+/* torch_dist (megatron-core dist_checkpointing) stacks the decoder's layers under one key
+ * each, "decoder.layers.<module key>", and names the local spec's norms as Transformer
+ * Engine's fused ones (TransformerLayer's sharded_state_dict_keys_map). The module key of
+ * the other side (to_dist: local -> torch_dist), or `key` itself (megatron_dist.c). */
+#define CKPT_MEGATRON_LAYERS "decoder.layers."
+const char *ckpt_megatron__norm_key(const char *key, int to_dist);
 /* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
