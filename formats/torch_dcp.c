@@ -220,29 +220,49 @@ static const placement *find_placement(const dcp_open *o, const char *fqn, int n
 
 /* ---- data files and chunks ---------------------------------------------------- */
 
-static int data_window(dcp_open *o, const placement *p, const ckpt_file **out)
+/* The data file `name`, opened on first use; o->files is kept sorted by name, as a large
+ * checkpoint has a file per rank and chunks name them in no useful order. */
+static int data_file_of(dcp_open *o, const placement *p, const ckpt_file **out)
 {
-    const ckpt_file *f = NULL;
-    size_t i;
+    size_t lo = 0, hi = o->n_files;
+    data_file *grown;
     int rc;
 
-    for (i = 0; i < o->n_files && !f; i++)
-        if (strcmp(o->files[i].name, p->file) == 0)
-            f = o->files[i].file;
-    if (!f) {
-        data_file *grown;
-        if ((rc = join_path(&o->path, o->dir, p->file)) < 0)
-            return rc;
-        if ((rc = ckpt_reader_open_file(o->r, (const char *)o->path.data, &f)) < 0) {
-            ckpt_error_prefix("data file of key '%s'", p->fqn);
-            return rc;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(o->files[mid].name, p->file);
+        if (c == 0) {
+            *out = o->files[mid].file;
+            return 0;
         }
-        if (!(grown = ckpt_array_grow(o->files, &o->cap_files, o->n_files, sizeof *o->files)))
-            return CKPT_ENOMEM;
-        o->files = grown;
-        o->files[o->n_files].name = p->file;
-        o->files[o->n_files++].file = f;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    if ((rc = join_path(&o->path, o->dir, p->file)) < 0)
+        return rc;
+    if ((rc = ckpt_reader_open_file(o->r, (const char *)o->path.data, out)) < 0) {
+        ckpt_error_prefix("data file of key '%s'", p->fqn);
+        return rc;
+    }
+    if (!(grown = ckpt_array_grow(o->files, &o->cap_files, o->n_files, sizeof *o->files)))
+        return CKPT_ENOMEM;
+    o->files = grown;
+    memmove(&o->files[lo + 1], &o->files[lo], (o->n_files - lo) * sizeof *o->files);
+    o->files[lo].name = p->file;
+    o->files[lo].file = *out;
+    o->n_files++;
+    return 0;
+}
+
+static int data_window(dcp_open *o, const placement *p, const ckpt_file **out)
+{
+    const ckpt_file *f;
+    int rc;
+
+    if ((rc = data_file_of(o, p, &f)) < 0)
+        return rc;
     if (p->offset > f->size || p->length > f->size - p->offset)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: key '%s' lies at [%llu, +%llu) but the file holds %llu bytes (truncated?)",
