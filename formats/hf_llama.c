@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DEFAULT_SHARD_SIZE 5000000000ull
 
@@ -73,63 +74,88 @@ static double arg_float(const ckpt_value *args, const char *name, double fallbac
     return fallback;
 }
 
-/* A float as Python's repr writes it: the shortest digits that read back, positional for
- * exponents in [-4, 16), ".0" when whole. */
-static int put_float(ckpt_buf *b, double v)
+int ckpt_hf_weights_path(const char *dir, char **out)
 {
-    char text[64];
-    int prec, exp10;
+    static const char *const names[] = { "model.safetensors.index.json", "model.safetensors", "pytorch_model.bin" };
+    struct stat st;
+    size_t i;
 
-    for (prec = 1; prec < 17; prec++) {
-        snprintf(text, sizeof text, "%.*e", prec - 1, v);
-        if (strtod(text, NULL) == v)
-            break;
+    *out = NULL;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(dir) + strlen(names[i]) + 2;
+        char *p = malloc(n);
+        if (!p)
+            return ckpt_error_oom();
+        snprintf(p, n, "%s/%s", dir, names[i]);
+        if (stat(p, &st) == 0) {
+            *out = p;
+            return 0;
+        }
+        free(p);
     }
-    exp10 = v == 0 ? 0 : (int)floor(log10(fabs(v)));
-    if (v != 0 && (exp10 < -4 || exp10 >= 16))
-        return ckpt_buf_puts(b, text);
-    snprintf(text, sizeof text, "%.*f", prec - 1 - exp10 > 0 ? prec - 1 - exp10 : 0, v);
-    if (!strchr(text, '.'))
-        strcat(text, ".0");
-    return ckpt_buf_puts(b, text);
+    return ckpt_error_set(CKPT_ENOTFOUND, "%s: no model.safetensors(.index.json) or pytorch_model.bin", dir);
+}
+
+int ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *b)
+{
+    if (!d->num_heads || !d->hidden_size || !d->vocab_size)
+        return ckpt_error_set(CKPT_EINVALID, "a LLaMA config needs hidden_size, num_attention_heads and vocab_size");
+    ckpt_buf_puts(b, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
+    ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", d->attention_bias ? "true" : "false");
+    ckpt_buf_puts(b, "  \"attention_dropout\": 0.0,\n");
+    if (d->bos_token_id >= 0)
+        ckpt_buf_printf(b, "  \"bos_token_id\": %lld,\n", (long long)d->bos_token_id);
+    ckpt_buf_printf(b, "  \"dtype\": \"%s\",\n", ckpt_dtype_name(d->dtype));
+    if (d->eos_token_id >= 0)
+        ckpt_buf_printf(b, "  \"eos_token_id\": %lld,\n", (long long)d->eos_token_id);
+    ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)d->head_dim);
+    ckpt_buf_puts(b, "  \"hidden_act\": \"silu\",\n");
+    ckpt_buf_printf(b, "  \"hidden_size\": %lld,\n", (long long)d->hidden_size);
+    ckpt_buf_puts(b, "  \"initializer_range\": ");
+    ckpt_shard_json_float(b, d->initializer_range);
+    ckpt_buf_printf(b, ",\n  \"intermediate_size\": %lld,\n", (long long)d->intermediate_size);
+    ckpt_buf_printf(b, "  \"max_position_embeddings\": %lld,\n", (long long)d->max_positions);
+    ckpt_buf_puts(b, "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n");
+    ckpt_buf_printf(b, "  \"num_attention_heads\": %lld,\n", (long long)d->num_heads);
+    ckpt_buf_printf(b, "  \"num_hidden_layers\": %lld,\n", (long long)d->num_layers);
+    ckpt_buf_printf(b, "  \"num_key_value_heads\": %lld,\n", (long long)d->num_kv_heads);
+    ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": ");
+    ckpt_shard_json_float(b, d->rms_norm_eps);
+    /* transformers 5 reads rope_parameters, 4 rope_theta and rope_scaling */
+    ckpt_buf_puts(b, ",\n  \"rope_parameters\": {\n    \"rope_theta\": ");
+    ckpt_shard_json_float(b, d->rope_theta);
+    ckpt_buf_puts(b, ",\n    \"rope_type\": \"default\"\n  },\n  \"rope_scaling\": null,\n  \"rope_theta\": ");
+    ckpt_shard_json_float(b, d->rope_theta);
+    ckpt_buf_printf(b, ",\n  \"tie_word_embeddings\": %s,\n", d->tied ? "true" : "false");
+    ckpt_buf_printf(b, "  \"torch_dtype\": \"%s\",\n", ckpt_dtype_name(d->dtype));
+    ckpt_buf_printf(b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)d->vocab_size);
+    return b->data ? 0 : ckpt_error_oom();
 }
 
 int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype dtype, ckpt_buf *b)
 {
+    ckpt_hf_llama_dims d;
     int64_t heads = arg_int(args, "num_attention_heads", 0), hidden = arg_int(args, "hidden_size", 0);
-    int64_t groups = arg_int(args, "group_query_attention", 0) ? arg_int(args, "num_query_groups", heads) : heads;
-    int64_t head_dim = arg_int(args, "kv_channels", heads ? hidden / heads : 0);
-    int tied = !arg_int(args, "untie_embeddings_and_output_weights", 0);
 
     if (!heads || !hidden || !true_vocab)
         return ckpt_error_set(CKPT_EINVALID, "args lack hidden_size, num_attention_heads or the true vocabulary size");
-    ckpt_buf_puts(b, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
-    ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", arg_int(args, "add_qkv_bias", 0) ? "true" : "false");
-    ckpt_buf_puts(b, "  \"attention_dropout\": 0.0,\n");
-    ckpt_buf_printf(b, "  \"dtype\": \"%s\",\n", ckpt_dtype_name(dtype));
-    ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)head_dim);
-    ckpt_buf_puts(b, "  \"hidden_act\": \"silu\",\n");
-    ckpt_buf_printf(b, "  \"hidden_size\": %lld,\n", (long long)hidden);
-    ckpt_buf_puts(b, "  \"initializer_range\": ");
-    put_float(b, arg_float(args, "init_method_std", 0.02));
-    ckpt_buf_printf(b, ",\n  \"intermediate_size\": %lld,\n", (long long)arg_int(args, "ffn_hidden_size", 0));
-    ckpt_buf_printf(b, "  \"max_position_embeddings\": %lld,\n",
-                    (long long)arg_int(args, "max_position_embeddings", arg_int(args, "seq_length", 0)));
-    ckpt_buf_puts(b, "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n");
-    ckpt_buf_printf(b, "  \"num_attention_heads\": %lld,\n", (long long)heads);
-    ckpt_buf_printf(b, "  \"num_hidden_layers\": %lld,\n", (long long)arg_int(args, "num_layers", 0));
-    ckpt_buf_printf(b, "  \"num_key_value_heads\": %lld,\n", (long long)groups);
-    ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": ");
-    put_float(b, arg_float(args, "layernorm_epsilon", arg_float(args, "norm_epsilon", 1e-5)));
-    /* transformers 5 reads rope_parameters, 4 rope_theta and rope_scaling */
-    ckpt_buf_puts(b, ",\n  \"rope_parameters\": {\n    \"rope_theta\": ");
-    put_float(b, arg_float(args, "rotary_base", 10000.0));
-    ckpt_buf_puts(b, ",\n    \"rope_type\": \"default\"\n  },\n  \"rope_scaling\": null,\n  \"rope_theta\": ");
-    put_float(b, arg_float(args, "rotary_base", 10000.0));
-    ckpt_buf_printf(b, ",\n  \"tie_word_embeddings\": %s,\n", tied ? "true" : "false");
-    ckpt_buf_printf(b, "  \"torch_dtype\": \"%s\",\n", ckpt_dtype_name(dtype));
-    ckpt_buf_printf(b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)true_vocab);
-    return b->data ? 0 : ckpt_error_oom();
+    memset(&d, 0, sizeof d);
+    d.hidden_size = hidden;
+    d.intermediate_size = arg_int(args, "ffn_hidden_size", 0);
+    d.num_layers = arg_int(args, "num_layers", 0);
+    d.num_heads = heads;
+    d.num_kv_heads = arg_int(args, "group_query_attention", 0) ? arg_int(args, "num_query_groups", heads) : heads;
+    d.head_dim = arg_int(args, "kv_channels", hidden / heads);
+    d.vocab_size = true_vocab;
+    d.max_positions = arg_int(args, "max_position_embeddings", arg_int(args, "seq_length", 0));
+    d.rms_norm_eps = arg_float(args, "layernorm_epsilon", arg_float(args, "norm_epsilon", 1e-5));
+    d.rope_theta = arg_float(args, "rotary_base", 10000.0);
+    d.initializer_range = arg_float(args, "init_method_std", 0.02);
+    d.tied = !arg_int(args, "untie_embeddings_and_output_weights", 0);
+    d.attention_bias = arg_int(args, "add_qkv_bias", 0) != 0;
+    d.dtype = dtype;
+    d.bos_token_id = d.eos_token_id = -1;
+    return ckpt_hf_llama_config_json(&d, b);
 }
 
 /* ---- Megatron args from config.json ---------------------------------------------- */

@@ -54,6 +54,43 @@ char *ckpt_paddle__join(const char *dir, const char *name)
     return p;
 }
 
+/* A PaddleNLP unified checkpoint (safetensors, TP merged, Paddle's names): model.safetensors
+ * or model-0000i-of-0000n.safetensors with model.safetensors.index.json. */
+static int is_unified_model(const char *name)
+{
+    return starts_with(name, "model") && !starts_with(name, "model_state") && ends_with(name, ".safetensors");
+}
+
+static int is_unified_index(const char *name)
+{
+    return strcmp(name, "model.safetensors.index.json") == 0;
+}
+
+/* Whether the safetensors weights of dir hold PaddleNLP's names (llama.*), not transformers'
+ * (model.*): the index's weight_map, or the lone file's header, is read. */
+static int unified_names(const char *dir)
+{
+    char *index = ckpt_paddle__join(dir, "model.safetensors.index.json");
+    char *single = ckpt_paddle__join(dir, "model.safetensors");
+    ckpt_file *f = NULL;
+    int found = 0;
+
+    if (index && ckpt_file_open(&f, index) == 0) {
+        found = f->size && memmem(f->data, (size_t)f->size, "\"llama.", 7) != NULL;
+    } else if (single && ckpt_file_open(&f, single) == 0 && f->size >= 8) {
+        uint64_t len = 0;
+        int i;
+        for (i = 7; i >= 0; i--)
+            len = len << 8 | f->data[i];
+        found = len <= f->size - 8 && memmem(f->data + 8, (size_t)len, "\"llama.", 7) != NULL;
+    }
+    ckpt_file_close(f);
+    ckpt_error_clear();
+    free(index);
+    free(single);
+    return found;
+}
+
 /* Symbolic links followed. */
 static int is_regular(const char *path)
 {
@@ -157,19 +194,67 @@ fail:
     return rc;
 }
 
-/* ".tpXX" and "_ppYY" of PaddleNLP's file-name variants; -1 for what the name lacks. */
+/* One "<axis><digits>" token of a variant: the rank, or -1 when the token is not that axis. */
+static int variant_token(const char *tok, size_t len, const char *axis)
+{
+    size_t k = strlen(axis), i;
+    long v = 0;
+
+    if (len <= k || strncmp(tok, axis, k) != 0)
+        return -1;
+    for (i = k; i < len; i++) {
+        if (!isdigit((unsigned char)tok[i]) || (v = v * 10 + (tok[i] - '0')) > RANK_MAX)
+            return -1;
+    }
+    return (int)v;
+}
+
+/* A variant, "tp00_pp01", "pp01", "tp01_pp00_shard03", "shard02" in [s, end): tp, pp, and the
+ * sharding rank as dp; 0 when any token is not one of these. */
+static int variant_of(const char *s, const char *end, ckpt_coords *at)
+{
+    ckpt_coords found = CKPT_COORDS_NONE;
+
+    if (s == end)
+        return 0;
+    while (s < end) {
+        size_t len = strcspn(s, "_");
+        int v;
+        if (s + len > end)
+            len = (size_t)(end - s);
+        if ((v = variant_token(s, len, "tp")) >= 0 && found.tp < 0)
+            found.tp = v;
+        else if ((v = variant_token(s, len, "pp")) >= 0 && found.pp < 0)
+            found.pp = v;
+        else if ((v = variant_token(s, len, "shard")) >= 0 && found.dp < 0)
+            found.dp = v;
+        else
+            return 0;
+        s += len + (s + len < end);
+    }
+    at->tp = found.tp;
+    at->pp = found.pp;
+    at->dp = found.dp;
+    return 1;
+}
+
+/* The ranks in PaddleNLP's file-name variant: the first dotted part of the name that is one
+ * (_add_variant puts it before the extension: model_state.tp00_pp01.pdparams,
+ * model_state.pdparams.index.tp01.json; a size shard's "-0000N-of-0000M" ends it); -1 for
+ * what the name lacks. */
 static void parse_variant(const char *name, ckpt_coords *at)
 {
-    const char *s = strstr(name, ".tp");
-    char *end;
-    long v;
+    const char *s = strchr(name, '.');
 
-    at->tp = at->pp = -1;
-    if (!s || !isdigit((unsigned char)s[3]) || (v = strtol(s + 3, &end, 10)) > RANK_MAX)
-        return;
-    at->tp = (int)v;
-    if (strncmp(end, "_pp", 3) == 0 && isdigit((unsigned char)end[3]) && (v = strtol(end + 3, NULL, 10)) <= RANK_MAX)
-        at->pp = (int)v;
+    at->tp = at->pp = at->dp = -1;
+    while (s) {
+        const char *end;
+        s++;
+        end = s + strcspn(s, ".-");
+        if (variant_of(s, end, at))
+            return;
+        s = strchr(s, '.');
+    }
 }
 
 /* N-1 of "-0000N-of-0000M" in a shard's name; `place` (its place in the index) when the
@@ -236,8 +321,16 @@ static int claim_shards(const char *root, char **names, paddle_entry *e, size_t 
 static int classify(const char *root, char **names, paddle_entry *e, size_t n, size_t *n_models)
 {
     size_t i;
+    int unified = 0;
 
     *n_models = 0;
+    for (i = 0; i < n && !unified; i++)
+        unified = is_unified_model(names[i]);
+    for (i = 0; i < n && unified; i++)
+        if (is_model(names[i]))
+            unified = 0;
+    if (unified)
+        unified = unified_names(root);
     for (i = 0; i < n; i++) {
         char *path = ckpt_paddle__join(root, names[i]);
         if (!path)
@@ -248,10 +341,10 @@ static int classify(const char *root, char **names, paddle_entry *e, size_t n, s
             e[i].role = ROLE_NONE;
         else if (ends_with(names[i], ".pdopt"))
             e[i].role = ROLE_OPTIMIZER;
-        else if (is_model(names[i]))
+        else if (is_model(names[i]) || (unified && is_unified_model(names[i])))
             e[i].role = ROLE_MODEL;
         else
-            e[i].role = is_index(names[i]) ? ROLE_INDEX : ROLE_OTHER;
+            e[i].role = is_index(names[i]) || (unified && is_unified_index(names[i])) ? ROLE_INDEX : ROLE_OTHER;
         *n_models += e[i].role == ROLE_MODEL;
         free(path);
     }

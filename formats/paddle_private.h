@@ -18,4 +18,73 @@ char *ckpt_paddle__join(const char *dir, const char *name);
  * weight_map object, a value that is not a file name. */
 int ckpt_paddle__index_read(const char *path, cJSON **json, const cJSON ***firsts, size_t *n);
 
+/* ---- the logical model (paddle_model.c), written by paddle_plan.c ---- */
+
+#define CKPT_PADDLE_NAME_TABLE "StructuredToParameterName@@"
+#define CKPT_PADDLE_MASTER_WEIGHTS "master_weights"
+/* Kinds of accumulators per parameter (Adam has four, five with amsgrad); the master weight
+ * is kept after them, at [PD_MAX_KINDS]. */
+#define PD_MAX_KINDS 16
+
+/* One file of a rank: a model file (or one of its size shards) or an optimizer file. */
+typedef struct pd_file {
+    const ckpt_ckpt *ck;
+    const ckpt_value *root;
+} pd_file;
+
+typedef struct pd_rank {
+    pd_file *models, *optims;
+    size_t n_models, n_optims;
+    const ckpt_value *names;   /* the first model file's name table, or NULL */
+} pd_rank;
+
+/* An accumulator (or the master weight) of one parameter, over the source's TP ranks. */
+typedef struct pd_state {
+    const ckpt_node **shards;  /* [source tp] */
+    const ckpt_node *full;
+    int replicated;            /* [1]-shaped: the same on every rank (beta powers) */
+} pd_state;
+
+typedef struct pd_entry {
+    char *name;                /* the structured name */
+    const char *var;           /* its Paddle variable name; borrowed from a name table, or NULL */
+    int pp;                    /* the source stage that holds it */
+    int tensor;                /* a tensor; else a value carried as it is */
+    const ckpt_value *value;   /* !tensor: the value */
+    const ckpt_ckpt *src;      /* !tensor: the file it is in */
+    ckpt_tensor_layout layout; /* in the source layout */
+    const ckpt_node **shards;  /* [source tp] */
+    const ckpt_node *full;
+    pd_state *states;          /* [n_kinds], then the master weight at [n_kinds] */
+    const char *master_name;   /* the master weight's own name ((name, array) pairs), borrowed */
+} pd_entry;
+
+struct ckpt_paddle_model {
+    ckpt_set *set;
+    ckpt_graph *g;
+    ckpt_map *own_map;
+    const ckpt_parallel_spec *spec;
+    ckpt_paddle_model_info info;
+    char *config_text;         /* config.json as read; NULL without one */
+    size_t config_len;
+    pd_rank *ranks;            /* [pp][tp] */
+    pd_entry *entries;
+    size_t n_entries, cap_entries;
+    char **kinds;              /* accumulator suffixes ("moment1_0"), in order of first sight */
+    size_t n_kinds;
+    int opt_pairs;             /* accumulators stored as (name, array) pairs */
+    int opt_name_table;        /* the optimizer files carry a name table */
+    int reorder;               /* the tensors did not come in state-dict order (safetensors files
+                                  sort them by name; another framework's order): put them in the
+                                  spec's */
+};
+
+/* The directory, or what else names the model, for messages. */
+const char *ckpt_paddle__where(const ckpt_paddle_model *m);
+pd_rank *ckpt_paddle__rank(const ckpt_paddle_model *m, int tp, int pp);
+/* Map parameters of the layout at TP size tp: config.json's integers, kv_split, vocab_split. */
+int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_params **out);
+/* A tensor value, or the array of a (name, array) pair; NULL otherwise. */
+const ckpt_value *ckpt_paddle__tensor_leaf(const ckpt_value *v, const char **pair_name);
+
 #endif

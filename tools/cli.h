@@ -20,6 +20,8 @@ int cli_zero_to_fp32(int argc, char **argv);
 int cli_reshard(int argc, char **argv);
 int cli_hf2mcore(int argc, char **argv);
 int cli_mcore2hf(int argc, char **argv);
+int cli_paddle2hf(int argc, char **argv);
+int cli_hf2paddle(int argc, char **argv);
 int cli_verify(int argc, char **argv);
 
 /* Print "ckptconv <cmd>: <last library error>" to stderr; returns CLI_EXIT_FAILURE. */
@@ -65,5 +67,16 @@ int cli_plan_dry_run(const ckpt_plan *plan, const char *summary);
 /* Write the plan into out, with a progress bar unless quiet or json. */
 int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, const cli_plan_args *a,
                      ckpt_plan_report *report);
+
+/* reshard of a PaddleNLP directory (cmd_reshard_paddle.c): the target and what the command
+ * line gave. */
+typedef struct cli_reshard_job {
+    const char *in, *out;
+    int tp, pp, tp_set, pp_set;
+    int no_optimizer;
+    const cli_plan_args *p;
+} cli_reshard_job;
+
+int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j);
 
 #endif

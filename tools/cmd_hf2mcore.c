@@ -100,24 +100,6 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
     return 0;
 }
 
-/* The weights file of a Hugging Face directory: the safetensors index, the single
- * safetensors file, or pytorch_model.bin. */
-static char *weights_path(const char *dir)
-{
-    static const char *const names[] = { "model.safetensors.index.json", "model.safetensors", "pytorch_model.bin" };
-    struct stat st;
-    size_t i;
-
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *p = cli_path_join(dir, names[i]);
-        if (p && stat(p, &st) == 0)
-            return p;
-        free(p);
-    }
-    ckpt_error_set(CKPT_ENOTFOUND, "%s: no model.safetensors(.index.json) or pytorch_model.bin", dir);
-    return NULL;
-}
-
 static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
@@ -150,10 +132,8 @@ static int run(hf2mcore_args *a)
     }
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
         goto done;
-    if (!(weights = weights_path(a->in))) {
-        rc = ckpt_error_last()->code;
+    if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0)
         goto done;
-    }
     if ((rc = ckpt_open(&in, weights, NULL)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
         (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_map_params_load_json(params, config)) < 0)
         goto done;

@@ -16,7 +16,7 @@ enum { TO_TE, TO_PD };
 typedef struct pd2te_args {
     int direction;
     const char *cmd, *in, *out, *config, *map_path;
-    long heads, kv_heads;
+    long heads, kv_heads, tp, pp;
     const char *variants[2];
     size_t n_variants;
     cli_plan_args run;
@@ -120,6 +120,8 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
         { "map", required_argument, NULL, 'p' },
         { "fused-qkv", no_argument, NULL, 'Q' },
         { "unfused-ffn", no_argument, NULL, 'F' },
+        { "tp", required_argument, NULL, 'T' },
+        { "pp", required_argument, NULL, 'P' },
         CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -145,6 +147,14 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
             break;
         case 'K':
             if ((rc = parse_count(cmd, "--num-key-value-heads", optarg, &a->kv_heads)) != 0)
+                return rc;
+            break;
+        case 'T':
+            if ((rc = parse_count(cmd, "--tp", optarg, &a->tp)) != 0)
+                return rc;
+            break;
+        case 'P':
+            if ((rc = parse_count(cmd, "--pp", optarg, &a->pp)) != 0)
                 return rc;
             break;
         case 'c': a->config = optarg; break;
@@ -438,6 +448,34 @@ static void print_summary(const pd2te_args *a, const pd_job *j, const ckpt_plan_
             seconds);
 }
 
+static int run_layout(const pd2te_args *a, const ckpt_map *m, const ckpt_map_params *params)
+{
+    const char *variants[4] = { NULL };
+    char *config = NULL;
+    struct stat st;
+    pd_layout_job job;
+    int rc;
+
+    if (!a->config && asprintf(&config, "%s/config.json", a->in) < 0)
+        return ckpt_error_oom();
+    memset(&job, 0, sizeof job);
+    memcpy(variants, a->variants, a->n_variants * sizeof *variants);
+    job.cmd = a->cmd;
+    job.in = a->in;
+    job.out = a->out;
+    job.to_te = a->direction == TO_TE;
+    job.tp = (int)a->tp;
+    job.pp = (int)a->pp;
+    job.map = m;
+    job.params = params;
+    job.variants = a->n_variants ? variants : NULL;
+    job.config = a->config ? a->config : stat(config, &st) == 0 ? config : NULL;
+    job.run = &a->run;
+    rc = pd_run_layout(&job);
+    free(config);
+    return rc;
+}
+
 static int run(const pd2te_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
@@ -452,6 +490,11 @@ static int run(const pd2te_args *a)
     memset(&j, 0, sizeof j);
     memset(&rep, 0, sizeof rep);
     so.layout = "paddle";
+    if (a->tp || a->pp) {
+        if ((rc = load_map(a, &m)) == 0 && (rc = load_params(a, &params)) == 0)
+            rc = run_layout(a, m, params);
+        goto done;
+    }
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = load_map(a, &m)) < 0 ||
         (rc = load_params(a, &params)) < 0 || (rc = ckpt_set_open(&j.set, a->in, &so)) < 0 ||
         (rc = ckpt_paddle_open(&j.dir, j.set)) < 0 ||

@@ -239,6 +239,32 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
     cJSON_Delete(o);
 }
 
+static int run_paddle(const reshard_args *a, ckpt_set *set)
+{
+    cli_reshard_job j;
+    const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
+                                : a->to_dist                        ? "--to torch_dist"
+                                : a->target.padded_vocab_size       ? "--padded-vocab-size"
+                                : a->true_vocab                     ? "--true-vocab-size"
+                                : a->iteration >= 0                 ? "--iteration"
+                                : a->target.extra_state != CKPT_MEGATRON_EXTRA_COPY ? "--extra-state"
+                                                                                    : NULL;
+
+    if (megatron_only)
+        return cli_usage_error("reshard", "%s is a PaddleNLP directory; %s applies to Megatron checkpoints only", a->in,
+                               megatron_only);
+    memset(&j, 0, sizeof j);
+    j.in = a->in;
+    j.out = a->out;
+    j.tp = a->target.tp;
+    j.pp = a->target.pp;
+    j.tp_set = a->tp_set;
+    j.pp_set = a->pp_set;
+    j.no_optimizer = a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP;
+    j.p = &a->p;
+    return cli_reshard_paddle(set, &j);
+}
+
 static int run(reshard_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
@@ -252,11 +278,20 @@ static int run(reshard_args *a)
     int rc;
 
     memset(&rep, 0, sizeof rep);
-    so.layout = "megatron";
     so.iteration = a->iteration;
     mo.true_vocab_size = a->true_vocab;
-    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_set_open(&set, a->in, &so)) < 0 ||
-        (rc = ckpt_plan_new(&plan)) < 0 ||
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
+        goto done;
+    /* whichever layout claims IN; anything but a PaddleNLP directory is read as Megatron's */
+    if (ckpt_set_open(&set, a->in, &so) == 0 && strcmp(ckpt_set_info_of(set)->layout, "paddle") == 0) {
+        rc = run_paddle(a, set);
+        goto done;
+    }
+    ckpt_error_clear();
+    ckpt_set_close(set);
+    set = NULL;
+    so.layout = "megatron";
+    if ((rc = ckpt_set_open(&set, a->in, &so)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
         (rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
         goto done;
     info = ckpt_megatron_info_of(m);
@@ -296,6 +331,8 @@ done:
     ckpt_megatron_close(m);
     ckpt_plan_free(plan);
     ckpt_set_close(set);
+    if (rc > 0)
+        return rc;
     return rc < 0 ? cli_fail("reshard") : CLI_EXIT_OK;
 }
 

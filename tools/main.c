@@ -20,6 +20,8 @@ static const struct {
     { "reshard", cli_reshard, "Megatron-LM checkpoint -> another TP/PP/VPP layout, optimizer state included" },
     { "hf2mcore", cli_hf2mcore, "Hugging Face LLaMA directory -> Megatron-LM checkpoint at any TP/PP" },
     { "mcore2hf", cli_mcore2hf, "Megatron-LM checkpoint at any TP/PP -> Hugging Face LLaMA directory" },
+    { "paddle2hf", cli_paddle2hf, "PaddleNLP LLaMA checkpoint at any TP/PP -> Hugging Face LLaMA directory" },
+    { "hf2paddle", cli_hf2paddle, "Hugging Face LLaMA directory -> PaddleNLP checkpoint at any TP/PP" },
     { "verify", cli_verify, "run two checkpoints layer by layer on the same inputs; name the layer that differs" },
 };
 

@@ -32,4 +32,18 @@ cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const cha
 void pd_report_files(cJSON *report, const pd_job *j, const ckpt_plan_report *written);
 void pd_report_print(cJSON *report, double seconds);
 
+/* --tp/--pp (pd2te_layout.c): convert and reshard in one pass. */
+typedef struct pd_layout_job {
+    const char *cmd, *in, *out;
+    int to_te;
+    int tp, pp;                 /* 0: the input's */
+    const ckpt_map *map;
+    const ckpt_map_params *params;
+    const char *const *variants; /* NULL: none */
+    const char *config;         /* config.json's path, NULL: none */
+    const cli_plan_args *run;
+} pd_layout_job;
+
+int pd_run_layout(const pd_layout_job *j);
+
 #endif

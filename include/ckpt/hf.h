@@ -17,6 +17,25 @@ CKPT_BEGIN_DECL
 CKPT_EXTERN(int) ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *names, const ckpt_node *const *nodes,
                                           size_t n, uint64_t max_shard_size);
 
+/* The weights of a Hugging Face directory, in the order transformers prefers them: the
+ * safetensors index, the single safetensors file, or pytorch_model.bin (malloc'd).
+ * CKPT_ENOTFOUND naming the directory when it has none. */
+CKPT_EXTERN(int) ckpt_hf_weights_path(const char *dir, char **out);
+
+/* What a LlamaForCausalLM config.json says. */
+typedef struct ckpt_hf_llama_dims {
+    int64_t hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size;
+    int64_t max_positions;
+    double rms_norm_eps, rope_theta, initializer_range;
+    int tied, attention_bias;
+    ckpt_dtype dtype;
+    int64_t bos_token_id, eos_token_id; /* -1: not written */
+} ckpt_hf_llama_dims;
+
+/* The config.json transformers 4 and 5 read (rope_theta and rope_parameters, torch_dtype and
+ * dtype), keys sorted as save_pretrained writes them. */
+CKPT_EXTERN(int) ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *out);
+
 /* A LlamaForCausalLM config.json for Megatron args (a Namespace): sizes, head counts
  * (head_dim from kv_channels, num_key_value_heads from num_query_groups when args say
  * group_query_attention), vocab_size = true_vocab, rms_norm_eps (layernorm_epsilon, or

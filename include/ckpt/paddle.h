@@ -18,6 +18,9 @@
 #ifndef CKPT_PADDLE_H
 #define CKPT_PADDLE_H
 
+#include "hf.h"
+#include "parallel.h"
+#include "plan.h"
 #include "set.h"
 
 CKPT_BEGIN_DECL
@@ -66,6 +69,110 @@ CKPT_EXTERN(int) ckpt_paddle_group_check(const ckpt_paddle *p, size_t group);
  * metadata.total_size (if there is one) replaced by total_size. */
 CKPT_EXTERN(int) ckpt_paddle_index_json(const ckpt_paddle *p, size_t group, const char *const *names,
                                         const char *const *files, size_t n, uint64_t total_size, ckpt_buf *out);
+
+/* ---- The logical model: every tensor of a PaddleNLP LLaMA checkpoint at its full shape ----
+ *
+ * The model files of every tensor- and pipeline-parallel rank (and their size shards) merged
+ * tensor by tensor through a parallel layout spec (formats/maps/paddlenlp_llama.json), lazily;
+ * each tensor keeps its Paddle variable name (StructuredToParameterName@@). The optimizer
+ * files beside them (optimizer[.tpXX][_ppYY][_shardZZ].pdopt) are merged with their
+ * parameters: every accumulator (<var>_moment1_0, <var>_fp32_master_0_moment2_0, ...) and
+ * master weight follows its parameter's layout, [1]-shaped ones (beta powers) are the same on
+ * every rank. config.json gives the head counts and vocabulary the layout depends on. */
+typedef struct ckpt_paddle_model ckpt_paddle_model;
+
+typedef struct ckpt_paddle_model_info {
+    int tp, pp;                 /* the source layout */
+    int64_t num_layers;
+    int has_optimizer;          /* .pdopt files beside the model files */
+    int master_weights;         /* the optimizer state holds fp32 master weights (AMP O2) */
+    int name_table;             /* the model files carry StructuredToParameterName@@ */
+    const char *config;         /* config.json's path; NULL when the directory has none */
+    const char *config_json;    /* its text (or the text the model was made with); NULL: none */
+} ckpt_paddle_model_info;
+
+typedef struct ckpt_paddle_model_options {
+    unsigned version;
+    const ckpt_map *spec_map;   /* its "parallel" section; NULL: the built-in paddlenlp_llama */
+    int no_optimizer;           /* leave the .pdopt files unread */
+} ckpt_paddle_model_options;
+
+#define CKPT_PADDLE_MODEL_OPTIONS_VERSION 1
+#define CKPT_PADDLE_MODEL_OPTIONS_INIT { CKPT_PADDLE_MODEL_OPTIONS_VERSION, NULL, 0 }
+
+/* The set must be of layout "paddle" and outlive the model; nodes are built in g. Errors of
+ * class CKPT_ERRCLASS_LAYOUT name the file and the tensor: a missing rank, shards that do
+ * not fit, an optimizer entry that belongs to no parameter, a tensor two stages hold. */
+CKPT_EXTERN(int) ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g,
+                                        const ckpt_paddle_model_options *opts);
+CKPT_EXTERN(void) ckpt_paddle_model_close(ckpt_paddle_model *m);
+CKPT_EXTERN(const ckpt_paddle_model_info *) ckpt_paddle_model_info_of(const ckpt_paddle_model *m);
+
+/* A logical model given tensor by tensor (another framework's checkpoint, or shards computed
+ * here): of source layout tp x pp, its config.json text (copied; NULL: none, which only a
+ * layout of one TP rank can do without). Add each shard, then finish: the shards are merged
+ * as the spec says. Names keep the order of their first shard. `var` is the tensor's Paddle
+ * variable name (NULL: none; the first given counts). */
+CKPT_EXTERN(int) ckpt_paddle_model_new(ckpt_paddle_model **out, ckpt_graph *g, int tp, int pp, const char *config_json,
+                                       const ckpt_map *spec_map);
+CKPT_EXTERN(int) ckpt_paddle_model_add_shard(ckpt_paddle_model *m, int tp, int pp, const char *name,
+                                             const ckpt_node *node, const char *var);
+/* A full tensor of a model of TP 1, PP 1. */
+CKPT_EXTERN(int) ckpt_paddle_model_add_tensor(ckpt_paddle_model *m, const char *name, const ckpt_node *full);
+CKPT_EXTERN(int) ckpt_paddle_model_finish(ckpt_paddle_model *m);
+
+/* The model's tensors in state-dict order (stage by stage); borrowed. */
+CKPT_EXTERN(size_t) ckpt_paddle_model_tensor_count(const ckpt_paddle_model *m);
+CKPT_EXTERN(const char *) ckpt_paddle_model_tensor_at(const ckpt_paddle_model *m, size_t i, const ckpt_node **full,
+                                                      ckpt_tensor_layout *layout);
+
+/* The decoder layers pipeline stage `stage` of `pp` holds, [*lo, *hi): PaddleNLP's
+ * uniform segmentation (SegmentLayers), the stages past pp - num_layers % pp holding one
+ * layer more. */
+CKPT_EXTERN(void) ckpt_paddle_stage_layers(int64_t num_layers, int pp, int stage, int64_t *lo, int64_t *hi);
+
+typedef struct ckpt_paddle_target {
+    unsigned version;
+    int tp, pp;
+    int drop_optimizer;         /* model files only */
+} ckpt_paddle_target;
+
+#define CKPT_PADDLE_TARGET_VERSION 1
+#define CKPT_PADDLE_TARGET_INIT { CKPT_PADDLE_TARGET_VERSION, 1, 1, 0 }
+
+/* The tensors of target rank (tp, pp)'s model file, in state-dict order: names[i] <- nodes[i],
+ * lazily cut from the full tensors. The arrays are malloc'd (free them); the names are
+ * borrowed from the model. */
+CKPT_EXTERN(int) ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, int tp, int pp,
+                                        const char ***names, const ckpt_node ***nodes, size_t *n);
+
+/* The file name PaddleNLP gives rank (tp, pp) of layout t: base "model_state", ext
+ * ".pdparams" gives model_state.tp01_pp00.pdparams (no tp part at TP 1, no pp part at PP 1). */
+CKPT_EXTERN(int) ckpt_paddle_rank_file(const char *base, const char *ext, int tp, int pp, int n_tp, int n_pp,
+                                       ckpt_buf *out);
+
+/* Add to `plan` the checkpoint at layout t: per rank a model file (name table with the
+ * source's variable names) and, unless dropped, an optimizer file with every accumulator,
+ * the master weights and the source's other entries (LR_Scheduler); config.json with
+ * tensor_parallel_degree set to t->tp; every other file of the directory copied but the
+ * source layout's model, index and optimizer files. */
+CKPT_EXTERN(int) ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan);
+/* Only the files beside the model and optimizer files: config.json for layout t, the
+ * directory's other files copied (for a plan whose model files are written otherwise). */
+CKPT_EXTERN(int) ckpt_paddle_plan_other_files(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan);
+
+/* ---- LLaMA configs between PaddleNLP and Hugging Face ---- */
+
+/* What a PaddleNLP LLaMA config.json (its text) says, as a Hugging Face config's fields; dtype
+ * is the tensors'. CKPT_EFORMAT (class CKPT_ERRCLASS_MODEL) when a size is missing. */
+CKPT_EXTERN(int) ckpt_paddle_hf_dims(const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *out);
+
+/* A PaddleNLP LlamaConfig config.json for a Hugging Face LLaMA config.json (transformers 4 or
+ * 5): sizes, head counts, vocabulary, token ids, rms_norm_eps, rope_theta, tied embeddings,
+ * dtype, and whether q/k/v and gate/up are fused. A head_dim other than hidden_size / heads,
+ * which PaddleNLP's LLaMA cannot hold, is CKPT_EUNSUPPORTED. */
+CKPT_EXTERN(int) ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fuse_ffn, ckpt_dtype dtype,
+                                            ckpt_buf *out);
 
 CKPT_END_DECL
 

@@ -52,6 +52,8 @@ typedef struct ckpt_tensor_layout {
     int64_t layer;     /* the layer index in the name, -1 when the name has none */
     int expert;        /* an expert-parallel tensor (spread over EP ranks, not TP-merged across them) */
     const char *entry; /* the spec entry that matched, for messages; borrowed from the spec */
+    int place;         /* that entry's place in the spec's list (its state-dict order), -1 for
+                          the default */
 } ckpt_tensor_layout;
 
 /* The map's "parallel" section; NULL when it has none. Borrowed from the map. */

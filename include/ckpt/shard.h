@@ -67,6 +67,9 @@ CKPT_EXTERN(int) ckpt_shard_index_json(const ckpt_shard_plan *p, uint64_t total_
  * ASCII as it is, the short escapes, everything else as \uXXXX), for other index files that
  * must match Python's byte for byte. CKPT_EINVALID for a string that is not UTF-8. */
 CKPT_EXTERN(int) ckpt_shard_json_string(ckpt_buf *out, const char *s);
+/* Append v as Python's repr (and json.dumps) writes a float: the shortest digits that read
+ * back, positional for exponents in [-4, 16), ".0" when whole. */
+CKPT_EXTERN(int) ckpt_shard_json_float(ckpt_buf *out, double v);
 
 CKPT_END_DECL
 

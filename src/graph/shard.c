@@ -6,6 +6,7 @@
 #include <ckpt/shard.h>
 #include <ckpt/sys/common.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,27 @@ void ckpt_shard_plan_free(ckpt_shard_plan *pub)
 #define SHORT_ESCAPES "\"\\bfnrt"
 
 /* Surrogate pairs above U+FFFF, as Python writes them. */
+/* A float as Python's repr writes it: the shortest digits that read back, positional for
+ * exponents in [-4, 16), ".0" when whole. */
+int ckpt_shard_json_float(ckpt_buf *b, double v)
+{
+    char text[64];
+    int prec, exp10;
+
+    for (prec = 1; prec < 17; prec++) {
+        snprintf(text, sizeof text, "%.*e", prec - 1, v);
+        if (strtod(text, NULL) == v)
+            break;
+    }
+    exp10 = v == 0 ? 0 : (int)floor(log10(fabs(v)));
+    if (v != 0 && (exp10 < -4 || exp10 >= 16))
+        return ckpt_buf_puts(b, text);
+    snprintf(text, sizeof text, "%.*f", prec - 1 - exp10 > 0 ? prec - 1 - exp10 : 0, v);
+    if (!strchr(text, '.'))
+        strcat(text, ".0");
+    return ckpt_buf_puts(b, text);
+}
+
 int ckpt_shard_json_string(ckpt_buf *b, const char *s)
 {
     static const uint8_t lead_bits[5] = { 0, 0x7F, 0x1F, 0x0F, 0x07 }; /* by sequence length */

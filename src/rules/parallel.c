@@ -85,10 +85,12 @@ int ckpt_parallel_classify(const ckpt_parallel_spec *s, const ckpt_map_params *p
         out->tp = hit->tp;
         out->axis = hit->tp == CKPT_TP_REPLICATED ? 0 : hit->axis >= 0 ? hit->axis : default_axis(hit->tp);
         out->entry = hit->label;
+        out->place = (int)(hit - s->entries);
     } else if (s->has_default) {
         out->tp = s->dflt;
         out->axis = default_axis(s->dflt);
         out->entry = "default";
+        out->place = -1;
     } else {
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MAP,
                                "%s: no parallel layout entry of %s matches this tensor", name, ckpt_map_name(s->map));

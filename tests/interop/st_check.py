@@ -10,12 +10,16 @@
                                copies, named by our rule): an input written by the package.
   describe FILE JSON           reference JSON (names, dtypes, shapes, sha256) of a
                                safetensors file, as the package reads it.
+  same_tensors DIR_A DIR_B     the safetensors files of two Hugging Face directories (the
+                               index's files, or model.safetensors) hold the same tensors:
+                               names, dtypes, shapes and bytes, however they are sharded.
 
 Tensors are read with the safetensors package: framework "pt" for BF16 (numpy has no
 bfloat16), "np" otherwise (torch 1.13 has no unsigned types beyond uint8).
 """
 
 import json
+import os
 import struct
 
 import numpy as np
@@ -149,5 +153,27 @@ def cmd_describe(path, out_json):
         json.dump({"file": path, "tensors": recs}, f, indent=1)
 
 
+def load_dir(d):
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    out = {}
+    for name in files:
+        out.update(load(os.path.join(d, name)))
+    return out
+
+
+def cmd_same_tensors(a_dir, b_dir):
+    a, b = load_dir(a_dir), load_dir(b_dir)
+    check(sorted(a) == sorted(b), f"names differ: {sorted(set(a) ^ set(b))[:8]}")
+    for name in a:
+        check(a[name][:2] == b[name][:2], f"{name}: {a[name][:2]} vs {b[name][:2]}")
+        check(a[name][2] == b[name][2], f"{name}: the bytes differ")
+
+
 if __name__ == "__main__":
-    run_main({"expected": cmd_expected, "cast": cmd_cast, "make": cmd_make, "describe": cmd_describe})
+    run_main({"expected": cmd_expected, "cast": cmd_cast, "make": cmd_make, "describe": cmd_describe,
+              "same_tensors": cmd_same_tensors})

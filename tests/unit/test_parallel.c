@@ -413,7 +413,7 @@ CKPT_TEST(test_parallel_round_trips)
 
     fixture_open(&f);
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ckpt_tensor_layout l = { cases[i].tp, cases[i].axis, CKPT_STAGE_LAYER, 0, 0, "test" };
+        ckpt_tensor_layout l = { cases[i].tp, cases[i].axis, CKPT_STAGE_LAYER, 0, 0, "test", 0 };
         const ckpt_node *x = tensor(&f, 0, cases[i].ndim, cases[i].d0, cases[i].d1);
         for (k = 0; k < sizeof ns / sizeof ns[0]; k++)
             if (round_trip(&f, &l, x, ns[k]) < 0) {
@@ -435,8 +435,8 @@ CKPT_TEST(test_parallel_round_trips)
 CKPT_TEST(test_parallel_swiglu_shards)
 {
     static const int rows[2][4] = { { 0, 1, 4, 5 }, { 2, 3, 6, 7 } };
-    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "swiglu" };
-    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "column" };
+    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "swiglu", 0 };
+    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "column", 0 };
     const ckpt_node *full, *shards[2], *naive[2], *merged, *concat;
     float got[24], want[24], naive_vals[24];
     fixture f;
@@ -473,10 +473,10 @@ CKPT_TEST(test_parallel_swiglu_shards)
 
 CKPT_TEST(test_parallel_errors)
 {
-    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "c" };
-    ckpt_tensor_layout row = { CKPT_TP_ROW, 1, CKPT_STAGE_LAYER, 0, 0, "r" };
-    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "s" };
-    ckpt_tensor_layout repl = { CKPT_TP_REPLICATED, 0, CKPT_STAGE_EVERY, -1, 0, "n" };
+    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "c", 0 };
+    ckpt_tensor_layout row = { CKPT_TP_ROW, 1, CKPT_STAGE_LAYER, 0, 0, "r", 0 };
+    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "s", 0 };
+    ckpt_tensor_layout repl = { CKPT_TP_REPLICATED, 0, CKPT_STAGE_EVERY, -1, 0, "n", 0 };
     const ckpt_node *outs[4], *x, *y, *out, *pair[2];
     fixture f;
 

@@ -1,0 +1,533 @@
+/* Writing the logical model of a PaddleNLP checkpoint at another TP/PP layout: per rank a
+ * model file and an optimizer file named as PaddleNLP's trainer names them, config.json
+ * with the new tensor_parallel_degree, the directory's other files copied. */
+#include "paddle_private.h"
+
+#include <ckpt/sys/common.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ckpt_paddle_stage_layers(int64_t num_layers, int pp, int stage, int64_t *lo, int64_t *hi)
+{
+    int64_t part = pp > 0 ? num_layers / pp : num_layers, extra = pp > 0 ? num_layers % pp : 0;
+    int64_t longer_from = pp - extra, s = stage;
+
+    *lo = s * part + (s > longer_from ? s - longer_from : 0);
+    *hi = *lo + part + (s >= longer_from ? 1 : 0);
+}
+
+int ckpt_paddle_rank_file(const char *base, const char *ext, int tp, int pp, int n_tp, int n_pp, ckpt_buf *out)
+{
+    int rc = ckpt_buf_puts(out, base);
+
+    if (rc == 0 && (n_tp > 1 || n_pp > 1))
+        rc = ckpt_buf_putc(out, '.');
+    if (rc == 0 && n_tp > 1)
+        rc = ckpt_buf_printf(out, "tp%02d", tp);
+    if (rc == 0 && n_pp > 1)
+        rc = ckpt_buf_printf(out, "%spp%02d", n_tp > 1 ? "_" : "", pp);
+    return rc == 0 ? ckpt_buf_puts(out, ext) : rc;
+}
+
+typedef struct target_ctx {
+    ckpt_paddle_model *m;
+    const ckpt_paddle_target *t;
+    ckpt_paddle_target own;
+    ckpt_map_params *params;
+    ckpt_tensor_layout *layouts;  /* [entry]: in the target layout */
+    const ckpt_node ***splits;    /* [entry][slot]: the target ranks' parts, computed on first use;
+                                     slot PD_MAX_KINDS + 1 is the parameter itself */
+    ckpt_plan *plan;
+    ckpt_arena *arena;
+    size_t file;
+} target_ctx;
+
+#define PARAM_SLOT (PD_MAX_KINDS + 1)
+#define SLOTS (PD_MAX_KINDS + 2)
+
+static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_target *t)
+{
+    size_t i;
+    int rc;
+
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    if (t->version != CKPT_PADDLE_TARGET_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_paddle_target version %u, expected %u", t->version,
+                              CKPT_PADDLE_TARGET_VERSION);
+    if (t->tp < 1 || t->pp < 1)
+        return ckpt_error_set(CKPT_EINVALID, "TP %d, PP %d: sizes must be at least 1", t->tp, t->pp);
+    if (t->pp > m->info.num_layers)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: %d pipeline stages for %lld layers",
+                               ckpt_paddle__where(m), t->pp, (long long)m->info.num_layers);
+    c->own = *t;
+    c->t = &c->own;
+    if ((rc = ckpt_paddle__layout_params(m, t->tp, &c->params)) < 0)
+        return rc;
+    if (!(c->layouts = calloc(m->n_entries ? m->n_entries : 1, sizeof *c->layouts)) ||
+        !(c->splits = calloc((m->n_entries ? m->n_entries : 1) * SLOTS, sizeof *c->splits)))
+        return ckpt_error_oom();
+    for (i = 0; i < m->n_entries; i++) {
+        const pd_entry *e = &m->entries[i];
+        if (e->tensor &&
+            (rc = ckpt_parallel_classify(m->spec, c->params, e->name, ckpt_node_ndim(e->full), &c->layouts[i])) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void ctx_dispose(target_ctx *c)
+{
+    size_t i;
+
+    for (i = 0; c->splits && i < c->m->n_entries * SLOTS; i++)
+        free((void *)c->splits[i]);
+    free((void *)c->splits);
+    free(c->layouts);
+    ckpt_map_params_free(c->params);
+}
+
+/* Target rank tp's part of entry i's parameter (slot PARAM_SLOT), accumulator or master
+ * weight. */
+static int part_of(target_ctx *c, size_t i, size_t slot, int tp, const ckpt_node **out)
+{
+    const pd_entry *e = &c->m->entries[i];
+    const ckpt_node ***cell = &c->splits[i * SLOTS + slot];
+    const ckpt_node *full = slot == PARAM_SLOT ? e->full : e->states[slot].full;
+    ckpt_tensor_layout whole;
+    int rc;
+
+    if (!*cell) {
+        const ckpt_tensor_layout *l = &c->layouts[i];
+        char name[512];
+        if (!(*cell = calloc((size_t)c->t->tp, sizeof **cell)))
+            return ckpt_error_oom();
+        if (slot != PARAM_SLOT && e->states[slot].replicated) {
+            memset(&whole, 0, sizeof whole);
+            l = &whole;
+        }
+        snprintf(name, sizeof name, "%s%s%s%s", e->name, slot == PARAM_SLOT ? "" : " (",
+                 slot == PARAM_SLOT ? "" : slot == PD_MAX_KINDS ? "master weight" : c->m->kinds[slot],
+                 slot == PARAM_SLOT ? "" : ")");
+        if ((rc = ckpt_parallel_split(c->m->g, l, name, full, (size_t)c->t->tp, *cell)) < 0) {
+            free((void *)*cell);
+            *cell = NULL;
+            return rc;
+        }
+    }
+    *out = (*cell)[tp];
+    return 0;
+}
+
+static int in_stage(const target_ctx *c, const pd_entry *e, const ckpt_tensor_layout *l, int pp)
+{
+    int64_t lo, hi;
+
+    if (!e->tensor)
+        return pp == (e->pp < c->t->pp ? e->pp : c->t->pp - 1);
+    switch (l->stage) {
+    case CKPT_STAGE_FIRST:
+        return pp == 0;
+    case CKPT_STAGE_LAST:
+        return pp == c->t->pp - 1;
+    case CKPT_STAGE_EVERY:
+        return 1;
+    default:
+        ckpt_paddle_stage_layers(c->m->info.num_layers, c->t->pp, pp, &lo, &hi);
+        return l->layer >= lo && l->layer < hi;
+    }
+}
+
+int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, int tp, int pp, const char ***names,
+                           const ckpt_node ***nodes, size_t *n)
+{
+    target_ctx c;
+    size_t i;
+    int rc;
+
+    *names = NULL;
+    *nodes = NULL;
+    *n = 0;
+    if ((rc = ctx_init(&c, m, t)) == 0 && (tp < 0 || tp >= t->tp || pp < 0 || pp >= t->pp))
+        rc = ckpt_error_set(CKPT_EINVALID, "rank TP %d, PP %d is outside TP %d x PP %d", tp, pp, t->tp, t->pp);
+    if (rc == 0 && (!(*names = malloc((m->n_entries + 1) * sizeof **names)) ||
+                    !(*nodes = malloc((m->n_entries + 1) * sizeof **nodes))))
+        rc = ckpt_error_oom();
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        if (!m->entries[i].tensor || !in_stage(&c, &m->entries[i], &c.layouts[i], pp))
+            continue;
+        if ((rc = part_of(&c, i, PARAM_SLOT, tp, &(*nodes)[*n])) == 0)
+            (*names)[(*n)++] = m->entries[i].name;
+    }
+    ctx_dispose(&c);
+    if (rc < 0) {
+        free((void *)*names);
+        free((void *)*nodes);
+        *names = NULL;
+        *nodes = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* ---- value trees ---- */
+
+static ckpt_value *new_str(ckpt_arena *a, const char *s)
+{
+    return ckpt_value_new_str(a, s, strlen(s));
+}
+
+static int set_item(ckpt_arena *a, ckpt_value *dict, const char *key, ckpt_value *v)
+{
+    ckpt_value *k = new_str(a, key);
+    return k && v ? ckpt_value_dict_set(a, dict, k, v) : ckpt_error_oom();
+}
+
+typedef struct carry_ctx {
+    target_ctx *c;
+    const ckpt_ckpt *src;
+} carry_ctx;
+
+/* Tensors nested in a carried value become tensors of the output file. */
+static int carry_tensor(const ckpt_value *leaf, size_t *index, void *payload)
+{
+    const carry_ctx *cc = payload;
+    const ckpt_tensor *t = ckpt_tensor_at(cc->src, leaf->u.tensor.index);
+    const ckpt_node *node;
+    int rc;
+
+    if (!t)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: tensor #%zu out of range", ckpt_path(cc->src), leaf->u.tensor.index);
+    if ((rc = ckpt_node_tensor(cc->c->m->g, t, &node)) < 0)
+        return rc;
+    return ckpt_plan_add_tensor(cc->c->plan, cc->c->file, t->name, node, t->flags, index);
+}
+
+static int carry(target_ctx *c, const ckpt_ckpt *src, const ckpt_value *v, ckpt_value **out)
+{
+    carry_ctx cc = { c, src };
+    return ckpt_value_clone(c->arena, v, carry_tensor, &cc, out);
+}
+
+/* A tensor leaf, or the (name, array) pair paddle.save writes for nested states. */
+static int tensor_value(target_ctx *c, const char *key, const ckpt_node *node, const char *pair_name,
+                        ckpt_value **out)
+{
+    ckpt_value *leaf;
+    size_t index;
+    int rc;
+
+    if ((rc = ckpt_plan_add_tensor(c->plan, c->file, key, node, 0, &index)) < 0)
+        return rc;
+    if (!(leaf = ckpt_value_new_tensor(c->arena, index)))
+        return ckpt_error_oom();
+    if (!pair_name) {
+        *out = leaf;
+        return 0;
+    }
+    if (!(*out = ckpt_value_new(c->arena, CKPT_VAL_TUPLE)))
+        return ckpt_error_oom();
+    if ((rc = ckpt_value_append(c->arena, *out, new_str(c->arena, pair_name))) < 0)
+        return rc;
+    return ckpt_value_append(c->arena, *out, leaf);
+}
+
+/* ---- the files of one rank ---- */
+
+static int build_model(target_ctx *c, int tp, int pp)
+{
+    ckpt_paddle_model *m = c->m;
+    ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
+    ckpt_value *table = m->info.name_table ? ckpt_value_new(c->arena, CKPT_VAL_DICT) : NULL;
+    ckpt_buf rel = CKPT_BUF_INIT;
+    size_t i;
+    int rc;
+
+    if (!root || (m->info.name_table && !table))
+        return ckpt_error_oom();
+    if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, c->t->tp, c->t->pp, &rel)) < 0 ||
+        (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file)) < 0)
+        goto done;
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        const pd_entry *e = &m->entries[i];
+        const ckpt_node *part;
+        ckpt_value *v = NULL;
+        if (!in_stage(c, e, &c->layouts[i], pp))
+            continue;
+        if (!e->tensor)
+            rc = carry(c, e->src, e->value, &v);
+        else if ((rc = part_of(c, i, PARAM_SLOT, tp, &part)) == 0)
+            rc = tensor_value(c, e->name, part, NULL, &v);
+        if (rc == 0)
+            rc = set_item(c->arena, root, e->name, v);
+        if (rc == 0 && table && e->tensor && e->var)
+            rc = set_item(c->arena, table, e->name, new_str(c->arena, e->var));
+    }
+    if (rc == 0 && table)
+        rc = set_item(c->arena, root, CKPT_PADDLE_NAME_TABLE, table);
+    if (rc == 0)
+        rc = ckpt_plan_set_root(c->plan, c->file, root);
+done:
+    ckpt_buf_dispose(&rel);
+    return rc;
+}
+
+static int add_accumulators(target_ctx *c, int tp, int pp, ckpt_value *root, ckpt_value *table)
+{
+    ckpt_paddle_model *m = c->m;
+    ckpt_buf key = CKPT_BUF_INIT;
+    size_t k, i;
+    int rc = 0;
+
+    for (k = 0; k < m->n_kinds && rc == 0; k++)
+        for (i = 0; i < m->n_entries && rc == 0; i++) {
+            const pd_entry *e = &m->entries[i];
+            const ckpt_node *part;
+            ckpt_value *v;
+            if (!e->states || !e->states[k].full || !in_stage(c, e, &c->layouts[i], pp))
+                continue;
+            ckpt_buf_clear(&key);
+            if ((rc = ckpt_buf_printf(&key, "%s_%s", e->var, m->kinds[k])) < 0 ||
+                (rc = part_of(c, i, k, tp, &part)) < 0 ||
+                (rc = tensor_value(c, (const char *)key.data, part, m->opt_pairs ? (const char *)key.data : NULL,
+                                   &v)) < 0 ||
+                (rc = set_item(c->arena, root, (const char *)key.data, v)) < 0)
+                break;
+            if (table)
+                rc = set_item(c->arena, table, (const char *)key.data, new_str(c->arena, (const char *)key.data));
+        }
+    ckpt_buf_dispose(&key);
+    return rc;
+}
+
+static int add_master_weights(target_ctx *c, int tp, int pp, ckpt_value *root)
+{
+    ckpt_paddle_model *m = c->m;
+    ckpt_value *dict = NULL;
+    ckpt_buf key = CKPT_BUF_INIT;
+    size_t i;
+    int rc = 0;
+
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        const pd_entry *e = &m->entries[i];
+        const ckpt_node *part;
+        ckpt_value *v;
+        if (!e->states || !e->states[PD_MAX_KINDS].full || !in_stage(c, e, &c->layouts[i], pp))
+            continue;
+        if (!dict && (!(dict = ckpt_value_new(c->arena, CKPT_VAL_DICT)) ||
+                      (rc = set_item(c->arena, root, CKPT_PADDLE_MASTER_WEIGHTS, dict)) < 0))
+            return rc < 0 ? rc : ckpt_error_oom();
+        ckpt_buf_clear(&key);
+        if ((rc = ckpt_buf_printf(&key, "%s/%s", CKPT_PADDLE_MASTER_WEIGHTS, e->var)) == 0 &&
+            (rc = part_of(c, i, PD_MAX_KINDS, tp, &part)) == 0 &&
+            (rc = tensor_value(c, (const char *)key.data, part, e->master_name, &v)) == 0)
+            rc = set_item(c->arena, dict, e->var, v);
+    }
+    ckpt_buf_dispose(&key);
+    return rc;
+}
+
+static int build_optimizer(target_ctx *c, int tp, int pp)
+{
+    ckpt_paddle_model *m = c->m;
+    const pd_rank *tmpl = ckpt_paddle__rank(m, tp < m->info.tp ? tp : 0, pp < m->info.pp ? pp : m->info.pp - 1);
+    ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
+    ckpt_value *table = m->opt_name_table ? ckpt_value_new(c->arena, CKPT_VAL_DICT) : NULL;
+    ckpt_buf rel = CKPT_BUF_INIT;
+    size_t f, i;
+    int rc;
+
+    if (!root || (m->opt_name_table && !table))
+        return ckpt_error_oom();
+    if ((rc = ckpt_paddle_rank_file("optimizer", ".pdopt", tp, pp, c->t->tp, c->t->pp, &rel)) < 0 ||
+        (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file)) < 0 ||
+        (rc = add_accumulators(c, tp, pp, root, table)) < 0 || (rc = add_master_weights(c, tp, pp, root)) < 0)
+        goto done;
+    /* what the optimizer keeps besides its tensors (LR_Scheduler) is the same on every rank */
+    for (f = 0; f < tmpl->n_optims && rc == 0; f++) {
+        const ckpt_value *d = tmpl->optims[f].root;
+        for (i = 0; i < d->u.dict.map.n && rc == 0; i++) {
+            const ckpt_value *k = d->u.dict.map.keys[i], *v = d->u.dict.map.vals[i];
+            ckpt_value *copy;
+            if (k->kind != CKPT_VAL_STR || ckpt_paddle__tensor_leaf(v, NULL) ||
+                strcmp(k->u.str.ptr, CKPT_PADDLE_MASTER_WEIGHTS) == 0 ||
+                strcmp(k->u.str.ptr, CKPT_PADDLE_NAME_TABLE) == 0 || ckpt_value_dict_get(root, k->u.str.ptr))
+                continue;
+            if ((rc = carry(c, tmpl->optims[f].ck, v, &copy)) == 0)
+                rc = set_item(c->arena, root, k->u.str.ptr, copy);
+        }
+    }
+    if (rc == 0 && table)
+        rc = set_item(c->arena, root, CKPT_PADDLE_NAME_TABLE, table);
+    if (rc == 0)
+        rc = ckpt_plan_set_root(c->plan, c->file, root);
+done:
+    ckpt_buf_dispose(&rel);
+    return rc;
+}
+
+/* ---- the other files ---- */
+
+/* PaddleNLP's config.json is json.dumps(indent=2, sort_keys=True): one top-level key per
+ * line, "\n  \"key\": value". The line of `key` (its start, and the start of the next top-level
+ * line or of the closing brace), or where it would go in key order. */
+static int find_key_line(const char *text, const char *key, const char **line, const char **next)
+{
+    size_t klen = strlen(key);
+    const char *p = text;
+
+    *line = *next = NULL;
+    while ((p = strstr(p, "\n  \"")) != NULL) {
+        const char *name = p + 4, *end = strchr(name, '"');
+        int c;
+        if (!end)
+            break;
+        c = strncmp(name, key, klen < (size_t)(end - name) ? (size_t)(end - name) : klen);
+        if (c == 0 && (size_t)(end - name) != klen)
+            c = (size_t)(end - name) < klen ? -1 : 1;
+        if (c >= 0) {
+            const char *after = strstr(end, "\n  \"");
+            *line = p;
+            *next = after ? after : strstr(end, "\n}");
+            return c == 0;
+        }
+        p = end;
+    }
+    *line = strstr(text, "\n}");
+    return 0;
+}
+
+/* `text` with top-level `key` set to value_json (NULL: removed), added in key order when
+ * absent; everything else as it was. */
+static int set_config_key(const char *text, const char *key, const char *value_json, ckpt_buf *out)
+{
+    const char *line, *next;
+    int found = find_key_line(text, key, &line, &next), rc = 0;
+
+    if (!line || (found && !next))
+        return ckpt_buf_puts(out, text);
+    if (found) {
+        /* the line's own comma stays with it unless it was the last one */
+        int last = next[1] == '}';
+        rc = ckpt_buf_append(out, text, (size_t)(line - text));
+        if (rc == 0 && value_json)
+            rc = ckpt_buf_printf(out, "\n  \"%s\": %s%s", key, value_json, last ? "" : ",");
+        else if (rc == 0 && last && out->len && out->data[out->len - 1] == ',')
+            out->len--;
+        return rc == 0 ? ckpt_buf_puts(out, next) : rc;
+    }
+    if (!value_json)
+        return ckpt_buf_puts(out, text);
+    if (line[1] == '}') {
+        /* the new last key: the one before it gets a comma */
+        rc = ckpt_buf_append(out, text, (size_t)(line - text));
+        if (rc == 0)
+            rc = ckpt_buf_printf(out, ",\n  \"%s\": %s", key, value_json);
+        return rc == 0 ? ckpt_buf_puts(out, line) : rc;
+    }
+    rc = ckpt_buf_append(out, text, (size_t)(line - text));
+    if (rc == 0)
+        rc = ckpt_buf_printf(out, "\n  \"%s\": %s,", key, value_json);
+    return rc == 0 ? ckpt_buf_puts(out, line) : rc;
+}
+
+/* config.json as PaddleNLP's save_pretrained writes it at layout t: tensor_parallel_degree
+ * absent at TP 1 without a pipeline (its default), else the TP size; the architecture the
+ * pipeline model (LlamaForCausalLMPipe) records when PP > 1. */
+static int config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out)
+{
+    ckpt_buf step = CKPT_BUF_INIT;
+    char degree[32];
+    const char *arch, *other, *at;
+    int rc;
+
+    snprintf(degree, sizeof degree, "%d", t->tp);
+    if ((rc = set_config_key(m->config_text, "tensor_parallel_degree", t->tp > 1 || t->pp > 1 ? degree : NULL,
+                             &step)) < 0)
+        goto done;
+    arch = t->pp > 1 ? "\"LlamaForCausalLMPipe\"" : "\"LlamaForCausalLM\"";
+    other = t->pp > 1 ? "\"LlamaForCausalLM\"" : "\"LlamaForCausalLMPipe\"";
+    /* the architectures list names the class; other model families are left as they are */
+    if ((at = strstr((const char *)step.data, other)) != NULL) {
+        rc = ckpt_buf_append(out, step.data, (size_t)(at - (const char *)step.data));
+        if (rc == 0)
+            rc = ckpt_buf_puts(out, arch);
+        if (rc == 0)
+            rc = ckpt_buf_puts(out, at + strlen(other));
+    } else {
+        rc = ckpt_buf_append(out, step.data, step.len);
+    }
+done:
+    ckpt_buf_dispose(&step);
+    return rc;
+}
+
+static int add_config(target_ctx *c, const char *rel)
+{
+    ckpt_buf cfg = CKPT_BUF_INIT;
+    int rc = config_for(c->m, c->t, &cfg);
+
+    if (rc == 0)
+        rc = ckpt_plan_add_bytes(c->plan, rel, cfg.data, cfg.len);
+    ckpt_buf_dispose(&cfg);
+    return rc;
+}
+
+/* The source directory's other files; for a model given tensor by tensor, its config. */
+static int add_other_files(target_ctx *c)
+{
+    ckpt_set *set = c->m->set;
+    size_t i, n = set ? ckpt_set_member_count(set) : 0;
+    int rc = 0;
+
+    if (!set && c->m->config_text)
+        return add_config(c, "config.json");
+    for (i = 0; i < n && rc == 0; i++) {
+        const ckpt_member *mb = ckpt_set_member_at(set, i);
+        if (strcmp(mb->role, "other") != 0)
+            continue;
+        if (strcmp(mb->rel, "config.json") == 0)
+            rc = add_config(c, mb->rel);
+        else
+            rc = ckpt_plan_add_copy(c->plan, mb->rel, mb->path);
+    }
+    return rc;
+}
+
+int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan)
+{
+    target_ctx c;
+    int tp, pp, rc;
+
+    if ((rc = ctx_init(&c, m, t)) < 0)
+        goto done;
+    c.plan = plan;
+    c.arena = ckpt_plan_arena(plan);
+    for (pp = 0; pp < t->pp && rc == 0; pp++)
+        for (tp = 0; tp < t->tp && rc == 0; tp++) {
+            if ((rc = build_model(&c, tp, pp)) == 0 && m->info.has_optimizer && !t->drop_optimizer)
+                rc = build_optimizer(&c, tp, pp);
+        }
+    if (rc == 0)
+        rc = add_other_files(&c);
+done:
+    ctx_dispose(&c);
+    return rc;
+}
+
+int ckpt_paddle_plan_other_files(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan)
+{
+    target_ctx c;
+    int rc;
+
+    if ((rc = ctx_init(&c, m, t)) == 0) {
+        c.plan = plan;
+        c.arena = ckpt_plan_arena(plan);
+        rc = add_other_files(&c);
+    }
+    ctx_dispose(&c);
+    return rc;
+}

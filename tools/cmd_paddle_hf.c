@@ -1,0 +1,376 @@
+/* ckptconv paddle2hf / hf2paddle: PaddleNLP LLaMA (any TP/PP layout) <-> a Hugging Face
+ * LLaMA directory, through the paddle_llama_hf map and its inverse. */
+#include "cli.h"
+
+#include <ckpt/sys/common.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct paddle_hf_args {
+    const char *cmd, *in, *out;
+    int to_hf;
+    int tp, pp, fused_qkv, fused_ffn;
+    uint64_t max_shard;
+    cli_plan_args p;
+} paddle_hf_args;
+
+static void paddle2hf_help(FILE *out)
+{
+    fprintf(out,
+"usage: ckptconv paddle2hf IN_DIR OUT [options]\n"
+"\n"
+"Convert a PaddleNLP LLaMA checkpoint directory (model_state.pdparams, the\n"
+"model_state.tpXX_ppYY.pdparams files of any tensor/pipeline-parallel layout, or size\n"
+"shards with their index) into a Hugging Face directory transformers loads:\n"
+"OUT/config.json (LlamaForCausalLM, from IN_DIR/config.json) and model.safetensors, or\n"
+"model-0000i-of-0000n.safetensors with model.safetensors.index.json when larger than\n"
+"--max-shard-size.\n"
+"\n"
+"The ranks are merged first (PaddleNLP's TP rules: formats/maps/paddlenlp_llama.json),\n"
+"then llama.* becomes model.*, every Linear weight is transposed from PaddleNLP's\n"
+"[in, out] to [out, in] (lm_head too), a fused qkv_proj is split per KV group and\n"
+"gate_up_fused_proj into gate_proj and up_proj. Both sides use rotate-half RoPE, so\n"
+"nothing is permuted. Tensors keep their dtype (bf16 stays bf16). The optimizer state\n"
+"and the tokenizer files are not converted.\n"
+"\n"
+"options:\n"
+"  --max-shard-size SIZE   largest safetensors file (default 5G, as save_pretrained)\n"
+"  --dry-run               print every output file and tensor; write nothing\n"
+"  --json                  one JSON report on stdout\n"
+"  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
+"\n"
+"examples:\n"
+"  ckptconv paddle2hf llama-7b-tp2pp2/ llama-7b-hf/\n"
+"  ckptconv paddle2hf ckpt/ hf/ --max-shard-size 2G --dry-run\n");
+}
+
+static void hf2paddle_help(FILE *out)
+{
+    fprintf(out,
+"usage: ckptconv hf2paddle HF_DIR OUT [--tp N --pp M] [options]\n"
+"\n"
+"Convert a Hugging Face LLaMA directory (config.json and model.safetensors, shards with\n"
+"model.safetensors.index.json, or pytorch_model.bin) into a PaddleNLP checkpoint at\n"
+"TP N, PP M: OUT/model_state[.tpXX][_ppYY].pdparams as PaddleNLP's trainer names them,\n"
+"and a PaddleNLP config.json. Weights are transposed to PaddleNLP's [in, out]; q/k/v\n"
+"and gate/up stay separate (PaddleNLP's defaults) unless --fused-qkv (qkv_proj,\n"
+"interleaved per KV group) or --fused-ffn (gate_up_fused_proj, cut [gate_r | up_r] per\n"
+"TP rank) ask otherwise. Pipeline stages hold global layer indices. Tensors keep their\n"
+"dtype; bf16 is written as paddle.save writes it (uint16 arrays).\n"
+"\n"
+"options:\n"
+"  --tp N, --pp M          target layout (default 1, 1)\n"
+"  --fused-qkv             write qkv_proj (fuse_attention_qkv)\n"
+"  --fused-ffn             write gate_up_fused_proj (fuse_attention_ffn)\n"
+"  --dry-run               print every output file and tensor; write nothing\n"
+"  --json                  one JSON report on stdout\n"
+"  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
+"\n"
+"examples:\n"
+"  ckptconv hf2paddle Llama-2-7b-hf/ llama-7b-pd/ --tp 2 --fused-ffn\n");
+}
+
+static int parse_args(int argc, char **argv, paddle_hf_args *a)
+{
+    enum { O_TP = 256, O_PP, O_QKV, O_FFN, O_SHARD };
+    static const struct option longopts[] = {
+        { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
+        { "fused-qkv", no_argument, NULL, O_QKV }, { "fused-ffn", no_argument, NULL, O_FFN },
+        { "max-shard-size", required_argument, NULL, O_SHARD }, CLI_PLAN_LONGOPTS,
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
+    };
+    int c, rc;
+    char *end;
+    long v;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+        rc = 0;
+        if ((c == O_TP || c == O_PP || c == O_QKV || c == O_FFN) && a->to_hf)
+            return cli_usage_error(a->cmd, "%s is an option of hf2paddle", argv[optind - 1]);
+        if (c == O_SHARD && !a->to_hf)
+            return cli_usage_error(a->cmd, "--max-shard-size is an option of paddle2hf");
+        switch (c) {
+        case O_TP:
+        case O_PP:
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > 4096)
+                return cli_usage_error(a->cmd, "%s needs an integer from 1 to 4096, not '%s'",
+                                       c == O_TP ? "--tp" : "--pp", optarg);
+            *(c == O_TP ? &a->tp : &a->pp) = (int)v;
+            break;
+        case O_QKV: a->fused_qkv = 1; break;
+        case O_FFN: a->fused_ffn = 1; break;
+        case O_SHARD:
+            if (cli_parse_size(optarg, &a->max_shard) < 0 || a->max_shard == 0)
+                return cli_usage_error(a->cmd, "--max-shard-size: expected a size such as 2G, not '%s'", optarg);
+            break;
+        case 'h':
+            (a->to_hf ? paddle2hf_help : hf2paddle_help)(stdout);
+            return -1;
+        default:
+            if ((rc = cli_plan_option(a->cmd, c, optarg, &a->p)) < 0)
+                return cli_usage_error(a->cmd, "unknown option");
+        }
+        if (rc)
+            return rc;
+    }
+    if (argc - optind != 2)
+        return cli_usage_error(a->cmd, "expected %s and OUT, got %d argument(s)", a->to_hf ? "IN_DIR" : "HF_DIR",
+                               argc - optind);
+    a->in = argv[optind];
+    a->out = argv[optind + 1];
+    return 0;
+}
+
+static int read_text(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    long len;
+
+    *out = NULL;
+    if (!f)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: cannot open it", path);
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (*out = calloc(1, (size_t)len + 1)) && fread(*out, 1, (size_t)len, f) == (size_t)len) {
+        fclose(f);
+        return 0;
+    }
+    fclose(f);
+    free(*out);
+    *out = NULL;
+    return ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "%s: cannot read it", path);
+}
+
+/* paddle2hf: the merged model through the map, in transformers' order, as safetensors. */
+static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
+{
+    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
+    ckpt_paddle_model *m = NULL;
+    ckpt_map *map = NULL;
+    ckpt_map_params *params = NULL;
+    ckpt_map_result *res = NULL;
+    ckpt_map_input *in = NULL;
+    const char **names = NULL;
+    const ckpt_node **nodes = NULL;
+    size_t *perm = NULL, n, i;
+    ckpt_hf_llama_dims dims;
+    ckpt_buf config = CKPT_BUF_INIT;
+    int rc;
+
+    mo.no_optimizer = 1;
+    if ((rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
+        goto done;
+    if (!ckpt_paddle_model_info_of(m)->config) {
+        rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                             "%s: no config.json (the Hugging Face config is made from it)", a->in);
+        goto done;
+    }
+    n = ckpt_paddle_model_tensor_count(m);
+    if (!(in = calloc(n + 1, sizeof *in))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
+    if ((rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_map_params_load_json(params, ckpt_paddle_model_info_of(m)->config)) < 0 ||
+        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0)
+        goto done;
+    n = ckpt_map_result_count(res);
+    names = calloc(n + 1, sizeof *names);
+    nodes = calloc(n + 1, sizeof *nodes);
+    perm = calloc(n + 1, sizeof *perm);
+    if (!names || !nodes || !perm) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        names[i] = ckpt_map_result_at(res, i)->name;
+    if ((rc = ckpt_hf_llama_order(names, n, perm)) < 0)
+        goto done;
+    for (i = 0; i < n; i++) {
+        names[i] = ckpt_map_result_at(res, perm[i])->name;
+        nodes[i] = ckpt_map_result_at(res, perm[i])->node;
+    }
+    if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n, a->max_shard)) < 0 ||
+        (rc = ckpt_paddle_hf_dims(ckpt_paddle_model_info_of(m)->config_json, n ? ckpt_node_dtype(nodes[0])
+                                                                                 : CKPT_DTYPE_F32,
+                                  &dims)) < 0 ||
+        (rc = ckpt_hf_llama_config_json(&dims, &config)) < 0)
+        goto done;
+    rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len);
+done:
+    ckpt_buf_dispose(&config);
+    free(perm);
+    free((void *)names);
+    free((void *)nodes);
+    free(in);
+    ckpt_map_result_free(res);
+    ckpt_map_params_free(params);
+    ckpt_map_free(map);
+    ckpt_paddle_model_close(m);
+    return rc;
+}
+
+/* hf2paddle: the checkpoint through the inverse map, as one PaddleNLP model written at the
+ * target layout. */
+static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **weights_out)
+{
+    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
+    const char *variants[3] = { NULL };
+    ckpt_paddle_model *m = NULL;
+    ckpt_map *map = NULL;
+    ckpt_map_params *params = NULL;
+    ckpt_map_result *res = NULL;
+    ckpt_map_input *in = NULL;
+    ckpt_buf config = CKPT_BUF_INIT;
+    char *hf_config_path = cli_path_join(a->in, "config.json"), *hf_config = NULL, *weights = NULL;
+    size_t n = 0, i, v = 0;
+    int rc;
+
+    if (!hf_config_path) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    if (a->fused_qkv)
+        variants[v++] = "fused_qkv";
+    if (a->fused_ffn)
+        variants[v++] = "fused_ffn";
+    if ((rc = read_text(hf_config_path, &hf_config)) < 0 || (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 ||
+        (rc = ckpt_open(weights_out, weights, NULL)) < 0)
+        goto done;
+    if (!(in = calloc(ckpt_tensor_count(*weights_out) + 1, sizeof *in))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < ckpt_tensor_count(*weights_out) && rc == 0; i++) {
+        const ckpt_tensor *ten = ckpt_tensor_at(*weights_out, i);
+        size_t len = strlen(ten->name);
+        /* a buffer RoPE recomputes; neither side keeps it */
+        if (len >= 19 && strcmp(ten->name + len - 19, "rotary_emb.inv_freq") == 0)
+            continue;
+        in[n].name = ten->name;
+        rc = ckpt_node_tensor(ckpt_plan_graph(plan), ten, &in[n++].node);
+    }
+    if (rc < 0 || (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_map_params_load_json(params, hf_config_path)) < 0 ||
+        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, v ? variants : NULL, &res)) < 0 ||
+        (rc = ckpt_paddle_config_from_hf(hf_config, a->fused_qkv, a->fused_ffn,
+                                         n ? ckpt_node_dtype(in[0].node) : CKPT_DTYPE_F32, &config)) < 0 ||
+        (rc = ckpt_paddle_model_new(&m, ckpt_plan_graph(plan), 1, 1, (const char *)config.data, NULL)) < 0)
+        goto done;
+    for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++)
+        rc = ckpt_paddle_model_add_tensor(m, ckpt_map_result_at(res, i)->name, ckpt_map_result_at(res, i)->node);
+    t.tp = a->tp;
+    t.pp = a->pp;
+    if (rc == 0 && (rc = ckpt_paddle_model_finish(m)) == 0)
+        rc = ckpt_paddle_plan(m, &t, plan);
+done:
+    ckpt_buf_dispose(&config);
+    ckpt_paddle_model_close(m);
+    ckpt_map_result_free(res);
+    ckpt_map_params_free(params);
+    ckpt_map_free(map);
+    free(in);
+    free(weights);
+    free(hf_config);
+    free(hf_config_path);
+    return rc;
+}
+
+static void print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
+{
+    size_t i;
+
+    printf("{\n  \"command\": \"%s\",\n  \"dry_run\": %s,\n", a->cmd, a->p.dry_run ? "true" : "false");
+    if (!a->to_hf)
+        printf("  \"tp\": %d,\n  \"pp\": %d,\n", a->tp, a->pp);
+    printf("  \"files\": [");
+    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
+        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
+        ckpt_buf name = CKPT_BUF_INIT;
+        ckpt_shard_json_string(&name, f->rel);
+        printf("%s\n    {\"path\": %s, \"tensors\": %zu, \"bytes\": %llu}", i ? "," : "",
+               name.data ? (const char *)name.data : "\"\"", f->n_tensors, (unsigned long long)f->tensor_bytes);
+        ckpt_buf_dispose(&name);
+    }
+    printf("\n  ]");
+    if (rep)
+        printf(",\n  \"bytes_written\": %llu,\n  \"seconds\": %.3f", (unsigned long long)rep->bytes_written, seconds);
+    printf("\n}\n");
+}
+
+static int run(const paddle_hf_args *a)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_plan_report rep;
+    ckpt_plan *plan = NULL;
+    ckpt_set *set = NULL;
+    ckpt_ckpt *weights = NULL;
+    double start = cli_now();
+    int rc;
+
+    memset(&rep, 0, sizeof rep);
+    so.layout = "paddle";
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0)
+        goto done;
+    rc = a->to_hf ? ((rc = ckpt_set_open(&set, a->in, &so)) < 0 ? rc : plan_to_hf(a, set, plan))
+                  : plan_to_paddle(a, plan, &weights);
+    if (rc < 0)
+        goto done;
+    if (a->p.dry_run) {
+        if (a->p.json) {
+            print_json(a, plan, NULL, 0);
+        } else {
+            char summary[512];
+            snprintf(summary, sizeof summary, "%s %s -> %s", a->cmd, a->in, a->out);
+            rc = cli_plan_dry_run(plan, summary);
+        }
+        goto done;
+    }
+    if ((rc = cli_plan_execute(a->cmd, plan, a->out, &a->p, &rep)) < 0)
+        goto done;
+    if (a->p.json) {
+        print_json(a, plan, &rep, cli_now() - start);
+    } else if (!a->p.quiet) {
+        char size[32];
+        fprintf(stderr, "wrote %s: %zu files, %s in %.2f s\n", a->out, rep.files,
+                cli_human_size(rep.bytes_written, size, sizeof size), cli_now() - start);
+    }
+done:
+    ckpt_plan_report_dispose(&rep);
+    ckpt_plan_free(plan);
+    ckpt_close(weights);
+    ckpt_set_close(set);
+    return rc < 0 ? cli_fail(a->cmd) : CLI_EXIT_OK;
+}
+
+static int paddle_hf_main(int argc, char **argv, const char *cmd, int to_hf)
+{
+    ckpt_convert_options write = CKPT_CONVERT_OPTIONS_INIT;
+    paddle_hf_args a;
+    int rc;
+
+    memset(&a, 0, sizeof a);
+    a.cmd = cmd;
+    a.to_hf = to_hf;
+    a.tp = a.pp = 1;
+    a.p.write = write;
+    rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    return run(&a);
+}
+
+int cli_paddle2hf(int argc, char **argv)
+{
+    return paddle_hf_main(argc, argv, "paddle2hf", 1);
+}
+
+int cli_hf2paddle(int argc, char **argv)
+{
+    return paddle_hf_main(argc, argv, "hf2paddle", 0);
+}

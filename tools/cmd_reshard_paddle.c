@@ -1,0 +1,99 @@
+/* ckptconv reshard on a PaddleNLP directory: model_state[.tpXX][_ppYY].pdparams and their
+ * .pdopt files at another TP/PP layout, as one plan. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *in, const ckpt_plan *plan,
+                       const ckpt_plan_report *rep, double seconds)
+{
+    cJSON *o = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(o, "files");
+    cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
+    size_t i;
+    char *text;
+
+    cJSON_AddStringToObject(o, "command", "reshard");
+    cJSON_AddStringToObject(o, "layout", "paddle");
+    cJSON_AddStringToObject(o, "input", j->in);
+    cJSON_AddStringToObject(o, "output", j->out);
+    cJSON_AddBoolToObject(o, "dry_run", j->p->dry_run);
+    cJSON_AddNumberToObject(from, "tp", in->tp);
+    cJSON_AddNumberToObject(from, "pp", in->pp);
+    cJSON_AddNumberToObject(to, "tp", j->tp);
+    cJSON_AddNumberToObject(to, "pp", j->pp);
+    cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
+    cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && !j->no_optimizer);
+    cJSON_AddBoolToObject(o, "master_weights", in->master_weights && !j->no_optimizer);
+    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
+        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
+        cJSON *jf = cJSON_CreateObject();
+        cJSON_AddStringToObject(jf, "path", f->rel);
+        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
+        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
+        cJSON_AddItemToArray(files, jf);
+    }
+    if (!j->p->dry_run) {
+        cJSON_AddNumberToObject(o, "bytes_written", (double)rep->bytes_written);
+        cJSON_AddNumberToObject(o, "seconds", seconds);
+    }
+    text = cJSON_Print(o);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
+{
+    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
+    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
+    const ckpt_paddle_model_info *info;
+    ckpt_plan_report rep;
+    ckpt_plan *plan = NULL;
+    ckpt_paddle_model *m = NULL;
+    double start = cli_now();
+    int rc;
+
+    memset(&rep, 0, sizeof rep);
+    mo.no_optimizer = j->no_optimizer;
+    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
+        goto done;
+    info = ckpt_paddle_model_info_of(m);
+    t.tp = j->tp_set ? j->tp : info->tp;
+    t.pp = j->pp_set ? j->pp : info->pp;
+    t.drop_optimizer = j->no_optimizer;
+    if ((rc = ckpt_paddle_plan(m, &t, plan)) < 0)
+        goto done;
+    if (j->p->dry_run && j->p->json) {
+        print_json(j, info, plan, &rep, 0);
+        goto done;
+    }
+    if (j->p->dry_run) {
+        char summary[512];
+        snprintf(summary, sizeof summary, "reshard %s (PaddleNLP, TP %d, PP %d) -> %s (TP %d, PP %d)", j->in,
+                 info->tp, info->pp, j->out, t.tp, t.pp);
+        rc = cli_plan_dry_run(plan, summary);
+        goto done;
+    }
+    if ((rc = cli_plan_execute("reshard", plan, j->out, j->p, &rep)) < 0)
+        goto done;
+    if (j->p->json) {
+        print_json(j, info, plan, &rep, cli_now() - start);
+    } else if (!j->p->quiet) {
+        char size[32];
+        fprintf(stderr, "wrote %s: PaddleNLP TP %d, PP %d -> TP %d, PP %d, %zu files, %s%s in %.2f s\n", j->out,
+                info->tp, info->pp, t.tp, t.pp, rep.files, cli_human_size(rep.bytes_written, size, sizeof size),
+                info->has_optimizer && !j->no_optimizer
+                    ? (info->master_weights ? ", optimizer state and master weights resharded"
+                                            : ", optimizer state resharded")
+                    : "",
+                cli_now() - start);
+    }
+done:
+    ckpt_plan_report_dispose(&rep);
+    ckpt_paddle_model_close(m);
+    ckpt_plan_free(plan);
+    return rc < 0 ? cli_fail("reshard") : CLI_EXIT_OK;
+}
