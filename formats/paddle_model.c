@@ -564,6 +564,19 @@ static int read_optimizer_file(ckpt_paddle_model *m, const pd_file *f, const var
     return rc;
 }
 
+static const char *shape_text(const ckpt_node *x, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int d;
+
+    len += (size_t)snprintf(buf, cap, "[");
+    for (d = 0; d < ckpt_node_ndim(x) && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? ", " : "", (long long)ckpt_node_shape(x)[d]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
 static int merge_state(ckpt_paddle_model *m, pd_entry *e, size_t slot)
 {
     pd_state *s = &e->states[slot];
@@ -584,10 +597,14 @@ static int merge_state(ckpt_paddle_model *m, pd_entry *e, size_t slot)
     }
     if (ckpt_node_ndim(s->shards[0]) != ckpt_node_ndim(e->shards[0]) ||
         memcmp(ckpt_node_shape(s->shards[0]), ckpt_node_shape(e->shards[0]),
-               (size_t)ckpt_node_ndim(e->shards[0]) * sizeof(int64_t)) != 0)
+               (size_t)ckpt_node_ndim(e->shards[0]) * sizeof(int64_t)) != 0) {
+        char got[96], want[96];
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the %s of '%s' is not shaped like its parameter's shard (nor [1])",
-                               ckpt_paddle__where(m), what, e->name);
+                               "%s: the optimizer's %s of '%s' is %s, its parameter %s (in TP rank 0 of stage %d): "
+                               "the optimizer state of another model? give --no-optimizer to reshard the model only",
+                               ckpt_paddle__where(m), what, e->name, shape_text(s->shards[0], got, sizeof got),
+                               shape_text(e->shards[0], want, sizeof want), e->pp);
+    }
     return ckpt_parallel_merge(m->g, &e->layout, name, s->shards, (size_t)m->info.tp, &s->full);
 }
 

@@ -89,7 +89,8 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         rc = 0;
         if ((c == O_TP || c == O_PP || c == O_QKV || c == O_FFN) && a->to_hf)
-            return cli_usage_error(a->cmd, "%s is an option of hf2paddle", argv[optind - 1]);
+            return cli_usage_error(a->cmd, "--%s is an option of hf2paddle",
+                                   c == O_TP ? "tp" : c == O_PP ? "pp" : c == O_QKV ? "fused-qkv" : "fused-ffn");
         if (c == O_SHARD && !a->to_hf)
             return cli_usage_error(a->cmd, "--max-shard-size is an option of paddle2hf");
         switch (c) {

@@ -64,7 +64,14 @@ static void pd2te_help(FILE *out, const char *cmd)
 "  --num-attention-heads N   model parameters; --num_attention_heads and\n"
 "  --num-key-value-heads K   --num_key_value_heads are accepted too. Default: from\n"
 "                            config.json (flags win)\n"
-"  --config FILE             model config (default IN_DIR/config.json when present)\n");
+"  --config FILE             model config (default IN_DIR/config.json when present)\n"
+"  --tp N, --pp M            convert and reshard in one pass: OUT_DIR gets\n"
+"                            model_state.tpXX_ppYY.pdparams for TP N, PP M (each\n"
+"                            default: the input's); the PaddleNLP-side tensors are cut\n"
+"                            as 'ckptconv reshard' cuts them (pd2te: before the\n"
+"                            conversion, te2pd: after it), config.json gets\n"
+"                            tensor_parallel_degree. Size-sharded inputs come out whole\n"
+"                            per rank\n");
     if (!to_te)
         fprintf(out,
 "  --fused-qkv               write one qkv_proj per layer (fuse_attention_qkv=True,\n"

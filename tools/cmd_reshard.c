@@ -1,5 +1,5 @@
-/* ckptconv reshard IN OUT --tp N --pp M [--vpp K]: a Megatron-LM checkpoint at another
- * parallel layout, optimizer state included, written as one plan. */
+/* ckptconv reshard IN OUT --tp N --pp M [--vpp K]: a Megatron-LM checkpoint or a PaddleNLP
+ * directory at another parallel layout, optimizer state included, written as one plan. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -22,10 +22,26 @@ static void reshard_help(FILE *out)
     fprintf(out,
 "usage: ckptconv reshard IN OUT --tp N --pp M [--vpp K] [options]\n"
 "\n"
-"Write a Megatron-LM checkpoint (--ckpt-format torch) at another tensor/pipeline-\n"
-"parallel layout, offline, on a CPU, streaming: the checkpoint a run with\n"
-"--tensor-model-parallel-size N --pipeline-model-parallel-size M resumes from.\n"
+"Write a Megatron-LM checkpoint (--ckpt-format torch) or a PaddleNLP checkpoint\n"
+"directory at another tensor/pipeline-parallel layout, offline, on a CPU, streaming:\n"
+"the checkpoint a run with the new TP and PP sizes resumes from.\n"
 "\n"
+"PaddleNLP (IN holds model_state[.tpXX][_ppYY].pdparams, optimizer[.tpXX][_ppYY]\n"
+"[_shardZZ].pdopt and config.json, or a unified checkpoint: model-0000i-of-0000n.\n"
+"safetensors with PaddleNLP's names): every rank is merged through PaddleNLP's TP rules\n"
+"(formats/maps/paddlenlp_llama.json: q/k/v, gate/up and lm_head column-parallel on\n"
+"the last axis, o/down row-parallel, gate_up_fused_proj as [gate_r | up_r] per rank,\n"
+"embeddings by vocabulary, k/v and the vocabulary whole on every rank where TP does\n"
+"not divide them, norms replicated) and cut again; pipeline stages hold global layer\n"
+"indices and split as PaddleNLP's SegmentLayers does (the last stages take the extra\n"
+"layers). The .pdopt files are resharded with their parameters: Adam moments (also\n"
+"<var>_fp32_master_0_moment1_0 with AMP O2), beta powers, master_weights and\n"
+"LR_Scheduler, in Paddle's order; sharding-stage files of one rank are merged into one.\n"
+"Files are named as PaddleNLP's trainer names them, each with its name table (the\n"
+"source's variable names); config.json gets tensor_parallel_degree (and the pipeline\n"
+"model's architecture at PP > 1); other files are copied.\n"
+"\n"
+"Megatron-LM:\n"
 "IN is a checkpoint root (latest_checkpointed_iteration.txt, iter_NNNNNNN/ or release/,\n"
 "mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt) or one iteration directory. Its rank files\n"
 "are read as one model at full shapes with global layer numbers, lazily, through the\n"
@@ -62,14 +78,16 @@ static void reshard_help(FILE *out)
 "\n"
 "options:\n"
 "  --tp N, --pp M           target tensor- and pipeline-parallel sizes (default: the input's)\n"
-"  --vpp K                  virtual pipeline chunks per stage (default 1)\n"
+"  --vpp K                  virtual pipeline chunks per stage (default 1; Megatron)\n"
 "  --strategy FILE          the target from a Galvatron-style strategy JSON\n"
-"                           ({\"pp_size\": M, \"tp_size_list\": [N, N, ...]}, uniform TP)\n"
-"  --iteration I            read iter_I instead of the one the tracker names\n"
+"                           ({\"pp_size\": M, \"tp_size_list\": [N, N, ...]}, uniform TP;\n"
+"                           dp_size_list and other fields are not used)\n"
+"  --iteration I            read iter_I instead of the one the tracker names (Megatron)\n"
 "  --padded-vocab-size V    vocabulary rows in the output instead of Megatron's rule\n"
-"  --true-vocab-size V      rows that are not padding, when args do not say\n"
+"  --true-vocab-size V      rows that are not padding, when args do not say (Megatron)\n"
 "  --no-optimizer           write the model, args, iteration and rng state only\n"
-"  --extra-state MODE       copy (default), empty or drop\n"
+"                           (PaddleNLP: the model files and config.json only)\n"
+"  --extra-state MODE       copy (default), empty or drop (Megatron)\n"
 "  --to FORMAT              torch (default: the legacy layout above) or torch_dist: the\n"
 "                           iteration as megatron-core's dist_checkpointing saves it\n"
 "                           (.metadata, one data file per rank of the target layout,\n"
@@ -87,7 +105,8 @@ static void reshard_help(FILE *out)
 "examples:\n"
 "  ckptconv reshard ckpt/ ckpt-tp4/ --tp 4 --pp 1\n"
 "  ckptconv reshard ckpt/ ckpt-pp4-vpp2/ --tp 2 --pp 4 --vpp 2 --dry-run\n"
-"  ckptconv reshard ckpt/iter_0005000 out/ --tp 1 --pp 1 --no-optimizer\n");
+"  ckptconv reshard ckpt/iter_0005000 out/ --tp 1 --pp 1 --no-optimizer\n"
+"  ckptconv reshard paddle-pp4/ paddle-tp2pp2/ --tp 2 --pp 2   # PaddleNLP, .pdopt too\n");
 }
 
 static int parse_int(const char *cmd, const char *opt, const char *s, long long min, long long *out)

@@ -135,6 +135,30 @@ strategy() {
 }
 case_run "--strategy (Galvatron JSON) = --tp 2 --pp 2; per-layer sizes refused" strategy
 
+# Sharding stage 1 writes optimizer.shardNN.pdopt per sharding rank, each with the states of
+# the parameters that rank owns (and LR_Scheduler): split here from the single-card state the
+# way paddle.save writes a state dict (pickle protocol 4 of the same objects).
+sharded_optimizer() {
+    mkdir -p "$OUT/sharded"
+    cp "$PD/fp32_tp1/model_state.pdparams" "$PD/fp32_tp1/config.json" "$OUT/sharded/"
+    "$VENV_PYTHON" - "$PD/fp32_tp1/optimizer.pdopt" "$OUT/sharded" <<'EOF2'
+import pickle, sys
+state = pickle.load(open(sys.argv[1], "rb"), encoding="latin1")
+table = state.pop("StructuredToParameterName@@")
+params = sorted({k.rsplit("_", 2)[0] for k in state if k != "LR_Scheduler"})
+for rank in range(2):
+    mine = set(params[rank::2])
+    part = {k: v for k, v in state.items() if k == "LR_Scheduler" or k.rsplit("_", 2)[0] in mine}
+    part["StructuredToParameterName@@"] = {k: table[k] for k in part if k in table}
+    with open(f"{sys.argv[2]}/optimizer.shard{rank:02d}.pdopt", "wb") as f:
+        pickle.dump(part, f, protocol=4)
+EOF2
+    ckpt reshard "$OUT/sharded" "$OUT/sharded_tp1" -q
+    queue pd "sharding ranks merged: optimizer.pdopt" raw_equal "$PD/fp32_tp1/optimizer.pdopt" \
+        "$OUT/sharded_tp1/optimizer.pdopt"
+}
+case_run "optimizer.shard00/01.pdopt (sharding stage 1) merge into one" sharded_optimizer
+
 no_optimizer() {
     ckpt reshard "$PD/bf16_tp2" "$OUT/noopt" --pp 2 --tp 1 --no-optimizer -q
     [ "$(weights "$OUT/noopt" | tr '\n' ' ')" = "model_state.pp00.pdparams model_state.pp01.pdparams " ]
