@@ -84,6 +84,13 @@ const char *ckpt_paddle__where(const ckpt_paddle_model *m);
 pd_rank *ckpt_paddle__rank(const ckpt_paddle_model *m, int tp, int pp);
 /* Map parameters of the layout at TP size tp: config.json's integers, kv_split, vocab_split. */
 int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_params **out);
+/* The variable name rank r's name table gives `name`; NULL without one. */
+const char *ckpt_paddle__var_of(const pd_rank *r, const char *name);
+/* The graph node of a tensor leaf of ck. */
+int ckpt_paddle__tensor_node(ckpt_paddle_model *m, const ckpt_ckpt *ck, const ckpt_value *leaf,
+                             const ckpt_node **out);
+/* The optimizer files' entries merged with their parameters (paddle_optim.c). */
+int ckpt_paddle__read_optimizer(ckpt_paddle_model *m);
 /* A tensor value, or the array of a (name, array) pair; NULL otherwise. */
 const ckpt_value *ckpt_paddle__tensor_leaf(const ckpt_value *v, const char **pair_name);
 
