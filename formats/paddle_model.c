@@ -69,10 +69,14 @@ static int config_params(const ckpt_paddle_model *m, ckpt_map_params *p)
 
 int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_params **out)
 {
-    int64_t heads = 0, kv = 0, vocab = 0;
+    int64_t heads = 0, kv = 0, vocab = 0, tied;
     int rc;
 
     if ((rc = ckpt_map_params_new(out)) < 0 || (rc = config_params(m, *out)) < 0)
+        return rc;
+    /* LlamaConfig's default, which save_pretrained leaves out */
+    if (!ckpt_map_params_get(*out, "tie_word_embeddings", &tied) &&
+        (rc = ckpt_map_params_set(*out, "tie_word_embeddings", 0)) < 0)
         return rc;
     ckpt_map_params_get(*out, "num_attention_heads", &heads);
     if (!ckpt_map_params_get(*out, "num_key_value_heads", &kv) || kv <= 0)
@@ -261,8 +265,8 @@ int ckpt_paddle_model_add_shard(ckpt_paddle_model *m, int tp, int pp, const char
     if (e->shards[tp])
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "'%s' twice in TP rank %d, stage %d", name, tp, pp);
     e->shards[tp] = node;
-    if (var && !e->var)
-        e->var = var;
+    if (var && !e->var && !(e->var = strdup(var)))
+        return ckpt_error_oom();
     return 0;
 }
 
@@ -355,6 +359,9 @@ static int merge_entries(ckpt_paddle_model *m)
     }
     if (rc == 0 && m->reorder)
         rc = reorder(m);
+    /* a model given tensor by tensor has a name table when its tensors were given names */
+    for (i = 0; !m->set && i < m->n_entries; i++)
+        m->info.name_table |= m->entries[i].var != NULL;
 done:
     if (rc < 0 && m->set)
         ckpt_error_prefix("%s", ckpt_set_info_of(m->set)->root);
@@ -496,6 +503,7 @@ void ckpt_paddle_model_close(ckpt_paddle_model *m)
             free(e->states[s].shards);
         free(e->states);
         free(e->shards);
+        free(e->var);
         free(e->name);
     }
     for (i = 0; i < m->n_kinds; i++)

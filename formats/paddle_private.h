@@ -47,7 +47,7 @@ typedef struct pd_state {
 
 typedef struct pd_entry {
     char *name;                /* the structured name */
-    const char *var;           /* its Paddle variable name; borrowed from a name table, or NULL */
+    char *var;                 /* its Paddle variable name (owned), or NULL */
     int pp;                    /* the source stage that holds it */
     int tensor;                /* a tensor; else a value carried as it is */
     const ckpt_value *value;   /* !tensor: the value */

@@ -111,8 +111,9 @@ CKPT_EXTERN(const ckpt_paddle_model_info *) ckpt_paddle_model_info_of(const ckpt
 /* A logical model given tensor by tensor (another framework's checkpoint, or shards computed
  * here): of source layout tp x pp, its config.json text (copied; NULL: none, which only a
  * layout of one TP rank can do without). Add each shard, then finish: the shards are merged
- * as the spec says. Names keep the order of their first shard. `var` is the tensor's Paddle
- * variable name (NULL: none; the first given counts). */
+ * as the spec says, into PaddleNLP's state-dict order (the spec's). `var` is the tensor's
+ * Paddle variable name (NULL: none; the first given counts; copied): with names, the model
+ * files written get a name table. */
 CKPT_EXTERN(int) ckpt_paddle_model_new(ckpt_paddle_model **out, ckpt_graph *g, int tp, int pp, const char *config_json,
                                        const ckpt_map *spec_map);
 CKPT_EXTERN(int) ckpt_paddle_model_add_shard(ckpt_paddle_model *m, int tp, int pp, const char *name,
