@@ -34,8 +34,7 @@ int ckpt_paddle_rank_file(const char *base, const char *ext, int tp, int pp, int
 
 typedef struct target_ctx {
     ckpt_paddle_model *m;
-    const ckpt_paddle_target *t;
-    ckpt_paddle_target own;
+    ckpt_paddle_target t;
     ckpt_map_params *params;
     ckpt_tensor_layout *layouts;  /* [entry]: in the target layout */
     const ckpt_node ***splits;    /* [entry][slot]: the target ranks' parts, computed on first use;
@@ -63,8 +62,7 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
     if (t->pp > m->info.num_layers)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: %d pipeline stages for %lld layers",
                                ckpt_paddle__where(m), t->pp, (long long)m->info.num_layers);
-    c->own = *t;
-    c->t = &c->own;
+    c->t = *t;
     if ((rc = ckpt_paddle__layout_params(m, t->tp, &c->params)) < 0)
         return rc;
     if (!(c->layouts = calloc(m->n_entries ? m->n_entries : 1, sizeof *c->layouts)) ||
@@ -103,7 +101,7 @@ static int part_of(target_ctx *c, size_t i, size_t slot, int tp, const ckpt_node
     if (!*cell) {
         const ckpt_tensor_layout *l = &c->layouts[i];
         char name[512];
-        if (!(*cell = calloc((size_t)c->t->tp, sizeof **cell)))
+        if (!(*cell = calloc((size_t)c->t.tp, sizeof **cell)))
             return ckpt_error_oom();
         if (slot != PARAM_SLOT && e->states[slot].replicated) {
             memset(&whole, 0, sizeof whole);
@@ -112,7 +110,7 @@ static int part_of(target_ctx *c, size_t i, size_t slot, int tp, const ckpt_node
         snprintf(name, sizeof name, "%s%s%s%s", e->name, slot == PARAM_SLOT ? "" : " (",
                  slot == PARAM_SLOT ? "" : slot == PD_MAX_KINDS ? "master weight" : c->m->kinds[slot],
                  slot == PARAM_SLOT ? "" : ")");
-        if ((rc = ckpt_parallel_split(c->m->g, l, name, full, (size_t)c->t->tp, *cell)) < 0) {
+        if ((rc = ckpt_parallel_split(c->m->g, l, name, full, (size_t)c->t.tp, *cell)) < 0) {
             free((void *)*cell);
             *cell = NULL;
             return rc;
@@ -127,16 +125,16 @@ static int in_stage(const target_ctx *c, const pd_entry *e, const ckpt_tensor_la
     int64_t lo, hi;
 
     if (!e->tensor)
-        return pp == (e->pp < c->t->pp ? e->pp : c->t->pp - 1);
+        return pp == (e->pp < c->t.pp ? e->pp : c->t.pp - 1);
     switch (l->stage) {
     case CKPT_STAGE_FIRST:
         return pp == 0;
     case CKPT_STAGE_LAST:
-        return pp == c->t->pp - 1;
+        return pp == c->t.pp - 1;
     case CKPT_STAGE_EVERY:
         return 1;
     default:
-        ckpt_paddle_stage_layers(c->m->info.num_layers, c->t->pp, pp, &lo, &hi);
+        ckpt_paddle_stage_layers(c->m->info.num_layers, c->t.pp, pp, &lo, &hi);
         return l->layer >= lo && l->layer < hi;
     }
 }
@@ -248,7 +246,7 @@ static int build_model(target_ctx *c, int tp, int pp)
 
     if (!root || (m->info.name_table && !table))
         return ckpt_error_oom();
-    if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, c->t->tp, c->t->pp, &rel)) < 0 ||
+    if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, c->t.tp, c->t.pp, &rel)) < 0 ||
         (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file)) < 0)
         goto done;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
@@ -342,7 +340,7 @@ static int build_optimizer(target_ctx *c, int tp, int pp)
 
     if (!root || (m->opt_name_table && !table))
         return ckpt_error_oom();
-    if ((rc = ckpt_paddle_rank_file("optimizer", ".pdopt", tp, pp, c->t->tp, c->t->pp, &rel)) < 0 ||
+    if ((rc = ckpt_paddle_rank_file("optimizer", ".pdopt", tp, pp, c->t.tp, c->t.pp, &rel)) < 0 ||
         (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file)) < 0 ||
         (rc = add_accumulators(c, tp, pp, root, table)) < 0 || (rc = add_master_weights(c, tp, pp, root)) < 0)
         goto done;
@@ -468,7 +466,7 @@ done:
 static int add_config(target_ctx *c, const char *rel)
 {
     ckpt_buf cfg = CKPT_BUF_INIT;
-    int rc = config_for(c->m, c->t, &cfg);
+    int rc = config_for(c->m, &c->t, &cfg);
 
     if (rc == 0)
         rc = ckpt_plan_add_bytes(c->plan, rel, cfg.data, cfg.len);

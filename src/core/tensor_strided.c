@@ -159,6 +159,10 @@ static void copy_strided(unsigned char *out, const unsigned char *src, size_t es
 {
     int64_t j;
 
+    if (step == 1) {
+        memcpy(out, src, (size_t)n * es);
+        return;
+    }
     switch (es) {
     case 1: for (j = 0; j < n; j++) out[j] = src[j * step]; break;
     case 2: for (j = 0; j < n; j++) memcpy(out + 2 * j, src + 2 * j * step, 2); break;

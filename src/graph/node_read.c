@@ -1,6 +1,7 @@
 /* Reading a node's elements in C order: strided reads of leaves, zeros, and the parts of
- * a concatenation row by row. Nothing larger than the caller's buffer is ever held, apart
- * from a small fixed buffer when a leaf is rounded through more than one type. */
+ * a concatenation, in bands of rows. Nothing larger than the caller's buffer is ever held,
+ * apart from small fixed buffers: a band of a concatenation, a leaf rounded through more
+ * than one type. */
 #include "node.h"
 #include "../core/storage_private.h"
 
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #define CAST_PIECE 65536 /* elements per step of a multi-type rounding */
+/* A concatenation along an inner axis is read this many bytes of whole rows at a time. */
+#define CONCAT_BAND ((uint64_t)1 << 20)
 
 static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst);
 
@@ -51,16 +54,16 @@ static int read_leaf(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtyp
     return read_rounded(x, first, count, dtype, dst);
 }
 
-static int read_concat(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+/* The parts of elements [first, first + count) that fall in one row of the concatenation at
+ * a time: one read per part, for a piece of a row at either end of the range, or for rows
+ * too long to gather in bands. */
+static int read_concat_pieces(const ckpt_node *x, int64_t inner, int64_t row, int64_t first, int64_t count,
+                              ckpt_dtype dtype, unsigned char *dst)
 {
     size_t ds = ckpt_dtype_size(dtype);
-    int64_t inner = 1, row = 0;
     size_t k;
-    int d, rc;
+    int rc;
 
-    for (d = x->axis + 1; d < x->pndim; d++)
-        inner *= x->pshape[d];
-    row = x->pshape[x->axis] * inner;
     while (count > 0) {
         int64_t r = first / row, within = first % row, at = 0;
         for (k = 0; k < x->n_children; k++) {
@@ -79,6 +82,63 @@ static int read_concat(const ckpt_node *x, int64_t first, int64_t count, ckpt_dt
         CKPT_ASSERT(k < x->n_children);
     }
     return 0;
+}
+
+/* Whole rows [r0, r0 + rows) of a concatenation along an inner axis, a band of rows at a
+ * time: each part's share of the band is one read (its rows are contiguous in its own
+ * order) into `band`, then copied into place, so that a part cut from a wide tensor is read
+ * in long strided reads rather than one short read per row. */
+static int read_concat_bands(const ckpt_node *x, int64_t inner, int64_t row, int64_t r0, int64_t rows,
+                             ckpt_dtype dtype, unsigned char *dst, unsigned char *band, int64_t band_rows)
+{
+    size_t ds = ckpt_dtype_size(dtype);
+    int64_t done, n, i, at;
+    size_t k;
+    int rc;
+
+    for (done = 0; done < rows; done += n) {
+        n = rows - done < band_rows ? rows - done : band_rows;
+        for (k = 0, at = 0; k < x->n_children; k++) {
+            int64_t block = x->children[k]->shape[x->axis] * inner;
+            if ((rc = read_node(x->children[k], (r0 + done) * block, n * block, dtype, band)) < 0)
+                return rc;
+            for (i = 0; i < n; i++)
+                memcpy(dst + (size_t)((done + i) * row + at) * ds, band + (size_t)(i * block) * ds,
+                       (size_t)block * ds);
+            at += block;
+        }
+    }
+    return 0;
+}
+
+static int read_concat(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+{
+    size_t ds = ckpt_dtype_size(dtype);
+    int64_t inner = 1, row, head, rows, band_rows;
+    unsigned char *band;
+    int d, rc;
+
+    for (d = x->axis + 1; d < x->pndim; d++)
+        inner *= x->pshape[d];
+    row = x->pshape[x->axis] * inner;
+    band_rows = row > 0 ? (int64_t)(CONCAT_BAND / ((uint64_t)row * ds)) : 0;
+    /* along the first axis the parts are runs of the output already, and long rows are long
+       reads: only short rows of an inner axis are worth a band */
+    if (x->axis == 0 || band_rows < 2 || count < 2 * row)
+        return read_concat_pieces(x, inner, row, first, count, dtype, dst);
+    head = (row - first % row) % row;
+    rows = (count - head) / row;
+    if ((rc = read_concat_pieces(x, inner, row, first, head, dtype, dst)) < 0)
+        return rc;
+    if (!(band = malloc((size_t)(band_rows < rows ? band_rows : rows) * (size_t)row * ds)))
+        return ckpt_error_oom();
+    rc = read_concat_bands(x, inner, row, (first + head) / row, rows, dtype, dst + (size_t)head * ds, band,
+                           band_rows);
+    free(band);
+    if (rc < 0)
+        return rc;
+    return read_concat_pieces(x, inner, row, first + head + rows * row, count - head - rows * row, dtype,
+                              dst + (size_t)(head + rows * row) * ds);
 }
 
 static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
