@@ -37,6 +37,8 @@ static void reshard_help(FILE *out)
 "layers). The .pdopt files are resharded with their parameters: Adam moments (also\n"
 "<var>_fp32_master_0_moment1_0 with AMP O2), beta powers, master_weights and\n"
 "LR_Scheduler, in Paddle's order; sharding-stage files of one rank are merged into one.\n"
+"Transformer Engine layers (pd2te's output) reshard too: layernorm_qkv as [q_r | k_r |\n"
+"v_r] per rank, fc1_weight as [gate_r | up_r].\n"
 "Files are named as PaddleNLP's trainer names them, each with its name table (the\n"
 "source's variable names); config.json gets tensor_parallel_degree (and the pipeline\n"
 "model's architecture at PP > 1); other files are copied.\n"

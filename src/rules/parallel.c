@@ -47,6 +47,31 @@ static int default_axis(ckpt_tp_kind tp)
     return tp == CKPT_TP_ROW ? 1 : 0;
 }
 
+/* The ratio of a sections entry's parts: integers as written, parameters as given. */
+static int section_ratio(const ckpt_parallel_spec *s, const parallel_entry *e, const ckpt_map_params *params,
+                         const char *name, ckpt_tensor_layout *out)
+{
+    size_t i;
+
+    out->n_sections = (int)e->n_parts;
+    for (i = 0; i < e->n_parts; i++) {
+        const char *p = e->parts[i];
+        int64_t v = 0;
+        if (p[0] >= '0' && p[0] <= '9')
+            v = strtoll(p, NULL, 10);
+        else if (!ckpt_map_params_get(params, p, &v))
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MAP_PARAM,
+                                   "%s: parallel layout entry %s of %s needs model parameter '%s'", name, e->label,
+                                   ckpt_map_name(s->map), p);
+        if (v < 1)
+            return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MAP_PARAM,
+                                   "%s: parallel layout entry %s of %s: part '%s' is %" PRId64 ", not positive", name,
+                                   e->label, ckpt_map_name(s->map), p, v);
+        out->sections[i] = v;
+    }
+    return 0;
+}
+
 int ckpt_parallel_classify(const ckpt_parallel_spec *s, const ckpt_map_params *params, const char *name, int ndim,
                            ckpt_tensor_layout *out)
 {
@@ -86,6 +111,8 @@ int ckpt_parallel_classify(const ckpt_parallel_spec *s, const ckpt_map_params *p
         out->axis = hit->tp == CKPT_TP_REPLICATED ? 0 : hit->axis >= 0 ? hit->axis : default_axis(hit->tp);
         out->entry = hit->label;
         out->place = (int)(hit - s->entries);
+        if ((rc = section_ratio(s, hit, params, name, out)) < 0)
+            return rc;
     } else if (s->has_default) {
         out->tp = s->dflt;
         out->axis = default_axis(s->dflt);
@@ -169,37 +196,103 @@ static int graph_fail(int rc, const char *name)
     return rc;
 }
 
-/* [gate; up] from the ranks' [gate_r; up_r]: every shard cut in its two halves, then all the
- * gate halves followed by all the up halves. One concatenation of views of the shards, where
- * regrouping a concatenation would cut across its parts, which the graph cannot do lazily. */
-static int merge_swiglu(ckpt_graph *g, int axis, const char *name, const ckpt_node *const *shards, size_t n,
-                        const ckpt_node **out)
+/* The sections of a layout along its axis: swiglu's are its two halves [gate; up]. */
+static int layout_sections(const ckpt_tensor_layout *l, int64_t *ratio)
 {
-    int64_t len = ckpt_node_shape(shards[0])[axis], halves[2];
-    const ckpt_node **parts, *pair[2];
-    char shape[SHAPE_TEXT_MAX];
-    size_t i;
+    int i;
+
+    if (l->tp == CKPT_TP_SWIGLU) {
+        ratio[0] = ratio[1] = 1;
+        return 2;
+    }
+    for (i = 0; i < l->n_sections && i < CKPT_TP_SECTIONS_MAX; i++)
+        ratio[i] = l->sections[i];
+    return i;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The sizes of the sections of `len` elements; 0 when len is not in their ratio (taken in
+ * lowest terms: a shard of 4:2:2 sections may be 2 + 1 + 1 long). */
+static int section_sizes(const int64_t *ratio, int n, int64_t len, int64_t *sizes)
+{
+    int64_t sum = 0, g = 0;
+    int i;
+
+    for (i = 0; i < n; i++)
+        g = gcd64(g, ratio[i]);
+    for (i = 0; i < n; i++)
+        sum += ratio[i] / (g ? g : 1);
+    if (n < 1 || sum <= 0 || len % sum)
+        return 0;
+    for (i = 0; i < n; i++)
+        sizes[i] = len / sum * (ratio[i] / g);
+    return 1;
+}
+
+static const char *ratio_text(const int64_t *ratio, int n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%" PRId64, i ? ":" : "", ratio[i]);
+    return buf;
+}
+
+static int not_in_ratio(const ckpt_tensor_layout *l, const char *name, const ckpt_node *x, int shard, int code)
+{
+    char shape[SHAPE_TEXT_MAX], ratio[128];
+    int64_t r[CKPT_TP_SECTIONS_MAX] = { 0 }, len = ckpt_node_shape(x)[l->axis];
+    int n = layout_sections(l, r);
+
+    if (l->tp == CKPT_TP_SWIGLU)
+        return ckpt_error_setc(code, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %s %s has %" PRId64 " along axis %d, which is not two halves [gate; up]", name,
+                               shard ? "a swiglu shard" : "swiglu tensor", shape_text(x, shape), len, l->axis);
+    return ckpt_error_setc(code, CKPT_ERRCLASS_LAYOUT,
+                           "%s: %s %s has %" PRId64 " along axis %d, which is not in the sections' ratio %s", name,
+                           shard ? "a shard" : "the tensor", shape_text(x, shape), len, l->axis,
+                           ratio_text(r, n, ratio, sizeof ratio));
+}
+
+/* [a; b; ...] from the ranks' [a_r; b_r; ...]: every shard cut in its sections, then every
+ * rank's first section, every rank's second, ... One concatenation of views of the shards,
+ * where regrouping a concatenation would cut across its parts, which the graph cannot do
+ * lazily. */
+static int merge_sections(ckpt_graph *g, const ckpt_tensor_layout *l, const char *name,
+                          const ckpt_node *const *shards, size_t n, const ckpt_node **out)
+{
+    int64_t ratio[CKPT_TP_SECTIONS_MAX] = { 0 }, sizes[CKPT_TP_SECTIONS_MAX] = { 0 };
+    const ckpt_node **parts, *pieces[CKPT_TP_SECTIONS_MAX];
+    int k = layout_sections(l, ratio), i;
+    size_t r;
     int rc = 0;
 
-    if (len % 2)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                               "%s: a swiglu shard %s has %" PRId64
-                               " along axis %d, which is not two halves [gate; up]",
-                               name, shape_text(shards[0], shape), len, axis);
+    if (!section_sizes(ratio, k, ckpt_node_shape(shards[0])[l->axis], sizes))
+        return not_in_ratio(l, name, shards[0], 1, CKPT_EFORMAT);
     if (n == 1) {
         *out = shards[0];
         return 0;
     }
-    if (!(parts = malloc(2 * n * sizeof *parts)))
+    if (!(parts = malloc((size_t)k * n * sizeof *parts)))
         return ckpt_error_oom();
-    halves[0] = halves[1] = len / 2;
-    for (i = 0; i < n && rc == 0; i++) {
-        rc = ckpt_node_split(g, shards[i], axis, 2, halves, pair);
-        parts[i] = pair[0];
-        parts[n + i] = pair[1];
+    for (r = 0; r < n && rc == 0; r++) {
+        rc = ckpt_node_split(g, shards[r], l->axis, (size_t)k, sizes, pieces);
+        for (i = 0; i < k && rc == 0; i++)
+            parts[(size_t)i * n + r] = pieces[i];
     }
     if (rc == 0)
-        rc = ckpt_node_concat(g, parts, 2 * n, axis, out);
+        rc = ckpt_node_concat(g, parts, (size_t)k * n, l->axis, out);
     free(parts);
     return graph_fail(rc, name);
 }
@@ -239,7 +332,8 @@ int ckpt_parallel_merge(ckpt_graph *g, const ckpt_tensor_layout *l, const char *
         }
         return graph_fail(ckpt_node_concat(g, shards, n, l->axis, out), name);
     case CKPT_TP_SWIGLU:
-        return merge_swiglu(g, l->axis, name, shards, n, out);
+    case CKPT_TP_SECTIONS:
+        return merge_sections(g, l, name, shards, n, out);
     default:
         return ckpt_error_set(CKPT_EINVALID, "%s: unknown TP kind %d", name, (int)l->tp);
     }
@@ -272,33 +366,40 @@ static int does_not_divide(const char *name, const char *what, int64_t len, int 
                            len, axis, n, n == 1 ? "" : "s");
 }
 
-/* Rank r's [gate_r; up_r]: the r-th parts of each half, side by side. Built from slices and
- * one small concatenation per rank, so that a shard stays a view that can itself be cut
+/* Rank r's [a_r; b_r; ...]: the r-th parts of each section, side by side. Built from slices
+ * and one small concatenation per rank, so that a shard stays a view that can itself be cut
  * again (merged, or resharded once more) without materialising anything. */
-static int split_swiglu(ckpt_graph *g, int axis, const char *name, const ckpt_node *full, size_t n,
-                        const ckpt_node **outs)
+static int split_sections(ckpt_graph *g, const ckpt_tensor_layout *l, const char *name, const ckpt_node *full,
+                          size_t n, const ckpt_node **outs)
 {
-    int64_t len = ckpt_node_shape(full)[axis], half = len / 2, part;
-    const ckpt_node *pair[2];
-    char shape[SHAPE_TEXT_MAX];
+    int64_t ratio[CKPT_TP_SECTIONS_MAX] = { 0 }, sizes[CKPT_TP_SECTIONS_MAX] = { 0 }, at;
+    const ckpt_node *pieces[CKPT_TP_SECTIONS_MAX];
+    int k = layout_sections(l, ratio), i;
     size_t r;
     int rc = 0;
 
-    if (len % 2)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
-                               "%s: swiglu tensor %s has %" PRId64 " along axis %d, which is not two halves [gate; up]",
-                               name, shape_text(full, shape), len, axis);
-    if ((uint64_t)half % n)
-        return does_not_divide(name, "each swiglu half (gate, up) has", half, axis, n);
+    if (!section_sizes(ratio, k, ckpt_node_shape(full)[l->axis], sizes))
+        return not_in_ratio(l, name, full, 0, CKPT_EINVALID);
+    for (i = 0; i < k; i++)
+        if ((uint64_t)sizes[i] % n) {
+            char what[64];
+            if (l->tp == CKPT_TP_SWIGLU)
+                snprintf(what, sizeof what, "each swiglu half (gate, up) has");
+            else
+                snprintf(what, sizeof what, "section %d has", i);
+            return does_not_divide(name, what, sizes[i], l->axis, n);
+        }
     if (n == 1) {
         outs[0] = full;
         return 0;
     }
-    part = half / (int64_t)n;
-    for (r = 0; r < n && rc == 0; r++)
-        if ((rc = ckpt_node_slice(g, full, axis, (int64_t)r * part, part, &pair[0])) == 0 &&
-            (rc = ckpt_node_slice(g, full, axis, half + (int64_t)r * part, part, &pair[1])) == 0)
-            rc = ckpt_node_concat(g, pair, 2, axis, &outs[r]);
+    for (r = 0; r < n && rc == 0; r++) {
+        for (i = 0, at = 0; i < k && rc == 0; at += sizes[i], i++)
+            rc = ckpt_node_slice(g, full, l->axis, at + (int64_t)r * (sizes[i] / (int64_t)n), sizes[i] / (int64_t)n,
+                                 &pieces[i]);
+        if (rc == 0)
+            rc = ckpt_node_concat(g, pieces, (size_t)k, l->axis, &outs[r]);
+    }
     return graph_fail(rc, name);
 }
 
@@ -327,7 +428,8 @@ int ckpt_parallel_split(ckpt_graph *g, const ckpt_tensor_layout *l, const char *
             return does_not_divide(name, "the tensor has", len, l->axis, n);
         return graph_fail(split_equal(g, full, l->axis, n, outs), name);
     case CKPT_TP_SWIGLU:
-        return split_swiglu(g, l->axis, name, full, n, outs);
+    case CKPT_TP_SECTIONS:
+        return split_sections(g, l, name, full, n, outs);
     default:
         return ckpt_error_set(CKPT_EINVALID, "%s: unknown TP kind %d", name, (int)l->tp);
     }

@@ -6,27 +6,29 @@
 
 #include <cjson/cJSON.h>
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const section_keys[] = { "layer",     "expert",  "first_stage", "last_stage", "every_stage",
                                             "tensors",   "default", "comment",     NULL };
-static const char *const entry_keys[] = { "match", "tp", "axis", "when", "name", "comment", NULL };
+static const char *const entry_keys[] = { "match", "tp", "axis", "when", "parts", "name", "comment", NULL };
 
-static const char *const kind_names[] = { "replicated", "column", "row", "vocab", "swiglu" };
+static const char *const kind_names[] = { "replicated", "column", "row", "vocab", "swiglu", "sections" };
 
 static int parse_kind(const cJSON *item, const char *key, const char *where, ckpt_tp_kind *out)
 {
     size_t i;
 
     if (!cJSON_IsString(item))
-        return ckpt_rules__json_fail(where, "\"%s\" must be one of replicated, column, row, vocab, swiglu", key);
+        return ckpt_rules__json_fail(where, "\"%s\" must be one of replicated, column, row, vocab, swiglu, sections",
+                                     key);
     for (i = 0; i < sizeof kind_names / sizeof kind_names[0]; i++)
         if (strcmp(item->valuestring, kind_names[i]) == 0) {
             *out = (ckpt_tp_kind)i;
             return 0;
         }
-    return ckpt_rules__json_fail(where, "\"%s\": unknown kind \"%s\" (replicated, column, row, vocab or swiglu)", key,
-                                 item->valuestring);
+    return ckpt_rules__json_fail(where, "\"%s\": unknown kind \"%s\" (replicated, column, row, vocab, swiglu or sections)",
+                                 key, item->valuestring);
 }
 
 static int parse_prefixes(ckpt_arena *a, const cJSON *sec, const char *key, const char *where, parallel_prefixes *out)
@@ -61,6 +63,39 @@ static int same_when(const parallel_entry *x, const parallel_entry *y)
     return (!x->when && !y->when) || (x->when && y->when && strcmp(x->when, y->when) == 0);
 }
 
+/* "parts" of a sections entry: 2 to CKPT_TP_SECTIONS_MAX parameter names or positive
+ * integers, kept as text and looked up when a tensor is classified. */
+static int parse_parts(ckpt_arena *a, const cJSON *parts, ckpt_tp_kind tp, const char *where, parallel_entry *e)
+{
+    const cJSON *c;
+    char number[32];
+    size_t i = 0;
+
+    if (tp != CKPT_TP_SECTIONS)
+        return parts ? ckpt_rules__json_fail(where, "%s", "\"parts\" belongs to a sections entry") : 0;
+    if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) < 2 || cJSON_GetArraySize(parts) > CKPT_TP_SECTIONS_MAX)
+        return ckpt_rules__json_fail(where, "a sections entry needs \"parts\": 2 to %d parameter names or integers",
+                                     CKPT_TP_SECTIONS_MAX);
+    e->n_parts = (size_t)cJSON_GetArraySize(parts);
+    if (!(e->parts = ckpt_arena_alloc(a, e->n_parts * sizeof *e->parts)))
+        return CKPT_ENOMEM;
+    cJSON_ArrayForEach(c, parts) {
+        const char *text;
+        if (cJSON_IsNumber(c) && c->valuedouble >= 1 && c->valuedouble == (double)(int64_t)c->valuedouble) {
+            snprintf(number, sizeof number, "%lld", (long long)c->valuedouble);
+            text = number;
+        } else if (cJSON_IsString(c) && ckpt_rules__is_name(c->valuestring, 0) &&
+                   !(c->valuestring[0] >= '0' && c->valuestring[0] <= '9')) {
+            text = c->valuestring;
+        } else {
+            return ckpt_rules__json_fail(where, "\"parts\"[%zu] is neither a parameter name nor a positive integer", i);
+        }
+        if (!(e->parts[i++] = ckpt_arena_strndup(a, text, strlen(text))))
+            return CKPT_ENOMEM;
+    }
+    return 0;
+}
+
 static int parse_entry(ckpt_arena *a, const cJSON *obj, const char *where, parallel_entry *e)
 {
     const cJSON *axis;
@@ -90,11 +125,13 @@ static int parse_entry(ckpt_arena *a, const cJSON *obj, const char *where, paral
     if (!e->label)
         e->label = e->match.text;
     if (!cJSON_GetObjectItemCaseSensitive(obj, "tp"))
-        return ckpt_rules__json_fail(where, "%s", "needs \"tp\": replicated, column, row, vocab or swiglu");
+        return ckpt_rules__json_fail(where, "%s", "needs \"tp\": replicated, column, row, vocab, swiglu or sections");
     if ((rc = parse_kind(cJSON_GetObjectItemCaseSensitive(obj, "tp"), "tp", where, &e->tp)) < 0)
         return rc;
     if (e->when && (!ckpt_rules__is_name(e->when, 0) || (e->when[0] >= '0' && e->when[0] <= '9')))
         return ckpt_rules__json_fail(where, "\"when\": \"%s\" is not a parameter name", e->when);
+    if ((rc = parse_parts(a, cJSON_GetObjectItemCaseSensitive(obj, "parts"), e->tp, where, e)) < 0)
+        return rc;
     e->axis = -1;
     axis = cJSON_GetObjectItemCaseSensitive(obj, "axis");
     if (axis) {

@@ -13,6 +13,8 @@ typedef struct parallel_entry {
     ckpt_tp_kind tp;
     int axis;           /* -1: the kind's own axis */
     const char *when;   /* a parameter that must be set and non-zero; NULL: always */
+    size_t n_parts;     /* sections: their ratio, each a parameter name or a decimal integer */
+    const char **parts;
 } parallel_entry;
 
 typedef struct parallel_prefixes {

@@ -9,7 +9,8 @@
 #  - round trips give back every file byte for byte;
 #  - layouts no fixture has merge back, with PaddleNLP's TP rules, to the single-card state;
 #  - the unified checkpoint (safetensors) reshards to the same model files;
-#  - pd2te --tp 2 equals reshard then pd2te; te2pd --tp/--pp gives the Paddle tensors back;
+#  - pd2te --tp 2 equals reshard then pd2te, and pd2te then reshard (Transformer Engine
+#    layers reshard too); te2pd --tp/--pp gives the Paddle tensors back;
 #  - paddle2hf's output runs to PaddleNLP's own logits; HF -> Paddle -> HF keeps every tensor;
 #  - refusals leave nothing behind.
 # shellcheck source=tests/interop/lib.sh
@@ -191,6 +192,23 @@ pd2te_layout() {
     done
 }
 case_run "pd2te --tp 2 = reshard + pd2te; te2pd --pp 2 gives the tensors back" pd2te_layout
+
+# Transformer Engine checkpoints reshard too: pd2te then reshard equals pd2te --tp (tensor
+# for tensor; the key order follows the source files), and back through te2pd.
+te_reshard() {
+    local f
+    ckpt pd2te "$PD/bf16_pp2" "$OUT/te_pp2" -q
+    ckpt reshard "$OUT/te_pp2" "$OUT/te_tp2" --tp 2 --pp 1 -q
+    for f in model_state.tp00.pdparams model_state.tp01.pdparams; do
+        queue pd "pd2te + reshard --tp 2 = pd2te --tp 2: $f" equal "$OUT/te_direct/$f" "$OUT/te_tp2/$f"
+    done
+    ckpt reshard "$OUT/te_tp2" "$OUT/te_pp2_again" --tp 1 --pp 2 -q
+    ckpt te2pd "$OUT/te_pp2_again" "$OUT/te_pd_again" -q
+    for f in model_state.pp00.pdparams model_state.pp01.pdparams; do
+        queue pd "TE TP2 -> PP2 -> te2pd: $f" equal "$PD/bf16_pp2/$f" "$OUT/te_pd_again/$f"
+    done
+}
+case_run "a Transformer Engine checkpoint reshards: pd2te then reshard = pd2te --tp 2" te_reshard
 run_batch pd
 
 # paddle2hf: PaddleNLP's own logits from the Hugging Face directory; back again.

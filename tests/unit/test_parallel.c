@@ -56,6 +56,14 @@ CKPT_TEST(test_parallel_parse_errors)
           "tensors[1]: tensors[0] already matches \"w\", so this entry never applies" },
         { HEAD "\"parallel\": {\"layer\": \"l.{L}.\", \"tensors\": [], \"default\": \"copy\"}}",
           "parallel: \"default\": unknown kind \"copy\"" },
+        { HEAD "\"parallel\": {\"layer\": \"l.{L}.\", \"tensors\": [{\"match\": \"w\", \"tp\": \"sections\"}]}}",
+          "tensors[0]: a sections entry needs \"parts\": 2 to 8 parameter names or integers" },
+        { HEAD "\"parallel\": {\"layer\": \"l.{L}.\", \"tensors\": [{\"match\": \"w\", \"tp\": \"sections\", "
+               "\"parts\": [\"h\", 0]}]}}",
+          "\"parts\"[1] is neither a parameter name nor a positive integer" },
+        { HEAD "\"parallel\": {\"layer\": \"l.{L}.\", \"tensors\": [{\"match\": \"w\", \"tp\": \"row\", "
+               "\"parts\": [1, 1]}]}}",
+          "\"parts\" belongs to a sections entry" },
     };
     size_t i;
 
@@ -413,7 +421,7 @@ CKPT_TEST(test_parallel_round_trips)
 
     fixture_open(&f);
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ckpt_tensor_layout l = { cases[i].tp, cases[i].axis, CKPT_STAGE_LAYER, 0, 0, "test", 0 };
+        ckpt_tensor_layout l = { cases[i].tp, cases[i].axis, CKPT_STAGE_LAYER, 0, 0, "test", 0, 0, { 0 } };
         const ckpt_node *x = tensor(&f, 0, cases[i].ndim, cases[i].d0, cases[i].d1);
         for (k = 0; k < sizeof ns / sizeof ns[0]; k++)
             if (round_trip(&f, &l, x, ns[k]) < 0) {
@@ -435,8 +443,8 @@ CKPT_TEST(test_parallel_round_trips)
 CKPT_TEST(test_parallel_swiglu_shards)
 {
     static const int rows[2][4] = { { 0, 1, 4, 5 }, { 2, 3, 6, 7 } };
-    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "swiglu", 0 };
-    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "column", 0 };
+    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "swiglu", 0, 0, { 0 } };
+    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "column", 0, 0, { 0 } };
     const ckpt_node *full, *shards[2], *naive[2], *merged, *concat;
     float got[24], want[24], naive_vals[24];
     fixture f;
@@ -473,10 +481,10 @@ CKPT_TEST(test_parallel_swiglu_shards)
 
 CKPT_TEST(test_parallel_errors)
 {
-    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "c", 0 };
-    ckpt_tensor_layout row = { CKPT_TP_ROW, 1, CKPT_STAGE_LAYER, 0, 0, "r", 0 };
-    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "s", 0 };
-    ckpt_tensor_layout repl = { CKPT_TP_REPLICATED, 0, CKPT_STAGE_EVERY, -1, 0, "n", 0 };
+    ckpt_tensor_layout column = { CKPT_TP_COLUMN, 0, CKPT_STAGE_LAYER, 0, 0, "c", 0, 0, { 0 } };
+    ckpt_tensor_layout row = { CKPT_TP_ROW, 1, CKPT_STAGE_LAYER, 0, 0, "r", 0, 0, { 0 } };
+    ckpt_tensor_layout swiglu = { CKPT_TP_SWIGLU, 0, CKPT_STAGE_LAYER, 0, 0, "s", 0, 0, { 0 } };
+    ckpt_tensor_layout repl = { CKPT_TP_REPLICATED, 0, CKPT_STAGE_EVERY, -1, 0, "n", 0, 0, { 0 } };
     const ckpt_node *outs[4], *x, *y, *out, *pair[2];
     fixture f;
 
@@ -517,4 +525,60 @@ CKPT_TEST(test_parallel_errors)
     ASSERT_FAILS(CKPT_EINVALID, ckpt_parallel_split(f.g, &column, "w", x, 0, outs));
     ASSERT_FAILS(CKPT_EINVALID, ckpt_parallel_merge(f.g, &column, "w", pair, 0, &out));
     fixture_close(&f);
+}
+
+/* Transformer Engine's fused QKV [all q | all k | all v] of 4 query heads and 2 KV heads of
+ * one row each (rows q0..q3, k0, k1, v0, v1): at TP 2, rank r holds [q_r | k_r | v_r] =
+ * rows 2r, 2r+1 of q, row r of k and of v; merging gives the input back. A sections entry
+ * takes its ratio from the model parameters it names, and needs them. */
+CKPT_TEST(test_parallel_sections)
+{
+    static const char json[] =
+        HEAD "\"parallel\": {\"layer\": \"l.{L}.\", \"tensors\": ["
+             "{\"match\": \"l.{L}.qkv\", \"tp\": \"sections\", \"parts\": [\"heads\", \"kv\", \"kv\"]}]}}";
+    static const int rows[2][4] = { { 0, 1, 4, 6 }, { 2, 3, 5, 7 } };
+    ckpt_map *m = NULL;
+    ckpt_map_params *p = NULL;
+    ckpt_tensor_layout l;
+    const ckpt_node *full, *shards[2], *merged, *odd;
+    float got[24], want[24];
+    fixture f;
+    int r, i, j;
+
+    ASSERT_OK(parse(&m, json));
+    ASSERT_OK(ckpt_map_params_new(&p));
+    ASSERT_OK(ckpt_map_params_set(p, "heads", 4));
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_parallel_classify(ckpt_map_parallel(m), p, "l.0.qkv", 2, &l));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP_PARAM);
+    ASSERT_ERROR_MENTIONS("'kv'");
+    ASSERT_OK(ckpt_map_params_set(p, "kv", 2));
+    ASSERT_OK(ckpt_parallel_classify(ckpt_map_parallel(m), p, "l.0.qkv", 2, &l));
+    ASSERT_EQ_INT(l.tp, CKPT_TP_SECTIONS);
+    ASSERT_EQ_INT(l.n_sections, 3);
+    ASSERT_TRUE(l.sections[0] == 4 && l.sections[1] == 2 && l.sections[2] == 2);
+
+    fixture_open(&f);
+    full = tensor(&f, 0, 2, 8, 3);
+    ASSERT_OK(ckpt_parallel_split(f.g, &l, "qkv", full, 2, shards));
+    for (r = 0; r < 2; r++) {
+        ASSERT_EQ_INT(ckpt_node_shape(shards[r])[0], 4);
+        ASSERT_OK(read_all(shards[r], got));
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 3; j++)
+                want[i * 3 + j] = (float)(rows[r][i] * 3 + j);
+        ASSERT_TRUE(memcmp(got, want, 12 * sizeof *got) == 0);
+    }
+    ASSERT_OK(ckpt_parallel_merge(f.g, &l, "qkv", shards, 2, &merged));
+    ASSERT_OK(read_all(merged, got));
+    ASSERT_OK(read_all(full, want));
+    ASSERT_TRUE(memcmp(got, want, 24 * sizeof *got) == 0);
+    /* 2 KV heads do not divide over 4 ranks; 7 rows are not in the ratio 4:2:2 */
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_parallel_split(f.g, &l, "qkv", full, 4, shards));
+    ASSERT_ERROR_MENTIONS("section 1 has 2 along axis 0, which does not divide into 4 TP ranks");
+    odd = tensor(&f, 0, 2, 7, 3);
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_parallel_split(f.g, &l, "qkv", odd, 2, shards));
+    ASSERT_ERROR_MENTIONS("not in the sections' ratio 4:2:2");
+    fixture_close(&f);
+    ckpt_map_params_free(p);
+    ckpt_map_free(m);
 }
