@@ -68,6 +68,13 @@ int cli_plan_dry_run(const ckpt_plan *plan, const char *summary);
 int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, const cli_plan_args *a,
                      ckpt_plan_report *report);
 
+/* Print a command's JSON report (freed here) with "files": every file of the plan (path,
+ * tensors, bytes of tensor data) and, after a run (written non-NULL), bytes_written and
+ * seconds. */
+struct cJSON;
+void cli_plan_json_print(struct cJSON *report, const ckpt_plan *plan, const ckpt_plan_report *written,
+                         double seconds);
+
 /* reshard of a PaddleNLP directory (cmd_reshard_paddle.c): the target and what the command
  * line gave. */
 typedef struct cli_reshard_job {

@@ -2,6 +2,8 @@
  * options, --dry-run, and running the plan with a progress bar. */
 #include "cli.h"
 
+#include <cjson/cJSON.h>
+
 #include <string.h>
 
 #include <stdlib.h>
@@ -56,4 +58,30 @@ int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, co
         }
     }
     return rc;
+}
+
+void cli_plan_json_print(struct cJSON *report, const ckpt_plan *plan, const ckpt_plan_report *written,
+                         double seconds)
+{
+    cJSON *files = cJSON_AddArrayToObject(report, "files");
+    size_t i;
+    char *text;
+
+    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
+        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
+        cJSON *jf = cJSON_CreateObject();
+        cJSON_AddStringToObject(jf, "path", f->rel);
+        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
+        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
+        cJSON_AddItemToArray(files, jf);
+    }
+    if (written) {
+        cJSON_AddNumberToObject(report, "bytes_written", (double)written->bytes_written);
+        cJSON_AddNumberToObject(report, "seconds", seconds);
+    }
+    text = cJSON_Print(report);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(report);
 }

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <ckpt/sys/common.h>
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,24 +285,17 @@ done:
 
 static void print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
-    size_t i;
+    cJSON *o = cJSON_CreateObject();
 
-    printf("{\n  \"command\": \"%s\",\n  \"dry_run\": %s,\n", a->cmd, a->p.dry_run ? "true" : "false");
-    if (!a->to_hf)
-        printf("  \"tp\": %d,\n  \"pp\": %d,\n", a->tp, a->pp);
-    printf("  \"files\": [");
-    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
-        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
-        ckpt_buf name = CKPT_BUF_INIT;
-        ckpt_shard_json_string(&name, f->rel);
-        printf("%s\n    {\"path\": %s, \"tensors\": %zu, \"bytes\": %llu}", i ? "," : "",
-               name.data ? (const char *)name.data : "\"\"", f->n_tensors, (unsigned long long)f->tensor_bytes);
-        ckpt_buf_dispose(&name);
+    cJSON_AddStringToObject(o, "command", a->cmd);
+    cJSON_AddStringToObject(o, "input", a->in);
+    cJSON_AddStringToObject(o, "output", a->out);
+    cJSON_AddBoolToObject(o, "dry_run", rep == NULL);
+    if (!a->to_hf) {
+        cJSON_AddNumberToObject(o, "tp", a->tp);
+        cJSON_AddNumberToObject(o, "pp", a->pp);
     }
-    printf("\n  ]");
-    if (rep)
-        printf(",\n  \"bytes_written\": %llu,\n  \"seconds\": %.3f", (unsigned long long)rep->bytes_written, seconds);
-    printf("\n}\n");
+    cli_plan_json_print(o, plan, rep, seconds);
 }
 
 static int run(const paddle_hf_args *a)

@@ -220,9 +220,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
 static void print_json(const reshard_args *a, const ckpt_megatron_info *in, const ckpt_plan *plan,
                        const ckpt_plan_report *rep, double seconds)
 {
-    cJSON *o = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(o, "files");
-    size_t i;
-    char *text;
+    cJSON *o = cJSON_CreateObject();
 
     cJSON_AddStringToObject(o, "command", "reshard");
     cJSON_AddStringToObject(o, "input", a->in);
@@ -241,23 +239,7 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
     cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP);
-    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
-        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
-        cJSON *jf = cJSON_CreateObject();
-        cJSON_AddStringToObject(jf, "path", f->rel);
-        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
-        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
-        cJSON_AddItemToArray(files, jf);
-    }
-    if (!a->p.dry_run) {
-        cJSON_AddNumberToObject(o, "bytes_written", (double)rep->bytes_written);
-        cJSON_AddNumberToObject(o, "seconds", seconds);
-    }
-    text = cJSON_Print(o);
-    if (text)
-        printf("%s\n", text);
-    free(text);
-    cJSON_Delete(o);
+    cli_plan_json_print(o, plan, a->p.dry_run ? NULL : rep, seconds);
 }
 
 static int run_paddle(const reshard_args *a, ckpt_set *set)

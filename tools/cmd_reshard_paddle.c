@@ -9,10 +9,8 @@
 static void print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *in, const ckpt_plan *plan,
                        const ckpt_plan_report *rep, double seconds)
 {
-    cJSON *o = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(o, "files");
+    cJSON *o = cJSON_CreateObject();
     cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
-    size_t i;
-    char *text;
 
     cJSON_AddStringToObject(o, "command", "reshard");
     cJSON_AddStringToObject(o, "layout", "paddle");
@@ -26,23 +24,7 @@ static void print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *i
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && !j->no_optimizer);
     cJSON_AddBoolToObject(o, "master_weights", in->master_weights && !j->no_optimizer);
-    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
-        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
-        cJSON *jf = cJSON_CreateObject();
-        cJSON_AddStringToObject(jf, "path", f->rel);
-        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
-        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
-        cJSON_AddItemToArray(files, jf);
-    }
-    if (!j->p->dry_run) {
-        cJSON_AddNumberToObject(o, "bytes_written", (double)rep->bytes_written);
-        cJSON_AddNumberToObject(o, "seconds", seconds);
-    }
-    text = cJSON_Print(o);
-    if (text)
-        printf("%s\n", text);
-    free(text);
-    cJSON_Delete(o);
+    cli_plan_json_print(o, plan, j->p->dry_run ? NULL : rep, seconds);
 }
 
 int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)

@@ -145,10 +145,8 @@ done:
 static void print_json(const pd_layout_job *j, const ckpt_paddle_model_info *in, const ckpt_paddle_target *t,
                        const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
-    cJSON *o = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(o, "files");
+    cJSON *o = cJSON_CreateObject();
     cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
-    size_t i;
-    char *text;
 
     cJSON_AddStringToObject(o, "command", j->cmd);
     cJSON_AddStringToObject(o, "input", j->in);
@@ -159,23 +157,7 @@ static void print_json(const pd_layout_job *j, const ckpt_paddle_model_info *in,
     cJSON_AddNumberToObject(from, "pp", in->pp);
     cJSON_AddNumberToObject(to, "tp", t->tp);
     cJSON_AddNumberToObject(to, "pp", t->pp);
-    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
-        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
-        cJSON *jf = cJSON_CreateObject();
-        cJSON_AddStringToObject(jf, "path", f->rel);
-        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
-        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
-        cJSON_AddItemToArray(files, jf);
-    }
-    if (rep) {
-        cJSON_AddNumberToObject(o, "bytes_written", (double)rep->bytes_written);
-        cJSON_AddNumberToObject(o, "seconds", seconds);
-    }
-    text = cJSON_Print(o);
-    if (text)
-        printf("%s\n", text);
-    free(text);
-    cJSON_Delete(o);
+    cli_plan_json_print(o, plan, rep, seconds);
 }
 
 int pd_run_layout(const pd_layout_job *j)
