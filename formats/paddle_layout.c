@@ -209,8 +209,9 @@ static int variant_token(const char *tok, size_t len, const char *axis)
     return (int)v;
 }
 
-/* A variant, "tp00_pp01", "pp01", "tp01_pp00_shard03", "shard02" in [s, end): tp, pp, and the
- * sharding rank as dp; 0 when any token is not one of these. */
+/* A variant, "tp00_pp01", "pp01", "tp01_pp00_shard03", "shard02", "moe01" in [s, end): tp, pp,
+ * the sharding rank as dp, the expert-parallel rank as ep; 0 when any token is not one of
+ * these. */
 static int variant_of(const char *s, const char *end, ckpt_coords *at)
 {
     ckpt_coords found = CKPT_COORDS_NONE;
@@ -228,6 +229,8 @@ static int variant_of(const char *s, const char *end, ckpt_coords *at)
             found.pp = v;
         else if ((v = variant_token(s, len, "shard")) >= 0 && found.dp < 0)
             found.dp = v;
+        else if ((v = variant_token(s, len, "moe")) >= 0 && found.ep < 0)
+            found.ep = v;
         else
             return 0;
         s += len + (s + len < end);
@@ -235,6 +238,7 @@ static int variant_of(const char *s, const char *end, ckpt_coords *at)
     at->tp = found.tp;
     at->pp = found.pp;
     at->dp = found.dp;
+    at->ep = found.ep;
     return 1;
 }
 
@@ -246,7 +250,7 @@ static void parse_variant(const char *name, ckpt_coords *at)
 {
     const char *s = strchr(name, '.');
 
-    at->tp = at->pp = at->dp = -1;
+    at->tp = at->pp = at->dp = at->ep = -1;
     while (s) {
         const char *end;
         s++;

@@ -100,14 +100,43 @@ int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_para
 static int push_file(pd_file **v, size_t *n, const ckpt_ckpt *ck)
 {
     pd_file *grown = realloc(*v, (*n + 1) * sizeof **v);
+    const ckpt_value *table;
 
     if (!grown)
         return ckpt_error_oom();
     *v = grown;
     grown[*n].ck = ck;
-    grown[(*n)++].root = ckpt_root(ck);
+    grown[*n].root = ckpt_root(ck);
+    table = ckpt_value_dict_get(ckpt_root(ck), CKPT_PADDLE_NAME_TABLE);
+    grown[(*n)++].names = table && table->kind == CKPT_VAL_DICT ? table : NULL;
     if (!ckpt_root(ck) || ckpt_root(ck)->kind != CKPT_VAL_DICT)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: the top level is not a dict", ckpt_path(ck));
+    return 0;
+}
+
+/* model_meta.json of a sharded save: per "tpXX_ppYY", the rank's structure_name_mapping, the
+ * names of every parameter, those left out of the model files included. */
+static int read_model_meta(ckpt_paddle_model *m, const ckpt_member *mb)
+{
+    const cJSON *metas, *e;
+    ckpt_file *f = NULL;
+    int rc;
+
+    if ((rc = ckpt_file_open(&f, mb->path)) < 0)
+        return rc;
+    m->meta = f->size ? cJSON_ParseWithLength((const char *)f->data, (size_t)f->size) : NULL;
+    ckpt_file_close(f);
+    metas = cJSON_GetObjectItemCaseSensitive(m->meta, "sharding_metas");
+    if (!cJSON_IsObject(metas))
+        return 0;
+    cJSON_ArrayForEach(e, metas) {
+        const cJSON *map = cJSON_GetObjectItemCaseSensitive(e, "structure_name_mapping");
+        int tp = -1, pp = -1;
+        if (!e->string || sscanf(e->string, "tp%d_pp%d", &tp, &pp) != 2 || tp < 0 || tp >= m->info.tp || pp < 0 ||
+            pp >= m->info.pp || !cJSON_IsObject(map))
+            continue;
+        ckpt_paddle__rank(m, tp, pp)->structure = map;
+    }
     return 0;
 }
 
@@ -150,21 +179,20 @@ static int open_ranks(ckpt_paddle_model *m, int with_optimizer)
             rc = read_config(m, mb);
             continue;
         }
+        if (strcmp(mb->rel, "model_meta.json") == 0) {
+            rc = read_model_meta(m, mb);
+            continue;
+        }
         if (!model && !(optim && with_optimizer))
             continue;
-        if (model && mb->at.dp >= 0)
+        if (mb->at.ep >= 0)
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                   "%s/%s: a sharded model file (save_sharded_model) holds only the parameters "
-                                   "its sharding rank owns; merge it with PaddleNLP first",
-                                   si->root, mb->rel);
+                                   "%s/%s: expert-parallel (moeNN) files are not supported yet", si->root, mb->rel);
         r = ckpt_paddle__rank(m, mb->at.tp < 0 ? 0 : mb->at.tp, mb->at.pp < 0 ? 0 : mb->at.pp);
         if ((rc = ckpt_set_member_open(m->set, i, &ck)) < 0)
             break;
         rc = model ? push_file(&r->models, &r->n_models, ck) : push_file(&r->optims, &r->n_optims, ck);
-        if (model && rc == 0 && !r->names) {
-            const ckpt_value *t = ckpt_value_dict_get(ckpt_root(ck), CKPT_PADDLE_NAME_TABLE);
-            r->names = t && t->kind == CKPT_VAL_DICT ? t : NULL;
-        }
+        m->info.name_table |= model && rc == 0 && r->models[r->n_models - 1].names;
     }
     for (pp = 0; pp < si->pp && rc == 0; pp++)
         for (tp = 0; tp < si->tp && rc == 0; tp++) {
@@ -182,7 +210,6 @@ static int open_ranks(ckpt_paddle_model *m, int with_optimizer)
                              si->root, with_opt, si->tp * si->pp);
     m->info.has_optimizer = with_opt > 0;
     m->reorder = rc == 0 && strcmp(ckpt_format_name(ckpt_paddle__rank(m, 0, 0)->models[0].ck), "pdparams") != 0;
-    m->info.name_table = ckpt_paddle__rank(m, 0, 0)->names != NULL;
     return rc;
 }
 
@@ -205,8 +232,16 @@ static int push_entry(ckpt_paddle_model *m, pd_entry **out)
 
 const char *ckpt_paddle__var_of(const pd_rank *r, const char *name)
 {
-    const ckpt_value *v = r->names ? ckpt_value_dict_get(r->names, name) : NULL;
-    return v && v->kind == CKPT_VAL_STR ? v->u.str.ptr : NULL;
+    const cJSON *j;
+    size_t i;
+
+    for (i = 0; i < r->n_models; i++) {
+        const ckpt_value *v = r->models[i].names ? ckpt_value_dict_get(r->models[i].names, name) : NULL;
+        if (v && v->kind == CKPT_VAL_STR)
+            return v->u.str.ptr;
+    }
+    j = r->structure ? cJSON_GetObjectItemCaseSensitive(r->structure, name) : NULL;
+    return cJSON_IsString(j) ? j->valuestring : NULL;
 }
 
 int ckpt_paddle__tensor_node(ckpt_paddle_model *m, const ckpt_ckpt *ck, const ckpt_value *leaf, const ckpt_node **out)
@@ -374,6 +409,50 @@ int ckpt_paddle_model_finish(ckpt_paddle_model *m)
     return merge_entries(m);
 }
 
+/* A sharded save (model_meta.json) names every parameter of a rank, in state-dict order,
+ * those its model files leave out included: they are declared first, in that order. */
+static int declare_from_meta(ckpt_paddle_model *m)
+{
+    const cJSON *e;
+    pd_entry *entry;
+    int pp, rc;
+
+    for (pp = 0; pp < m->info.pp; pp++) {
+        const pd_rank *r = ckpt_paddle__rank(m, 0, pp);
+        if (!r->structure)
+            continue;
+        cJSON_ArrayForEach(e, r->structure) {
+            if (!e->string || !cJSON_IsString(e) || find_entry(m, e->string) >= 0)
+                continue;
+            if ((rc = new_entry(m, e->string, pp, &entry)) < 0)
+                return rc;
+            entry->tensor = 1;
+            if (!(entry->shards = calloc((size_t)m->info.tp, sizeof *entry->shards)) ||
+                !(entry->var = strdup(e->valuestring)))
+                return ckpt_error_oom();
+        }
+    }
+    return 0;
+}
+
+/* A sharded save with master weights leaves their parameters out of the model files, and
+ * PaddleNLP rebuilds them as the master weights cast to bfloat16 when it loads: so here. */
+static int recover_from_masters(ckpt_paddle_model *m)
+{
+    size_t i;
+    int tp, rc;
+
+    for (i = 0; i < m->n_entries; i++) {
+        pd_entry *e = &m->entries[i];
+        const pd_state *master = e->states ? &e->states[PD_MAX_KINDS] : NULL;
+        for (tp = 0; e->tensor && master && master->shards && tp < m->info.tp; tp++)
+            if (!e->shards[tp] && master->shards[tp] &&
+                (rc = ckpt_node_cast(m->g, master->shards[tp], CKPT_DTYPE_BF16, &e->shards[tp])) < 0)
+                return rc;
+    }
+    return 0;
+}
+
 /* The model files, stage by stage, TP rank 0 first: the order of their keys is the model's. */
 static int read_model_files(ckpt_paddle_model *m)
 {
@@ -480,9 +559,10 @@ int ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g
     m->g = g;
     if ((rc = load_spec(m, opts.spec_map)) < 0)
         goto fail;
-    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = read_model_files(m)) < 0 ||
-        (rc = merge_entries(m)) < 0 ||
-        (m->info.has_optimizer && (rc = ckpt_paddle__read_optimizer(m)) < 0))
+    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = declare_from_meta(m)) < 0 ||
+        (rc = read_model_files(m)) < 0 || (m->info.has_optimizer && (rc = ckpt_paddle__read_optimizer(m)) < 0) ||
+        (rc = recover_from_masters(m)) < 0 || (rc = merge_entries(m)) < 0 ||
+        (m->info.has_optimizer && (rc = ckpt_paddle__merge_optimizer(m)) < 0))
         goto fail;
     *out = m;
     return 0;
@@ -516,6 +596,7 @@ void ckpt_paddle_model_close(ckpt_paddle_model *m)
     free(m->ranks);
     free(m->entries);
     free(m->config_text);
+    cJSON_Delete(m->meta);
     ckpt_map_free(m->own_map);
     free(m);
 }

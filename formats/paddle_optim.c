@@ -217,7 +217,7 @@ static int merge_state(ckpt_paddle_model *m, pd_entry *e, size_t slot)
 int ckpt_paddle__read_optimizer(ckpt_paddle_model *m)
 {
     var_ref *refs = NULL;
-    size_t n_refs = 0, i, f, slot;
+    size_t n_refs = 0, f;
     int tp, pp, rc = 0;
 
     if (!(m->kinds = calloc(PD_MAX_KINDS, sizeof *m->kinds)))
@@ -232,6 +232,14 @@ int ckpt_paddle__read_optimizer(ckpt_paddle_model *m)
             free(refs);
             refs = NULL;
         }
+    return rc;
+}
+
+int ckpt_paddle__merge_optimizer(ckpt_paddle_model *m)
+{
+    size_t i, slot;
+    int rc = 0;
+
     for (i = 0; i < m->n_entries && rc == 0; i++)
         for (slot = 0; slot <= PD_MAX_KINDS && rc == 0 && m->entries[i].states; slot++)
             if (m->entries[i].states[slot].shards)

@@ -485,7 +485,9 @@ static int add_other_files(target_ctx *c)
         return add_config(c, "config.json");
     for (i = 0; i < n && rc == 0; i++) {
         const ckpt_member *mb = ckpt_set_member_at(set, i);
-        if (strcmp(mb->role, "other") != 0)
+        /* model_meta.json and shard_meta*.json describe the source's sharding ranks */
+        if (strcmp(mb->role, "other") != 0 || strcmp(mb->rel, "model_meta.json") == 0 ||
+            strncmp(mb->rel, "shard_meta", 10) == 0)
             continue;
         if (strcmp(mb->rel, "config.json") == 0)
             rc = add_config(c, mb->rel);

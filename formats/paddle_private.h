@@ -30,12 +30,15 @@ int ckpt_paddle__index_read(const char *path, cJSON **json, const cJSON ***first
 typedef struct pd_file {
     const ckpt_ckpt *ck;
     const ckpt_value *root;
+    const ckpt_value *names;   /* a model file's name table, or NULL */
 } pd_file;
 
+/* The files of one TP rank and PP stage: size shards and sharding ranks' files alike (a
+ * sharding rank saves the parameters it owns, save_sharded_model). */
 typedef struct pd_rank {
     pd_file *models, *optims;
     size_t n_models, n_optims;
-    const ckpt_value *names;   /* the first model file's name table, or NULL */
+    const cJSON *structure;    /* model_meta.json's structure_name_mapping of this rank, or NULL */
 } pd_rank;
 
 /* An accumulator (or the master weight) of one parameter, over the source's TP ranks. */
@@ -74,6 +77,7 @@ struct ckpt_paddle_model {
     size_t n_kinds;
     int opt_pairs;             /* accumulators stored as (name, array) pairs */
     int opt_name_table;        /* the optimizer files carry a name table */
+    cJSON *meta;               /* model_meta.json (sharded saves), or NULL */
     int reorder;               /* the tensors did not come in state-dict order (safetensors files
                                   sort them by name; another framework's order): put them in the
                                   spec's */
@@ -84,13 +88,15 @@ const char *ckpt_paddle__where(const ckpt_paddle_model *m);
 pd_rank *ckpt_paddle__rank(const ckpt_paddle_model *m, int tp, int pp);
 /* Map parameters of the layout at TP size tp: config.json's integers, kv_split, vocab_split. */
 int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_params **out);
-/* The variable name rank r's name table gives `name`; NULL without one. */
+/* The variable name rank r's name tables give `name`; NULL without one. */
 const char *ckpt_paddle__var_of(const pd_rank *r, const char *name);
 /* The graph node of a tensor leaf of ck. */
 int ckpt_paddle__tensor_node(ckpt_paddle_model *m, const ckpt_ckpt *ck, const ckpt_value *leaf,
                              const ckpt_node **out);
-/* The optimizer files' entries merged with their parameters (paddle_optim.c). */
+/* The optimizer files' entries, each put with its parameter's entry; then merged over the TP
+ * ranks like their parameters, once those are (paddle_optim.c). */
 int ckpt_paddle__read_optimizer(ckpt_paddle_model *m);
+int ckpt_paddle__merge_optimizer(ckpt_paddle_model *m);
 /* A tensor value, or the array of a (name, array) pair; NULL otherwise. */
 const ckpt_value *ckpt_paddle__tensor_leaf(const ckpt_value *v, const char **pair_name);
 

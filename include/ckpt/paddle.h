@@ -4,8 +4,13 @@
  *
  * The layout (ckpt_set_open) lists the regular files of one directory, in name order:
  *
- *   model_state.pdparams, model_state.tpXX[_ppYY].pdparams   role "model", tp and pp from the
- *                                                            name (-1 when it has none)
+ *   model_state.pdparams, model_state.tpXX[_ppYY][_shardZZ].pdparams
+ *                                                            role "model", tp, pp and the
+ *                                                            sharding rank (dp) from the name
+ *                                                            (-1 when it has none; moeNN: ep)
+ *   model-0000i-of-0000n.safetensors, model.safetensors      role "model", when their names
+ *                                                            are PaddleNLP's (unified
+ *                                                            checkpoint)
  *   model_state*.pdparams that an index lists                role "model", shard: N-1 of the
  *                                                            name's "-0000N-of-0000M", else
  *                                                            the file's place in its index
@@ -78,7 +83,10 @@ CKPT_EXTERN(int) ckpt_paddle_index_json(const ckpt_paddle *p, size_t group, cons
  * files beside them (optimizer[.tpXX][_ppYY][_shardZZ].pdopt) are merged with their
  * parameters: every accumulator (<var>_moment1_0, <var>_fp32_master_0_moment2_0, ...) and
  * master weight follows its parameter's layout, [1]-shaped ones (beta powers) are the same on
- * every rank. config.json gives the head counts and vocabulary the layout depends on. */
+ * every rank. config.json gives the head counts and vocabulary the layout depends on. The
+ * files of a sharded save (sharding stage 1, save_sharded_model) are read together; the
+ * parameters its model files leave out (those with master weights) are the master weights
+ * cast to bfloat16, named by model_meta.json, as PaddleNLP rebuilds them. */
 typedef struct ckpt_paddle_model ckpt_paddle_model;
 
 typedef struct ckpt_paddle_model_info {

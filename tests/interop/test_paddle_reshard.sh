@@ -160,6 +160,37 @@ EOF2
 }
 case_run "optimizer.shard00/01.pdopt (sharding stage 1) merge into one" sharded_optimizer
 
+# save_sharded_model (sharding stage 1): each sharding rank's model file holds the parameters
+# it owns, and none that has a master weight; model_meta.json names them all. fp32: the union
+# is the model. bf16: every parameter comes back from its master weight cast to bfloat16,
+# rounded to nearest even as PaddleNLP's _recover_params_from_master_weights does on the GPU
+# (paddle 2.6's CPU cast truncates, which is how the bf16 fixtures' own parameters were made).
+sharded_model() {
+    local f
+    ckpt reshard "$PD/fp32_tp2_shard2" "$OUT/shard_fp32" -q
+    same_layout "$OUT/shard_fp32" "$PD/fp32_tp2"
+    ckpt reshard "$PD/bf16_tp2_shard2" "$OUT/shard_bf16" --tp 1 --pp 2 -q
+    for f in optimizer.pp00.pdopt optimizer.pp01.pdopt; do
+        queue pd "sharded bf16 -> pp2: $f" raw_equal "$PD/bf16_pp2/$f" "$OUT/shard_bf16/$f"
+    done
+    [ ! -e "$OUT/shard_bf16/model_meta.json" ]
+    "$VENV_PYTHON" - "$OUT/shard_bf16" <<'EOF2'
+import pickle, sys
+import numpy as np
+d = sys.argv[1]
+for s in range(2):
+    model = pickle.load(open(f"{d}/model_state.pp{s:02d}.pdparams", "rb"), encoding="latin1")
+    opt = pickle.load(open(f"{d}/optimizer.pp{s:02d}.pdopt", "rb"), encoding="latin1")
+    table = model.pop("StructuredToParameterName@@")
+    assert len(model) == len(table) and model, (len(model), len(table))
+    for k, p in model.items():
+        u = opt["master_weights"][table[k]][1].view(np.uint32)
+        rne = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        assert p.dtype == np.uint16 and np.array_equal(p, rne), k
+EOF2
+}
+case_run "sharded model files (save_sharded_model, model_meta.json): fp32 union, bf16 from master weights" sharded_model
+
 no_optimizer() {
     ckpt reshard "$PD/bf16_tp2" "$OUT/noopt" --pp 2 --tp 1 --no-optimizer -q
     [ "$(weights "$OUT/noopt" | tr '\n' ' ')" = "model_state.pp00.pdparams model_state.pp01.pdparams " ]

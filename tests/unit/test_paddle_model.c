@@ -237,12 +237,12 @@ CKPT_TEST(test_paddle_set_coordinates_from_names)
     ASSERT_ERROR_MENTIONS("optimizer files for 1 of the 2 ranks");
     close_model(&o);
 
-    /* a model file of one sharding rank holds only part of the parameters */
+    /* expert-parallel files (moeNN) are not read as parts of one model */
     ASSERT_TRUE(mkdir("shm", 0777) == 0);
-    ASSERT_TRUE(copy_file("paddlenlp/fp32_tp1/model_state.pdparams", "shm/model_state.shard01.pdparams") == 0);
+    ASSERT_TRUE(copy_file("paddlenlp/fp32_tp1/model_state.pdparams", "shm/model_state.moe01.pdparams") == 0);
     ASSERT_FAILS(CKPT_EUNSUPPORTED, open_model(&o, "shm", 0));
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
-    ASSERT_ERROR_MENTIONS("model_state.shard01.pdparams");
+    ASSERT_ERROR_MENTIONS("model_state.moe01.pdparams");
     close_model(&o);
 }
 
@@ -256,6 +256,8 @@ CKPT_TEST(test_paddle_model_every_layout_merges_to_tp1)
         { "fp32_tp2pp2", 2, 2, 0, 1 }, { "fp32_pp4", 1, 4, 0, 1 },  { "fp32_tp4", 4, 1, 0, 1 },
         { "bf16_tp1", 1, 1, 1, 1 },    { "bf16_tp2", 2, 1, 1, 1 },  { "bf16_pp2", 1, 2, 1, 1 },
         { "bf16_tp2pp2", 2, 2, 1, 1 }, { "unified_fp32", 1, 1, 0, 0 },
+        /* save_sharded_model: the sharding ranks' files together; bf16 from the master weights */
+        { "fp32_tp2_shard2", 2, 1, 0, 1 }, { "bf16_tp2_shard2", 2, 1, 1, 1 },
     };
     const ckpt_paddle_model_info *info;
     ckpt_tensor_layout l;
