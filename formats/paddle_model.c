@@ -1,12 +1,7 @@
 /* The logical model of a PaddleNLP checkpoint directory: the model files of every TP rank
- * and PP stage merged, tensor by tensor, into full tensors, and the optimizer files merged
- * with them, lazily.
- *
- * Stage files hold global layer indices, so stages are simply concatenated. An optimizer
- * entry is found its parameter through the variable names of the rank's name table: its key
- * is "<var>_<suffix>", and the longest variable name that prefixes it wins (linear_1.w_0
- * must not claim linear_1.w_0_fp32_master_0's entries by accident: the suffix keeps that
- * part). */
+ * and PP stage (and of every sharding rank of a sharded save) merged, tensor by tensor, into
+ * full tensors, lazily; the optimizer files are merged with them in paddle_optim.c. Stage
+ * files hold global layer indices, so the stages are simply concatenated. */
 #include "paddle_private.h"
 
 #include <ckpt/sys/common.h>
@@ -114,32 +109,6 @@ static int push_file(pd_file **v, size_t *n, const ckpt_ckpt *ck)
     return 0;
 }
 
-/* model_meta.json of a sharded save: per "tpXX_ppYY", the rank's structure_name_mapping, the
- * names of every parameter, those left out of the model files included. */
-static int read_model_meta(ckpt_paddle_model *m, const ckpt_member *mb)
-{
-    const cJSON *metas, *e;
-    ckpt_file *f = NULL;
-    int rc;
-
-    if ((rc = ckpt_file_open(&f, mb->path)) < 0)
-        return rc;
-    m->meta = f->size ? cJSON_ParseWithLength((const char *)f->data, (size_t)f->size) : NULL;
-    ckpt_file_close(f);
-    metas = cJSON_GetObjectItemCaseSensitive(m->meta, "sharding_metas");
-    if (!cJSON_IsObject(metas))
-        return 0;
-    cJSON_ArrayForEach(e, metas) {
-        const cJSON *map = cJSON_GetObjectItemCaseSensitive(e, "structure_name_mapping");
-        int tp = -1, pp = -1;
-        if (!e->string || sscanf(e->string, "tp%d_pp%d", &tp, &pp) != 2 || tp < 0 || tp >= m->info.tp || pp < 0 ||
-            pp >= m->info.pp || !cJSON_IsObject(map))
-            continue;
-        ckpt_paddle__rank(m, tp, pp)->structure = map;
-    }
-    return 0;
-}
-
 static int read_config(ckpt_paddle_model *m, const ckpt_member *mb)
 {
     ckpt_file *f = NULL;
@@ -180,7 +149,7 @@ static int open_ranks(ckpt_paddle_model *m, int with_optimizer)
             continue;
         }
         if (strcmp(mb->rel, "model_meta.json") == 0) {
-            rc = read_model_meta(m, mb);
+            rc = ckpt_paddle__read_model_meta(m, mb);
             continue;
         }
         if (!model && !(optim && with_optimizer))
@@ -253,7 +222,7 @@ int ckpt_paddle__tensor_node(ckpt_paddle_model *m, const ckpt_ckpt *ck, const ck
     return ckpt_node_tensor(m->g, t, out);
 }
 
-static long find_entry(const ckpt_paddle_model *m, const char *name)
+long ckpt_paddle__find_entry(const ckpt_paddle_model *m, const char *name)
 {
     size_t i;
 
@@ -263,7 +232,7 @@ static long find_entry(const ckpt_paddle_model *m, const char *name)
     return -1;
 }
 
-static int new_entry(ckpt_paddle_model *m, const char *name, int pp, pd_entry **out)
+int ckpt_paddle__new_entry(ckpt_paddle_model *m, const char *name, int pp, pd_entry **out)
 {
     int rc = push_entry(m, out);
 
@@ -276,7 +245,7 @@ static int new_entry(ckpt_paddle_model *m, const char *name, int pp, pd_entry **
 int ckpt_paddle_model_add_shard(ckpt_paddle_model *m, int tp, int pp, const char *name, const ckpt_node *node,
                                 const char *var)
 {
-    long seen = find_entry(m, name);
+    long seen = ckpt_paddle__find_entry(m, name);
     pd_entry *e = NULL;
     int rc;
 
@@ -291,7 +260,7 @@ int ckpt_paddle_model_add_shard(ckpt_paddle_model *m, int tp, int pp, const char
     if (seen >= 0) {
         e = &m->entries[seen];
     } else {
-        if ((rc = new_entry(m, name, pp, &e)) < 0)
+        if ((rc = ckpt_paddle__new_entry(m, name, pp, &e)) < 0)
             return rc;
         e->tensor = 1;
         if (!(e->shards = calloc((size_t)m->info.tp, sizeof *e->shards)))
@@ -409,50 +378,6 @@ int ckpt_paddle_model_finish(ckpt_paddle_model *m)
     return merge_entries(m);
 }
 
-/* A sharded save (model_meta.json) names every parameter of a rank, in state-dict order,
- * those its model files leave out included: they are declared first, in that order. */
-static int declare_from_meta(ckpt_paddle_model *m)
-{
-    const cJSON *e;
-    pd_entry *entry;
-    int pp, rc;
-
-    for (pp = 0; pp < m->info.pp; pp++) {
-        const pd_rank *r = ckpt_paddle__rank(m, 0, pp);
-        if (!r->structure)
-            continue;
-        cJSON_ArrayForEach(e, r->structure) {
-            if (!e->string || !cJSON_IsString(e) || find_entry(m, e->string) >= 0)
-                continue;
-            if ((rc = new_entry(m, e->string, pp, &entry)) < 0)
-                return rc;
-            entry->tensor = 1;
-            if (!(entry->shards = calloc((size_t)m->info.tp, sizeof *entry->shards)) ||
-                !(entry->var = strdup(e->valuestring)))
-                return ckpt_error_oom();
-        }
-    }
-    return 0;
-}
-
-/* A sharded save with master weights leaves their parameters out of the model files, and
- * PaddleNLP rebuilds them as the master weights cast to bfloat16 when it loads: so here. */
-static int recover_from_masters(ckpt_paddle_model *m)
-{
-    size_t i;
-    int tp, rc;
-
-    for (i = 0; i < m->n_entries; i++) {
-        pd_entry *e = &m->entries[i];
-        const pd_state *master = e->states ? &e->states[PD_MAX_KINDS] : NULL;
-        for (tp = 0; e->tensor && master && master->shards && tp < m->info.tp; tp++)
-            if (!e->shards[tp] && master->shards[tp] &&
-                (rc = ckpt_node_cast(m->g, master->shards[tp], CKPT_DTYPE_BF16, &e->shards[tp])) < 0)
-                return rc;
-    }
-    return 0;
-}
-
 /* The model files, stage by stage, TP rank 0 first: the order of their keys is the model's. */
 static int read_model_files(ckpt_paddle_model *m)
 {
@@ -480,7 +405,7 @@ static int read_model_files(ckpt_paddle_model *m)
                             (rc = ckpt_paddle_model_add_shard(m, tp, pp, k->u.str.ptr, node,
                                                               ckpt_paddle__var_of(r, k->u.str.ptr))) < 0)
                             ckpt_error_prefix("%s", ckpt_path(ck));
-                    } else if (tp == 0 && !m->reorder && (rc = new_entry(m, k->u.str.ptr, pp, &e)) == 0) {
+                    } else if (tp == 0 && !m->reorder && (rc = ckpt_paddle__new_entry(m, k->u.str.ptr, pp, &e)) == 0) {
                         /* a value beside the tensors, carried from .pdparams only (a safetensors
                            header's __metadata__ is that format's own) */
                         e->value = v;
@@ -559,9 +484,9 @@ int ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g
     m->g = g;
     if ((rc = load_spec(m, opts.spec_map)) < 0)
         goto fail;
-    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = declare_from_meta(m)) < 0 ||
+    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = ckpt_paddle__declare_from_meta(m)) < 0 ||
         (rc = read_model_files(m)) < 0 || (m->info.has_optimizer && (rc = ckpt_paddle__read_optimizer(m)) < 0) ||
-        (rc = recover_from_masters(m)) < 0 || (rc = merge_entries(m)) < 0 ||
+        (rc = ckpt_paddle__recover_from_masters(m)) < 0 || (rc = merge_entries(m)) < 0 ||
         (m->info.has_optimizer && (rc = ckpt_paddle__merge_optimizer(m)) < 0))
         goto fail;
     *out = m;

@@ -93,6 +93,14 @@ const char *ckpt_paddle__var_of(const pd_rank *r, const char *name);
 /* The graph node of a tensor leaf of ck. */
 int ckpt_paddle__tensor_node(ckpt_paddle_model *m, const ckpt_ckpt *ck, const ckpt_value *leaf,
                              const ckpt_node **out);
+/* The entry named `name`, or -1; a new one (name copied) for stage pp. */
+long ckpt_paddle__find_entry(const ckpt_paddle_model *m, const char *name);
+int ckpt_paddle__new_entry(ckpt_paddle_model *m, const char *name, int pp, pd_entry **out);
+/* Sharded saves (paddle_sharded.c): model_meta.json read; the parameters it names declared
+ * first, in its order; those the model files left out rebuilt from their master weights. */
+int ckpt_paddle__read_model_meta(ckpt_paddle_model *m, const ckpt_member *mb);
+int ckpt_paddle__declare_from_meta(ckpt_paddle_model *m);
+int ckpt_paddle__recover_from_masters(ckpt_paddle_model *m);
 /* The optimizer files' entries, each put with its parameter's entry; then merged over the TP
  * ranks like their parameters, once those are (paddle_optim.c). */
 int ckpt_paddle__read_optimizer(ckpt_paddle_model *m);
