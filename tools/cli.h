@@ -13,6 +13,8 @@
 typedef int (*cli_command_fn)(int argc, char **argv);
 
 int cli_inspect(int argc, char **argv);
+/* inspect of a checkpoint set (cmd_inspect_set.c): 0, or the library error. */
+int cli_inspect_set(const char *path, int json);
 int cli_convert(int argc, char **argv);
 int cli_pd2te(int argc, char **argv);
 int cli_te2pd(int argc, char **argv);

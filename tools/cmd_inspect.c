@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void inspect_help(FILE *out)
 {
@@ -19,7 +20,10 @@ static void inspect_help(FILE *out)
 "Nothing is executed and tensor data is not read unless --stats asks for it.\n"
 "PATH may be a .pt/.pth/.bin file (any torch.save output), a .pdparams/.pdopt\n"
 "file, a .safetensors file, a sharded model's *.safetensors.index.json, or a\n"
-"DeepSpeed ZeRO checkpoint directory (shown as the consolidated model).\n"
+"DeepSpeed ZeRO checkpoint directory (shown as the consolidated model), or a\n"
+"checkpoint of many files: a Megatron-LM checkpoint root or iteration directory, a\n"
+"PaddleNLP directory (every file with its TP/PP/sharding rank, then the model the files\n"
+"make together, tensor by tensor at full shape, with how each is cut across TP ranks).\n"
 "\n"
 "options:\n"
 "  --stats        also compute min/max/mean/std and NaN/Inf counts per tensor\n"
@@ -294,8 +298,14 @@ int cli_inspect(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error("inspect", "expected one PATH, got %d argument(s)", argc - optind);
-    if (ckpt_open(&c, argv[optind], &opts) < 0)
+    if (ckpt_open(&c, argv[optind], &opts) < 0) {
+        struct stat st;
+        /* no format reads the directory: a checkpoint of many files, if a layout knows it */
+        if (ckpt_error_last()->code == CKPT_EFORMAT && !opts.format && !want_stats && stat(argv[optind], &st) == 0 &&
+            S_ISDIR(st.st_mode))
+            return cli_inspect_set(argv[optind], json) < 0 ? cli_fail("inspect") : CLI_EXIT_OK;
         return cli_fail("inspect");
+    }
     if (want_stats && compute_stats(c, &stats) < 0) {
         ckpt_close(c);
         return cli_fail("inspect");
