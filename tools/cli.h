@@ -47,6 +47,8 @@ int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);
 int cli_option_threads(const char *cmd, const char *arg, int *out);
 /* "dir/name", malloc'd; NULL when out of memory. */
 char *cli_path_join(const char *dir, const char *name);
+/* A whole text file, NUL-terminated (malloc'd into *out); the error names the path. */
+int cli_read_text(const char *path, char **out);
 
 /* Options of the commands that write a plan: --dry-run, --json, --force, -q/--quiet,
  * --memory, --threads. Their getopt codes: */

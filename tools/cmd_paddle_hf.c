@@ -127,25 +127,6 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
     return 0;
 }
 
-static int read_text(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    long len;
-
-    *out = NULL;
-    if (!f)
-        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: cannot open it", path);
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (*out = calloc(1, (size_t)len + 1)) && fread(*out, 1, (size_t)len, f) == (size_t)len) {
-        fclose(f);
-        return 0;
-    }
-    fclose(f);
-    free(*out);
-    *out = NULL;
-    return ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "%s: cannot read it", path);
-}
-
 /* paddle2hf: the merged model through the map, in transformers' order, as safetensors. */
 static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
 {
@@ -241,7 +222,7 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
         variants[v++] = "fused_qkv";
     if (a->fused_ffn)
         variants[v++] = "fused_ffn";
-    if ((rc = read_text(hf_config_path, &hf_config)) < 0 || (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 ||
+    if ((rc = cli_read_text(hf_config_path, &hf_config)) < 0 || (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 ||
         (rc = ckpt_open(weights_out, weights, NULL)) < 0)
         goto done;
     if (!(in = calloc(ckpt_tensor_count(*weights_out) + 1, sizeof *in))) {

@@ -128,18 +128,13 @@ static int parse_int(const char *cmd, const char *opt, const char *s, long long 
 /* Galvatron's strategy files: {"pp_size": M, "tp_size_list": [N, N, ...]} (uniform TP). */
 static int read_strategy(reshard_args *a)
 {
-    FILE *f = fopen(a->strategy, "rb");
     char *text = NULL;
-    long len;
     cJSON *j = NULL, *pp, *tps, *tp;
     int rc = CLI_EXIT_USAGE, first = -1;
 
-    if (!f)
+    if (cli_read_text(a->strategy, &text) < 0)
         return cli_usage_error("reshard", "cannot read --strategy %s", a->strategy);
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) == (size_t)len)
-        j = cJSON_Parse(text);
-    fclose(f);
+    j = cJSON_Parse(text);
     free(text);
     pp = cJSON_GetObjectItemCaseSensitive(j, "pp_size");
     tps = cJSON_GetObjectItemCaseSensitive(j, "tp_size_list");

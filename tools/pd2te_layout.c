@@ -10,28 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The whole file at path (NULL: *out NULL), NUL-terminated. */
-static int read_text(const char *path, char **out)
-{
-    FILE *f;
-    long len;
-
-    *out = NULL;
-    if (!path)
-        return 0;
-    if (!(f = fopen(path, "rb")))
-        return ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "%s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (*out = calloc(1, (size_t)len + 1)) && fread(*out, 1, (size_t)len, f) == (size_t)len) {
-        fclose(f);
-        return 0;
-    }
-    fclose(f);
-    free(*out);
-    *out = NULL;
-    return ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "%s: cannot read it", path);
-}
-
 /* The tensors of one source rank (all its model files: size shards may split a layer's q, k
  * and v) with the map applied: Paddle names, added to the model as that rank's shards. */
 static int add_converted_rank(const pd_layout_job *j, ckpt_paddle_model *model, ckpt_set *set, ckpt_graph *g,
@@ -79,7 +57,7 @@ static int open_converted(const pd_layout_job *j, ckpt_set *set, ckpt_graph *g, 
     char *config = NULL;
     int tp, pp, rc;
 
-    if ((rc = read_text(j->config, &config)) < 0 ||
+    if ((j->config && (rc = cli_read_text(j->config, &config)) < 0) ||
         (rc = ckpt_paddle_model_new(out, g, si->tp, si->pp, config, NULL)) < 0)
         goto done;
     if (!(*results = calloc((size_t)si->tp * (size_t)si->pp, sizeof **results))) {
