@@ -26,10 +26,6 @@ TIME=/usr/bin/time
 # shellcheck source=tests/bench/lib.sh
 . "$REPO/tests/bench/lib.sh"
 
-die() {
-    echo "bench: $*" >&2
-    exit 1
-}
 
 [ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
 [ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"

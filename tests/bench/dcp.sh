@@ -26,10 +26,6 @@ TIME=/usr/bin/time
 # shellcheck source=tests/bench/lib.sh
 . "$REPO/tests/bench/lib.sh"
 
-die() {
-    echo "bench: $*" >&2
-    exit 1
-}
 
 PY="${TORCH22_PYTHON:-}"
 [ -n "$PY" ] || die "TORCH22_PYTHON is not set: point it at a python with torch >= 2.2 and safetensors"

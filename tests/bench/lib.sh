@@ -1,6 +1,6 @@
 # Shared by the benchmark scripts; sourced, not run. The script sets TIME (GNU time), OUT
 # (a scratch directory), REPEAT, CKPTCONV and BASELINE (another ckptconv binary to compare
-# with, or empty), and defines die and drop_caches before measuring.
+# with, or empty), and defines drop_caches before measuring; die and size_bytes are here.
 #
 # Figures: the fastest of REPEAT runs per tool, as WALL[name] (s), RSS[name] (GNU time's
 # peak RSS, kB) and, for ckptconv and the baseline, ANON[name] / FILEB[name]: the peaks of
@@ -9,6 +9,27 @@
 # than that can be missed, GNU time's figure cannot).
 
 declare -A WALL RSS ANON FILEB
+
+die() {
+    echo "bench: $*" >&2
+    exit 1
+}
+
+# size_bytes SIZE: the bytes of a size in ckptconv's syntax (512M, 2G, 1.5GiB, 3GB ...);
+# fails on anything else.
+size_bytes() {
+    awk -v s="$1" 'BEGIN {
+        n = s + 0; u = toupper(s); sub(/^[0-9.]+ */, "", u)
+        m["" ] = 1; m["B"] = 1
+        m["K"] = 2^10; m["KIB"] = 2^10; m["KB"] = 1e3
+        m["M"] = 2^20; m["MIB"] = 2^20; m["MB"] = 1e6
+        m["G"] = 2^30; m["GIB"] = 2^30; m["GB"] = 1e9
+        m["T"] = 2^40; m["TIB"] = 2^40; m["TB"] = 1e12
+        if (s !~ /^[0-9.]+ *[A-Za-z]*$/ || !(u in m)) exit 1
+        printf "%.0f", n * m[u]
+    }'
+}
+
 
 # run_sampled TIMELOG CMDLOG CMD...: CMD under GNU time (`%e %M` into TIMELOG, its output
 # into CMDLOG) while its RssAnon / RssFile are sampled; sets S_ANON / S_FILE to the peaks

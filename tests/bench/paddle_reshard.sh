@@ -53,10 +53,6 @@ PYREF="$REPO/tests/bench/paddle_reshard_python.py"
 # shellcheck source=tests/bench/lib.sh
 . "$REPO/tests/bench/lib.sh"
 
-die() {
-    echo "bench: $*" >&2
-    exit 1
-}
 
 [ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
 "$CKPTCONV" reshard --help >/dev/null 2>&1 \
@@ -67,15 +63,7 @@ die() {
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
 check_baseline
 
-MEMORY_BYTES=$(awk -v s="$MEMORY" 'BEGIN {
-    n = s + 0; u = toupper(s); sub(/^[0-9.]+ */, "", u)
-    m["" ] = 1; m["B"] = 1
-    m["K"] = 2^10; m["KIB"] = 2^10; m["KB"] = 1e3
-    m["M"] = 2^20; m["MIB"] = 2^20; m["MB"] = 1e6
-    m["G"] = 2^30; m["GIB"] = 2^30; m["GB"] = 1e9
-    if (s !~ /^[0-9.]+ *[A-Za-z]*$/ || !(u in m)) exit 1
-    printf "%.0f", n * m[u]
-}') || die "PADDLE_RESHARD_MEMORY=$MEMORY: expected a size such as 512M or 2G"
+MEMORY_BYTES=$(size_bytes "$MEMORY") || die "PADDLE_RESHARD_MEMORY=$MEMORY: expected a size such as 512M or 2G"
 
 mkdir -p "$BENCH_DIR"
 IN="$BENCH_DIR/paddle_pp4"

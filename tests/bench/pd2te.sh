@@ -43,10 +43,6 @@ TIME=/usr/bin/time
 # shellcheck source=tests/bench/lib.sh
 . "$REPO/tests/bench/lib.sh"
 
-die() {
-    echo "bench: $*" >&2
-    exit 1
-}
 
 [ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
 "$CKPTCONV" pd2te --help >/dev/null 2>&1 \
@@ -58,17 +54,7 @@ die() {
 [[ "$LAYERS" =~ ^[1-9][0-9]*$ ]] || die "PD2TE_LAYERS=$LAYERS: expected a positive integer"
 check_baseline
 
-# Bytes of a size in ckptconv's syntax (512M, 2G, 1.5GiB, 3GB ...).
-MEMORY_BYTES=$(awk -v s="$MEMORY" 'BEGIN {
-    n = s + 0; u = toupper(s); sub(/^[0-9.]+ */, "", u)
-    m["" ] = 1; m["B"] = 1
-    m["K"] = 2^10; m["KIB"] = 2^10; m["KB"] = 1e3
-    m["M"] = 2^20; m["MIB"] = 2^20; m["MB"] = 1e6
-    m["G"] = 2^30; m["GIB"] = 2^30; m["GB"] = 1e9
-    m["T"] = 2^40; m["TIB"] = 2^40; m["TB"] = 1e12
-    if (s !~ /^[0-9.]+ *[A-Za-z]*$/ || !(u in m)) exit 1
-    printf "%.0f", n * m[u]
-}') || die "PD2TE_MEMORY=$MEMORY: expected a size such as 512M or 2G"
+MEMORY_BYTES=$(size_bytes "$MEMORY") || die "PD2TE_MEMORY=$MEMORY: expected a size such as 512M or 2G"
 
 mkdir -p "$BENCH_DIR"
 IN="$BENCH_DIR/llama_pd_L$LAYERS"

@@ -55,10 +55,6 @@ GEN="$REPO/tests/bench/make_megatron_bench.py"
 # shellcheck source=tests/bench/lib.sh
 . "$REPO/tests/bench/lib.sh"
 
-die() {
-    echo "bench: $*" >&2
-    exit 1
-}
 
 [ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
 "$CKPTCONV" reshard --help >/dev/null 2>&1 \
@@ -70,15 +66,7 @@ check_baseline
 [ -f "$TEMPLATE/latest_checkpointed_iteration.txt" ] \
     || die "no Megatron template checkpoint at $TEMPLATE (testdata/gen/README_megatron.md; or set RESHARD_TEMPLATE)"
 
-MEMORY_BYTES=$(awk -v s="$MEMORY" 'BEGIN {
-    n = s + 0; u = toupper(s); sub(/^[0-9.]+ */, "", u)
-    m["" ] = 1; m["B"] = 1
-    m["K"] = 2^10; m["KIB"] = 2^10; m["KB"] = 1e3
-    m["M"] = 2^20; m["MIB"] = 2^20; m["MB"] = 1e6
-    m["G"] = 2^30; m["GIB"] = 2^30; m["GB"] = 1e9
-    if (s !~ /^[0-9.]+ *[A-Za-z]*$/ || !(u in m)) exit 1
-    printf "%.0f", n * m[u]
-}') || die "RESHARD_MEMORY=$MEMORY: expected a size such as 512M or 2G"
+MEMORY_BYTES=$(size_bytes "$MEMORY") || die "RESHARD_MEMORY=$MEMORY: expected a size such as 512M or 2G"
 
 mkdir -p "$BENCH_DIR"
 IN="$BENCH_DIR/megatron_tp2pp2"

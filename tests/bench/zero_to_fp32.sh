@@ -52,10 +52,6 @@ TIME=/usr/bin/time
 . "$REPO/tests/bench/lib.sh"
 export DS_ACCELERATOR=cpu
 
-die() {
-    echo "bench: $*" >&2
-    exit 1
-}
 
 [ -n "${DS_PYTHON:-}" ] || die "DS_PYTHON is not set: point it at a python with torch >= 2.2 and deepspeed (the header of this script says how to make one)"
 [ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
