@@ -10,13 +10,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* result[i] of Paddle's SegmentLayers.uniform(n, parts): the first item of part i, the
+ * parts past parts - n % parts one item longer. */
+static int64_t uniform_bound(int64_t n, int parts, int i)
+{
+    int64_t part = n / parts, longer_from = parts - n % parts;
+
+    if (i >= parts)
+        return n;
+    return i * part + (i > longer_from ? i - longer_from : 0);
+}
+
 void ckpt_paddle_stage_layers(int64_t num_layers, int pp, int stage, int64_t *lo, int64_t *hi)
 {
-    int64_t part = pp > 0 ? num_layers / pp : num_layers, extra = pp > 0 ? num_layers % pp : 0;
-    int64_t longer_from = pp - extra, s = stage;
+    int64_t a, b;
 
-    *lo = s * part + (s > longer_from ? s - longer_from : 0);
-    *hi = *lo + part + (s >= longer_from ? 1 : 0);
+    if (pp <= 1) {
+        *lo = 0;
+        *hi = num_layers;
+        return;
+    }
+    if (num_layers % pp == 0) {
+        *lo = stage * (num_layers / pp);
+        *hi = *lo + num_layers / pp;
+        return;
+    }
+    /* items: the embedding, the layers (item l + 1), the norm and the head */
+    a = uniform_bound(num_layers + 3, pp, stage) - 1;
+    b = uniform_bound(num_layers + 3, pp, stage + 1) - 1;
+    *lo = a < 0 ? 0 : a > num_layers ? num_layers : a;
+    *hi = b < 0 ? 0 : b > num_layers ? num_layers : b;
 }
 
 int ckpt_paddle_rank_file(const char *base, const char *ext, int tp, int pp, int n_tp, int n_pp, ckpt_buf *out)

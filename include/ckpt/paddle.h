@@ -135,9 +135,11 @@ CKPT_EXTERN(size_t) ckpt_paddle_model_tensor_count(const ckpt_paddle_model *m);
 CKPT_EXTERN(const char *) ckpt_paddle_model_tensor_at(const ckpt_paddle_model *m, size_t i, const ckpt_node **full,
                                                       ckpt_tensor_layout *layout);
 
-/* The decoder layers pipeline stage `stage` of `pp` holds, [*lo, *hi): PaddleNLP's
- * uniform segmentation (SegmentLayers), the stages past pp - num_layers % pp holding one
- * layer more. */
+/* The decoder layers pipeline stage `stage` of `pp` holds, [*lo, *hi), as PaddleNLP's
+ * LlamaForCausalLMPipe segments them: equal shares when pp divides num_layers
+ * ("layer:LlamaDecoderLayer"), else Paddle's SegmentLayers "uniform" over all num_layers + 3
+ * layers of the pipe (embedding, decoder layers, norm, head), the last stages taking one
+ * more; a stage may then hold no decoder layer. */
 CKPT_EXTERN(void) ckpt_paddle_stage_layers(int64_t num_layers, int pp, int stage, int64_t *lo, int64_t *hi);
 
 typedef struct ckpt_paddle_target {
