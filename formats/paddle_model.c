@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,8 +195,9 @@ static int push_entry(ckpt_paddle_model *m, pd_entry **out)
         m->entries = e;
         m->cap_entries = cap;
     }
-    *out = &m->entries[m->n_entries++];
+    *out = &m->entries[m->n_entries];
     memset(*out, 0, sizeof **out);
+    (*out)->seq = m->n_entries++;
     return 0;
 }
 
@@ -282,58 +284,30 @@ int ckpt_paddle_model_add_tensor(ckpt_paddle_model *m, const char *name, const c
     return ckpt_paddle_model_add_shard(m, 0, 0, name, full, NULL);
 }
 
-typedef struct order_key {
-    int stage;        /* first stage, layers, last stage, values that are not tensors */
-    int64_t layer;
-    int place;
-    size_t index;
-} order_key;
-
-static order_key key_of(const pd_entry *e, size_t index)
+/* Where an entry goes in PaddleNLP's state-dict order: first-stage tensors, then the layers
+ * in order, each in the order of the spec's list, then last-stage tensors, then values that
+ * are not tensors; otherwise as they came. */
+static int stage_rank(const pd_entry *e)
 {
-    order_key k;
-
-    k.stage = !e->tensor ? 3 : e->layout.stage == CKPT_STAGE_FIRST ? 0 : e->layout.stage == CKPT_STAGE_LAST ? 2 : 1;
-    k.layer = e->tensor ? e->layout.layer : 0;
-    k.place = e->tensor && e->layout.place >= 0 ? e->layout.place : 1 << 30;
-    k.index = index;
-    return k;
+    if (!e->tensor)
+        return 3;
+    return e->layout.stage == CKPT_STAGE_FIRST ? 0 : e->layout.stage == CKPT_STAGE_LAST ? 2 : 1;
 }
 
-static int compare_keys(const void *a, const void *b)
+static int compare_entries(const void *a, const void *b)
 {
-    const order_key *x = a, *y = b;
+    const pd_entry *x = a, *y = b;
+    int64_t lx = x->tensor ? x->layout.layer : 0, ly = y->tensor ? y->layout.layer : 0;
+    int px = x->tensor && x->layout.place >= 0 ? x->layout.place : INT_MAX;
+    int py = y->tensor && y->layout.place >= 0 ? y->layout.place : INT_MAX;
 
-    if (x->stage != y->stage)
-        return x->stage < y->stage ? -1 : 1;
-    if (x->layer != y->layer)
-        return x->layer < y->layer ? -1 : 1;
-    if (x->place != y->place)
-        return x->place < y->place ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* The entries in the order of the spec's list, layer by layer: PaddleNLP's state-dict order. */
-static int reorder(ckpt_paddle_model *m)
-{
-    order_key *keys = malloc((m->n_entries + 1) * sizeof *keys);
-    pd_entry *sorted = malloc((m->n_entries + 1) * sizeof *sorted);
-    size_t i;
-
-    if (!keys || !sorted) {
-        free(keys);
-        free(sorted);
-        return ckpt_error_oom();
-    }
-    for (i = 0; i < m->n_entries; i++)
-        keys[i] = key_of(&m->entries[i], i);
-    qsort(keys, m->n_entries, sizeof *keys, compare_keys);
-    for (i = 0; i < m->n_entries; i++)
-        sorted[i] = m->entries[keys[i].index];
-    memcpy(m->entries, sorted, m->n_entries * sizeof *sorted);
-    free(keys);
-    free(sorted);
-    return 0;
+    if (stage_rank(x) != stage_rank(y))
+        return stage_rank(x) < stage_rank(y) ? -1 : 1;
+    if (lx != ly)
+        return lx < ly ? -1 : 1;
+    if (px != py)
+        return px < py ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 /* Every tensor merged from its shards, in the source layout. */
@@ -362,7 +336,7 @@ static int merge_entries(ckpt_paddle_model *m)
             m->info.num_layers = e->layout.layer + 1;
     }
     if (rc == 0 && m->reorder)
-        rc = reorder(m);
+        qsort(m->entries, m->n_entries, sizeof *m->entries, compare_entries);
     /* a model given tensor by tensor has a name table when its tensors were given names */
     for (i = 0; !m->set && i < m->n_entries; i++)
         m->info.name_table |= m->entries[i].var != NULL;

@@ -258,20 +258,41 @@ static int tensor_value(target_ctx *c, const char *key, const ckpt_node *node, c
 
 /* ---- the files of one rank ---- */
 
+/* A new tensor file of the plan, named for rank (tp, pp) of the target as PaddleNLP names
+ * it, and its value tree: a dict, and a name table when `with_table`. */
+static int begin_file(target_ctx *c, const char *base, const char *ext, int tp, int pp, int with_table,
+                      ckpt_value **root, ckpt_value **table)
+{
+    ckpt_buf rel = CKPT_BUF_INIT;
+    int rc;
+
+    *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
+    *table = with_table ? ckpt_value_new(c->arena, CKPT_VAL_DICT) : NULL;
+    if (!*root || (with_table && !*table))
+        return ckpt_error_oom();
+    if ((rc = ckpt_paddle_rank_file(base, ext, tp, pp, c->t.tp, c->t.pp, &rel)) == 0)
+        rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file);
+    ckpt_buf_dispose(&rel);
+    return rc;
+}
+
+/* The file's tree, the name table (if any) last, as paddle.save appends it. */
+static int end_file(target_ctx *c, ckpt_value *root, ckpt_value *table)
+{
+    int rc = table ? set_item(c->arena, root, CKPT_PADDLE_NAME_TABLE, table) : 0;
+
+    return rc == 0 ? ckpt_plan_set_root(c->plan, c->file, root) : rc;
+}
+
 static int build_model(target_ctx *c, int tp, int pp)
 {
     ckpt_paddle_model *m = c->m;
-    ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
-    ckpt_value *table = m->info.name_table ? ckpt_value_new(c->arena, CKPT_VAL_DICT) : NULL;
-    ckpt_buf rel = CKPT_BUF_INIT;
+    ckpt_value *root, *table;
     size_t i;
     int rc;
 
-    if (!root || (m->info.name_table && !table))
-        return ckpt_error_oom();
-    if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, c->t.tp, c->t.pp, &rel)) < 0 ||
-        (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file)) < 0)
-        goto done;
+    if ((rc = begin_file(c, "model_state", ".pdparams", tp, pp, m->info.name_table, &root, &table)) < 0)
+        return rc;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const pd_entry *e = &m->entries[i];
         const ckpt_node *part;
@@ -287,13 +308,7 @@ static int build_model(target_ctx *c, int tp, int pp)
         if (rc == 0 && table && e->tensor && e->var)
             rc = set_item(c->arena, table, e->name, new_str(c->arena, e->var));
     }
-    if (rc == 0 && table)
-        rc = set_item(c->arena, root, CKPT_PADDLE_NAME_TABLE, table);
-    if (rc == 0)
-        rc = ckpt_plan_set_root(c->plan, c->file, root);
-done:
-    ckpt_buf_dispose(&rel);
-    return rc;
+    return rc == 0 ? end_file(c, root, table) : rc;
 }
 
 static int add_accumulators(target_ctx *c, int tp, int pp, ckpt_value *root, ckpt_value *table)
@@ -355,18 +370,13 @@ static int build_optimizer(target_ctx *c, int tp, int pp)
 {
     ckpt_paddle_model *m = c->m;
     const pd_rank *tmpl = ckpt_paddle__rank(m, tp < m->info.tp ? tp : 0, pp < m->info.pp ? pp : m->info.pp - 1);
-    ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
-    ckpt_value *table = m->opt_name_table ? ckpt_value_new(c->arena, CKPT_VAL_DICT) : NULL;
-    ckpt_buf rel = CKPT_BUF_INIT;
+    ckpt_value *root, *table;
     size_t f, i;
     int rc;
 
-    if (!root || (m->opt_name_table && !table))
-        return ckpt_error_oom();
-    if ((rc = ckpt_paddle_rank_file("optimizer", ".pdopt", tp, pp, c->t.tp, c->t.pp, &rel)) < 0 ||
-        (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "pdparams", &c->file)) < 0 ||
+    if ((rc = begin_file(c, "optimizer", ".pdopt", tp, pp, m->opt_name_table, &root, &table)) < 0 ||
         (rc = add_accumulators(c, tp, pp, root, table)) < 0 || (rc = add_master_weights(c, tp, pp, root)) < 0)
-        goto done;
+        return rc;
     /* what the optimizer keeps besides its tensors (LR_Scheduler) is the same on every rank */
     for (f = 0; f < tmpl->n_optims && rc == 0; f++) {
         const ckpt_value *d = tmpl->optims[f].root;
@@ -381,13 +391,7 @@ static int build_optimizer(target_ctx *c, int tp, int pp)
                 rc = set_item(c->arena, root, k->u.str.ptr, copy);
         }
     }
-    if (rc == 0 && table)
-        rc = set_item(c->arena, root, CKPT_PADDLE_NAME_TABLE, table);
-    if (rc == 0)
-        rc = ckpt_plan_set_root(c->plan, c->file, root);
-done:
-    ckpt_buf_dispose(&rel);
-    return rc;
+    return rc == 0 ? end_file(c, root, table) : rc;
 }
 
 /* ---- the other files ---- */

@@ -60,6 +60,7 @@ typedef struct pd_entry {
     const ckpt_node *full;
     pd_state *states;          /* [n_kinds], then the master weight at [n_kinds] */
     const char *master_name;   /* the master weight's own name ((name, array) pairs), borrowed */
+    size_t seq;                /* the order it was first seen in */
 } pd_entry;
 
 struct ckpt_paddle_model {

@@ -55,6 +55,9 @@ with warnings.catch_warnings():
     import paddle
     from paddle.distributed.fleet.meta_parallel.parallel_layers.pp_layers import LayerDesc, SegmentLayers
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+from paddlenlp_merge import merge, rule  # noqa: E402  (PaddleNLP 2.8's TP rules, checked against PaddleNLP)
+
 NAME_TABLE = "StructuredToParameterName@@"
 FILE_RE = re.compile(r"^(model_state|optimizer)(?:\.(tp\d\d)?_?(pp\d\d)?)?\.(pdparams|pdopt)$")
 ACC_RE = re.compile(r"^(.*?)(_fp32_master_0)?_(moment1|moment2|beta1_pow_acc|beta2_pow_acc)_0$")
@@ -130,39 +133,6 @@ def stage_of(key, prefixes):
 
 # ------------------------------------------------------------------------ TP rules
 
-def rule(key, tp, nkv, vocab):
-    """PaddleNLP 2.8 LLaMA TP action of a structured model key."""
-    if tp == 1:
-        return "replicated"
-    if key.endswith("embed_tokens.weight"):
-        return "row" if vocab % tp == 0 else "replicated"
-    if key.endswith("lm_head.weight"):
-        return "column" if vocab % tp == 0 else "replicated"
-    if key.endswith(("self_attn.q_proj.weight", "self_attn.qkv_proj.weight",
-                     "mlp.gate_proj.weight", "mlp.up_proj.weight")):
-        return "column"
-    if key.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
-        return "column" if nkv % tp == 0 else "replicated"
-    if key.endswith("mlp.gate_up_fused_proj.weight"):
-        return "naive_2fuse_column"
-    if key.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
-        return "row"
-    return "replicated"
-
-
-def merge(parts, how):
-    if len(parts) == 1:
-        return parts[0]
-    if how == "column":
-        return np.concatenate(parts, axis=-1)
-    if how == "row":
-        return np.concatenate(parts, axis=0)
-    if how == "naive_2fuse_column":
-        halves = [np.split(p, 2, axis=-1) for p in parts]
-        return np.concatenate([h[0] for h in halves] + [h[1] for h in halves], axis=-1)
-    return parts[0]
-
-
 def split(a, how, tp, r):
     if tp == 1 or how == "replicated":
         return a
@@ -210,7 +180,7 @@ def reshard(src, dst, tp, pp):
         names.update(table)
         for k in ranks[0]:
             if k != NAME_TABLE:
-                model[k] = merge([x[k] for x in ranks], rule(k, stp, nkv, vocab))
+                model[k] = merge([x[k] for x in ranks], rule(k, stp, nkv, vocab), k)
         del ranks
     var_key = {v: k for k, v in names.items()}
     key_order = {k: i for i, k in enumerate(model)}
@@ -225,7 +195,7 @@ def reshard(src, dst, tp, pp):
                 lr = v
             elif k == "master_weights":
                 for var in v:
-                    master[var] = merge([x[k][var] for x in ranks], rule(var_key[var], stp, nkv, vocab))
+                    master[var] = merge([x[k][var] for x in ranks], rule(var_key[var], stp, nkv, vocab), var)
             elif k != NAME_TABLE:
                 m = ACC_RE.match(k)
                 if not m or m.group(1) not in var_key:
@@ -235,7 +205,7 @@ def reshard(src, dst, tp, pp):
                     acc_kinds.append(kind)
                 parts = [x[k] for x in ranks]
                 how = "replicated" if parts[0].shape == (1,) else rule(var_key[var], stp, nkv, vocab)
-                acc[(var, kind)] = merge(parts, how)
+                acc[(var, kind)] = merge(parts, how, k)
         del ranks
     have_opt = bool(acc or master)
     acc_kinds.sort(key=lambda kind: ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc").index(kind[1]))

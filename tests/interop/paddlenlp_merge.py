@@ -118,6 +118,8 @@ def rule(key, tp, nkv, vocab):
 
 
 def merge(parts, how, what):
+    if len(parts) == 1:
+        return parts[0]
     if how == "column":
         return np.concatenate(parts, axis=-1)
     if how == "row":
