@@ -130,6 +130,7 @@ static int zero_push(ckpt_zero_build *b, const ckpt_zero_file *f, const ckpt_ext
         b->cap_ext = cap;
     }
     e = &b->ext[b->n_ext++];
+    memset(e, 0, sizeof *e);
     e->file = f->file;
     e->offset = src->offset + off;
     e->stored_size = e->size = len;

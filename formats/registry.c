@@ -10,6 +10,9 @@ extern const ckpt_format_vtable ckpt_format_torch;
 extern const ckpt_format_vtable ckpt_format_pdparams;
 extern const ckpt_format_vtable ckpt_format_deepspeed_zero;
 extern const ckpt_format_vtable ckpt_format_torch_dcp;
+#ifdef CKPT_HAVE_HDF5
+extern const ckpt_format_vtable ckpt_format_hdf5;
+#endif
 
 static const struct registry_entry {
     const ckpt_format_vtable *format;
@@ -20,6 +23,9 @@ static const struct registry_entry {
     { &ckpt_format_pdparams, "paddle" },
     { &ckpt_format_deepspeed_zero, "deepspeed" },
     { &ckpt_format_torch_dcp, "dcp torch_dist distcp" },
+#ifdef CKPT_HAVE_HDF5
+    { &ckpt_format_hdf5, "h5 hdf" },
+#endif
 };
 
 size_t ckpt_registry__count(void)

@@ -362,7 +362,7 @@ int ckpt_torch__write_begin(ckpt_writer *w)
         return ckpt_error_set(CKPT_EINVALID, "%s: pickle protocol %d not supported for torch output (2 or 4)",
                               tw->path, protocol);
     n_blobs = tw->out->n_blobs;
-    tw->archive = archive_prefix(tw->path);
+    tw->archive = archive_prefix(ckpt_writer_name(w));
     tw->blob_key = malloc((n_blobs ? n_blobs : 1) * sizeof *tw->blob_key);
     tw->key_blob = malloc((n_blobs ? n_blobs : 1) * sizeof *tw->key_blob);
     tw->entries = malloc((n_blobs ? n_blobs : 1) * sizeof *tw->entries);

@@ -152,6 +152,42 @@ int cli_option_threads(const char *cmd, const char *arg, int *out)
     return 0;
 }
 
+static int parse_level(const char *arg, int *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+
+    if (*arg == '\0' || *end || v < 1 || v > 22)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_option_compress(const char *cmd, const char *arg, ckpt_convert_options *o)
+{
+    size_t n = strcspn(arg, ":");
+
+    if (n == 4 && strncmp(arg, "zstd", 4) == 0)
+        o->compress = CKPT_CODEC_ZSTD;
+    else if (n == 4 && strncmp(arg, "gzip", 4) == 0)
+        o->compress = CKPT_CODEC_GZIP;
+    else if (strcmp(arg, "none") == 0)
+        o->compress = CKPT_CODEC_NONE;
+    else
+        return cli_usage_error(cmd, "--compress %s: expected zstd[:LEVEL], gzip[:LEVEL] or none", arg);
+    if (arg[n] && (parse_level(arg + n + 1, &o->compress_level) < 0 ||
+                   (o->compress == CKPT_CODEC_GZIP && o->compress_level > 9)))
+        return cli_usage_error(cmd, "--compress %s: the level is 1 to 22 for zstd, 1 to 9 for gzip", arg);
+    return 0;
+}
+
+int cli_option_compress_level(const char *cmd, const char *arg, ckpt_convert_options *o)
+{
+    if (parse_level(arg, &o->compress_level) < 0)
+        return cli_usage_error(cmd, "--compress-level %s: expected 1 to 22 (zstd) or 1 to 9 (gzip)", arg);
+    return 0;
+}
+
 int cli_read_text(const char *path, char **out)
 {
     FILE *f = fopen(path, "rb");

@@ -45,6 +45,11 @@ double cli_now(void);
  * status after printing it. */
 int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);
 int cli_option_threads(const char *cmd, const char *arg, int *out);
+/* --compress CODEC[:LEVEL] (zstd, gzip or none) and --compress-level N into o; 0, or the
+ * usage error's exit status after printing it. The level is checked against the codec
+ * later, by the writer, which knows which one applies. */
+int cli_option_compress(const char *cmd, const char *arg, ckpt_convert_options *o);
+int cli_option_compress_level(const char *cmd, const char *arg, ckpt_convert_options *o);
 /* "dir/name", malloc'd; NULL when out of memory. */
 char *cli_path_join(const char *dir, const char *name);
 /* A whole text file, NUL-terminated (malloc'd into *out); the error names the path. */

@@ -1,4 +1,5 @@
-/* ckptconv convert IN OUT: between torch .pt, .pdparams and safetensors. */
+/* ckptconv convert IN OUT: between torch .pt, .pdparams, safetensors and HDF5, any of them
+ * zstd-compressed. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -14,8 +15,10 @@ static void convert_help(FILE *out)
 "Convert a checkpoint between formats. The input format is detected from its\n"
 "content (IN may also be a DeepSpeed ZeRO checkpoint directory: its shards are\n"
 "consolidated); the output format comes from OUT's extension (.pt .pth .bin .ckpt ->\n"
-"torch, .pdparams .pdopt -> pdparams, .safetensors -> safetensors) unless --to\n"
-"names it. Tensors are streamed from the mapped input straight into their place in\n"
+"torch, .pdparams .pdopt -> pdparams, .safetensors -> safetensors, .h5 .hdf5 ->\n"
+"hdf5) unless --to names it. A name ending in .zst (model.safetensors.zst) is written\n"
+"zstd-compressed, and a zstd-compressed IN is read as it is (any name).\n"
+"Tensors are streamed from the mapped input straight into their place in\n"
 "the output, in parallel; memory stays within --memory whatever the model size.\n"
 "Nothing appears under OUT unless the whole file was written and synced.\n"
 "\n"
@@ -25,7 +28,12 @@ static void convert_help(FILE *out)
 "Tensor names are container keys joined with '/' (optimizer/state/0/exp_avg).\n"
 "\n"
 "options:\n"
-"  --to FORMAT              output format: pt (torch), pdparams, safetensors\n"
+"  --to FORMAT              output format: pt (torch), pdparams, safetensors, h5\n"
+"  --compress C[:LEVEL]     HDF5 chunk compression: zstd (filter 32015, as\n"
+"                           hdf5plugin; level 1-22, default 3), gzip (deflate;\n"
+"                           1-9, default 6) or none (the default)\n"
+"  --compress-level N       level of --compress, or of zstd for an OUT ending in\n"
+"                           .zst (1-22, default 3)\n"
 "  --dtype D                cast floating-point tensors to D (float32, bfloat16,\n"
 "                           float16, float64, float8_e4m3fn, float8_e5m2), rounding\n"
 "                           to nearest even exactly as torch's Tensor.to does\n"
@@ -49,7 +57,9 @@ static void convert_help(FILE *out)
 "  ckptconv convert model_optim_rng.pt model.safetensors\n"
 "  ckptconv convert model_state.pdparams model.pt --dtype float32\n"
 "  ckptconv convert in.pt out.pt --dtype bfloat16 --memory 1G\n"
-"  ckptconv convert checkpoints/ pytorch_model.bin --dtype float32   # like zero_to_fp32\n");
+"  ckptconv convert checkpoints/ pytorch_model.bin --dtype float32   # like zero_to_fp32\n"
+"  ckptconv convert model.safetensors model.h5 --compress zstd:3\n"
+"  ckptconv convert model_optim_rng.pt model_optim_rng.pt.zst --compress-level 9\n");
 }
 
 /* The writable format --to names (a format name, alias or extension), or NULL. Directory
@@ -106,6 +116,8 @@ int cli_convert(int argc, char **argv)
         { "quiet", no_argument, NULL, 'q' },
         { "drop-unknown-objects", no_argument, NULL, 'D' },
         { "keep-unknown-objects", no_argument, NULL, 'K' },
+        { "compress", required_argument, NULL, 'z' },
+        { "compress-level", required_argument, NULL, 'Z' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -124,7 +136,7 @@ int cli_convert(int argc, char **argv)
         case 't':
             opts.format = format_for_to(optarg);
             if (!opts.format)
-                return cli_usage_error("convert", "--to %s: expected pt, pdparams or safetensors", optarg);
+                return cli_usage_error("convert", "--to %s: expected pt, pdparams, safetensors or h5", optarg);
             break;
         case 'd':
             opts.dtype = ckpt_dtype_from_name(optarg);
@@ -143,6 +155,14 @@ int cli_convert(int argc, char **argv)
             break;
         case 'j':
             if ((rc = cli_option_threads("convert", optarg, &opts.threads)) != 0)
+                return rc;
+            break;
+        case 'z':
+            if ((rc = cli_option_compress("convert", optarg, &opts)) != 0)
+                return rc;
+            break;
+        case 'Z':
+            if ((rc = cli_option_compress_level("convert", optarg, &opts)) != 0)
                 return rc;
             break;
         case 'f': opts.overwrite = 1; break;
@@ -164,6 +184,9 @@ int cli_convert(int argc, char **argv)
     if (!format)
         return cli_usage_error("convert", "cannot tell the output format of '%s' from its extension; use --to",
                                argv[optind + 1]);
+    if (opts.compress != CKPT_CODEC_NONE && strcmp(format, "hdf5") != 0)
+        return cli_usage_error("convert", "--compress is for HDF5 output; compress a whole %s file by ending "
+                               "OUT's name in .zst (level: --compress-level)", format);
     if (!quiet && !json) {
         opts.progress = cli_progress;
         opts.progress_payload = "converting";

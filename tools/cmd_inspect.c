@@ -20,7 +20,9 @@ static void inspect_help(FILE *out)
 "Nothing is executed and tensor data is not read unless --stats asks for it.\n"
 "PATH may be a .pt/.pth/.bin file (any torch.save output), a .pdparams/.pdopt\n"
 "file, a .safetensors file, a sharded model's *.safetensors.index.json, or a\n"
-"DeepSpeed ZeRO checkpoint directory (shown as the consolidated model), or a\n"
+"DeepSpeed ZeRO checkpoint directory (shown as the consolidated model), an HDF5\n"
+"file (.h5: each dataset a tensor, with its chunks, filters and compression ratio;\n"
+"attributes as metadata), any of those zstd-compressed (.zst), or a\n"
 "checkpoint of many files: a Megatron-LM checkpoint root or iteration directory, a\n"
 "PaddleNLP directory (every file with its TP/PP/sharding rank, then the model the files\n"
 "make together, tensor by tensor at full shape, with how each is cut across TP ranks).\n"
@@ -29,11 +31,12 @@ static void inspect_help(FILE *out)
 "  --stats        also compute min/max/mean/std and NaN/Inf counts per tensor\n"
 "                 (reads every tensor once, in parallel)\n"
 "  --json         print one JSON object: {format, path, size, tensors: [{name,\n"
-"                 dtype, shape, stride, offset, nbytes[, stats]}], metadata,\n"
+"                 dtype, shape, stride, offset, nbytes[, storage][, stats]}],\n"
+"                 metadata,\n"
 "                 globals: [{module, name, known, path}], notes}\n"
 "  --verify-crc   check the CRC-32 of every zip record\n"
 "  --format NAME  skip detection and read as NAME (torch, pdparams, safetensors,\n"
-"                 deepspeed_zero)\n"
+"                 deepspeed_zero, hdf5)\n"
 "\n"
 "examples:\n"
 "  ckptconv inspect iter_0001000/mp_rank_00/model_optim_rng.pt\n"
@@ -159,6 +162,70 @@ static void json_number_or_null(cJSON *o, const char *key, double v)
         cJSON_AddNullToObject(o, key);
 }
 
+/* A storage kept other than as plain bytes: chunks, encodings, what the file spends on it.
+ * *plain is set when there is nothing to say. */
+static void describe_storage(const ckpt_tensor *t, ckpt_storage_summary *sum, char *codec, size_t cap, int *plain)
+{
+    static const char *const names[] = { "", "deflate", "", "gzip", "zstd", "fill" };
+    size_t e, used = 0;
+
+    codec[0] = 0;
+    *plain = 1;
+    if (ckpt_storage_summarize(t->storage, sum) < 0)
+        return;
+    for (e = 1; e < sizeof names / sizeof names[0]; e++)
+        if (*names[e] && (sum->encodings & (1u << e)))
+            used += (size_t)snprintf(codec + used, used < cap ? cap - used : 0, "%s%s", used ? "+" : "", names[e]);
+    if (sum->shuffled && used < cap)
+        used += (size_t)snprintf(codec + used, cap - used, "%sshuffle", used ? "+" : "");
+    if (sum->checksummed && used < cap)
+        snprintf(codec + used, cap - used, "%sfletcher32", used ? "+" : "");
+    /* pickled text (protocol 2 bytes) is how a format stores raw bytes, not an encoding to show */
+    *plain = !sum->n_chunks && !(sum->encodings & ~((1u << CKPT_EXTENT_RAW) | (1u << CKPT_EXTENT_LATIN1_UTF8))) &&
+             !sum->shuffled && !sum->checksummed;
+}
+
+static void storage_text(const ckpt_tensor *t, char *buf, size_t cap)
+{
+    ckpt_storage_summary sum;
+    char codec[64], chunk[64];
+    int plain;
+
+    describe_storage(t, &sum, codec, sizeof codec, &plain);
+    if (plain) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    cli_shape(sum.chunk, sum.chunk_ndim, chunk, sizeof chunk);
+    if (sum.stored_bytes && codec[0])
+        snprintf(buf, cap, "%llu x %s %s x%.2f", (unsigned long long)sum.n_chunks, chunk, codec,
+                 (double)sum.bytes / (double)sum.stored_bytes);
+    else if (sum.n_chunks)
+        snprintf(buf, cap, "%llu x %s%s%s", (unsigned long long)sum.n_chunks, chunk, codec[0] ? " " : "", codec);
+    else
+        snprintf(buf, cap, "%s x%.2f", codec, sum.stored_bytes ? (double)sum.bytes / (double)sum.stored_bytes : 0.0);
+}
+
+static cJSON *storage_json(const ckpt_tensor *t)
+{
+    ckpt_storage_summary sum;
+    char codec[64];
+    cJSON *j;
+    int plain;
+
+    describe_storage(t, &sum, codec, sizeof codec, &plain);
+    if (plain)
+        return NULL;
+    j = cJSON_CreateObject();
+    if (sum.n_chunks) {
+        cJSON_AddNumberToObject(j, "chunks", (double)sum.n_chunks);
+        cJSON_AddItemToObject(j, "chunk_shape", json_ints(sum.chunk, sum.chunk_ndim));
+    }
+    cJSON_AddStringToObject(j, "encoding", codec[0] ? codec : "raw");
+    cJSON_AddNumberToObject(j, "stored_bytes", (double)sum.stored_bytes);
+    return j;
+}
+
 static void print_json(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
 {
     cJSON *o = cJSON_CreateObject(), *tensors = cJSON_CreateArray(), *globals = cJSON_CreateArray();
@@ -171,13 +238,15 @@ static void print_json(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
     cJSON_AddNumberToObject(o, "size", (double)ckpt_input_size(c));
     for (i = 0; i < ckpt_tensor_count(c); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(c, i);
-        cJSON *j = cJSON_CreateObject();
+        cJSON *j = cJSON_CreateObject(), *storage;
         cJSON_AddStringToObject(j, "name", t->name);
         cJSON_AddStringToObject(j, "dtype", ckpt_dtype_name(t->dtype));
         cJSON_AddItemToObject(j, "shape", json_ints(t->shape, t->ndim));
         cJSON_AddItemToObject(j, "stride", json_ints(t->stride, t->ndim));
         cJSON_AddNumberToObject(j, "offset", (double)t->offset);
         cJSON_AddNumberToObject(j, "nbytes", (double)ckpt_tensor_nbytes(t));
+        if ((storage = storage_json(t)))
+            cJSON_AddItemToObject(j, "storage", storage);
         if (stats) {
             cJSON *s = cJSON_CreateObject();
             json_number_or_null(s, "min", stats[i].min);
@@ -215,23 +284,37 @@ static void print_json(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
 
 static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
 {
-    uint64_t total = 0;
+    uint64_t total = 0, stored = 0, encoded = 0;
     size_t i, unsafe = 0, width = 4;
-    int header_printed = 0;
-    char a[64], b[64];
+    int header_printed = 0, show_storage = 0;
+    char a[64], b[64], st[256];
 
     for (i = 0; i < ckpt_tensor_count(c); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(c, i);
         size_t len = strlen(t->name);
+        ckpt_storage_summary sum;
+        int plain;
         total += ckpt_tensor_nbytes(t);
         if (len > width)
             width = len < 72 ? len : 72;
+        describe_storage(t, &sum, st, sizeof st, &plain);
+        show_storage |= !plain;
+        if (!plain && st[0] && sum.stored_bytes) {
+            stored += sum.stored_bytes;
+            encoded += sum.bytes;
+        }
     }
     printf("path:    %s\n", ckpt_path(c));
     printf("format:  %s (%s on disk)\n", ckpt_format_name(c), cli_human_size(ckpt_input_size(c), a, sizeof a));
-    printf("tensors: %zu (%s)\n\n", ckpt_tensor_count(c), cli_human_size(total, b, sizeof b));
+    printf("tensors: %zu (%s)\n", ckpt_tensor_count(c), cli_human_size(total, b, sizeof b));
+    if (stored)
+        printf("stored:  %s of %s encoded (x%.2f)\n", cli_human_size(stored, a, sizeof a),
+               cli_human_size(encoded, b, sizeof b), (double)encoded / (double)stored);
+    printf("\n");
     if (ckpt_tensor_count(c)) {
         printf("%-*s  %-13s  %-20s  %12s", (int)width, "name", "dtype", "shape", "bytes");
+        if (show_storage)
+            printf("  %-*s", stats ? 30 : 0, "storage (chunks, encoding, ratio)");
         if (stats)
             printf("  %12s %12s %12s %12s %6s %6s", "min", "max", "mean", "std", "nan", "inf");
         printf("\n");
@@ -240,6 +323,10 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
         const ckpt_tensor *t = ckpt_tensor_at(c, i);
         printf("%-*s  %-13s  %-20s  %12llu", (int)width, t->name, ckpt_dtype_name(t->dtype),
                cli_shape(t->shape, t->ndim, a, sizeof a), (unsigned long long)ckpt_tensor_nbytes(t));
+        if (show_storage) {
+            storage_text(t, st, sizeof st);
+            printf("  %-*s", stats ? 30 : 0, st);
+        }
         if (stats)
             printf("  %12.5g %12.5g %12.5g %12.5g %6llu %6llu", stats[i].min, stats[i].max, stats[i].mean,
                    stats[i].std, (unsigned long long)stats[i].nan, (unsigned long long)stats[i].inf);

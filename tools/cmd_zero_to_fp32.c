@@ -60,8 +60,11 @@ static void zero_help(FILE *out)
 "                                exp_avg, exp_avg_sq), consolidated like the weights,\n"
 "                                as <param>.exp_avg ... into optimizer_states.bin\n"
 "                                (.safetensors), sharded and indexed the same way\n"
-"  --to FORMAT                   bin (default) or safetensors; HDF5 output comes with\n"
-"                                the HDF5 format module, which this build does not have\n"
+"  --to FORMAT                   bin (default), safetensors or h5 (model.h5: one\n"
+"                                chunked HDF5 dataset per tensor)\n"
+"  --compress C[:LEVEL]          with --to h5: zstd (filter 32015, as hdf5plugin;\n"
+"                                level 1-22, default 3), gzip (1-9, default 6) or none\n"
+"  --compress-level N            the level of --compress\n"
 "  --dry-run                     print every output file, its tensors (name, dtype,\n"
 "                                shape, bytes) and its size; write nothing\n"
 "  --memory SIZE                 working-memory budget, e.g. 512M, 2G (default 512M)\n"
@@ -90,6 +93,8 @@ static int parse_args(zero_args *a, int argc, char **argv)
         { "max_shard_size", required_argument, NULL, 'S' },
         { "optimizer-states", no_argument, NULL, 'o' },
         { "to", required_argument, NULL, 'T' },
+        { "compress", required_argument, NULL, 'z' },
+        { "compress-level", required_argument, NULL, 'Z' },
         CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -109,14 +114,23 @@ static int parse_args(zero_args *a, int argc, char **argv)
             break;
         case 'o': a->plan.optimizer_states = 1; break;
         case 'T':
-            if (strcmp(optarg, "h5") == 0 || strcmp(optarg, "hdf5") == 0)
-                return cli_usage_error(cmd, "--to %s: HDF5 output comes with the HDF5 format module, which this "
-                                       "build does not have", optarg);
             format = ckpt_format_find(optarg);
-            if (!format || (strcmp(format, "torch") != 0 && strcmp(format, "safetensors") != 0))
-                return cli_usage_error(cmd, "--to %s: expected bin or safetensors", optarg);
-            if (strcmp(format, "safetensors") == 0)
-                a->plan.safetensors = 1;
+            if (!format && (strcmp(optarg, "h5") == 0 || strcmp(optarg, "hdf5") == 0))
+                return cli_usage_error(cmd, "--to %s: this build has no HDF5 format module (HDF5 was not found "
+                                       "when it was built)", optarg);
+            if (!format || (strcmp(format, "torch") != 0 && strcmp(format, "safetensors") != 0 &&
+                            strcmp(format, "hdf5") != 0))
+                return cli_usage_error(cmd, "--to %s: expected bin, safetensors or h5", optarg);
+            a->plan.safetensors = strcmp(format, "safetensors") == 0;
+            a->plan.hdf5 = strcmp(format, "hdf5") == 0;
+            break;
+        case 'z':
+            if ((rc = cli_option_compress(cmd, optarg, &a->run.write)) != 0)
+                return rc;
+            break;
+        case 'Z':
+            if ((rc = cli_option_compress_level(cmd, optarg, &a->run.write)) != 0)
+                return rc;
             break;
         case 'h': zero_help(stdout); return -1;
         default:
@@ -124,6 +138,8 @@ static int parse_args(zero_args *a, int argc, char **argv)
                 return rc < 0 ? cli_usage_error(cmd, "unknown option") : rc;
         }
     }
+    if (a->run.write.compress != CKPT_CODEC_NONE && !a->plan.hdf5)
+        return cli_usage_error(cmd, "--compress is for HDF5 output (--to h5)");
     if (argc - optind != 2)
         return cli_usage_error(cmd, "expected CHECKPOINT_DIR and OUTPUT_DIR, got %d argument(s)", argc - optind);
     a->in = argv[optind];
@@ -264,16 +280,11 @@ static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_pl
                           double seconds)
 {
     size_t i, j, tensors = 0;
-    const char *line = rep->notes.len ? (const char *)rep->notes.data : "";
     char size[32];
 
+    /* the writers' notes were printed as the plan ran (cli_plan_execute) */
     for (i = 0; i < ckpt_note_count(in); i++)
         fprintf(stderr, "note: %s\n", ckpt_note_at(in, i));
-    while (*line) {
-        size_t len = strcspn(line, "\n");
-        fprintf(stderr, "note: %.*s\n", (int)len, line);
-        line += len + (line[len] == '\n');
-    }
     for (i = 0; i < p->n_sets; i++)
         for (j = 0; j < p->sets[i].shards->n_files; j++)
             tensors += p->sets[i].shards->files[j].n_entries;

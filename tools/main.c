@@ -13,7 +13,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     { "inspect", cli_inspect, "list tensors, metadata and pickle globals of a checkpoint" },
-    { "convert", cli_convert, "convert between torch .pt, .pdparams and safetensors" },
+    { "convert", cli_convert, "convert between torch .pt, .pdparams, safetensors and HDF5 (.zst too)" },
     { "pd2te", cli_pd2te, "PaddleNLP LLaMA checkpoint directory -> Transformer Engine layers" },
     { "te2pd", cli_te2pd, "Transformer Engine LLaMA checkpoint directory -> PaddleNLP layout" },
     { "zero-to-fp32", cli_zero_to_fp32, "consolidate a DeepSpeed ZeRO checkpoint into fp32 weights" },

@@ -26,6 +26,7 @@ typedef struct zero_set {
 
 typedef struct zero_plan_options {
     int safetensors;
+    int hdf5;        /* model.h5 (HDF5) instead of .bin or .safetensors files */
     int exclude_frozen;
     int optimizer_states;
     uint64_t max_shard_size;

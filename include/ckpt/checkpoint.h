@@ -36,7 +36,7 @@ CKPT_EXTERN(void) ckpt_close(ckpt_ckpt *c);
 
 CKPT_EXTERN(const char *) ckpt_path(const ckpt_ckpt *c);
 CKPT_EXTERN(const char *) ckpt_format_name(const ckpt_ckpt *c);
-/* Total bytes of the input files. */
+/* Total bytes of the input files on disk (a zstd-compressed one: its compressed bytes). */
 CKPT_EXTERN(uint64_t) ckpt_input_size(const ckpt_ckpt *c);
 
 CKPT_EXTERN(size_t) ckpt_tensor_count(const ckpt_ckpt *c);
@@ -70,6 +70,8 @@ CKPT_EXTERN(const ckpt_global_ref *) ckpt_global_at(const ckpt_ckpt *c, size_t i
 #define CKPT_FORMAT_METADATA 0x04u /* the writer carries value trees read from its own format */
 #define CKPT_FORMAT_VIEWS    0x08u /* the writer keeps shared storages and strided views */
 #define CKPT_FORMAT_CRC      0x10u /* the writer needs CRC-32 of the data it places */
+#define CKPT_FORMAT_BY_PATH  0x20u /* the writer's library opens the output itself, by path */
+#define CKPT_FORMAT_ENCODES  0x40u /* the writer compresses the data itself (it places nothing) */
 
 CKPT_EXTERN(size_t) ckpt_format_count(void);
 /* Name of format i; *caps and *extensions (space separated, ".pt .pth") if non-NULL. */
@@ -99,6 +101,13 @@ typedef enum ckpt_unknown_policy {
 
 typedef void (*ckpt_progress_fn)(uint64_t done, uint64_t total, void *payload);
 
+/* How a format that compresses inside the file (HDF5 chunks) compresses. */
+typedef enum ckpt_codec {
+    CKPT_CODEC_NONE = 0,
+    CKPT_CODEC_ZSTD, /* HDF5 filter 32015, as hdf5plugin registers it */
+    CKPT_CODEC_GZIP  /* HDF5 deflate filter (1): a zlib stream */
+} ckpt_codec;
+
 typedef struct ckpt_convert_options {
     unsigned version;
     const char *format;          /* output format, as ckpt_format_find takes it; NULL: from the output
@@ -111,11 +120,16 @@ typedef struct ckpt_convert_options {
     int overwrite;               /* replace an existing output file */
     ckpt_progress_fn progress;
     void *progress_payload;
+    /* version 2 */
+    ckpt_codec compress;         /* chunk compression, for formats that have it (HDF5) */
+    int compress_level;          /* of that codec and of a .zst output's zstd; 0: the codec's
+                                    default (zstd 3, gzip 6) */
 } ckpt_convert_options;
 
-#define CKPT_CONVERT_OPTIONS_VERSION 1
+#define CKPT_CONVERT_OPTIONS_VERSION 2
 #define CKPT_CONVERT_OPTIONS_INIT \
-    { CKPT_CONVERT_OPTIONS_VERSION, NULL, CKPT_DTYPE_INVALID, CKPT_UNKNOWN_REFUSE, 0, 0, 0, 0, NULL, NULL }
+    { CKPT_CONVERT_OPTIONS_VERSION, NULL, CKPT_DTYPE_INVALID, CKPT_UNKNOWN_REFUSE, 0, 0, 0, 0, NULL, NULL, \
+      CKPT_CODEC_NONE, 0 }
 
 typedef struct ckpt_convert_report {
     size_t tensors;

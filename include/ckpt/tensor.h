@@ -17,15 +17,34 @@ typedef struct ckpt_file ckpt_file; /* a mapped input file, see sys/io.h */
 typedef enum ckpt_extent_encoding {
     CKPT_EXTENT_RAW = 0,         /* the bytes themselves */
     CKPT_EXTENT_DEFLATE,         /* raw deflate stream (zip method 8) that inflates to `size` bytes */
-    CKPT_EXTENT_LATIN1_UTF8      /* UTF-8 text whose code points (all < 256) are the bytes */
+    CKPT_EXTENT_LATIN1_UTF8,     /* UTF-8 text whose code points (all < 256) are the bytes */
+    CKPT_EXTENT_ZLIB,            /* zlib stream (RFC 1950) that inflates to exactly `size` bytes */
+    CKPT_EXTENT_ZSTD,            /* zstd frames that decompress to exactly `size` bytes */
+    CKPT_EXTENT_FILL             /* the stored bytes repeated to `size` bytes (stored_size divides
+                                    size); stored_size 0 means zeros, and then file may be NULL */
 } ckpt_extent_encoding;
+
+/* Extent flags. */
+#define CKPT_EXTENT_FLETCHER32 0x1u /* the stored bytes end in 4 more: HDF5's Fletcher-32 of the
+                                       bytes before them, checked before anything is decoded */
+
+/* ZLIB and ZSTD extents, and extents with a shuffle or a checksum, are decoded whole (an HDF5
+ * chunk is one of them). Decoded extents of storages with an id are kept in a per-thread
+ * cache of CKPT_STORAGE_CACHE_BYTES, so a read that crosses the same chunk row after row
+ * decodes it once; one extent larger than that is kept alone. Each reading thread holds at
+ * most that much, or its largest extent. */
+#define CKPT_STORAGE_CACHE_BYTES ((uint64_t)32 << 20)
 
 typedef struct ckpt_extent {
     const ckpt_file *file;          /* borrowed; owned by the checkpoint */
     uint64_t offset;                /* where the stored bytes start in the file */
-    uint64_t stored_size;           /* bytes in the file */
+    uint64_t stored_size;           /* bytes in the file (the checksum included) */
     uint64_t size;                  /* bytes after decoding */
     ckpt_extent_encoding encoding;
+    uint32_t shuffle;               /* > 1: the decoded bytes are HDF5-shuffled (byte k of every
+                                       element, then byte k+1, ...) in elements of this size, and
+                                       are unshuffled; 0 or 1: not shuffled */
+    uint32_t flags;                 /* CKPT_EXTENT_* */
 } ckpt_extent;
 
 typedef struct ckpt_tiling ckpt_tiling;
@@ -38,15 +57,20 @@ typedef struct ckpt_storage {
     ckpt_extent *extents;    /* logical bytes = concatenation of the decoded extents */
     int byteswap;            /* stored big-endian: swap each element of dtype size on read */
     const ckpt_tiling *tiling; /* non-NULL: the bytes are stitched from tiles (no extents) */
+    uint64_t id;             /* unique in the process, set by ckpt_reader_new_storage; 0 (a
+                                storage made by hand): its decoded extents are not cached */
 } ckpt_storage;
 
 /* One box of a tiled storage: elements [offset, offset + size) along each axis of the whole
- * array, stored in C order as a run of another storage from byte source_offset on. */
+ * array, stored in C order as a run of another storage from byte source_offset on. The run
+ * may hold a larger box, `stored`, of which the tile is the corner at its origin (an HDF5
+ * chunk at the edge of its array is stored whole); 0 along an axis means "as size". */
 typedef struct ckpt_tile {
     int64_t offset[CKPT_MAX_DIMS];
     int64_t size[CKPT_MAX_DIMS];
     const ckpt_storage *source;
     uint64_t source_offset;
+    int64_t stored[CKPT_MAX_DIMS];
 } ckpt_tile;
 
 /* The chunks of a tensor saved in pieces (PyTorch Distributed Checkpoint): the storage's
@@ -58,6 +82,10 @@ struct ckpt_tiling {
     int64_t shape[CKPT_MAX_DIMS];
     size_t n_tiles;
     ckpt_tile *tiles;
+    /* All > 0 (HDF5): the tiles are the cells of a regular grid of boxes of this shape, one
+     * per cell, listed in C order of their positions, so that a tile is found by arithmetic
+     * rather than by a search. All 0: tiles anywhere, in any order. */
+    int64_t chunk[CKPT_MAX_DIMS];
 };
 
 /* Tensor flags. */
@@ -107,6 +135,21 @@ CKPT_EXTERN(const void *) ckpt_storage_map(const ckpt_storage *s, uint64_t off, 
  * it used are handed back (ckpt_file_release). */
 CKPT_EXTERN(int) ckpt_tensor_read(const ckpt_tensor *t, int64_t first, int64_t count,
                                   ckpt_dtype dst_type, void *dst);
+
+/* How a storage's bytes are kept, for display (inspect): in boxes or not, encoded how, and
+ * what the files spend on them. */
+typedef struct ckpt_storage_summary {
+    uint64_t bytes;          /* decoded */
+    uint64_t stored_bytes;   /* in the files: compressed size, checksums included */
+    uint64_t n_chunks;       /* tiles of a tiled storage; 0 when not tiled */
+    int chunk_ndim;
+    int64_t chunk[CKPT_MAX_DIMS]; /* the first tile's box as stored */
+    unsigned encodings;      /* bit (1u << e) for every ckpt_extent_encoding e used */
+    int shuffled, checksummed;
+} ckpt_storage_summary;
+
+/* Fill *out for s (NULL: all zero). 0 or CKPT_ENOMEM. */
+CKPT_EXTERN(int) ckpt_storage_summarize(const ckpt_storage *s, ckpt_storage_summary *out);
 
 CKPT_END_DECL
 

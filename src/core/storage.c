@@ -1,14 +1,20 @@
 /* Storages: the logical bytes of a storage are its decoded extents one after another. An
  * extent is a run of a mapped file, stored as is, as a raw deflate stream (zip method 8),
- * or as the UTF-8 text of a latin-1 string (pickle protocol 2 writes bytes that way). */
+ * as the UTF-8 text of a latin-1 string (pickle protocol 2 writes bytes that way), as a
+ * repeated pattern (HDF5's fill value), or as an HDF5 chunk: compressed (zlib, zstd),
+ * shuffled, checksummed. Chunks are decoded whole and kept in a per-thread cache. */
 #include "storage_private.h"
 
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
+#include <libdeflate.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 /* zlib counts in unsigned int: hand it at most this much at a time. */
 #define Z_PIECE ((uint64_t)1 << 30)
@@ -74,31 +80,66 @@ static void byteswap(unsigned char *p, uint64_t len, size_t unit)
     }
 }
 
-/* The stored bytes of an extent, after checking that they lie inside its file. */
+/* Extents that cannot be read in pieces: decoded whole, then copied from. */
+static int decoded_whole(const ckpt_extent *e)
+{
+    return e->encoding == CKPT_EXTENT_ZLIB || e->encoding == CKPT_EXTENT_ZSTD || e->shuffle > 1 || e->flags;
+}
+
+/* The stored bytes of an extent, after checking that they lie inside its file and that its
+ * encoding, sizes and flags go together. */
 static int extent_data(const ckpt_storage *s, const ckpt_extent *e, const uint8_t **out)
 {
-    uint64_t end;
+    uint64_t end, payload = e->stored_size;
 
+    *out = NULL;
+    if (e->encoding == CKPT_EXTENT_FILL && e->stored_size == 0 && !e->shuffle && !e->flags)
+        return 0;
     if (!e->file)
         return ckpt_error_set(CKPT_EFORMAT, "storage '%s': an extent has no file", storage_key(s));
     if (CKPT_ADD_OVERFLOWS(e->offset, e->stored_size, &end) || end > e->file->size)
         return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': %llu stored bytes at offset %llu run past the end of the file (%llu bytes)",
                               extent_path(e), storage_key(s), (unsigned long long)e->stored_size,
                               (unsigned long long)e->offset, (unsigned long long)e->file->size);
+    if (e->flags & ~CKPT_EXTENT_FLETCHER32)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': unknown extent flags 0x%x", extent_path(e),
+                              storage_key(s), (unsigned)e->flags);
+    if (e->flags & CKPT_EXTENT_FLETCHER32) {
+        if (payload < 4)
+            return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': a checksummed extent at offset %llu holds %llu bytes, "
+                                  "less than its checksum",
+                                  extent_path(e), storage_key(s), (unsigned long long)e->offset,
+                                  (unsigned long long)payload);
+        payload -= 4;
+    }
+    if (decoded_whole(e) && e->size > SIZE_MAX)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: storage '%s': an extent of %llu bytes is too large to decode here",
+                              extent_path(e), storage_key(s), (unsigned long long)e->size);
     switch (e->encoding) {
     case CKPT_EXTENT_RAW:
-        if (e->stored_size != e->size)
+        if (payload != e->size)
             return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': a raw extent stores %llu bytes for %llu",
-                                  extent_path(e), storage_key(s), (unsigned long long)e->stored_size,
+                                  extent_path(e), storage_key(s), (unsigned long long)payload,
                                   (unsigned long long)e->size);
+        break;
+    case CKPT_EXTENT_FILL:
+        if (e->shuffle > 1 || e->flags || e->size % e->stored_size)
+            return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': a fill of %llu bytes by a %llu-byte pattern (shuffle %u, flags 0x%x)",
+                                  extent_path(e), storage_key(s), (unsigned long long)e->size,
+                                  (unsigned long long)e->stored_size, (unsigned)e->shuffle, (unsigned)e->flags);
         break;
     case CKPT_EXTENT_DEFLATE:
     case CKPT_EXTENT_LATIN1_UTF8:
+    case CKPT_EXTENT_ZLIB:
+    case CKPT_EXTENT_ZSTD:
         break;
     default:
         return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': unknown extent encoding %d", extent_path(e),
                               storage_key(s), (int)e->encoding);
     }
+    if (e->encoding == CKPT_EXTENT_LATIN1_UTF8 && (e->shuffle > 1 || e->flags))
+        return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': latin-1 text cannot be shuffled or checksummed",
+                              extent_path(e), storage_key(s));
     *out = e->stored_size ? e->file->data + e->offset : NULL;
     return 0;
 }
@@ -230,6 +271,278 @@ static int latin1_into(ckpt_storage_cursor *c, const ckpt_extent *e, const uint8
     return 0;
 }
 
+/* ---- repeated patterns ---- */
+
+/* n bytes of the fill from decoded offset `local` on. */
+static void fill_into(const ckpt_extent *e, const uint8_t *pattern, uint64_t local, unsigned char *out, uint64_t n)
+{
+    uint64_t k = e->stored_size, at;
+
+    if (k == 0) {
+        memset(out, 0, (size_t)n);
+        return;
+    }
+    at = local % k;
+    while (n > 0) {
+        uint64_t take = k - at < n ? k - at : n;
+        memcpy(out, pattern + at, (size_t)take);
+        out += take;
+        n -= take;
+        at = 0;
+    }
+}
+
+/* ---- extents decoded whole (HDF5 chunks) ---- */
+
+/* HDF5's Fletcher-32: the bytes read as big-endian 16-bit words (an odd last byte as the
+ * high half of one), both sums folded every 360 words, as the library computes it. */
+static uint32_t fletcher32(const uint8_t *p, uint64_t n)
+{
+    uint64_t words = n / 2;
+    uint32_t a = 0, b = 0;
+
+    while (words > 0) {
+        uint64_t k = words < 360 ? words : 360;
+        words -= k;
+        while (k--) {
+            a += (uint32_t)p[0] << 8 | p[1];
+            b += a;
+            p += 2;
+        }
+        a = (a & 0xffff) + (a >> 16);
+        b = (b & 0xffff) + (b >> 16);
+    }
+    if (n & 1) {
+        a += (uint32_t)p[0] << 8;
+        b += a;
+        a = (a & 0xffff) + (a >> 16);
+        b = (b & 0xffff) + (b >> 16);
+    }
+    a = (a & 0xffff) + (a >> 16);
+    b = (b & 0xffff) + (b >> 16);
+    return b << 16 | a;
+}
+
+/* Byte k of element i was stored at k * count + i; bytes past the last whole element stay. */
+static void unshuffle(const unsigned char *in, unsigned char *out, uint64_t n, size_t es)
+{
+    uint64_t count = n / es, i;
+    size_t k;
+
+    for (k = 0; k < es; k++) {
+        const unsigned char *plane = in + k * count;
+        for (i = 0; i < count; i++)
+            out[i * es + k] = plane[i];
+    }
+    memcpy(out + count * es, in + count * es, (size_t)(n - count * es));
+}
+
+static _Thread_local uint64_t whole_decodes;
+
+uint64_t ckpt_storage__decodes(void)
+{
+    return whole_decodes;
+}
+
+/* One whole decode, run under the file's SIGBUS guard: what it allocates lives here. */
+typedef struct whole_args {
+    const ckpt_storage *s;
+    const ckpt_extent *e;
+    const uint8_t *data;
+    unsigned char *out;  /* e->size bytes */
+    unsigned char *tmp;  /* e->size bytes, for a shuffled extent */
+    struct libdeflate_decompressor *inflater;
+    ZSTD_DCtx *zstd;
+} whole_args;
+
+static int whole_error(const whole_args *a, const char *what)
+{
+    return ckpt_error_set(CKPT_EFORMAT, "%s: storage '%s': chunk of %llu bytes at offset %llu %s", extent_path(a->e),
+                          storage_key(a->s), (unsigned long long)a->e->stored_size, (unsigned long long)a->e->offset,
+                          what);
+}
+
+static int decode_whole(void *arg)
+{
+    whole_args *a = arg;
+    const ckpt_extent *e = a->e;
+    uint64_t payload = e->stored_size - (e->flags & CKPT_EXTENT_FLETCHER32 ? 4 : 0);
+    unsigned char *dst = e->shuffle > 1 ? a->tmp : a->out;
+    enum libdeflate_result lr;
+    size_t got;
+
+    if (e->flags & CKPT_EXTENT_FLETCHER32) {
+        const uint8_t *t = a->data + payload;
+        uint32_t want = fletcher32(a->data, payload);
+        uint32_t stored = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
+        /* HDF5 1.6.0-1.6.2 wrote the checksum with the bytes of each half swapped; HDF5 still
+         * reads those files, so do we */
+        uint32_t swapped = (want >> 8 & 0xff) << 24 | (want & 0xff) << 16 | (want >> 24) << 8 | (want >> 16 & 0xff);
+        if (stored != want && stored != swapped)
+            return whole_error(a, "fails its Fletcher-32 checksum");
+    }
+    switch (e->encoding) {
+    case CKPT_EXTENT_RAW:
+        memcpy(dst, a->data, (size_t)e->size);
+        break;
+    case CKPT_EXTENT_DEFLATE:
+    case CKPT_EXTENT_ZLIB:
+        if (!(a->inflater = libdeflate_alloc_decompressor()))
+            return ckpt_error_oom();
+        lr = e->encoding == CKPT_EXTENT_ZLIB
+                 ? libdeflate_zlib_decompress(a->inflater, a->data, (size_t)payload, dst, (size_t)e->size, NULL)
+                 : libdeflate_deflate_decompress(a->inflater, a->data, (size_t)payload, dst, (size_t)e->size, NULL);
+        if (lr == LIBDEFLATE_SHORT_OUTPUT)
+            return whole_error(a, "inflates to fewer bytes than the chunk holds");
+        if (lr == LIBDEFLATE_INSUFFICIENT_SPACE)
+            return whole_error(a, "inflates to more bytes than the chunk holds");
+        if (lr != LIBDEFLATE_SUCCESS)
+            return whole_error(a, "is not a valid deflate stream");
+        break;
+    case CKPT_EXTENT_ZSTD:
+        if (!(a->zstd = ZSTD_createDCtx()))
+            return ckpt_error_oom();
+        got = ZSTD_decompressDCtx(a->zstd, dst, (size_t)e->size, a->data, (size_t)payload);
+        if (ZSTD_isError(got)) {
+            char what[160];
+            snprintf(what, sizeof what, "is not a valid zstd frame: %s", ZSTD_getErrorName(got));
+            return whole_error(a, what);
+        }
+        if (got != e->size)
+            return whole_error(a, "decompresses to fewer bytes than the chunk holds");
+        break;
+    default:
+        return whole_error(a, "has an encoding that cannot be decoded whole");
+    }
+    if (e->shuffle > 1)
+        unshuffle(a->tmp, a->out, e->size, e->shuffle);
+    whole_decodes++;
+    return 0;
+}
+
+/* The decoded extents a thread keeps: the most recently used, up to CKPT_STORAGE_CACHE_BYTES
+ * together (one larger extent is kept alone). Keys are storage ids, which are never reused,
+ * so an entry of a checkpoint closed since is never found again, only evicted. */
+#define CACHE_SLOTS 256
+
+typedef struct cached {
+    uint64_t id;
+    size_t extent;
+    uint64_t used; /* clock of the last use */
+    uint64_t len;
+    unsigned char *data;
+} cached;
+
+typedef struct chunk_cache {
+    cached slot[CACHE_SLOTS];
+    size_t n;
+    uint64_t bytes, clock;
+} chunk_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_ready;
+
+static void cache_free(void *p)
+{
+    chunk_cache *c = p;
+    size_t i;
+
+    for (i = 0; i < c->n; i++)
+        free(c->slot[i].data);
+    free(c);
+}
+
+static void cache_init(void)
+{
+    cache_ready = pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+/* This thread's cache; NULL when there cannot be one (then nothing is kept). */
+static chunk_cache *cache_get(void)
+{
+    chunk_cache *c;
+
+    pthread_once(&cache_once, cache_init);
+    if (!cache_ready)
+        return NULL;
+    if ((c = pthread_getspecific(cache_key)) != NULL)
+        return c;
+    if (!(c = calloc(1, sizeof *c)))
+        return NULL;
+    if (pthread_setspecific(cache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static const unsigned char *cache_find(chunk_cache *c, uint64_t id, size_t extent)
+{
+    size_t i;
+
+    for (i = c->n; i-- > 0;)
+        if (c->slot[i].id == id && c->slot[i].extent == extent) {
+            c->slot[i].used = ++c->clock;
+            return c->slot[i].data;
+        }
+    return NULL;
+}
+
+/* Keep `data` (taking it), evicting the least recently used entries to make room. */
+static void cache_put(chunk_cache *c, uint64_t id, size_t extent, unsigned char *data, uint64_t len)
+{
+    while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + len > CKPT_STORAGE_CACHE_BYTES)) {
+        size_t i, lru = 0;
+        for (i = 1; i < c->n; i++)
+            if (c->slot[i].used < c->slot[lru].used)
+                lru = i;
+        c->bytes -= c->slot[lru].len;
+        free(c->slot[lru].data);
+        c->slot[lru] = c->slot[--c->n];
+    }
+    c->slot[c->n++] = (cached){ id, extent, ++c->clock, len, data };
+    c->bytes += len;
+}
+
+/* `take` decoded bytes from `local` on of extent `index`, decoding it (once per thread while
+ * it stays cached). */
+static int whole_read(const ckpt_storage *s, size_t index, const ckpt_extent *e, const uint8_t *data,
+                      uint64_t local, unsigned char *out, uint64_t take)
+{
+    chunk_cache *cache = s->id ? cache_get() : NULL;
+    const unsigned char *hit = cache ? cache_find(cache, s->id, index) : NULL;
+    whole_args a = { s, e, data, NULL, NULL, NULL, NULL };
+    int rc;
+
+    if (hit) {
+        memcpy(out, hit + local, (size_t)take);
+        return 0;
+    }
+    if (!(a.out = malloc(e->size ? (size_t)e->size : 1)) ||
+        (e->shuffle > 1 && !(a.tmp = malloc(e->size ? (size_t)e->size : 1)))) {
+        rc = ckpt_error_oom();
+    } else {
+        rc = ckpt_file_guard(e->file, decode_whole, &a);
+    }
+    libdeflate_free_decompressor(a.inflater);
+    ZSTD_freeDCtx(a.zstd);
+    free(a.tmp);
+    if (rc == 0) {
+        /* the stored bytes are used up (decoded, cached): their mapped pages can go; a chunk
+         * decoded again later comes back from the page cache */
+        if (e->file && e->stored_size)
+            ckpt_file_release(e->file, e->offset, e->stored_size);
+        memcpy(out, a.out + local, (size_t)take);
+        if (cache) {
+            cache_put(cache, s->id, index, a.out, e->size);
+            a.out = NULL;
+        }
+    }
+    free(a.out);
+    return rc;
+}
+
 /* ---- cursor ---- */
 
 static void cursor_next_extent(ckpt_storage_cursor *c)
@@ -296,6 +609,14 @@ static int decode(void *arg)
     return latin1_into(c, a->e, a->data, a->out, a->take);
 }
 
+static int fill_copy(void *arg)
+{
+    decode_args *a = arg;
+
+    fill_into(a->e, a->data, a->c->local, a->out, a->take);
+    return 0;
+}
+
 static int decode_finish(void *arg)
 {
     decode_args *a = arg;
@@ -310,8 +631,16 @@ static int extent_read(ckpt_storage_cursor *c, const ckpt_extent *e, unsigned ch
 
     if (rc)
         return rc;
+    if (decoded_whole(e))
+        return whole_read(c->s, c->extent, e, a.data, c->local, out, take);
     if (e->encoding == CKPT_EXTENT_RAW)
         return ckpt_file_read(e->file, e->offset + c->local, out, (size_t)take);
+    if (e->encoding == CKPT_EXTENT_FILL && e->stored_size)
+        return ckpt_file_guard(e->file, fill_copy, &a);
+    if (e->encoding == CKPT_EXTENT_FILL) {
+        fill_into(e, NULL, c->local, out, take);
+        return 0;
+    }
     return ckpt_file_guard(e->file, decode, &a);
 }
 
@@ -321,7 +650,7 @@ static int extent_finish(ckpt_storage_cursor *c, const ckpt_extent *e)
     decode_args a = { c, e, NULL, NULL, 0 };
     int rc;
 
-    if (!c->entered || e->encoding == CKPT_EXTENT_RAW)
+    if (!c->entered || e->encoding == CKPT_EXTENT_RAW || e->encoding == CKPT_EXTENT_FILL || decoded_whole(e))
         return 0;
     if ((rc = extent_data(c->s, e, &a.data)) != 0)
         return rc;
@@ -412,7 +741,7 @@ const void *ckpt_storage__map(const ckpt_storage *s, uint64_t off, uint64_t len,
     if (i == s->n_extents)
         return NULL;
     e = &s->extents[i];
-    if (e->encoding != CKPT_EXTENT_RAW || e->stored_size != e->size || len > e->size - off || !e->file ||
+    if (e->encoding != CKPT_EXTENT_RAW || decoded_whole(e) || e->stored_size != e->size || len > e->size - off || !e->file ||
         !e->file->data || CKPT_ADD_OVERFLOWS(e->offset, e->size, &fend) || fend > e->file->size)
         return NULL;
     if (file)
@@ -434,7 +763,7 @@ void ckpt_storage__release_bytes(const ckpt_storage *s, uint64_t lo, uint64_t hi
     for (i = 0; i < s->n_extents; i++) {
         const ckpt_extent *e = &s->extents[i];
         uint64_t a = lo > at ? lo : at, b = hi < at + e->size ? hi : at + e->size;
-        if (a < b && e->encoding == CKPT_EXTENT_RAW && e->file)
+        if (a < b && e->encoding == CKPT_EXTENT_RAW && !decoded_whole(e) && e->file)
             ckpt_file_release(e->file, e->offset + (a - at), b - a);
         at += e->size;
     }

@@ -54,4 +54,7 @@ void ckpt_storage__tiled_release(const ckpt_storage *s, uint64_t lo, uint64_t hi
  * pieces, every page gets released once the read has passed it. */
 void ckpt_storage__release(const ckpt_file *f, uint64_t start, uint64_t from, uint64_t to);
 
+/* How many extents this thread has decoded whole (chunks: a cache miss each). */
+uint64_t ckpt_storage__decodes(void);
+
 #endif

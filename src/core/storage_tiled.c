@@ -26,10 +26,23 @@ static int tile_holds(const ckpt_tile *t, const int64_t *idx, int ndim)
     return 1;
 }
 
+static int regular_grid(const ckpt_tiling *g)
+{
+    return g->ndim > 0 && g->chunk[0] > 0;
+}
+
 /* Reads go forward, so the tile after the last one used is the likely next. */
 static const ckpt_tile *tile_at(const ckpt_tiling *g, const int64_t *idx, size_t *hint)
 {
     size_t i;
+
+    if (regular_grid(g)) {
+        uint64_t cell = 0;
+        int d;
+        for (d = 0; d < g->ndim; d++)
+            cell = cell * (uint64_t)((g->shape[d] + g->chunk[d] - 1) / g->chunk[d]) + (uint64_t)(idx[d] / g->chunk[d]);
+        return cell < g->n_tiles && tile_holds(&g->tiles[cell], idx, g->ndim) ? &g->tiles[cell] : NULL;
+    }
 
     if (*hint < g->n_tiles && tile_holds(&g->tiles[*hint], idx, g->ndim))
         return &g->tiles[*hint];
@@ -53,8 +66,14 @@ static void unravel(const ckpt_tiling *g, uint64_t linear, int64_t *idx)
     }
 }
 
+/* How many elements the tile's run holds along axis d (its size unless stored larger). */
+static int64_t tile_stored(const ckpt_tile *t, int d)
+{
+    return t->stored[d] ? t->stored[d] : t->size[d];
+}
+
 /* Elements from idx on that are contiguous both in the whole array and in tile t, and
- * where the first of them lies in t's own C order. */
+ * where the first of them lies in t's run (C order over its stored box). */
 static uint64_t run_in_tile(const ckpt_tiling *g, const ckpt_tile *t, const int64_t *idx, uint64_t *local)
 {
     uint64_t run = 1, span = 1, stride = 1;
@@ -63,11 +82,13 @@ static uint64_t run_in_tile(const ckpt_tiling *g, const ckpt_tile *t, const int6
     *local = 0;
     for (d = g->ndim - 1; d >= 0; d--) {
         *local += (uint64_t)(idx[d] - t->offset[d]) * stride;
-        stride *= (uint64_t)t->size[d];
+        stride *= (uint64_t)tile_stored(t, d);
     }
+    /* rows continue into the next only where neither the array nor the run has more along
+     * the axis than the tile */
     for (d = g->ndim - 1; d >= 0 && whole; d--) {
         run = (uint64_t)(t->offset[d] + t->size[d] - idx[d]) * span;
-        whole = t->size[d] == g->shape[d] && idx[d] == 0;
+        whole = t->size[d] == g->shape[d] && idx[d] == 0 && tile_stored(t, d) == t->size[d];
         span *= (uint64_t)g->shape[d];
     }
     return run;
@@ -155,7 +176,7 @@ void ckpt_storage__tiled_release(const ckpt_storage *s, uint64_t lo, uint64_t hi
         uint64_t n = 1;
         for (d = 0, empty = 0; d < g->ndim; d++) {
             empty |= t->size[d] == 0;
-            n *= (uint64_t)t->size[d];
+            n *= (uint64_t)tile_stored(t, d);
         }
         if (!empty && tile_corner(g, t, 0) * es >= lo && (tile_corner(g, t, 1) + 1) * es <= hi)
             ckpt_storage__release_bytes(t->source, t->source_offset, t->source_offset + n * es);
@@ -208,6 +229,34 @@ int ckpt_tiling_check_boxes(const ckpt_tiling *g, const char *what, int code, ui
     return 0;
 }
 
+/* A regular grid: one tile per cell, in C order, each at its cell's corner and no larger. */
+static int check_grid(const ckpt_tiling *g, const char *what)
+{
+    int64_t cell[CKPT_MAX_DIMS];
+    uint64_t cells = 1;
+    size_t i;
+    int d;
+
+    for (d = 0; d < g->ndim; d++) {
+        if (g->chunk[d] <= 0)
+            return ckpt_error_set(CKPT_EFORMAT, "%s: grid chunk shape is %lld along axis %d", what,
+                                  (long long)g->chunk[d], d);
+        cell[d] = 0;
+        cells *= (uint64_t)((g->shape[d] + g->chunk[d] - 1) / g->chunk[d]);
+    }
+    if (cells != g->n_tiles)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: %zu chunks for a grid of %llu", what, g->n_tiles,
+                              (unsigned long long)cells);
+    for (i = 0; i < g->n_tiles; i++) {
+        for (d = 0; d < g->ndim; d++)
+            if (g->tiles[i].offset[d] != cell[d] * g->chunk[d] || g->tiles[i].size[d] > g->chunk[d])
+                return ckpt_error_set(CKPT_EFORMAT, "%s: chunk %zu is not the grid's cell %zu", what, i, i);
+        for (d = g->ndim - 1; d >= 0 && ++cell[d] * g->chunk[d] >= g->shape[d]; d--)
+            cell[d] = 0;
+    }
+    return 0;
+}
+
 int ckpt_storage_tiling_check(ckpt_storage *s)
 {
     const ckpt_tiling *g = s->tiling;
@@ -221,13 +270,22 @@ int ckpt_storage_tiling_check(ckpt_storage *s)
     snprintf(what, sizeof what, "tiled storage '%s'", tiled_key(s));
     if ((rc = ckpt_tiling_check_boxes(g, what, CKPT_EFORMAT, &whole)) < 0)
         return rc;
+    if (regular_grid(g) && (rc = check_grid(g, what)) < 0)
+        return rc;
     for (i = 0; i < g->n_tiles; i++) {
         const ckpt_tile *t = &g->tiles[i];
-        uint64_t n = 1, need, end;
-        for (d = 0; d < g->ndim; d++)
+        uint64_t n = 1, stored = 1, need, end;
+        for (d = 0; d < g->ndim; d++) {
+            int64_t k = tile_stored(t, d);
+            if (k < t->size[d] || CKPT_MUL_OVERFLOWS(stored, (uint64_t)k, &stored))
+                return ckpt_error_set(CKPT_EFORMAT, "%s: chunk %zu is stored as %lld elements along axis %d "
+                                      "for its %lld",
+                                      what, i, (long long)t->stored[d], d, (long long)t->size[d]);
             n *= (uint64_t)t->size[d];
+        }
         if (n == 0)
             continue;
+        n = stored;
         if (!t->source || t->source->dtype != s->dtype || CKPT_MUL_OVERFLOWS(n, es, &need) ||
             CKPT_ADD_OVERFLOWS(t->source_offset, need, &end) || end > t->source->nbytes)
             return ckpt_error_set(CKPT_EFORMAT, "%s: chunk %zu needs %llu bytes of %s at %llu; its storage '%s' holds "

@@ -261,6 +261,47 @@ static int finish_open(ckpt_ckpt *c)
     return 0;
 }
 
+/* The length of path without a trailing ".zst": a compressed file is named for what it
+ * holds plus that suffix, and the io layer decompresses it whatever the format. */
+static size_t strip_zst(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 4 && strcmp(path + n - 4, ".zst") == 0 ? n - 4 : n;
+}
+
+/* n bytes in binary units, as the CLI prints sizes. */
+static void size_words(char *out, size_t cap, double n)
+{
+    static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    size_t u = 0;
+
+    while (n >= 1024.0 && u + 1 < sizeof units / sizeof *units) {
+        n /= 1024.0;
+        u++;
+    }
+    snprintf(out, cap, u == 0 ? "%.0f %s" : "%.1f %s", n, units[u]);
+}
+
+/* What decompressing the compressed inputs took, one note each. */
+static void note_zstd(ckpt_ckpt *c)
+{
+    size_t i;
+
+    for (i = 0; i < c->n_files; i++) {
+        const ckpt_file *f = c->files[i];
+        char zst[32], raw[32], speed[32];
+
+        if (!f->zstd.zst_bytes)
+            continue;
+        size_words(zst, sizeof zst, (double)f->zstd.zst_bytes);
+        size_words(raw, sizeof raw, (double)f->zstd.raw_bytes);
+        size_words(speed, sizeof speed, f->zstd.seconds > 0 ? (double)f->zstd.raw_bytes / f->zstd.seconds : 0.0);
+        ckpt_reader_note(&c->reader, "%s: zstd, %s -> %s (x%.2f), decompressed in %.1f s (%s/s)",
+                         f->path, zst, raw, (double)f->zstd.raw_bytes / (double)f->zstd.zst_bytes,
+                         f->zstd.seconds, speed);
+    }
+}
+
 typedef struct open_args {
     ckpt_ckpt *c;
     const ckpt_probe *probe;
@@ -301,6 +342,11 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
         if (rc < 0)
             goto done;
         probe.file = f;
+        /* Bidders that weigh the name see the one without ".zst" (model.safetensors.zst). */
+        if (f->zstd.zst_bytes && !(probe.path = ckpt_arena_strndup(c->arena, path, strip_zst(path)))) {
+            rc = ckpt_error_oom();
+            goto done;
+        }
     }
     /* Formats parse headers and pickles in place, in the mapped files: one that is cut short
      * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had put in the
@@ -312,6 +358,8 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
     if (rc < 0)
         goto done;
     rc = finish_open(c);
+    if (rc == 0)
+        note_zstd(c);
 done:
     if (rc < 0) {
         ckpt_close(c);
@@ -335,8 +383,9 @@ uint64_t ckpt_input_size(const ckpt_ckpt *c)
 {
     uint64_t total = 0;
     size_t i;
+    /* on disk: a decompressed input counts as its compressed bytes */
     for (i = 0; i < c->n_files; i++)
-        total += c->files[i]->size;
+        total += c->files[i]->zstd.zst_bytes ? c->files[i]->zstd.zst_bytes : c->files[i]->size;
     return total;
 }
 
@@ -400,7 +449,7 @@ const char *ckpt_format_at(size_t i, unsigned *caps, const char **extensions)
 
 static int has_extension(const char *path, const char *extensions)
 {
-    size_t plen = strlen(path);
+    size_t plen = strip_zst(path);
     const char *e = extensions;
 
     while (*e) {

@@ -2,6 +2,7 @@
  * or not), refuse unsafe inputs, and hand the result to the output format's writer. */
 #include "engine.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,6 +233,26 @@ int ckpt_convert__format(const char *path, const ckpt_convert_options *opts, con
     return 0;
 }
 
+int ckpt_convert__options(const ckpt_convert_options *user_opts, ckpt_convert_options *out)
+{
+    ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
+
+    *out = defaults;
+    if (!user_opts)
+        return 0;
+    /* version 1 callers allocated the struct up to progress_payload */
+    if (user_opts->version == 1) {
+        memcpy(out, user_opts, offsetof(ckpt_convert_options, compress));
+        out->version = CKPT_CONVERT_OPTIONS_VERSION;
+        return 0;
+    }
+    if (user_opts->version != CKPT_CONVERT_OPTIONS_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_convert_options version %u, expected %u", user_opts->version,
+                              CKPT_CONVERT_OPTIONS_VERSION);
+    *out = *user_opts;
+    return 0;
+}
+
 int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_options *user_opts,
                  ckpt_convert_report *report)
 {
@@ -240,12 +261,8 @@ int ckpt_convert(const ckpt_ckpt *in, const char *out_path, const ckpt_convert_o
     plan p;
     int carry, rc;
 
-    if (user_opts) {
-        if (user_opts->version != CKPT_CONVERT_OPTIONS_VERSION)
-            return ckpt_error_set(CKPT_EINVALID, "ckpt_convert_options version %u, expected %u", user_opts->version,
-                                  CKPT_CONVERT_OPTIONS_VERSION);
-        opts = *user_opts;
-    }
+    if ((rc = ckpt_convert__options(user_opts, &opts)) < 0)
+        return rc;
     if (report)
         memset(report, 0, sizeof *report);
     if ((rc = ckpt_convert__format(out_path, &opts, &format)) < 0)

@@ -53,6 +53,9 @@ typedef struct ckpt_blob_source {
     const char *name;
 } ckpt_blob_source;
 
+/* The caller's options (NULL: the defaults) as the current version: version 1 structs are
+ * read up to the fields they have (src/graph/convert.c). */
+int ckpt_convert__options(const ckpt_convert_options *user_opts, ckpt_convert_options *out);
 /* The output format named by opts->format or by path's extension, checked for writing;
  * opts->dtype checked too (src/graph/convert.c). */
 int ckpt_convert__format(const char *path, const ckpt_convert_options *opts, const ckpt_format_vtable **out);

@@ -49,12 +49,8 @@ int ckpt_graph__write(const ckpt_graph_output *outputs, size_t n, const ckpt_val
     size_t i, n_blobs = 0;
     int rc;
 
-    if (user_opts) {
-        if (user_opts->version != CKPT_CONVERT_OPTIONS_VERSION)
-            return ckpt_error_set(CKPT_EINVALID, "ckpt_convert_options version %u, expected %u", user_opts->version,
-                                  CKPT_CONVERT_OPTIONS_VERSION);
-        opts = *user_opts;
-    }
+    if ((rc = ckpt_convert__options(user_opts, &opts)) < 0)
+        return rc;
     if (report)
         memset(report, 0, sizeof *report);
     if ((rc = ckpt_convert__format(path, &opts, &format)) < 0 || (rc = check_names(outputs, n, path)) < 0)

@@ -4,9 +4,15 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Storage ids key the cache of decoded chunks (storage.c): never reused in a process. */
+static atomic_uint_least64_t storage_ids;
 
 const char *ckpt_reader_path(const ckpt_reader *r)
 {
@@ -64,6 +70,7 @@ ckpt_storage *ckpt_reader_new_storage(ckpt_reader *r, const char *key, ckpt_dtyp
         return NULL;
     }
     s->key = key ? ckpt_arena_strndup(r->ckpt->arena, key, strlen(key)) : "";
+    s->id = (uint64_t)atomic_fetch_add(&storage_ids, 1) + 1;
     s->dtype = dtype;
     s->n_extents = n_extents;
     s->extents = n_extents ? ckpt_arena_alloc(r->ckpt->arena, bytes) : NULL;
@@ -114,6 +121,59 @@ int ckpt_reader_window(ckpt_reader *r, const ckpt_file *f, uint64_t off, uint64_
     w->fd_offset = f->fd_offset + off;
     w->size = len;
     *out = w;
+    return 0;
+}
+
+/* The file starts with this, so that opening it never takes it for anything (a zstd frame
+ * is decompressed as it is opened); the window handed out starts after it. */
+static const char memory_magic[8] = "ckptmem";
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ckpt_reader_memory_file(ckpt_reader *r, const char *name, const void *data, size_t len, const ckpt_file **out)
+{
+    const ckpt_file *f;
+    ckpt_file *w;
+    char proc[64];
+    int fd, rc;
+
+    /* An unnamed file rather than a buffer: whatever reads input files (pread, the kernel's
+     * copy_file_range, madvise on the mapping) works on it unchanged. */
+    fd = memfd_create("ckpt_reader_memory", MFD_CLOEXEC);
+    if (fd < 0) {
+        FILE *tmp = tmpfile();
+        fd = tmp ? dup(fileno(tmp)) : -1;
+        if (tmp)
+            fclose(tmp);
+    }
+    if (fd < 0)
+        return ckpt_error_set(CKPT_EIO, "%s: cannot make a file in memory for %s", r->ckpt->path, name);
+    if (write_all(fd, memory_magic, sizeof memory_magic) != 0 || (len && write_all(fd, data, len) != 0)) {
+        close(fd);
+        return ckpt_error_set(CKPT_EIO, "%s: cannot write %zu bytes into memory for %s", r->ckpt->path, len, name);
+    }
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    rc = ckpt_reader_open_file(r, proc, &f);
+    close(fd);
+    if (rc < 0)
+        return rc;
+    if ((rc = ckpt_reader_window(r, f, sizeof memory_magic, len, out)) < 0)
+        return rc;
+    w = (ckpt_file *)*out;
+    if (!(w->path = ckpt_arena_strndup(r->ckpt->arena, name, strlen(name))))
+        return ckpt_error_oom();
     return 0;
 }
 

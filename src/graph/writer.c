@@ -19,6 +19,7 @@
 #define DEFAULT_MEMORY (512ull << 20)
 #define MAX_CHUNK (16ull << 20)
 #define MIN_CHUNK (64ull << 10)
+#define ZSTD_DEFAULT_LEVEL 3 /* what ckpt_outfile_set_zstd takes level 0 for */
 
 typedef struct placement {
     size_t blob;
@@ -27,17 +28,27 @@ typedef struct placement {
     uint32_t crc;
 } placement;
 
+typedef struct run_state {
+    uint64_t total, done, next_report;
+    int failed;
+    ckpt_error_first error;
+} run_state;
+
 struct ckpt_writer {
     const ckpt_format_vtable *format;
     const ckpt_out *out;
     const ckpt_blob_source *sources;
     const ckpt_convert_options *opts;
     const char *path;
+    char *plain_name; /* path without ".zst" when the output is compressed */
     ckpt_outfile *file;
     void *state;
     placement *pl;
     size_t n_pl, cap_pl;
     ckpt_buf *notes;
+    int threads;
+    run_state progress; /* of the data a CKPT_FORMAT_ENCODES format reads */
+    uint64_t *blob_read;  /* bytes of each blob it has read, to release them once all are */
 };
 
 const ckpt_out *ckpt_writer_out(const ckpt_writer *w)
@@ -53,6 +64,26 @@ ckpt_outfile *ckpt_writer_file(ckpt_writer *w)
 const char *ckpt_writer_path(const ckpt_writer *w)
 {
     return w->path;
+}
+
+const char *ckpt_writer_name(const ckpt_writer *w)
+{
+    return w->plain_name ? w->plain_name : w->path;
+}
+
+const char *ckpt_writer_temp_path(const ckpt_writer *w)
+{
+    return (w->format->caps & CKPT_FORMAT_BY_PATH) ? ckpt_outfile_temp_path(w->file) : NULL;
+}
+
+int ckpt_writer_threads(const ckpt_writer *w)
+{
+    return w->threads;
+}
+
+uint64_t ckpt_writer_memory(const ckpt_writer *w)
+{
+    return w->opts->memory ? w->opts->memory : DEFAULT_MEMORY;
 }
 
 const ckpt_convert_options *ckpt_writer_options(const ckpt_writer *w)
@@ -238,6 +269,27 @@ static size_t latin1_to_utf8(const uint8_t *src, size_t n, uint8_t *dst)
     return o;
 }
 
+static void report_progress(const ckpt_writer *w, run_state *rs, uint64_t n);
+
+int ckpt_writer_read(ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *dst)
+{
+    int rc = check_range(w, blob, off, len);
+    uint64_t read;
+
+    if (rc < 0)
+        return rc;
+    if (!w->blob_read)
+        return ckpt_error_set(CKPT_EINVALID, "%s: ckpt_writer_read is for formats that encode their data",
+                              w->path);
+    if ((rc = read_blob(w, blob, off, len, dst)) < 0)
+        return rc;
+    read = __atomic_add_fetch(&w->blob_read[blob], len, __ATOMIC_ACQ_REL);
+    if (read == w->out->blobs[blob].nbytes)
+        ckpt_node__release(w->sources[blob].node);
+    report_progress(w, &w->progress, len);
+    return 0;
+}
+
 int ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uint64_t len, uint64_t *out)
 {
     uint64_t chunk = chunk_size(w, 1), done = 0, high = 0;
@@ -279,7 +331,8 @@ static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_fi
     uint64_t start;
 
     if (!view || p->encoding != CKPT_EXTENT_RAW || (w->format->caps & CKPT_FORMAT_CRC) || !s || s->n_extents != 1 ||
-        s->byteswap || s->extents[0].encoding != CKPT_EXTENT_RAW || !s->extents[0].file ||
+        s->byteswap || s->extents[0].encoding != CKPT_EXTENT_RAW || s->extents[0].shuffle > 1 ||
+        s->extents[0].flags || !s->extents[0].file ||
         view->dtype != w->out->blobs[p->blob].dtype || !ckpt_tensor_is_contiguous(view))
         return 0;
     start = (uint64_t)view->offset * ckpt_dtype_size(view->dtype) + p->blob_off;
@@ -289,12 +342,6 @@ static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_fi
     *off = s->extents[0].offset + start;
     return 1;
 }
-
-typedef struct run_state {
-    uint64_t total, done, next_report;
-    int failed;
-    ckpt_error_first error;
-} run_state;
 
 static int has_failed(const run_state *rs)
 {
@@ -388,17 +435,11 @@ static int execute(ckpt_writer *w)
 {
     run_state rs;
     placement **order;
-    int threads = w->opts->threads;
+    int threads = w->threads;
     uint64_t chunk;
     size_t i;
     long n;
 
-#ifdef CKPT_HAVE_OPENMP
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-#else
-    threads = 1;
-#endif
     memset(&rs, 0, sizeof rs);
     order = malloc((w->n_pl ? w->n_pl : 1) * sizeof *order);
     if (!order)
@@ -447,7 +488,9 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
                      const char *path, const ckpt_convert_options *opts, ckpt_convert_report *report)
 {
     ckpt_writer w;
+    ckpt_zstd_stats zstd = { 0, 0, 0 };
     struct stat st;
+    size_t i;
     int rc;
 
     memset(&w, 0, sizeof w);
@@ -457,11 +500,34 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
     w.opts = opts;
     w.path = path;
     w.notes = report ? &report->notes : NULL;
-    rc = ckpt_outfile_open(&w.file, path, opts->overwrite ? CKPT_OUTFILE_OVERWRITE : 0);
-    if (rc < 0)
+#ifdef CKPT_HAVE_OPENMP
+    w.threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+#else
+    w.threads = 1;
+#endif
+    if (format->caps & CKPT_FORMAT_ENCODES) {
+        if (!(w.blob_read = calloc(out->n_blobs ? out->n_blobs : 1, sizeof *w.blob_read)))
+            return ckpt_error_oom();
+        for (i = 0; i < out->n_blobs; i++)
+            w.progress.total += out->blobs[i].nbytes;
+    }
+    rc = ckpt_outfile_open(&w.file, path,
+                           (opts->overwrite ? CKPT_OUTFILE_OVERWRITE : 0) |
+                               ((format->caps & CKPT_FORMAT_BY_PATH) ? CKPT_OUTFILE_NAMED : 0));
+    if (rc < 0) {
+        free(w.blob_read);
         return rc;
+    }
     if (w.notes && *ckpt_outfile_notes(w.file))
         ckpt_buf_puts(w.notes, ckpt_outfile_notes(w.file));
+    if (ckpt_outfile_is_zstd(w.file)) {
+        ckpt_outfile_set_zstd(w.file, opts->compress_level, w.threads, &zstd);
+        if (!(w.plain_name = strndup(path, strlen(path) - 4))) {
+            ckpt_outfile_abort(w.file);
+            free(w.blob_read);
+            return ckpt_error_oom();
+        }
+    }
     rc = format->write_begin(&w);
     if (rc >= 0)
         rc = execute(&w);
@@ -470,6 +536,8 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
     if (format->write_free)
         format->write_free(&w);
     free(w.pl);
+    free(w.blob_read);
+    free(w.plain_name);
     if (rc < 0) {
         ckpt_outfile_abort(w.file);
         return rc;
@@ -477,6 +545,12 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
     rc = ckpt_outfile_commit(w.file);
     if (rc < 0)
         return rc;
+    if (w.notes && zstd.zst_bytes)
+        ckpt_buf_printf(w.notes, "zstd level %d: %.1f MB -> %.1f MB (x%.2f) in %.2f s (%.0f MB/s)\n",
+                        opts->compress_level ? opts->compress_level : ZSTD_DEFAULT_LEVEL,
+                        (double)zstd.raw_bytes / 1e6, (double)zstd.zst_bytes / 1e6,
+                        (double)zstd.raw_bytes / (double)zstd.zst_bytes, zstd.seconds,
+                        zstd.seconds > 0 ? (double)zstd.raw_bytes / 1e6 / zstd.seconds : 0.0);
     if (report && stat(path, &st) == 0)
         report->bytes_written = (uint64_t)st.st_size;
     return 0;

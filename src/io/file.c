@@ -8,7 +8,12 @@
  * back to the innermost guard of the faulting thread, which reports the file and the
  * offset. A fault with no guard active goes to whatever handler was there before. Mapped
  * files are listed, so that a guard over many files (opening a checkpoint directory) can
- * name the one that shrank. */
+ * name the one that shrank.
+ *
+ * A zstd-compressed file is decompressed first, into a temporary file that is mapped in its
+ * place (zstd_io.c): from then on it is an input like any other. */
+#include "zstd_io.h"
+
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
@@ -146,9 +151,34 @@ static int copy(void *arg)
     return 0;
 }
 
+/* A file that starts with a zstd frame: *fd becomes its decompression (see zstd_io.c), and
+ * *st describes that. The compressed file is closed. */
+static int decompress_if_zstd(int *fd, const char *path, struct stat *st, ckpt_zstd_stats *stats)
+{
+    uint8_t head[4];
+    ssize_t n;
+    int plain, rc;
+
+    do
+        n = pread(*fd, head, sizeof head, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return ckpt_error_set(CKPT_EIO, "%s: cannot read: %s", path, strerror(errno));
+    if (!ckpt_zstd__is_frame(head, (size_t)n))
+        return 0;
+    if ((rc = ckpt_zstd__decompress(*fd, path, &plain, stats)) < 0)
+        return rc;
+    close(*fd);
+    *fd = plain;
+    if (fstat(plain, st) != 0)
+        return ckpt_error_set(CKPT_EIO, "%s: cannot stat its decompressed copy: %s", path, strerror(errno));
+    return 0;
+}
+
 int ckpt_file_open(ckpt_file **out, const char *path)
 {
     ckpt_file *f = NULL;
+    ckpt_zstd_stats zstd = { 0, 0, 0.0 };
     struct stat st;
     size_t path_len = strlen(path);
     int fd, rc = 0;
@@ -172,6 +202,8 @@ int ckpt_file_open(ckpt_file **out, const char *path)
         rc = ckpt_error_set(CKPT_EINVALID, "%s: not a regular file", path);
         goto done;
     }
+    if ((rc = decompress_if_zstd(&fd, path, &st, &zstd)) < 0)
+        goto done;
     if ((uint64_t)st.st_size > SIZE_MAX) {
         rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too large to map in this address space", path);
         goto done;
@@ -186,6 +218,7 @@ int ckpt_file_open(ckpt_file **out, const char *path)
     f->path = (const char *)(f + 1);
     f->fd = fd;
     f->fd_offset = 0;
+    f->zstd = zstd;
     f->size = (uint64_t)st.st_size;
     f->data = NULL;
     if (f->size > 0) {
@@ -233,9 +266,11 @@ int ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, size_t len)
                               f->path, len, (unsigned long long)off, (unsigned long long)f->size);
     /* Large reads go through the page cache with pread rather than through the mapping: no
      * page faults, and the kernel's readahead. Small ones are a guarded memcpy. */
+    if (len == 0)
+        return 0; /* an empty file has no mapping to point into */
     if (len < PREAD_MIN) {
         copy_args c = { dst, f->data + off, len };
-        return len ? ckpt_file_guard(f, copy, &c) : 0;
+        return ckpt_file_guard(f, copy, &c);
     }
     while (len > 0) {
         ssize_t n = pread(f->fd, dst, len < PREAD_CHUNK ? len : PREAD_CHUNK, (off_t)(f->fd_offset + off));

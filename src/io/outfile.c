@@ -8,8 +8,13 @@
  * Elsewhere (NFS, Lustre, ...) it is named after its owner (wip.h), and a later run writing
  * the same output removes it once its process is gone; while the run is alive, named
  * temporaries are listed in a fixed, lock-free table so that a signal handler can remove them
- * all (ckpt_outfile_cleanup_all) without taking locks or allocating. */
+ * all (ckpt_outfile_cleanup_all) without taking locks or allocating.
+ *
+ * A ".zst" output is written plain like any other, then compressed at commit into a second
+ * temporary beside the first, which is the one put in place (zstd_io.c says why). Both are
+ * temporaries of the same kind, so an abort or a signal removes both. */
 #include "wip.h"
+#include "zstd_io.h"
 
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
@@ -54,6 +59,9 @@ struct ckpt_outfile {
     char temp_name[NAME_MAX + 1]; /* empty once there is nothing to remove */
     char *temp_path;        /* named temporaries: dir/temp_name */
     char *dir_path;         /* the final name's directory, "." for a bare name */
+    int dirfd_busy;         /* a signal handler may still use dirfd: leave it open */
+    int zstd_level, zstd_threads;
+    ckpt_zstd_stats *zstd_stats;
     ckpt_buf notes;
 };
 
@@ -107,7 +115,7 @@ static void discard(ckpt_outfile *f)
         close(f->fd);
     if (f->temp_name[0])
         unlinkat(f->dirfd, f->temp_name, 0);
-    if (temp_unregister(f->slot) && f->dirfd >= 0)
+    if (temp_unregister(f->slot) && !f->dirfd_busy && f->dirfd >= 0)
         close(f->dirfd);
     ckpt_buf_dispose(&f->notes);
     free(f->temp_path);
@@ -277,7 +285,7 @@ static int copy_buffered(ckpt_outfile *f, uint64_t off, const ckpt_file *src, ui
     if (!buf)
         return ckpt_error_oom();
     while (len > 0) {
-        ssize_t n = pread(src->fd, buf, len < cap ? (size_t)len : cap, (off_t)src_off);
+        ssize_t n = pread(src->fd, buf, len < cap ? (size_t)len : cap, (off_t)(src->fd_offset + src_off));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -421,10 +429,64 @@ static int link_into_place(ckpt_outfile *f)
     return rename_into_place(f);
 }
 
+void ckpt_outfile_set_zstd(ckpt_outfile *f, int level, int threads, ckpt_zstd_stats *stats)
+{
+    f->zstd_level = level;
+    f->zstd_threads = threads;
+    f->zstd_stats = stats;
+}
+
+int ckpt_outfile_is_zstd(const ckpt_outfile *f)
+{
+    size_t n = strlen(f->final_name);
+    return n > 4 && strcmp(f->final_name + n - 4, ".zst") == 0;
+}
+
+/* Replace the plain temporary by its compression, a new temporary made the same way. Until
+ * the plain one is removed both are listed for the signal handler. */
+static int compress_temp(ckpt_outfile *f, ckpt_zstd_stats *stats)
+{
+    int plain_fd = f->fd, plain_slot = f->slot, src = f->fd, rc = 0;
+    char plain_name[sizeof f->temp_name];
+    char *plain_path = f->temp_path;
+    struct stat st;
+
+    memcpy(plain_name, f->temp_name, sizeof plain_name);
+    f->fd = f->slot = -1;
+    f->temp_name[0] = '\0';
+    f->temp_path = NULL;
+    f->unnamed = 0;
+    /* A named temporary may have been replaced by the format library that wrote it by path
+     * (HDF5): what counts is what the name holds now. */
+    if (plain_name[0] && (src = openat(f->dirfd, plain_name, O_RDONLY | O_CLOEXEC)) < 0)
+        rc = ckpt_error_set(CKPT_EIO, "%s: cannot reopen the written temporary file: %s", f->final_path,
+                            strerror(errno));
+    else if (fstat(src, &st) != 0)
+        rc = ckpt_error_set(CKPT_EIO, "%s: cannot stat the written temporary file: %s", f->final_path,
+                            strerror(errno));
+    if (rc == 0 && !create_unnamed_temp(f))
+        rc = create_named_temp(f);
+    if (rc == 0)
+        rc = ckpt_zstd__compress(src, f->fd, (uint64_t)st.st_size, f->zstd_level, f->zstd_threads, f->final_path,
+                                 stats);
+    if (src >= 0 && src != plain_fd)
+        close(src);
+    close(plain_fd);
+    if (plain_name[0])
+        unlinkat(f->dirfd, plain_name, 0);
+    if (!temp_unregister(plain_slot))
+        f->dirfd_busy = 1;
+    free(plain_path);
+    return rc;
+}
+
 int ckpt_outfile_commit(ckpt_outfile *f)
 {
+    ckpt_zstd_stats stats;
     int rc = 0;
 
+    if (ckpt_outfile_is_zstd(f) && (rc = compress_temp(f, &stats)) < 0)
+        goto done;
     if (fsync(f->fd) != 0) {
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot flush to disk: %s", f->final_path, strerror(errno));
         goto done;
@@ -444,6 +506,8 @@ int ckpt_outfile_commit(ckpt_outfile *f)
     if (fsync(f->dirfd) != 0 && errno != EINVAL)
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot flush the directory to disk: %s", f->final_path,
                             strerror(errno));
+    if (rc == 0 && f->zstd_stats && ckpt_outfile_is_zstd(f))
+        *f->zstd_stats = stats;
 done:
     discard(f);
     return rc;

@@ -536,6 +536,7 @@ int ckpt_zip_verify(const ckpt_zip *z, const ckpt_zip_entry *e)
 
 void ckpt_zip_extent(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_extent *out)
 {
+    memset(out, 0, sizeof *out);
     out->file = z->file;
     out->offset = e->data_offset;
     out->stored_size = e->csize;

@@ -60,6 +60,8 @@ static inline void extent_set(ckpt_extent *e, const mapped *m, uint64_t off, uin
     e->stored_size = stored;
     e->size = size;
     e->encoding = enc;
+    e->shuffle = 0;
+    e->flags = 0;
 }
 
 static inline void tensor_init(ckpt_tensor *t, const char *name, ckpt_dtype dtype, const ckpt_storage *s, int ndim,

@@ -1,11 +1,16 @@
-/* Mapped input files: contents, empty files, refusals with useful messages, bounds. */
+/* Mapped input files: contents, empty files, refusals with useful messages, bounds; zstd
+ * inputs decompressed on open. */
 #include "test.h"
+
+#define CKPT_BUILD
+#include "io/zstd_io.h"
 
 #include <ckpt/sys/io.h>
 
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 CKPT_TEST(test_file_maps_contents)
 {
@@ -143,4 +148,212 @@ CKPT_TEST(test_file_cut_short_while_read)
     ckpt_file_close(f);
     free(data);
     free(big);
+}
+
+/* ---- zstd-compressed inputs: decompressed on open, then like any other file ---- */
+
+static unsigned char *pattern(size_t n, unsigned seed)
+{
+    unsigned char *p = malloc(n);
+    uint32_t x = seed * 2654435761u + 1;
+    size_t i;
+
+    for (i = 0; p && i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (unsigned char)(i % 97 < 60 ? i / 1000 : x >> 24);
+    }
+    return p;
+}
+
+/* Append one frame of data, with a checksum, to `path`; returns its compressed size (0 on
+ * failure). */
+static size_t append_frame(const char *path, const void *data, size_t len, int level)
+{
+    size_t cap = ZSTD_compressBound(len), n = 0;
+    void *buf = malloc(cap);
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    FILE *fp = fopen(path, "ab");
+    int ok = buf && c && fp && !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level)) &&
+             !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)) &&
+             !ZSTD_isError(n = ZSTD_compress2(c, buf, cap, data, len)) && fwrite(buf, 1, n, fp) == n;
+
+    if (fp && fclose(fp) != 0)
+        ok = 0;
+    ZSTD_freeCCtx(c);
+    free(buf);
+    return ok ? n : 0;
+}
+
+CKPT_TEST(test_file_zstd_input_reads_as_plain)
+{
+    size_t n = (5 << 20) + 3, zn;
+    unsigned char *data = pattern(n, 1), *back = malloc(n);
+    ckpt_file *f;
+
+    ASSERT_TRUE(data && back);
+    ASSERT_TRUE((zn = append_frame("model.safetensors.zst", data, n, 3)) > 0);
+    ASSERT_OK(ckpt_file_open(&f, "model.safetensors.zst"));
+    ASSERT_EQ_STR(f->path, "model.safetensors.zst");
+    ASSERT_EQ_INT(f->size, n);
+    ASSERT_EQ_INT(f->zstd.raw_bytes, n);
+    ASSERT_EQ_INT(f->zstd.zst_bytes, zn);
+    ASSERT_TRUE(f->zstd.seconds >= 0.0);
+    ASSERT_TRUE(memcmp(f->data, data, n) == 0);
+    /* large reads go through the decompressed file's descriptor, small ones the mapping */
+    ASSERT_OK(ckpt_file_read(f, 1, back, n - 1));
+    ASSERT_TRUE(memcmp(back, data + 1, n - 1) == 0);
+    ASSERT_OK(ckpt_file_read(f, n - 10, back, 10));
+    ASSERT_TRUE(memcmp(back, data + n - 10, 10) == 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file_read(f, n - 9, back, 10));
+    ckpt_file_close(f);
+    free(data);
+    free(back);
+}
+
+CKPT_TEST(test_file_plain_file_has_no_zstd_stats)
+{
+    ckpt_file *f;
+
+    ckpt_test_write_file("p.bin", "\x28\xb5\x2f", 3); /* a magic cut short is just bytes */
+    ASSERT_OK(ckpt_file_open(&f, "p.bin"));
+    ASSERT_EQ_INT(f->size, 3);
+    ASSERT_EQ_INT(f->zstd.zst_bytes, 0);
+    ckpt_file_close(f);
+}
+
+CKPT_TEST(test_file_zstd_multiple_and_skippable_frames)
+{
+    static const unsigned char skippable[12] = { 0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 'n', 'o', 't', 'e' };
+    size_t n = 300000;
+    unsigned char *data = pattern(n, 2);
+    ckpt_file *f;
+    FILE *fp;
+
+    ASSERT_TRUE(data != NULL);
+    /* a skippable frame first, then three frames, one of them empty */
+    ASSERT_TRUE((fp = fopen("multi.zst", "wb")) != NULL);
+    ASSERT_TRUE(fwrite(skippable, 1, sizeof skippable, fp) == sizeof skippable);
+    ASSERT_TRUE(fclose(fp) == 0);
+    ASSERT_TRUE(append_frame("multi.zst", data, 1000, 1) > 0);
+    ASSERT_TRUE(append_frame("multi.zst", data, 0, 1) > 0);
+    ASSERT_TRUE(append_frame("multi.zst", data + 1000, n - 1000, 19) > 0);
+    ASSERT_OK(ckpt_file_open(&f, "multi.zst"));
+    ASSERT_EQ_INT(f->size, n);
+    ASSERT_TRUE(memcmp(f->data, data, n) == 0);
+    ckpt_file_close(f);
+    free(data);
+}
+
+/* Frames whose output ends exactly where a buffer of the decompressor does: the frame is
+ * complete, not cut short. */
+CKPT_TEST(test_file_zstd_frame_ends_on_buffer_boundary)
+{
+    static const size_t sizes[] = { 128 << 10, 1 << 20, 4 << 20 };
+    unsigned char *data = pattern(4 << 20, 6);
+    size_t i;
+    ckpt_file *f;
+
+    ASSERT_TRUE(data != NULL);
+    for (i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        ASSERT_TRUE(unlink("edge.zst") == 0 || i == 0);
+        ASSERT_TRUE(append_frame("edge.zst", data, sizes[i], 1) > 0);
+        ASSERT_OK(ckpt_file_open(&f, "edge.zst"));
+        ASSERT_EQ_INT(f->size, sizes[i]);
+        ASSERT_TRUE(memcmp(f->data, data, sizes[i]) == 0);
+        ckpt_file_close(f);
+    }
+    free(data);
+}
+
+CKPT_TEST(test_file_zstd_truncated_or_corrupt)
+{
+    size_t n = 1 << 20, zn, len;
+    unsigned char *data = pattern(n, 3), *zst;
+    ckpt_file *f = (ckpt_file *)1;
+
+    ASSERT_TRUE(data != NULL);
+    ASSERT_TRUE((zn = append_frame("good.zst", data, n, 3)) > 0);
+    zst = ckpt_test_read_file("good.zst", &len);
+    ASSERT_TRUE(zst && len == zn);
+    ckpt_test_write_file("cut.pt.zst", zst, zn - 7);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file_open(&f, "cut.pt.zst"));
+    ASSERT_TRUE(f == NULL);
+    ASSERT_ERROR_MENTIONS("cut.pt.zst: truncated zstd data");
+    ckpt_test_write_file("header.zst", zst, 4);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file_open(&f, "header.zst"));
+    ASSERT_ERROR_MENTIONS("truncated");
+    /* damage in the middle: a block that does not decode, or a checksum that fails */
+    zst[zn / 2] ^= 0x5a;
+    zst[zn / 2 + 1] ^= 0xa5;
+    ckpt_test_write_file("bad.zst", zst, zn);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file_open(&f, "bad.zst"));
+    ASSERT_ERROR_MENTIONS("bad.zst: corrupt zstd data");
+    /* bytes after the last frame that are not a frame */
+    zst[zn / 2] ^= 0x5a;
+    zst[zn / 2 + 1] ^= 0xa5;
+    ckpt_test_write_file("tail.zst", zst, zn);
+    ASSERT_TRUE(append_frame("tail.zst", "", 0, 1) > 0);
+    {
+        FILE *fp = fopen("tail.zst", "ab");
+        ASSERT_TRUE(fp && fwrite("junk", 1, 4, fp) == 4 && fclose(fp) == 0);
+    }
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file_open(&f, "tail.zst"));
+    ASSERT_ERROR_MENTIONS("tail.zst: corrupt zstd data");
+    free(zst);
+    free(data);
+}
+
+/* A frame made by `zstd --long=31` from a pipe declares a 2 GiB window (the size is not known
+ * up front, so zstd cannot shrink it): the most the library accepts. */
+CKPT_TEST(test_file_zstd_long_window)
+{
+    size_t n = 2 << 20;
+    unsigned char *data = pattern(n, 4);
+    ckpt_file *f;
+
+    ASSERT_TRUE(data != NULL);
+    ckpt_test_write_file("plain.bin", data, n);
+    ASSERT_TRUE(system("zstd -q --long=31 -c < plain.bin > long.zst") == 0);
+    ASSERT_OK(ckpt_file_open(&f, "long.zst"));
+    ASSERT_EQ_INT(f->size, n);
+    ASSERT_TRUE(memcmp(f->data, data, n) == 0);
+    ckpt_file_close(f);
+    free(data);
+}
+
+CKPT_TEST(test_file_zstd_limit_and_temp_dir)
+{
+    size_t n = 1 << 20;
+    unsigned char *data = pattern(n, 5);
+    char *saved_copy = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    ckpt_file *f;
+    int rc;
+
+    ASSERT_TRUE(data != NULL);
+    ASSERT_TRUE(append_frame("bomb.zst", data, n, 3) > 0);
+    ckpt_zstd__set_input_limit(n - 1);
+    rc = ckpt_file_open(&f, "bomb.zst");
+    ckpt_zstd__set_input_limit(UINT64_MAX);
+    ASSERT_FAILS(CKPT_EFORMAT, rc);
+    ASSERT_ERROR_MENTIONS("bomb.zst: zstd data decompresses to more than 1048575 bytes");
+    /* a temporary directory that cannot be used: named, with what to do */
+    setenv("TMPDIR", "no/such/dir", 1);
+    rc = ckpt_file_open(&f, "bomb.zst");
+    ASSERT_FAILS(CKPT_EIO, rc);
+    ASSERT_ERROR_MENTIONS("no/such/dir");
+    ASSERT_ERROR_MENTIONS("TMPDIR");
+    /* TMPDIR elsewhere works, and leaves nothing there */
+    ASSERT_TRUE(mkdir("tmp", 0700) == 0);
+    setenv("TMPDIR", "tmp", 1);
+    rc = ckpt_file_open(&f, "bomb.zst");
+    ASSERT_OK(rc);
+    ASSERT_EQ_INT(f->size, n);
+    ckpt_file_close(f);
+    ASSERT_TRUE(rmdir("tmp") == 0);
+    if (saved_copy)
+        setenv("TMPDIR", saved_copy, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved_copy);
+    free(data);
 }

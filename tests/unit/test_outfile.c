@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 /* Names in `dir` (dot files included), sorted and joined with '|', in a static buffer. */
 static const char *listing(const char *dir)
@@ -355,4 +356,155 @@ CKPT_TEST(test_outfile_unnamed_overwrite_and_race)
     ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_commit(f));
     ASSERT_TRUE(file_is("race.bin", "theirs", 6));
     ASSERT_EQ_STR(listing("."), "out.bin|race.bin");
+}
+
+/* ---- ".zst" outputs: written plain, compressed at commit ---- */
+
+/* The frame in `path` decompresses to exactly len bytes of data, and says so in its header. */
+static int zst_file_is(const char *path, const void *data, size_t len)
+{
+    size_t got, n;
+    unsigned char *zst = ckpt_test_read_file(path, &got), *plain = malloc(len + 1);
+    int same = zst && plain && ZSTD_getFrameContentSize(zst, got) == len &&
+               !ZSTD_isError(n = ZSTD_decompress(plain, len + 1, zst, got)) && n == len &&
+               memcmp(plain, data, len) == 0;
+
+    free(zst);
+    free(plain);
+    return same;
+}
+
+static unsigned char *pattern(size_t n)
+{
+    unsigned char *p = malloc(n);
+    size_t i;
+
+    for (i = 0; p && i < n; i++)
+        p[i] = (unsigned char)(i % 251 < 200 ? i / 4096 : i * 2654435761u >> 13);
+    return p;
+}
+
+CKPT_TEST(test_outfile_zst_compressed_at_commit)
+{
+    size_t n = (3 << 20) + 17, got;
+    unsigned char *data = pattern(n);
+    ckpt_zstd_stats st = { 0, 0, -1.0 };
+    ckpt_outfile *f;
+    struct stat sb;
+
+    ASSERT_TRUE(data != NULL);
+    ASSERT_OK(ckpt_outfile_open(&f, "out.safetensors.zst", 0));
+    ASSERT_TRUE(ckpt_outfile_is_zstd(f));
+    ckpt_outfile_set_zstd(f, 5, 2, &st);
+    /* placements arrive in any order, as the engine writes them */
+    ASSERT_OK(ckpt_outfile_pwrite(f, n / 2, data + n / 2, n - n / 2));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, data, n / 2));
+    ASSERT_EQ_STR(listing("."), "");
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("."), "out.safetensors.zst");
+    ASSERT_TRUE(zst_file_is("out.safetensors.zst", data, n));
+    ASSERT_TRUE(stat("out.safetensors.zst", &sb) == 0);
+    ASSERT_EQ_INT(st.raw_bytes, n);
+    ASSERT_EQ_INT(st.zst_bytes, sb.st_size);
+    ASSERT_TRUE(st.zst_bytes < st.raw_bytes && st.seconds >= 0.0);
+    /* and it reads back as the plain bytes */
+    {
+        ckpt_file *in;
+        ASSERT_OK(ckpt_file_open(&in, "out.safetensors.zst"));
+        got = (size_t)in->size;
+        ASSERT_TRUE(got == n && memcmp(in->data, data, n) == 0);
+        ckpt_file_close(in);
+    }
+    free(data);
+}
+
+CKPT_TEST(test_outfile_zst_only_for_zst_names)
+{
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "model.zstd", 0));
+    ASSERT_TRUE(!ckpt_outfile_is_zstd(f));
+    ckpt_outfile_set_zstd(f, 3, 1, NULL);
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "plain", 5));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_TRUE(file_is("model.zstd", "plain", 5));
+}
+
+CKPT_TEST(test_outfile_zst_defaults_and_empty)
+{
+    ckpt_outfile *f;
+
+    /* no set_zstd: level 3, every core; nothing written: a frame of 0 bytes */
+    ASSERT_OK(ckpt_outfile_open(&f, "empty.zst", 0));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_TRUE(zst_file_is("empty.zst", "", 0));
+}
+
+CKPT_TEST(test_outfile_zst_abort_leaves_nothing)
+{
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.pt.zst", CKPT_OUTFILE_NAMED));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "data", 4));
+    ASSERT_TRUE(listing(".")[0] != '\0');
+    ckpt_outfile_abort(f);
+    ASSERT_EQ_STR(listing("."), "");
+}
+
+CKPT_TEST(test_outfile_zst_existing_name_stays)
+{
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "keep.zst", CKPT_OUTFILE_NAMED));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "new data", 8));
+    ckpt_test_write_file("keep.zst", "keep", 4);
+    ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_commit(f));
+    ASSERT_ERROR_MENTIONS("keep.zst");
+    ASSERT_TRUE(file_is("keep.zst", "keep", 4));
+    /* neither the plain temporary nor the compressed one is left */
+    ASSERT_EQ_STR(listing("."), "keep.zst");
+}
+
+CKPT_TEST(test_outfile_zst_overwrite_replaces)
+{
+    ckpt_outfile *f;
+
+    ckpt_test_write_file("old.zst", "old", 3);
+    ASSERT_OK(ckpt_outfile_open(&f, "old.zst", CKPT_OUTFILE_OVERWRITE));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "replacement", 11));
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_TRUE(zst_file_is("old.zst", "replacement", 11));
+    ASSERT_EQ_STR(listing("."), "old.zst");
+}
+
+/* A library that writes the temporary by path (HDF5) may replace the file under that name:
+ * what is compressed is what the name holds at commit. */
+CKPT_TEST(test_outfile_zst_named_temp_written_by_path)
+{
+    ckpt_outfile *f;
+    FILE *fp;
+
+    ASSERT_TRUE(mkdir("sub", 0755) == 0);
+    ASSERT_OK(ckpt_outfile_open(&f, "sub/model.h5.zst", CKPT_OUTFILE_NAMED));
+    ASSERT_TRUE(unlink(ckpt_outfile_temp_path(f)) == 0);
+    ASSERT_TRUE((fp = fopen(ckpt_outfile_temp_path(f), "wb")) != NULL);
+    ASSERT_TRUE(fwrite("hdf5 bytes", 1, 10, fp) == 10);
+    ASSERT_TRUE(fclose(fp) == 0);
+    ASSERT_OK(ckpt_outfile_commit(f));
+    ASSERT_EQ_STR(listing("sub"), "model.h5.zst");
+    ASSERT_TRUE(zst_file_is("sub/model.h5.zst", "hdf5 bytes", 10));
+}
+
+/* A signal during the write removes the named temporary; commit then fails and leaves
+ * nothing under the final name. */
+CKPT_TEST(test_outfile_zst_cleanup_all_then_commit_fails)
+{
+    ckpt_outfile *f;
+
+    ASSERT_OK(ckpt_outfile_open(&f, "out.zst", CKPT_OUTFILE_NAMED));
+    ASSERT_OK(ckpt_outfile_pwrite(f, 0, "data", 4));
+    ckpt_outfile_cleanup_all();
+    ASSERT_EQ_STR(listing("."), "");
+    ASSERT_TRUE(ckpt_outfile_commit(f) < 0);
+    ASSERT_EQ_STR(listing("."), "");
 }

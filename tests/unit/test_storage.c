@@ -10,7 +10,7 @@ CKPT_TEST(test_storage_raw_extents)
     uint8_t file[200];
     mapped m;
     ckpt_extent e[3];
-    ckpt_storage s = { "st", CKPT_DTYPE_F32, 120, 3, e, 0, NULL };
+    ckpt_storage s = { "st", CKPT_DTYPE_F32, 120, 3, e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[1] = { 30 };
     const float *p;
@@ -71,7 +71,7 @@ CKPT_TEST(test_storage_deflate_extent)
     uint16_t head[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     mapped m;
     ckpt_extent e[2];
-    ckpt_storage s = { "zipped", CKPT_DTYPE_I32, 0, 2, e, 0, NULL };
+    ckpt_storage s = { "zipped", CKPT_DTYPE_I32, 0, 2, e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[1];
 
@@ -166,7 +166,7 @@ CKPT_TEST(test_storage_latin1_extent)
     uint16_t h[4];
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "pickled", CKPT_DTYPE_F16, 1024, 1, &e, 0, NULL };
+    ckpt_storage s = { "pickled", CKPT_DTYPE_F16, 1024, 1, &e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[2] = { 2, 2 };
     size_t tlen, i;
@@ -222,7 +222,7 @@ CKPT_TEST(test_storage_byteswap)
     uint16_t bf[2];
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "bigendian", CKPT_DTYPE_F32, 24, 1, &e, 1, NULL };
+    ckpt_storage s = { "bigendian", CKPT_DTYPE_F32, 24, 1, &e, 1, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[2] = { 2, 3 };
     int i, k;

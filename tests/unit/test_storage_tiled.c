@@ -201,3 +201,75 @@ CKPT_TEST(test_tiled_storage_check_refuses_bad_tilings)
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_storage_tiling_check(&g.s));
     unmap_file(&g.m);
 }
+
+/* A 3x5 array in a grid of 2x2 chunks, each stored whole (edge chunks padded with junk), one
+ * chunk never written and read as a fill of 9s. */
+CKPT_TEST(test_tiled_storage_stored_boxes_and_fill)
+{
+    static const uint8_t nine = 9;
+    uint8_t file[64], got[15], want[15];
+    mapped m;
+    ckpt_extent e[6], fill;
+    ckpt_storage src[6], fills, s;
+    ckpt_tile tiles[6];
+    ckpt_tiling g;
+    int i, r, c;
+
+    memset(file, 0xEE, sizeof file);
+    memset(tiles, 0, sizeof tiles);
+    memset(&g, 0, sizeof g);
+    memset(&s, 0, sizeof s);
+    for (r = 0; r < 3; r++)
+        for (c = 0; c < 5; c++) {
+            int cell = (r / 2) * 3 + c / 2;
+            want[r * 5 + c] = cell == 4 ? 9 : (uint8_t)(r * 5 + c);
+            file[cell * 4 + (r % 2) * 2 + c % 2] = (uint8_t)(r * 5 + c);
+        }
+    file[40] = nine;
+    ASSERT_OK(map_file(&m, "grid.bin", file, sizeof file));
+    extent_set(&fill, &m, 40, 1, 4, CKPT_EXTENT_FILL);
+    memset(&fills, 0, sizeof fills);
+    fills.key = "fill";
+    fills.dtype = CKPT_DTYPE_U8;
+    fills.nbytes = 4;
+    fills.n_extents = 1;
+    fills.extents = &fill;
+    for (i = 0; i < 6; i++) {
+        extent_set(&e[i], &m, (uint64_t)i * 4, 4, 4, CKPT_EXTENT_RAW);
+        memset(&src[i], 0, sizeof src[i]);
+        src[i].key = "chunk";
+        src[i].dtype = CKPT_DTYPE_U8;
+        src[i].nbytes = 4;
+        src[i].n_extents = 1;
+        src[i].extents = &e[i];
+        tiles[i].offset[0] = (i / 3) * 2;
+        tiles[i].offset[1] = (i % 3) * 2;
+        tiles[i].size[0] = i / 3 ? 1 : 2;
+        tiles[i].size[1] = i % 3 == 2 ? 1 : 2;
+        tiles[i].stored[0] = tiles[i].stored[1] = 2;
+        tiles[i].source = i == 4 ? &fills : &src[i];
+    }
+    g.ndim = 2;
+    g.shape[0] = 3;
+    g.shape[1] = 5;
+    g.n_tiles = 6;
+    g.tiles = tiles;
+    g.chunk[0] = g.chunk[1] = 2;
+    s.key = "padded";
+    s.dtype = CKPT_DTYPE_U8;
+    s.tiling = &g;
+    ASSERT_OK(ckpt_storage_tiling_check(&s));
+    ASSERT_EQ_INT(s.nbytes, 15);
+    ASSERT_OK(ckpt_storage_read(&s, 0, 15, got));
+    ASSERT_TRUE(memcmp(got, want, 15) == 0);
+    ASSERT_OK(ckpt_storage_read(&s, 6, 7, got));
+    ASSERT_TRUE(memcmp(got, want + 6, 7) == 0);
+    /* a stored box smaller than the tile, and a tile off its grid cell, are refused */
+    tiles[0].stored[1] = 1;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_storage_tiling_check(&s));
+    tiles[0].stored[1] = 2;
+    tiles[1].offset[1] = 3;
+    tiles[1].size[1] = 1;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_storage_tiling_check(&s));
+    unmap_file(&m);
+}

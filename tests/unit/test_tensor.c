@@ -52,7 +52,7 @@ CKPT_TEST(test_tensor_validate)
     uint8_t bytes[64] = { 0 };
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "data/0", CKPT_DTYPE_F32, 64, 1, &e, 0, NULL };
+    ckpt_storage s = { "data/0", CKPT_DTYPE_F32, 64, 1, &e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[2] = { 4, 4 };
 
@@ -122,7 +122,7 @@ CKPT_TEST(test_tensor_strided_views)
     double wide[60];
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "s", CKPT_DTYPE_F32, 240, 1, &e, 0, NULL };
+    ckpt_storage s = { "s", CKPT_DTYPE_F32, 240, 1, &e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[3] = { 5, 4, 3 };
     int i, j, k, n;
@@ -199,7 +199,7 @@ CKPT_TEST(test_tensor_strided_large_span)
     int64_t far = ((int64_t)70 << 20) / 8 + 1; /* a row stride past the 64 MiB decode limit */
     mapped m;
     ckpt_extent e[2];
-    ckpt_storage s = { "big", CKPT_DTYPE_I64, 2 * half, 2, e, 0, NULL };
+    ckpt_storage s = { "big", CKPT_DTYPE_I64, 2 * half, 2, e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[2] = { 2, 3 }, got[6], want[6];
     int i, fd;
@@ -247,7 +247,7 @@ CKPT_TEST(test_tensor_large_contiguous)
     float *back = malloc(n * 4);
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "large", CKPT_DTYPE_F32, 0, 1, &e, 0, NULL };
+    ckpt_storage s = { "large", CKPT_DTYPE_F32, 0, 1, &e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[1];
 
@@ -278,7 +278,7 @@ CKPT_TEST(test_tensor_strided_element_sizes)
     uint8_t bytes[192], got[192];
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "sizes", CKPT_DTYPE_U8, 192, 1, &e, 0, NULL };
+    ckpt_storage s = { "sizes", CKPT_DTYPE_U8, 192, 1, &e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[2] = { 4, 3 };
     size_t sizes[3] = { 1, 8, 16 }, es;
@@ -421,7 +421,7 @@ CKPT_TEST(test_tensor_transposed_reads)
     uint8_t *bytes = malloc(len);
     mapped m;
     ckpt_extent e;
-    ckpt_storage s = { "data", CKPT_DTYPE_U8, 0, 1, &e, 0, NULL };
+    ckpt_storage s = { "data", CKPT_DTYPE_U8, 0, 1, &e, 0, NULL, 0 };
     ckpt_tensor t;
 
     ASSERT_TRUE(bytes != NULL);
@@ -457,7 +457,7 @@ CKPT_TEST(test_tensor_transposed_views)
     uint8_t *bytes = malloc(len);
     mapped m;
     ckpt_extent e[2];
-    ckpt_storage s = { "data", CKPT_DTYPE_BF16, 0, 1, e, 0, NULL };
+    ckpt_storage s = { "data", CKPT_DTYPE_BF16, 0, 1, e, 0, NULL, 0 };
     ckpt_tensor t;
     int64_t shape[4];
 

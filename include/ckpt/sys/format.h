@@ -49,6 +49,11 @@ CKPT_EXTERN(int) ckpt_tiling_check_boxes(const ckpt_tiling *g, const char *what,
  * as the checkpoint; never closed by itself. */
 CKPT_EXTERN(int) ckpt_reader_window(ckpt_reader *r, const ckpt_file *f, uint64_t off, uint64_t len,
                                     const ckpt_file **out);
+/* A file holding a copy of `len` bytes, for data a format gets outside any mapped byte range
+ * (HDF5 compact datasets, fill values): an unnamed file in memory, read like any input file
+ * and named `name` in messages. Lives as long as the checkpoint. */
+CKPT_EXTERN(int) ckpt_reader_memory_file(ckpt_reader *r, const char *name, const void *data, size_t len,
+                                         const ckpt_file **out);
 /* Append a zeroed tensor; returns its index (>= 0) or an error. *out stays valid until the
  * next add. A tensor left without a name is named after the key path of the first
  * CKPT_VAL_TENSOR node that refers to it. */
@@ -91,6 +96,9 @@ typedef struct ckpt_writer ckpt_writer;
 CKPT_EXTERN(const ckpt_out *) ckpt_writer_out(const ckpt_writer *w);
 CKPT_EXTERN(ckpt_outfile *) ckpt_writer_file(ckpt_writer *w);
 CKPT_EXTERN(const char *) ckpt_writer_path(const ckpt_writer *w);
+/* The name of the file the format writes, for formats that record it inside (torch names
+ * its archive after it): the path, less the ".zst" of an output the engine compresses. */
+CKPT_EXTERN(const char *) ckpt_writer_name(const ckpt_writer *w);
 CKPT_EXTERN(const ckpt_convert_options *) ckpt_writer_options(const ckpt_writer *w);
 CKPT_EXTERN(void **) ckpt_writer_state(ckpt_writer *w);
 /* Ask for blob bytes [blob_off, blob_off+len) to be written at file offset file_off. `len`
@@ -103,6 +111,18 @@ CKPT_EXTERN(int) ckpt_writer_place(ckpt_writer *w, size_t blob, uint64_t blob_of
 /* UTF-8 length of blob bytes [blob_off, blob_off+len) encoded as latin-1 text (reads them). */
 CKPT_EXTERN(int) ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uint64_t len,
                                           uint64_t *out);
+/* With CKPT_FORMAT_BY_PATH: the path of the temporary the output is written as, for a
+ * library that opens files by name (HDF5). It exists, empty, when write_begin runs; the
+ * format writes it whole and closes it before write_finish returns, and the engine then
+ * syncs it and renames it into place. NULL for other formats. */
+CKPT_EXTERN(const char *) ckpt_writer_temp_path(const ckpt_writer *w);
+/* With CKPT_FORMAT_ENCODES: blob bytes [off, off+len) (element aligned) into dst, produced
+ * as for a placement and counted as progress. For write_finish, which encodes the data
+ * itself; safe to call from several threads at once. */
+CKPT_EXTERN(int) ckpt_writer_read(ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *dst);
+/* The threads and the working memory the user allowed (resolved: never 0). */
+CKPT_EXTERN(int) ckpt_writer_threads(const ckpt_writer *w);
+CKPT_EXTERN(uint64_t) ckpt_writer_memory(const ckpt_writer *w);
 /* CRC-32 of what a placement wrote (formats with CKPT_FORMAT_CRC), valid in write_finish. */
 CKPT_EXTERN(uint32_t) ckpt_writer_placement_crc(const ckpt_writer *w, int placement);
 CKPT_EXTERN(void) ckpt_writer_note(ckpt_writer *w, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
@@ -122,7 +142,8 @@ typedef struct ckpt_format_vtable {
     void (*close)(ckpt_reader *r);
     /* Write everything but tensor data into ckpt_writer_file and place every blob. */
     int (*write_begin)(ckpt_writer *w);
-    /* After the data: trailers that need CRCs or sizes (optional). */
+    /* After the data: trailers that need CRCs or sizes (optional). Formats with
+     * CKPT_FORMAT_ENCODES read and write all the data here. */
     int (*write_finish)(ckpt_writer *w);
     /* Free the private writer state (optional); called on success and failure. */
     void (*write_free)(ckpt_writer *w);

@@ -7,8 +7,17 @@
 
 CKPT_BEGIN_DECL
 
+/* What zstd did to one file: bytes before and after compression, and the time it took. */
+typedef struct ckpt_zstd_stats { uint64_t raw_bytes, zst_bytes; double seconds; } ckpt_zstd_stats;
+
 /* An input file, mapped read-only. Pages are read on demand; ckpt_file_release drops
- * pages already used so that reading a large file does not grow the resident set. */
+ * pages already used so that reading a large file does not grow the resident set.
+ *
+ * A file that starts with a zstd frame (any name) is decompressed as it is opened, streaming,
+ * into an unnamed temporary file in $TMPDIR (default /tmp), which is what is mapped: data,
+ * size and fd are the plain bytes, path stays the name given, and zstd says what was done.
+ * Memory holds one zstd window (at most 2^31 bytes, `zstd --long=31`); the temporary
+ * directory needs room for the whole plain file. */
 struct ckpt_file {
     const char *path;     /* as given to ckpt_file_open (copied) */
     int fd;
@@ -16,6 +25,8 @@ struct ckpt_file {
     uint64_t size;
     uint64_t fd_offset;   /* where data[0] lies in what fd reads: 0, or where a window
                              (ckpt_reader_window) starts */
+    ckpt_zstd_stats zstd; /* a decompressed input: its sizes and the time decompressing
+                             took (zst_bytes > 0); all zero for a plain file */
 };
 
 CKPT_EXTERN(int) ckpt_file_open(ckpt_file **out, const char *path);
@@ -60,10 +71,19 @@ CKPT_EXTERN(int) ckpt_outfile_copy(ckpt_outfile *f, uint64_t off, const ckpt_fil
                                    uint64_t src_off, uint64_t len);
 /* Make the file exactly `size` bytes long (regions never written read as zeros). */
 CKPT_EXTERN(int) ckpt_outfile_truncate(ckpt_outfile *f, uint64_t size);
-/* fsync, link or rename into place, fsync the directory. Frees f in all cases. Without
+/* fsync, link or rename into place, fsync the directory. A ".zst" output is first
+ * compressed into a second temporary beside the first (one frame with its size and a
+ * checksum; from 128 MiB on, long-distance matching with a 2^27 window, which `zstd -d` reads
+ * without options), and that one is put in place. Frees f in all cases. Without
  * CKPT_OUTFILE_OVERWRITE, an output that appeared meanwhile (another run) is CKPT_EEXISTS and
  * stays as it is; with it, the last run to commit wins, each output whole. */
 CKPT_EXTERN(int) ckpt_outfile_commit(ckpt_outfile *f);
+/* An output whose final name ends in ".zst" is written plain and compressed with zstd as it is
+ * committed. Level 0: zstd's default (3); threads 0: all cores; stats (may be NULL) is filled in
+ * by a successful commit. Call before commit. */
+CKPT_EXTERN(void) ckpt_outfile_set_zstd(ckpt_outfile *f, int level, int threads, ckpt_zstd_stats *stats);
+/* Non-zero when the output will be compressed (its final name ends in ".zst"). */
+CKPT_EXTERN(int) ckpt_outfile_is_zstd(const ckpt_outfile *f);
 /* Remove the temporary and free; NULL-safe. */
 CKPT_EXTERN(void) ckpt_outfile_abort(ckpt_outfile *f);
 /* Remove the temporary file of every output still open in the process. Async-signal-safe:

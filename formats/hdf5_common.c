@@ -1,0 +1,56 @@
+/* What the HDF5 reader and writer share with the library: its error stack turned into our
+ * messages, and the one-time set-up (the zstd filter registered). */
+#include "hdf5_private.h"
+
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int ckpt_hdf5__register_zstd(void);
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int once_rc;
+
+static void init_once(void)
+{
+    once_rc = H5open() < 0 ? -1 : ckpt_hdf5__register_zstd();
+}
+
+int ckpt_hdf5__init(void)
+{
+    pthread_once(&once, init_once);
+    if (once_rc < 0)
+        return ckpt_hdf5__fail(CKPT_EIO, "the HDF5 library did not initialise");
+    /* error stacks are per thread in a thread-safe HDF5: silence this thread's */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    return 0;
+}
+
+/* The deepest entry is where HDF5 found the problem; the outer ones only say which call
+ * failed. Its description is the useful part ("file signature not found", ...). */
+static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *payload)
+{
+    char *out = payload;
+
+    (void)n;
+    if (e->desc && *e->desc)
+        snprintf(out, 256, "%s", e->desc);
+    return 0;
+}
+
+int ckpt_hdf5__fail(int code, const char *fmt, ...)
+{
+    char what[768], reason[256] = "";
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, reason);
+    H5Eclear2(H5E_DEFAULT);
+    if (*reason)
+        return ckpt_error_set(code, "%s: %s", what, reason);
+    return ckpt_error_set(code, "%s", what);
+}

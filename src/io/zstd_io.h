@@ -1,0 +1,41 @@
+/* zstd below the I/O handles: a compressed input is decompressed as it is opened (file.c), a
+ * ".zst" output is compressed as it is committed (outfile.c). Formats never see it. */
+#ifndef CKPT_IO_ZSTD_IO_H
+#define CKPT_IO_ZSTD_IO_H
+
+#if !defined(CKPT_BUILD) && !defined(CKPT_FUZZ_ZSTD)
+#error "zstd_io.h is internal to libckpt"
+#endif
+
+#include <ckpt/sys/io.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The largest window a compressed input may need: 2^31 bytes, the most `zstd --long=31`
+ * writes. Decompressing holds one window in memory. */
+#define CKPT_ZSTD_MAX_WINDOW_LOG 31
+
+/* Non-zero when `head` (n bytes, the start of a file) begins a zstd frame or a skippable
+ * frame. */
+int ckpt_zstd__is_frame(const uint8_t *head, size_t n);
+
+/* Decompress every frame of in_fd, read from its start (`path` names it in messages), into a
+ * new file without a name in $TMPDIR (default /tmp). *out_fd receives it, positioned
+ * anywhere; stats gets the sizes and the time. CKPT_EFORMAT for a truncated or corrupt
+ * stream or one past the limit below, CKPT_EUNSUPPORTED for a window over 2^31, CKPT_EIO for
+ * the temporary directory (full: the message says to set TMPDIR). */
+int ckpt_zstd__decompress(int in_fd, const char *path, int *out_fd, ckpt_zstd_stats *stats);
+
+/* The most bytes one input may decompress to, a guard against decompression bombs for tests
+ * and fuzzers; UINT64_MAX (the default) leaves only the temporary directory's room. Not
+ * thread-safe against concurrent opens. */
+void ckpt_zstd__set_input_limit(uint64_t max_bytes);
+
+/* Compress the first `size` bytes of src_fd into dst_fd, at its current position, as one
+ * frame that records its size and a checksum. level 0: zstd's default; threads 0: every
+ * core. `name` (the final output) is used in messages. stats gets sizes and time. */
+int ckpt_zstd__compress(int src_fd, int dst_fd, uint64_t size, int level, int threads, const char *name,
+                        ckpt_zstd_stats *stats);
+
+#endif
