@@ -56,5 +56,9 @@ void ckpt_storage__release(const ckpt_file *f, uint64_t start, uint64_t from, ui
 
 /* How many extents this thread has decoded whole (chunks: a cache miss each). */
 uint64_t ckpt_storage__decodes(void);
+/* `take` decoded bytes from `local` on of extent `index` of s, an extent decoded whole whose
+ * stored bytes are `data` (storage_whole.c); through the calling thread's cache. */
+int ckpt_storage__whole_read(const ckpt_storage *s, size_t index, const ckpt_extent *e, const uint8_t *data,
+                             uint64_t local, unsigned char *out, uint64_t take);
 
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # HDF5 / zstd benchmark: a 2 GB bfloat16 checkpoint (torch.save, LLaMA-shaped, N(0, 0.02)
 # weights) converted by ckptconv to .h5 with zstd level 3 and to .safetensors.zst (level 3),
-# next to a plain .safetensors convert and `zstd -T0 -3` of that plain file (the same bytes);
+# next to a plain .safetensors convert and `zstd -T0 -3` (also with --long=27, as ckptconv's
+# .zst output from 128 MiB on) of that plain file (the same bytes);
 # then read back: ckptconv convert of the .h5 and of the .safetensors.zst to plain
 # .safetensors, next to `zstd -d -T0`. Both read-backs must equal the plain .safetensors
 # byte for byte, and `zstd -d` of ckptconv's .safetensors.zst too; a mismatch fails the run.
@@ -71,6 +72,10 @@ measure_ckptconv "-stzst" "$STZ" convert -q --compress-level "$LEVEL" "$BIG" "$S
 SIZE[ckptconv-stzst]=$(stat -c %s "$STZ")
 measure "zstd" "$ZCLI" zstd -q -T0 "-$LEVEL" "$PLAIN" -o "$ZCLI"
 SIZE[zstd]=$(stat -c %s "$ZCLI")
+# what ckptconv's .zst output does from 128 MiB on: long-distance matching, 2^27 window
+measure "zstd-long" "$ZCLI.long" zstd -q -T0 "-$LEVEL" --long=27 "$PLAIN" -o "$ZCLI.long"
+SIZE[zstd-long]=$(stat -c %s "$ZCLI.long")
+rm -f "$ZCLI.long"
 
 # ckptconv's .safetensors.zst is the plain file compressed
 zstd -q -d -c "$STZ" | cmp - "$PLAIN" || die "zstd -d of ckptconv's .safetensors.zst differs from its .safetensors"
@@ -123,6 +128,7 @@ for t in h5 stzst plain; do
     done
 done
 row zstd "zstd -T0 -$LEVEL of the .safetensors" zstd
+row zstd-long "zstd -T0 -$LEVEL --long=27 of it" zstd
 echo
 row_header "read (to plain .safetensors)"
 for t in read-h5 read-stzst; do
