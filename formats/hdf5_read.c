@@ -306,7 +306,9 @@ int ckpt_hdf5__open(ckpt_reader *r)
     image.size = (size_t)h.file->size;
     /* the sec2 driver for a file on disk: our reads happen elsewhere, libhdf5's through plain
      * read calls; the mapped bytes themselves for a decompressed input */
+    /* no lock: we only read, and filesystems without flock (Lustre, some NFS) refuse one */
     if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
+        H5Pset_file_locking(fapl, 0, 1) < 0 ||
         (h.file->zstd.zst_bytes ? use_mapped_image(fapl, &image) : H5Pset_fapl_sec2(fapl)) < 0 ||
         (h.fid = H5Fopen(h.file->zstd.zst_bytes ? IMAGE_NAME : h.path, H5F_ACC_RDONLY, fapl)) < 0) {
         rc = ckpt_hdf5__fail(CKPT_EFORMAT, "%s: HDF5 cannot open it", h.path);

@@ -307,7 +307,7 @@ int ckpt_hdf5__write_begin(ckpt_writer *w)
     const ckpt_out *out = ckpt_writer_out(w);
     const ckpt_convert_options *opts = ckpt_writer_options(w);
     h5_writer *h;
-    hid_t fcpl = -1, gcpl = -1;
+    hid_t fcpl = -1, gcpl = -1, fapl = -1;
     size_t i;
     int rc;
 
@@ -335,13 +335,17 @@ int ckpt_hdf5__write_begin(ckpt_writer *w)
      * checkpoint's order), as h5py's track_order does; readers fall back to names elsewhere */
     fcpl = H5Pcreate(H5P_FILE_CREATE);
     gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (fcpl < 0 || gcpl < 0 || H5Pset_link_creation_order(fcpl, CREATION_ORDER) < 0 ||
+    fapl = H5Pcreate(H5P_FILE_ACCESS);
+    /* the temporary is ours alone: no lock, which filesystems without flock (Lustre, some NFS)
+     * would refuse */
+    if (fcpl < 0 || gcpl < 0 || fapl < 0 || H5Pset_file_locking(fapl, 0, 1) < 0 ||
+        H5Pset_link_creation_order(fcpl, CREATION_ORDER) < 0 ||
         H5Pset_link_creation_order(gcpl, CREATION_ORDER) < 0 || H5Pset_obj_track_times(gcpl, 0) < 0) {
         rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot describe groups", ckpt_writer_path(w));
         goto done;
     }
     /* the engine made the temporary; HDF5 truncates it and writes it through its own handle */
-    h->file = H5Fcreate(ckpt_writer_temp_path(w), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    h->file = H5Fcreate(ckpt_writer_temp_path(w), H5F_ACC_TRUNC, fcpl, fapl);
     if (h->file < 0) {
         rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot create the HDF5 file", ckpt_writer_path(w));
         goto done;
@@ -353,6 +357,8 @@ done:
         H5Pclose(gcpl);
     if (fcpl >= 0)
         H5Pclose(fcpl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
     return rc;
 }
 

@@ -7,7 +7,9 @@ and checks its exit status and output against sibling files:
   <case>.stdout.glob     each line is a shell glob ('*' and '?'; '[' is literal) for one
                          output line; a line "..." skips any number of lines
   <case>.stderr.exact / <case>.stderr.glob   the same for stderr
-Without an expectation file, that stream is not checked.
+Without an expectation file, that stream is not checked. A suite whose directory holds a
+`requires-format` file (format names, one per line) is skipped, and said to be, when the
+binary was built without one of them (`ckptconv --help` lists the formats it has).
 Options: --set-exact-output rewrites the .exact files from the actual output;
 --preserve keeps the scratch directories. The environment gives each case TESTDATA
 (the repository's testdata/) and CLI_DIR (its suite directory)."""
@@ -53,6 +55,27 @@ def check_stream(case, name, actual, set_exact):
     return None
 
 
+def built_formats(binary):
+    """The format names on the 'formats:' line of `ckptconv --help`."""
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("formats:"):
+            return {item.split(" (")[0].strip() for item in line[len("formats:"):].split("),")}
+    return set()
+
+
+def missing_format(sdir, have):
+    """The first format the suite needs that the build lacks, or None."""
+    need = os.path.join(sdir, "requires-format")
+    if not os.path.exists(need):
+        return None
+    with open(need) as f:
+        for name in f.read().split():
+            if name not in have:
+                return name
+    return None
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     set_exact = "--set-exact-output" in sys.argv
@@ -63,13 +86,20 @@ def main():
     binary = os.path.abspath(args[0])
     pattern = args[1] if len(args) > 1 else ""
     cases = []
+    have = built_formats(binary)
+    skipped = 0
     for suite in sorted(os.listdir(HERE)):
         sdir = os.path.join(HERE, suite)
         if not os.path.isdir(sdir) or suite.startswith(("_", ".")):
             continue
+        lacking = missing_format(sdir, have)
         for f in sorted(os.listdir(sdir)):
             if f.endswith(".sh") and pattern in f"{suite}/{f}":
-                cases.append((suite, os.path.join(sdir, f)))
+                if lacking:
+                    print(f"skip {suite}/{f} (this build has no {lacking} format)")
+                    skipped += 1
+                else:
+                    cases.append((suite, os.path.join(sdir, f)))
     passed = failed = 0
     for suite, script in cases:
         case = script[:-3]
@@ -112,7 +142,7 @@ def main():
             print(f"  scratch kept: {scratch}") if preserve else None
         if not preserve:
             shutil.rmtree(scratch, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed or not cases else 0
 
 
