@@ -296,7 +296,8 @@ void ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len)
     uint64_t end;
     uintptr_t base, first, last;
 
-    if (!f || !f->data || off >= f->size)
+    /* fd -1: bytes in memory that some caller dressed as a file, not a mapping to drop */
+    if (!f || !f->data || f->fd < 0 || off >= f->size)
         return;
     if (CKPT_ADD_OVERFLOWS(off, len, &end) || end > f->size)
         end = f->size;

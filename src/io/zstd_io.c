@@ -40,6 +40,17 @@ void ckpt_zstd__set_input_limit(uint64_t max_bytes)
     input_limit = max_bytes;
 }
 
+/* No window larger than the limit can need: a frame that asks for one is refused before its
+ * window is allocated (a few hostile bytes could otherwise ask for 2^31). */
+static int window_log_max(void)
+{
+    int log = 10; /* ZSTD_WINDOWLOG_ABSOLUTEMIN */
+
+    while (log < CKPT_ZSTD_MAX_WINDOW_LOG && ((uint64_t)1 << log) < input_limit)
+        log++;
+    return log;
+}
+
 int ckpt_zstd__is_frame(const uint8_t *head, size_t n)
 {
     uint32_t magic;
@@ -120,8 +131,7 @@ static int zstd_input_error(const char *path, size_t code, uint64_t at)
 {
     if (ZSTD_getErrorCode(code) == ZSTD_error_frameParameter_windowTooLarge)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT,
-                               "%s: zstd frame needs a window larger than 2^%d bytes", path,
-                               CKPT_ZSTD_MAX_WINDOW_LOG);
+                               "%s: zstd frame needs a window larger than 2^%d bytes", path, window_log_max());
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: corrupt zstd data near offset %llu: %s", path,
                            (unsigned long long)at, ZSTD_getErrorName(code));
 }
@@ -141,7 +151,7 @@ int ckpt_zstd__decompress(int in_fd, const char *path, int *out_fd, ckpt_zstd_st
         rc = ckpt_error_oom();
         goto done;
     }
-    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, CKPT_ZSTD_MAX_WINDOW_LOG);
+    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, window_log_max());
     fd = open_temp(dir, path);
     if (fd < 0) {
         rc = fd;

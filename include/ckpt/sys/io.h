@@ -41,7 +41,8 @@ CKPT_EXTERN(int) ckpt_file_read(const ckpt_file *f, uint64_t off, void *dst, siz
  * each thread has its own. Otherwise fn's return value. f may be NULL: fn reads several
  * files, and the error names the one that shrank. */
 CKPT_EXTERN(int) ckpt_file_guard(const ckpt_file *f, int (*fn)(void *arg), void *arg);
-/* Tell the kernel the pages of [off, off+len) will not be needed again soon. */
+/* Tell the kernel the pages of [off, off+len) will not be needed again soon (a mapped file
+ * only: nothing for one with fd -1). */
 CKPT_EXTERN(void) ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t len);
 
 /* An output file written as a temporary file in the target directory and linked or renamed
