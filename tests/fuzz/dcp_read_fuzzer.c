@@ -50,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t meta_len;
 
     if (!dir[0]) {
+        ckpt_zstd__set_input_limit(FUZZ_ZSTD_LIMIT);
         snprintf(dir, sizeof dir, "/tmp/ckpt-fuzz-dcp-XXXXXX");
         FUZZ_ASSERT(mkdtemp(dir));
         atexit(remove_dir);

@@ -23,6 +23,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                           \
     } while (0)
 
+/* The library's guard against decompression bombs (src/io/zstd_io.h). An input that is a
+ * zstd frame is decompressed as it is opened, whatever the harness: a few bytes of it must
+ * not ask for gigabytes of window or of output. */
+void ckpt_zstd__set_input_limit(uint64_t max_bytes);
+#define FUZZ_ZSTD_LIMIT ((uint64_t)8 << 20)
+
 /* The input as an anonymous file; path (cap >= 32) names it for the library's open
  * functions. Close the result. */
 static inline int fuzz_memfd(const uint8_t *data, size_t size, char *path, size_t cap)
@@ -30,6 +36,7 @@ static inline int fuzz_memfd(const uint8_t *data, size_t size, char *path, size_
     int fd = memfd_create("ckpt_fuzz_input", MFD_CLOEXEC);
     size_t done = 0;
 
+    ckpt_zstd__set_input_limit(FUZZ_ZSTD_LIMIT);
     FUZZ_ASSERT(fd >= 0);
     while (done < size) {
         ssize_t n = write(fd, data + done, size - done);
