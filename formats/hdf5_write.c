@@ -19,7 +19,6 @@
 /* Large enough for zstd and deflate to reach their ratio, small enough that a reader
  * wanting one row decodes little. */
 #define CHUNK_TARGET (4ull << 20)
-#define ZSTD_DEFAULT_LEVEL 3
 #define CREATION_ORDER (H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED)
 #define GZIP_DEFAULT_LEVEL 6
 
@@ -31,6 +30,7 @@ typedef struct h5_set {
     hsize_t chunk[CKPT_MAX_DIMS];
     uint64_t inner;              /* elements after the cut axis */
     uint64_t along;              /* chunks along the cut axis */
+    uint64_t chunk_bytes;        /* one chunk as stored (edge chunks too) */
     uint64_t n_chunks;           /* 0: not chunked (scalar or empty) */
     size_t esize;
 } h5_set;
@@ -228,6 +228,7 @@ static void plan_chunks(h5_set *s, const ckpt_out_tensor *t, uint64_t target)
     for (d = 0; d < t->ndim; d++)
         s->chunk[d] = d < s->cut ? 1 : d == s->cut ? (hsize_t)rows : s->dims[d];
     s->inner = inner[s->cut];
+    s->chunk_bytes = rows * s->inner * s->esize;
     s->along = ((uint64_t)t->shape[s->cut] + rows - 1) / rows;
     s->n_chunks = s->along;
     for (d = 0; d < s->cut; d++)
@@ -325,7 +326,7 @@ int ckpt_hdf5__write_begin(ckpt_writer *w)
     h->codec = opts->compress;
     h->level = opts->compress_level ? opts->compress_level
                : h->codec == CKPT_CODEC_GZIP ? GZIP_DEFAULT_LEVEL
-                                             : ZSTD_DEFAULT_LEVEL;
+                                             : ZSTD_CLEVEL_DEFAULT;
     if (h->codec == CKPT_CODEC_GZIP && (h->level < 1 || h->level > 9))
         return ckpt_error_set(CKPT_EINVALID, "%s: gzip level %d: expected 1 to 9", ckpt_writer_path(w), h->level);
     if (h->codec == CKPT_CODEC_ZSTD && (h->level < 1 || h->level > ZSTD_maxCLevel()))
@@ -399,7 +400,9 @@ static int encode_chunk(ckpt_writer *w, const h5_writer *h, h5_slot *slot, h5_wo
     const ckpt_out_tensor *t = &ckpt_writer_out(w)->tensors[slot->set];
     uint64_t band = slot->index % s->along, outer = slot->index / s->along;
     uint64_t row0 = band * s->chunk[s->cut], rows = s->dims[s->cut] - row0;
-    uint64_t chunk_bytes = s->chunk[s->cut] * s->inner * s->esize, start, len;
+    /* a chunk stored as it is is read straight into its slot */
+    uint8_t *raw = h->codec == CKPT_CODEC_NONE ? slot->data : k->raw;
+    uint64_t start, len;
     size_t n = 0;
     int rc;
 
@@ -407,23 +410,27 @@ static int encode_chunk(ckpt_writer *w, const h5_writer *h, h5_slot *slot, h5_wo
         rows = s->chunk[s->cut];
     start = (outer * s->dims[s->cut] + row0) * s->inner * s->esize;
     len = rows * s->inner * s->esize;
-    if ((rc = ckpt_writer_read(w, t->blob, start, len, k->raw)) < 0)
+    if ((rc = ckpt_writer_read(w, t->blob, start, len, raw)) < 0)
         return rc;
     /* an edge chunk is stored whole; its part outside the array is the fill value, zero */
-    memset(k->raw + len, 0, (size_t)(chunk_bytes - len));
+    memset(raw + len, 0, (size_t)(s->chunk_bytes - len));
+    slot->skipped = 0;
+    slot->len = (size_t)s->chunk_bytes;
+    if (h->codec == CKPT_CODEC_NONE)
+        return 0;
     if (h->codec == CKPT_CODEC_ZSTD) {
-        n = ZSTD_compressCCtx(k->zstd, slot->data, cap, k->raw, (size_t)chunk_bytes, h->level);
+        n = ZSTD_compressCCtx(k->zstd, slot->data, cap, raw, (size_t)s->chunk_bytes, h->level);
         if (ZSTD_isError(n))
             return ckpt_error_set(CKPT_EIO, "%s: tensor '%s': zstd: %s", ckpt_writer_path(w), t->name,
                                   ZSTD_getErrorName(n));
-    } else if (h->codec == CKPT_CODEC_GZIP) {
-        n = libdeflate_zlib_compress(k->deflate, k->raw, (size_t)chunk_bytes, slot->data, cap);
+    } else {
+        n = libdeflate_zlib_compress(k->deflate, raw, (size_t)s->chunk_bytes, slot->data, cap);
     }
-    slot->skipped = 0;
-    if (h->codec == CKPT_CODEC_NONE || n == 0 || n >= chunk_bytes) {
-        memcpy(slot->data, k->raw, (size_t)chunk_bytes);
-        n = (size_t)chunk_bytes;
-        slot->skipped = h->codec == CKPT_CODEC_NONE ? 0 : 1;
+    if (n == 0 || n >= s->chunk_bytes) {
+        /* it does not shrink: stored as it is, the filter marked skipped */
+        memcpy(slot->data, raw, (size_t)s->chunk_bytes);
+        slot->skipped = 1;
+        return 0;
     }
     slot->len = n;
     return 0;
@@ -447,7 +454,7 @@ static int store_chunk(ckpt_writer *w, h5_writer *h, const h5_slot *slot)
         return ckpt_hdf5__fail(CKPT_EIO, "%s: tensor '%s': cannot write chunk %llu", ckpt_writer_path(w),
                                ckpt_writer_out(w)->tensors[slot->set].name, (unsigned long long)slot->index);
     h->stored_bytes += slot->len;
-    h->raw_bytes += s->chunk[s->cut] * s->inner * s->esize;
+    h->raw_bytes += s->chunk_bytes;
     return 0;
 }
 
@@ -474,8 +481,8 @@ static uint64_t largest_chunk(const h5_writer *h)
     size_t i;
 
     for (i = 0; i < h->n_sets; i++)
-        if (h->sets[i].n_chunks && h->sets[i].chunk[h->sets[i].cut] * h->sets[i].inner * h->sets[i].esize > most)
-            most = h->sets[i].chunk[h->sets[i].cut] * h->sets[i].inner * h->sets[i].esize;
+        if (h->sets[i].n_chunks && h->sets[i].chunk_bytes > most)
+            most = h->sets[i].chunk_bytes;
     return most;
 }
 

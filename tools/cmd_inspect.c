@@ -162,67 +162,71 @@ static void json_number_or_null(cJSON *o, const char *key, double v)
         cJSON_AddNullToObject(o, key);
 }
 
-/* A storage kept other than as plain bytes: chunks, encodings, what the file spends on it.
- * *plain is set when there is nothing to say. */
-static void describe_storage(const ckpt_tensor *t, ckpt_storage_summary *sum, char *codec, size_t cap, int *plain)
+/* How a tensor's bytes are kept: chunks, encodings, what the file spends on them. */
+typedef struct storage_info {
+    ckpt_storage_summary sum;
+    char codec[64]; /* "zstd", "gzip+shuffle+fletcher32", ...; "" when none */
+    int plain;      /* nothing to say: plain bytes in place */
+} storage_info;
+
+static void describe_storage(const ckpt_tensor *t, storage_info *d)
 {
     static const char *const names[] = { "", "deflate", "", "gzip", "zstd", "fill" };
-    size_t e, used = 0;
+    const ckpt_storage_summary *sum = &d->sum;
+    size_t e, used = 0, cap = sizeof d->codec;
 
-    codec[0] = 0;
-    *plain = 1;
-    if (ckpt_storage_summarize(t->storage, sum) < 0)
+    d->codec[0] = 0;
+    d->plain = 1;
+    if (ckpt_storage_summarize(t->storage, &d->sum) < 0)
         return;
     for (e = 1; e < sizeof names / sizeof names[0]; e++)
         if (*names[e] && (sum->encodings & (1u << e)))
-            used += (size_t)snprintf(codec + used, used < cap ? cap - used : 0, "%s%s", used ? "+" : "", names[e]);
+            used += (size_t)snprintf(d->codec + used, used < cap ? cap - used : 0, "%s%s", used ? "+" : "", names[e]);
     if (sum->shuffled && used < cap)
-        used += (size_t)snprintf(codec + used, cap - used, "%sshuffle", used ? "+" : "");
+        used += (size_t)snprintf(d->codec + used, cap - used, "%sshuffle", used ? "+" : "");
     if (sum->checksummed && used < cap)
-        snprintf(codec + used, cap - used, "%sfletcher32", used ? "+" : "");
+        snprintf(d->codec + used, cap - used, "%sfletcher32", used ? "+" : "");
     /* pickled text (protocol 2 bytes) is how a format stores raw bytes, not an encoding to show */
-    *plain = !sum->n_chunks && !(sum->encodings & ~((1u << CKPT_EXTENT_RAW) | (1u << CKPT_EXTENT_LATIN1_UTF8))) &&
-             !sum->shuffled && !sum->checksummed;
+    d->plain = !sum->n_chunks && !(sum->encodings & ~((1u << CKPT_EXTENT_RAW) | (1u << CKPT_EXTENT_LATIN1_UTF8))) &&
+               !sum->shuffled && !sum->checksummed;
 }
 
-static void storage_text(const ckpt_tensor *t, char *buf, size_t cap)
+static void storage_text(const storage_info *d, char *buf, size_t cap)
 {
-    ckpt_storage_summary sum;
-    char codec[64], chunk[64];
-    int plain;
+    const ckpt_storage_summary *sum = &d->sum;
+    char chunk[64];
 
-    describe_storage(t, &sum, codec, sizeof codec, &plain);
-    if (plain) {
+    if (d->plain) {
         snprintf(buf, cap, "-");
         return;
     }
-    cli_shape(sum.chunk, sum.chunk_ndim, chunk, sizeof chunk);
-    if (sum.stored_bytes && codec[0])
-        snprintf(buf, cap, "%llu x %s %s x%.2f", (unsigned long long)sum.n_chunks, chunk, codec,
-                 (double)sum.bytes / (double)sum.stored_bytes);
-    else if (sum.n_chunks)
-        snprintf(buf, cap, "%llu x %s%s%s", (unsigned long long)sum.n_chunks, chunk, codec[0] ? " " : "", codec);
+    cli_shape(sum->chunk, sum->chunk_ndim, chunk, sizeof chunk);
+    if (sum->stored_bytes && d->codec[0])
+        snprintf(buf, cap, "%llu x %s %s x%.2f", (unsigned long long)sum->n_chunks, chunk, d->codec,
+                 (double)sum->bytes / (double)sum->stored_bytes);
+    else if (sum->n_chunks)
+        snprintf(buf, cap, "%llu x %s%s%s", (unsigned long long)sum->n_chunks, chunk, d->codec[0] ? " " : "",
+                 d->codec);
     else
-        snprintf(buf, cap, "%s x%.2f", codec, sum.stored_bytes ? (double)sum.bytes / (double)sum.stored_bytes : 0.0);
+        snprintf(buf, cap, "%s x%.2f", d->codec,
+                 sum->stored_bytes ? (double)sum->bytes / (double)sum->stored_bytes : 0.0);
 }
 
 static cJSON *storage_json(const ckpt_tensor *t)
 {
-    ckpt_storage_summary sum;
-    char codec[64];
+    storage_info d;
     cJSON *j;
-    int plain;
 
-    describe_storage(t, &sum, codec, sizeof codec, &plain);
-    if (plain)
+    describe_storage(t, &d);
+    if (d.plain)
         return NULL;
     j = cJSON_CreateObject();
-    if (sum.n_chunks) {
-        cJSON_AddNumberToObject(j, "chunks", (double)sum.n_chunks);
-        cJSON_AddItemToObject(j, "chunk_shape", json_ints(sum.chunk, sum.chunk_ndim));
+    if (d.sum.n_chunks) {
+        cJSON_AddNumberToObject(j, "chunks", (double)d.sum.n_chunks);
+        cJSON_AddItemToObject(j, "chunk_shape", json_ints(d.sum.chunk, d.sum.chunk_ndim));
     }
-    cJSON_AddStringToObject(j, "encoding", codec[0] ? codec : "raw");
-    cJSON_AddNumberToObject(j, "stored_bytes", (double)sum.stored_bytes);
+    cJSON_AddStringToObject(j, "encoding", d.codec[0] ? d.codec : "raw");
+    cJSON_AddNumberToObject(j, "stored_bytes", (double)d.sum.stored_bytes);
     return j;
 }
 
@@ -285,33 +289,34 @@ static void print_json(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
 static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
 {
     uint64_t total = 0, stored = 0, encoded = 0;
-    size_t i, unsafe = 0, width = 4;
+    size_t i, unsafe = 0, width = 4, n = ckpt_tensor_count(c);
     int header_printed = 0, show_storage = 0;
+    storage_info *storage = calloc(n ? n : 1, sizeof *storage);
     char a[64], b[64], st[256];
 
-    for (i = 0; i < ckpt_tensor_count(c); i++) {
+    for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(c, i);
         size_t len = strlen(t->name);
-        ckpt_storage_summary sum;
-        int plain;
         total += ckpt_tensor_nbytes(t);
         if (len > width)
             width = len < 72 ? len : 72;
-        describe_storage(t, &sum, st, sizeof st, &plain);
-        show_storage |= !plain;
-        if (!plain && st[0] && sum.stored_bytes) {
-            stored += sum.stored_bytes;
-            encoded += sum.bytes;
+        if (!storage)
+            continue;
+        describe_storage(t, &storage[i]);
+        show_storage |= !storage[i].plain;
+        if (!storage[i].plain && storage[i].codec[0] && storage[i].sum.stored_bytes) {
+            stored += storage[i].sum.stored_bytes;
+            encoded += storage[i].sum.bytes;
         }
     }
     printf("path:    %s\n", ckpt_path(c));
     printf("format:  %s (%s on disk)\n", ckpt_format_name(c), cli_human_size(ckpt_input_size(c), a, sizeof a));
-    printf("tensors: %zu (%s)\n", ckpt_tensor_count(c), cli_human_size(total, b, sizeof b));
+    printf("tensors: %zu (%s)\n", n, cli_human_size(total, b, sizeof b));
     if (stored)
         printf("stored:  %s of %s encoded (x%.2f)\n", cli_human_size(stored, a, sizeof a),
                cli_human_size(encoded, b, sizeof b), (double)encoded / (double)stored);
     printf("\n");
-    if (ckpt_tensor_count(c)) {
+    if (n) {
         printf("%-*s  %-13s  %-20s  %12s", (int)width, "name", "dtype", "shape", "bytes");
         if (show_storage)
             printf("  %-*s", stats ? 30 : 0, "storage (chunks, encoding, ratio)");
@@ -319,12 +324,12 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
             printf("  %12s %12s %12s %12s %6s %6s", "min", "max", "mean", "std", "nan", "inf");
         printf("\n");
     }
-    for (i = 0; i < ckpt_tensor_count(c); i++) {
+    for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(c, i);
         printf("%-*s  %-13s  %-20s  %12llu", (int)width, t->name, ckpt_dtype_name(t->dtype),
                cli_shape(t->shape, t->ndim, a, sizeof a), (unsigned long long)ckpt_tensor_nbytes(t));
         if (show_storage) {
-            storage_text(t, st, sizeof st);
+            storage_text(&storage[i], st, sizeof st);
             printf("  %-*s", stats ? 30 : 0, st);
         }
         if (stats)
@@ -332,6 +337,7 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
                    stats[i].std, (unsigned long long)stats[i].nan, (unsigned long long)stats[i].inf);
         printf("\n");
     }
+    free(storage);
     for_each_metadata(ckpt_root(c), print_meta_line, &header_printed);
     if (ckpt_global_count(c)) {
         printf("\npickle globals (%zu):\n", ckpt_global_count(c));

@@ -107,7 +107,7 @@ static int parse_args(zero_args *a, int argc, char **argv)
         switch (c) {
         case 't': a->tag = optarg; break;
         case 'x': a->plan.exclude_frozen = 1; break;
-        case 's': a->plan.safetensors = 1; break;
+        case 's': a->plan.format = "safetensors"; break;
         case 'S':
             if (cli_parse_size(optarg, &a->plan.max_shard_size) < 0 || a->plan.max_shard_size == 0)
                 return cli_usage_error(cmd, "--max-shard-size %s: expected a size such as 5GB, 500MB or 2KB", optarg);
@@ -121,8 +121,7 @@ static int parse_args(zero_args *a, int argc, char **argv)
             if (!format || (strcmp(format, "torch") != 0 && strcmp(format, "safetensors") != 0 &&
                             strcmp(format, "hdf5") != 0))
                 return cli_usage_error(cmd, "--to %s: expected bin, safetensors or h5", optarg);
-            a->plan.safetensors = strcmp(format, "safetensors") == 0;
-            a->plan.hdf5 = strcmp(format, "hdf5") == 0;
+            a->plan.format = format;
             break;
         case 'z':
             if ((rc = cli_option_compress(cmd, optarg, &a->run.write)) != 0)
@@ -138,7 +137,7 @@ static int parse_args(zero_args *a, int argc, char **argv)
                 return rc < 0 ? cli_usage_error(cmd, "unknown option") : rc;
         }
     }
-    if (a->run.write.compress != CKPT_CODEC_NONE && !a->plan.hdf5)
+    if (a->run.write.compress != CKPT_CODEC_NONE && (!a->plan.format || strcmp(a->plan.format, "hdf5") != 0))
         return cli_usage_error(cmd, "--compress is for HDF5 output (--to h5)");
     if (argc - optind != 2)
         return cli_usage_error(cmd, "expected CHECKPOINT_DIR and OUTPUT_DIR, got %d argument(s)", argc - optind);

@@ -168,8 +168,8 @@ static int plan_set(ckpt_plan *plan, const zero_set *s, const char *format)
 static int add_set(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
                    const zero_plan_options *o, int optimizer)
 {
-    const char *ext = o->hdf5 ? ".h5" : o->safetensors ? ".safetensors" : ".bin";
-    const char *format = o->hdf5 ? "hdf5" : o->safetensors ? "safetensors" : "torch";
+    const char *format = o->format ? o->format : "torch";
+    int torch = strcmp(format, "torch") == 0, safetensors = strcmp(format, "safetensors") == 0;
     zero_set *v = realloc(p->sets, (p->n_sets + 1) * sizeof *v), *s;
     int rc;
 
@@ -178,12 +178,13 @@ static int add_set(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, co
     p->sets = v;
     s = &v[p->n_sets++];
     memset(s, 0, sizeof *s);
-    s->base = optimizer ? "optimizer_states" : o->safetensors || o->hdf5 ? "model" : "pytorch_model";
+    /* Hugging Face's names: pytorch_model.bin, model.safetensors (and so model.h5) */
+    s->base = optimizer ? "optimizer_states" : torch ? "pytorch_model" : "model";
     if (!(s->dir = strdup(dir)))
         return ckpt_error_oom();
     if ((rc = collect(ckpt_plan_graph(p->plan), s, in, dict, o, optimizer)) < 0 ||
-        (o->safetensors && (rc = refuse_aliases(s)) < 0) ||
-        (rc = shard(s, o->max_shard_size, ext)) < 0)
+        (safetensors && (rc = refuse_aliases(s)) < 0) ||
+        (rc = shard(s, o->max_shard_size, torch ? ".bin" : safetensors ? ".safetensors" : ".h5")) < 0)
         return rc;
     return plan_set(p->plan, s, format);
 }

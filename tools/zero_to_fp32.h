@@ -25,8 +25,7 @@ typedef struct zero_set {
 } zero_set;
 
 typedef struct zero_plan_options {
-    int safetensors;
-    int hdf5;        /* model.h5 (HDF5) instead of .bin or .safetensors files */
+    const char *format; /* of the files: "torch" (.bin, the default), "safetensors" or "hdf5" */
     int exclude_frozen;
     int optimizer_states;
     uint64_t max_shard_size;

@@ -1,6 +1,7 @@
 /* The engine side of a format's open hook: where formats put storages, tensors, the value
  * tree and notes. */
 #include "engine.h"
+#include "../io/zstd_io.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -24,7 +25,8 @@ const ckpt_file *ckpt_reader_file(const ckpt_reader *r)
     return r->ckpt->n_files ? r->ckpt->files[0] : NULL;
 }
 
-int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out)
+/* Open a file for the checkpoint, which keeps it open as long as itself. */
+static int add_file(ckpt_reader *r, const char *path, const char *name, int decompress, const ckpt_file **out)
 {
     ckpt_ckpt *c = r->ckpt;
     ckpt_file **files;
@@ -35,12 +37,17 @@ int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **ou
     if (!files)
         return ckpt_error_oom();
     c->files = files;
-    rc = ckpt_file_open(&f, path);
+    rc = ckpt_file__open_as(&f, path, name, decompress);
     if (rc < 0)
         return rc;
     c->files[c->n_files++] = f;
     *out = f;
     return 0;
+}
+
+int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out)
+{
+    return add_file(r, path, path, 1, out);
 }
 
 const ckpt_open_options *ckpt_reader_options(const ckpt_reader *r)
@@ -124,10 +131,6 @@ int ckpt_reader_window(ckpt_reader *r, const ckpt_file *f, uint64_t off, uint64_
     return 0;
 }
 
-/* The file starts with this, so that opening it never takes it for anything (a zstd frame
- * is decompressed as it is opened); the window handed out starts after it. */
-static const char memory_magic[8] = "ckptmem";
-
 static int write_all(int fd, const void *data, size_t len)
 {
     const uint8_t *p = data;
@@ -144,8 +147,6 @@ static int write_all(int fd, const void *data, size_t len)
 
 int ckpt_reader_memory_file(ckpt_reader *r, const char *name, const void *data, size_t len, const ckpt_file **out)
 {
-    const ckpt_file *f;
-    ckpt_file *w;
     char proc[64];
     int fd, rc;
 
@@ -160,21 +161,15 @@ int ckpt_reader_memory_file(ckpt_reader *r, const char *name, const void *data, 
     }
     if (fd < 0)
         return ckpt_error_set(CKPT_EIO, "%s: cannot make a file in memory for %s", r->ckpt->path, name);
-    if (write_all(fd, memory_magic, sizeof memory_magic) != 0 || (len && write_all(fd, data, len) != 0)) {
+    if (len && write_all(fd, data, len) != 0) {
         close(fd);
         return ckpt_error_set(CKPT_EIO, "%s: cannot write %zu bytes into memory for %s", r->ckpt->path, len, name);
     }
+    /* our own bytes: whatever they start with, never a zstd frame to decompress */
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    rc = ckpt_reader_open_file(r, proc, &f);
+    rc = add_file(r, proc, name, 0, out);
     close(fd);
-    if (rc < 0)
-        return rc;
-    if ((rc = ckpt_reader_window(r, f, sizeof memory_magic, len, out)) < 0)
-        return rc;
-    w = (ckpt_file *)*out;
-    if (!(w->path = ckpt_arena_strndup(r->ckpt->arena, name, strlen(name))))
-        return ckpt_error_oom();
-    return 0;
+    return rc;
 }
 
 int ckpt_reader_add_tensor(ckpt_reader *r, ckpt_tensor **out)

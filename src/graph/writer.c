@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #ifdef CKPT_HAVE_OPENMP
 #include <omp.h>
@@ -19,7 +20,6 @@
 #define DEFAULT_MEMORY (512ull << 20)
 #define MAX_CHUNK (16ull << 20)
 #define MIN_CHUNK (64ull << 10)
-#define ZSTD_DEFAULT_LEVEL 3 /* what ckpt_outfile_set_zstd takes level 0 for */
 
 typedef struct placement {
     size_t blob;
@@ -547,7 +547,7 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
         return rc;
     if (w.notes && zstd.zst_bytes)
         ckpt_buf_printf(w.notes, "zstd level %d: %.1f MB -> %.1f MB (x%.2f) in %.2f s (%.0f MB/s)\n",
-                        opts->compress_level ? opts->compress_level : ZSTD_DEFAULT_LEVEL,
+                        opts->compress_level ? opts->compress_level : ZSTD_CLEVEL_DEFAULT,
                         (double)zstd.raw_bytes / 1e6, (double)zstd.zst_bytes / 1e6,
                         (double)zstd.raw_bytes / (double)zstd.zst_bytes, zstd.seconds,
                         zstd.seconds > 0 ? (double)zstd.raw_bytes / 1e6 / zstd.seconds : 0.0);

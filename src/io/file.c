@@ -177,10 +177,15 @@ static int decompress_if_zstd(int *fd, const char *path, struct stat *st, ckpt_z
 
 int ckpt_file_open(ckpt_file **out, const char *path)
 {
+    return ckpt_file__open_as(out, path, path, 1);
+}
+
+int ckpt_file__open_as(ckpt_file **out, const char *path, const char *name, int decompress)
+{
     ckpt_file *f = NULL;
     ckpt_zstd_stats zstd = { 0, 0, 0.0 };
     struct stat st;
-    size_t path_len = strlen(path);
+    size_t path_len = strlen(name);
     int fd, rc = 0;
 
     *out = NULL;
@@ -202,7 +207,7 @@ int ckpt_file_open(ckpt_file **out, const char *path)
         rc = ckpt_error_set(CKPT_EINVALID, "%s: not a regular file", path);
         goto done;
     }
-    if ((rc = decompress_if_zstd(&fd, path, &st, &zstd)) < 0)
+    if (decompress && (rc = decompress_if_zstd(&fd, path, &st, &zstd)) < 0)
         goto done;
     if ((uint64_t)st.st_size > SIZE_MAX) {
         rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too large to map in this address space", path);
@@ -214,7 +219,7 @@ int ckpt_file_open(ckpt_file **out, const char *path)
         rc = ckpt_error_oom();
         goto done;
     }
-    memcpy((char *)(f + 1), path, path_len + 1);
+    memcpy((char *)(f + 1), name, path_len + 1);
     f->path = (const char *)(f + 1);
     f->fd = fd;
     f->fd_offset = 0;

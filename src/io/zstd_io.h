@@ -27,6 +27,11 @@ int ckpt_zstd__is_frame(const uint8_t *head, size_t n);
  * the temporary directory (full: the message says to set TMPDIR). */
 int ckpt_zstd__decompress(int in_fd, const char *path, int *out_fd, ckpt_zstd_stats *stats);
 
+/* ckpt_file_open of `path` under another name (`name`, which errors and f->path show), and
+ * with decompress 0 taking a zstd frame for plain bytes: for files the library made itself
+ * (file.c). */
+int ckpt_file__open_as(ckpt_file **out, const char *path, const char *name, int decompress);
+
 /* The most bytes one input may decompress to, a guard against decompression bombs for tests
  * and fuzzers; UINT64_MAX (the default) leaves only the temporary directory's room. Not
  * thread-safe against concurrent opens. */
