@@ -335,11 +335,12 @@ static int zero_frozen(ckpt_zero_build *b)
     if (!parts)
         return ckpt_error_oom();
     for (i = 0; i < shapes->u.dict.map.n; i++) {
-        const char *name = shapes->u.dict.map.keys[i]->u.str.ptr;
+        const char *name;
         int64_t avail = 0;
         rc = zero_frozen_shape(b, shapes, i, &ndim, shape, &numel);
         if (rc < 0)
             break;
+        name = shapes->u.dict.map.keys[i]->u.str.ptr;
         /* stages 1/2 keep the whole parameter in the first model file, stage 3 one
          * ceil(n/W) slice per rank file */
         for (r = 0; r < (b->stage == 3 ? b->st->n_model : 1); r++) {

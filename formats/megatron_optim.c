@@ -90,6 +90,10 @@ static int find_state_dict(const ckpt_ckpt *ck, const ckpt_value *opt, const ckp
         ckpt_value_dict_get(inner, "param_groups")) {
         *sd = inner;
         *masters = ckpt_value_dict_get(opt, "fp32_from_fp16_params");
+        /* its kind is copied for the output's: only a list of per-group lists makes sense */
+        if (*masters && (*masters)->kind != CKPT_VAL_LIST && (*masters)->kind != CKPT_VAL_TUPLE)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: fp32_from_fp16_params is not a list",
+                                   ckpt_path(ck));
         return 0;
     }
     return unsupported(ck, "neither a torch optimizer state dict nor Megatron's fp16 wrapper of one (several "
@@ -168,9 +172,18 @@ static int view_open(const ckpt_megatron *m, const mg_rank *r, optim_view *v)
     }
     for (i = 0, rc = 0; i < v->n && rc == 0; i++) {
         const ckpt_value *d = ckpt_megatron__chunk_dict(r->root, m->info.vpp, v->vp[i]);
-        const ckpt_tensor *t = ckpt_tensor_at(r->ck, ckpt_value_dict_get(d, v->keys[i])->u.tensor.index);
-        int want = no_weight_decay(v->keys[i], t->ndim);
+        /* looked up again by its C string: a key with a NUL byte finds another entry, or none */
+        const ckpt_value *leaf = ckpt_value_dict_get(d, v->keys[i]);
+        const ckpt_tensor *t = leaf && leaf->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(r->ck, leaf->u.tensor.index)
+                                                                     : NULL;
         const ckpt_value *idx, *entry, *moment;
+        int want;
+        if (!t) {
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: model key '%s' does not name one tensor",
+                                 ckpt_path(r->ck), v->keys[i]);
+            break;
+        }
+        want = no_weight_decay(v->keys[i], t->ndim);
         for (g = 0; g < seq_len(groups); g++)
             if (flags[g] == 2 || flags[g] == want)
                 break;
@@ -201,9 +214,10 @@ static int view_open(const ckpt_megatron *m, const mg_rank *r, optim_view *v)
         if (taken[g] != seq_len(ckpt_value_dict_get(seq_at(groups, g), "params")))
             rc = unsupported(r->ck, "a param group holds more parameters than the model");
     free(taken);
+    if (rc != 0)
+        goto fail;
     free(flags);
-    if (rc == 0)
-        return 0;
+    return 0;
 fail:
     free(flags);
     view_free(v);
@@ -344,6 +358,9 @@ static int state_entry(rank_out *r, const mg_entry *e, ckpt_value **out)
 
     if (rc == 0)
         rc = source_state(r->c, e, 0, &v, &src, &master);
+    if (rc == 0 && src && src->kind != CKPT_VAL_DICT)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: the optimizer state of '%s' is not a dict",
+                             ckpt_path(v->ck), e->local);
     for (i = 0; rc == 0 && src && i < src->u.dict.map.n; i++) {
         const ckpt_value *k = src->u.dict.map.keys[i], *val = src->u.dict.map.vals[i];
         const ckpt_tensor *t = val->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(v->ck, val->u.tensor.index) : NULL;

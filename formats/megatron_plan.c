@@ -137,7 +137,10 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
 
     if ((rc = carry(c, c->template_rank->ck, args, &copy)) < 0)
         return rc;
-    d = (ckpt_value *)ckpt_megatron__namespace_dict(copy);
+    /* only rank 0's args were checked at open; the template may be another rank's */
+    if (!(d = (ckpt_value *)ckpt_megatron__namespace_dict(copy)))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args is not a Namespace",
+                               c->template_rank->ck ? ckpt_path(c->template_rank->ck) : "args");
     if ((rc = set_attr(a, d, "tensor_model_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0 ||
         (rc = set_attr(a, d, "pipeline_model_parallel_size", ckpt_value_new_int(a, c->t->pp))) < 0 ||
         (rc = set_attr(a, d, "virtual_pipeline_model_parallel_size",

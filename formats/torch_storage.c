@@ -72,9 +72,9 @@ static int text_is(const ckpt_value *v, const char *want)
     return value_text(v, &s, &len) && len == strlen(want) && memcmp(s, want, len) == 0;
 }
 
-static const ckpt_value *arg_at(const ckpt_value *args, size_t i)
+static const ckpt_value *tuple_item(const ckpt_value *tuple, size_t i)
 {
-    return args && i < args->u.seq.n ? args->u.seq.items[i] : NULL;
+    return tuple && tuple->kind == CKPT_VAL_TUPLE && i < tuple->u.seq.n ? tuple->u.seq.items[i] : NULL;
 }
 
 /* ---- storage table ------------------------------------------------------ */
@@ -240,11 +240,11 @@ static int parse_view(const ckpt_torch_interp *in, const ckpt_value *vm, const c
                       const char *path, ckpt_torch_pid *info)
 {
     int64_t elems = (int64_t)(ref->storage->nbytes / ckpt_dtype_size(ref->storage->dtype));
-    const ckpt_value *off = arg_at(vm, 1), *size = arg_at(vm, 2);
+    const ckpt_value *off = tuple_item(vm, 1), *size = tuple_item(vm, 2);
     const char *s;
     size_t len;
 
-    if (vm->kind != CKPT_VAL_TUPLE || vm->u.seq.n != 3 || !value_text(arg_at(vm, 0), &s, &len) ||
+    if (vm->kind != CKPT_VAL_TUPLE || vm->u.seq.n != 3 || !value_text(tuple_item(vm, 0), &s, &len) ||
         off->kind != CKPT_VAL_INT || size->kind != CKPT_VAL_INT || off->u.integer < 0 ||
         size->u.integer < 0 || off->u.integer > elems || size->u.integer > elems - off->u.integer)
         return ckpt_torch__fail(in, CKPT_EFORMAT, path, "bad storage view of %s%s", in->key_prefix, ref->key);

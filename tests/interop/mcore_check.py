@@ -32,6 +32,11 @@ they load as stand-ins that compare by value, which is all these checks need.
                               TP 1, saved as Megatron names it (mp_rank_00_EEE)
   moe_check OUT ROOT          OUT (ROOT at TP 2, EP kept) holds every expert cut per TP rank by
                               the dense rules: linear_fc1 as [gate_r; up_r], linear_fc2 by column
+  corrupt ROOT HOW [RANK]     rewrite ROOT's rank files (only the RANK-th, counting from 0, if
+                              given): none (rewritten unchanged, through the stand-ins),
+                              or into a malformed checkpoint: args_int (args is an int),
+                              state_list (an optimizer state entry is a list), nul_key (a model
+                              key gains a NUL byte and its prefix names an int)
 """
 
 import glob
@@ -56,6 +61,10 @@ class Stand(object):
     def __setstate__(self, state):
         self.state = state
 
+    def __reduce__(self):
+        # pickled back as the class it stands for, with what it was made from
+        return (type(self), self.args, self.state)
+
     def __eq__(self, other):
         return type(self) is type(other) and (self.args, self.kwargs, self.state) == (
             other.args, other.kwargs, other.state)
@@ -70,9 +79,14 @@ _stands = {}
 def _stand(module, name):
     key = (module, name)
     if key not in _stands:
-        cls = type(name, (Stand,), {"__module__": module})
+        cls = type(name, (Stand,), {"__module__": module, "__qualname__": name})
         cls.__new__ = lambda c, *a, **k: object.__new__(c)
         _stands[key] = cls
+        # pickle imports a class's module (and so its parents) before it writes the reference
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            sys.modules.setdefault(".".join(parts[:i]), type(sys)(".".join(parts[:i])))
+        setattr(sys.modules[module], name, cls)
     return _stands[key]
 
 
@@ -303,6 +317,41 @@ def cmd_moe_check(out, root):
                 equal(m[key + "linear_fc2.weight"], full[key + "linear_fc2.weight"].chunk(2, dim=1)[tp], rel + "/fc2")
 
 
+def _optimizer_state(root):
+    opt = root["optimizer"]
+    return (opt["optimizer"] if "optimizer" in opt else opt)["state"]
+
+
+def _nul_key(root):
+    model = root["model"]
+    key = [k for k in model if not k.endswith("_extra_state")][-1]
+    items = list(model.items())
+    model.clear()
+    for k, v in items:
+        model[k + "\0x" if k == key else k] = v
+    model[key] = 3
+    # the optimizer comes first, so that it is read before the model names its tensors
+    items = list(root.items())
+    root.clear()
+    root.update((k, v) for k, v in items if k == "optimizer")
+    root.update((k, v) for k, v in items if k != "optimizer")
+
+
+def cmd_corrupt(root, how, rank=None):
+    def state_list(d):
+        state = _optimizer_state(d)
+        state[next(iter(state))] = [1, 2, 3]
+
+    edit = {"none": lambda d: None, "args_int": lambda d: d.__setitem__("args", 5), "state_list": state_list, "nul_key": _nul_key}[how]
+    _, files = rank_files(root)
+    for i, path in enumerate(files[k] for k in sorted(files)):
+        if rank is None or i == int(rank):
+            d = load(path)
+            edit(d)
+            torch.save(d, path)
+
+
 if __name__ == "__main__":
     run_main({"same": cmd_same, "roundtrip": cmd_roundtrip, "args": cmd_args, "naive_fc1": cmd_naive_fc1,
-              "loads": cmd_loads, "hf_oracle": cmd_hf_oracle, "moe_make": cmd_moe_make, "moe_check": cmd_moe_check})
+              "loads": cmd_loads, "hf_oracle": cmd_hf_oracle, "moe_make": cmd_moe_make, "moe_check": cmd_moe_check,
+              "corrupt": cmd_corrupt})

@@ -146,6 +146,32 @@ case_run "a missing rank directory is refused" \
     expect_refusal "$OUT/empty" "$WORK/err3" "some are missing" -- \
     "$CKPTCONV" reshard "$WORK/missing" "$OUT/empty/x" --tp 1
 
+# Malformed values where reshard expects a Namespace, a dict or one tensor: an error naming
+# the file, never a crash. Copies of tp2_optim are rewritten through mcore_check's stand-ins;
+# the one rewritten unchanged must still reshard.
+corrupted_copies() {
+    local how
+    for how in none args_int state_list nul_key; do
+        rm -rf "${WORK:?}/$how"
+        cp -r "$MT/tp2_optim" "$WORK/$how"
+    done
+    mcore_py corrupt "$WORK/none" none
+    mcore_py corrupt "$WORK/args_int" args_int 1
+    mcore_py corrupt "$WORK/state_list" state_list
+    mcore_py corrupt "$WORK/nul_key" nul_key
+}
+case_run "malformed copies of tp2_optim" corrupted_copies
+case_run "the copy rewritten unchanged reshards" ckpt reshard "$WORK/none" "$OUT/none" --tp 1 -q
+case_run "args that are not a Namespace (rank 1) are refused, naming the file" \
+    expect_refusal "$OUT/empty" "$WORK/err4" "mp_rank_01" "args is not a Namespace" -- \
+    "$CKPTCONV" reshard "$WORK/args_int" "$OUT/empty/x" --tp 2
+case_run "an optimizer state entry that is not a dict is refused, naming the file" \
+    expect_refusal "$OUT/empty" "$WORK/err5" "model_optim_rng.pt" "is not a dict" -- \
+    "$CKPTCONV" reshard "$WORK/state_list" "$OUT/empty/x" --tp 1
+case_run "a model key with a NUL byte is refused, naming the file" \
+    expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" -- \
+    "$CKPTCONV" reshard "$WORK/nul_key" "$OUT/empty/x" --tp 1
+
 # Megatron -> Hugging Face: Megatron's own logits from a forward pass over our output.
 for from in tp1 tp2pp2 pp2_vpp2 tp4_ng2; do
     case_run "mcore2hf $from" ckpt mcore2hf "$MT/$from" "$OUT/hf-$from" -q
