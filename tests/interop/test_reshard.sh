@@ -8,7 +8,7 @@
 #  - SwiGLU linear_fc1 is cut per rank as [gate_r; up_r], not naively (Megatron-LM#360);
 #  - mcore2hf's output, run through a forward pass written in the test, gives Megatron's own
 #    logits; HF -> Megatron (any layout) -> HF gives back the input files byte for byte;
-#  - refusals leave nothing behind.
+#  - refusals leave nothing behind; malformed rank files are refused, naming the file.
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_torch
@@ -169,7 +169,7 @@ case_run "an optimizer state entry that is not a dict is refused, naming the fil
     expect_refusal "$OUT/empty" "$WORK/err5" "model_optim_rng.pt" "is not a dict" -- \
     "$CKPTCONV" reshard "$WORK/state_list" "$OUT/empty/x" --tp 1
 case_run "a model key with a NUL byte is refused, naming the file" \
-    expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" -- \
+    expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" "does not name one tensor" -- \
     "$CKPTCONV" reshard "$WORK/nul_key" "$OUT/empty/x" --tp 1
 
 # Megatron -> Hugging Face: Megatron's own logits from a forward pass over our output.
