@@ -157,7 +157,7 @@ int ckpt_hdf5__string_attr(hid_t obj, const char *name, char *buf, size_t cap);
 int ckpt_hdf5__attributes(ckpt_h5_reader *h, hid_t obj, const char *where);
 /* A dataset that holds no numbers (strings) as a value: 1 and *out set, or 0 when it cannot
  * be one (the caller notes it), or an error. */
-int ckpt_hdf5__string_dataset(ckpt_h5_reader *h, hid_t d, const char *name, ckpt_value **out);
+int ckpt_hdf5__string_dataset(ckpt_h5_reader *h, hid_t d, ckpt_value **out);
 /* A dataset of numbers as a tensor: 1 and *index set, 0 when it holds no numbers, or an
  * error naming file and dataset. */
 int ckpt_hdf5__dataset(ckpt_h5_reader *h, hid_t d, const char *name, size_t *index);

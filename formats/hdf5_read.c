@@ -175,7 +175,7 @@ static int visit(walk *w, hid_t g, const char *name, const H5L_info_t *info, con
     } else if (rc == 0 && (rc = ckpt_hdf5__dataset(h, obj, path, &index)) == 1) {
         v = ckpt_value_new_tensor(h->arena, index);
         rc = 0;
-    } else if (rc == 0 && (rc = ckpt_hdf5__string_dataset(h, obj, path, &v)) == 0) {
+    } else if (rc == 0 && (rc = ckpt_hdf5__string_dataset(h, obj, &v)) == 0) {
         ckpt_reader_note(h->r, "%s: dataset '%s' holds neither numbers nor strings we can read, skipped", h->path,
                          path);
     } else if (rc == 1) {

@@ -120,6 +120,19 @@ static hid_t string_memtype(hid_t ftype, int *vlen, size_t *size)
     return m;
 }
 
+/* Closes what a value read opened (any of them may be -1) and drops the error stack of a
+ * read that could not be one. */
+static void close_read(hid_t memtype, hid_t space, hid_t filetype)
+{
+    if (memtype >= 0)
+        H5Tclose(memtype);
+    if (space >= 0)
+        H5Sclose(space);
+    if (filetype >= 0)
+        H5Tclose(filetype);
+    H5Eclear2(H5E_DEFAULT);
+}
+
 /* Element i of strings read into buf. */
 static const char *string_at(const unsigned char *buf, size_t i, int vlen, size_t size)
 {
@@ -152,15 +165,9 @@ int ckpt_hdf5__string_attr(hid_t obj, const char *name, char *buf, size_t cap)
     }
 done:
     free(tmp);
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (ft >= 0)
-        H5Tclose(ft);
     if (a >= 0)
         H5Aclose(a);
-    H5Eclear2(H5E_DEFAULT);
+    close_read(mt, sp, ft);
     return found;
 }
 
@@ -285,22 +292,15 @@ static int read_value(ckpt_h5_reader *h, hid_t obj, int is_attr, ckpt_value **ou
         H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, buf);
 done:
     free(buf);
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (ft >= 0)
-        H5Tclose(ft);
-    H5Eclear2(H5E_DEFAULT);
+    close_read(mt, sp, ft);
     return ok;
 }
 
-int ckpt_hdf5__string_dataset(ckpt_h5_reader *h, hid_t d, const char *name, ckpt_value **out)
+int ckpt_hdf5__string_dataset(ckpt_h5_reader *h, hid_t d, ckpt_value **out)
 {
     hid_t ft = H5Dget_type(d);
     int is_string = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
 
-    (void)name;
     if (ft >= 0)
         H5Tclose(ft);
     return is_string ? read_value(h, d, 0, out) : 0;
