@@ -378,22 +378,6 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
-int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t)
-{
-    int64_t L = m->info.num_layers;
-
-    if (t->tp < 1 || t->pp < 1 || t->vpp < 1)
-        return ckpt_error_set(CKPT_EINVALID, "target layout TP %d, PP %d, VPP %d: sizes must be at least 1", t->tp,
-                              t->pp, t->vpp);
-    if (t->vpp > 1 && t->pp < 2)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
-                               "a virtual pipeline (VPP %d) needs at least 2 pipeline stages", t->vpp);
-    if (L % ((int64_t)t->pp * t->vpp))
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
-                               "%lld layers do not split evenly over PP %d x VPP %d", (long long)L, t->pp, t->vpp);
-    return 0;
-}
-
 static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);

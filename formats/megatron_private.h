@@ -63,8 +63,8 @@ int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node 
 /* The target's padded vocabulary, and `args` rewritten for the target layout, its tensors
  * (none, in practice) added to plan file `file` (megatron_plan.c). */
 int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t);
-/* The target's sizes: at least 1, a virtual pipeline only over 2 stages or more, the layers
- * evenly over PP x VPP. */
+/* The target's sizes by ckpt_megatron_check_layout's rules, with the layers the model holds
+ * (megatron_layout_check.c). */
 int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t);
 int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                ckpt_value **out);
@@ -78,6 +78,14 @@ const char *ckpt_megatron__norm_key(const char *key, int to_dist);
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
 int ckpt_megatron__sort(ckpt_megatron *m);
+
+/* A set checked against its own args (megatron_set_check.c): every rank's args agree with
+ * the first's and name the TP x PP x EP ranks found and the chunks each holds; a stage's
+ * chunk holds the layers an even split gives it (unless args ask for another split); and
+ * the model holds every tensor args imply, at the full shape they imply. */
+int ckpt_megatron__check_ranks(const ckpt_megatron *m);
+int ckpt_megatron__check_stage(const ckpt_megatron *m, int pp, int vp, int64_t layers);
+int ckpt_megatron__check_shapes(const ckpt_megatron *m);
 
 /* The attribute dict of an argparse.Namespace (its BUILD state), or NULL. */
 const ckpt_value *ckpt_megatron__namespace_dict(const ckpt_value *ns);

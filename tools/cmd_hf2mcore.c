@@ -141,6 +141,7 @@ static int run(hf2mcore_args *a)
     if ((rc = ckpt_map_params_set(params, "padded_vocab_size", ckpt_megatron_padded_vocab(vocab, 128, a->target.tp))) < 0 ||
         (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), config, params, a->target.tp, a->impl, &args,
                                           &dtype)) < 0 ||
+        (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
         (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
         goto done;
     inputs = calloc(ckpt_tensor_count(in) + 1, sizeof *inputs);

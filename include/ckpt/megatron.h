@@ -122,6 +122,16 @@ typedef struct ckpt_megatron_target {
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
                                     CKPT_MEGATRON_EXTRA_COPY }
 
+/* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
+ * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides
+ * num_attention_heads; num_query_groups (with group_query_attention) is a multiple or a
+ * divisor of TP; TP divides ffn_hidden_size (moe_ffn_hidden_size with experts) and
+ * t->padded_vocab_size when given; PP divides num_layers and VPP the layers of a stage, over
+ * at least 2 stages. A size args lack is not checked. 0, or CKPT_EINVALID with class
+ * CKPT_ERRCLASS_LAYOUT and a message naming the size and the rule that fails.
+ * ckpt_megatron_plan and ckpt_megatron_plan_dist check their target with it. */
+CKPT_EXTERN(int) ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_megatron_target *t);
+
 /* Add to `plan` the checkpoint at the target layout: the tracker, and per rank
  * iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt with the source's top-level entries,
  * `args` rewritten (parallel sizes, padded_vocab_size), the model (or model0.. per virtual

@@ -167,3 +167,107 @@ CKPT_TEST(test_megatron_args_built_here)
     ASSERT_TRUE(ckpt_value_is_global(args->u.obj.callable, "argparse", "Namespace"));
     ckpt_arena_free(a);
 }
+
+/* args of a model with these sizes, as Megatron records them */
+static ckpt_value *sized_args(ckpt_arena *a, int64_t layers, int64_t heads, int64_t groups, int64_t ffn)
+{
+    ckpt_value *args = NULL;
+
+    if (ckpt_megatron_args_new(a, &args) < 0 || ckpt_megatron_args_set_int(a, args, "num_layers", layers) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "hidden_size", 64) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "num_attention_heads", heads) < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "group_query_attention", groups != heads) < 0 ||
+        /* argparse's default without --group-query-attention: not a group count */
+        ckpt_megatron_args_set_int(a, args, "num_query_groups", groups != heads ? groups : 1) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "ffn_hidden_size", ffn) < 0)
+        return NULL;
+    return args;
+}
+
+static int refused_layout(const ckpt_value *args, int tp, int pp, int vpp, int64_t padded_vocab, const char *rule)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+
+    t.tp = tp;
+    t.pp = pp;
+    t.vpp = vpp;
+    t.padded_vocab_size = padded_vocab;
+    return ckpt_megatron_check_layout(args, &t) == CKPT_EINVALID &&
+           ckpt_error_last()->klass == CKPT_ERRCLASS_LAYOUT && strstr(ckpt_error_last()->message, rule) != NULL;
+}
+
+static int fits_layout(const ckpt_value *args, int tp, int pp, int vpp)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+
+    t.tp = tp;
+    t.pp = pp;
+    t.vpp = vpp;
+    return ckpt_megatron_check_layout(args, &t) == 0;
+}
+
+CKPT_TEST(test_megatron_check_layout_tensor_parallel_rules)
+{
+    ckpt_arena *a;
+    ckpt_value *mha, *gqa, *odd_ffn;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    mha = sized_args(a, 4, 4, 4, 96);
+    gqa = sized_args(a, 4, 12, 3, 96);
+    odd_ffn = sized_args(a, 4, 16, 16, 100);
+    ASSERT_TRUE(mha && gqa && odd_ffn);
+    /* heads over TP, saying which rule in words */
+    ASSERT_TRUE(refused_layout(mha, 8, 1, 1, 0, "TP 8: 4 attention heads cannot be split over 8 tensor-parallel "
+                                                "ranks (num_attention_heads % TP != 0)"));
+    ASSERT_TRUE(refused_layout(mha, 3, 1, 1, 0, "num_attention_heads % TP"));
+    ASSERT_TRUE(fits_layout(mha, 4, 1, 1)); /* num_query_groups 1 without GQA is not a group count */
+    /* query groups: a multiple or a divisor of TP (megatron-core replicates groups over ranks) */
+    ASSERT_TRUE(fits_layout(gqa, 3, 1, 1));
+    ASSERT_TRUE(fits_layout(gqa, 6, 1, 1));
+    ASSERT_TRUE(refused_layout(gqa, 2, 1, 1, 0, "3 query groups are neither a multiple nor a divisor of 2"));
+    ASSERT_TRUE(refused_layout(gqa, 4, 1, 1, 0, "(num_query_groups)"));
+    /* the MLP's hidden size, then the padded vocabulary */
+    ASSERT_TRUE(fits_layout(odd_ffn, 4, 1, 1));
+    ASSERT_TRUE(refused_layout(odd_ffn, 8, 1, 1, 0, "(ffn_hidden_size % TP != 0)"));
+    ASSERT_TRUE(refused_layout(mha, 4, 1, 1, 250, "a padded vocabulary of 250 rows cannot be split over 4"));
+    ASSERT_TRUE(refused_layout(mha, 0, 1, 1, 0, "sizes must be at least 1"));
+    ckpt_arena_free(a);
+}
+
+CKPT_TEST(test_megatron_check_layout_pipeline_rules)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_arena *a;
+    ckpt_value *args, *unsized;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    args = sized_args(a, 8, 4, 4, 96);
+    ASSERT_OK(ckpt_megatron_args_new(a, &unsized));
+    ASSERT_TRUE(args != NULL);
+    ASSERT_TRUE(fits_layout(args, 1, 4, 2));
+    ASSERT_TRUE(refused_layout(args, 1, 16, 1, 0, "PP 16: 8 layers cannot fill 16 pipeline stages"));
+    ASSERT_TRUE(refused_layout(args, 1, 3, 1, 0, "(num_layers % PP != 0)"));
+    ASSERT_TRUE(refused_layout(args, 1, 4, 4, 0, "the 2 layers of each pipeline stage do not split evenly into 4"));
+    ASSERT_TRUE(refused_layout(args, 1, 1, 2, 0, "needs at least 2 pipeline stages"));
+    /* sizes args do not give are not checked */
+    ASSERT_TRUE(fits_layout(unsized, 8, 3, 1));
+    t.version = 99;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_check_layout(args, &t));
+    ckpt_arena_free(a);
+}
+
+CKPT_TEST(test_megatron_plan_checks_the_target_layout)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp2"));
+    t.tp = 8; /* 4 heads: both writers refuse before planning a file */
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_ERROR_MENTIONS("num_attention_heads % TP != 0");
+    t.optimizer = CKPT_MEGATRON_OPTIM_DROP;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan_dist(o.m, &t, o.plan));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_EQ_INT(ckpt_plan_file_count(o.plan), 0);
+    close_fixture(&o);
+}

@@ -1,0 +1,127 @@
+/* Whether a Megatron model can be laid out at a target TP/PP/VPP, by megatron-core's own
+ * rules (TransformerConfig.__post_init__, the column-parallel layers' divide(), the vocabulary
+ * padding of megatron/training): attention heads split over the TP ranks, query groups a
+ * multiple or a divisor of TP (fewer groups than ranks replicate them), the MLP's hidden
+ * size and the padded vocabulary cut into equal parts, and the layers evenly over the
+ * pipeline stages and their virtual chunks. A plan would otherwise write a checkpoint that
+ * Megatron refuses to build a model for, or one cut where no head boundary is. */
+#include "megatron_private.h"
+
+#include <stdio.h>
+
+/* Bound on TP x PP x VPP x EP of a target: each rank is a file, each file a plan entry. */
+#define MAX_TARGET_RANKS (1 << 20)
+
+typedef struct mg_dims {
+    int64_t layers, heads, groups, ffn, moe_ffn;
+} mg_dims;
+
+static void dims_of(const ckpt_value *args, mg_dims *d)
+{
+    int64_t hidden = ckpt_megatron__arg_int(args, "hidden_size", 0);
+
+    d->layers = ckpt_megatron__arg_int(args, "num_layers", 0);
+    d->heads = ckpt_megatron__arg_int(args, "num_attention_heads", 0);
+    /* num_query_groups means something only with --group-query-attention (its default is 1) */
+    d->groups = ckpt_megatron__arg_int(args, "group_query_attention", 0)
+                    ? ckpt_megatron__arg_int(args, "num_query_groups", d->heads)
+                    : d->heads;
+    d->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", hidden > 0 ? 4 * hidden : 0);
+    d->moe_ffn = ckpt_megatron__arg_int(args, "num_moe_experts", 0) > 0
+                     ? ckpt_megatron__arg_int(args, "moe_ffn_hidden_size", 0)
+                     : 0;
+}
+
+static int refuse(const char *fmt, long long a, long long b, long long c)
+{
+    return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, fmt, a, b, c);
+}
+
+static int check_tp(const mg_dims *d, const ckpt_megatron_target *t)
+{
+    long long tp = t->tp;
+
+    if (d->heads > 0 && d->heads % tp)
+        return refuse("TP %lld: %lld attention heads cannot be split over %lld tensor-parallel ranks "
+                      "(num_attention_heads %% TP != 0)",
+                      tp, (long long)d->heads, tp);
+    if (d->groups > 0 && d->groups % tp && tp % d->groups)
+        return refuse("TP %lld: %lld query groups are neither a multiple nor a divisor of %lld tensor-parallel "
+                      "ranks (num_query_groups)",
+                      tp, (long long)d->groups, tp);
+    if (d->ffn > 0 && d->ffn % tp)
+        return refuse("TP %lld: an MLP hidden size of %lld cannot be split over %lld tensor-parallel ranks "
+                      "(ffn_hidden_size %% TP != 0)",
+                      tp, (long long)d->ffn, tp);
+    if (d->moe_ffn > 0 && d->moe_ffn % tp)
+        return refuse("TP %lld: an expert hidden size of %lld cannot be split over %lld tensor-parallel ranks "
+                      "(moe_ffn_hidden_size %% TP != 0)",
+                      tp, (long long)d->moe_ffn, tp);
+    if (t->padded_vocab_size > 0 && t->padded_vocab_size % tp)
+        return refuse("TP %lld: a padded vocabulary of %lld rows cannot be split over %lld tensor-parallel ranks "
+                      "(padded_vocab_size %% TP != 0)",
+                      tp, (long long)t->padded_vocab_size, tp);
+    return 0;
+}
+
+static int check_pp(const mg_dims *d, const ckpt_megatron_target *t)
+{
+    long long L = d->layers, pp = t->pp, vpp = t->vpp;
+
+    if (vpp > 1 && pp < 2)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "VPP %lld: a virtual pipeline needs at least 2 pipeline stages, not %lld", vpp, pp);
+    if (L <= 0)
+        return 0;
+    if (L < pp)
+        return refuse("PP %lld: %lld layers cannot fill %lld pipeline stages (num_layers < PP)", pp, L, pp);
+    if (L % pp)
+        return refuse("PP %lld: %lld layers do not split evenly over %lld pipeline stages (num_layers %% PP != 0)",
+                      pp, L, pp);
+    if ((L / pp) % vpp)
+        return refuse("VPP %lld: the %lld layers of each pipeline stage do not split evenly into %lld virtual "
+                      "chunks ((num_layers / PP) %% VPP != 0)",
+                      vpp, L / pp, vpp);
+    return 0;
+}
+
+static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int ep)
+{
+    int rc;
+
+    if (t->tp < 1 || t->pp < 1 || t->vpp < 1)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "target layout TP %d, PP %d, VPP %d: sizes must be at least 1", t->tp, t->pp, t->vpp);
+    if ((int64_t)t->tp * t->pp * t->vpp * (ep > 0 ? ep : 1) > MAX_TARGET_RANKS)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "target layout TP %d, PP %d, VPP %d: more than %d model chunks", t->tp, t->pp, t->vpp,
+                               MAX_TARGET_RANKS);
+    if ((rc = check_tp(d, t)) < 0)
+        return rc;
+    return check_pp(d, t);
+}
+
+int ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_megatron_target *t)
+{
+    mg_dims d;
+
+    if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
+                              CKPT_MEGATRON_TARGET_VERSION);
+    if (!ckpt_megatron__namespace_dict(args))
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_check_layout: args is not a Namespace");
+    dims_of(args, &d);
+    return check_dims(&d, t, ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1));
+}
+
+int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    mg_dims d;
+
+    dims_of(m->args, &d);
+    /* the layers the model holds: args' count where the files agree with it (checked at open),
+     * the tensors' own where args do not say */
+    if (m->info.num_layers > 0)
+        d.layers = m->info.num_layers;
+    return check_dims(&d, t, m->info.ep);
+}
