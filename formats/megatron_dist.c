@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define OPTIMIZER_PREFIX "optimizer."
 
@@ -111,6 +112,15 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
     return rc;
 }
 
+static int has_common(const char *dir)
+{
+    char path[4096];
+    struct stat st;
+
+    return (size_t)snprintf(path, sizeof path, "%s/common.pt", dir) < sizeof path && stat(path, &st) == 0 &&
+           S_ISREG(st.st_mode);
+}
+
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts)
 {
     const ckpt_ckpt *ck;
@@ -124,6 +134,9 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
     m->set = NULL; /* a model of global tensors, as if built tensor by tensor */
     root = ckpt_root(ck);
     args = root ? ckpt_value_dict_get(root, "args") : NULL;
+    if (!args && !has_common(m->dist))
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                               "%s: no common.pt, where megatron-core keeps args (incomplete checkpoint?)", m->dist);
     if (!ckpt_megatron__namespace_dict(args))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: no args Namespace in common.pt (not written by Megatron-LM?)", m->dist);
@@ -135,7 +148,8 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
     if ((v = ckpt_value_dict_get(root, "checkpoint_version")) && v->kind == CKPT_VAL_FLOAT)
         m->info.checkpoint_version = v->u.real;
     impl = ckpt_megatron_arg(args, "transformer_impl");
-    if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0)
+    if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0 ||
+        (rc = ckpt_megatron__check_shapes(m)) < 0)
         return rc;
     return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
 }

@@ -249,6 +249,33 @@ static int by_coords(const void *a, const void *b)
     return x->tp - y->tp;
 }
 
+/* The first rank directory of TP x PP x EP that is not there; dirs sorted by_coords, no two
+ * the same rank, fewer than TP x PP x EP. Found by walking the coordinates in order, which
+ * meets a gap within n + 1 steps: nothing is allocated for the sizes the names claim. */
+static int missing_rank(const char *path, const rank_dir *dirs, size_t n, int tp, int pp, int ep)
+{
+    rank_dir want;
+    size_t i = 0;
+
+    memset(&want, 0, sizeof want);
+    for (want.at.pp = 0; want.at.pp < pp; want.at.pp++)
+        for (want.at.ep = 0; want.at.ep < ep; want.at.ep++)
+            for (want.at.tp = 0; want.at.tp < tp; want.at.tp++, i++) {
+                int k = snprintf(want.name, sizeof want.name, "mp_rank_%02d", want.at.tp);
+                if (i < n && by_coords(&dirs[i], &want) == 0)
+                    continue;
+                if (pp > 1)
+                    k += snprintf(want.name + k, sizeof want.name - (size_t)k, "_%03d", want.at.pp);
+                if (ep > 1)
+                    snprintf(want.name + k, sizeof want.name - (size_t)k, "_%03d", want.at.ep);
+                return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                                       "%s: no %s: %zu rank directories where TP %d x PP %d x EP %d need %llu", path,
+                                       want.name, n, tp, pp, ep, (unsigned long long)tp * pp * ep);
+            }
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %zu rank directories for TP %d x PP %d x EP %d",
+                           path, n, tp, pp, ep);
+}
+
 static int add_member(ckpt_set_builder *b, const char *dir, const char *rank_name, const char *file,
                       const ckpt_coords *at, const char *role)
 {
@@ -296,8 +323,7 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     char dir[64], path[4096], rel[4096];
     rank_dir *dirs = NULL;
     size_t i, n = 0;
-    int rc, tp = 0, pp = 0, ep = 0, single = 1;
-
+    int rc, tp = 0, pp = 0, ep = 0, single = 1, distrib = 0, has;
     struct stat st;
 
     if (stat(root, &st) == 0 && S_ISREG(st.st_mode))
@@ -344,19 +370,16 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     info.ep = ep;
     info.dp = 1;
     rc = ckpt_set_builder_info(b, &info);
-    if (rc == 0 && (size_t)tp * (size_t)pp * (size_t)ep != n)
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                             "%s: %zu rank directories for TP %d x PP %d x EP %d: some are missing or extra", path, n,
-                             tp, pp, ep);
+    for (i = 1; i < n && rc == 0; i++)
+        if (by_coords(&dirs[i - 1], &dirs[i]) == 0)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s and %s are the same rank", path,
+                                 dirs[i - 1].name, dirs[i].name);
+    if (rc == 0 && (uint64_t)tp * (uint64_t)pp * (uint64_t)ep != n)
+        rc = missing_rank(path, dirs, n, tp, pp, ep);
     for (i = 0; i < n && rc == 0; i++) {
         char sub[4096];
         if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, dirs[i].name) >= sizeof sub) {
             rc = ckpt_error_set(CKPT_EINVALID, "%s: path too long", path);
-            break;
-        }
-        if (i > 0 && by_coords(&dirs[i - 1], &dirs[i]) == 0) {
-            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s and %s are the same rank", path,
-                                 dirs[i - 1].name, dirs[i].name);
             break;
         }
         if (!is_file(sub, MODEL_FILE)) {
@@ -365,7 +388,13 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
             break;
         }
         rc = add_member(b, dir, dirs[i].name, MODEL_FILE, &dirs[i].at, "model");
-        if (rc == 0 && is_file(sub, DISTRIB_FILE))
+        /* the distributed optimizer's state is cut over every rank: all of them have a part */
+        has = is_file(sub, DISTRIB_FILE);
+        distrib = i == 0 ? has : distrib;
+        if (rc == 0 && has != distrib)
+            rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT, "%s/%s: no " DISTRIB_FILE ", but %s has one",
+                                 path, has ? dirs[0].name : dirs[i].name, has ? dirs[i].name : dirs[0].name);
+        if (rc == 0 && has)
             rc = add_member(b, dir, dirs[i].name, DISTRIB_FILE, &dirs[i].at, "distrib_optim");
     }
     free(dirs);

@@ -334,6 +334,8 @@ static int build_entries(ckpt_megatron *m)
                 return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model dict for virtual chunk %d",
                                        ckpt_path(mg_rank_at(m, 0, pp, 0)->ck), vp);
             chunk_layers(m, d0, &n);
+            if ((rc = ckpt_megatron__check_stage(m, pp, vp, n)) < 0)
+                return rc;
             for (ep = 0; ep < m->info.ep; ep++)
                 if ((rc = add_chunk(m, pp, vp, ep, offset)) < 0)
                     return rc;
@@ -382,8 +384,9 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
         goto fail;
     if (ckpt_set_member_count(set) == 1 && strcmp(ckpt_set_member_at(set, 0)->role, "dist") == 0)
         rc = ckpt_megatron__open_dist(m, set, &opts);
-    else if ((rc = open_ranks(m)) == 0 && (rc = read_info(m, &opts)) == 0 && (rc = ckpt_megatron__load_params(m)) == 0)
-        rc = build_entries(m);
+    else if ((rc = open_ranks(m)) == 0 && (rc = read_info(m, &opts)) == 0 && (rc = ckpt_megatron__check_ranks(m)) == 0 &&
+             (rc = ckpt_megatron__load_params(m)) == 0 && (rc = build_entries(m)) == 0)
+        rc = ckpt_megatron__check_shapes(m);
     if (rc < 0)
         goto fail;
     *out = m;

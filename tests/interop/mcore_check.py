@@ -342,8 +342,20 @@ def cmd_corrupt(root, how, rank=None):
         state = _optimizer_state(d)
         state[next(iter(state))] = [1, 2, 3]
 
+    def qkv_rows(d):
+        key = "decoder.layers.0.self_attention.linear_qkv.weight"
+        d["model"][key] = d["model"][key][:-16].clone()
+
+    def drop(prefix):
+        def edit(d):
+            for k in [k for k in d["model"] if k.startswith(prefix)]:
+                del d["model"][k]
+        return edit
+
     edit = {"none": lambda d: None, "args_int": lambda d: d.__setitem__("args", 5),
-            "state_list": state_list, "nul_key": _nul_key}[how]
+            "state_list": state_list, "nul_key": _nul_key, "qkv_rows": qkv_rows,
+            "no_fc2": drop("decoder.layers.1.mlp.linear_fc2."), "drop_layer": drop("decoder.layers.1."),
+            "args_hidden": lambda d: setattr(d["args"], "hidden_size", 32)}[how]
     _, files = rank_files(root)
     for i, path in enumerate(files[k] for k in sorted(files)):
         if rank is None or i == int(rank):

@@ -137,13 +137,13 @@ case_run "a distributed optimizer is refused, naming --no-optimizer" \
     expect_refusal "$OUT/empty" "$WORK/err1" "distrib_optim.pt" "--no-optimizer" -- \
     "$CKPTCONV" reshard "$WORK/distrib" "$OUT/empty/x" --tp 2
 case_run "layers that do not split over the stages are refused" \
-    expect_refusal "$OUT/empty" "$WORK/err2" "4 layers do not split evenly over PP 3" -- \
+    expect_refusal "$OUT/empty" "$WORK/err2" "4 layers do not split evenly over 3 pipeline stages" -- \
     "$CKPTCONV" reshard "$MT/tp1" "$OUT/empty/x" --pp 3
 rm -rf "$WORK/missing"
 cp -r "$MT/tp2pp2" "$WORK/missing"
 rm -r "$WORK/missing/iter_0000010/mp_rank_01_001"
 case_run "a missing rank directory is refused" \
-    expect_refusal "$OUT/empty" "$WORK/err3" "some are missing" -- \
+    expect_refusal "$OUT/empty" "$WORK/err3" "no mp_rank_01_001" -- \
     "$CKPTCONV" reshard "$WORK/missing" "$OUT/empty/x" --tp 1
 
 # Malformed values where reshard expects a Namespace, a dict or one tensor: an error naming
@@ -169,8 +169,40 @@ case_run "an optimizer state entry that is not a dict is refused, naming the fil
     expect_refusal "$OUT/empty" "$WORK/err5" "model_optim_rng.pt" "is not a dict" -- \
     "$CKPTCONV" reshard "$WORK/state_list" "$OUT/empty/x" --tp 1
 case_run "a model key with a NUL byte is refused, naming the file" \
-    expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" "does not name one tensor" -- \
+    expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" "'output_layer.weight' is not a tensor" -- \
     "$CKPTCONV" reshard "$WORK/nul_key" "$OUT/empty/x" --tp 1
+
+# Sets that disagree with their own args: refused at open (reshard, inspect, mcore2hf alike),
+# naming the file, the tensor or the field.
+disagreeing_copies() {
+    local how
+    for how in qkv_rows no_fc2 args_hidden; do
+        rm -rf "${WORK:?}/$how"
+        cp -r "$MT/tp2" "$WORK/$how"
+    done
+    rm -rf "${WORK:?}/drop_layer"
+    cp -r "$MT/pp2" "$WORK/drop_layer"
+    mcore_py corrupt "$WORK/qkv_rows" qkv_rows
+    mcore_py corrupt "$WORK/no_fc2" no_fc2
+    mcore_py corrupt "$WORK/args_hidden" args_hidden 1
+    mcore_py corrupt "$WORK/drop_layer" drop_layer 1
+}
+case_run "copies of tp2 and pp2 that disagree with their args" disagreeing_copies
+case_run "a QKV narrower than args imply is refused, naming the tensor and the fields" \
+    expect_refusal "$OUT/empty" "$WORK/err7" "mp_rank_00/model_optim_rng.pt" \
+    "'decoder.layers.0.self_attention.linear_qkv.weight' is 96 along axis 0" "num_query_groups 2" -- \
+    "$CKPTCONV" reshard "$WORK/qkv_rows" "$OUT/empty/x" --tp 1
+case_run "a layer without its linear_fc2 is refused, naming the tensor" \
+    expect_refusal "$OUT/empty" "$WORK/err8" "no 'decoder.layers.1.mlp.linear_fc2.weight'" -- \
+    "$CKPTCONV" inspect "$WORK/no_fc2"
+case_run "rank files whose args disagree are refused, naming both and the field" \
+    expect_refusal "$OUT/empty" "$WORK/err9" "mp_rank_01/model_optim_rng.pt: args.hidden_size is 32" \
+    "mp_rank_00/model_optim_rng.pt has 64" -- \
+    "$CKPTCONV" mcore2hf "$WORK/args_hidden" "$OUT/empty/x"
+case_run "a stage short of its layers is refused, naming its file" \
+    expect_refusal "$OUT/empty" "$WORK/err10" "mp_rank_00_001/model_optim_rng.pt" \
+    "model chunk 0 of pipeline stage 1 holds 1 layers" -- \
+    "$CKPTCONV" reshard "$WORK/drop_layer" "$OUT/empty/x" --pp 1
 
 # Megatron -> Hugging Face: Megatron's own logits from a forward pass over our output.
 for from in tp1 tp2pp2 pp2_vpp2 tp4_ng2; do
