@@ -7,6 +7,7 @@
  * Megatron refuses to build a model for, or one cut where no head boundary is. */
 #include "megatron_private.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* Bound on TP x PP x VPP x EP of a target: each rank is a file, each file a plan entry. */
@@ -26,7 +27,7 @@ static void dims_of(const ckpt_value *args, mg_dims *d)
     d->groups = ckpt_megatron__arg_int(args, "group_query_attention", 0)
                     ? ckpt_megatron__arg_int(args, "num_query_groups", d->heads)
                     : d->heads;
-    d->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", hidden > 0 ? 4 * hidden : 0);
+    d->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", hidden > 0 && hidden <= INT64_MAX / 4 ? 4 * hidden : 0);
     d->moe_ffn = ckpt_megatron__arg_int(args, "num_moe_experts", 0) > 0
                      ? ckpt_megatron__arg_int(args, "moe_ffn_hidden_size", 0)
                      : 0;
@@ -85,14 +86,16 @@ static int check_pp(const mg_dims *d, const ckpt_megatron_target *t)
     return 0;
 }
 
-static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int ep)
+static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
 {
+    int64_t chunks;
     int rc;
 
     if (t->tp < 1 || t->pp < 1 || t->vpp < 1)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "target layout TP %d, PP %d, VPP %d: sizes must be at least 1", t->tp, t->pp, t->vpp);
-    if ((int64_t)t->tp * t->pp * t->vpp * (ep > 0 ? ep : 1) > MAX_TARGET_RANKS)
+    if (CKPT_MUL_OVERFLOWS((int64_t)t->tp * t->pp, (int64_t)t->vpp * (ep > 0 && ep <= INT32_MAX ? ep : 1), &chunks) ||
+        chunks > MAX_TARGET_RANKS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "target layout TP %d, PP %d, VPP %d: more than %d model chunks", t->tp, t->pp, t->vpp,
                                MAX_TARGET_RANKS);

@@ -6,6 +6,7 @@
  * mp_rank_01 is a TP 1 model of half-width layers), and is written as one. */
 #include "megatron_private.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,14 @@ typedef struct sizes {
     int swiglu;
 } sizes;
 
+/* a x b for sizes from args: 0 (not known) when either is not positive or it overflows */
+static int64_t size_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+
+    return a > 0 && b > 0 && !CKPT_MUL_OVERFLOWS(a, b, &r) ? r : 0;
+}
+
 static void sizes_of(const ckpt_value *args, sizes *s)
 {
     s->hidden = ckpt_megatron__arg_int(args, "hidden_size", 0);
@@ -210,7 +219,7 @@ static void sizes_of(const ckpt_value *args, sizes *s)
                     ? ckpt_megatron__arg_int(args, "num_query_groups", 0)
                     : s->heads;
     s->head_dim = ckpt_megatron__arg_int(args, "kv_channels", s->heads > 0 ? s->hidden / s->heads : 0);
-    s->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", 4 * s->hidden);
+    s->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", size_mul(4, s->hidden));
     s->vocab = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
     s->swiglu = ckpt_megatron__arg_int(args, "swiglu", 0) != 0;
 }
@@ -225,14 +234,16 @@ static int64_t implied_dim(const sizes *s, int d, char *how, size_t cap)
     case D_QKV:
         snprintf(how, cap, "(num_attention_heads %lld + 2 x num_query_groups %lld) x kv_channels %lld",
                  (long long)s->heads, (long long)s->groups, (long long)s->head_dim);
-        return s->heads > 0 && s->groups > 0 && s->head_dim > 0 ? (s->heads + 2 * s->groups) * s->head_dim : 0;
+        return s->heads > 0 && s->groups > 0 && s->heads <= INT32_MAX && s->groups <= INT32_MAX
+                   ? size_mul(s->heads + 2 * s->groups, s->head_dim)
+                   : 0;
     case D_ATTN:
         snprintf(how, cap, "num_attention_heads %lld x kv_channels %lld", (long long)s->heads,
                  (long long)s->head_dim);
-        return s->heads > 0 && s->head_dim > 0 ? s->heads * s->head_dim : 0;
+        return size_mul(s->heads, s->head_dim);
     case D_FC1:
         snprintf(how, cap, "%sffn_hidden_size %lld", s->swiglu ? "2 (swiglu) x " : "", (long long)s->ffn);
-        return s->ffn > 0 ? s->ffn * (s->swiglu ? 2 : 1) : 0;
+        return size_mul(s->ffn, s->swiglu ? 2 : 1);
     case D_FFN:
         snprintf(how, cap, "ffn_hidden_size %lld", (long long)s->ffn);
         return s->ffn;
@@ -353,7 +364,7 @@ int ckpt_megatron__check_shapes(const ckpt_megatron *m)
     if (!m->own_map)
         return 0;
     /* every layer holds tensors: more layers than tensors is a count no file backs */
-    if (m->info.num_layers > (int64_t)m->n_entries)
+    if (m->info.num_layers < 0 || m->info.num_layers > (int64_t)m->n_entries)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %lld layers in %zu tensors",
                                m->dist ? m->dist : ckpt_set_info_of(m->set)->root, (long long)m->info.num_layers,
                                m->n_entries);
