@@ -77,11 +77,11 @@ static void rank_name(char *buf, size_t cap, long long tp, long long pp, long lo
 }
 
 /* args' size of one axis against the ranks found: the first rank directory that is missing
- * (args say more) or extra (args say fewer). */
+ * (args say more) or extra (args say fewer); not checked where args do not say. */
 static int check_axis(const ckpt_megatron *m, const char *field, const char *axis, int have, int which)
 {
     const ckpt_megatron_info *in = &m->info;
-    long long said = ckpt_megatron__arg_int(m->args, field, which == 2 ? 1 : 0);
+    long long said = ckpt_megatron__arg_int(m->args, field, 0);
     long long pp = ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", in->pp);
     long long ep = ckpt_megatron__arg_int(m->args, "expert_model_parallel_size", in->ep);
     long long at[3] = { 0, 0, 0 };
