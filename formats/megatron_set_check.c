@@ -290,10 +290,10 @@ static int check_shape(const ckpt_megatron *m, const sizes *s, const mg_entry *e
         int64_t size = implied_dim(s, want->dims[d], how, sizeof how);
         if (size > 0 && shape[d] != size)
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                                   "%s: '%s' is %lld along axis %d at full size (over %d TP rank%s), args imply "
-                                   "%lld (%s)",
-                                   entry_file(m, e), e->name, (long long)shape[d], d, m->dist ? 1 : m->info.tp,
-                                   m->dist || m->info.tp == 1 ? "" : "s", (long long)size, how);
+                                   "%s: '%s' is %lld along axis %d at full size%s, args imply %lld (%s)",
+                                   entry_file(m, e), e->name, (long long)shape[d], d,
+                                   m->dist || m->info.tp == 1 ? "" : " (its TP ranks' parts together)",
+                                   (long long)size, how);
     }
     return 0;
 }

@@ -105,8 +105,10 @@ CKPT_TEST(test_set_megatron_incomplete_is_a_layout_error)
     ckpt_set *s;
 
     ASSERT_TRUE(make_root("c", "10", "iter_0000010", three, 3) == 0);
-    ASSERT_FAILS(CKPT_EFORMAT, ckpt_set_open(&s, "c", NULL));
+    /* the rank directory that is missing, named */
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_set_open(&s, "c", NULL));
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "no mp_rank_01_001") != NULL);
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "TP 2 x PP 2") != NULL);
 
     ASSERT_TRUE(make_root("d", "ten", "iter_0000010", three, 1) == 0);
