@@ -304,9 +304,13 @@ static int claim_shards(const char *root, char **names, paddle_entry *e, size_t 
     for (k = 0; k < n_files && rc == 0; k++) {
         const char *file = firsts[k]->valuestring;
         long m = find_name(names, n, file);
-        if (m < 0 || e[m].role != ROLE_MODEL)
+        if (m < 0)
             rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
-                                 "%s: weight_map puts %s in %s, which is not a model_state*.pdparams file of %s", path,
+                                 "%s/%s: missing, but its index %s puts %s in it", root, file, path,
+                                 firsts[k]->string);
+        else if (e[m].role != ROLE_MODEL)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: weight_map puts %s in %s, which is not a model file of %s", path,
                                  firsts[k]->string, file, root);
         else if (e[m].owner >= 0)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s is listed by %s too", path, file,
@@ -371,6 +375,13 @@ static int paddle_bid(const char *path, int is_dir)
     ckpt_paddle__names_free(names, n);
     ckpt_error_clear();
     return n_models ? 64 : -1;
+}
+
+int ckpt_paddle_is_dir(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && paddle_bid(path, 1) >= 0;
 }
 
 static int paddle_list(ckpt_set_builder *b, const char *root)
