@@ -131,17 +131,18 @@ static int per_rank_files(const ckpt_paddle_model *m)
     return !m->reorder;
 }
 
-/* The member holding model files of TP rank tp (or pp) at or beyond `from` on that axis. */
-static const ckpt_member *model_beyond(const ckpt_set *s, int axis_tp, int from)
+/* The first member whose TP rank (or PP stage) is `from` or more; the set's extent comes
+ * from such a member, so there is one. */
+static const ckpt_member *member_beyond(const ckpt_set *s, int axis_tp, int from)
 {
     size_t i;
 
     for (i = 0; i < ckpt_set_member_count(s); i++) {
         const ckpt_member *mb = ckpt_set_member_at(s, i);
-        if (strcmp(mb->role, "model") == 0 && (axis_tp ? mb->at.tp : mb->at.pp) >= from)
+        if ((axis_tp ? mb->at.tp : mb->at.pp) >= from)
             return mb;
     }
-    return NULL;
+    return ckpt_set_member_at(s, 0);
 }
 
 /* The set's extent on one axis against the degree a metadata file gives it. */
@@ -155,10 +156,10 @@ static int degree_agrees(const ckpt_paddle_model *m, int axis_tp, int64_t want, 
     if (!want || want == have)
         return 0;
     if (want < have) {
-        const ckpt_member *mb = model_beyond(m->set, axis_tp, (int)want);
+        const ckpt_member *mb = member_beyond(m->set, axis_tp, (int)want);
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s rank %d, but %s says %s %lld",
-                               mb ? mb->path : si->root, axis_tp ? "TP" : "PP", axis_tp ? mb->at.tp : mb->at.pp,
-                               source, field, (long long)want);
+                               mb->path, axis_tp ? "TP" : "PP", axis_tp ? mb->at.tp : mb->at.pp, source, field,
+                               (long long)want);
     }
     rc = axis_tp ? ckpt_paddle_rank_file("model_state", ".pdparams", have, 0, (int)want, si->pp, &name)
                  : ckpt_paddle_rank_file("model_state", ".pdparams", 0, have, si->tp, (int)want, &name);
