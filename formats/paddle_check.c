@@ -417,14 +417,87 @@ static int layers_complete(const ckpt_paddle_model *m, int64_t layers)
     return rc;
 }
 
-/* A LLaMA's embedding, final norm and (untied) output layer. */
-static int ends_present(const ckpt_paddle_model *m)
+/* What a decoder layer of PaddleNLP's LLaMA holds: per part, its forms ('|' between them:
+ * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them). */
+static const char *const LAYER_PARTS[] = {
+    "self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
+    "transformer.self_attention.layernorm_qkv.weight",
+    "self_attn.o_proj.weight|transformer.self_attention.proj.weight",
+    "mlp.gate_proj.weight+mlp.up_proj.weight|mlp.gate_up_fused_proj.weight|transformer.layernorm_mlp.fc1_weight",
+    "mlp.down_proj.weight|transformer.layernorm_mlp.fc2_weight",
+    "input_layernorm.weight|transformer.self_attention.layernorm_qkv.ln_weight",
+    "post_attention_layernorm.weight|transformer.layernorm_mlp.ln_weight",
+};
+
+/* Whether layer 0 holds llama.layers.0.<the tensor at s, len bytes>. */
+static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, char *name, size_t cap)
+{
+    snprintf(name, cap, LAYER_PREFIX "0.%.*s", (int)len, s);
+    return ckpt_paddle__find_entry(m, name) >= 0;
+}
+
+/* Layer 0 holds every part of a LLaMA layer in one of its forms (the other layers hold what
+ * layer 0 does): else the first missing tensor of the form it has some of is named. */
+static int layer_parts_present(const ckpt_paddle_model *m)
+{
+    char name[160], missing[160];
+    size_t i;
+
+    for (i = 0; i < sizeof LAYER_PARTS / sizeof *LAYER_PARTS; i++) {
+        const char *form = LAYER_PARTS[i];
+        int complete = 0, best = -1;
+        missing[0] = '\0';
+        while (*form && !complete) {
+            size_t form_len = strcspn(form, "|"), len;
+            const char *t = form;
+            int have = 0, lacks = 0;
+            char first_missing[160] = "";
+            for (; t < form + form_len; t += len + (t[len] == '+')) {
+                len = strcspn(t, "+|");
+                if (layer0_has(m, t, len, name, sizeof name))
+                    have++;
+                else if (!lacks++)
+                    snprintf(first_missing, sizeof first_missing, "%s", name);
+            }
+            complete = !lacks;
+            if (have > best) {
+                best = have;
+                snprintf(missing, sizeof missing, "%s", first_missing);
+            }
+            form += form_len + (form[form_len] == '|');
+        }
+        if (!complete) {
+            char forms[512];
+            size_t k, used = 0;
+            /* in words: "a and b, or c, or d" */
+            for (k = 0; LAYER_PARTS[i][k] && used + 6 < sizeof forms; k++) {
+                const char *sep = LAYER_PARTS[i][k] == '+' ? " and " : LAYER_PARTS[i][k] == '|' ? ", or " : NULL;
+                if (sep) {
+                    memcpy(forms + used, sep, strlen(sep));
+                    used += strlen(sep);
+                } else {
+                    forms[used++] = LAYER_PARTS[i][k];
+                }
+            }
+            forms[used] = '\0';
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                                   "%s: no %s (a layer of PaddleNLP's LLaMA holds %s)", ckpt_paddle__where(m),
+                                   missing, forms);
+        }
+    }
+    return 0;
+}
+
+/* A LLaMA's layer parts, embedding, final norm and (untied) output layer. */
+static int parts_present(const ckpt_paddle_model *m)
 {
     size_t i;
-    int llama = 0;
+    int llama = 0, rc;
 
     for (i = 0; i < m->n_entries && !llama; i++)
         llama = m->entries[i].tensor && strncmp(m->entries[i].name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0;
+    if (llama && (rc = layer_parts_present(m)) < 0)
+        return rc;
     for (i = 0; llama && i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES; i++) {
         long at = ckpt_paddle__find_entry(m, MODEL_SHAPES[i].name);
         int optional = m->dims.tied && strcmp(MODEL_SHAPES[i].name, "lm_head.weight") == 0;
@@ -489,7 +562,7 @@ int ckpt_paddle__check_tensors(const ckpt_paddle_model *m)
                                ckpt_paddle__where(m), i < m->n_entries ? m->entries[i].name : "more layers",
                                m->info.config, (long long)m->dims.layers);
     }
-    if ((rc = layers_complete(m, layers)) < 0 || (rc = ends_present(m)) < 0)
+    if ((rc = layers_complete(m, layers)) < 0 || (rc = parts_present(m)) < 0)
         return rc;
     for (i = 0; i < m->n_entries; i++)
         if ((rc = shape_fits(m, &m->entries[i])) < 0 || (rc = on_its_stage(m, &m->entries[i], layers)) < 0)
