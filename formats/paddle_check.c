@@ -420,8 +420,8 @@ static int layers_complete(const ckpt_paddle_model *m, int64_t layers)
 /* What a decoder layer of PaddleNLP's LLaMA holds: per part, its forms ('|' between them:
  * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them). */
 static const char *const LAYER_PARTS[] = {
-    "self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
-    "transformer.self_attention.layernorm_qkv.weight",
+    ("self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
+     "transformer.self_attention.layernorm_qkv.weight"),
     "self_attn.o_proj.weight|transformer.self_attention.proj.weight",
     "mlp.gate_proj.weight+mlp.up_proj.weight|mlp.gate_up_fused_proj.weight|transformer.layernorm_mlp.fc1_weight",
     "mlp.down_proj.weight|transformer.layernorm_mlp.fc2_weight",
