@@ -62,7 +62,7 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
         return 0;
     if (!(json = cJSON_Parse(json_text)) || !cJSON_IsObject(json)) {
         cJSON_Delete(json);
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: not a JSON object", where);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", where);
     }
     for (i = 0; i < sizeof fields / sizeof *fields && rc >= 0; i++)
         if ((rc = config_size(where, json, fields[i].key, fields[i].max, (int64_t *)((char *)d + fields[i].at))) == 0)

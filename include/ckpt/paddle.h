@@ -115,7 +115,14 @@ typedef struct ckpt_paddle_model_options {
 
 /* The set must be of layout "paddle" and outlive the model; nodes are built in g. Errors of
  * class CKPT_ERRCLASS_LAYOUT name the file and the tensor: a missing rank, shards that do
- * not fit, an optimizer entry that belongs to no parameter, a tensor two stages hold. */
+ * not fit, an optimizer entry that belongs to no parameter, a tensor two stages hold; model
+ * (and, when read, optimizer) files other than those config.json's tensor_parallel_degree and
+ * pipeline_parallel_degree and model_meta.json's parallel_config call for; a layer on a stage
+ * PaddleNLP's pipeline cut does not give it. With the built-in spec, the tensors are checked
+ * against config.json (class CKPT_ERRCLASS_MODEL, naming the tensor and the fields): every
+ * layer of num_hidden_layers holds each part of a LLaMA layer in one of its forms and what
+ * layer 0 holds, and each tensor has the shape the sizes imply. Config sizes are bounded
+ * before they are used. */
 CKPT_EXTERN(int) ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g,
                                         const ckpt_paddle_model_options *opts);
 CKPT_EXTERN(void) ckpt_paddle_model_close(ckpt_paddle_model *m);
