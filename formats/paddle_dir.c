@@ -80,7 +80,7 @@ static int make_groups(ckpt_paddle *p)
             long f = find_model(p->set, firsts[k]->valuestring);
             if (f < 0)
                 rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
-                                     "%s: weight_map puts %s in %s, which is not a model_state*.pdparams file of %s",
+                                     "%s: weight_map puts %s in %s, which is not a model file of %s",
                                      m->path, firsts[k]->string, firsts[k]->valuestring,
                                      ckpt_set_info_of(p->set)->root);
             else if (listed[f])

@@ -66,28 +66,42 @@ static int is_unified_index(const char *name)
     return strcmp(name, "model.safetensors.index.json") == 0;
 }
 
-/* Whether the safetensors weights of dir hold PaddleNLP's names (llama.*), not transformers'
- * (model.*): the index's weight_map, or the lone file's header, is read. */
-static int unified_names(const char *dir)
+/* Whether a safetensors file's header names a tensor llama.*. */
+static int header_names_llama(const char *path)
 {
-    char *index = ckpt_paddle__join(dir, "model.safetensors.index.json");
-    char *single = ckpt_paddle__join(dir, "model.safetensors");
     ckpt_file *f = NULL;
-    int found = 0;
+    uint64_t len = 0;
+    int found = 0, i;
 
-    if (index && ckpt_file_open(&f, index) == 0) {
-        found = f->size && memmem(f->data, (size_t)f->size, "\"llama.", 7) != NULL;
-    } else if (single && ckpt_file_open(&f, single) == 0 && f->size >= 8) {
-        uint64_t len = 0;
-        int i;
+    if (path && ckpt_file_open(&f, path) == 0 && f->size >= 8) {
         for (i = 7; i >= 0; i--)
             len = len << 8 | f->data[i];
         found = len <= f->size - 8 && memmem(f->data + 8, (size_t)len, "\"llama.", 7) != NULL;
     }
     ckpt_file_close(f);
+    return found;
+}
+
+/* Whether the safetensors weights of dir hold PaddleNLP's names (llama.*), not transformers'
+ * (model.*): the index's weight_map, or, when it says nothing (a damaged index included), the
+ * weights files' headers. */
+static int unified_names(const char *dir, char **names, size_t n)
+{
+    char *index = ckpt_paddle__join(dir, "model.safetensors.index.json");
+    ckpt_file *f = NULL;
+    size_t i;
+    int found = 0;
+
+    if (index && ckpt_file_open(&f, index) == 0)
+        found = f->size && memmem(f->data, (size_t)f->size, "\"llama.", 7) != NULL;
+    ckpt_file_close(f);
+    for (i = 0; i < n && !found; i++) {
+        char *path = is_unified_model(names[i]) ? ckpt_paddle__join(dir, names[i]) : NULL;
+        found = header_names_llama(path);
+        free(path);
+    }
     ckpt_error_clear();
     free(index);
-    free(single);
     return found;
 }
 
@@ -304,9 +318,13 @@ static int claim_shards(const char *root, char **names, paddle_entry *e, size_t 
     for (k = 0; k < n_files && rc == 0; k++) {
         const char *file = firsts[k]->valuestring;
         long m = find_name(names, n, file);
-        if (m < 0 || e[m].role != ROLE_MODEL)
+        if (m < 0)
             rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
-                                 "%s: weight_map puts %s in %s, which is not a model_state*.pdparams file of %s", path,
+                                 "%s/%s: missing, but its index %s puts %s in it", root, file, path,
+                                 firsts[k]->string);
+        else if (e[m].role != ROLE_MODEL)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: weight_map puts %s in %s, which is not a model file of %s", path,
                                  firsts[k]->string, file, root);
         else if (e[m].owner >= 0)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s is listed by %s too", path, file,
@@ -334,7 +352,7 @@ static int classify(const char *root, char **names, paddle_entry *e, size_t n, s
         if (is_model(names[i]))
             unified = 0;
     if (unified)
-        unified = unified_names(root);
+        unified = unified_names(root, names, n);
     for (i = 0; i < n; i++) {
         char *path = ckpt_paddle__join(root, names[i]);
         if (!path)
@@ -371,6 +389,13 @@ static int paddle_bid(const char *path, int is_dir)
     ckpt_paddle__names_free(names, n);
     ckpt_error_clear();
     return n_models ? 64 : -1;
+}
+
+int ckpt_paddle_is_dir(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && paddle_bid(path, 1) >= 0;
 }
 
 static int paddle_list(ckpt_set_builder *b, const char *root)

@@ -138,6 +138,11 @@ static int open_ranks(ckpt_paddle_model *m, int with_optimizer)
 
     m->info.tp = si->tp;
     m->info.pp = si->pp;
+    /* the file names give the extent: every rank it spans needs a file of its own */
+    if ((size_t)si->tp * (size_t)si->pp > n)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the file names span %d TP ranks x %d PP stages, but the directory holds %zu files",
+                               si->root, si->tp, si->pp, n);
     if (!(m->ranks = calloc((size_t)si->tp * (size_t)si->pp, sizeof *m->ranks)))
         return ckpt_error_oom();
     for (i = 0; i < n && rc == 0; i++) {
@@ -326,12 +331,13 @@ static int merge_entries(ckpt_paddle_model *m)
         for (tp = 0; tp < m->info.tp && rc == 0; tp++)
             if (!e->shards[tp])
                 rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                                     "TP rank %d of stage %d holds no tensor '%s' (TP rank %d does)", tp, e->pp,
-                                     e->name, tp ? 0 : 1);
-        if (rc == 0)
-            rc = ckpt_parallel_classify(m->spec, params, e->name, ckpt_node_ndim(e->shards[0]), &e->layout);
-        if (rc == 0)
-            rc = ckpt_parallel_merge(m->g, &e->layout, e->name, e->shards, (size_t)m->info.tp, &e->full);
+                                     "%s: TP rank %d of stage %d holds no tensor '%s' (TP rank %d does)",
+                                     ckpt_paddle__where(m), tp, e->pp, e->name, tp ? 0 : 1);
+        if (rc == 0 &&
+            ((rc = ckpt_parallel_classify(m->spec, params, e->name, ckpt_node_ndim(e->shards[0]), &e->layout)) < 0 ||
+             (rc = ckpt_parallel_merge(m->g, &e->layout, e->name, e->shards, (size_t)m->info.tp, &e->full)) < 0) &&
+            m->set)
+            ckpt_error_prefix("%s", ckpt_set_info_of(m->set)->root);
         if (rc == 0 && e->layout.layer + 1 > m->info.num_layers)
             m->info.num_layers = e->layout.layer + 1;
     }
@@ -341,8 +347,6 @@ static int merge_entries(ckpt_paddle_model *m)
     for (i = 0; !m->set && i < m->n_entries; i++)
         m->info.name_table |= m->entries[i].var != NULL;
 done:
-    if (rc < 0 && m->set)
-        ckpt_error_prefix("%s", ckpt_set_info_of(m->set)->root);
     ckpt_map_params_free(params);
     return rc;
 }
@@ -458,9 +462,11 @@ int ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g
     m->g = g;
     if ((rc = load_spec(m, opts.spec_map)) < 0)
         goto fail;
-    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = ckpt_paddle__declare_from_meta(m)) < 0 ||
-        (rc = read_model_files(m)) < 0 || (m->info.has_optimizer && (rc = ckpt_paddle__read_optimizer(m)) < 0) ||
+    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = ckpt_paddle__check_files(m)) < 0 ||
+        (rc = ckpt_paddle__declare_from_meta(m)) < 0 || (rc = read_model_files(m)) < 0 ||
+        (m->info.has_optimizer && (rc = ckpt_paddle__read_optimizer(m)) < 0) ||
         (rc = ckpt_paddle__recover_from_masters(m)) < 0 || (rc = merge_entries(m)) < 0 ||
+        (rc = ckpt_paddle__check_tensors(m)) < 0 ||
         (m->info.has_optimizer && (rc = ckpt_paddle__merge_optimizer(m)) < 0))
         goto fail;
     *out = m;

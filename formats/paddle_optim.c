@@ -63,14 +63,15 @@ static const var_ref *find_var(const var_ref *refs, size_t n, const char *key, s
     return NULL;
 }
 
-static int kind_of(ckpt_paddle_model *m, const char *suffix, size_t *k)
+static int kind_of(ckpt_paddle_model *m, const ckpt_ckpt *ck, const char *suffix, size_t *k)
 {
     for (*k = 0; *k < m->n_kinds; (*k)++)
         if (strcmp(m->kinds[*k], suffix) == 0)
             return 0;
     if (m->n_kinds == PD_MAX_KINDS)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "more than %d kinds of optimizer entries per parameter ('%s')", PD_MAX_KINDS, suffix);
+                               "%s: more than %d kinds of optimizer entries per parameter ('%s')", ckpt_path(ck),
+                               PD_MAX_KINDS, suffix);
     if (!(m->kinds[m->n_kinds] = strdup(suffix)))
         return ckpt_error_oom();
     *k = m->n_kinds++;
@@ -164,7 +165,7 @@ static int read_optimizer_file(ckpt_paddle_model *m, const pd_file *f, const var
                                    "%s: optimizer entry '%s' belongs to no parameter of this rank's model files (by "
                                    "their name table%s); give --no-optimizer to reshard the model only",
                                    ckpt_path(f->ck), key, n_refs ? "" : ", which they do not have");
-        if ((rc = kind_of(m, suffix, &kind)) == 0)
+        if ((rc = kind_of(m, f->ck, suffix, &kind)) == 0)
             rc = put_state(m, f->ck, ref->entry, kind, tp, leaf, suffix);
     }
     return rc;
@@ -188,7 +189,7 @@ static int merge_state(ckpt_paddle_model *m, pd_entry *e, size_t slot)
     pd_state *s = &e->states[slot];
     const char *what = slot == PD_MAX_KINDS ? "master weight" : m->kinds[slot];
     char name[512];
-    int tp;
+    int tp, rc;
 
     for (tp = 0; tp < m->info.tp; tp++)
         if (!s->shards[tp])
@@ -211,7 +212,9 @@ static int merge_state(ckpt_paddle_model *m, pd_entry *e, size_t slot)
                                ckpt_paddle__where(m), what, e->name, shape_text(s->shards[0], got, sizeof got),
                                shape_text(e->shards[0], want, sizeof want), e->pp);
     }
-    return ckpt_parallel_merge(m->g, &e->layout, name, s->shards, (size_t)m->info.tp, &s->full);
+    if ((rc = ckpt_parallel_merge(m->g, &e->layout, name, s->shards, (size_t)m->info.tp, &s->full)) < 0)
+        ckpt_error_prefix("%s", ckpt_paddle__where(m));
+    return rc;
 }
 
 int ckpt_paddle__read_optimizer(ckpt_paddle_model *m)

@@ -80,11 +80,9 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
     if (t->version != CKPT_PADDLE_TARGET_VERSION)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_paddle_target version %u, expected %u", t->version,
                               CKPT_PADDLE_TARGET_VERSION);
-    if (t->tp < 1 || t->pp < 1)
-        return ckpt_error_set(CKPT_EINVALID, "TP %d, PP %d: sizes must be at least 1", t->tp, t->pp);
-    if (t->pp > m->info.num_layers)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: %d pipeline stages for %lld layers",
-                               ckpt_paddle__where(m), t->pp, (long long)m->info.num_layers);
+    if ((rc = ckpt_paddle_layout_check(m->info.config ? m->info.config : ckpt_paddle__where(m), m->config_text,
+                                       m->info.num_layers, t->tp, t->pp)) < 0)
+        return rc;
     c->t = *t;
     if ((rc = ckpt_paddle__layout_params(m, t->tp, &c->params)) < 0)
         return rc;

@@ -63,6 +63,12 @@ typedef struct pd_entry {
     size_t seq;                /* the order it was first seen in */
 } pd_entry;
 
+/* config.json's sizes; 0 for what it does not give (num_key_value_heads: num_attention_heads). */
+typedef struct pd_dims {
+    int64_t hidden, inter, heads, kv, vocab, layers, tp, pp;
+    int fuse_qkv, tied;
+} pd_dims;
+
 struct ckpt_paddle_model {
     ckpt_set *set;
     ckpt_graph *g;
@@ -79,6 +85,8 @@ struct ckpt_paddle_model {
     int opt_pairs;             /* accumulators stored as (name, array) pairs */
     int opt_name_table;        /* the optimizer files carry a name table */
     cJSON *meta;               /* model_meta.json (sharded saves), or NULL */
+    const char *meta_path;     /* its path */
+    pd_dims dims;              /* config.json's sizes, once checked */
     int reorder;               /* the tensors did not come in state-dict order (safetensors files
                                   sort them by name; another framework's order): put them in the
                                   spec's */
@@ -106,6 +114,14 @@ int ckpt_paddle__recover_from_masters(ckpt_paddle_model *m);
  * ranks like their parameters, once those are (paddle_optim.c). */
 int ckpt_paddle__read_optimizer(ckpt_paddle_model *m);
 int ckpt_paddle__merge_optimizer(ckpt_paddle_model *m);
+/* The sizes config.json (its text; NULL: none) gives, bounded and consistent; errors name
+ * `where`. */
+int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d);
+/* The model files the directory holds against the layout config.json and model_meta.json
+ * give (once the ranks are open); the merged tensors against config.json's sizes and
+ * PaddleNLP's pipeline cut (once they are merged) (paddle_check.c). */
+int ckpt_paddle__check_files(ckpt_paddle_model *m);
+int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
 /* A tensor value, or the array of a (name, array) pair; NULL otherwise. */
 const ckpt_value *ckpt_paddle__tensor_leaf(const ckpt_value *v, const char **pair_name);
 

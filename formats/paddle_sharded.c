@@ -24,6 +24,9 @@ int ckpt_paddle__read_model_meta(ckpt_paddle_model *m, const ckpt_member *mb)
         return rc;
     m->meta = f->size ? cJSON_ParseWithLength((const char *)f->data, (size_t)f->size) : NULL;
     ckpt_file_close(f);
+    m->meta_path = mb->path;
+    if (!cJSON_IsObject(m->meta))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", mb->path);
     metas = cJSON_GetObjectItemCaseSensitive(m->meta, "sharding_metas");
     if (!cJSON_IsObject(metas))
         return 0;

@@ -243,6 +243,7 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, v ? variants : NULL, &res)) < 0 ||
         (rc = ckpt_paddle_config_from_hf(hf_config, a->fused_qkv, a->fused_ffn,
                                          n ? ckpt_node_dtype(in[0].node) : CKPT_DTYPE_F32, &config)) < 0 ||
+        (rc = ckpt_paddle_layout_check(hf_config_path, (const char *)config.data, 0, a->tp, a->pp)) < 0 ||
         (rc = ckpt_paddle_model_new(&m, ckpt_plan_graph(plan), 1, 1, (const char *)config.data, NULL)) < 0)
         goto done;
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++)

@@ -277,18 +277,22 @@ static int run(reshard_args *a)
     ckpt_megatron *m = NULL;
     const ckpt_megatron_info *info;
     double start = cli_now();
-    int rc;
+    int rc, paddle;
 
     memset(&rep, 0, sizeof rep);
     so.iteration = a->iteration;
     mo.true_vocab_size = a->true_vocab;
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
         goto done;
-    /* whichever layout claims IN; anything but a PaddleNLP directory is read as Megatron's */
-    if (ckpt_set_open(&set, a->in, &so) == 0 && strcmp(ckpt_set_info_of(set)->layout, "paddle") == 0) {
+    /* whichever layout claims IN; anything but a PaddleNLP directory is read as Megatron's,
+       and a PaddleNLP directory that does not open says why */
+    paddle = ckpt_paddle_is_dir(a->in);
+    if ((rc = ckpt_set_open(&set, a->in, &so)) == 0 && strcmp(ckpt_set_info_of(set)->layout, "paddle") == 0) {
         rc = run_paddle(a, set);
         goto done;
     }
+    if (rc < 0 && paddle)
+        goto done;
     ckpt_error_clear();
     ckpt_set_close(set);
     set = NULL;

@@ -32,6 +32,11 @@ CKPT_BEGIN_DECL
 
 typedef struct ckpt_paddle ckpt_paddle;
 
+/* Whether path is a directory the "paddle" layout claims (it holds PaddleNLP model files):
+ * a caller that reads other directories as another framework's tells a broken PaddleNLP
+ * directory from those by it. Clears the last error. */
+CKPT_EXTERN(int) ckpt_paddle_is_dir(const char *path);
+
 /* Model files that are converted together: those one index lists (q, k and v of a layer
  * may sit in different files), or one model file on its own. */
 typedef struct ckpt_paddle_group {
@@ -110,7 +115,14 @@ typedef struct ckpt_paddle_model_options {
 
 /* The set must be of layout "paddle" and outlive the model; nodes are built in g. Errors of
  * class CKPT_ERRCLASS_LAYOUT name the file and the tensor: a missing rank, shards that do
- * not fit, an optimizer entry that belongs to no parameter, a tensor two stages hold. */
+ * not fit, an optimizer entry that belongs to no parameter, a tensor two stages hold; model
+ * (and, when read, optimizer) files other than those config.json's tensor_parallel_degree and
+ * pipeline_parallel_degree and model_meta.json's parallel_config call for; a layer on a stage
+ * PaddleNLP's pipeline cut does not give it. With the built-in spec, the tensors are checked
+ * against config.json (class CKPT_ERRCLASS_MODEL, naming the tensor and the fields): every
+ * layer of num_hidden_layers holds each part of a LLaMA layer in one of its forms and what
+ * layer 0 holds, and each tensor has the shape the sizes imply. Config sizes are bounded
+ * before they are used. */
 CKPT_EXTERN(int) ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g,
                                         const ckpt_paddle_model_options *opts);
 CKPT_EXTERN(void) ckpt_paddle_model_close(ckpt_paddle_model *m);
@@ -150,6 +162,18 @@ typedef struct ckpt_paddle_target {
 
 #define CKPT_PADDLE_TARGET_VERSION 1
 #define CKPT_PADDLE_TARGET_INIT { CKPT_PADDLE_TARGET_VERSION, 1, 1, 0 }
+
+/* Whether PaddleNLP's LLaMA can run the model config_json describes (its text; NULL: none,
+ * and only the stages are checked) at TP tp, PP pp: num_attention_heads divisible by TP
+ * (LlamaAttention); num_key_value_heads divisible by TP, or TP by it (k/v kept whole on every
+ * rank, assign_kv_heads), and then no fused qkv_proj; intermediate_size divisible by TP
+ * (Column/RowParallelLinear); no more stages than decoder layers (num_hidden_layers, else
+ * num_layers). CKPT_EINVALID of class CKPT_ERRCLASS_LAYOUT naming `where`, the layout and the
+ * constraint in words; a config size that is not a positive whole number, or sizes that do
+ * not fit each other, CKPT_EFORMAT of class CKPT_ERRCLASS_MODEL. ckpt_paddle_plan and
+ * ckpt_paddle_model_rank check their target with it. */
+CKPT_EXTERN(int) ckpt_paddle_layout_check(const char *where, const char *config_json, int64_t num_layers, int tp,
+                                          int pp);
 
 /* The tensors of target rank (tp, pp)'s model file, in state-dict order: names[i] <- nodes[i],
  * lazily cut from the full tensors. The arrays are malloc'd (free them); the names are

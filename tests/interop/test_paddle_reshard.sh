@@ -271,7 +271,7 @@ refusals() {
     rm "$OUT/broken/model_state.tp01.pdparams"
     expect_refusal "$OUT/refused" "$OUT/r1.log" "no model file for TP rank 1" -- \
         "$CKPTCONV" reshard "$OUT/broken" "$OUT/refused" --tp 1
-    expect_refusal "$OUT/refused" "$OUT/r2.log" "does not divide" -- \
+    expect_refusal "$OUT/refused" "$OUT/r2.log" "4 attention heads cannot be split over 3 tensor-parallel ranks" -- \
         "$CKPTCONV" reshard "$PD/fp32_tp1" "$OUT/refused" --tp 3
     expect_refusal "$OUT/refused" "$OUT/r3.log" "--vpp" "Megatron checkpoints only" -- \
         "$CKPTCONV" reshard "$PD/fp32_tp1" "$OUT/refused" --vpp 2

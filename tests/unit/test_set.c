@@ -263,7 +263,8 @@ CKPT_TEST(test_set_paddle_inconsistent_is_a_layout_error)
     ckpt_test_write_file("sh/model_state.pdparams.index.json", index, strlen(index));
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_set_open(&s, "sh", NULL));
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
-    ASSERT_ERROR_MENTIONS("weight_map puts b in model_state-00003-of-00003.pdparams");
+    ASSERT_ERROR_MENTIONS("sh/model_state-00003-of-00003.pdparams: missing, but its index "
+                          "sh/model_state.pdparams.index.json puts b in it");
 
     /* an index that disagrees with its files is found once they are open */
     ASSERT_TRUE(ckpt_test_copy_data_dir("llama/fp32_sharded", "sh2") == 0);

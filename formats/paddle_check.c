@@ -1,0 +1,571 @@
+/* A PaddleNLP LLaMA checkpoint against what it says of itself: config.json's sizes bounded
+ * and consistent, the rank files its tensor_parallel_degree, pipeline_parallel_degree and
+ * model_meta.json's parallel_config call for, every tensor the config implies at the shape it
+ * implies, every decoder layer on the pipeline stage LlamaForCausalLMPipe gives it; and the
+ * constraints PaddleNLP's LLaMA puts on a layout (LlamaAttention, Column/RowParallelLinear,
+ * SegmentLayers). */
+#include "paddle_private.h"
+
+#include <ckpt/sys/common.h>
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Far above any real model's sizes, low enough that products of two of them fit int64_t. */
+#define SIZE_MAX_CFG ((int64_t)1 << 24)
+#define DEGREE_MAX 4096
+
+/* A positive whole number at `key` no larger than max: 1; absent (or null): 0. */
+static int config_size(const char *where, const cJSON *json, const char *key, int64_t max, int64_t *out)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(json, key);
+
+    if (!e || cJSON_IsNull(e))
+        return 0;
+    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+        e->valuedouble > (double)max) {
+        char *text = cJSON_PrintUnformatted(e);
+        int rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is %s, not a whole number from 1 to %lld",
+                                 where, key, text ? text : "not a number", (long long)max);
+        free(text);
+        return rc;
+    }
+    *out = (int64_t)e->valuedouble;
+    return 1;
+}
+
+int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
+{
+    static const struct {
+        const char *key;
+        size_t at;
+        int64_t max;
+    } fields[] = {
+        { "hidden_size", offsetof(pd_dims, hidden), SIZE_MAX_CFG },
+        { "intermediate_size", offsetof(pd_dims, inter), SIZE_MAX_CFG },
+        { "num_attention_heads", offsetof(pd_dims, heads), SIZE_MAX_CFG },
+        { "num_key_value_heads", offsetof(pd_dims, kv), SIZE_MAX_CFG },
+        { "vocab_size", offsetof(pd_dims, vocab), SIZE_MAX_CFG },
+        { "num_hidden_layers", offsetof(pd_dims, layers), SIZE_MAX_CFG },
+        { "tensor_parallel_degree", offsetof(pd_dims, tp), DEGREE_MAX },
+        { "pipeline_parallel_degree", offsetof(pd_dims, pp), DEGREE_MAX },
+    };
+    cJSON *json;
+    size_t i;
+    int rc = 0;
+
+    memset(d, 0, sizeof *d);
+    if (!json_text)
+        return 0;
+    if (!(json = cJSON_Parse(json_text)) || !cJSON_IsObject(json)) {
+        cJSON_Delete(json);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", where);
+    }
+    for (i = 0; i < sizeof fields / sizeof *fields && rc >= 0; i++)
+        if ((rc = config_size(where, json, fields[i].key, fields[i].max, (int64_t *)((char *)d + fields[i].at))) == 0)
+            *(int64_t *)((char *)d + fields[i].at) = 0;
+    d->fuse_qkv = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "fuse_attention_qkv"));
+    d->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "tie_word_embeddings"));
+    cJSON_Delete(json);
+    if (rc < 0)
+        return rc;
+    if (!d->kv)
+        d->kv = d->heads;
+    if (d->hidden && d->heads && d->hidden % d->heads)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: hidden_size %lld is not a multiple of num_attention_heads %lld", where,
+                               (long long)d->hidden, (long long)d->heads);
+    if (d->heads && d->heads % d->kv)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", where,
+                               (long long)d->heads, (long long)d->kv);
+    return 0;
+}
+
+int ckpt_paddle_layout_check(const char *where, const char *config_json, int64_t num_layers, int tp, int pp)
+{
+    pd_dims d;
+    int rc;
+
+    if (tp < 1 || pp < 1 || tp > DEGREE_MAX || pp > DEGREE_MAX)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: TP %d, PP %d: sizes must be from 1 to %d",
+                               where, tp, pp, DEGREE_MAX);
+    if ((rc = ckpt_paddle__dims(where, config_json, &d)) < 0)
+        return rc;
+    if (d.layers)
+        num_layers = d.layers;
+#define REFUSE(...) ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, __VA_ARGS__)
+    if (d.heads && d.heads % tp)
+        return REFUSE("%s: TP %d: %lld attention heads cannot be split over %d tensor-parallel ranks (PaddleNLP's "
+                      "LlamaAttention needs num_attention_heads divisible by tensor_parallel_degree)",
+                      where, tp, (long long)d.heads, tp);
+    if (d.kv % tp && tp % d.kv)
+        return REFUSE("%s: TP %d: %lld key/value heads can neither be split over nor shared by %d tensor-parallel "
+                      "ranks (PaddleNLP needs num_key_value_heads divisible by tensor_parallel_degree, or the "
+                      "reverse)",
+                      where, tp, (long long)d.kv, tp);
+    if (d.kv % tp && d.fuse_qkv)
+        return REFUSE("%s: TP %d: %lld key/value heads are kept whole on every rank, which a fused qkv_proj "
+                      "(fuse_attention_qkv) cannot hold (PaddleNLP refuses this layout)",
+                      where, tp, (long long)d.kv);
+    if (d.inter && d.inter % tp)
+        return REFUSE("%s: TP %d: intermediate_size %lld cannot be split over %d tensor-parallel ranks (gate, up and "
+                      "down projections are column- and row-parallel)",
+                      where, tp, (long long)d.inter, tp);
+    if (pp > 1 && pp > num_layers)
+        return REFUSE("%s: PP %d: %lld decoder layers cannot fill %d pipeline stages", where, pp,
+                      (long long)num_layers, pp);
+#undef REFUSE
+    return 0;
+}
+
+/* ---- the rank files ---- */
+
+/* Whether the model files are PaddleNLP's per-rank .pdparams (a unified checkpoint is merged
+ * whatever layout trained it). */
+static int per_rank_files(const ckpt_paddle_model *m)
+{
+    return !m->reorder;
+}
+
+/* The first member whose TP rank (or PP stage) is `from` or more; the set's extent comes
+ * from such a member, so there is one. */
+static const ckpt_member *member_beyond(const ckpt_set *s, int axis_tp, int from)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_set_member_count(s); i++) {
+        const ckpt_member *mb = ckpt_set_member_at(s, i);
+        if ((axis_tp ? mb->at.tp : mb->at.pp) >= from)
+            return mb;
+    }
+    return ckpt_set_member_at(s, 0);
+}
+
+/* The set's extent on one axis against the degree a metadata file gives it. */
+static int degree_agrees(const ckpt_paddle_model *m, int axis_tp, int64_t want, const char *source, const char *field)
+{
+    const ckpt_set_info *si = ckpt_set_info_of(m->set);
+    int have = axis_tp ? si->tp : si->pp;
+    ckpt_buf name = CKPT_BUF_INIT;
+    int rc;
+
+    if (!want || want == have)
+        return 0;
+    if (want < have) {
+        const ckpt_member *mb = member_beyond(m->set, axis_tp, (int)want);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s rank %d, but %s says %s %lld",
+                               mb->path, axis_tp ? "TP" : "PP", axis_tp ? mb->at.tp : mb->at.pp, source, field,
+                               (long long)want);
+    }
+    rc = axis_tp ? ckpt_paddle_rank_file("model_state", ".pdparams", have, 0, (int)want, si->pp, &name)
+                 : ckpt_paddle_rank_file("model_state", ".pdparams", 0, have, si->tp, (int)want, &name);
+    if (rc == 0)
+        rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                             "%s: no %s: %s says %s %lld, the directory has model files of %d %s rank%s", si->root,
+                             (const char *)name.data, source, field, (long long)want, have, axis_tp ? "TP" : "PP",
+                             have == 1 ? "" : "s");
+    ckpt_buf_dispose(&name);
+    return rc;
+}
+
+/* A sharded save: every TP/PP rank has a model file (and, when the optimizer files are read
+ * and sharded, an optimizer file) for each sharding rank below the degree model_meta.json
+ * gives (else the file names), and none beyond. */
+static int shards_complete(const ckpt_paddle_model *m)
+{
+    const ckpt_set_info *si = ckpt_set_info_of(m->set);
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(m->meta, "parallel_config");
+    int64_t degree = si->dp;
+    ckpt_buf name = CKPT_BUF_INIT;
+    size_t i, cells;
+    unsigned char *seen;
+    int rc = 0, sharded[2] = { 0, 0 }, role, tp, pp, k;
+
+    if (m->meta && (rc = config_size(m->meta_path, pc, "sharding_degree", DEGREE_MAX, &degree)) < 0)
+        return rc;
+    rc = 0;
+    /* sharding stage 1 without save_sharded_model shards the optimizer files only */
+    for (i = 0; i < ckpt_set_member_count(m->set); i++) {
+        const ckpt_member *mb = ckpt_set_member_at(m->set, i);
+        sharded[strcmp(mb->role, "optimizer") == 0] |= mb->at.dp >= 0;
+    }
+    if (!sharded[0] && !sharded[1])
+        return 0;
+    cells = (size_t)si->tp * (size_t)si->pp * (size_t)degree;
+    if (!(seen = calloc(2 * cells, 1)))
+        return ckpt_error_oom();
+    for (i = 0; i < ckpt_set_member_count(m->set) && rc == 0; i++) {
+        const ckpt_member *mb = ckpt_set_member_at(m->set, i);
+        int opt = strcmp(mb->role, "optimizer") == 0;
+        if ((!opt && strcmp(mb->role, "model") != 0) || (opt && !m->info.has_optimizer) || mb->at.dp < 0)
+            continue;
+        if (mb->at.dp >= degree) {
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: sharding rank %d, but model_meta.json's sharding_degree is %lld", mb->path,
+                                 mb->at.dp, (long long)degree);
+            break;
+        }
+        tp = mb->at.tp < 0 ? 0 : mb->at.tp;
+        pp = mb->at.pp < 0 ? 0 : mb->at.pp;
+        seen[(size_t)opt * cells + ((size_t)pp * (size_t)si->tp + (size_t)tp) * (size_t)degree + (size_t)mb->at.dp] = 1;
+    }
+    for (role = 0; role < 2 && rc == 0; role++)
+        for (i = 0; i < cells && rc == 0 && sharded[role] && (role == 0 || m->info.has_optimizer); i++)
+            if (!seen[(size_t)role * cells + i]) {
+                k = (int)(i % (size_t)degree);
+                tp = (int)(i / (size_t)degree % (size_t)si->tp);
+                pp = (int)(i / (size_t)degree / (size_t)si->tp);
+                /* PaddleNLP's sharded_name_suffix: tpXX_ppYY_shardZZ, each part only when used */
+                ckpt_buf_clear(&name);
+                if ((rc = ckpt_paddle_rank_file(role ? "optimizer" : "model_state", "", tp, pp, si->tp, si->pp,
+                                                &name)) == 0 &&
+                    (rc = ckpt_buf_printf(&name, "%sshard%02d%s", si->tp > 1 || si->pp > 1 ? "_" : ".", k,
+                                          role ? ".pdopt" : ".pdparams")) == 0)
+                    rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                                         "%s: no %s (TP rank %d, PP stage %d, sharding rank %d; %s %lld)", si->root,
+                                         (const char *)name.data, tp, pp, k,
+                                         m->meta ? "model_meta.json's sharding_degree is"
+                                                 : "sharding ranks in the file names:",
+                                         (long long)degree);
+            }
+    ckpt_buf_dispose(&name);
+    free(seen);
+    return rc;
+}
+
+int ckpt_paddle__check_files(ckpt_paddle_model *m)
+{
+    const char *where = m->info.config ? m->info.config : ckpt_paddle__where(m);
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(m->meta, "parallel_config");
+    int64_t mp = 0, pp = 0;
+    int rc;
+
+    if ((rc = ckpt_paddle__dims(where, m->config_text, &m->dims)) < 0)
+        return rc;
+    if (m->meta && ((rc = config_size(m->meta_path, pc, "mp_degree", DEGREE_MAX, &mp)) < 0 ||
+                    (rc = config_size(m->meta_path, pc, "pp_degree", DEGREE_MAX, &pp)) < 0))
+        return rc;
+    if (!per_rank_files(m))
+        return 0;
+    /* save_pretrained leaves tensor_parallel_degree out at its default, 1 */
+    if ((rc = degree_agrees(m, 1, m->config_text && !m->dims.tp ? 1 : m->dims.tp, "config.json",
+                            "tensor_parallel_degree")) < 0 ||
+        (rc = degree_agrees(m, 0, m->dims.pp, "config.json", "pipeline_parallel_degree")) < 0 ||
+        (rc = degree_agrees(m, 1, mp, "model_meta.json", "parallel_config.mp_degree")) < 0 ||
+        (rc = degree_agrees(m, 0, pp, "model_meta.json", "parallel_config.pp_degree")) < 0)
+        return rc;
+    return shards_complete(m);
+}
+
+/* ---- the merged tensors ---- */
+
+/* A LLaMA tensor's full shape in config.json's sizes: H hidden, I intermediate, 2 twice
+ * intermediate (gate | up), V vocabulary, Q all heads', K the KV heads', F q, k and v's;
+ * b 0 for a vector. Names in a layer are given after "llama.layers.N.". */
+typedef struct pd_shape {
+    const char *name;
+    char a, b;
+} pd_shape;
+
+static const pd_shape MODEL_SHAPES[] = {
+    { "llama.embed_tokens.weight", 'V', 'H' }, { "llama.norm.weight", 'H', 0 }, { "lm_head.weight", 'H', 'V' },
+};
+
+static const pd_shape LAYER_SHAPES[] = {
+    { "self_attn.q_proj.weight", 'H', 'Q' },
+    { "self_attn.k_proj.weight", 'H', 'K' },
+    { "self_attn.v_proj.weight", 'H', 'K' },
+    { "self_attn.qkv_proj.weight", 'H', 'F' },
+    { "self_attn.o_proj.weight", 'Q', 'H' },
+    { "mlp.gate_proj.weight", 'H', 'I' },
+    { "mlp.up_proj.weight", 'H', 'I' },
+    { "mlp.gate_up_fused_proj.weight", 'H', '2' },
+    { "mlp.down_proj.weight", 'I', 'H' },
+    { "input_layernorm.weight", 'H', 0 },
+    { "post_attention_layernorm.weight", 'H', 0 },
+    /* Transformer Engine layers ([out, in]) */
+    { "transformer.self_attention.layernorm_qkv.ln_weight", 'H', 0 },
+    { "transformer.self_attention.layernorm_qkv.weight", 'F', 'H' },
+    { "transformer.self_attention.proj.weight", 'H', 'Q' },
+    { "transformer.layernorm_mlp.ln_weight", 'H', 0 },
+    { "transformer.layernorm_mlp.fc1_weight", '2', 'H' },
+    { "transformer.layernorm_mlp.fc2_weight", 'H', 'I' },
+};
+
+#define LAYER_PREFIX "llama.layers."
+
+/* A dimension's size; 0 when config.json does not give what it depends on. */
+static int64_t dim_of(const pd_dims *d, char code)
+{
+    int64_t hd = d->hidden && d->heads ? d->hidden / d->heads : 0;
+
+    switch (code) {
+    case 'H': return d->hidden;
+    case 'I': return d->inter;
+    case '2': return 2 * d->inter;
+    case 'V': return d->vocab;
+    case 'Q': return d->heads * hd;
+    case 'K': return d->kv * hd;
+    case 'F': return (d->heads + 2 * d->kv) * hd;
+    default: return 0;
+    }
+}
+
+/* The expected shape of `name`: 1 with want[] filled, 0 when it is not a tensor of the table
+ * or config.json does not give its sizes. */
+static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], int *ndim)
+{
+    const pd_shape *s = NULL;
+    size_t i;
+
+    for (i = 0; i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES && !s; i++)
+        if (strcmp(name, MODEL_SHAPES[i].name) == 0)
+            s = &MODEL_SHAPES[i];
+    if (!s && strncmp(name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0) {
+        const char *rest = name + strlen(LAYER_PREFIX) + strspn(name + strlen(LAYER_PREFIX), "0123456789");
+        for (i = 0; *rest == '.' && i < sizeof LAYER_SHAPES / sizeof *LAYER_SHAPES && !s; i++)
+            if (strcmp(rest + 1, LAYER_SHAPES[i].name) == 0)
+                s = &LAYER_SHAPES[i];
+    }
+    if (!s)
+        return 0;
+    *ndim = s->b ? 2 : 1;
+    want[0] = dim_of(d, s->a);
+    want[1] = s->b ? dim_of(d, s->b) : 1;
+    if (d->tied && strcmp(name, "lm_head.weight") == 0) {
+        /* tied to the embedding, LlamaLMHead holds [vocab, hidden] */
+        want[0] = d->vocab;
+        want[1] = d->hidden;
+    }
+    return want[0] > 0 && want[1] > 0;
+}
+
+static void shape_text(char *out, size_t size, const int64_t *shape, int ndim)
+{
+    size_t used = 0;
+    int i;
+
+    used += (size_t)snprintf(out, size, "[");
+    for (i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < size)
+        snprintf(out + used, size - used, "]");
+}
+
+static int shape_fits(const ckpt_paddle_model *m, const pd_entry *e)
+{
+    char have[96], want_text[96];
+    int64_t want[2];
+    int ndim = 0;
+
+    if (!e->full || !expected_shape(&m->dims, e->name, want, &ndim))
+        return 0;
+    if (ckpt_node_ndim(e->full) == ndim && ckpt_node_shape(e->full)[0] == want[0] &&
+        (ndim == 1 || ckpt_node_shape(e->full)[1] == want[1]))
+        return 0;
+    shape_text(have, sizeof have, ckpt_node_shape(e->full), ckpt_node_ndim(e->full));
+    shape_text(want_text, sizeof want_text, want, ndim);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                           "%s: %s is %s merged over %d TP rank%s, but %s implies %s (hidden_size %lld, "
+                           "intermediate_size %lld, num_attention_heads %lld, num_key_value_heads %lld, vocab_size "
+                           "%lld)",
+                           ckpt_paddle__where(m), e->name, have, m->info.tp, m->info.tp == 1 ? "" : "s",
+                           m->info.config, want_text, (long long)m->dims.hidden, (long long)m->dims.inter,
+                           (long long)m->dims.heads, (long long)m->dims.kv, (long long)m->dims.vocab);
+}
+
+/* Every decoder layer holds the tensors layer 0 holds, and no more. */
+static int layers_complete(const ckpt_paddle_model *m, int64_t layers)
+{
+    ckpt_buf name = CKPT_BUF_INIT;
+    size_t *count = calloc((size_t)layers + 1, sizeof *count), i;
+    int64_t l;
+    int rc = 0;
+
+    if (!count)
+        return ckpt_error_oom();
+    for (i = 0; i < m->n_entries; i++)
+        if (m->entries[i].tensor && m->entries[i].layout.layer >= 0 && m->entries[i].layout.layer < layers)
+            count[m->entries[i].layout.layer]++;
+    for (l = 0; l < layers && rc == 0; l++)
+        if (!count[l])
+            rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no tensor of decoder layer %lld (of %lld)",
+                                 ckpt_paddle__where(m), (long long)l, (long long)layers);
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        const pd_entry *e = &m->entries[i];
+        if (!e->tensor || e->layout.layer != 0)
+            continue;
+        for (l = 1; l < layers && rc == 0; l++) {
+            ckpt_buf_clear(&name);
+            if ((rc = ckpt_parallel_rename_layer(m->spec, e->name, l, &name)) == 0 &&
+                ckpt_paddle__find_entry(m, (const char *)name.data) < 0)
+                rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s (layer 0 has %s)",
+                                     ckpt_paddle__where(m), (const char *)name.data, e->name);
+        }
+    }
+    for (l = 1; l < layers && rc == 0; l++)
+        if (count[l] != count[0])
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                 "%s: decoder layer %lld holds %zu tensors, layer 0 holds %zu", ckpt_paddle__where(m),
+                                 (long long)l, count[l], count[0]);
+    ckpt_buf_dispose(&name);
+    free(count);
+    return rc;
+}
+
+/* What a decoder layer of PaddleNLP's LLaMA holds: per part, its forms ('|' between them:
+ * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them). */
+static const char *const LAYER_PARTS[] = {
+    ("self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
+     "transformer.self_attention.layernorm_qkv.weight"),
+    "self_attn.o_proj.weight|transformer.self_attention.proj.weight",
+    "mlp.gate_proj.weight+mlp.up_proj.weight|mlp.gate_up_fused_proj.weight|transformer.layernorm_mlp.fc1_weight",
+    "mlp.down_proj.weight|transformer.layernorm_mlp.fc2_weight",
+    "input_layernorm.weight|transformer.self_attention.layernorm_qkv.ln_weight",
+    "post_attention_layernorm.weight|transformer.layernorm_mlp.ln_weight",
+};
+
+/* Whether layer 0 holds llama.layers.0.<the tensor at s, len bytes>. */
+static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, char *name, size_t cap)
+{
+    snprintf(name, cap, LAYER_PREFIX "0.%.*s", (int)len, s);
+    return ckpt_paddle__find_entry(m, name) >= 0;
+}
+
+/* Layer 0 holds every part of a LLaMA layer in one of its forms (the other layers hold what
+ * layer 0 does): else the first missing tensor of the form it has some of is named. */
+static int layer_parts_present(const ckpt_paddle_model *m)
+{
+    char name[160], missing[160];
+    size_t i;
+
+    for (i = 0; i < sizeof LAYER_PARTS / sizeof *LAYER_PARTS; i++) {
+        const char *form = LAYER_PARTS[i];
+        int complete = 0, best = -1;
+        missing[0] = '\0';
+        while (*form && !complete) {
+            size_t form_len = strcspn(form, "|"), len;
+            const char *t = form;
+            int have = 0, lacks = 0;
+            char first_missing[160] = "";
+            for (; t < form + form_len; t += len + (t[len] == '+')) {
+                len = strcspn(t, "+|");
+                if (layer0_has(m, t, len, name, sizeof name))
+                    have++;
+                else if (!lacks++)
+                    snprintf(first_missing, sizeof first_missing, "%s", name);
+            }
+            complete = !lacks;
+            if (have > best) {
+                best = have;
+                snprintf(missing, sizeof missing, "%s", first_missing);
+            }
+            form += form_len + (form[form_len] == '|');
+        }
+        if (!complete) {
+            char forms[512];
+            size_t k, used = 0;
+            /* in words: "a and b, or c, or d" */
+            for (k = 0; LAYER_PARTS[i][k] && used + 6 < sizeof forms; k++) {
+                const char *sep = LAYER_PARTS[i][k] == '+' ? " and " : LAYER_PARTS[i][k] == '|' ? ", or " : NULL;
+                if (sep) {
+                    memcpy(forms + used, sep, strlen(sep));
+                    used += strlen(sep);
+                } else {
+                    forms[used++] = LAYER_PARTS[i][k];
+                }
+            }
+            forms[used] = '\0';
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                                   "%s: no %s (a layer of PaddleNLP's LLaMA holds %s)", ckpt_paddle__where(m),
+                                   missing, forms);
+        }
+    }
+    return 0;
+}
+
+/* A LLaMA's layer parts, embedding, final norm and (untied) output layer. */
+static int parts_present(const ckpt_paddle_model *m)
+{
+    size_t i;
+    int llama = 0, rc;
+
+    for (i = 0; i < m->n_entries && !llama; i++)
+        llama = m->entries[i].tensor && strncmp(m->entries[i].name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0;
+    if (llama && (rc = layer_parts_present(m)) < 0)
+        return rc;
+    for (i = 0; llama && i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES; i++) {
+        long at = ckpt_paddle__find_entry(m, MODEL_SHAPES[i].name);
+        int optional = m->dims.tied && strcmp(MODEL_SHAPES[i].name, "lm_head.weight") == 0;
+        if ((at < 0 || !m->entries[at].tensor) && !optional)
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s", ckpt_paddle__where(m),
+                                   MODEL_SHAPES[i].name);
+    }
+    return 0;
+}
+
+/* Each tensor on the source stage LlamaForCausalLMPipe gives it. */
+static int on_its_stage(const ckpt_paddle_model *m, const pd_entry *e, int64_t layers)
+{
+    int pp = m->info.pp, want;
+    int64_t lo = 0, hi = 0, s;
+
+    if (pp <= 1 || !e->tensor)
+        return 0;
+    switch (e->layout.stage) {
+    case CKPT_STAGE_FIRST: want = 0; break;
+    case CKPT_STAGE_LAST: want = pp - 1; break;
+    case CKPT_STAGE_LAYER:
+        if (e->layout.layer < 0)
+            return 0;
+        for (s = 0; s < pp; s++) {
+            ckpt_paddle_stage_layers(layers, pp, (int)s, &lo, &hi);
+            if (e->layout.layer >= lo && e->layout.layer < hi)
+                break;
+        }
+        want = (int)s;
+        break;
+    default: return 0;
+    }
+    if (want == e->pp)
+        return 0;
+    ckpt_paddle_stage_layers(layers, pp, e->pp, &lo, &hi);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                           "%s: holds %s, which PaddleNLP's LlamaForCausalLMPipe puts on stage %d of %d (of %lld "
+                           "layers, stage %d holds layers %lld to %lld)",
+                           ckpt_path(ckpt_paddle__rank(m, 0, e->pp)->models[0].ck), e->name, want, pp,
+                           (long long)layers, e->pp, (long long)lo, (long long)hi - 1);
+}
+
+int ckpt_paddle__check_tensors(const ckpt_paddle_model *m)
+{
+    int64_t layers = m->dims.layers ? m->dims.layers : m->info.num_layers;
+    size_t i;
+    int rc;
+
+    /* the checks know PaddleNLP's LLaMA, the built-in spec's model */
+    if (!m->own_map)
+        return 0;
+    if (m->dims.layers && m->info.num_layers < m->dims.layers)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                               "%s: no tensor of decoder layer %lld, but %s says num_hidden_layers %lld",
+                               ckpt_paddle__where(m), (long long)m->info.num_layers, m->info.config,
+                               (long long)m->dims.layers);
+    if (m->dims.layers && m->info.num_layers > m->dims.layers) {
+        for (i = 0; i < m->n_entries && !(m->entries[i].tensor && m->entries[i].layout.layer >= m->dims.layers); i++)
+            ;
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: holds %s, but %s says num_hidden_layers %lld",
+                               ckpt_paddle__where(m), i < m->n_entries ? m->entries[i].name : "more layers",
+                               m->info.config, (long long)m->dims.layers);
+    }
+    if ((rc = layers_complete(m, layers)) < 0 || (rc = parts_present(m)) < 0)
+        return rc;
+    for (i = 0; i < m->n_entries; i++)
+        if ((rc = shape_fits(m, &m->entries[i])) < 0 || (rc = on_its_stage(m, &m->entries[i], layers)) < 0)
+            return rc;
+    return 0;
+}
