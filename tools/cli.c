@@ -14,8 +14,10 @@
 
 int cli_fail(const char *cmd)
 {
-    fprintf(stderr, "ckptconv %s: error: %s\n", cmd, ckpt_error_last()->message);
-    return CLI_EXIT_FAILURE;
+    const ckpt_error *e = ckpt_error_last();
+
+    fprintf(stderr, "ckptconv %s: error: %s\n", cmd, e->message);
+    return e->klass == CKPT_ERRCLASS_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -26,7 +26,10 @@ int cli_paddle2hf(int argc, char **argv);
 int cli_hf2paddle(int argc, char **argv);
 int cli_verify(int argc, char **argv);
 
-/* Print "ckptconv <cmd>: <last library error>" to stderr; returns CLI_EXIT_FAILURE. */
+/* Print "ckptconv <cmd>: error: <last library error>" to stderr; returns CLI_EXIT_USAGE when
+ * the library refused the request as it stands (class CKPT_ERRCLASS_ARGUMENT: an output that
+ * is an input or inside one, exists without --force, is a directory; an unknown format),
+ * else CLI_EXIT_FAILURE. */
 int cli_fail(const char *cmd);
 /* Print a usage error and the hint to run --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);

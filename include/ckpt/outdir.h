@@ -22,9 +22,11 @@ CKPT_BEGIN_DECL
 
 typedef struct ckpt_outdir ckpt_outdir;
 
-/* Refuse `final` when it is a file (CKPT_EINVALID), or a non-empty directory without
- * force (CKPT_EEXISTS). Creates its missing parent directories and the staging
- * directory. The handle ends with ckpt_outdir_commit or ckpt_outdir_abort. */
+/* Refuse `final` when it is a file (CKPT_EINVALID), a non-empty directory without force
+ * (CKPT_EEXISTS), an input held open in the process or inside an input directory
+ * (CKPT_EINVALID, see ckpt_outfile_open): all with class CKPT_ERRCLASS_ARGUMENT. Creates its
+ * missing parent directories and the staging directory. The handle ends with
+ * ckpt_outdir_commit or ckpt_outdir_abort. */
 CKPT_EXTERN(int) ckpt_outdir_begin(ckpt_outdir **out, const char *final, int force);
 /* Where the output file `rel` (a relative path, "a.pdparams" or "mp_rank_01/x.bin") is to
  * be written: inside the staging directory, parents created. Each name may be asked for
@@ -49,9 +51,10 @@ CKPT_EXTERN(void) ckpt_outdir_abort(ckpt_outdir *d);
 CKPT_EXTERN(void) ckpt_outdir_cleanup_all(void);
 
 /* Refuse an output directory that is the input directory or lies inside it (a later run
- * would read the output as input; --force would write over what is being read): CKPT_EINVALID
- * naming both. Paths are compared after resolving links; an output that does not exist yet
- * is resolved through its parent. */
+ * would read the output as input; --force would write over what is being read): CKPT_EINVALID,
+ * class CKPT_ERRCLASS_ARGUMENT, naming both. Files and directories are compared by device and
+ * inode along the output's nearest existing ancestor, resolved. For a check before the input
+ * is opened: ckpt_outdir_begin does it against every open input. */
 CKPT_EXTERN(int) ckpt_outdir_check_apart(const char *final, const char *input);
 
 CKPT_END_DECL

@@ -51,6 +51,7 @@ CKPT_TEST(test_checkpoint_errors_name_the_path)
     o.format = "nonsense";
     ASSERT_FAILS(CKPT_EINVALID, ckpt_open(&c, ckpt_test_data("torch/basic.pt"), &o));
     ASSERT_ERROR_MENTIONS("nonsense");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     o.format = "safetensors";
     ASSERT_TRUE(ckpt_open(&c, ckpt_test_data("torch/basic.pt"), &o) < 0);
     ASSERT_ERROR_MENTIONS("basic.pt");

@@ -93,6 +93,8 @@ CKPT_TEST(test_outfile_refuses_existing_file)
     ckpt_test_write_file("out.bin", "old", 3);
     ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_open(&f, "out.bin", 0));
     ASSERT_TRUE(f == NULL);
+    /* the caller's request as it stands, not a failure of the run: a usage error to a tool */
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_ERROR_MENTIONS("out.bin");
     ASSERT_ERROR_MENTIONS("--force");
     ASSERT_EQ_STR(listing("."), "out.bin");
@@ -133,12 +135,35 @@ CKPT_TEST(test_outfile_bad_targets)
     ASSERT_TRUE(mkdir("d", 0755) == 0);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "d", CKPT_OUTFILE_OVERWRITE));
     ASSERT_ERROR_MENTIONS("directory");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "d/", 0));
     ASSERT_ERROR_MENTIONS("not a file name");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_outfile_open(&f, "nodir/x.pt", 0));
     ASSERT_ERROR_MENTIONS("nodir/x.pt");
     ASSERT_EQ_STR(listing("."), "d");
     ASSERT_EQ_STR(listing("d"), "");
+}
+
+/* An open input is never an output, by whatever name; nor is anything inside an input
+ * directory. */
+CKPT_TEST(test_outfile_refuses_open_inputs)
+{
+    ckpt_outfile *f = (ckpt_outfile *)1;
+    ckpt_ckpt *c;
+
+    ASSERT_TRUE(ckpt_test_copy_data_dir("dcp", "dcp") == 0);
+    ASSERT_TRUE(symlink("dcp", "dcp-link") == 0);
+    ASSERT_OK(ckpt_open(&c, "dcp-link", NULL));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "dcp/out.safetensors", CKPT_OUTFILE_OVERWRITE));
+    ASSERT_TRUE(f == NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
+    ASSERT_ERROR_MENTIONS("dcp/out.safetensors is inside the input directory dcp-link");
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "dcp/__0_0.distcp", CKPT_OUTFILE_OVERWRITE));
+    ckpt_close(c);
+    ASSERT_OK(ckpt_outfile_open(&f, "dcp/out.safetensors", 0));
+    ckpt_outfile_abort(f);
+    ASSERT_TRUE(strstr(listing("dcp"), "out") == NULL);
 }
 
 CKPT_TEST(test_outfile_long_name_gets_a_short_temp)
