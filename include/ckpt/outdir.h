@@ -5,8 +5,8 @@
  * and moves it into place once everything is written. A failed run (or one interrupted by
  * a signal whose handler calls ckpt_outdir_cleanup_all) removes the staging directory:
  * nothing is left under the output name. A killed one (SIGKILL, out of memory, power loss)
- * cannot; the staging directory's name says whose it was, and the next run writing the same
- * output removes it once that process is gone (ckpt_outdir_notes says so).
+ * cannot; the staging directory's name says whose it was, and the next run writing into the
+ * same parent directory removes it once that process is gone (ckpt_outdir_notes says so).
  *
  * With `force`, an existing non-empty output directory is written into at the end, file by
  * file: files of the same name are replaced, other files are kept. Two runs writing one

@@ -195,7 +195,7 @@ static int make_staging(ckpt_outdir *d)
 
     if ((d->parent_fd = open(d->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return ckpt_error_set(CKPT_EIO, "%s: %s", d->parent, strerror(errno));
-    ckpt_wip__sweep(d->parent_fd, d->parent, d->base, &d->notes);
+    ckpt_wip__sweep(d->parent_fd, d->parent, &d->notes);
     for (attempt = 0; attempt < 100; attempt++) {
         if ((rc = ckpt_wip__name(name, sizeof name, d->base)) < 0)
             return rc;

@@ -6,7 +6,7 @@
  * Where the filesystem allows (Linux O_TMPFILE: ext4, xfs, btrfs, tmpfs) the temporary has no
  * name until it is linked into place, so even SIGKILL or a power loss leaves nothing behind.
  * Elsewhere (NFS, Lustre, ...) it is named after its owner (wip.h), and a later run writing
- * the same output removes it once its process is gone; while the run is alive, named
+ * into the same directory removes it once its process is gone; while the run is alive, named
  * temporaries are listed in a fixed, lock-free table so that a signal handler can remove them
  * all (ckpt_outfile_cleanup_all) without taking locks or allocating.
  *
@@ -227,7 +227,7 @@ int ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot stat: %s", final_path, strerror(errno));
         goto done;
     }
-    ckpt_wip__sweep(f->dirfd, f->dir_path, f->final_name, &f->notes);
+    ckpt_wip__sweep(f->dirfd, f->dir_path, &f->notes);
     if ((flags & CKPT_OUTFILE_NAMED) || !create_unnamed_temp(f))
         rc = create_named_temp(f);
     if (rc)

@@ -265,7 +265,7 @@ CKPT_TEST(test_outdir_check_apart)
 }
 
 /* A staging directory a killed run left (its process gone) is removed by the next run writing
- * the same output, which says so; a live run's is left. Another run filling the output while
+ * into the same directory, which says so; a live run's is left. Another run filling the output while
  * this one writes wins: this one fails, its staging directory goes, theirs stays. */
 CKPT_TEST(test_outdir_abandoned_staging_and_races)
 {
@@ -281,8 +281,13 @@ CKPT_TEST(test_outdir_abandoned_staging_and_races)
     ASSERT_TRUE(mkdir(dead, 0777) == 0);
     snprintf(dead + strlen(dead), sizeof dead - strlen(dead), "/half.pt");
     ckpt_test_write_file(dead, "x", 1);
+    /* and a killed run's temporary file for another output in the same directory */
+    snprintf(dead, sizeof dead, ".other.pt.ckptconv-%.16s-99999999-1-ghijkl", mine + 14);
+    ckpt_test_write_file(dead, "x", 1);
     ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
     ASSERT_TRUE(strstr(ckpt_outdir_notes(d), "-99999999-1-abcdef, left by an interrupted run (pid 99999999)") != NULL);
+    ASSERT_TRUE(strstr(ckpt_outdir_notes(d), "-99999999-1-ghijkl, left by an interrupted run (pid 99999999)") != NULL);
+    ASSERT_TRUE(strstr(listing("."), "ghijkl") == NULL);
     ASSERT_TRUE(strstr(listing("."), mine) != NULL);
     ASSERT_TRUE(strstr(listing("."), "abcdef") == NULL);
     ASSERT_OK(put(d, "a.bin", "A"));
