@@ -3,6 +3,7 @@
 #include "engine.h"
 #include "../io/inputs.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,7 +333,8 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_open_options version %u, expected 1 to %u", opts->version,
                               CKPT_OPEN_OPTIONS_VERSION);
     if (stat(path, &st) != 0)
-        return ckpt_error_set(CKPT_ENOTFOUND, "%s: no such file or directory", path);
+        return ckpt_error_setc(errno == ENOENT || errno == ENOTDIR ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_OS,
+                               "%s: %s", path, strerror(errno));
     rc = ckpt_alloc(&c, path, opts);
     if (rc < 0)
         return rc;
