@@ -30,7 +30,9 @@ typedef struct ckpt_outdir ckpt_outdir;
 CKPT_EXTERN(int) ckpt_outdir_begin(ckpt_outdir **out, const char *final, int force);
 /* Where the output file `rel` (a relative path, "a.pdparams" or "mp_rank_01/x.bin") is to
  * be written: inside the staging directory, parents created. Each name may be asked for
- * once; absolute names and names with ".." are refused. Valid until commit or abort;
+ * once; absolute names and names with ".." are refused; with force, so is a name whose
+ * final place is an open input or inside an input directory (the output directory holds
+ * the input: CKPT_EINVALID, class CKPT_ERRCLASS_ARGUMENT). Valid until commit or abort;
  * NULL on error (last error set). */
 CKPT_EXTERN(const char *) ckpt_outdir_file(ckpt_outdir *d, const char *rel);
 /* The output directory as the caller named it. */

@@ -181,8 +181,9 @@ static int check_final(const char *final, int force)
     if ((n = count_entries(final)) < 0)
         return ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
     if (n > 0 && !force)
-        return ckpt_error_setc(CKPT_EEXISTS, CKPT_ERRCLASS_ARGUMENT, "%s is not empty (%ld entries); use --force to write into it "
-                              "(files of the same name are replaced, other files are kept)", final, n);
+        return ckpt_error_setc(CKPT_EEXISTS, CKPT_ERRCLASS_ARGUMENT,
+                               "%s is not empty (%ld entries); use --force to write into it (files of the same "
+                               "name are replaced, other files are kept)", final, n);
     return 0;
 }
 
@@ -274,6 +275,18 @@ static const outdir_entry *find(const ckpt_outdir *d, const char *rel)
     return NULL;
 }
 
+static int replaces_input(const ckpt_outdir *d, const char *rel)
+{
+    char *path;
+    int rc;
+
+    if (asprintf(&path, "%s/%s", d->final, rel) < 0)
+        return ckpt_error_oom();
+    rc = ckpt_inputs__check_output(path);
+    free(path);
+    return rc;
+}
+
 const char *ckpt_outdir_file(ckpt_outdir *d, const char *rel)
 {
     char sub[PATH_MAX];
@@ -300,6 +313,10 @@ const char *ckpt_outdir_file(ckpt_outdir *d, const char *rel)
         ckpt_error_set(CKPT_EEXISTS, "%s: written twice", rel);
         return NULL;
     }
+    /* with force the files are merged into what is there, which may hold an input
+     * (`reshard ckpt/iter_0000010 ckpt --force`): none may be replaced */
+    if (d->force && replaces_input(d, rel) < 0)
+        return NULL;
     e = record(d, rel, 0);
     return e ? e->path : NULL;
 }

@@ -219,8 +219,7 @@ int ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags
         }
         if (!(flags & CKPT_OUTFILE_OVERWRITE)) {
             rc = ckpt_error_setc(CKPT_EEXISTS, CKPT_ERRCLASS_ARGUMENT,
-                                "%s: output already exists (pass --force/--overwrite to replace it)",
-                                final_path);
+                                 "%s: output already exists (pass --force/--overwrite to replace it)", final_path);
             goto done;
         }
     } else if (errno != ENOENT) {

@@ -250,6 +250,29 @@ CKPT_TEST(test_outdir_refuses_open_inputs)
     ckpt_close(c);
 }
 
+/* With force the output directory may hold an input: its files may be written beside it,
+ * never over it nor into it. */
+CKPT_TEST(test_outdir_force_spares_inputs_inside)
+{
+    ckpt_outdir *d;
+    ckpt_ckpt *c;
+
+    ASSERT_TRUE(mkdir("out", 0777) == 0);
+    ASSERT_TRUE(ckpt_test_copy_data_dir("dcp", "out/dcp") == 0);
+    ASSERT_OK(ckpt_open(&c, "out/dcp", NULL));
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 1));
+    ASSERT_TRUE(ckpt_outdir_file(d, "dcp/__0_0.distcp") == NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
+    ASSERT_ERROR_MENTIONS("out/dcp/__0_0.distcp is the input out/dcp/__0_0.distcp");
+    ASSERT_TRUE(ckpt_outdir_file(d, "dcp/new.bin") == NULL);
+    ASSERT_ERROR_MENTIONS("out/dcp/new.bin is inside the input directory out/dcp");
+    ASSERT_OK(put(d, "beside.bin", "B"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ckpt_close(c);
+    ASSERT_EQ_STR(listing("out"), "beside.bin|dcp");
+    ASSERT_EQ_STR(listing("out/dcp"), ".metadata|__0_0.distcp|__1_0.distcp|expected.json");
+}
+
 CKPT_TEST(test_outdir_check_apart)
 {
     ASSERT_TRUE(mkdir("in", 0777) == 0 && mkdir("in/sub", 0777) == 0 && mkdir("other", 0777) == 0);

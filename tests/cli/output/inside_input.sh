@@ -15,6 +15,9 @@ ckptconv reshard M M --tp 1 -q --force
 echo "reshard exit $?"
 ckptconv mcore2hf M M/hf -q
 echo "mcore2hf exit $?"
+# with --force an output directory that holds the input is written into, but never over it
+ckptconv reshard M/iter_0000010 M --tp 2 -q --force
+echo "reshard exit $?"
 cp -r "$TESTDATA/paddlenlp/fp32_tp2" P
 ckptconv reshard P P/tp1 --tp 1 -q
 echo "reshard exit $?"
