@@ -14,8 +14,10 @@
 
 int cli_fail(const char *cmd)
 {
-    fprintf(stderr, "ckptconv %s: error: %s\n", cmd, ckpt_error_last()->message);
-    return CLI_EXIT_FAILURE;
+    const ckpt_error *e = ckpt_error_last();
+
+    fprintf(stderr, "ckptconv %s: error: %s\n", cmd, e->message);
+    return e->klass == CKPT_ERRCLASS_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -141,23 +143,60 @@ int cli_option_memory(const char *cmd, const char *arg, uint64_t *out)
     return 0;
 }
 
+int cli_parse_int_prefix(const char *s, long long min, long long max, long long *out, const char **end)
+{
+    long long v = 0;
+    const char *p;
+    int in_range = 1;
+
+    for (p = s; *p >= '0' && *p <= '9'; p++) {
+        int digit = *p - '0';
+        /* keep reading the digits, so that the caller's end is past all of them */
+        if (in_range && (v > (max - digit) / 10 || (v == (max - digit) / 10 && v * 10 + digit > max)))
+            in_range = 0;
+        else if (in_range)
+            v = v * 10 + digit;
+    }
+    *end = p;
+    if (p == s || !in_range || v < min)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_int(const char *s, long long min, long long max, long long *out)
+{
+    const char *end;
+    long long v;
+
+    if (cli_parse_int_prefix(s, min, max, &v, &end) < 0 || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_option_int(const char *cmd, const char *opt, const char *arg, long long min, long long max, long long *out)
+{
+    if (cli_parse_int(arg, min, max, out) < 0)
+        return cli_usage_error(cmd, "%s %s: expected an integer from %lld to %lld", opt, arg, min, max);
+    return 0;
+}
+
 int cli_option_threads(const char *cmd, const char *arg, int *out)
 {
-    char *end;
-    long v = strtol(arg, &end, 10);
+    long long v = 0;
+    int rc = cli_option_int(cmd, "--threads", arg, 1, 1024, &v);
 
-    if (*arg == '\0' || *end || v < 1 || v > 1024)
-        return cli_usage_error(cmd, "--threads %s: expected a number from 1 to 1024", arg);
-    *out = (int)v;
-    return 0;
+    if (rc == 0)
+        *out = (int)v;
+    return rc;
 }
 
 static int parse_level(const char *arg, int *out)
 {
-    char *end;
-    long v = strtol(arg, &end, 10);
+    long long v;
 
-    if (*arg == '\0' || *end || v < 1 || v > 22)
+    if (cli_parse_int(arg, 1, 22, &v) < 0)
         return -1;
     *out = (int)v;
     return 0;

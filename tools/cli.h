@@ -26,7 +26,10 @@ int cli_paddle2hf(int argc, char **argv);
 int cli_hf2paddle(int argc, char **argv);
 int cli_verify(int argc, char **argv);
 
-/* Print "ckptconv <cmd>: <last library error>" to stderr; returns CLI_EXIT_FAILURE. */
+/* Print "ckptconv <cmd>: error: <last library error>" to stderr; returns CLI_EXIT_USAGE when
+ * the library refused the request as it stands (class CKPT_ERRCLASS_ARGUMENT: an output that
+ * is an input or inside one, exists without --force, is a directory; an unknown format),
+ * else CLI_EXIT_FAILURE. */
 int cli_fail(const char *cmd);
 /* Print a usage error and the hint to run --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
@@ -41,6 +44,17 @@ void cli_progress(uint64_t done, uint64_t total, void *payload);
 void cli_progress_done(void);
 /* Seconds since an arbitrary start, monotonic. */
 double cli_now(void);
+/* The one integer syntax of every option: decimal digits only (no sign, space or suffix),
+ * from min to max (min >= 0); a value past max, overflowing or not, is refused. The prefix
+ * form reads the digits at the start of s and sets *end past them (lists such as "0,5-8").
+ * 0, or -1. */
+int cli_parse_int_prefix(const char *s, long long min, long long max, long long *out, const char **end);
+int cli_parse_int(const char *s, long long min, long long max, long long *out);
+/* An integer option (opt is its spelling, "--tp"): 0, or the usage error's exit status after
+ * printing "<opt> <arg>: expected an integer from <min> to <max>". */
+int cli_option_int(const char *cmd, const char *opt, const char *arg, long long min, long long max, long long *out);
+/* Largest TP, PP, VPP size an option takes. */
+#define CLI_MAX_PARALLEL (1 << 20)
 /* --memory (at least 16M) and --threads (1 to 1024) values; 0, or the usage error's exit
  * status after printing it. */
 int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);

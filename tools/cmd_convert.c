@@ -144,11 +144,13 @@ int cli_convert(int argc, char **argv)
                 return cli_usage_error("convert", "--dtype %s: expected a floating-point type "
                                        "(float32, bfloat16, float16, float64, float8_e4m3fn, float8_e5m2)", optarg);
             break;
-        case 'p':
-            opts.protocol = atoi(optarg);
-            if (opts.protocol != 2 && opts.protocol != 4)
+        case 'p': {
+            long long v;
+            if (cli_parse_int(optarg, 2, 4, &v) < 0 || v == 3)
                 return cli_usage_error("convert", "--protocol %s: expected 2 or 4", optarg);
+            opts.protocol = (int)v;
             break;
+        }
         case 'm':
             if ((rc = cli_option_memory("convert", optarg, &opts.memory)) != 0)
                 return rc;

@@ -57,7 +57,6 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
-    char *end;
     long long v;
 
     optind = 1;
@@ -65,11 +64,9 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
         rc = 0;
         switch (c) {
         case O_TP: case O_PP: case O_VPP: case O_ITER:
-            v = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == O_ITER ? 0 : 1) || v > 1 << 20)
-                return cli_usage_error("hf2mcore", "--%s needs an integer >= %d, not '%s'",
-                                       c == O_TP ? "tp" : c == O_PP ? "pp" : c == O_VPP ? "vpp" : "iteration",
-                                       c == O_ITER ? 0 : 1, optarg);
+            if ((rc = cli_option_int("hf2mcore", c == O_TP ? "--tp" : c == O_PP ? "--pp" : c == O_VPP ? "--vpp" : "--iteration",
+                                     optarg, c == O_ITER ? 0 : 1, CLI_MAX_PARALLEL, &v)) != 0)
+                return rc;
             if (c == O_TP)
                 a->target.tp = (int)v;
             else if (c == O_PP)

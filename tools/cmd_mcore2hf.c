@@ -4,6 +4,7 @@
 
 #include <ckpt/sys/common.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,22 +56,20 @@ static int parse_args(int argc, char **argv, mcore2hf_args *a)
         { "max-shard-size", required_argument, NULL, O_SHARD }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
+    long long v;
     int c, rc;
-    char *end;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         rc = 0;
         switch (c) {
         case O_ITER:
-        case O_TRUE: {
-            long long v = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == O_TRUE))
-                return cli_usage_error("mcore2hf", "%s needs a non-negative integer, not '%s'",
-                                       c == O_ITER ? "--iteration" : "--true-vocab-size", optarg);
+        case O_TRUE:
+            if ((rc = cli_option_int("mcore2hf", c == O_ITER ? "--iteration" : "--true-vocab-size", optarg,
+                                     c == O_TRUE, c == O_TRUE ? INT_MAX : LLONG_MAX, &v)) != 0)
+                return rc;
             *(c == O_ITER ? &a->iteration : &a->true_vocab) = v;
             break;
-        }
         case O_SHARD:
             if (cli_parse_size(optarg, &a->max_shard) < 0 || a->max_shard == 0)
                 return cli_usage_error("mcore2hf", "--max-shard-size: '%s' is not a size", optarg);

@@ -83,8 +83,7 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
-    char *end;
-    long v;
+    long long v;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
@@ -97,10 +96,8 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         switch (c) {
         case O_TP:
         case O_PP:
-            v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 1 || v > 4096)
-                return cli_usage_error(a->cmd, "%s needs an integer from 1 to 4096, not '%s'",
-                                       c == O_TP ? "--tp" : "--pp", optarg);
+            if ((rc = cli_option_int(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, 1, 4096, &v)) != 0)
+                return rc;
             *(c == O_TP ? &a->tp : &a->pp) = (int)v;
             break;
         case O_QKV: a->fused_qkv = 1; break;

@@ -104,13 +104,12 @@ static void pd2te_help(FILE *out, const char *cmd)
 
 static int parse_count(const char *cmd, const char *flag, const char *s, long *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
+    long long v = 0;
+    int rc = cli_option_int(cmd, flag, s, 1, 1L << 30, &v);
 
-    if (*s == '\0' || *end || v < 1 || v > (1L << 30))
-        return cli_usage_error(cmd, "%s %s: expected a positive integer", flag, s);
-    *out = v;
-    return 0;
+    if (rc == 0)
+        *out = (long)v;
+    return rc;
 }
 
 static int parse_args(pd2te_args *a, int argc, char **argv)

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <ckpt/sys/common.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,17 +116,6 @@ static void reshard_help(FILE *out)
 "  ckptconv reshard paddle-pp4/ paddle-tp2pp2/ --tp 2 --pp 2   # PaddleNLP, .pdopt too\n");
 }
 
-static int parse_int(const char *cmd, const char *opt, const char *s, long long min, long long *out)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-
-    if (!*s || *end || v < min)
-        return cli_usage_error(cmd, "%s needs an integer >= %lld, not '%s'", opt, min, s);
-    *out = v;
-    return 0;
-}
-
 /* Galvatron's strategy files: {"pp_size": M, "tp_size_list": [N, N, ...]} (uniform TP). */
 static int read_strategy(reshard_args *a)
 {
@@ -177,13 +167,24 @@ static int parse_args(int argc, char **argv, reshard_args *a)
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         rc = 0;
         switch (c) {
-        case O_TP: rc = parse_int("reshard", "--tp", optarg, 1, &v); a->target.tp = (int)v; a->tp_set = 1; break;
-        case O_PP: rc = parse_int("reshard", "--pp", optarg, 1, &v); a->target.pp = (int)v; a->pp_set = 1; break;
-        case O_VPP: rc = parse_int("reshard", "--vpp", optarg, 1, &v); a->target.vpp = (int)v; break;
+        case O_TP:
+            rc = cli_option_int("reshard", "--tp", optarg, 1, CLI_MAX_PARALLEL, &v);
+            a->target.tp = (int)v;
+            a->tp_set = 1;
+            break;
+        case O_PP:
+            rc = cli_option_int("reshard", "--pp", optarg, 1, CLI_MAX_PARALLEL, &v);
+            a->target.pp = (int)v;
+            a->pp_set = 1;
+            break;
+        case O_VPP: rc = cli_option_int("reshard", "--vpp", optarg, 1, CLI_MAX_PARALLEL, &v); a->target.vpp = (int)v; break;
         case O_STRATEGY: a->strategy = optarg; break;
-        case O_ITER: rc = parse_int("reshard", "--iteration", optarg, 0, &v); a->iteration = v; break;
-        case O_PADDED: rc = parse_int("reshard", "--padded-vocab-size", optarg, 1, &v); a->target.padded_vocab_size = v; break;
-        case O_TRUE: rc = parse_int("reshard", "--true-vocab-size", optarg, 1, &v); a->true_vocab = v; break;
+        case O_ITER: rc = cli_option_int("reshard", "--iteration", optarg, 0, LLONG_MAX, &v); a->iteration = v; break;
+        case O_PADDED:
+            rc = cli_option_int("reshard", "--padded-vocab-size", optarg, 1, INT_MAX, &v);
+            a->target.padded_vocab_size = v;
+            break;
+        case O_TRUE: rc = cli_option_int("reshard", "--true-vocab-size", optarg, 1, INT_MAX, &v); a->true_vocab = v; break;
         case O_NOOPT: a->target.optimizer = CKPT_MEGATRON_OPTIM_DROP; break;
         case O_EXTRA:
             if (strcmp(optarg, "copy") == 0)

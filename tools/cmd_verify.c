@@ -5,6 +5,7 @@
 #include <ckpt/verify.h>
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,22 +87,20 @@ static void verify_help(FILE *out)
 static int parse_layers(const char *s, verify_args *a)
 {
     size_t cap = 16, n = 0;
-    const char *p = s;
-    char *end;
+    const char *p = s, *end;
 
     if (strcmp(s, "all") == 0)
         return 0;
     if (!(a->layers = malloc(cap * sizeof *a->layers)))
         return -1;
     while (*p) {
-        long long lo = strtoll(p, &end, 10), hi, i;
-        if (end == p || lo < 0)
+        long long lo, hi, i;
+        if (cli_parse_int_prefix(p, 0, INT_MAX, &lo, &end) < 0)
             return -1;
         hi = lo;
         if (*end == '-') {
             p = end + 1;
-            hi = strtoll(p, &end, 10);
-            if (end == p || hi < lo || hi - lo > 1 << 20)
+            if (cli_parse_int_prefix(p, lo, INT_MAX, &hi, &end) < 0 || hi - lo > 1 << 20)
                 return -1;
         }
         for (i = lo; i <= hi; i++) {
@@ -154,8 +153,8 @@ static int config_option(int c, const char *arg, ckpt_model_config *o)
     int k;
 
     if (c >= O_NUM_LAYERS && c <= O_VOCAB) {
-        long long v = strtoll(arg, &end, 10);
-        if (!*arg || *end || v <= 0)
+        long long v;
+        if (cli_parse_int(arg, 1, INT_MAX, &v) < 0)
             return -1;
         *ints[c - O_NUM_LAYERS] = v;
     } else if (c >= O_EPS && c <= O_ROTARY) {
@@ -216,11 +215,9 @@ static int parse_args(int argc, char **argv, verify_args *a)
         case O_TOKENS:
         case O_SEED:
         case O_ITER:
-            v = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == O_TOKENS) || (c == O_TOKENS && v > 1 << 20))
-                return cli_usage_error("verify", "--%s needs an integer%s, not '%s'",
-                                       c == O_TOKENS ? "tokens" : c == O_SEED ? "seed" : "iteration",
-                                       c == O_TOKENS ? " from 1 to 1048576" : " >= 0", optarg);
+            if (cli_option_int("verify", c == O_TOKENS ? "--tokens" : c == O_SEED ? "--seed" : "--iteration", optarg,
+                               c == O_TOKENS, c == O_TOKENS ? 1 << 20 : LLONG_MAX, &v) != 0)
+                return CLI_EXIT_USAGE;
             if (c == O_TOKENS)
                 a->v.tokens = v;
             else if (c == O_SEED)

@@ -79,6 +79,9 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
+    /* Past the file size limit (ulimit -f) a write fails with EFBIG instead of killing the
+     * process: the run reports it, removes its temporaries and exits 1. */
+    signal(SIGXFSZ, SIG_IGN);
     for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);

@@ -43,8 +43,12 @@ typedef enum ckpt_error_class {
     CKPT_ERRCLASS_LAYOUT = 10,       /* a parallel layout (TP/PP sizes, rank files) is inconsistent or
                                         does not match the request */
     CKPT_ERRCLASS_BACKEND = 11,      /* a compute backend or its device is missing or failed */
-    CKPT_ERRCLASS_MODEL = 12         /* a model's configuration lacks a value or does not fit its
+    CKPT_ERRCLASS_MODEL = 12,        /* a model's configuration lacks a value or does not fit its
                                         tensors (the message names the value and where it looks) */
+    CKPT_ERRCLASS_ARGUMENT = 13      /* the caller's request cannot be carried out as it stands: an
+                                        unknown format name, an output that is an input or lies inside
+                                        an input directory, that exists and may not be replaced, or
+                                        that is a directory where a file is wanted (or the reverse) */
 } ckpt_error_class;
 
 typedef struct ckpt_error {

@@ -140,6 +140,7 @@ const char *ckpt_error_class_name(int klass)
     case CKPT_ERRCLASS_LAYOUT: return "layout";
     case CKPT_ERRCLASS_BACKEND: return "backend";
     case CKPT_ERRCLASS_MODEL: return "model";
+    case CKPT_ERRCLASS_ARGUMENT: return "argument";
     default: return "unknown";
     }
 }

@@ -1,7 +1,9 @@
 /* Opening a checkpoint: map it, let every format bid, hand it to the winner, then name,
  * validate and index what the format found. */
 #include "engine.h"
+#include "../io/inputs.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,7 @@ void ckpt_close(ckpt_ckpt *c)
         c->format->close(&c->reader);
     for (i = 0; i < c->n_files; i++)
         ckpt_file_close(c->files[i]);
+    ckpt_inputs__release(c);
     free(c->files);
     free(c->tensors);
     free(c->notes);
@@ -70,9 +73,10 @@ static int choose_format(const ckpt_ckpt *c, const ckpt_probe *probe, const ckpt
     if (c->opts.format) {
         best = ckpt_registry__lookup(c->opts.format);
         if (!best)
-            return ckpt_error_set(CKPT_EINVALID, "unknown format '%s'", c->opts.format);
+            return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "unknown format '%s'", c->opts.format);
         if (!(best->caps & CKPT_FORMAT_READ) || !best->open)
-            return ckpt_error_set(CKPT_EUNSUPPORTED, "format '%s' cannot be read", best->name);
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_ARGUMENT, "format '%s' cannot be read",
+                                   best->name);
         *out = best;
         return 0;
     }
@@ -329,13 +333,17 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_open_options version %u, expected 1 to %u", opts->version,
                               CKPT_OPEN_OPTIONS_VERSION);
     if (stat(path, &st) != 0)
-        return ckpt_error_set(CKPT_ENOTFOUND, "%s: no such file or directory", path);
+        return ckpt_error_setc(errno == ENOENT || errno == ENOTDIR ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_OS,
+                               "%s: %s", path, strerror(errno));
     rc = ckpt_alloc(&c, path, opts);
     if (rc < 0)
         return rc;
     probe.path = c->path;
     probe.is_dir = S_ISDIR(st.st_mode);
     probe.file = NULL;
+    /* its files are held as the format opens them (reader.c) */
+    if (probe.is_dir && (rc = ckpt_inputs__hold(c, path)) < 0)
+        goto done;
     if (!probe.is_dir) {
         const ckpt_file *f;
         rc = ckpt_reader_open_file(&c->reader, path, &f);

@@ -219,16 +219,17 @@ int ckpt_convert__format(const char *path, const ckpt_convert_options *opts, con
     const ckpt_format_vtable *format;
 
     if (!format_name)
-        return ckpt_error_set(CKPT_EINVALID, "%s: cannot tell the output format from the extension; name it (--to)",
-                              path);
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
+                               "%s: cannot tell the output format from the extension; name it (--to)", path);
     format = ckpt_registry__lookup(format_name);
     if (!format)
-        return ckpt_error_set(CKPT_EINVALID, "unknown output format '%s'", format_name);
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "unknown output format '%s'", format_name);
     if (!(format->caps & CKPT_FORMAT_WRITE) || !format->write_begin)
-        return ckpt_error_set(CKPT_EUNSUPPORTED, "format '%s' cannot be written", format->name);
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_ARGUMENT, "format '%s' cannot be written",
+                               format->name);
     if (opts->dtype != CKPT_DTYPE_INVALID && !ckpt_dtype_is_float(opts->dtype))
-        return ckpt_error_set(CKPT_EINVALID, "--dtype must be a floating-point type, not %s",
-                              ckpt_dtype_name(opts->dtype));
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "--dtype must be a floating-point type, not %s",
+                               ckpt_dtype_name(opts->dtype));
     *out = format;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* The engine side of a format's open hook: where formats put storages, tensors, the value
  * tree and notes. */
 #include "engine.h"
+#include "../io/inputs.h"
 #include "../io/zstd_io.h"
 
 #include <limits.h>
@@ -47,7 +48,10 @@ static int add_file(ckpt_reader *r, const char *path, const char *name, int deco
 
 int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out)
 {
-    return add_file(r, path, path, 1, out);
+    int rc = add_file(r, path, path, 1, out);
+
+    /* ckpt_close lets go of it */
+    return rc < 0 ? rc : ckpt_inputs__hold(r->ckpt, path);
 }
 
 const ckpt_open_options *ckpt_reader_options(const ckpt_reader *r)

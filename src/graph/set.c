@@ -1,6 +1,7 @@
 /* Checkpoint sets: the layout modules name the member files, the engine opens them lazily. */
 #include "engine.h"
 #include "../../formats/layout_registry.h"
+#include "../io/inputs.h"
 
 #include <ckpt/set.h>
 #include <ckpt/sys/common.h>
@@ -152,7 +153,8 @@ int ckpt_set_open(ckpt_set **out, const char *path, const ckpt_set_options *opts
     }
     s->builder.set = s;
     s->info.iteration = -1;
-    if ((rc = ckpt_arena_new(&s->arena)) < 0 || (rc = choose_layout(s, path, &layout)) < 0)
+    if ((rc = ckpt_arena_new(&s->arena)) < 0 || (rc = choose_layout(s, path, &layout)) < 0 ||
+        (rc = ckpt_inputs__hold(s, path)) < 0)
         goto fail;
     s->info.layout = layout->name;
     s->info.root = arena_str(s->arena, path);
@@ -179,6 +181,7 @@ void ckpt_set_close(ckpt_set *s)
         return;
     for (i = 0; i < s->n_members; i++)
         ckpt_close(s->members[i].ck);
+    ckpt_inputs__release(s);
     free(s->members);
     ckpt_arena_free(s->arena);
     free(s);

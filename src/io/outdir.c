@@ -8,6 +8,7 @@
  * finished output is left alone.
  *
  * Live directories sit in a fixed lock-free table, as the temporaries of outfile.c do. */
+#include "inputs.h"
 #include "wip.h"
 
 #include <ckpt/outdir.h>
@@ -158,7 +159,8 @@ static int resolve(ckpt_outdir *d, const char *final)
     if (!d->base) {
         rc = ckpt_error_oom();
     } else if (!*d->base || strcmp(d->base, ".") == 0 || strcmp(d->base, "..") == 0) {
-        rc = ckpt_error_set(CKPT_EINVALID, "%s: name the output directory itself (not '.', '..' or '/')", final);
+        rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s: name the output directory itself (not '.', "
+                             "'..' or '/')", final);
     } else if ((rc = mkdir_parents(parent_rel)) == 0 && !(d->parent = realpath(parent_rel, NULL))) {
         rc = ckpt_error_set(CKPT_EIO, "%s: %s", parent_rel, strerror(errno));
     }
@@ -175,12 +177,13 @@ static int check_final(const char *final, int force)
     if (stat(final, &st) < 0)
         return errno == ENOENT ? 0 : ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return ckpt_error_set(CKPT_EINVALID, "%s exists and is not a directory", final);
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s exists and is not a directory", final);
     if ((n = count_entries(final)) < 0)
         return ckpt_error_set(CKPT_EIO, "%s: %s", final, strerror(errno));
     if (n > 0 && !force)
-        return ckpt_error_set(CKPT_EEXISTS, "%s is not empty (%ld entries); use --force to write into it "
-                              "(files of the same name are replaced, other files are kept)", final, n);
+        return ckpt_error_setc(CKPT_EEXISTS, CKPT_ERRCLASS_ARGUMENT,
+                               "%s is not empty (%ld entries); use --force to write into it (files of the same "
+                               "name are replaced, other files are kept)", final, n);
     return 0;
 }
 
@@ -193,7 +196,7 @@ static int make_staging(ckpt_outdir *d)
 
     if ((d->parent_fd = open(d->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return ckpt_error_set(CKPT_EIO, "%s: %s", d->parent, strerror(errno));
-    ckpt_wip__sweep(d->parent_fd, d->parent, d->base, &d->notes);
+    ckpt_wip__sweep(d->parent_fd, d->parent, &d->notes);
     for (attempt = 0; attempt < 100; attempt++) {
         if ((rc = ckpt_wip__name(name, sizeof name, d->base)) < 0)
             return rc;
@@ -225,7 +228,9 @@ int ckpt_outdir_begin(ckpt_outdir **out, const char *final, int force)
         rc = ckpt_error_oom();
         goto fail;
     }
-    if ((rc = check_final(final, force)) < 0 || (rc = resolve(d, final)) < 0)
+    /* before resolve, which makes the missing parents */
+    if ((rc = ckpt_inputs__check_output(final)) < 0 || (rc = check_final(final, force)) < 0 ||
+        (rc = resolve(d, final)) < 0)
         goto fail;
     d->parent_len = strlen(d->parent);
     if ((rc = make_staging(d)) < 0)
@@ -270,6 +275,18 @@ static const outdir_entry *find(const ckpt_outdir *d, const char *rel)
     return NULL;
 }
 
+static int replaces_input(const ckpt_outdir *d, const char *rel)
+{
+    char *path;
+    int rc;
+
+    if (asprintf(&path, "%s/%s", d->final, rel) < 0)
+        return ckpt_error_oom();
+    rc = ckpt_inputs__check_output(path);
+    free(path);
+    return rc;
+}
+
 const char *ckpt_outdir_file(ckpt_outdir *d, const char *rel)
 {
     char sub[PATH_MAX];
@@ -296,6 +313,10 @@ const char *ckpt_outdir_file(ckpt_outdir *d, const char *rel)
         ckpt_error_set(CKPT_EEXISTS, "%s: written twice", rel);
         return NULL;
     }
+    /* with force the files are merged into what is there, which may hold an input
+     * (`reshard ckpt/iter_0000010 ckpt --force`): none may be replaced */
+    if (d->force && replaces_input(d, rel) < 0)
+        return NULL;
     e = record(d, rel, 0);
     return e ? e->path : NULL;
 }
@@ -432,44 +453,7 @@ int ckpt_outdir_commit(ckpt_outdir *d)
     return rc;
 }
 
-/* The absolute path `path` will have: resolved if it exists, else its resolved parent plus
- * its last component. */
-static char *resolve_future(const char *path)
-{
-    char *resolved = realpath(path, NULL), *copy, *slash, *parent;
-    size_t n;
-
-    if (resolved)
-        return resolved;
-    copy = strdup(path);
-    if (!copy)
-        return NULL;
-    for (n = strlen(copy); n > 1 && copy[n - 1] == '/';)
-        copy[--n] = '\0';
-    slash = strrchr(copy, '/');
-    if (slash)
-        *slash = '\0';
-    parent = realpath(slash ? (*copy ? copy : "/") : ".", NULL);
-    if (parent && asprintf(&resolved, "%s/%s", parent, slash ? slash + 1 : copy) < 0)
-        resolved = NULL;
-    free(parent);
-    free(copy);
-    return resolved;
-}
-
 int ckpt_outdir_check_apart(const char *final, const char *input)
 {
-    char *in = realpath(input, NULL), *out = resolve_future(final);
-    int rc = 0;
-
-    if (in && out) {
-        size_t n = strlen(in);
-        if (strcmp(in, out) == 0)
-            rc = ckpt_error_set(CKPT_EINVALID, "%s and %s are the same directory", input, final);
-        else if (strncmp(in, out, n) == 0 && (out[n] == '/' || (n == 1 && in[0] == '/')))
-            rc = ckpt_error_set(CKPT_EINVALID, "%s is inside the input directory %s", final, input);
-    }
-    free(in);
-    free(out);
-    return rc;
+    return ckpt_inputs__check_apart(final, input);
 }

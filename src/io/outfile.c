@@ -6,13 +6,14 @@
  * Where the filesystem allows (Linux O_TMPFILE: ext4, xfs, btrfs, tmpfs) the temporary has no
  * name until it is linked into place, so even SIGKILL or a power loss leaves nothing behind.
  * Elsewhere (NFS, Lustre, ...) it is named after its owner (wip.h), and a later run writing
- * the same output removes it once its process is gone; while the run is alive, named
+ * into the same directory removes it once its process is gone; while the run is alive, named
  * temporaries are listed in a fixed, lock-free table so that a signal handler can remove them
  * all (ckpt_outfile_cleanup_all) without taking locks or allocating.
  *
  * A ".zst" output is written plain like any other, then compressed at commit into a second
  * temporary beside the first, which is the one put in place (zstd_io.c says why). Both are
  * temporaries of the same kind, so an abort or a signal removes both. */
+#include "inputs.h"
 #include "wip.h"
 #include "zstd_io.h"
 
@@ -191,9 +192,10 @@ int ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags
 
     *out = NULL;
     if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-        return ckpt_error_set(CKPT_EINVALID, "%s: not a file name", final_path);
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s: not a file name", final_path);
     if (strlen(name) > NAME_MAX)
-        return ckpt_error_set(CKPT_EINVALID, "%s: file name longer than %d bytes", final_path, NAME_MAX);
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s: file name longer than %d bytes", final_path,
+                               NAME_MAX);
     f = calloc(1, sizeof *f);
     if (!f)
         return ckpt_error_oom();
@@ -205,25 +207,26 @@ int ckpt_outfile_open(ckpt_outfile **out, const char *final_path, unsigned flags
         goto done;
     }
     f->final_name = f->final_path + (name - final_path);
+    if ((rc = ckpt_inputs__check_output(final_path)) < 0)
+        goto done;
     rc = open_directory(f);
     if (rc)
         goto done;
     if (fstatat(f->dirfd, f->final_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISDIR(st.st_mode)) {
-            rc = ckpt_error_set(CKPT_EINVALID, "%s: is a directory", final_path);
+            rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s: is a directory", final_path);
             goto done;
         }
         if (!(flags & CKPT_OUTFILE_OVERWRITE)) {
-            rc = ckpt_error_set(CKPT_EEXISTS,
-                                "%s: output already exists (pass --force/--overwrite to replace it)",
-                                final_path);
+            rc = ckpt_error_setc(CKPT_EEXISTS, CKPT_ERRCLASS_ARGUMENT,
+                                 "%s: output already exists (pass --force/--overwrite to replace it)", final_path);
             goto done;
         }
     } else if (errno != ENOENT) {
         rc = ckpt_error_set(CKPT_EIO, "%s: cannot stat: %s", final_path, strerror(errno));
         goto done;
     }
-    ckpt_wip__sweep(f->dirfd, f->dir_path, f->final_name, &f->notes);
+    ckpt_wip__sweep(f->dirfd, f->dir_path, &f->notes);
     if ((flags & CKPT_OUTFILE_NAMED) || !create_unnamed_temp(f))
         rc = create_named_temp(f);
     if (rc)

@@ -158,10 +158,23 @@ static int remove_tree(int dirfd, const char *name, int depth)
     return rc;
 }
 
-void ckpt_wip__sweep(int dirfd, const char *dir_path, const char *target, ckpt_buf *notes)
+/* The owner of a work-in-progress name: 0 when `name` is one. The target before the tag may
+ * hold the tag itself; the owner is what follows the occurrence that parses. */
+static int owner_of(const char *name, char host_boot[17], long *pid, unsigned long long *start)
 {
-    char prefix[NAME_MAX + 1], owner[17];
-    size_t plen;
+    const char *tag;
+
+    if (name[0] != '.')
+        return -1;
+    for (tag = strstr(name + 1, TAG); tag; tag = strstr(tag + 1, TAG))
+        if (parse_owner(tag + strlen(TAG), host_boot, pid, start) == 0 && *start != 0)
+            return 0;
+    return -1;
+}
+
+void ckpt_wip__sweep(int dirfd, const char *dir_path, ckpt_buf *notes)
+{
+    char owner[17];
     struct dirent *e;
     DIR *d;
     int fd;
@@ -170,8 +183,6 @@ void ckpt_wip__sweep(int dirfd, const char *dir_path, const char *target, ckpt_b
     /* without /proc no process can be told alive or gone */
     if (start_time((long)getpid()) == 0)
         return;
-    snprintf(prefix, sizeof prefix, ".%.*s" TAG, kept(target), target);
-    plen = strlen(prefix);
     if ((fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || !(d = fdopendir(fd))) {
         if (fd >= 0)
             close(fd);
@@ -180,15 +191,14 @@ void ckpt_wip__sweep(int dirfd, const char *dir_path, const char *target, ckpt_b
     while ((e = readdir(d))) {
         unsigned long long start;
         long pid;
-        if (strncmp(e->d_name, prefix, plen) != 0 || parse_owner(e->d_name + plen, owner, &pid, &start) < 0 ||
-            start == 0)
+        if (owner_of(e->d_name, owner, &pid, &start) < 0)
             continue;
         if (strncmp(owner, machine, 8) != 0) {
             ckpt_buf_printf(notes, "left %s/%s alone: another machine made it (a run there may still be writing "
                                    "it)\n", dir_path, e->d_name);
             continue;
         }
-        /* the same boot, the same process alive: a run writing the same output right now */
+        /* the same boot, the same process alive: a run writing into this directory right now */
         if (strncmp(owner + 8, machine + 8, 8) == 0 && start_time(pid) == start)
             continue;
         if (remove_tree(dirfd, e->d_name, 0) == 0)

@@ -242,7 +242,7 @@ def error_not_empty():
     os.makedirs(out)
     with open(os.path.join(out, "keep.txt"), "w") as f:
         f.write("mine")
-    p = run("pd2te", os.path.join(LLAMA, "fp32_tp1"), out, expect=1)
+    p = run("pd2te", os.path.join(LLAMA, "fp32_tp1"), out, expect=2)
     check("not empty" in p.stderr and "--force" in p.stderr, p.stderr)
     check(os.listdir(out) == ["keep.txt"], f"refused run touched {out}")
     run("pd2te", "-q", "--force", os.path.join(LLAMA, "fp32_tp1"), out)

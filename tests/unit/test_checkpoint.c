@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static ckpt_ckpt *open_fixture(const char *rel, const char *format)
 {
@@ -46,11 +47,16 @@ CKPT_TEST(test_checkpoint_errors_name_the_path)
 
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_open(&c, "does-not-exist.pt", NULL));
     ASSERT_ERROR_MENTIONS("does-not-exist.pt");
+    /* a symbolic link loop says so: it is there, but cannot be followed */
+    ASSERT_TRUE(symlink("loop", "loop") == 0);
+    ASSERT_FAILS(CKPT_EIO, ckpt_open(&c, "loop", NULL));
+    ASSERT_ERROR_MENTIONS("loop: Too many levels of symbolic links");
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_open(&c, ckpt_test_data("bad/not_a_checkpoint.txt"), NULL));
     ASSERT_ERROR_MENTIONS("not_a_checkpoint.txt: unrecognized checkpoint format");
     o.format = "nonsense";
     ASSERT_FAILS(CKPT_EINVALID, ckpt_open(&c, ckpt_test_data("torch/basic.pt"), &o));
     ASSERT_ERROR_MENTIONS("nonsense");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     o.format = "safetensors";
     ASSERT_TRUE(ckpt_open(&c, ckpt_test_data("torch/basic.pt"), &o) < 0);
     ASSERT_ERROR_MENTIONS("basic.pt");

@@ -64,6 +64,7 @@ CKPT_TEST(test_error_class_values_are_fixed)
     ASSERT_EQ_INT(CKPT_ERRCLASS_LAYOUT, 10);
     ASSERT_EQ_INT(CKPT_ERRCLASS_BACKEND, 11);
     ASSERT_EQ_INT(CKPT_ERRCLASS_MODEL, 12);
+    ASSERT_EQ_INT(CKPT_ERRCLASS_ARGUMENT, 13);
 }
 
 CKPT_TEST(test_error_class_names)
@@ -77,7 +78,8 @@ CKPT_TEST(test_error_class_names)
     ASSERT_EQ_STR(ckpt_error_class_name(-1), "unknown");
     ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_BACKEND), "backend");
     ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_MODEL), "model");
-    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_MODEL + 1), "unknown");
+    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_ARGUMENT), "argument");
+    ASSERT_EQ_STR(ckpt_error_class_name(CKPT_ERRCLASS_ARGUMENT + 1), "unknown");
     /* a caller that prints the class must be able to tell the classes apart */
     for (k = CKPT_ERRCLASS_NONE; k <= CKPT_ERRCLASS_MODEL; k++) {
         int j;

@@ -108,9 +108,11 @@ CKPT_TEST(test_outdir_refusals)
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_begin(&d, "afile", 1));
     ASSERT_TRUE(d == NULL);
     ASSERT_ERROR_MENTIONS("afile exists and is not a directory");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_TRUE(mkdir("full", 0755) == 0);
     ckpt_test_write_file("full/old", "x", 1);
     ASSERT_FAILS(CKPT_EEXISTS, ckpt_outdir_begin(&d, "full", 0));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_ERROR_MENTIONS("full is not empty (1 entries)");
     ASSERT_ERROR_MENTIONS("--force");
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_begin(&d, ".", 1));
@@ -227,6 +229,50 @@ CKPT_TEST(test_outdir_cleanup_from_signal_handler)
     ckpt_outdir_abort(d);
 }
 
+/* An output directory inside an open input's directory is refused before anything is made
+ * there, the missing parents included; so is the input directory itself, even with force. */
+CKPT_TEST(test_outdir_refuses_open_inputs)
+{
+    ckpt_outdir *d = (ckpt_outdir *)1;
+    ckpt_ckpt *c;
+
+    ASSERT_TRUE(ckpt_test_copy_data_dir("dcp", "dcp") == 0);
+    ASSERT_OK(ckpt_open(&c, "dcp", NULL));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_begin(&d, "dcp/a/b", 1));
+    ASSERT_TRUE(d == NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
+    ASSERT_ERROR_MENTIONS("dcp/a/b is inside the input directory dcp");
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_begin(&d, "dcp", 1));
+    ASSERT_ERROR_MENTIONS("dcp and dcp are the same directory");
+    ASSERT_EQ_STR(listing("dcp"), ".metadata|__0_0.distcp|__1_0.distcp|expected.json");
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
+    ckpt_outdir_abort(d);
+    ckpt_close(c);
+}
+
+/* With force the output directory may hold an input: its files may be written beside it,
+ * never over it nor into it. */
+CKPT_TEST(test_outdir_force_spares_inputs_inside)
+{
+    ckpt_outdir *d;
+    ckpt_ckpt *c;
+
+    ASSERT_TRUE(mkdir("out", 0777) == 0);
+    ASSERT_TRUE(ckpt_test_copy_data_dir("dcp", "out/dcp") == 0);
+    ASSERT_OK(ckpt_open(&c, "out/dcp", NULL));
+    ASSERT_OK(ckpt_outdir_begin(&d, "out", 1));
+    ASSERT_TRUE(ckpt_outdir_file(d, "dcp/__0_0.distcp") == NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
+    ASSERT_ERROR_MENTIONS("out/dcp/__0_0.distcp is the input out/dcp/__0_0.distcp");
+    ASSERT_TRUE(ckpt_outdir_file(d, "dcp/new.bin") == NULL);
+    ASSERT_ERROR_MENTIONS("out/dcp/new.bin is inside the input directory out/dcp");
+    ASSERT_OK(put(d, "beside.bin", "B"));
+    ASSERT_OK(ckpt_outdir_commit(d));
+    ckpt_close(c);
+    ASSERT_EQ_STR(listing("out"), "beside.bin|dcp");
+    ASSERT_EQ_STR(listing("out/dcp"), ".metadata|__0_0.distcp|__1_0.distcp|expected.json");
+}
+
 CKPT_TEST(test_outdir_check_apart)
 {
     ASSERT_TRUE(mkdir("in", 0777) == 0 && mkdir("in/sub", 0777) == 0 && mkdir("other", 0777) == 0);
@@ -238,10 +284,11 @@ CKPT_TEST(test_outdir_check_apart)
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in/sub", "in"));
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outdir_check_apart("in/new", "in"));
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "inside the input directory") != NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
 }
 
 /* A staging directory a killed run left (its process gone) is removed by the next run writing
- * the same output, which says so; a live run's is left. Another run filling the output while
+ * into the same directory, which says so; a live run's is left. Another run filling the output while
  * this one writes wins: this one fails, its staging directory goes, theirs stays. */
 CKPT_TEST(test_outdir_abandoned_staging_and_races)
 {
@@ -257,8 +304,13 @@ CKPT_TEST(test_outdir_abandoned_staging_and_races)
     ASSERT_TRUE(mkdir(dead, 0777) == 0);
     snprintf(dead + strlen(dead), sizeof dead - strlen(dead), "/half.pt");
     ckpt_test_write_file(dead, "x", 1);
+    /* and a killed run's temporary file for another output in the same directory */
+    snprintf(dead, sizeof dead, ".other.pt.ckptconv-%.16s-99999999-1-ghijkl", mine + 14);
+    ckpt_test_write_file(dead, "x", 1);
     ASSERT_OK(ckpt_outdir_begin(&d, "out", 0));
     ASSERT_TRUE(strstr(ckpt_outdir_notes(d), "-99999999-1-abcdef, left by an interrupted run (pid 99999999)") != NULL);
+    ASSERT_TRUE(strstr(ckpt_outdir_notes(d), "-99999999-1-ghijkl, left by an interrupted run (pid 99999999)") != NULL);
+    ASSERT_TRUE(strstr(listing("."), "ghijkl") == NULL);
     ASSERT_TRUE(strstr(listing("."), mine) != NULL);
     ASSERT_TRUE(strstr(listing("."), "abcdef") == NULL);
     ASSERT_OK(put(d, "a.bin", "A"));

@@ -93,6 +93,8 @@ CKPT_TEST(test_outfile_refuses_existing_file)
     ckpt_test_write_file("out.bin", "old", 3);
     ASSERT_FAILS(CKPT_EEXISTS, ckpt_outfile_open(&f, "out.bin", 0));
     ASSERT_TRUE(f == NULL);
+    /* the caller's request as it stands, not a failure of the run: a usage error to a tool */
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_ERROR_MENTIONS("out.bin");
     ASSERT_ERROR_MENTIONS("--force");
     ASSERT_EQ_STR(listing("."), "out.bin");
@@ -133,12 +135,35 @@ CKPT_TEST(test_outfile_bad_targets)
     ASSERT_TRUE(mkdir("d", 0755) == 0);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "d", CKPT_OUTFILE_OVERWRITE));
     ASSERT_ERROR_MENTIONS("directory");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "d/", 0));
     ASSERT_ERROR_MENTIONS("not a file name");
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_outfile_open(&f, "nodir/x.pt", 0));
     ASSERT_ERROR_MENTIONS("nodir/x.pt");
     ASSERT_EQ_STR(listing("."), "d");
     ASSERT_EQ_STR(listing("d"), "");
+}
+
+/* An open input is never an output, by whatever name; nor is anything inside an input
+ * directory. */
+CKPT_TEST(test_outfile_refuses_open_inputs)
+{
+    ckpt_outfile *f = (ckpt_outfile *)1;
+    ckpt_ckpt *c;
+
+    ASSERT_TRUE(ckpt_test_copy_data_dir("dcp", "dcp") == 0);
+    ASSERT_TRUE(symlink("dcp", "dcp-link") == 0);
+    ASSERT_OK(ckpt_open(&c, "dcp-link", NULL));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "dcp/out.safetensors", CKPT_OUTFILE_OVERWRITE));
+    ASSERT_TRUE(f == NULL);
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
+    ASSERT_ERROR_MENTIONS("dcp/out.safetensors is inside the input directory dcp-link");
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_outfile_open(&f, "dcp/__0_0.distcp", CKPT_OUTFILE_OVERWRITE));
+    ckpt_close(c);
+    ASSERT_OK(ckpt_outfile_open(&f, "dcp/out.safetensors", 0));
+    ckpt_outfile_abort(f);
+    ASSERT_TRUE(strstr(listing("dcp"), "out") == NULL);
 }
 
 CKPT_TEST(test_outfile_long_name_gets_a_short_temp)
@@ -299,8 +324,8 @@ CKPT_TEST(test_outfile_many_open_at_once)
 }
 
 /* The temporaries of runs that are gone (another boot, a pid no process has) are removed by
- * the next run writing the same output, which says so; those of a live run, of another
- * machine, and of other outputs are left. */
+ * the next run writing into the same directory, whatever output they were for, which says
+ * so; those of a live run and of another machine are left. */
 CKPT_TEST(test_outfile_sweeps_abandoned_temps)
 {
     char mine[300], owner[64], name[400];
@@ -322,7 +347,9 @@ CKPT_TEST(test_outfile_sweeps_abandoned_temps)
     TOUCH(".out.bin.ckptconv-%.8sffffffff-%d-1-bbbbbb", owner, (int)getpid()); /* an earlier boot */
     TOUCH(".out.bin.ckptconv-%s-%d-1-cccccc", owner, (int)getpid());        /* this pid, but another start */
     TOUCH(".out.bin.ckptconv-0000000000000000-%d-1-dddddd", 5);             /* another machine */
-    TOUCH(".other.bin.ckptconv-%s-%d-1-eeeeee", owner, 99999999);           /* another output */
+    TOUCH(".other.bin.ckptconv-%s-%d-1-eeeeee", owner, 99999999);           /* another output's */
+    TOUCH(".x.ckptconv-y.ckptconv-%s-%d-1-ffffff", owner, 99999999);       /* the tag in the name */
+    TOUCH(".other.bin.ckptconv-%s", mine + 18);                              /* the live run's, another output */
     TOUCH(".out.bin.ckptconv-%s", "not-a-temporary-of-ours");
 #undef TOUCH
     ASSERT_OK(ckpt_outfile_open(&f, "out.bin", 0));
@@ -331,12 +358,18 @@ CKPT_TEST(test_outfile_sweeps_abandoned_temps)
     ASSERT_TRUE(strstr(p, "bbbbbb, left by an interrupted run") && strstr(p, "before a reboot"));
     ASSERT_TRUE(strstr(p, "cccccc, left by an interrupted run") != NULL);
     ASSERT_TRUE(strstr(p, "left ./.out.bin.ckptconv-0000000000000000-5-1-dddddd alone: another machine") != NULL);
+    ASSERT_TRUE(strstr(p, "eeeeee, left by an interrupted run (pid 99999999)\n") != NULL);
+    ASSERT_TRUE(strstr(p, "ffffff, left by an interrupted run (pid 99999999)\n") != NULL);
     ASSERT_OK(ckpt_outfile_commit(f));
-    /* left: the live run's, the other output's, the other machine's, and what is not ours */
+    /* left: the live run's (its process is this one, started when it did), the other
+     * machine's, and what is not ours */
     p = listing(".");
-    ASSERT_TRUE(strstr(p, mine) && strstr(p, ".other.bin.ckptconv-") && strstr(p, "0000000000000000-5-1-dddddd"));
+    ASSERT_TRUE(strstr(p, mine) && strstr(p, "0000000000000000-5-1-dddddd"));
+    snprintf(name, sizeof name, ".other.bin.ckptconv-%s", mine + 18);
+    ASSERT_TRUE(strstr(p, name) != NULL);
     ASSERT_TRUE(strstr(p, "not-a-temporary-of-ours") && strstr(p, "|out.bin"));
     ASSERT_TRUE(!strstr(p, "aaaaaa") && !strstr(p, "bbbbbb") && !strstr(p, "cccccc"));
+    ASSERT_TRUE(!strstr(p, "eeeeee") && !strstr(p, "ffffff"));
     ckpt_outfile_abort(live);
 }
 

@@ -49,8 +49,15 @@ CKPT_EXTERN(void) ckpt_file_release(const ckpt_file *f, uint64_t off, uint64_t l
  * into place by ckpt_outfile_commit after fsync. On abort (or free without commit) the
  * temporary is removed: nothing ever appears under the final name half-written. Where the
  * filesystem has unnamed files (O_TMPFILE) the temporary has no name, so a killed run leaves
- * nothing; elsewhere it is named after its owner, and opening the same output later removes
- * the temporaries of runs that are gone (ckpt_outfile_notes says which). */
+ * nothing; elsewhere it is named after its owner, and opening any output in the same
+ * directory later removes the temporaries of runs that are gone (ckpt_outfile_notes says
+ * which).
+ *
+ * An output that is an input held open in the process (a reader's file or directory, a
+ * set's root; symbolic and hard links included) or lies inside an input directory is
+ * refused: CKPT_EINVALID, class CKPT_ERRCLASS_ARGUMENT. So are an existing output without
+ * CKPT_OUTFILE_OVERWRITE (CKPT_EEXISTS) and a directory at the final name, with that class
+ * too. */
 typedef struct ckpt_outfile ckpt_outfile;
 
 #define CKPT_OUTFILE_OVERWRITE 0x1u /* replace an existing file at the final name */
