@@ -188,6 +188,45 @@ void ckpt_hdf5__set_walk(ckpt_h5_walk_fn fn, unsigned limit_s);
 /* The reader's tensors and value tree from a walk's records (hdf5_build.c). */
 int ckpt_hdf5__build(ckpt_reader *r, const unsigned char *records, size_t len);
 
+/* What building from the records keeps (hdf5_build.c, hdf5_build_data.c). */
+typedef struct ckpt_h5_level {
+    ckpt_value *dict;
+    size_t prefix_len; /* of the path prefix of its members */
+} ckpt_h5_level;
+
+typedef struct ckpt_h5_build {
+    ckpt_reader *r;
+    ckpt_arena *arena;
+    const ckpt_file *file;
+    const char *path;
+    const unsigned char *p, *end; /* the records not read yet */
+    ckpt_h5_level *stack;         /* the open groups, the root first */
+    size_t depth, cap;
+    char *prefix;                 /* path of the current group's members: "" or "a/b/" */
+    size_t prefix_cap;
+    ckpt_value *attributes;       /* "__attributes__", made at the first attribute */
+    /* bytes that are in no mapped range, to become one memory file, and the extents that
+     * point into them (offset = where in `mem`) */
+    unsigned char *mem;
+    size_t mem_len, mem_cap;
+    ckpt_extent **pending;
+    size_t n_pending, cap_pending;
+} ckpt_h5_build;
+
+/* CKPT_EFORMAT: the records are not what a walk sends ("what"), the file named as corrupt. */
+int ckpt_hdf5__malformed(const ckpt_h5_build *b, const char *what);
+/* The next integer or str of the records: 0, or CKPT_EFORMAT when they end first. A str
+ * points into the records. */
+int ckpt_hdf5__get_u8(ckpt_h5_build *b, unsigned *v);
+int ckpt_hdf5__get_u32(ckpt_h5_build *b, uint32_t *v);
+int ckpt_hdf5__get_u64(ckpt_h5_build *b, uint64_t *v);
+int ckpt_hdf5__get_bytes(ckpt_h5_build *b, const unsigned char **data, size_t *n);
+/* The rest of a DATASET record as tensor `name` (in the arena): 0 and its index, 1 when the
+ * walk failed in it (a FAIL record follows), or an error (hdf5_build_data.c). */
+int ckpt_hdf5__build_dataset(ckpt_h5_build *b, const char *name, size_t *index);
+/* One memory file for the bytes kept, once they are all known; extents pointed at it. */
+int ckpt_hdf5__keep_in_memory(ckpt_h5_build *b);
+
 /* What the walk's files share while the child walks a file; libhdf5 types, so not seen by
  * the fuzz harnesses. */
 #ifdef CKPT_BUILD

@@ -289,7 +289,8 @@ static int uniform_storage(const ckpt_storage *s, uniform *u, int nesting)
         if (e->encoding != CKPT_EXTENT_FILL || e->shuffle > 1 || e->flags || e->size % u->es)
             return 0;
         memset(value, 0, sizeof value);
-        if (e->stored_size && (e->stored_size != u->es || !e->file || ckpt_file_read(e->file, e->offset, value, u->es) < 0)) {
+        if (e->stored_size &&
+            (e->stored_size != u->es || !e->file || ckpt_file_read(e->file, e->offset, value, u->es) < 0)) {
             ckpt_error_clear();
             return 0;
         }
