@@ -123,7 +123,7 @@ int ckpt_hdf5__bid(const ckpt_probe *p, int best_bid);
  * libhdf5 crashes, frees twice and loops forever on some corrupt files, so it never reads
  * in this process: a child process walks the file with it (hdf5_read*.c) and sends what it
  * found as a stream of records over a pipe (hdf5_walk_ipc.c); this process builds the
- * checkpoint from the records (hdf5_build.c), trusting none of them.
+ * checkpoint from the records (hdf5_build*.c), trusting none of them.
  *
  * Integers are little-endian; a str is a u32 length and that many bytes. Records:
  *   NOTE str; GROUP str key (the group's members follow, up to its END); END;
@@ -152,9 +152,9 @@ enum { CKPT_H5C_FILL = 0, CKPT_H5C_STORED, CKPT_H5C_ABORT };
 /* Compact data lives in an object header (64 KiB at most): more is not a real file. */
 #define CKPT_H5_MAX_COMPACT ((uint64_t)1 << 20)
 
-/* The child's side of the pipe: records are buffered and sent when the buffer fills, and at
- * least every half second, so that a walk that makes progress is seen to. A failed write
- * (this process is gone) ends the child. */
+/* The child's side of the pipe: records are buffered, and sent when the buffer fills or
+ * when it has waited half a second, so that a walk that makes progress is seen to. A failed
+ * write (this process is gone) ends the child. */
 typedef struct ckpt_h5_out {
     int fd;
     size_t len;
