@@ -251,6 +251,10 @@ typedef struct ckpt_h5_names {
     char tag[256];
 } ckpt_h5_names;
 
+/* The file type the writer gives a tensor type (a new id, to close; -1 when there is none),
+ * and the "dtype" attribute it needs (NULL for none) (hdf5_write_types.c). */
+hid_t ckpt_hdf5__file_type(ckpt_dtype t, const char **attr);
+
 /* Fill *out from type `tid` (string members point into *names). 0 or CKPT_EIO. */
 int ckpt_hdf5__describe_type(hid_t tid, ckpt_h5_type *out, ckpt_h5_names *names);
 /* The string attribute `name` of obj into buf[cap] (truncated); 1 when there is one, 0 when
