@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int ckpt_hdf5__register_zstd(void);
@@ -32,25 +33,60 @@ int ckpt_hdf5__init(void)
  * failed. Its description is the useful part ("file signature not found", ...). */
 static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *payload)
 {
-    char *out = payload;
+    char *out = payload, *nl;
+    const char *at, *err;
 
     (void)n;
-    if (e->desc && *e->desc)
+    if (!e->desc || !*e->desc)
+        return 0;
+    /* the file drivers append the time, the file, the descriptor and errno, over lines
+     * ("file write failed: time = ..., errno = 28, ...", "unable to extend file properly,
+     * errno = 27, ..."): what failed, and errno's meaning */
+    at = strstr(e->desc, ": time = ");
+    err = strstr(e->desc, "errno = ");
+    if (!at)
+        at = strstr(e->desc, ", errno = ");
+    if (at && err)
+        snprintf(out, 256, "%.*s: %s", (int)(at - e->desc), e->desc, strerror(atoi(err + 8)));
+    else
         snprintf(out, 256, "%s", e->desc);
+    while ((nl = strchr(out, '\n')))
+        *nl = ' ';
     return 0;
+}
+
+/* The innermost reason of HDF5's error stack into reason[256] ("" when none); the stack is
+ * cleared. */
+static void take_reason(char *reason)
+{
+    *reason = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, reason);
+    H5Eclear2(H5E_DEFAULT);
 }
 
 int ckpt_hdf5__fail(int code, const char *fmt, ...)
 {
-    char what[768], reason[256] = "";
+    char what[768], reason[256];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, reason);
-    H5Eclear2(H5E_DEFAULT);
+    take_reason(reason);
     if (*reason)
         return ckpt_error_set(code, "%s: %s", what, reason);
     return ckpt_error_set(code, "%s", what);
+}
+
+int ckpt_hdf5__corrupt(const char *path, const char *fmt, ...)
+{
+    char what[768], reason[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    take_reason(reason);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: corrupt HDF5 file (%s%s%s)", path, what,
+                           *reason ? ": " : "", reason);
 }

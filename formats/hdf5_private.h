@@ -34,6 +34,9 @@ int ckpt_hdf5__init(void);
 /* ckpt_error_set(code, ...) with the innermost message of HDF5's error stack appended
  * (": <HDF5's reason>") when there is one; the stack is cleared. Returns code. */
 int ckpt_hdf5__fail(int code, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+/* Where libhdf5 could not read a file's metadata: CKPT_EFORMAT "PATH: corrupt HDF5 file
+ * (WHAT: HDF5's reason)", the stack cleared. */
+int ckpt_hdf5__corrupt(const char *path, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
 
 /* The writer's hooks (hdf5_write.c), referenced by the vtable in hdf5.c. */
 int ckpt_hdf5__write_begin(ckpt_writer *w);
@@ -115,31 +118,132 @@ const char *ckpt_hdf5__filter_name(unsigned id);
 int ckpt_hdf5__open(ckpt_reader *r);
 int ckpt_hdf5__bid(const ckpt_probe *p, int best_bid);
 
-/* What the reader's files share while a file is opened; libhdf5 types, so not seen by the
- * fuzz harnesses. */
+/* ---- reading: the walk's records ----
+ *
+ * libhdf5 crashes, frees twice and loops forever on some corrupt files, so it never reads
+ * in this process: a child process walks the file with it (hdf5_read*.c) and sends what it
+ * found as a stream of records over a pipe (hdf5_walk_ipc.c); this process builds the
+ * checkpoint from the records (hdf5_build*.c), trusting none of them.
+ *
+ * Integers are little-endian; a str is a u32 length and that many bytes. Records:
+ *   NOTE str; GROUP str key (the group's members follow, up to its END); END;
+ *   VALUE str key, value (a dataset of strings); ATTR str object path, str name, value;
+ *   DATASET str key, dataset; DONE (the walk finished: the last record);
+ *   FAIL u32 -code, u32 class, str message (the walk failed: the last record).
+ * A value: u8 LIST + u32 n + n values, STR + str, INT + u64, FLOAT + u64 (the double's
+ * bits), BOOL + u8.
+ * A dataset: u32 dtype, u8 byteswap, u8 ndim, ndim x u64 dims, u8 layout, then
+ *   CONTIGUOUS: u8 allocated, then u64 file offset if it is, else a fill;
+ *   COMPACT: str (its bytes);
+ *   CHUNKED: ndim x u64 chunk dims, u8 n filters, n x (u32 id, u32 shuffle element size), a
+ *     fill, then the chunks in C order of the grid: FILL + u64 count (a run of chunks never
+ *     written), STORED + u64 file offset + u64 size + u32 filter mask, or ABORT (the walk
+ *     failed there: a FAIL record follows).
+ * A fill: u8 ZERO, VALUE + str (the value's bytes), or UNREADABLE + str (the error). */
+enum { CKPT_H5R_NOTE = 1, CKPT_H5R_GROUP, CKPT_H5R_END, CKPT_H5R_VALUE, CKPT_H5R_ATTR, CKPT_H5R_DATASET,
+       CKPT_H5R_DONE, CKPT_H5R_FAIL };
+enum { CKPT_H5V_LIST = 1, CKPT_H5V_STR, CKPT_H5V_INT, CKPT_H5V_FLOAT, CKPT_H5V_BOOL };
+enum { CKPT_H5L_CONTIGUOUS = 1, CKPT_H5L_COMPACT, CKPT_H5L_CHUNKED };
+enum { CKPT_H5F_ZERO = 0, CKPT_H5F_VALUE, CKPT_H5F_UNREADABLE };
+enum { CKPT_H5C_FILL = 0, CKPT_H5C_STORED, CKPT_H5C_ABORT };
+
+/* A chunked dataset of more chunks than this is refused: each is a tile of the engine's. */
+#define CKPT_H5_MAX_CHUNKS ((uint64_t)1 << 24)
+/* Compact data lives in an object header (64 KiB at most): more is not a real file. */
+#define CKPT_H5_MAX_COMPACT ((uint64_t)1 << 20)
+
+/* The child's side of the pipe: records are buffered, and sent when the buffer fills or
+ * when it has waited half a second, so that a walk that makes progress is seen to. A failed
+ * write (this process is gone) ends the child. */
+typedef struct ckpt_h5_out {
+    int fd;
+    size_t len;
+    uint64_t sent_ns; /* when the buffer was last sent (CLOCK_MONOTONIC) */
+    unsigned char buf[1 << 16];
+} ckpt_h5_out;
+
+void ckpt_hdf5__put_u8(ckpt_h5_out *o, unsigned v);
+void ckpt_hdf5__put_u32(ckpt_h5_out *o, uint32_t v);
+void ckpt_hdf5__put_u64(ckpt_h5_out *o, uint64_t v);
+/* A str of n bytes (at most UINT32_MAX), or of a C string. */
+void ckpt_hdf5__put_bytes(ckpt_h5_out *o, const void *data, size_t n);
+void ckpt_hdf5__put_str(ckpt_h5_out *o, const char *s);
+void ckpt_hdf5__put_note(ckpt_h5_out *o, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
+/* A FAIL record of the thread's last error. */
+void ckpt_hdf5__put_fail(ckpt_h5_out *o);
+void ckpt_hdf5__flush(ckpt_h5_out *o);
+
+/* What the child runs: the records of the file at `path` (mapped as `file`) into out. */
+typedef void (*ckpt_h5_walk_fn)(const char *path, const ckpt_file *file, ckpt_h5_out *out);
+/* The walk with libhdf5 (hdf5_read.c). */
+void ckpt_hdf5__walk(const char *path, const ckpt_file *file, ckpt_h5_out *out);
+/* Run the walk in a child process and collect its records: 0 and *records (malloc'd, *len
+ * bytes), or CKPT_EFORMAT naming the file as corrupt when the child was killed by a signal,
+ * failed, sent nothing for the time limit or sent too much; CKPT_EIO when no child could be
+ * started. */
+int ckpt_hdf5__run_walk(const char *path, const ckpt_file *file, unsigned char **records, size_t *len);
+/* For tests and fuzz harnesses: the child runs fn instead of the walk (NULL: the walk), and
+ * a child that sends nothing for limit_s seconds (0: the default, 10) is killed. */
+void ckpt_hdf5__set_walk(ckpt_h5_walk_fn fn, unsigned limit_s);
+/* The reader's tensors and value tree from a walk's records (hdf5_build.c). */
+int ckpt_hdf5__build(ckpt_reader *r, const unsigned char *records, size_t len);
+
+/* What building from the records keeps (hdf5_build.c, hdf5_build_data.c). */
+typedef struct ckpt_h5_level {
+    ckpt_value *dict;
+    size_t prefix_len; /* of the path prefix of its members */
+} ckpt_h5_level;
+
+typedef struct ckpt_h5_build {
+    ckpt_reader *r;
+    ckpt_arena *arena;
+    const ckpt_file *file;
+    const char *path;
+    const unsigned char *p, *end; /* the records not read yet */
+    ckpt_h5_level *stack;         /* the open groups, the root first */
+    size_t depth, cap;
+    char *prefix;                 /* path of the current group's members: "" or "a/b/" */
+    size_t prefix_cap;
+    ckpt_value *attributes;       /* "__attributes__", made at the first attribute */
+    /* bytes that are in no mapped range, to become one memory file, and the extents that
+     * point into them (offset = where in `mem`) */
+    unsigned char *mem;
+    size_t mem_len, mem_cap;
+    ckpt_extent **pending;
+    size_t n_pending, cap_pending;
+} ckpt_h5_build;
+
+/* CKPT_EFORMAT: the records are not what a walk sends ("what"), the file named as corrupt. */
+int ckpt_hdf5__malformed(const ckpt_h5_build *b, const char *what);
+/* The next integer or str of the records: 0, or CKPT_EFORMAT when they end first. A str
+ * points into the records. */
+int ckpt_hdf5__get_u8(ckpt_h5_build *b, unsigned *v);
+int ckpt_hdf5__get_u32(ckpt_h5_build *b, uint32_t *v);
+int ckpt_hdf5__get_u64(ckpt_h5_build *b, uint64_t *v);
+int ckpt_hdf5__get_bytes(ckpt_h5_build *b, const unsigned char **data, size_t *n);
+/* The rest of a DATASET record as tensor `name` (in the arena): 0 and its index, 1 when the
+ * walk failed in it (a FAIL record follows), or an error (hdf5_build_data.c). */
+int ckpt_hdf5__build_dataset(ckpt_h5_build *b, const char *name, size_t *index);
+/* One memory file for the bytes kept, once they are all known; extents pointed at it. */
+int ckpt_hdf5__keep_in_memory(ckpt_h5_build *b);
+
+/* What the walk's files share while the child walks a file; libhdf5 types, so not seen by
+ * the fuzz harnesses. */
 #ifdef CKPT_BUILD
 #include <hdf5.h>
 
-typedef struct ckpt_h5_reader {
-    ckpt_reader *r;
-    ckpt_arena *arena;
+typedef struct ckpt_h5_walker {
+    ckpt_h5_out *out;
     const ckpt_file *file;     /* the mapped input */
     const char *path;          /* the input, for messages */
     hid_t fid;
     uint64_t user_block;       /* bytes before the HDF5 data */
     int chunk_base;            /* chunk addresses are: 0 not known yet, 1 file offsets, 2 after
                                   the user block (HDF5 1.10 counts them from the superblock) */
-    ckpt_value *attributes;    /* "__attributes__", made at the first attribute */
     /* objects already read, by address: a second hard link reads nothing more */
     haddr_t *seen;
     size_t n_seen, cap_seen;
-    /* bytes that are in no mapped range (compact datasets, fill values), to become one
-     * memory file, and the extents that point into them (offset = where in `mem`) */
-    unsigned char *mem;
-    size_t mem_len, mem_cap;
-    ckpt_extent **pending;
-    size_t n_pending, cap_pending;
-} ckpt_h5_reader;
+} ckpt_h5_walker;
 
 /* Names and tag of a type described by ckpt_hdf5__describe_type. */
 typedef struct ckpt_h5_names {
@@ -147,22 +251,24 @@ typedef struct ckpt_h5_names {
     char tag[256];
 } ckpt_h5_names;
 
+/* The file type the writer gives a tensor type (a new id, to close; -1 when there is none),
+ * and the "dtype" attribute it needs (NULL for none) (hdf5_write_types.c). */
+hid_t ckpt_hdf5__file_type(ckpt_dtype t, const char **attr);
+
 /* Fill *out from type `tid` (string members point into *names). 0 or CKPT_EIO. */
 int ckpt_hdf5__describe_type(hid_t tid, ckpt_h5_type *out, ckpt_h5_names *names);
 /* The string attribute `name` of obj into buf[cap] (truncated); 1 when there is one, 0 when
  * not (or it is not a string). */
 int ckpt_hdf5__string_attr(hid_t obj, const char *name, char *buf, size_t cap);
-/* Every attribute of obj, whose path is `where` ("/" for the root group), into
- * h->attributes[where]. */
-int ckpt_hdf5__attributes(ckpt_h5_reader *h, hid_t obj, const char *where);
-/* A dataset that holds no numbers (strings) as a value: 1 and *out set, or 0 when it cannot
- * be one (the caller notes it), or an error. */
-int ckpt_hdf5__string_dataset(ckpt_h5_reader *h, hid_t d, ckpt_value **out);
-/* A dataset of numbers as a tensor: 1 and *index set, 0 when it holds no numbers, or an
- * error naming file and dataset. */
-int ckpt_hdf5__dataset(ckpt_h5_reader *h, hid_t d, const char *name, size_t *index);
-/* Append n bytes to the memory file, pointing extent e at them. */
-int ckpt_hdf5__keep_bytes(ckpt_h5_reader *h, ckpt_extent *e, const void *data, size_t n);
+/* An ATTR record for every attribute of obj that is a value; `where` is its path ("/" for
+ * the root group). 0 or an error. */
+int ckpt_hdf5__attributes(ckpt_h5_walker *w, hid_t obj, const char *where);
+/* A dataset that holds no numbers (strings) as a VALUE record under `key`: 1, or 0 when it
+ * cannot be one (the caller notes it). */
+int ckpt_hdf5__string_dataset(ckpt_h5_walker *w, hid_t d, const char *key);
+/* A dataset of numbers as a DATASET record under `key`: 1, 0 when it holds no numbers, or an
+ * error naming file and dataset (`path`). */
+int ckpt_hdf5__dataset(ckpt_h5_walker *w, hid_t d, const char *key, const char *path);
 #endif
 
 #endif

@@ -1,7 +1,8 @@
-/* Reading an HDF5 file: libhdf5 walks the groups once while the file is opened, every
- * dataset's bytes are located in the mapped file (hdf5_read_data.c), and every HDF5 id is
- * closed before open returns. Tensor data is then read from the mapping only, by the
- * engine, in parallel; libhdf5 never sees those reads. */
+/* Reading an HDF5 file: a child process walks the groups once with libhdf5 while the file
+ * is opened, sending what it finds as records (hdf5_private.h); this process builds the
+ * checkpoint from them (hdf5_build.c). Tensor data is then read from the mapping only, by
+ * the engine, in parallel; libhdf5 never sees those reads, and never runs in this process
+ * for reading. */
 #include "hdf5_private.h"
 
 #include <stdio.h>
@@ -24,58 +25,10 @@ int ckpt_hdf5__bid(const ckpt_probe *p, int best_bid)
     return -1;
 }
 
-/* ---- bytes kept in memory ---- */
-
-int ckpt_hdf5__keep_bytes(ckpt_h5_reader *h, ckpt_extent *e, const void *data, size_t n)
-{
-    if (h->mem_len + n > h->mem_cap) {
-        size_t cap = h->mem_cap ? h->mem_cap : 4096;
-        unsigned char *grown;
-        while (cap < h->mem_len + n)
-            cap *= 2;
-        if (!(grown = realloc(h->mem, cap)))
-            return ckpt_error_oom();
-        h->mem = grown;
-        h->mem_cap = cap;
-    }
-    if (h->n_pending == h->cap_pending) {
-        size_t cap = h->cap_pending ? h->cap_pending * 2 : 16;
-        ckpt_extent **grown = realloc(h->pending, cap * sizeof *grown);
-        if (!grown)
-            return ckpt_error_oom();
-        h->pending = grown;
-        h->cap_pending = cap;
-    }
-    memcpy(h->mem + h->mem_len, data, n);
-    e->offset = h->mem_len;
-    e->stored_size = n;
-    h->mem_len += n;
-    h->pending[h->n_pending++] = e;
-    return 0;
-}
-
-/* One memory file for all of them, once their bytes are all known. */
-static int keep_in_memory(ckpt_h5_reader *h)
-{
-    const ckpt_file *f;
-    char name[512];
-    size_t i;
-    int rc;
-
-    if (!h->n_pending)
-        return 0;
-    snprintf(name, sizeof name, "%s (compact data and fill values, in memory)", h->path);
-    if ((rc = ckpt_reader_memory_file(h->r, name, h->mem, h->mem_len, &f)) < 0)
-        return rc;
-    for (i = 0; i < h->n_pending; i++)
-        h->pending[i]->file = f;
-    return 0;
-}
-
 /* ---- objects already read ---- */
 
 /* An open-addressed set of object addresses. */
-static int seen_before(ckpt_h5_reader *h, haddr_t addr, int *before)
+static int seen_before(ckpt_h5_walker *h, haddr_t addr, int *before)
 {
     size_t i, mask;
 
@@ -109,82 +62,67 @@ static int seen_before(ckpt_h5_reader *h, haddr_t addr, int *before)
     return 0;
 }
 
-/* ---- the walk ---- */
+/* ---- the walk (in the child process) ---- */
 
 typedef struct walk {
-    ckpt_h5_reader *h;
+    ckpt_h5_walker *h;
     const char *prefix; /* path of the group, "" for the root, else ending in '/' */
-    ckpt_value *dict;   /* the group's dict in the value tree */
     int rc;
 } walk;
 
-static int walk_group(ckpt_h5_reader *h, hid_t g, const char *prefix, ckpt_value *dict);
-
-static int put(ckpt_h5_reader *h, ckpt_value *dict, const char *key, ckpt_value *v)
-{
-    ckpt_value *k = ckpt_value_new_str(h->arena, key, strlen(key));
-
-    if (!k || !v)
-        return CKPT_ENOMEM;
-    return ckpt_value_dict_set(h->arena, dict, k, v);
-}
+static int walk_group(ckpt_h5_walker *h, hid_t g, const char *prefix);
 
 /* One member of a group: a dataset, a group (walked), or a link we do not follow. */
 static int visit(walk *w, hid_t g, const char *name, const H5L_info_t *info, const char *path)
 {
-    ckpt_h5_reader *h = w->h;
+    ckpt_h5_walker *h = w->h;
     H5O_info_t oi;
-    ckpt_value *v = NULL;
-    size_t index;
     hid_t obj;
     int before, rc;
 
     if (info->type == H5L_TYPE_SOFT || info->type == H5L_TYPE_EXTERNAL) {
-        ckpt_reader_note(h->r, "%s: '%s' is a %s link, not followed", h->path, path,
-                         info->type == H5L_TYPE_SOFT ? "soft" : "external");
+        ckpt_hdf5__put_note(h->out, "%s: '%s' is a %s link, not followed", h->path, path,
+                            info->type == H5L_TYPE_SOFT ? "soft" : "external");
         return 0;
     }
     if (info->type != H5L_TYPE_HARD) {
-        ckpt_reader_note(h->r, "%s: '%s' is a user-defined link, not followed", h->path, path);
+        ckpt_hdf5__put_note(h->out, "%s: '%s' is a user-defined link, not followed", h->path, path);
         return 0;
     }
     if ((rc = seen_before(h, info->u.address, &before)) < 0)
         return rc;
     if (before) {
-        ckpt_reader_note(h->r, "%s: '%s' is a second link to an object read under another name", h->path, path);
+        ckpt_hdf5__put_note(h->out, "%s: '%s' is a second link to an object read under another name", h->path, path);
         return 0;
     }
     if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
-        return ckpt_hdf5__fail(CKPT_EFORMAT, "%s: cannot read object '%s'", h->path, path);
+        return ckpt_hdf5__corrupt(h->path, "cannot read object '%s'", path);
     if (oi.type != H5O_TYPE_GROUP && oi.type != H5O_TYPE_DATASET) {
-        ckpt_reader_note(h->r, "%s: '%s' is a named datatype, skipped", h->path, path);
+        ckpt_hdf5__put_note(h->out, "%s: '%s' is a named datatype, skipped", h->path, path);
         return 0;
     }
     if ((obj = H5Oopen(g, name, H5P_DEFAULT)) < 0)
-        return ckpt_hdf5__fail(CKPT_EFORMAT, "%s: cannot open '%s'", h->path, path);
+        return ckpt_hdf5__corrupt(h->path, "cannot open '%s'", path);
     rc = ckpt_hdf5__attributes(h, obj, path);
     if (rc == 0 && oi.type == H5O_TYPE_GROUP) {
         char *prefix = malloc(strlen(path) + 2);
-        if (!(v = ckpt_value_new(h->arena, CKPT_VAL_DICT)) || !prefix) {
+        if (!prefix) {
             rc = ckpt_error_oom();
         } else {
             sprintf(prefix, "%s/", path);
-            rc = walk_group(h, obj, prefix, v);
+            ckpt_hdf5__put_u8(h->out, CKPT_H5R_GROUP);
+            ckpt_hdf5__put_str(h->out, name);
+            if ((rc = walk_group(h, obj, prefix)) == 0)
+                ckpt_hdf5__put_u8(h->out, CKPT_H5R_END);
         }
         free(prefix);
-    } else if (rc == 0 && (rc = ckpt_hdf5__dataset(h, obj, path, &index)) == 1) {
-        v = ckpt_value_new_tensor(h->arena, index);
-        rc = 0;
-    } else if (rc == 0 && (rc = ckpt_hdf5__string_dataset(h, obj, &v)) == 0) {
-        ckpt_reader_note(h->r, "%s: dataset '%s' holds neither numbers nor strings we can read, skipped", h->path,
-                         path);
-    } else if (rc == 1) {
-        rc = 0;
+    } else if (rc == 0 && (rc = ckpt_hdf5__dataset(h, obj, name, path)) == 0 &&
+               ckpt_hdf5__string_dataset(h, obj, name) == 0) {
+        ckpt_hdf5__put_note(h->out, "%s: dataset '%s' holds neither numbers nor strings we can read, skipped",
+                            h->path, path);
     }
     H5Oclose(obj);
-    if (rc == 0 && v)
-        rc = put(h, w->dict, name, v);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 static herr_t one_link(hid_t g, const char *name, const H5L_info_t *info, void *payload)
@@ -203,16 +141,16 @@ static herr_t one_link(hid_t g, const char *name, const H5L_info_t *info, void *
     return w->rc < 0 ? -1 : 0;
 }
 
-static int walk_group(ckpt_h5_reader *h, hid_t g, const char *prefix, ckpt_value *dict)
+static int walk_group(ckpt_h5_walker *h, hid_t g, const char *prefix)
 {
-    walk w = { h, prefix, dict, 0 };
+    walk w = { h, prefix, 0 };
     hsize_t at = 0;
 
     /* creation order where the file tracks it, else by name (h5py's default) */
     if (H5Literate(g, H5_INDEX_CRT_ORDER, H5_ITER_INC, &at, one_link, &w) < 0 && w.rc == 0 && at == 0) {
         H5Eclear2(H5E_DEFAULT);
         if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &at, one_link, &w) < 0 && w.rc == 0)
-            return ckpt_hdf5__fail(CKPT_EFORMAT, "%s: cannot list group '%s'", h->path, *prefix ? prefix : "/");
+            return ckpt_hdf5__corrupt(h->path, "cannot list group '%s'", *prefix ? prefix : "/");
     }
     return w.rc;
 }
@@ -283,77 +221,87 @@ static int use_mapped_image(hid_t fapl, mapped_image *m)
                : 0;
 }
 
-int ckpt_hdf5__open(ckpt_reader *r)
+/* Open the file, walk it from the root; every HDF5 id closed again. */
+static int walk_file(ckpt_h5_walker *h)
 {
-    ckpt_h5_reader h;
     H5O_info_t oi;
-    ckpt_value *root;
     mapped_image image;
     hid_t fapl = -1, g = -1;
-    int rc;
+    int before, rc;
 
-    memset(&h, 0, sizeof h);
-    h.r = r;
-    h.arena = ckpt_reader_arena(r);
-    h.file = ckpt_reader_file(r);
-    h.path = ckpt_reader_path(r);
-    h.fid = -1;
-    if (!h.file)
-        return ckpt_error_set(CKPT_EINVALID, "%s: HDF5 reads a file, not a directory", h.path);
     if ((rc = ckpt_hdf5__init()) < 0)
         return rc;
-    image.data = h.file->data;
-    image.size = (size_t)h.file->size;
+    image.data = h->file->data;
+    image.size = (size_t)h->file->size;
     /* the sec2 driver for a file on disk: our reads happen elsewhere, libhdf5's through plain
      * read calls; the mapped bytes themselves for a decompressed input */
     /* no lock: we only read, and filesystems without flock (Lustre, some NFS) refuse one */
     if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
         H5Pset_file_locking(fapl, 0, 1) < 0 ||
-        (h.file->zstd.zst_bytes ? use_mapped_image(fapl, &image) : H5Pset_fapl_sec2(fapl)) < 0 ||
-        (h.fid = H5Fopen(h.file->zstd.zst_bytes ? IMAGE_NAME : h.path, H5F_ACC_RDONLY, fapl)) < 0) {
-        rc = ckpt_hdf5__fail(CKPT_EFORMAT, "%s: HDF5 cannot open it", h.path);
+        (h->file->zstd.zst_bytes ? use_mapped_image(fapl, &image) : H5Pset_fapl_sec2(fapl)) < 0 ||
+        (h->fid = H5Fopen(h->file->zstd.zst_bytes ? IMAGE_NAME : h->path, H5F_ACC_RDONLY, fapl)) < 0) {
+        rc = ckpt_hdf5__corrupt(h->path, "HDF5 cannot open it");
         goto done;
     }
     {
-        hid_t fcpl = H5Fget_create_plist(h.fid);
+        hid_t fcpl = H5Fget_create_plist(h->fid);
         hsize_t ub = 0;
         if (fcpl < 0 || H5Pget_userblock(fcpl, &ub) < 0)
             ub = 0;
         if (fcpl >= 0)
             H5Pclose(fcpl);
-        h.user_block = (uint64_t)ub;
+        h->user_block = (uint64_t)ub;
         H5Eclear2(H5E_DEFAULT);
     }
-    if (!(root = ckpt_value_new(h.arena, CKPT_VAL_DICT))) {
-        rc = CKPT_ENOMEM;
+    if ((g = H5Gopen2(h->fid, "/", H5P_DEFAULT)) < 0 || H5Oget_info2(g, &oi, H5O_INFO_BASIC) < 0) {
+        rc = ckpt_hdf5__corrupt(h->path, "cannot open the root group");
         goto done;
     }
-    if ((g = H5Gopen2(h.fid, "/", H5P_DEFAULT)) < 0 || H5Oget_info2(g, &oi, H5O_INFO_BASIC) < 0) {
-        rc = ckpt_hdf5__fail(CKPT_EFORMAT, "%s: cannot open the root group", h.path);
+    if ((rc = seen_before(h, oi.addr, &before)) < 0 || (rc = ckpt_hdf5__attributes(h, g, "/")) < 0)
         goto done;
-    }
-    {
-        int before;
-        if ((rc = seen_before(&h, oi.addr, &before)) < 0)
-            goto done;
-    }
-    if ((rc = ckpt_hdf5__attributes(&h, g, "/")) < 0 || (rc = walk_group(&h, g, "", root)) < 0)
-        goto done;
-    if (h.attributes && (rc = put(&h, root, "__attributes__", h.attributes)) < 0)
-        goto done;
-    if ((rc = keep_in_memory(&h)) < 0)
-        goto done;
-    ckpt_reader_set_root(r, root);
+    rc = walk_group(h, g, "");
 done:
     if (g >= 0)
         H5Gclose(g);
-    if (h.fid >= 0 && H5Fclose(h.fid) < 0 && rc == 0)
-        rc = ckpt_hdf5__fail(CKPT_EIO, "%s: HDF5 cannot close it", h.path);
+    if (h->fid >= 0 && H5Fclose(h->fid) < 0 && rc == 0)
+        rc = ckpt_hdf5__fail(CKPT_EIO, "%s: HDF5 cannot close it", h->path);
     if (fapl >= 0)
         H5Pclose(fapl);
     H5Eclear2(H5E_DEFAULT);
+    return rc;
+}
+
+void ckpt_hdf5__walk(const char *path, const ckpt_file *file, ckpt_h5_out *out)
+{
+    ckpt_h5_walker h;
+
+    memset(&h, 0, sizeof h);
+    h.out = out;
+    h.file = file;
+    h.path = path;
+    h.fid = -1;
+    if (walk_file(&h) < 0)
+        ckpt_hdf5__put_fail(out);
+    else
+        ckpt_hdf5__put_u8(out, CKPT_H5R_DONE);
     free(h.seen);
-    free(h.mem);
-    free(h.pending);
-    return rc < 0 ? rc : 0;
+}
+
+/* ---- this process's side ---- */
+
+int ckpt_hdf5__open(ckpt_reader *r)
+{
+    const ckpt_file *file = ckpt_reader_file(r);
+    const char *path = ckpt_reader_path(r);
+    unsigned char *records;
+    size_t len;
+    int rc;
+
+    if (!file)
+        return ckpt_error_set(CKPT_EINVALID, "%s: HDF5 reads a file, not a directory", path);
+    if ((rc = ckpt_hdf5__run_walk(path, file, &records, &len)) < 0)
+        return rc;
+    rc = ckpt_hdf5__build(r, records, len);
+    free(records);
+    return rc;
 }

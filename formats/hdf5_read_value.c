@@ -1,5 +1,6 @@
-/* What of an HDF5 file is not tensor data: attributes and string datasets as values, and
- * datatypes described for ckpt_hdf5__dtype. */
+/* What of an HDF5 file is not tensor data, in the walk's child process: attributes and
+ * string datasets as values (ATTR and VALUE records), and datatypes described for
+ * ckpt_hdf5__dtype. */
 #include "hdf5_private.h"
 
 #include <stdio.h>
@@ -176,29 +177,26 @@ done:
 /* Elements [*at, ...) of one axis and the axes inside it as nested lists (one list for one
  * axis, a scalar for none). */
 typedef struct shaped {
-    ckpt_arena *arena;
+    ckpt_h5_out *out;
     int ndim;
     hsize_t dims[H5S_MAX_RANK];
     size_t at;
 } shaped;
 
-typedef ckpt_value *(*element_fn)(ckpt_arena *a, const unsigned char *buf, size_t i, const void *how);
+typedef void (*element_fn)(ckpt_h5_out *o, const unsigned char *buf, size_t i, const void *how);
 
-static ckpt_value *nest(shaped *s, int axis, element_fn fn, const unsigned char *buf, const void *how)
+static void nest(shaped *s, int axis, element_fn fn, const unsigned char *buf, const void *how)
 {
-    ckpt_value *list;
     hsize_t k;
 
-    if (axis == s->ndim)
-        return fn(s->arena, buf, s->at++, how);
-    if (!(list = ckpt_value_new(s->arena, CKPT_VAL_LIST)))
-        return NULL;
-    for (k = 0; k < s->dims[axis]; k++) {
-        ckpt_value *v = nest(s, axis + 1, fn, buf, how);
-        if (!v || ckpt_value_append(s->arena, list, v) < 0)
-            return NULL;
+    if (axis == s->ndim) {
+        fn(s->out, buf, s->at++, how);
+        return;
     }
-    return list;
+    ckpt_hdf5__put_u8(s->out, CKPT_H5V_LIST);
+    ckpt_hdf5__put_u32(s->out, (uint32_t)s->dims[axis]);
+    for (k = 0; k < s->dims[axis]; k++)
+        nest(s, axis + 1, fn, buf, how);
 }
 
 typedef struct string_how {
@@ -206,37 +204,33 @@ typedef struct string_how {
     size_t size;
 } string_how;
 
-static ckpt_value *string_elem(ckpt_arena *a, const unsigned char *buf, size_t i, const void *how)
+static void string_elem(ckpt_h5_out *o, const unsigned char *buf, size_t i, const void *how)
 {
     const string_how *h = how;
-    const char *p = string_at(buf, i, h->vlen, h->size);
 
-    return ckpt_value_new_str(a, p, strlen(p));
+    ckpt_hdf5__put_u8(o, CKPT_H5V_STR);
+    ckpt_hdf5__put_str(o, string_at(buf, i, h->vlen, h->size));
 }
 
 typedef enum { NUM_INT, NUM_UINT, NUM_FLOAT, NUM_BOOL } num_kind;
 
-static ckpt_value *number_elem(ckpt_arena *a, const unsigned char *buf, size_t i, const void *how)
+static void number_elem(ckpt_h5_out *o, const unsigned char *buf, size_t i, const void *how)
 {
     num_kind k = *(const num_kind *)how;
-    int64_t v;
     uint64_t u;
     double d;
 
-    switch (k) {
-    case NUM_FLOAT:
-        memcpy(&d, buf + i * 8, 8);
-        return ckpt_value_new_float(a, d);
-    case NUM_UINT:
-        memcpy(&u, buf + i * 8, 8);
-        return u > (uint64_t)INT64_MAX ? ckpt_value_new_float(a, (double)u) : ckpt_value_new_int(a, (int64_t)u);
-    case NUM_BOOL:
-        memcpy(&v, buf + i * 8, 8);
-        return ckpt_value_new_bool(a, v != 0);
-    default:
-        memcpy(&v, buf + i * 8, 8);
-        return ckpt_value_new_int(a, v);
+    memcpy(&u, buf + i * 8, 8);
+    if (k == NUM_UINT && u > (uint64_t)INT64_MAX) {
+        d = (double)u;
+        memcpy(&u, &d, 8);
+        k = NUM_FLOAT;
     }
+    ckpt_hdf5__put_u8(o, k == NUM_FLOAT ? CKPT_H5V_FLOAT : k == NUM_BOOL ? CKPT_H5V_BOOL : CKPT_H5V_INT);
+    if (k == NUM_BOOL)
+        ckpt_hdf5__put_u8(o, u != 0);
+    else
+        ckpt_hdf5__put_u64(o, u);
 }
 
 /* How a type is read as a value: strings, or numbers read as int64/uint64/double; 0 when it
@@ -263,8 +257,10 @@ static int value_kind(hid_t ft, int *is_string, num_kind *kind, hid_t *memtype, 
     return *memtype >= 0;
 }
 
-/* One attribute or dataset (`is_attr`) as a value: 1 and *out, 0 when it cannot be one. */
-static int read_value(ckpt_h5_reader *h, hid_t obj, int is_attr, ckpt_value **out)
+/* One attribute or dataset (`is_attr`) as a value: 1 when it is one, its record's head
+ * (`tag` and its strings a and b, b NULL for none) then the value sent; 0 when it cannot be
+ * one, nothing sent. */
+static int put_value(ckpt_h5_walker *h, hid_t obj, int is_attr, unsigned tag, const char *a, const char *b)
 {
     hid_t ft = -1, sp = -1, mt = -1;
     unsigned char *buf = NULL;
@@ -275,7 +271,7 @@ static int read_value(ckpt_h5_reader *h, hid_t obj, int is_attr, ckpt_value **ou
     int is_string, ok = 0;
 
     memset(&s, 0, sizeof s);
-    s.arena = h->arena;
+    s.out = h->out;
     ft = is_attr ? H5Aget_type(obj) : H5Dget_type(obj);
     sp = is_attr ? H5Aget_space(obj) : H5Dget_space(obj);
     if (ft < 0 || sp < 0 || (n = H5Sget_simple_extent_npoints(sp)) < 0 || n > MAX_VALUE_ELEMS ||
@@ -286,8 +282,15 @@ static int read_value(ckpt_h5_reader *h, hid_t obj, int is_attr, ckpt_value **ou
         goto done;
     if ((is_attr ? H5Aread(obj, mt, buf) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)) < 0)
         goto done;
-    *out = is_string ? nest(&s, 0, string_elem, buf, &sh) : nest(&s, 0, number_elem, buf, &kind);
-    ok = *out ? 1 : CKPT_ENOMEM;
+    ckpt_hdf5__put_u8(h->out, tag);
+    ckpt_hdf5__put_str(h->out, a);
+    if (b)
+        ckpt_hdf5__put_str(h->out, b);
+    if (is_string)
+        nest(&s, 0, string_elem, buf, &sh);
+    else
+        nest(&s, 0, number_elem, buf, &kind);
+    ok = 1;
     if (is_string && sh.vlen)
         H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, buf);
 done:
@@ -296,28 +299,26 @@ done:
     return ok;
 }
 
-int ckpt_hdf5__string_dataset(ckpt_h5_reader *h, hid_t d, ckpt_value **out)
+int ckpt_hdf5__string_dataset(ckpt_h5_walker *h, hid_t d, const char *key)
 {
     hid_t ft = H5Dget_type(d);
     int is_string = ft >= 0 && H5Tget_class(ft) == H5T_STRING;
 
     if (ft >= 0)
         H5Tclose(ft);
-    return is_string ? read_value(h, d, 0, out) : 0;
+    return is_string ? put_value(h, d, 0, CKPT_H5R_VALUE, key, NULL) : 0;
 }
 
 typedef struct attr_walk {
-    ckpt_h5_reader *h;
+    ckpt_h5_walker *h;
     const char *where;
-    ckpt_value *dict;
     int rc;
 } attr_walk;
 
 static herr_t one_attribute(hid_t obj, const char *name, const H5A_info_t *info, void *payload)
 {
     attr_walk *w = payload;
-    ckpt_h5_reader *h = w->h;
-    ckpt_value *v = NULL, *key;
+    ckpt_h5_walker *h = w->h;
     hid_t a;
     int ok;
 
@@ -326,43 +327,20 @@ static herr_t one_attribute(hid_t obj, const char *name, const H5A_info_t *info,
     if (strcmp(name, CKPT_H5_DTYPE_ATTR) == 0 && H5Iget_type(obj) == H5I_DATASET)
         return 0;
     if ((a = H5Aopen(obj, name, H5P_DEFAULT)) < 0) {
-        w->rc = ckpt_hdf5__fail(CKPT_EFORMAT, "%s: cannot open attribute '%s' of '%s'", h->path, name, w->where);
+        w->rc = ckpt_hdf5__corrupt(h->path, "cannot open attribute '%s' of '%s'", name, w->where);
         return -1;
     }
-    ok = read_value(h, a, 1, &v);
+    ok = put_value(h, a, 1, CKPT_H5R_ATTR, w->where, name);
     H5Aclose(a);
-    if (ok < 0) {
-        w->rc = ok;
-        return -1;
-    }
-    if (ok == 0) {
-        ckpt_reader_note(h->r, "%s: attribute '%s' of '%s' skipped: not a string or a small array of numbers",
-                         h->path, name, w->where);
-        return 0;
-    }
-    if (!w->dict) {
-        if (!h->attributes && !(h->attributes = ckpt_value_new(h->arena, CKPT_VAL_DICT))) {
-            w->rc = CKPT_ENOMEM;
-            return -1;
-        }
-        key = ckpt_value_new_str(h->arena, w->where, strlen(w->where));
-        if (!key || !(w->dict = ckpt_value_new(h->arena, CKPT_VAL_DICT)) ||
-            ckpt_value_dict_set(h->arena, h->attributes, key, w->dict) < 0) {
-            w->rc = CKPT_ENOMEM;
-            return -1;
-        }
-    }
-    key = ckpt_value_new_str(h->arena, name, strlen(name));
-    if (!key || ckpt_value_dict_set(h->arena, w->dict, key, v) < 0) {
-        w->rc = CKPT_ENOMEM;
-        return -1;
-    }
+    if (!ok)
+        ckpt_hdf5__put_note(h->out, "%s: attribute '%s' of '%s' skipped: not a string or a small array of numbers",
+                            h->path, name, w->where);
     return 0;
 }
 
-int ckpt_hdf5__attributes(ckpt_h5_reader *h, hid_t obj, const char *where)
+int ckpt_hdf5__attributes(ckpt_h5_walker *h, hid_t obj, const char *where)
 {
-    attr_walk w = { h, where, NULL, 0 };
+    attr_walk w = { h, where, 0 };
     hsize_t at = 0;
 
     /* creation order where the file tracks it (h5py keeps it for attributes), else by name */
@@ -370,7 +348,7 @@ int ckpt_hdf5__attributes(ckpt_h5_reader *h, hid_t obj, const char *where)
         H5Eclear2(H5E_DEFAULT);
         at = 0;
         if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &at, one_attribute, &w) < 0 && w.rc == 0)
-            return ckpt_hdf5__fail(CKPT_EFORMAT, "%s: cannot list the attributes of '%s'", h->path, where);
+            return ckpt_hdf5__corrupt(h->path, "cannot list the attributes of '%s'", where);
     }
     return w.rc;
 }

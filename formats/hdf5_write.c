@@ -5,8 +5,13 @@
  * small, so that a chunk is one run of the tensor's bytes: read in order, written once. */
 #include "hdf5_private.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <libdeflate.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,75 +57,6 @@ typedef struct h5_slot {
     size_t len;
     uint32_t skipped; /* filter mask: bit 0 set when stored as is */
 } h5_slot;
-
-static hid_t half_type(void)
-{
-    /* h5py's float16: IEEE half as a derived float type */
-    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-
-    if (t < 0 || H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 || H5Tset_ebias(t, 15) < 0) {
-        if (t >= 0)
-            H5Tclose(t);
-        return -1;
-    }
-    return t;
-}
-
-static hid_t bool_type(void)
-{
-    /* h5py's bool: an enum over int8 */
-    hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
-    signed char no = 0, yes = 1;
-
-    if (t < 0 || H5Tenum_insert(t, "FALSE", &no) < 0 || H5Tenum_insert(t, "TRUE", &yes) < 0) {
-        if (t >= 0)
-            H5Tclose(t);
-        return -1;
-    }
-    return t;
-}
-
-static hid_t complex_type(hid_t part, size_t part_size)
-{
-    /* h5py's complex: a compound of r and i */
-    hid_t t = H5Tcreate(H5T_COMPOUND, 2 * part_size);
-
-    if (t < 0 || H5Tinsert(t, "r", 0, part) < 0 || H5Tinsert(t, "i", part_size, part) < 0) {
-        if (t >= 0)
-            H5Tclose(t);
-        return -1;
-    }
-    return t;
-}
-
-/* The file type of a tensor type, and the "dtype" attribute it needs (NULL for none). */
-static hid_t file_type(ckpt_dtype t, const char **attr)
-{
-    hid_t base;
-
-    *attr = NULL;
-    switch (t) {
-    case CKPT_DTYPE_F64: base = H5T_IEEE_F64LE; break;
-    case CKPT_DTYPE_F32: base = H5T_IEEE_F32LE; break;
-    case CKPT_DTYPE_F16: return half_type();
-    case CKPT_DTYPE_BF16: *attr = ckpt_dtype_name(t); base = H5T_STD_U16LE; break;
-    case CKPT_DTYPE_F8_E4M3FN:
-    case CKPT_DTYPE_F8_E5M2: *attr = ckpt_dtype_name(t); base = H5T_STD_U8LE; break;
-    case CKPT_DTYPE_I8: base = H5T_STD_I8LE; break;
-    case CKPT_DTYPE_I16: base = H5T_STD_I16LE; break;
-    case CKPT_DTYPE_I32: base = H5T_STD_I32LE; break;
-    case CKPT_DTYPE_I64: base = H5T_STD_I64LE; break;
-    case CKPT_DTYPE_U8: base = H5T_STD_U8LE; break;
-    case CKPT_DTYPE_U16: base = H5T_STD_U16LE; break;
-    case CKPT_DTYPE_U32: base = H5T_STD_U32LE; break;
-    case CKPT_DTYPE_U64: base = H5T_STD_U64LE; break;
-    case CKPT_DTYPE_BOOL: return bool_type();
-    case CKPT_DTYPE_C64: return complex_type(H5T_IEEE_F32LE, 4);
-    case CKPT_DTYPE_C128: return complex_type(H5T_IEEE_F64LE, 8);
-    default: return -1;
-    }
-    return H5Tcopy(base);
-}
 
 static int set_dtype_attr(ckpt_writer *w, const char *name, hid_t set, const char *value)
 {
@@ -255,7 +191,7 @@ static int create_set(ckpt_writer *w, h5_writer *h, size_t i, hid_t gcpl)
     const ckpt_out_tensor *t = &ckpt_writer_out(w)->tensors[i];
     h5_set *s = &h->sets[i];
     const char *attr;
-    hid_t type = file_type(t->dtype, &attr), space = -1, dcpl = -1, dapl = -1;
+    hid_t type = ckpt_hdf5__file_type(t->dtype, &attr), space = -1, dcpl = -1, dapl = -1;
     uint64_t memory = ckpt_writer_memory(w), target = CHUNK_TARGET;
     int rc = 0;
 
@@ -340,6 +276,7 @@ int ckpt_hdf5__write_begin(ckpt_writer *w)
     /* the temporary is ours alone: no lock, which filesystems without flock (Lustre, some NFS)
      * would refuse */
     if (fcpl < 0 || gcpl < 0 || fapl < 0 || H5Pset_file_locking(fapl, 0, 1) < 0 ||
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
         H5Pset_link_creation_order(fcpl, CREATION_ORDER) < 0 ||
         H5Pset_link_creation_order(gcpl, CREATION_ORDER) < 0 || H5Pset_obj_track_times(gcpl, 0) < 0) {
         rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot describe groups", ckpt_writer_path(w));
@@ -570,21 +507,68 @@ static void close_all(h5_writer *h)
         }
 }
 
+/* Point libhdf5's descriptor at an anonymous file, which takes whatever it still writes. */
+static void discard_writes(int fd)
+{
+    int sink = memfd_create("ckptconv-hdf5-discarded", MFD_CLOEXEC);
+
+    if (sink >= 0) {
+        dup2(sink, fd);
+        close(sink);
+    }
+}
+
+/* Close the file: 0 or CKPT_EIO. `failed`: the output has failed already and is lost.
+ * libhdf5 1.10 cannot close a file whose metadata it failed to write (a full disk): the
+ * close fails, leaves the file half closed, and the program crashes when it exits
+ * (H5_term_library). So the file's space, where the last flush writes (it allocates none),
+ * is reserved first; when it cannot be, or the output has failed already, what the close
+ * writes goes nowhere. */
+static int close_file(ckpt_writer *w, h5_writer *h, int failed)
+{
+    int rc = 0, *fd = NULL;
+    haddr_t eoa;
+
+    if (h->file < 0)
+        return 0;
+    close_all(h);
+    if (H5Fget_vfd_handle(h->file, H5P_DEFAULT, (void **)&fd) < 0)
+        fd = NULL;
+    if (!failed && fd && H5Fget_eoa(h->file, &eoa) >= 0 && eoa > 0 && eoa < (haddr_t)INT64_MAX) {
+        struct rlimit most;
+        /* reserving space does not grow the file, so the size limit is looked at apart */
+        if (getrlimit(RLIMIT_FSIZE, &most) == 0 && most.rlim_cur != RLIM_INFINITY && eoa > most.rlim_cur)
+            errno = EFBIG;
+        else if (fallocate(*fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)eoa) == 0)
+            errno = 0;
+        if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG) {
+            rc = ckpt_error_set(CKPT_EIO, "%s: cannot finish the HDF5 file: %s", ckpt_writer_path(w),
+                                strerror(errno));
+            failed = 1;
+        }
+    }
+    H5Eclear2(H5E_DEFAULT);
+    if (failed && fd)
+        discard_writes(*fd);
+    if (H5Fclose(h->file) < 0 && rc == 0)
+        rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot finish the HDF5 file", ckpt_writer_path(w));
+    h->file = -1;
+    return rc;
+}
+
 int ckpt_hdf5__write_finish(ckpt_writer *w)
 {
     h5_writer *h = *ckpt_writer_state(w);
     size_t i;
-    int rc = 0;
+    int rc = 0, k;
 
     for (i = 0; i < h->n_sets && rc == 0; i++)
         if (!h->sets[i].n_chunks)
             rc = write_unchunked(w, h, i);
     if (rc == 0)
         rc = write_chunks(w, h);
-    close_all(h);
-    if (H5Fclose(h->file) < 0 && rc == 0)
-        rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot finish the HDF5 file", ckpt_writer_path(w));
-    h->file = -1;
+    if ((k = close_file(w, h, rc < 0)) < 0 && rc == 0)
+        rc = k;
     if (rc == 0 && h->codec != CKPT_CODEC_NONE && h->stored_bytes)
         ckpt_writer_note(w, "HDF5 chunks, %s level %d: %.1f MB stored in %.1f MB (x%.2f)", h->codec == CKPT_CODEC_ZSTD ? "zstd" : "gzip", h->level, (double)h->raw_bytes / 1e6,
                          (double)h->stored_bytes / 1e6, (double)h->raw_bytes / (double)h->stored_bytes);
@@ -597,9 +581,7 @@ void ckpt_hdf5__write_free(ckpt_writer *w)
 
     if (!h)
         return;
-    close_all(h);
-    if (h->file >= 0)
-        H5Fclose(h->file);
+    close_file(w, h, 1);
     free(h->sets);
     free(h);
     *ckpt_writer_state(w) = NULL;

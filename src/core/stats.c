@@ -12,6 +12,7 @@
 
 #include <ckpt/checkpoint.h>
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/io.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -252,8 +253,74 @@ static int stats_shift(const ckpt_tensor *t, int64_t numel, double *shift)
     return rc;
 }
 
+/* A storage whose bytes are one element repeated: every extent a fill of zeros or of that
+ * element, or every tile's source such a storage (tiles sharing a source, as the chunks an
+ * HDF5 file never wrote do, are looked at once). Its statistics are known without reading
+ * it, however large it says it is. *pattern (es bytes) receives the element. */
+typedef struct uniform {
+    size_t es;
+    unsigned char pattern[16];
+    int known;
+} uniform;
+
+#define UNIFORM_MAX_NESTING 4
+
+static int uniform_storage(const ckpt_storage *s, uniform *u, int nesting)
+{
+    const ckpt_storage *last = NULL;
+    unsigned char value[sizeof u->pattern];
+    size_t i;
+
+    if (!s || nesting > UNIFORM_MAX_NESTING)
+        return 0;
+    if (s->tiling) {
+        for (i = 0; i < s->tiling->n_tiles; i++) {
+            const ckpt_storage *src = s->tiling->tiles[i].source;
+            if (src == last)
+                continue;
+            if (!uniform_storage(src, u, nesting + 1))
+                return 0;
+            last = src;
+        }
+        return 1;
+    }
+    for (i = 0; i < s->n_extents; i++) {
+        const ckpt_extent *e = &s->extents[i];
+        if (e->encoding != CKPT_EXTENT_FILL || e->shuffle > 1 || e->flags || e->size % u->es)
+            return 0;
+        memset(value, 0, sizeof value);
+        if (e->stored_size &&
+            (e->stored_size != u->es || !e->file || ckpt_file_read(e->file, e->offset, value, u->es) < 0)) {
+            ckpt_error_clear();
+            return 0;
+        }
+        if (u->known && memcmp(value, u->pattern, u->es) != 0)
+            return 0;
+        memcpy(u->pattern, value, u->es);
+        u->known = 1;
+    }
+    return 1;
+}
+
+/* The statistics of numel copies of the tensor's first element. */
+static int stats_uniform(const ckpt_tensor *t, int64_t numel, ckpt_tensor_stats *out)
+{
+    double v;
+    int rc = ckpt_tensor_read(t, 0, 1, CKPT_DTYPE_F64, &v);
+
+    if (rc)
+        return rc;
+    out->count = (uint64_t)numel;
+    out->nan = isnan(v) ? (uint64_t)numel : 0;
+    out->inf = isinf(v) ? (uint64_t)numel : 0;
+    out->min = out->max = out->mean = isfinite(v) ? v : NAN;
+    out->std = isfinite(v) ? 0 : NAN;
+    return 0;
+}
+
 int ckpt_tensor_stats_compute(const ckpt_tensor *t, ckpt_tensor_stats *out)
 {
+    uniform u;
     partial parts[STATS_ROUND], total;
     double shift = 0;
     stats_run run;
@@ -271,6 +338,10 @@ int ckpt_tensor_stats_compute(const ckpt_tensor *t, ckpt_tensor_stats *out)
                               t->name ? t->name : "(unnamed)", ckpt_dtype_name(t->dtype));
     numel = ckpt_tensor_numel(t);
     es = ckpt_dtype_size(t->dtype);
+    memset(&u, 0, sizeof u);
+    u.es = es;
+    if (numel > 0 && es <= sizeof u.pattern && uniform_storage(t->storage, &u, 0) && u.known)
+        return stats_uniform(t, numel, out);
     memset(&total, 0, sizeof total);
     memset(&run, 0, sizeof run);
     memset(&fail, 0, sizeof fail);

@@ -112,8 +112,9 @@ def main():
         os.chmod(wrapper, 0o755)
         env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"],
                    TESTDATA=os.path.join(ROOT, "testdata"), CLI_DIR=os.path.dirname(script))
-        # the crash tests' preload, built beside the binary (ctest also sets it)
+        # the crash tests' and the full-disk tests' preloads, built beside the binary (ctest also sets them)
         env.setdefault("CKPT_CUT_SHORT", os.path.join(os.path.dirname(binary), "tests", "libckpt_cut_short.so"))
+        env.setdefault("CKPT_DISK_FULL", os.path.join(os.path.dirname(binary), "tests", "libckpt_disk_full.so"))
         proc = subprocess.run(["bash", script], cwd=scratch, env=env, capture_output=True, text=True,
                               timeout=300)
         want_exit = 0
