@@ -378,10 +378,37 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
+/* A padded vocabulary only aligns the table: it holds every true row and adds no more padding
+ * than true rows (Megatron's own rule may add more to a tiny vocabulary, and is let through). */
+static int check_padded_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    int64_t base = m->info.true_vocab_size ? m->info.true_vocab_size : m->info.padded_vocab_size;
+    int64_t rule = ckpt_megatron_padded_vocab(base, m->info.make_vocab_size_divisible_by, t->tp);
+    int64_t v = t->padded_vocab_size;
+    const char *src = m->set ? ckpt_set_info_of(m->set)->root : "the checkpoint";
+    const char *which = m->info.true_vocab_size ? "true" : "stored";
+
+    if (!v || base < 1)
+        return 0;
+    if (v < base)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: padded vocabulary size %lld is smaller than the %s vocabulary (%lld rows)", src,
+                               (long long)v, which, (long long)base);
+    if (v - base > base && v > rule)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: padded vocabulary size %lld is more than twice the %s vocabulary (%lld rows) and "
+                               "more than Megatron's padding of it (%lld)",
+                               src, (long long)v, which, (long long)base, (long long)rule);
+    return 0;
+}
+
 int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int64_t L = m->info.num_layers;
+    int rc = check_padded_vocab(m, t);
 
+    if (rc < 0)
+        return rc;
     if (t->tp < 1 || t->pp < 1 || t->vpp < 1)
         return ckpt_error_set(CKPT_EINVALID, "target layout TP %d, PP %d, VPP %d: sizes must be at least 1", t->tp,
                               t->pp, t->vpp);
