@@ -40,33 +40,19 @@ static cJSON *parse_object(const char *text, const char *what)
     return j;
 }
 
-int ckpt_paddle_hf_dims(const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *d)
+int ckpt_paddle_hf_dims(const char *config_path, const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *d)
 {
-    cJSON *cfg = parse_object(config_json, "the PaddleNLP config.json");
+    int rc;
 
-    memset(d, 0, sizeof *d);
-    if (!cfg)
-        return ckpt_error_last()->code;
-    d->hidden_size = json_int(cfg, "hidden_size", 0);
-    d->intermediate_size = json_int(cfg, "intermediate_size", 0);
-    d->num_layers = json_int(cfg, "num_hidden_layers", 0);
-    d->num_heads = json_int(cfg, "num_attention_heads", 0);
-    d->num_kv_heads = json_int(cfg, "num_key_value_heads", d->num_heads);
-    d->head_dim = d->num_heads ? d->hidden_size / d->num_heads : 0;
-    d->vocab_size = json_int(cfg, "vocab_size", 0);
-    d->max_positions = json_int(cfg, "max_position_embeddings", 0);
-    d->rms_norm_eps = json_number(cfg, "rms_norm_eps", 1e-6);
-    d->rope_theta = json_number(cfg, "rope_theta", 10000.0);
-    d->initializer_range = json_number(cfg, "initializer_range", 0.02);
-    d->tied = json_flag(cfg, "tie_word_embeddings", 0);
+    /* PaddleNLP's LlamaConfig defaults where transformers' differ */
+    ckpt_hf_llama_dims_init(d);
+    d->max_positions = 2048;
+    d->rms_norm_eps = 1e-6;
+    if (!config_json)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: missing", config_path);
+    if ((rc = ckpt_hf_llama_dims_parse(config_path, config_json, strlen(config_json), d)) < 0)
+        return rc;
     d->dtype = dtype;
-    d->bos_token_id = json_int(cfg, "bos_token_id", -1);
-    d->eos_token_id = json_int(cfg, "eos_token_id", -1);
-    cJSON_Delete(cfg);
-    if (!d->hidden_size || !d->num_heads || !d->vocab_size || !d->num_layers || !d->intermediate_size)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "the PaddleNLP config.json lacks hidden_size, intermediate_size, num_hidden_layers, "
-                               "num_attention_heads or vocab_size");
     return 0;
 }
 
