@@ -27,9 +27,15 @@ void ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d)
     d->bos_token_id = d->eos_token_id = -1;
 }
 
+/* The last of a repeated key, as Python's json (and ckpt_map_params_load_json) reads it; null
+ * is absent. */
 static const cJSON *field(const cJSON *cfg, const char *name)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
+    const cJSON *v = NULL, *c;
+
+    for (c = cfg ? cfg->child : NULL; c; c = c->next)
+        if (c->string && strcmp(c->string, name) == 0)
+            v = c;
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 

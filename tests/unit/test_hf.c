@@ -149,6 +149,9 @@ CKPT_TEST(test_hf_llama_dims_read_and_bounded)
     ASSERT_OK(parse_text("{\"hidden_size\": 80, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
                          "\"num_attention_heads\": 4, \"head_dim\": 16, \"vocab_size\": 8}", &d));
     ASSERT_TRUE(d.head_dim == 16 && d.num_kv_heads == 4);
+    /* a repeated key is read as Python reads it: the last one */
+    ASSERT_FAILS(CKPT_EFORMAT, parse_text("{\"hidden_size\": 64, \"hidden_size\": 1099511627776}", &d));
+    ASSERT_ERROR_MENTIONS("hidden_size is 1099511627776");
     ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"model_type\": \"qwen2\"}", &d));
     ASSERT_ERROR_MENTIONS("c: model_type qwen2 is not llama or mistral");
     ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"architectures\": [\"GPT2LMHeadModel\"]}", &d));
