@@ -343,7 +343,8 @@ def cmd_corrupt(root, how, rank=None):
         state[next(iter(state))] = [1, 2, 3]
 
     edit = {"none": lambda d: None, "args_int": lambda d: d.__setitem__("args", 5),
-            "state_list": state_list, "nul_key": _nul_key}[how]
+            "state_list": state_list, "nul_key": _nul_key,
+            "huge_positions": lambda d: setattr(d["args"], "max_position_embeddings", 2**40)}[how]
     _, files = rank_files(root)
     for i, path in enumerate(files[k] for k in sorted(files)):
         if rank is None or i == int(rank):

@@ -171,6 +171,12 @@ case_run "an optimizer state entry that is not a dict is refused, naming the fil
 case_run "a model key with a NUL byte is refused, naming the file" \
     expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" "does not name one tensor" -- \
     "$CKPTCONV" reshard "$WORK/nul_key" "$OUT/empty/x" --tp 1
+rm -rf "$WORK/huge_positions"
+cp -r "$MT/tp1" "$WORK/huge_positions"
+case_run "args with max_position_embeddings 2^40" mcore_py corrupt "$WORK/huge_positions" huge_positions
+case_run "mcore2hf writes no config.json value out of range (args' max_position_embeddings 2^40)" \
+    expect_refusal "$OUT/empty" "$WORK/err7" "config.json made from the args of" \
+    "max_position_embeddings is 1099511627776" -- "$CKPTCONV" mcore2hf "$WORK/huge_positions" "$OUT/empty/x"
 
 # Megatron -> Hugging Face: Megatron's own logits from a forward pass over our output.
 for from in tp1 tp2pp2 pp2_vpp2 tp4_ng2; do
