@@ -230,6 +230,20 @@ int ckpt_hf_llama_dims_read(const char *path, ckpt_hf_llama_dims *d)
     return rc;
 }
 
+int ckpt_hf_llama_map_params(const ckpt_hf_llama_dims *d, ckpt_map_params *p)
+{
+    int rc;
+
+    if ((rc = ckpt_map_params_set(p, "hidden_size", d->hidden_size)) < 0 ||
+        (rc = ckpt_map_params_set(p, "intermediate_size", d->intermediate_size)) < 0 ||
+        (rc = ckpt_map_params_set(p, "num_hidden_layers", d->num_layers)) < 0 ||
+        (rc = ckpt_map_params_set(p, "num_attention_heads", d->num_heads)) < 0 ||
+        (rc = ckpt_map_params_set(p, "num_key_value_heads", d->num_kv_heads)) < 0 ||
+        (rc = ckpt_map_params_set(p, "head_dim", d->head_dim)) < 0)
+        return rc;
+    return ckpt_map_params_set(p, "vocab_size", d->vocab_size);
+}
+
 /* ---- tensors against the config ------------------------------------------------------ */
 
 typedef struct want {
@@ -325,7 +339,8 @@ static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char
 static int not_llama(const check_ctx *c, const char *name)
 {
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: tensor %s is not a weight of the LLaMA model %s describes", c->weights, name, c->config);
+                           "%s: tensor %s is not a weight of the LLaMA model %s describes", c->weights, name,
+                           c->config);
 }
 
 /* One tensor of the files: a weight the config implies, with its shape, or an error naming it. */

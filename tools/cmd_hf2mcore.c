@@ -136,7 +136,8 @@ static int run(hf2mcore_args *a)
     if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_hf_llama_dims_read(config, &dims)) < 0)
         goto done;
     if ((rc = ckpt_open(&in, weights, NULL)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_map_params_load_json(params, config)) < 0)
+        (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
+        (rc = ckpt_map_params_load_json(params, config)) < 0)
         goto done;
     inputs = calloc(ckpt_tensor_count(in) + 1, sizeof *inputs);
     if (!inputs) {

@@ -163,6 +163,7 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
     for (i = 0; i < n; i++)
         in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
     if ((rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, info->config)) < 0 ||
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0)
         goto done;
@@ -252,6 +253,7 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
     }
     if (rc < 0 || (rc = ckpt_hf_llama_check_tensors(&dims, hf_config_path, weights, in, n)) < 0 ||
         (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, hf_config_path)) < 0 ||
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, v ? variants : NULL, &res)) < 0 ||
         (rc = ckpt_paddle_config_from_hf(hf_config, a->fused_qkv, a->fused_ffn,

@@ -54,6 +54,12 @@ CKPT_EXTERN(int) ckpt_hf_llama_dims_parse(const char *path, const char *json, si
 /* ckpt_hf_llama_dims_init, then ckpt_hf_llama_dims_parse of the file at `path`. */
 CKPT_EXTERN(int) ckpt_hf_llama_dims_read(const char *path, ckpt_hf_llama_dims *d);
 
+/* The sizes of `d` as map parameters (hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads, head_dim, vocab_size), set before
+ * ckpt_map_params_load_json so that the checked values, defaults included, are the ones the
+ * rules use. */
+CKPT_EXTERN(int) ckpt_hf_llama_map_params(const ckpt_hf_llama_dims *d, ckpt_map_params *p);
+
 /* The tensors of a LlamaForCausalLM (in[i].name, in[i].node) against the config that
  * describes them (`config` and `weights` name the two in messages): every tensor the config
  * implies is there with the shape it implies -- model.embed_tokens [vocab, hidden]; per layer

@@ -162,6 +162,26 @@ CKPT_TEST(test_hf_llama_dims_read_and_bounded)
     ASSERT_ERROR_MENTIONS("c: not valid JSON");
 }
 
+/* The checked values, defaults included, are what the rules get, whatever the file says after. */
+CKPT_TEST(test_hf_llama_map_params_are_the_checked_ones)
+{
+    static const char later[] = "{\"num_key_value_heads\": 3, \"head_dim\": 5}";
+    ckpt_hf_llama_dims d;
+    ckpt_map_params *p;
+    int64_t v = 0;
+
+    ASSERT_OK(parse_text("{\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+                         "\"num_attention_heads\": 4, \"vocab_size\": 200}", &d));
+    ckpt_test_write_file("config.json", later, sizeof later - 1);
+    ASSERT_OK(ckpt_map_params_new(&p));
+    ASSERT_OK(ckpt_hf_llama_map_params(&d, p));
+    ASSERT_OK(ckpt_map_params_load_json(p, "config.json"));
+    ASSERT_TRUE(ckpt_map_params_get(p, "num_key_value_heads", &v) && v == 4);
+    ASSERT_TRUE(ckpt_map_params_get(p, "head_dim", &v) && v == 16);
+    ASSERT_TRUE(ckpt_map_params_get(p, "vocab_size", &v) && v == 200);
+    ckpt_map_params_free(p);
+}
+
 /* The tensors of a 2-layer model of parse_with's config: 2 + 9 per layer + 2. */
 typedef struct tiny_model {
     ckpt_graph *g;
