@@ -19,12 +19,12 @@
 void ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d)
 {
     memset(d, 0, sizeof *d);
-    d->max_positions = 4096;
-    d->rms_norm_eps = 1e-5;
+    d->max_positions = 2048;
+    d->rms_norm_eps = 1e-6;
     d->rope_theta = 10000.0;
     d->initializer_range = 0.02;
     d->dtype = CKPT_DTYPE_BF16;
-    d->bos_token_id = d->eos_token_id = -1;
+    d->bos_token_id = d->eos_token_id = d->pad_token_id = -1;
 }
 
 /* The last of a repeated key, as Python's json (and ckpt_map_params_load_json) reads it; null
@@ -195,7 +195,8 @@ static int parse_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *
         (rc = get_bool(cfg, path, "attention_bias", &d->attention_bias)) < 0 ||
         (rc = get_bool(cfg, path, "mlp_bias", &d->mlp_bias)) < 0 ||
         (rc = get_token(cfg, path, "bos_token_id", d->vocab_size, &d->bos_token_id)) < 0 ||
-        (rc = get_token(cfg, path, "eos_token_id", d->vocab_size, &d->eos_token_id)) < 0)
+        (rc = get_token(cfg, path, "eos_token_id", d->vocab_size, &d->eos_token_id)) < 0 ||
+        (rc = get_token(cfg, path, "pad_token_id", d->vocab_size, &d->pad_token_id)) < 0)
         return rc;
     get_dtype(cfg, &d->dtype);
     return 0;

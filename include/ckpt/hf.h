@@ -30,10 +30,12 @@ typedef struct ckpt_hf_llama_dims {
     int tied, attention_bias, mlp_bias;
     ckpt_dtype dtype;
     int64_t bos_token_id, eos_token_id; /* -1: not written */
+    int64_t pad_token_id;               /* -1: none (ckpt_hf_llama_config_json leaves it out) */
 } ckpt_hf_llama_dims;
 
-/* transformers' defaults for what a config.json may leave out: 4096 positions, rms_norm_eps
- * 1e-5, rope_theta 10000, initializer_range 0.02, bf16, untied, no biases, no token ids. */
+/* LlamaConfig's defaults (transformers' and PaddleNLP's) for what a config.json may leave
+ * out: 2048 positions, rms_norm_eps 1e-6, rope_theta 10000, initializer_range 0.02, untied,
+ * no biases, no token ids; bf16. */
 CKPT_EXTERN(void) ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d);
 
 /* Read a LLaMA (or Mistral) config.json's text into *d, over the defaults already there;
@@ -45,8 +47,8 @@ CKPT_EXTERN(void) ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d);
  * num_attention_heads not a multiple of num_key_value_heads; hidden_size not a multiple of
  * num_attention_heads when there is no head_dim; rms_norm_eps outside (0, 1], rope_theta
  * (top level or in rope_parameters) not positive, initializer_range negative; flags
- * (tie_word_embeddings, attention_bias, mlp_bias) that are not booleans; bos/eos token ids
- * that are not integers below vocab_size (-1, null or a list: not kept). head_dim defaults
+ * (tie_word_embeddings, attention_bias, mlp_bias) that are not booleans; bos/eos/pad token
+ * ids that are not integers below vocab_size (-1, null or a list: not kept). head_dim defaults
  * to hidden_size / num_attention_heads, num_key_value_heads to num_attention_heads;
  * dtype (transformers 5) or torch_dtype (4) sets d->dtype when it names a float type. */
 CKPT_EXTERN(int) ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckpt_hf_llama_dims *d);

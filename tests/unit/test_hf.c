@@ -136,7 +136,7 @@ CKPT_TEST(test_hf_llama_dims_read_and_bounded)
 
     ASSERT_OK(parse_with(NULL, NULL, &d));
     ASSERT_TRUE(d.hidden_size == 64 && d.intermediate_size == 96 && d.num_layers == 2 && d.vocab_size == 200);
-    ASSERT_TRUE(d.num_heads == 4 && d.num_kv_heads == 2 && d.head_dim == 16 && d.max_positions == 4096);
+    ASSERT_TRUE(d.num_heads == 4 && d.num_kv_heads == 2 && d.head_dim == 16 && d.max_positions == 2048);
     ASSERT_TRUE(d.rms_norm_eps == 1e-6 && d.rope_theta == 500000.0 && !d.tied && d.bos_token_id == 1);
     ASSERT_TRUE(d.eos_token_id == -1 && d.dtype == CKPT_DTYPE_F32);
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -19,7 +19,10 @@ static char *config_text(const char *rel)
 
 CKPT_TEST(test_paddle_llama_configs_with_hf)
 {
-    static const char bad_head_dim[] = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"head_dim\": 32}";
+    static const char bad_head_dim[] = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"head_dim\": 32, "
+                                       "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"vocab_size\": 8}";
+    static const char bad_pad[] = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"intermediate_size\": 96, "
+                                  "\"num_hidden_layers\": 2, \"vocab_size\": 8, \"pad_token_id\": 1e300}";
     static const struct {
         const char *key;
         int64_t value;
@@ -77,5 +80,8 @@ CKPT_TEST(test_paddle_llama_configs_with_hf)
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MODEL);
     ASSERT_ERROR_MENTIONS("head_dim 32");
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_config_from_hf("not json", 0, 1, CKPT_DTYPE_F32, &out));
+    /* a value out of range is refused, not written into PaddleNLP's config */
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_config_from_hf(bad_pad, 0, 1, CKPT_DTYPE_F32, &out));
+    ASSERT_ERROR_MENTIONS("the Hugging Face config.json: pad_token_id is 1e+300");
     ckpt_buf_dispose(&out);
 }
