@@ -250,7 +250,8 @@ int ckpt_hf_llama_map_params(const ckpt_hf_llama_dims *d, ckpt_map_params *p)
 typedef struct want {
     const char *suffix; /* after "model.layers.{L}." */
     int bias;           /* 1 attention_bias, 2 mlp_bias: present only when the config says so */
-    char rows, cols;    /* 'h' hidden, 'q' heads x head_dim, 'k' kv heads x head_dim, 'i' intermediate; cols 0: 1-D */
+    char rows, cols;    /* 'h' hidden, 'q' heads x head_dim, 'k' kv heads x head_dim,
+                           'i' intermediate; cols 0: 1-D */
 } want;
 
 static const want layer_wants[] = {
@@ -366,11 +367,13 @@ static int check_present(check_ctx *c, const char *name, const ckpt_node *node)
     if (!starts_with(name, "model.layers.") || name[13] < '0' || name[13] > '9')
         return not_llama(c, name);
     layer = strtoll(name + 13, &end, 10);
-    rest = end + 1;
-    if (*end != '.' || (name[13] == '0' && end != name + 14) || layer >= d->num_layers)
+    if (*end != '.' || (name[13] == '0' && end != name + 14))
+        return not_llama(c, name);
+    if (layer >= d->num_layers)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                "%s: tensor %s is not in the %lld layers that num_hidden_layers in %s says", c->weights,
                                name, (long long)d->num_layers, c->config);
+    rest = end + 1;
     if (strcmp(rest, "self_attn.rotary_emb.inv_freq") == 0)
         return 0;
     for (i = 0; i < N_LAYER_WANTS; i++)
