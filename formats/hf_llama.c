@@ -5,8 +5,6 @@
 #include <ckpt/shard.h>
 #include <ckpt/sys/common.h>
 
-#include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,110 +158,51 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
 
 /* ---- Megatron args from config.json ---------------------------------------------- */
 
-static int64_t param(const ckpt_map_params *p, const char *name, int64_t fallback)
+int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int tp, const char *transformer_impl,
+                                ckpt_value **out)
 {
-    int64_t v;
-    return ckpt_map_params_get(p, name, &v) ? v : fallback;
-}
-
-static double json_number(const cJSON *cfg, const char *name, double fallback)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
-    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
-}
-
-static int json_bool(const cJSON *cfg, const char *name, int fallback)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : fallback;
-}
-
-static cJSON *read_json(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    cJSON *j = NULL;
-    long len;
-
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) == (size_t)len)
-        j = cJSON_Parse(text);
-    fclose(f);
-    free(text);
-    return j;
-}
-
-/* transformers 5 keeps rope_theta in rope_parameters, 4 at the top level. */
-static double rope_theta(const cJSON *cfg)
-{
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
-    return json_number(cJSON_IsObject(params) ? params : cfg, "rope_theta", json_number(cfg, "rope_theta", 10000.0));
-}
-
-int ckpt_hf_llama_megatron_args(ckpt_arena *a, const char *config_path, const ckpt_map_params *p, int tp,
-                                const char *transformer_impl, ckpt_value **out, ckpt_dtype *dtype)
-{
-    cJSON *cfg = read_json(config_path);
-    /* transformers 5 writes "dtype", 4 "torch_dtype" */
-    const cJSON *td = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cfg, "dtype"))
-                          ? cJSON_GetObjectItemCaseSensitive(cfg, "dtype")
-                          : cJSON_GetObjectItemCaseSensitive(cfg, "torch_dtype");
-    int64_t heads = param(p, "num_attention_heads", 0), hidden = param(p, "hidden_size", 0);
-    int64_t kv = param(p, "num_key_value_heads", heads), vocab = param(p, "vocab_size", 0);
-    int64_t head_dim = param(p, "head_dim", heads ? hidden / heads : 0);
-    int64_t max_pos = param(p, "max_position_embeddings", 4096);
     ckpt_value *args = NULL;
     int rc;
 
     *out = NULL;
-    if (!cfg)
-        return ckpt_error_set(CKPT_EFORMAT, "%s: cannot read it as JSON", config_path);
-    *dtype = CKPT_DTYPE_BF16;
-    if (cJSON_IsString(td) && ckpt_dtype_from_name(td->valuestring) != CKPT_DTYPE_INVALID)
-        *dtype = ckpt_dtype_from_name(td->valuestring);
-    if (!heads || !hidden || !vocab || !param(p, "num_hidden_layers", 0) || !param(p, "intermediate_size", 0)) {
-        cJSON_Delete(cfg);
-        return ckpt_error_set(CKPT_EINVALID,
-                              "%s: needs hidden_size, num_attention_heads, num_hidden_layers, intermediate_size and "
-                              "vocab_size",
-                              config_path);
-    }
+    if (d->hidden_size < 1 || d->num_heads < 1 || d->num_kv_heads < 1 || d->vocab_size < 1 || d->num_layers < 1 ||
+        d->intermediate_size < 1 || d->head_dim < 1)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "a LLaMA config needs positive hidden_size, num_attention_heads, num_key_value_heads, "
+                               "head_dim, num_hidden_layers, intermediate_size and vocab_size");
     if ((rc = ckpt_megatron_args_new(a, &args)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "num_layers", param(p, "num_hidden_layers", 0))) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "hidden_size", hidden)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "ffn_hidden_size", param(p, "intermediate_size", 0))) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "num_attention_heads", heads)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "num_query_groups", kv)) < 0 ||
-        (rc = ckpt_megatron_args_set_bool(a, args, "group_query_attention", kv != heads)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "kv_channels", head_dim)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "max_position_embeddings", max_pos)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "seq_length", max_pos)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "vocab_size", vocab)) < 0 ||
-        (rc = ckpt_megatron_args_set_int(a, args, "padded_vocab_size", ckpt_megatron_padded_vocab(vocab, 128, tp))) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "num_layers", d->num_layers)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "hidden_size", d->hidden_size)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "ffn_hidden_size", d->intermediate_size)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "num_attention_heads", d->num_heads)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "num_query_groups", d->num_kv_heads)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "group_query_attention", d->num_kv_heads != d->num_heads)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "kv_channels", d->head_dim)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "max_position_embeddings", d->max_positions)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "seq_length", d->max_positions)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "vocab_size", d->vocab_size)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "padded_vocab_size",
+                                         ckpt_megatron_padded_vocab(d->vocab_size, 128, tp))) < 0 ||
         (rc = ckpt_megatron_args_set_str(a, args, "tokenizer_type", "HuggingFaceTokenizer")) < 0 ||
         (rc = ckpt_megatron_args_set_str(a, args, "position_embedding_type", "rope")) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "add_position_embedding", 0)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "use_rotary_position_embeddings", 1)) < 0 ||
-        (rc = ckpt_megatron_args_set_float(a, args, "rotary_base", rope_theta(cfg))) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "rotary_base", d->rope_theta)) < 0 ||
         (rc = ckpt_megatron_args_set_float(a, args, "rotary_percent", 1.0)) < 0 ||
         (rc = ckpt_megatron_args_set_str(a, args, "normalization", "RMSNorm")) < 0 ||
-        (rc = ckpt_megatron_args_set_float(a, args, "norm_epsilon", json_number(cfg, "rms_norm_eps", 1e-5))) < 0 ||
-        (rc = ckpt_megatron_args_set_float(a, args, "layernorm_epsilon", json_number(cfg, "rms_norm_eps", 1e-5))) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "norm_epsilon", d->rms_norm_eps)) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "layernorm_epsilon", d->rms_norm_eps)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "swiglu", 1)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "add_bias_linear", 0)) < 0 ||
-        (rc = ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", json_bool(cfg, "attention_bias", 0))) < 0 ||
-        (rc = ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights",
-                                          !json_bool(cfg, "tie_word_embeddings", 0))) < 0 ||
-        (rc = ckpt_megatron_args_set_dtype(a, args, "params_dtype", *dtype)) < 0 ||
-        (rc = ckpt_megatron_args_set_bool(a, args, "bf16", *dtype == CKPT_DTYPE_BF16)) < 0 ||
-        (rc = ckpt_megatron_args_set_bool(a, args, "fp16", *dtype == CKPT_DTYPE_F16)) < 0 ||
-        (rc = ckpt_megatron_args_set_float(a, args, "init_method_std", json_number(cfg, "initializer_range", 0.02))) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", d->attention_bias)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights", !d->tied)) < 0 ||
+        (rc = ckpt_megatron_args_set_dtype(a, args, "params_dtype", d->dtype)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "bf16", d->dtype == CKPT_DTYPE_BF16)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "fp16", d->dtype == CKPT_DTYPE_F16)) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "init_method_std", d->initializer_range)) < 0 ||
         (rc = ckpt_megatron_args_set_str(a, args, "transformer_impl", transformer_impl)) < 0 ||
         (rc = ckpt_megatron_args_set_int(a, args, "iteration", 1)) < 0)
         args = NULL;
-    cJSON_Delete(cfg);
     *out = args;
     return rc;
 }

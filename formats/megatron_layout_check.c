@@ -117,10 +117,37 @@ int ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_megatron_targe
     return check_dims(&d, t, ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1));
 }
 
+/* A padded vocabulary only aligns the table: it holds every true row and adds no more padding
+ * than true rows (Megatron's own rule may add more to a tiny vocabulary, and is let through). */
+static int check_padded_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    int64_t base = m->info.true_vocab_size ? m->info.true_vocab_size : m->info.padded_vocab_size;
+    int64_t rule = ckpt_megatron_padded_vocab(base, m->info.make_vocab_size_divisible_by, t->tp);
+    int64_t v = t->padded_vocab_size;
+    const char *src = m->set ? ckpt_set_info_of(m->set)->root : "the checkpoint";
+    const char *which = m->info.true_vocab_size ? "true" : "stored";
+
+    if (!v || base < 1)
+        return 0;
+    if (v < base)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: padded vocabulary size %lld is smaller than the %s vocabulary (%lld rows)", src,
+                               (long long)v, which, (long long)base);
+    if (v - base > base && v > rule)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: padded vocabulary size %lld is more than twice the %s vocabulary (%lld rows) and "
+                               "more than Megatron's padding of it (%lld)",
+                               src, (long long)v, which, (long long)base, (long long)rule);
+    return 0;
+}
+
 int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     mg_dims d;
+    int rc = check_padded_vocab(m, t);
 
+    if (rc < 0)
+        return rc;
     dims_of(m->args, &d);
     /* the layers the model holds: args' count where the files agree with it (checked at open),
      * the tensors' own where args do not say */

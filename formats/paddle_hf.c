@@ -6,67 +6,20 @@
 #include <ckpt/shard.h>
 #include <ckpt/sys/common.h>
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 
-static int64_t json_int(const cJSON *cfg, const char *name, int64_t fallback)
+int ckpt_paddle_hf_dims(const char *config_path, const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *d)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : fallback;
-}
+    int rc;
 
-static double json_number(const cJSON *cfg, const char *name, double fallback)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
-    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
-}
-
-static int json_flag(const cJSON *cfg, const char *name, int fallback)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : fallback;
-}
-
-static cJSON *parse_object(const char *text, const char *what)
-{
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s is %s", what, text ? "not a JSON object" : "missing");
-        return NULL;
-    }
-    return j;
-}
-
-int ckpt_paddle_hf_dims(const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *d)
-{
-    cJSON *cfg = parse_object(config_json, "the PaddleNLP config.json");
-
-    memset(d, 0, sizeof *d);
-    if (!cfg)
-        return ckpt_error_last()->code;
-    d->hidden_size = json_int(cfg, "hidden_size", 0);
-    d->intermediate_size = json_int(cfg, "intermediate_size", 0);
-    d->num_layers = json_int(cfg, "num_hidden_layers", 0);
-    d->num_heads = json_int(cfg, "num_attention_heads", 0);
-    d->num_kv_heads = json_int(cfg, "num_key_value_heads", d->num_heads);
-    d->head_dim = d->num_heads ? d->hidden_size / d->num_heads : 0;
-    d->vocab_size = json_int(cfg, "vocab_size", 0);
-    d->max_positions = json_int(cfg, "max_position_embeddings", 0);
-    d->rms_norm_eps = json_number(cfg, "rms_norm_eps", 1e-6);
-    d->rope_theta = json_number(cfg, "rope_theta", 10000.0);
-    d->initializer_range = json_number(cfg, "initializer_range", 0.02);
-    d->tied = json_flag(cfg, "tie_word_embeddings", 0);
+    /* PaddleNLP's LlamaConfig has transformers' defaults */
+    ckpt_hf_llama_dims_init(d);
+    if (!config_json)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: missing", config_path);
+    if ((rc = ckpt_hf_llama_dims_parse(config_path, config_json, strlen(config_json), d)) < 0)
+        return rc;
     d->dtype = dtype;
-    d->bos_token_id = json_int(cfg, "bos_token_id", -1);
-    d->eos_token_id = json_int(cfg, "eos_token_id", -1);
-    cJSON_Delete(cfg);
-    if (!d->hidden_size || !d->num_heads || !d->vocab_size || !d->num_layers || !d->intermediate_size)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "the PaddleNLP config.json lacks hidden_size, intermediate_size, num_hidden_layers, "
-                               "num_attention_heads or vocab_size");
     return 0;
 }
 
@@ -98,86 +51,76 @@ static int put_literal(ckpt_buf *b, const char *key, const char *text)
 }
 
 /* A token id, or null. */
-static int put_token(ckpt_buf *b, const cJSON *cfg, const char *key)
+static int put_token(ckpt_buf *b, const char *key, int64_t id)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     char text[32];
 
-    if (!cJSON_IsNumber(v))
+    if (id < 0)
         return put_literal(b, key, "null");
-    snprintf(text, sizeof text, "%lld", (long long)v->valuedouble);
+    snprintf(text, sizeof text, "%lld", (long long)id);
     return put_literal(b, key, text);
-}
-
-static double hf_rope_theta(const cJSON *cfg)
-{
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
-    return json_number(cJSON_IsObject(params) ? params : cfg, "rope_theta", json_number(cfg, "rope_theta", 10000.0));
 }
 
 int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fuse_ffn, ckpt_dtype dtype,
                                ckpt_buf *out)
 {
-    cJSON *cfg = parse_object(hf_config_json, "the Hugging Face config.json");
-    int64_t hidden, heads, head_dim;
+    const char *what = "the Hugging Face config.json";
+    ckpt_hf_llama_dims d;
     char quoted[64];
     int rc;
 
-    if (!cfg)
-        return ckpt_error_last()->code;
-    hidden = json_int(cfg, "hidden_size", 0);
-    heads = json_int(cfg, "num_attention_heads", 0);
-    head_dim = json_int(cfg, "head_dim", heads ? hidden / heads : 0);
-    if (!hidden || !heads || head_dim * heads != hidden) {
-        cJSON_Delete(cfg);
+    ckpt_hf_llama_dims_init(&d);
+    if (!hf_config_json)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s is missing", what);
+    if ((rc = ckpt_hf_llama_dims_parse(what, hf_config_json, strlen(hf_config_json), &d)) < 0)
+        return rc;
+    if (d.head_dim * d.num_heads != d.hidden_size)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "hidden_size %lld, %lld heads of head_dim %lld: PaddleNLP's LLaMA has head_dim = "
+                               "%s: hidden_size %lld, %lld heads of head_dim %lld: PaddleNLP's LLaMA has head_dim = "
                                "hidden_size / num_attention_heads",
-                               (long long)hidden, (long long)heads, (long long)head_dim);
-    }
+                               what, (long long)d.hidden_size, (long long)d.num_heads, (long long)d.head_dim);
     snprintf(quoted, sizeof quoted, "\"%s\"", ckpt_dtype_name(dtype));
     /* json.dumps(indent=2, sort_keys=True), as PaddleNLP's save_pretrained writes it */
     rc = put_key(out, "architectures", 1);
     if (rc == 0)
         rc = ckpt_buf_puts(out, "[\n    \"LlamaForCausalLM\"\n  ]");
     if (rc == 0)
-        rc = put_token(out, cfg, "bos_token_id");
+        rc = put_token(out, "bos_token_id", d.bos_token_id);
     if (rc == 0)
         rc = put_literal(out, "dtype", quoted);
     if (rc == 0)
-        rc = put_token(out, cfg, "eos_token_id");
+        rc = put_token(out, "eos_token_id", d.eos_token_id);
     if (rc == 0)
         rc = put_literal(out, "fuse_attention_ffn", fuse_ffn ? "true" : "false");
     if (rc == 0)
         rc = put_literal(out, "fuse_attention_qkv", fuse_qkv ? "true" : "false");
     if (rc == 0)
-        rc = put_int(out, "hidden_size", hidden);
+        rc = put_int(out, "hidden_size", d.hidden_size);
     if (rc == 0)
-        rc = put_float(out, "initializer_range", json_number(cfg, "initializer_range", 0.02));
+        rc = put_float(out, "initializer_range", d.initializer_range);
     if (rc == 0)
-        rc = put_int(out, "intermediate_size", json_int(cfg, "intermediate_size", 0));
+        rc = put_int(out, "intermediate_size", d.intermediate_size);
     if (rc == 0)
-        rc = put_int(out, "max_position_embeddings", json_int(cfg, "max_position_embeddings", 0));
+        rc = put_int(out, "max_position_embeddings", d.max_positions);
     if (rc == 0)
         rc = put_literal(out, "model_type", "\"llama\"");
     if (rc == 0)
-        rc = put_int(out, "num_attention_heads", heads);
+        rc = put_int(out, "num_attention_heads", d.num_heads);
     if (rc == 0)
-        rc = put_int(out, "num_hidden_layers", json_int(cfg, "num_hidden_layers", 0));
+        rc = put_int(out, "num_hidden_layers", d.num_layers);
     if (rc == 0)
-        rc = put_int(out, "num_key_value_heads", json_int(cfg, "num_key_value_heads", heads));
+        rc = put_int(out, "num_key_value_heads", d.num_kv_heads);
     if (rc == 0)
-        rc = put_token(out, cfg, "pad_token_id");
+        rc = put_token(out, "pad_token_id", d.pad_token_id);
     if (rc == 0)
-        rc = put_float(out, "rms_norm_eps", json_number(cfg, "rms_norm_eps", 1e-6));
+        rc = put_float(out, "rms_norm_eps", d.rms_norm_eps);
     if (rc == 0)
-        rc = put_float(out, "rope_theta", hf_rope_theta(cfg));
+        rc = put_float(out, "rope_theta", d.rope_theta);
     if (rc == 0)
-        rc = put_literal(out, "tie_word_embeddings", json_flag(cfg, "tie_word_embeddings", 0) ? "true" : "false");
+        rc = put_literal(out, "tie_word_embeddings", d.tied ? "true" : "false");
     if (rc == 0)
-        rc = put_int(out, "vocab_size", json_int(cfg, "vocab_size", 0));
+        rc = put_int(out, "vocab_size", d.vocab_size);
     if (rc == 0)
         rc = ckpt_buf_puts(out, "\n}\n");
-    cJSON_Delete(cfg);
     return rc;
 }

@@ -3,6 +3,8 @@
  * weights file (config.json looked for beside it and above), mapped by verify_hf_llama. */
 #include "verify_common.h"
 
+#include <ckpt/hf.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,16 @@ static int hf_bid(const char *path, int is_dir)
     return -1;
 }
 
+/* A model directory's config.json describes all of its weights (one file of a directory may
+ * hold only some). */
+static int check_tensors(const char *config, const char *weights, const ckpt_map_input *in, size_t n)
+{
+    ckpt_hf_llama_dims d;
+    int rc = ckpt_hf_llama_dims_read(config, &d);
+
+    return rc < 0 ? rc : ckpt_hf_llama_check_tensors(&d, config, weights, in, n);
+}
+
 /* A torch file of a whole module (DeepSpeed's model_states) keeps its weights under "module/". */
 static const char *container_prefix(const ckpt_ckpt *c)
 {
@@ -49,8 +61,9 @@ static const char *container_prefix(const ckpt_ckpt *c)
     return n && n * 2 >= ckpt_tensor_count(c) ? "module/" : NULL;
 }
 
-int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char *config,
-                          const ckpt_open_options *open)
+/* check_whole: the weights are a whole model directory's, to be held against its config. */
+static int hf_weights(ckpt_model_builder *b, const char *weights, const char *config, const ckpt_open_options *open,
+                      int check_whole)
 {
     ckpt_ckpt *c;
     const ckpt_map *map;
@@ -76,6 +89,8 @@ int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char
             in[kept++] = in[i];
     if (prefix)
         n = kept;
+    if (check_whole && config && (rc = check_tensors(config, weights, in, n)) < 0)
+        goto done;
     memset(&parts, 0, sizeof parts);
     if ((rc = ckpt_vsrc__map(b, "verify_hf_llama", &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0 ||
         (rc = ckpt_model_builder_set_ranks(b, 1)) < 0 ||
@@ -87,13 +102,19 @@ done:
     return rc;
 }
 
+int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char *config,
+                          const ckpt_open_options *open)
+{
+    return hf_weights(b, weights, config, open, 0);
+}
+
 static int hf_open(ckpt_model_builder *b)
 {
     const char *path = ckpt_model_builder_path(b);
     char weights[4096], config[4096], dir[4096];
     struct stat st;
     const char *slash;
-    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), rc;
+    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), found, rc;
 
     if (is_dir) {
         if ((rc = weights_in(path, weights, sizeof weights)) < 0)
@@ -106,8 +127,8 @@ static int hf_open(ckpt_model_builder *b)
         snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
     ckpt_model_builder_kind(b, "Hugging Face LLaMA (%s)", strrchr(weights, '/') ? strrchr(weights, '/') + 1 : weights);
-    return ckpt_vsrc__hf_weights(b, weights, ckpt_vsrc__find_config(dir, is_dir ? 0 : 2, config, sizeof config) == 0
-                                                 ? config : NULL, NULL);
+    found = ckpt_vsrc__find_config(dir, is_dir ? 0 : 2, config, sizeof config) == 0;
+    return hf_weights(b, weights, found ? config : NULL, NULL, is_dir);
 }
 
 const ckpt_model_source_vtable ckpt_model_source_hf = {

@@ -32,7 +32,9 @@ static void hf2mcore_help(FILE *out)
 "Megatron reads to resume (sizes, head counts, vocabulary, RoPE base, norm epsilon,\n"
 "SwiGLU, biases, dtype, parallel sizes); there is no optimizer or rng state, so train\n"
 "from it with --finetune (or --no-load-optim --no-load-rng). Tensors keep their dtype.\n"
-"Rotary inv_freq buffers that old checkpoints carry are dropped.\n"
+"Rotary inv_freq buffers that old checkpoints carry are dropped. config.json is held\n"
+"against the weights first: sizes bounded, every tensor it implies there with its shape,\n"
+"nothing else; a mismatch is refused naming the tensor and the field.\n"
 "\n"
 "options:\n"
 "  --tp N, --pp M, --vpp K        target layout (default 1, 1, 1)\n"
@@ -115,9 +117,8 @@ static int run(hf2mcore_args *a)
     ckpt_map_result *res = NULL;
     ckpt_map_input *inputs = NULL;
     ckpt_value *args = NULL;
-    ckpt_dtype dtype;
+    ckpt_hf_llama_dims dims;
     char *config = cli_path_join(a->in, "config.json"), *weights = NULL;
-    int64_t vocab = 0;
     size_t i, n = 0;
     int te = strcmp(a->impl, "transformer_engine") == 0, rc;
     double start = cli_now();
@@ -129,17 +130,11 @@ static int run(hf2mcore_args *a)
     }
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
         goto done;
-    if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0)
+    if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_hf_llama_dims_read(config, &dims)) < 0)
         goto done;
     if ((rc = ckpt_open(&in, weights, NULL)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_map_params_load_json(params, config)) < 0)
-        goto done;
-    ckpt_map_params_get(params, "vocab_size", &vocab);
-    if ((rc = ckpt_map_params_set(params, "padded_vocab_size", ckpt_megatron_padded_vocab(vocab, 128, a->target.tp))) < 0 ||
-        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), config, params, a->target.tp, a->impl, &args,
-                                          &dtype)) < 0 ||
-        (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
-        (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
+        (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
+        (rc = ckpt_map_params_load_json(params, config)) < 0)
         goto done;
     inputs = calloc(ckpt_tensor_count(in) + 1, sizeof *inputs);
     if (!inputs) {
@@ -155,7 +150,14 @@ static int run(hf2mcore_args *a)
         inputs[n].home = 0;
         rc = ckpt_node_tensor(ckpt_plan_graph(plan), t, &inputs[n++].node);
     }
-    if (rc < 0 || (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0 ||
+    if (rc < 0 || (rc = ckpt_hf_llama_check_tensors(&dims, config, weights, inputs, n)) < 0 ||
+        (rc = ckpt_map_params_set(params, "padded_vocab_size",
+                                  ckpt_megatron_padded_vocab(dims.vocab_size, 128, a->target.tp))) < 0 ||
+        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, a->target.tp, a->impl, &args)) < 0 ||
+        (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
+        (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
+        goto done;
+    if ((rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0 ||
         (rc = ckpt_megatron_new(&m, ckpt_plan_graph(plan), args, a->iteration, &mo)) < 0)
         goto done;
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++)

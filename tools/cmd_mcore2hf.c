@@ -138,6 +138,35 @@ static int set_params(const ckpt_megatron *m, ckpt_map_params *p, int64_t padded
     return ckpt_map_params_set(p, "padded_vocab_size", padded_rows);
 }
 
+/* The config.json made from args is read back as hf2mcore reads one and held against the
+ * tensors written with it, so that no value of args that does not fit them is carried. */
+static int check_config(const mcore2hf_args *a, const ckpt_buf *config, const char *const *names,
+                        const ckpt_node *const *nodes, size_t n)
+{
+    ckpt_map_input *in = calloc(n + 1, sizeof *in);
+    ckpt_hf_llama_dims d;
+    ckpt_buf what = CKPT_BUF_INIT;
+    size_t i;
+    int rc;
+
+    if (!in || ckpt_buf_printf(&what, "config.json made from the args of %s", a->in) < 0) {
+        free(in);
+        ckpt_buf_dispose(&what);
+        return ckpt_error_oom();
+    }
+    for (i = 0; i < n; i++) {
+        in[i].name = names[i];
+        in[i].node = nodes[i];
+    }
+    ckpt_hf_llama_dims_init(&d);
+    rc = ckpt_hf_llama_dims_parse((const char *)what.data, (const char *)config->data, config->len, &d);
+    if (rc == 0)
+        rc = ckpt_hf_llama_check_tensors(&d, (const char *)what.data, a->in, in, n);
+    free(in);
+    ckpt_buf_dispose(&what);
+    return rc;
+}
+
 static int run(const mcore2hf_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
@@ -213,6 +242,7 @@ static int run(const mcore2hf_args *a)
     if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n_out, a->max_shard)) < 0 ||
         (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
                                    &config)) < 0 ||
+        (rc = check_config(a, &config, names, nodes, n_out)) < 0 ||
         (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0)
         goto done;
     if (a->p.dry_run) {

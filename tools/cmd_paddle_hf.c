@@ -129,6 +129,7 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
 {
     ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
     ckpt_paddle_model *m = NULL;
+    const ckpt_paddle_model_info *info;
     ckpt_map *map = NULL;
     ckpt_map_params *params = NULL;
     ckpt_map_result *res = NULL;
@@ -143,11 +144,14 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
     mo.no_optimizer = 1;
     if ((rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
         goto done;
-    if (!ckpt_paddle_model_info_of(m)->config) {
+    info = ckpt_paddle_model_info_of(m);
+    if (!info->config) {
         rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
                              "%s: no config.json (the Hugging Face config is made from it)", a->in);
         goto done;
     }
+    if ((rc = ckpt_paddle_hf_dims(info->config, info->config_json, CKPT_DTYPE_F32, &dims)) < 0)
+        goto done;
     n = ckpt_paddle_model_tensor_count(m);
     if (!(in = calloc(n + 1, sizeof *in))) {
         rc = ckpt_error_oom();
@@ -156,14 +160,17 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
     for (i = 0; i < n; i++)
         in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
     if ((rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
-        (rc = ckpt_map_params_load_json(params, ckpt_paddle_model_info_of(m)->config)) < 0 ||
+        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
+        (rc = ckpt_map_params_load_json(params, info->config)) < 0 ||
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0)
         goto done;
     n = ckpt_map_result_count(res);
+    free(in);
+    in = calloc(n + 1, sizeof *in);
     names = calloc(n + 1, sizeof *names);
     nodes = calloc(n + 1, sizeof *nodes);
     perm = calloc(n + 1, sizeof *perm);
-    if (!names || !nodes || !perm) {
+    if (!in || !names || !nodes || !perm) {
         rc = ckpt_error_oom();
         goto done;
     }
@@ -175,10 +182,14 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
         names[i] = ckpt_map_result_at(res, perm[i])->name;
         nodes[i] = ckpt_map_result_at(res, perm[i])->node;
     }
-    if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n, a->max_shard)) < 0 ||
-        (rc = ckpt_paddle_hf_dims(ckpt_paddle_model_info_of(m)->config_json, n ? ckpt_node_dtype(nodes[0])
-                                                                                 : CKPT_DTYPE_F32,
-                                  &dims)) < 0 ||
+    /* the config written must describe the tensors written */
+    for (i = 0; i < n; i++) {
+        in[i].name = names[i];
+        in[i].node = nodes[i];
+    }
+    dims.dtype = n ? ckpt_node_dtype(nodes[0]) : CKPT_DTYPE_F32;
+    if ((rc = ckpt_hf_llama_check_tensors(&dims, info->config, a->in, in, n)) < 0 ||
+        (rc = ckpt_hf_plan_safetensors(plan, names, nodes, n, a->max_shard)) < 0 ||
         (rc = ckpt_hf_llama_config_json(&dims, &config)) < 0)
         goto done;
     rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len);
@@ -207,6 +218,7 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
     ckpt_map_result *res = NULL;
     ckpt_map_input *in = NULL;
     ckpt_buf config = CKPT_BUF_INIT;
+    ckpt_hf_llama_dims dims;
     char *hf_config_path = cli_path_join(a->in, "config.json"), *hf_config = NULL, *weights = NULL;
     size_t n = 0, i, v = 0;
     int rc;
@@ -219,8 +231,9 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
         variants[v++] = "fused_qkv";
     if (a->fused_ffn)
         variants[v++] = "fused_ffn";
-    if ((rc = cli_read_text(hf_config_path, &hf_config)) < 0 || (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 ||
-        (rc = ckpt_open(weights_out, weights, NULL)) < 0)
+    if ((rc = ckpt_hf_llama_dims_read(hf_config_path, &dims)) < 0 ||
+        (rc = cli_read_text(hf_config_path, &hf_config)) < 0 ||
+        (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_open(weights_out, weights, NULL)) < 0)
         goto done;
     if (!(in = calloc(ckpt_tensor_count(*weights_out) + 1, sizeof *in))) {
         rc = ckpt_error_oom();
@@ -235,7 +248,9 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
         in[n].name = ten->name;
         rc = ckpt_node_tensor(ckpt_plan_graph(plan), ten, &in[n++].node);
     }
-    if (rc < 0 || (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+    if (rc < 0 || (rc = ckpt_hf_llama_check_tensors(&dims, hf_config_path, weights, in, n)) < 0 ||
+        (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, hf_config_path)) < 0 ||
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, v ? variants : NULL, &res)) < 0 ||
         (rc = ckpt_paddle_config_from_hf(hf_config, a->fused_qkv, a->fused_ffn,

@@ -198,14 +198,18 @@ CKPT_EXTERN(int) ckpt_paddle_plan_other_files(ckpt_paddle_model *m, const ckpt_p
 
 /* ---- LLaMA configs between PaddleNLP and Hugging Face ---- */
 
-/* What a PaddleNLP LLaMA config.json (its text) says, as a Hugging Face config's fields; dtype
- * is the tensors'. CKPT_EFORMAT (class CKPT_ERRCLASS_MODEL) when a size is missing. */
-CKPT_EXTERN(int) ckpt_paddle_hf_dims(const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *out);
+/* What a PaddleNLP LLaMA config.json (its text; config_path names it in messages) says, as a
+ * Hugging Face config's fields, read and checked as ckpt_hf_llama_dims_parse does (PaddleNLP's
+ * LlamaConfig has transformers' defaults); dtype is the tensors'. Nothing out of range is
+ * carried into a Hugging Face config. */
+CKPT_EXTERN(int) ckpt_paddle_hf_dims(const char *config_path, const char *config_json, ckpt_dtype dtype,
+                                     ckpt_hf_llama_dims *out);
 
 /* A PaddleNLP LlamaConfig config.json for a Hugging Face LLaMA config.json (transformers 4 or
- * 5): sizes, head counts, vocabulary, token ids, rms_norm_eps, rope_theta, tied embeddings,
- * dtype, and whether q/k/v and gate/up are fused. A head_dim other than hidden_size / heads,
- * which PaddleNLP's LLaMA cannot hold, is CKPT_EUNSUPPORTED. */
+ * 5), read and checked as ckpt_hf_llama_dims_parse does: sizes, head counts, vocabulary,
+ * token ids, rms_norm_eps, rope_theta, tied embeddings, dtype, and whether q/k/v and gate/up
+ * are fused. A head_dim other than hidden_size / heads, which PaddleNLP's LLaMA cannot hold,
+ * is CKPT_EUNSUPPORTED. */
 CKPT_EXTERN(int) ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fuse_ffn, ckpt_dtype dtype,
                                             ckpt_buf *out);
 

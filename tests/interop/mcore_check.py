@@ -355,7 +355,8 @@ def cmd_corrupt(root, how, rank=None):
     edit = {"none": lambda d: None, "args_int": lambda d: d.__setitem__("args", 5),
             "state_list": state_list, "nul_key": _nul_key, "qkv_rows": qkv_rows,
             "no_fc2": drop("decoder.layers.1.mlp.linear_fc2."), "drop_layer": drop("decoder.layers.1."),
-            "args_hidden": lambda d: setattr(d["args"], "hidden_size", 32)}[how]
+            "args_hidden": lambda d: setattr(d["args"], "hidden_size", 32),
+            "huge_positions": lambda d: setattr(d["args"], "max_position_embeddings", 2**40)}[how]
     _, files = rank_files(root)
     for i, path in enumerate(files[k] for k in sorted(files)):
         if rank is None or i == int(rank):

@@ -171,6 +171,12 @@ case_run "an optimizer state entry that is not a dict is refused, naming the fil
 case_run "a model key with a NUL byte is refused, naming the file" \
     expect_refusal "$OUT/empty" "$WORK/err6" "model_optim_rng.pt" "'output_layer.weight' is not a tensor" -- \
     "$CKPTCONV" reshard "$WORK/nul_key" "$OUT/empty/x" --tp 1
+rm -rf "$WORK/huge_positions"
+cp -r "$MT/tp1" "$WORK/huge_positions"
+case_run "args with max_position_embeddings 2^40" mcore_py corrupt "$WORK/huge_positions" huge_positions
+case_run "mcore2hf writes no config.json value out of range (args' max_position_embeddings 2^40)" \
+    expect_refusal "$OUT/empty" "$WORK/err7" "config.json made from the args of" \
+    "max_position_embeddings is 1099511627776" -- "$CKPTCONV" mcore2hf "$WORK/huge_positions" "$OUT/empty/x"
 
 # Sets that disagree with their own args: refused at open (reshard, inspect, mcore2hf alike),
 # naming the file, the tensor or the field.

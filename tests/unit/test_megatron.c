@@ -147,6 +147,27 @@ CKPT_TEST(test_megatron_padded_vocab_rule)
     ASSERT_EQ_INT(ckpt_megatron_padded_vocab(32000, 128, 2), 32000);
 }
 
+/* --padded-vocab-size 2^40 started writing a 256 TiB file */
+CKPT_TEST(test_megatron_padded_vocab_bounded)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp1"));
+    t.padded_vocab_size = 1ll << 40;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_ERROR_MENTIONS("padded vocabulary size 1099511627776 is more than twice the true vocabulary (201 rows)");
+    t.padded_vocab_size = 403; /* twice the 201 true rows and one */
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    t.padded_vocab_size = 200;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_ERROR_MENTIONS("smaller than the true vocabulary (201 rows)");
+    t.padded_vocab_size = 402;
+    ASSERT_OK(ckpt_megatron_plan(o.m, &t, o.plan));
+    close_fixture(&o);
+}
+
 CKPT_TEST(test_megatron_args_built_here)
 {
     ckpt_arena *a;

@@ -19,7 +19,10 @@ static char *config_text(const char *rel)
 
 CKPT_TEST(test_paddle_llama_configs_with_hf)
 {
-    static const char bad_head_dim[] = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"head_dim\": 32}";
+    static const char bad_head_dim[] = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"head_dim\": 32, "
+                                       "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"vocab_size\": 8}";
+    static const char bad_pad[] = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"intermediate_size\": 96, "
+                                  "\"num_hidden_layers\": 2, \"vocab_size\": 8, \"pad_token_id\": 1e300}";
     static const struct {
         const char *key;
         int64_t value;
@@ -34,17 +37,17 @@ CKPT_TEST(test_paddle_llama_configs_with_hf)
     cJSON *j;
 
     ASSERT_TRUE((text = config_text("paddlenlp/fp32_tp1/config.json")) != NULL);
-    ASSERT_OK(ckpt_paddle_hf_dims(text, CKPT_DTYPE_BF16, &d));
+    ASSERT_OK(ckpt_paddle_hf_dims("config.json", text, CKPT_DTYPE_BF16, &d));
     free(text);
     ASSERT_TRUE(d.hidden_size == 16 && d.intermediate_size == 32 && d.num_layers == 4 && d.vocab_size == 128);
     ASSERT_TRUE(d.num_heads == 4 && d.num_kv_heads == 2 && d.head_dim == 4 && d.max_positions == 128);
     ASSERT_TRUE(d.rms_norm_eps == 1e-6 && d.rope_theta == 10000.0 && !d.tied);
     ASSERT_TRUE(d.bos_token_id == 1 && d.eos_token_id == 2 && d.dtype == CKPT_DTYPE_BF16);
-    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_hf_dims("{\"hidden_size\": 16}", CKPT_DTYPE_F32, &d));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_hf_dims("config.json", "{\"hidden_size\": 16}", CKPT_DTYPE_F32, &d));
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MODEL);
-    ASSERT_ERROR_MENTIONS("vocab_size");
-    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_hf_dims("[1]", CKPT_DTYPE_F32, &d));
-    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MODEL);
+    ASSERT_ERROR_MENTIONS("config.json: intermediate_size is missing");
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_hf_dims("config.json", "[1]", CKPT_DTYPE_F32, &d));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_FORMAT);
 
     /* transformers 5's config (rope_theta in rope_parameters) to PaddleNLP's */
     ASSERT_TRUE((text = config_text("hf/llama_tiny/config.json")) != NULL);
@@ -69,7 +72,7 @@ CKPT_TEST(test_paddle_llama_configs_with_hf)
                   "LlamaForCausalLM");
     cJSON_Delete(j);
     /* and back: PaddleNLP's reading of what was written */
-    ASSERT_OK(ckpt_paddle_hf_dims((const char *)out.data, CKPT_DTYPE_BF16, &d));
+    ASSERT_OK(ckpt_paddle_hf_dims("config.json", (const char *)out.data, CKPT_DTYPE_BF16, &d));
     ASSERT_TRUE(d.hidden_size == 64 && d.head_dim == 16 && d.num_kv_heads == 2 && d.vocab_size == 200);
     ckpt_buf_dispose(&out);
 
@@ -77,5 +80,8 @@ CKPT_TEST(test_paddle_llama_configs_with_hf)
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MODEL);
     ASSERT_ERROR_MENTIONS("head_dim 32");
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_config_from_hf("not json", 0, 1, CKPT_DTYPE_F32, &out));
+    /* a value out of range is refused, not written into PaddleNLP's config */
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_config_from_hf(bad_pad, 0, 1, CKPT_DTYPE_F32, &out));
+    ASSERT_ERROR_MENTIONS("the Hugging Face config.json: pad_token_id is 1e+300");
     ckpt_buf_dispose(&out);
 }
