@@ -302,6 +302,37 @@ static void note_zstd(ckpt_ckpt *c)
     }
 }
 
+int ckpt_ckpt__zstd_check(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
+                          uint64_t *max_size)
+{
+    const ckpt_ckpt *c = arg;
+    const ckpt_format_vtable *format = c->format;
+    ckpt_file file;
+    ckpt_probe probe;
+    char *name = NULL;
+    int rc = 0;
+
+    memset(&file, 0, sizeof file);
+    file.path = path;
+    file.fd = -1;
+    file.data = head;
+    file.size = n;
+    probe.path = path;
+    probe.file = &file;
+    probe.is_dir = 0;
+    probe.partial = !whole;
+    /* Bidders that weigh the name see the one without ".zst", as they will on open. */
+    if (!format && !(probe.path = name = strndup(path, strip_zst(path))))
+        return ckpt_error_oom();
+    if (!format && (rc = choose_format(c, &probe, &format)) < 0 && !c->opts.format)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                             "%s: the decompressed data is not a checkpoint of a known format", path);
+    if (rc == 0 && format->bound)
+        rc = format->bound(&probe, need, max_size);
+    free(name);
+    return rc;
+}
+
 typedef struct open_args {
     ckpt_ckpt *c;
     const ckpt_probe *probe;
@@ -336,6 +367,7 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
     probe.path = c->path;
     probe.is_dir = S_ISDIR(st.st_mode);
     probe.file = NULL;
+    probe.partial = 0;
     if (!probe.is_dir) {
         const ckpt_file *f;
         rc = ckpt_reader_open_file(&c->reader, path, &f);

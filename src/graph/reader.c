@@ -26,7 +26,8 @@ const ckpt_file *ckpt_reader_file(const ckpt_reader *r)
 }
 
 /* Open a file for the checkpoint, which keeps it open as long as itself. */
-static int add_file(ckpt_reader *r, const char *path, const char *name, int decompress, const ckpt_file **out)
+static int add_file(ckpt_reader *r, const char *path, const char *name, int decompress, const ckpt_zstd_check *check,
+                    const ckpt_file **out)
 {
     ckpt_ckpt *c = r->ckpt;
     ckpt_file **files;
@@ -37,7 +38,7 @@ static int add_file(ckpt_reader *r, const char *path, const char *name, int deco
     if (!files)
         return ckpt_error_oom();
     c->files = files;
-    rc = ckpt_file__open_as(&f, path, name, decompress);
+    rc = ckpt_file__open_as(&f, path, name, decompress, check);
     if (rc < 0)
         return rc;
     c->files[c->n_files++] = f;
@@ -47,7 +48,9 @@ static int add_file(ckpt_reader *r, const char *path, const char *name, int deco
 
 int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out)
 {
-    return add_file(r, path, path, 1, out);
+    ckpt_zstd_check check = { ckpt_ckpt__zstd_check, r->ckpt };
+
+    return add_file(r, path, path, 1, &check, out);
 }
 
 const ckpt_open_options *ckpt_reader_options(const ckpt_reader *r)
@@ -167,7 +170,7 @@ int ckpt_reader_memory_file(ckpt_reader *r, const char *name, const void *data, 
     }
     /* our own bytes: whatever they start with, never a zstd frame to decompress */
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    rc = add_file(r, proc, name, 0, out);
+    rc = add_file(r, proc, name, 0, NULL, out);
     close(fd);
     return rc;
 }

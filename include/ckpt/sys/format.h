@@ -17,6 +17,9 @@ typedef struct ckpt_probe {
     const char *path;
     const ckpt_file *file; /* NULL for a directory */
     int is_dir;
+    /* file holds only the first bytes of a compressed input, bid on before the rest is
+     * decompressed: judge what is there; the missing rest is no reason to refuse. */
+    int partial;
 } ckpt_probe;
 
 /* The engine's side of an open in progress. */
@@ -147,6 +150,12 @@ typedef struct ckpt_format_vtable {
     int (*write_finish)(ckpt_writer *w);
     /* Free the private writer state (optional); called on success and failure. */
     void (*write_free)(ckpt_writer *w);
+    /* How long a compressed input of this format may decompress to, asked before the rest is
+     * decompressed (optional: no bound). p->file holds its first bytes (p->partial) or all of
+     * them. Set *max_size to the most bytes its header allows (UINT64_MAX: it does not say),
+     * or, while p->partial, *need to how many leading bytes the header takes (more than
+     * p->file->size); return < 0, the error open would give, for a header already wrong. */
+    int (*bound)(const ckpt_probe *p, uint64_t *need, uint64_t *max_size);
 } ckpt_format_vtable;
 
 CKPT_END_DECL
