@@ -345,6 +345,55 @@ static int choose_and_open(void *arg)
     return rc < 0 ? rc : a->c->format->open(&a->c->reader);
 }
 
+/* What the bidders look at: the path, and the mapped file unless it is a directory. */
+static int probe_input(ckpt_ckpt *c, const char *path, const struct stat *st, ckpt_probe *probe)
+{
+    const ckpt_file *f;
+    int rc;
+
+    probe->path = c->path;
+    probe->is_dir = S_ISDIR(st->st_mode);
+    probe->file = NULL;
+    probe->partial = 0;
+    if (probe->is_dir)
+        return 0;
+    if ((rc = ckpt_reader_open_file(&c->reader, path, &f)) < 0)
+        return rc;
+    probe->file = f;
+    /* Bidders that weigh the name see the one without ".zst" (model.safetensors.zst). */
+    if (f->zstd.zst_bytes && !(probe->path = ckpt_arena_strndup(c->arena, path, strip_zst(path))))
+        return ckpt_error_oom();
+    return 0;
+}
+
+typedef struct detect_args {
+    ckpt_ckpt *c;
+    const ckpt_probe *probe;
+    const ckpt_format_vtable *format;
+} detect_args;
+
+static int detect(void *arg)
+{
+    detect_args *a = arg;
+    return choose_format(a->c, a->probe, &a->format);
+}
+
+const char *ckpt_format_detect(const char *path)
+{
+    detect_args a = { NULL, NULL, NULL };
+    ckpt_probe probe;
+    struct stat st;
+
+    if (path && stat(path, &st) == 0 && ckpt_alloc(&a.c, path, NULL) == 0) {
+        a.probe = &probe;
+        if (probe_input(a.c, path, &st, &probe) < 0 || ckpt_file_guard(NULL, detect, &a) < 0)
+            a.format = NULL;
+        ckpt_close(a.c);
+    }
+    ckpt_error_clear();
+    return a.format ? a.format->name : NULL;
+}
+
 int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
 {
     ckpt_ckpt *c = NULL;
@@ -364,22 +413,8 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
     rc = ckpt_alloc(&c, path, opts);
     if (rc < 0)
         return rc;
-    probe.path = c->path;
-    probe.is_dir = S_ISDIR(st.st_mode);
-    probe.file = NULL;
-    probe.partial = 0;
-    if (!probe.is_dir) {
-        const ckpt_file *f;
-        rc = ckpt_reader_open_file(&c->reader, path, &f);
-        if (rc < 0)
-            goto done;
-        probe.file = f;
-        /* Bidders that weigh the name see the one without ".zst" (model.safetensors.zst). */
-        if (f->zstd.zst_bytes && !(probe.path = ckpt_arena_strndup(c->arena, path, strip_zst(path)))) {
-            rc = ckpt_error_oom();
-            goto done;
-        }
-    }
+    if ((rc = probe_input(c, path, &st, &probe)) < 0)
+        goto done;
     /* Formats parse headers and pickles in place, in the mapped files: one that is cut short
      * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had put in the
      * checkpoint's arena and reader goes with it below; the pickle VM, the longest of these
