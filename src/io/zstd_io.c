@@ -169,11 +169,13 @@ typedef struct inflate {
 
 static int too_long(const inflate *z, uint64_t declared)
 {
-    if (z->header_max == z->limit && declared)
+    int by_header = z->header_max != UINT64_MAX && z->header_max == z->limit;
+
+    if (by_header && declared)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: zstd frame declares %llu decompressed bytes, more than its header allows (%llu)",
                                z->path, (unsigned long long)declared, (unsigned long long)z->header_max);
-    if (z->header_max == z->limit)
+    if (by_header)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: zstd data decompresses to more than its header allows (%llu bytes)", z->path,
                                (unsigned long long)z->header_max);
