@@ -229,6 +229,24 @@ static const placement *find_placement(const dcp_open *o, const char *fqn, int n
 
 /* ---- data files and chunks ---------------------------------------------------- */
 
+/* Where the last item the metadata places in `file` ends: the most a compressed data file
+ * may decompress to. */
+static uint64_t data_end(const dcp_open *o, const char *file)
+{
+    uint64_t most = 0, end;
+    size_t i;
+
+    for (i = 0; i < o->n_places; i++) {
+        const placement *p = &o->places[i];
+        if (strcmp(p->file, file) != 0)
+            continue;
+        if (CKPT_ADD_OVERFLOWS(p->offset, p->length, &end))
+            return UINT64_MAX;
+        most = end > most ? end : most;
+    }
+    return most;
+}
+
 /* The data file `name`, opened on first use; o->files is kept sorted by name, as a large
  * checkpoint has a file per rank and chunks name them in no useful order. */
 static int data_file_of(dcp_open *o, const placement *p, const ckpt_file **out)
@@ -251,7 +269,7 @@ static int data_file_of(dcp_open *o, const placement *p, const ckpt_file **out)
     }
     if ((rc = join_path(&o->path, o->dir, p->file)) < 0)
         return rc;
-    if ((rc = ckpt_reader_open_file(o->r, (const char *)o->path.data, out)) < 0) {
+    if ((rc = ckpt_reader_open_file_within(o->r, (const char *)o->path.data, data_end(o, p->file), out)) < 0) {
         ckpt_error_prefix("data file of key '%s'", p->fqn);
         return rc;
     }

@@ -53,6 +53,25 @@ int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **ou
     return add_file(r, path, path, 1, &check, out);
 }
 
+static int at_most(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
+                   uint64_t *max_size)
+{
+    (void)path;
+    (void)head;
+    (void)n;
+    (void)whole;
+    (void)need;
+    *max_size = *(const uint64_t *)arg;
+    return 0;
+}
+
+int ckpt_reader_open_file_within(ckpt_reader *r, const char *path, uint64_t max_size, const ckpt_file **out)
+{
+    ckpt_zstd_check check = { at_most, &max_size };
+
+    return add_file(r, path, path, 1, &check, out);
+}
+
 const ckpt_open_options *ckpt_reader_options(const ckpt_reader *r)
 {
     return &r->ckpt->opts;

@@ -149,7 +149,8 @@ static int zstd_input_error(const char *path, size_t code, uint64_t at, uint64_t
                                "decompress to", path, window_log_max(compressed), (unsigned long long)compressed);
     if (ZSTD_getErrorCode(code) == ZSTD_error_frameParameter_windowTooLarge)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT,
-                               "%s: zstd frame needs a window larger than 2^%d bytes", path, window_log_max(compressed));
+                               "%s: zstd frame needs a window larger than 2^%d bytes", path,
+                               window_log_max(compressed));
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: corrupt zstd data near offset %llu: %s", path,
                            (unsigned long long)at, ZSTD_getErrorName(code));
 }
@@ -173,12 +174,13 @@ static int too_long(const inflate *z, uint64_t declared)
 
     if (by_header && declared)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
-                               "%s: zstd frame declares %llu decompressed bytes, more than its header allows (%llu)",
+                               "%s: zstd frame declares %llu decompressed bytes, more than its header or index "
+                               "allows (%llu)",
                                z->path, (unsigned long long)declared, (unsigned long long)z->header_max);
     if (by_header)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
-                               "%s: zstd data decompresses to more than its header allows (%llu bytes)", z->path,
-                               (unsigned long long)z->header_max);
+                               "%s: zstd data decompresses to more than its header or index allows (%llu bytes)",
+                               z->path, (unsigned long long)z->header_max);
     if (declared)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: zstd frame declares %llu decompressed bytes, more than the limit of %llu", z->path,

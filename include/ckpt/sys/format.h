@@ -30,6 +30,11 @@ CKPT_EXTERN(const char *) ckpt_reader_path(const ckpt_reader *r);
 CKPT_EXTERN(const ckpt_file *) ckpt_reader_file(const ckpt_reader *r);
 /* Map another file (a shard); it stays open as long as the checkpoint. */
 CKPT_EXTERN(int) ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out);
+/* The same for a file whose size another file says (an index): a compressed one that
+ * decompresses to more than max_size bytes is refused as it is decompressed, before the rest
+ * is written. */
+CKPT_EXTERN(int) ckpt_reader_open_file_within(ckpt_reader *r, const char *path, uint64_t max_size,
+                                              const ckpt_file **out);
 CKPT_EXTERN(const ckpt_open_options *) ckpt_reader_options(const ckpt_reader *r);
 CKPT_EXTERN(ckpt_arena *) ckpt_reader_arena(ckpt_reader *r);
 /* The format's private state; freed by the format's close hook. */
