@@ -17,4 +17,5 @@ const ckpt_format_vtable ckpt_format_hdf5 = {
     .write_begin = ckpt_hdf5__write_begin,
     .write_finish = ckpt_hdf5__write_finish,
     .write_free = ckpt_hdf5__write_free,
+    .bound = ckpt_hdf5__bound,
 };

@@ -117,6 +117,8 @@ const char *ckpt_hdf5__filter_name(unsigned id);
 /* The reader's hooks (hdf5_read.c), referenced by the vtable in hdf5.c. */
 int ckpt_hdf5__open(ckpt_reader *r);
 int ckpt_hdf5__bid(const ckpt_probe *p, int best_bid);
+/* The format's bound hook: the superblock's end-of-file address (ckpt_format_vtable.bound). */
+int ckpt_hdf5__bound(const ckpt_probe *p, uint64_t *need, uint64_t *max_size);
 
 /* ---- reading: the walk's records ----
  *

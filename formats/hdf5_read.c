@@ -25,6 +25,54 @@ int ckpt_hdf5__bid(const ckpt_probe *p, int best_bid)
     return -1;
 }
 
+/* A little-endian address of `size` bytes; all ones is HDF5's undefined address. */
+static uint64_t load_addr(const uint8_t *p, unsigned size)
+{
+    uint64_t v = 0;
+    unsigned i;
+
+    for (i = size; i-- > 0;)
+        v = v << 8 | p[i];
+    return size < 8 && v == ((uint64_t)1 << (8 * size)) - 1 ? UINT64_MAX : v;
+}
+
+/* The superblock's end-of-file address, past which libhdf5 reads nothing. Whether it counts
+ * from the base address (after a user block) or from the file's start, the base plus it is
+ * at least the file's size. It is the third address in every superblock version: 0 and 1
+ * keep them after the B-tree parameters, 2 and 3 right after the sizes and flags. */
+int ckpt_hdf5__bound(const ckpt_probe *p, uint64_t *need, uint64_t *max_size)
+{
+    const ckpt_file *f = p->file;
+    uint64_t at, base, eof, end;
+    unsigned version, offsets;
+    uint64_t addrs; /* where the addresses start */
+
+    for (at = 0; f && at + sizeof signature <= f->size; at = at ? at * 2 : 512)
+        if (memcmp(f->data + at, signature, sizeof signature) == 0)
+            break;
+    if (!f || at + sizeof signature > f->size)
+        return 0; /* a signature past what is here: no bound */
+    if (at + 16 > f->size) {
+        *need = at + 16;
+        return 0;
+    }
+    version = f->data[at + 8];
+    offsets = version >= 2 ? f->data[at + 9] : f->data[at + 13];
+    addrs = version == 0 ? 24 : version == 1 ? 28 : 12;
+    if (version > 3 || (offsets != 2 && offsets != 4 && offsets != 8))
+        return 0; /* open names what is wrong */
+    if (at + addrs + 3 * offsets > f->size) {
+        *need = at + addrs + 3 * offsets;
+        return 0;
+    }
+    base = load_addr(f->data + at + addrs, offsets);
+    eof = load_addr(f->data + at + addrs + 2 * offsets, offsets);
+    if (base == UINT64_MAX || eof == UINT64_MAX || CKPT_ADD_OVERFLOWS(base > at ? base : at, eof, &end))
+        return 0;
+    *max_size = end;
+    return 0;
+}
+
 /* ---- objects already read ---- */
 
 /* An open-addressed set of object addresses. */

@@ -537,4 +537,5 @@ const ckpt_format_vtable ckpt_format_pdparams = {
     ckpt_pdparams__write_begin,
     NULL,
     ckpt_pdparams__write_free,
+    NULL,
 };

@@ -72,6 +72,12 @@ static int st_bid(const ckpt_probe *p, int best_bid)
     }
     if (!f)
         return -1;
+    if (has_suffix(p->path, ST_INDEX_SUFFIX) && p->partial) {
+        /* the start of a JSON object is all a bid on the start of an index can check */
+        for (i = 0; i < f->size && is_json_ws(f->data[i]); i++)
+            ;
+        return i < f->size && f->data[i] == '{' ? 80 : -1;
+    }
     if (has_suffix(p->path, ST_INDEX_SUFFIX))
         return index_has_weight_map(f) ? 80 : -1;
     if (best_bid >= 72)
@@ -81,11 +87,19 @@ static int st_bid(const ckpt_probe *p, int best_bid)
     if (f->size < 8)
         return has_suffix(p->path, ".safetensors") ? 8 : -1;
     n = ckpt_load_u64le(f->data);
-    if (n > CKPT_ST_MAX_HEADER || n > f->size - 8)
+    if (n > CKPT_ST_MAX_HEADER || (n > f->size - 8 && !p->partial))
         return has_suffix(p->path, ".safetensors") ? 8 : -1;
-    for (i = 0; i < n && is_json_ws(f->data[8 + i]); i++)
+    for (i = 0; i < n && 8 + i < f->size && is_json_ws(f->data[8 + i]); i++)
         ;
-    return i < n && f->data[8 + i] == '{' ? 72 : has_suffix(p->path, ".safetensors") ? 8 : -1;
+    return i < n && 8 + i < f->size && f->data[8 + i] == '{' ? 72 : has_suffix(p->path, ".safetensors") ? 8 : -1;
+}
+
+/* An index is JSON of no set size; a file is as long as its header says. */
+static int st_bound(const ckpt_probe *p, uint64_t *need, uint64_t *max_size)
+{
+    if (!p->file || has_suffix(p->path, ST_INDEX_SUFFIX))
+        return 0;
+    return ckpt_safetensors__size(p->file->path, p->file->data, p->file->size, need, max_size);
 }
 
 /* A storage holding one tensor's bytes, `begin` bytes into the data section of `f`. */
@@ -458,4 +472,5 @@ const ckpt_format_vtable ckpt_format_safetensors = {
     ckpt_safetensors__write_begin,
     NULL,
     NULL,
+    st_bound,
 };

@@ -362,7 +362,8 @@ static int read_tree(ckpt_st_header *h, const char *path, const ckpt_st_syntax *
     return 0;
 }
 
-int ckpt_safetensors__parse(ckpt_st_header *out, const char *path, const uint8_t *data, uint64_t size)
+/* Everything but the data section: the length, the JSON and what it says. */
+static int parse_header(ckpt_st_header *out, const char *path, const uint8_t *data, uint64_t size)
 {
     ckpt_st_syntax syn;
     uint64_t n;
@@ -388,11 +389,45 @@ int ckpt_safetensors__parse(ckpt_st_header *out, const char *path, const uint8_t
     out->json = cJSON_ParseWithLength((const char *)data + 8, (size_t)n);
     if (!out->json)
         return ckpt_error_oom(); /* the syntax check passed, so only memory can be short */
-    if ((rc = read_tree(out, path, &syn)) < 0 || (rc = check_layout(out, path, size)) < 0 ||
-        (rc = check_supported(out, path)) < 0) {
+    if ((rc = read_tree(out, path, &syn)) < 0 || (rc = check_supported(out, path)) < 0) {
         ckpt_safetensors__header_dispose(out);
         return rc;
     }
+    return 0;
+}
+
+int ckpt_safetensors__parse(ckpt_st_header *out, const char *path, const uint8_t *data, uint64_t size)
+{
+    int rc = parse_header(out, path, data, size);
+
+    if (rc == 0 && (rc = check_layout(out, path, size)) < 0)
+        ckpt_safetensors__header_dispose(out);
+    return rc;
+}
+
+int ckpt_safetensors__size(const char *path, const uint8_t *data, uint64_t size, uint64_t *need, uint64_t *file_size)
+{
+    ckpt_st_header h;
+    uint64_t end = 0;
+    size_t i;
+    int rc;
+
+    *need = 0;
+    if (size < 8) {
+        *need = 8;
+        return 0;
+    }
+    if (ckpt_load_u64le(data) <= CKPT_ST_MAX_HEADER && 8 + ckpt_load_u64le(data) > size) {
+        *need = 8 + ckpt_load_u64le(data);
+        return 0;
+    }
+    if ((rc = parse_header(&h, path, data, size)) < 0)
+        return rc;
+    for (i = 0; i < h.n_entries; i++)
+        end = h.entries[i].end > end ? h.entries[i].end : end;
+    /* no overflow: offsets are at most 2^53 (get_uint), the header 10^8 bytes */
+    *file_size = h.data_offset + end;
+    ckpt_safetensors__header_dispose(&h);
     return 0;
 }
 

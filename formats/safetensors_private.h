@@ -83,6 +83,11 @@ typedef struct ckpt_st_header {
  * CKPT_ENOMEM. On failure *out is left empty. */
 int ckpt_safetensors__parse(ckpt_st_header *out, const char *path, const uint8_t *data, uint64_t size);
 void ckpt_safetensors__header_dispose(ckpt_st_header *h);
+/* The size of the safetensors file that data[0..size) begins, by its header alone: the
+ * header's end plus the end of the data its tensors take. Sets *need (more than size) when
+ * the header is not all there yet, else *file_size. The errors of ckpt_safetensors__parse
+ * for a header already wrong. */
+int ckpt_safetensors__size(const char *path, const uint8_t *data, uint64_t size, uint64_t *need, uint64_t *file_size);
 
 /* A hash index over an array of names (borrowed), to find repeats and look names up. */
 typedef struct ckpt_st_names {

@@ -65,13 +65,22 @@ static int is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+static int is_metadata_file(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    return strcmp(base ? base + 1 : path, ".metadata") == 0;
+}
+
 static int dcp_bid(const ckpt_probe *p, int best_bid)
 {
     ckpt_buf b = CKPT_BUF_INIT;
     int ok;
 
-    if (!p->is_dir || best_bid >= 95)
+    if (best_bid >= 95)
         return -1;
+    /* the metadata file stands for its directory: damage in it is ours to name */
+    if (!p->is_dir)
+        return is_metadata_file(p->path) ? 95 : -1;
     ok = join_path(&b, p->path, ".metadata") == 0 && is_file((const char *)b.data);
     ckpt_buf_dispose(&b);
     ckpt_error_clear();
@@ -220,6 +229,24 @@ static const placement *find_placement(const dcp_open *o, const char *fqn, int n
 
 /* ---- data files and chunks ---------------------------------------------------- */
 
+/* Where the last item the metadata places in `file` ends: the most a compressed data file
+ * may decompress to. */
+static uint64_t data_end(const dcp_open *o, const char *file)
+{
+    uint64_t most = 0, end;
+    size_t i;
+
+    for (i = 0; i < o->n_places; i++) {
+        const placement *p = &o->places[i];
+        if (strcmp(p->file, file) != 0)
+            continue;
+        if (CKPT_ADD_OVERFLOWS(p->offset, p->length, &end))
+            return UINT64_MAX;
+        most = end > most ? end : most;
+    }
+    return most;
+}
+
 /* The data file `name`, opened on first use; o->files is kept sorted by name, as a large
  * checkpoint has a file per rank and chunks name them in no useful order. */
 static int data_file_of(dcp_open *o, const placement *p, const ckpt_file **out)
@@ -242,7 +269,7 @@ static int data_file_of(dcp_open *o, const placement *p, const ckpt_file **out)
     }
     if ((rc = join_path(&o->path, o->dir, p->file)) < 0)
         return rc;
-    if ((rc = ckpt_reader_open_file(o->r, (const char *)o->path.data, out)) < 0) {
+    if ((rc = ckpt_reader_open_file_within(o->r, (const char *)o->path.data, data_end(o, p->file), out)) < 0) {
         ckpt_error_prefix("data file of key '%s'", p->fqn);
         return rc;
     }
@@ -484,6 +511,7 @@ static int find_unsafe(const ckpt_value *v, const char *path, void *payload)
 static int dcp_open_dir(ckpt_reader *r)
 {
     ckpt_pickle_read_options popts = CKPT_PICKLE_READ_OPTIONS_INIT;
+    ckpt_buf source = CKPT_BUF_INIT;
     dcp_open o;
     const ckpt_file *mf;
     const ckpt_value *st, *sdm, *planner;
@@ -496,11 +524,23 @@ static int dcp_open_dir(ckpt_reader *r)
     o.r = r;
     o.a = ckpt_reader_arena(r);
     o.dir = ckpt_reader_path(r);
-    if ((rc = join_path(&o.path, o.dir, ".metadata")) < 0 ||
-        (rc = ckpt_reader_open_file(r, (const char *)o.path.data, &mf)) < 0)
+    if (ckpt_reader_file(r)) {
+        const char *slash = strrchr(o.dir, '/');
+        o.dir = !slash ? "." : slash == o.dir ? "/" : ckpt_arena_strndup(o.a, o.dir, (size_t)(slash - o.dir));
+    }
+    if (!o.dir || (rc = join_path(&o.path, o.dir, ".metadata")) < 0) {
+        rc = CKPT_ENOMEM;
+        goto done;
+    }
+    if ((rc = ckpt_reader_open_file(r, (const char *)o.path.data, &mf)) < 0)
         goto done;
     o.meta_path = mf->path;
-    popts.source = mf->path;
+    /* a metadata pickle that does not parse: the file is damaged, whatever the opcode says */
+    if (ckpt_buf_puts(&source, mf->path) < 0 || ckpt_buf_puts(&source, ": truncated or corrupt metadata") < 0) {
+        rc = CKPT_ENOMEM;
+        goto done;
+    }
+    popts.source = (const char *)source.data;
     if ((rc = ckpt_pickle_read(&md, &end, o.a, mf->data, (size_t)mf->size, &popts)) < 0)
         goto done;
     /* the metadata's schema is fixed: any code reference outside it is an attack */
@@ -553,6 +593,7 @@ done:
     free(o.places);
     free(o.files);
     ckpt_buf_dispose(&o.path);
+    ckpt_buf_dispose(&source);
     return rc;
 }
 

@@ -47,18 +47,35 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== libFuzzer, ${fuzz_seconds}s per harness"
   cmake --preset fuzz
   cmake --build --preset fuzz -j"$jobs"
+  # Everything a run writes (new inputs, and the crash-, leak-, oom- or timeout- file of a
+  # failure) goes to its own temporary directory, never into the repository.
   for fuzzer in build-fuzz/tests/*_fuzzer; do
     name=$(basename "$fuzzer" _fuzzer)
     corpus=tests/fuzz/corpora/$name
     work=$(mktemp -d)
-    cp -r "$corpus"/. "$work"/
+    mkdir "$work/corpus" "$work/found"
+    cp -r "$corpus"/. "$work/corpus"/
     dict=()
     for d in tests/fuzz/*.dict; do
       case "$name" in "$(basename "$d" .dict)"*) dict=(-dict="$d") ;; esac
     done
     echo "-- $name"
+    status=0
     "$fuzzer" "${dict[@]}" -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 \
-      -print_final_stats=1 "$work" 2>&1 | tail -n 12
+      -print_final_stats=1 -artifact_prefix="$work/found/" "$work/corpus" >"$work/log" 2>&1 || status=$?
+    if [ "$status" -ne 0 ]; then
+      tail -n 60 "$work/log"
+      for found in "$work"/found/*; do
+        [ -f "$found" ] || continue
+        echo "-- $name: the failing input, $(basename "$found") ($(stat -c %s "$found") bytes), in base64:"
+        base64 "$found" | head -c 65536
+        echo
+      done
+      echo "-- $name: FAILED (exit $status); replay the input with $fuzzer FILE"
+      rm -rf "$work"
+      exit 1
+    fi
+    tail -n 12 "$work/log"
     rm -rf "$work"
   done
 fi

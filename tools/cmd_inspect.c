@@ -376,6 +376,7 @@ int cli_inspect(int argc, char **argv)
     ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
     ckpt_tensor_stats *stats = NULL;
     ckpt_ckpt *c;
+    struct stat st;
     int ch, json = 0, want_stats = 0;
 
     optind = 1;
@@ -391,14 +392,13 @@ int cli_inspect(int argc, char **argv)
     }
     if (argc - optind != 1)
         return cli_usage_error("inspect", "expected one PATH, got %d argument(s)", argc - optind);
-    if (ckpt_open(&c, argv[optind], &opts) < 0) {
-        struct stat st;
-        /* no format reads the directory: a checkpoint of many files, if a layout knows it */
-        if (ckpt_error_last()->code == CKPT_EFORMAT && !opts.format && !want_stats && stat(argv[optind], &st) == 0 &&
-            S_ISDIR(st.st_mode))
-            return cli_inspect_set(argv[optind], json) < 0 ? cli_fail("inspect") : CLI_EXIT_OK;
+    /* a directory no format reads: a checkpoint of many files, if a layout knows it; one a
+     * format knows is that format's to open, or to say what is wrong with it */
+    if (!opts.format && !want_stats && stat(argv[optind], &st) == 0 && S_ISDIR(st.st_mode) &&
+        !ckpt_format_detect(argv[optind]))
+        return cli_inspect_set(argv[optind], json) < 0 ? cli_fail("inspect") : CLI_EXIT_OK;
+    if (ckpt_open(&c, argv[optind], &opts) < 0)
         return cli_fail("inspect");
-    }
     if (want_stats && compute_stats(c, &stats) < 0) {
         ckpt_close(c);
         return cli_fail("inspect");

@@ -78,6 +78,11 @@ CKPT_EXTERN(size_t) ckpt_format_count(void);
 CKPT_EXTERN(const char *) ckpt_format_at(size_t i, unsigned *caps, const char **extensions);
 /* The format a path's extension names, or NULL. */
 CKPT_EXTERN(const char *) ckpt_format_for_path(const char *path);
+/* The format ckpt_open would read path with, chosen as it chooses (by the formats' bids on
+ * the file's bytes or the directory's files), or NULL when none recognises it or it cannot
+ * be read. Nothing is parsed past the bids: a format named here may still find the input
+ * damaged. A directory that no format recognises may be a set (ckpt/set.h). */
+CKPT_EXTERN(const char *) ckpt_format_detect(const char *path);
 /* The canonical name of the registered format that a name ("torch"), an alias ("pytorch",
  * "st", "paddle") or an extension with or without its dot (".pdparams", "bin") names, or
  * NULL. Matching is exact and case-sensitive; names are tried first, then aliases, then

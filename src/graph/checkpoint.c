@@ -306,6 +306,37 @@ static void note_zstd(ckpt_ckpt *c)
     }
 }
 
+int ckpt_ckpt__zstd_check(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
+                          uint64_t *max_size)
+{
+    const ckpt_ckpt *c = arg;
+    const ckpt_format_vtable *format = c->format;
+    ckpt_file file;
+    ckpt_probe probe;
+    char *name = NULL;
+    int rc = 0;
+
+    memset(&file, 0, sizeof file);
+    file.path = path;
+    file.fd = -1;
+    file.data = head;
+    file.size = n;
+    probe.path = path;
+    probe.file = &file;
+    probe.is_dir = 0;
+    probe.partial = !whole;
+    /* Bidders that weigh the name see the one without ".zst", as they will on open. */
+    if (!format && !(probe.path = name = strndup(path, strip_zst(path))))
+        return ckpt_error_oom();
+    if (!format && (rc = choose_format(c, &probe, &format)) < 0 && !c->opts.format)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                             "%s: the decompressed data is not a checkpoint of a known format", path);
+    if (rc == 0 && format->bound)
+        rc = format->bound(&probe, need, max_size);
+    free(name);
+    return rc;
+}
+
 typedef struct open_args {
     ckpt_ckpt *c;
     const ckpt_probe *probe;
@@ -316,6 +347,56 @@ static int choose_and_open(void *arg)
     open_args *a = arg;
     int rc = choose_format(a->c, a->probe, &a->c->format);
     return rc < 0 ? rc : a->c->format->open(&a->c->reader);
+}
+
+/* What the bidders look at: the path, and the mapped file unless it is a directory. */
+static int probe_input(ckpt_ckpt *c, const char *path, const struct stat *st, ckpt_probe *probe)
+{
+    const ckpt_file *f;
+    int rc;
+
+    probe->path = c->path;
+    probe->is_dir = S_ISDIR(st->st_mode);
+    probe->file = NULL;
+    probe->partial = 0;
+    /* its files are held as the format opens them (reader.c) */
+    if (probe->is_dir)
+        return ckpt_inputs__hold(c, path);
+    if ((rc = ckpt_reader_open_file(&c->reader, path, &f)) < 0)
+        return rc;
+    probe->file = f;
+    /* Bidders that weigh the name see the one without ".zst" (model.safetensors.zst). */
+    if (f->zstd.zst_bytes && !(probe->path = ckpt_arena_strndup(c->arena, path, strip_zst(path))))
+        return ckpt_error_oom();
+    return 0;
+}
+
+typedef struct detect_args {
+    ckpt_ckpt *c;
+    const ckpt_probe *probe;
+    const ckpt_format_vtable *format;
+} detect_args;
+
+static int detect(void *arg)
+{
+    detect_args *a = arg;
+    return choose_format(a->c, a->probe, &a->format);
+}
+
+const char *ckpt_format_detect(const char *path)
+{
+    detect_args a = { NULL, NULL, NULL };
+    ckpt_probe probe;
+    struct stat st;
+
+    if (path && stat(path, &st) == 0 && ckpt_alloc(&a.c, path, NULL) == 0) {
+        a.probe = &probe;
+        if (probe_input(a.c, path, &st, &probe) < 0 || ckpt_file_guard(NULL, detect, &a) < 0)
+            a.format = NULL;
+        ckpt_close(a.c);
+    }
+    ckpt_error_clear();
+    return a.format ? a.format->name : NULL;
 }
 
 int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
@@ -338,24 +419,8 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
     rc = ckpt_alloc(&c, path, opts);
     if (rc < 0)
         return rc;
-    probe.path = c->path;
-    probe.is_dir = S_ISDIR(st.st_mode);
-    probe.file = NULL;
-    /* its files are held as the format opens them (reader.c) */
-    if (probe.is_dir && (rc = ckpt_inputs__hold(c, path)) < 0)
+    if ((rc = probe_input(c, path, &st, &probe)) < 0)
         goto done;
-    if (!probe.is_dir) {
-        const ckpt_file *f;
-        rc = ckpt_reader_open_file(&c->reader, path, &f);
-        if (rc < 0)
-            goto done;
-        probe.file = f;
-        /* Bidders that weigh the name see the one without ".zst" (model.safetensors.zst). */
-        if (f->zstd.zst_bytes && !(probe.path = ckpt_arena_strndup(c->arena, path, strip_zst(path)))) {
-            rc = ckpt_error_oom();
-            goto done;
-        }
-    }
     /* Formats parse headers and pickles in place, in the mapped files: one that is cut short
      * meanwhile is an error naming it, not SIGBUS. What the interrupted parse had put in the
      * checkpoint's arena and reader goes with it below; the pickle VM, the longest of these

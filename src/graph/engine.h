@@ -41,6 +41,13 @@ struct ckpt_ckpt {
 
 #include "../../formats/registry.h"
 
+/* What a compressed input of checkpoint `arg` (a ckpt_ckpt) may be, judged on its first
+ * decompressed bytes (a ckpt_zstd_check's fn, src/io/zstd_io.h): the main file must be one
+ * that some format bids on, and a file the format opens is held to that format's bound
+ * (src/graph/checkpoint.c). */
+int ckpt_ckpt__zstd_check(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
+                          uint64_t *max_size);
+
 /* Name index over a tensor table (src/graph/names.c). */
 int ckpt_names__build(ckpt_name_index *ix, const ckpt_tensor *tensors, size_t n);
 long ckpt_names__find(const ckpt_name_index *ix, const ckpt_tensor *tensors, const char *name);

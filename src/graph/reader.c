@@ -27,7 +27,8 @@ const ckpt_file *ckpt_reader_file(const ckpt_reader *r)
 }
 
 /* Open a file for the checkpoint, which keeps it open as long as itself. */
-static int add_file(ckpt_reader *r, const char *path, const char *name, int decompress, const ckpt_file **out)
+static int add_file(ckpt_reader *r, const char *path, const char *name, int decompress, const ckpt_zstd_check *check,
+                    const ckpt_file **out)
 {
     ckpt_ckpt *c = r->ckpt;
     ckpt_file **files;
@@ -38,7 +39,7 @@ static int add_file(ckpt_reader *r, const char *path, const char *name, int deco
     if (!files)
         return ckpt_error_oom();
     c->files = files;
-    rc = ckpt_file__open_as(&f, path, name, decompress);
+    rc = ckpt_file__open_as(&f, path, name, decompress, check);
     if (rc < 0)
         return rc;
     c->files[c->n_files++] = f;
@@ -46,12 +47,36 @@ static int add_file(ckpt_reader *r, const char *path, const char *name, int deco
     return 0;
 }
 
+/* An input file opened is held until ckpt_close, so that no output replaces it (inputs.c). */
+static int hold(ckpt_reader *r, int rc, const char *path)
+{
+    return rc < 0 ? rc : ckpt_inputs__hold(r->ckpt, path);
+}
+
 int ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out)
 {
-    int rc = add_file(r, path, path, 1, out);
+    ckpt_zstd_check check = { ckpt_ckpt__zstd_check, r->ckpt };
 
-    /* ckpt_close lets go of it */
-    return rc < 0 ? rc : ckpt_inputs__hold(r->ckpt, path);
+    return hold(r, add_file(r, path, path, 1, &check, out), path);
+}
+
+static int at_most(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
+                   uint64_t *max_size)
+{
+    (void)path;
+    (void)head;
+    (void)n;
+    (void)whole;
+    (void)need;
+    *max_size = *(const uint64_t *)arg;
+    return 0;
+}
+
+int ckpt_reader_open_file_within(ckpt_reader *r, const char *path, uint64_t max_size, const ckpt_file **out)
+{
+    ckpt_zstd_check check = { at_most, &max_size };
+
+    return hold(r, add_file(r, path, path, 1, &check, out), path);
 }
 
 const ckpt_open_options *ckpt_reader_options(const ckpt_reader *r)
@@ -171,7 +196,7 @@ int ckpt_reader_memory_file(ckpt_reader *r, const char *name, const void *data, 
     }
     /* our own bytes: whatever they start with, never a zstd frame to decompress */
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    rc = add_file(r, proc, name, 0, out);
+    rc = add_file(r, proc, name, 0, NULL, out);
     close(fd);
     return rc;
 }

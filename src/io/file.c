@@ -153,7 +153,8 @@ static int copy(void *arg)
 
 /* A file that starts with a zstd frame: *fd becomes its decompression (see zstd_io.c), and
  * *st describes that. The compressed file is closed. */
-static int decompress_if_zstd(int *fd, const char *path, struct stat *st, ckpt_zstd_stats *stats)
+static int decompress_if_zstd(int *fd, const char *path, struct stat *st, ckpt_zstd_stats *stats,
+                              const ckpt_zstd_check *check)
 {
     uint8_t head[4];
     ssize_t n;
@@ -166,7 +167,7 @@ static int decompress_if_zstd(int *fd, const char *path, struct stat *st, ckpt_z
         return ckpt_error_set(CKPT_EIO, "%s: cannot read: %s", path, strerror(errno));
     if (!ckpt_zstd__is_frame(head, (size_t)n))
         return 0;
-    if ((rc = ckpt_zstd__decompress(*fd, path, &plain, stats)) < 0)
+    if ((rc = ckpt_zstd__decompress(*fd, path, &plain, stats, check)) < 0)
         return rc;
     close(*fd);
     *fd = plain;
@@ -177,10 +178,11 @@ static int decompress_if_zstd(int *fd, const char *path, struct stat *st, ckpt_z
 
 int ckpt_file_open(ckpt_file **out, const char *path)
 {
-    return ckpt_file__open_as(out, path, path, 1);
+    return ckpt_file__open_as(out, path, path, 1, NULL);
 }
 
-int ckpt_file__open_as(ckpt_file **out, const char *path, const char *name, int decompress)
+int ckpt_file__open_as(ckpt_file **out, const char *path, const char *name, int decompress,
+                       const ckpt_zstd_check *check)
 {
     ckpt_file *f = NULL;
     ckpt_zstd_stats zstd = { 0, 0, 0.0 };
@@ -207,7 +209,7 @@ int ckpt_file__open_as(ckpt_file **out, const char *path, const char *name, int 
         rc = ckpt_error_set(CKPT_EINVALID, "%s: not a regular file", path);
         goto done;
     }
-    if (decompress && (rc = decompress_if_zstd(&fd, path, &st, &zstd)) < 0)
+    if (decompress && (rc = decompress_if_zstd(&fd, path, &st, &zstd, check)) < 0)
         goto done;
     if ((uint64_t)st.st_size > SIZE_MAX) {
         rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too large to map in this address space", path);

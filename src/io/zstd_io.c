@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -40,13 +42,24 @@ void ckpt_zstd__set_input_limit(uint64_t max_bytes)
     input_limit = max_bytes;
 }
 
-/* No window larger than the limit can need: a frame that asks for one is refused before its
- * window is allocated (a few hostile bytes could otherwise ask for 2^31). */
-static int window_log_max(void)
+/* The most one compressed byte can decompress to: a block takes at least 4 bytes (an RLE
+ * block: its 3-byte header and the byte repeated) and yields at most 128 KiB. */
+#define MAX_RATIO ((uint64_t)1 << 15)
+/* The largest window libzstd (and `zstd -d`) accepts without being asked for more. */
+#define DEFAULT_WINDOW ((uint64_t)1 << 27)
+
+/* No window larger than the output can fill: the limit, and beyond zstd's default window,
+ * what the input's compressed bytes can decompress to. A frame that asks for more is
+ * refused before its window is allocated: six bytes could otherwise ask for 2^31. */
+static int window_log_max(uint64_t compressed)
 {
+    uint64_t fill = compressed > UINT64_MAX / MAX_RATIO ? UINT64_MAX : compressed * MAX_RATIO;
+    uint64_t most = fill > DEFAULT_WINDOW ? fill : DEFAULT_WINDOW;
     int log = 10; /* ZSTD_WINDOWLOG_ABSOLUTEMIN */
 
-    while (log < CKPT_ZSTD_MAX_WINDOW_LOG && ((uint64_t)1 << log) < input_limit)
+    if (most > input_limit)
+        most = input_limit;
+    while (log < CKPT_ZSTD_MAX_WINDOW_LOG && ((uint64_t)1 << log) < most)
         log++;
     return log;
 }
@@ -127,34 +140,154 @@ static int temp_write_error(const char *path, const char *dir, uint64_t written)
     return ckpt_error_set(CKPT_EIO, "%s: cannot write the decompressed file in %s: %s", path, dir, strerror(e));
 }
 
-static int zstd_input_error(const char *path, size_t code, uint64_t at)
+static int zstd_input_error(const char *path, size_t code, uint64_t at, uint64_t compressed)
 {
+    if (ZSTD_getErrorCode(code) == ZSTD_error_frameParameter_windowTooLarge && window_log_max(compressed) <
+        window_log_max(UINT64_MAX))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: zstd frame asks for a window over 2^%d bytes, more than its %llu bytes can "
+                               "decompress to", path, window_log_max(compressed), (unsigned long long)compressed);
     if (ZSTD_getErrorCode(code) == ZSTD_error_frameParameter_windowTooLarge)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT,
-                               "%s: zstd frame needs a window larger than 2^%d bytes", path, window_log_max());
+                               "%s: zstd frame needs a window larger than 2^%d bytes", path,
+                               window_log_max(compressed));
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: corrupt zstd data near offset %llu: %s", path,
                            (unsigned long long)at, ZSTD_getErrorName(code));
 }
 
-int ckpt_zstd__decompress(int in_fd, const char *path, int *out_fd, ckpt_zstd_stats *stats)
+/* One decompression in progress. */
+typedef struct inflate {
+    const char *path, *dir;
+    int fd;               /* the temporary */
+    uint64_t written;
+    uint64_t limit;       /* the most bytes allowed: the input limit or the header's bound */
+    uint64_t header_max;  /* what the check allowed; UINT64_MAX when it set no bound */
+    uint64_t need;        /* the check runs once this much is written; UINT64_MAX: no check due */
+    uint64_t declared;    /* the first frame's size, 0 when it does not say */
+    uint64_t compressed;  /* the input's size */
+    const ckpt_zstd_check *check;
+} inflate;
+
+static int too_long(const inflate *z, uint64_t declared)
 {
-    const char *dir = temp_dir();
+    int by_header = z->header_max != UINT64_MAX && z->header_max == z->limit;
+
+    if (by_header && declared)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: zstd frame declares %llu decompressed bytes, more than its header or index "
+                               "allows (%llu)",
+                               z->path, (unsigned long long)declared, (unsigned long long)z->header_max);
+    if (by_header)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: zstd data decompresses to more than its header or index allows (%llu bytes)",
+                               z->path, (unsigned long long)z->header_max);
+    if (declared)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: zstd frame declares %llu decompressed bytes, more than the limit of %llu", z->path,
+                               (unsigned long long)declared, (unsigned long long)z->limit);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                           "%s: zstd data decompresses to more than %llu bytes, the limit", z->path,
+                           (unsigned long long)z->limit);
+}
+
+/* Show the check what is written so far (all of it when whole); it sets the bound, asks for
+ * more, or refuses. */
+static int run_check(inflate *z, int whole)
+{
+    uint64_t need = 0, max_size = UINT64_MAX;
+    void *head = NULL;
+    int rc;
+
+    if (z->written > SIZE_MAX)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: too large to map in this address space", z->path);
+    if (z->written && (head = mmap(NULL, (size_t)z->written, PROT_READ, MAP_SHARED, z->fd, 0)) == MAP_FAILED)
+        return ckpt_error_set(CKPT_EIO, "%s: cannot map its decompressed start: %s", z->path, strerror(errno));
+    rc = z->check->fn(z->check->arg, z->path, head, (size_t)z->written, whole, &need, &max_size);
+    if (head)
+        munmap(head, (size_t)z->written);
+    if (rc < 0)
+        return rc;
+    /* A check that wants what it already has would never be asked again: it said no bound. */
+    if (!whole && need > z->written) {
+        z->need = need;
+        return 0;
+    }
+    z->need = UINT64_MAX;
+    z->header_max = max_size;
+    if (max_size < z->limit)
+        z->limit = max_size;
+    if (z->declared > z->limit)
+        return too_long(z, z->declared);
+    return z->written > z->limit ? too_long(z, 0) : 0;
+}
+
+/* The size the first frame declares, refused before anything is written when it is over
+ * the limit. Frames without a size, and bytes that are not yet a whole frame header, pass:
+ * the stream itself is held to the limit as it is decompressed. */
+static int check_declared(inflate *z, const uint8_t *first, size_t n)
+{
+    unsigned long long declared = ZSTD_getFrameContentSize(first, n);
+
+    if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR)
+        return 0;
+    z->declared = declared;
+    return declared > z->limit ? too_long(z, declared) : 0;
+}
+
+/* Decompress one chunk of input into the temporary. *pending gets zstd's hint (0 only
+ * between frames). */
+static int inflate_chunk(inflate *z, ZSTD_DCtx *d, ZSTD_inBuffer *in, uint8_t *obuf, uint64_t consumed,
+                         size_t *pending)
+{
+    int rc;
+
+    /* Until the input is used up and the last call left room in the output: a full output
+     * may mean zstd holds more. */
+    for (;;) {
+        ZSTD_outBuffer out = { obuf, OUT_CHUNK, 0 };
+        size_t before = in->pos, r = ZSTD_decompressStream(d, &out, in);
+        if (ZSTD_isError(r))
+            return zstd_input_error(z->path, r, consumed + in->pos, z->compressed);
+        /* A call that only found nothing more to flush says how much the next frame's
+         * header needs, not that this frame is unfinished. */
+        if (out.pos > 0 || in->pos > before)
+            *pending = r;
+        if (out.pos > z->limit - z->written)
+            return too_long(z, 0);
+        if (write_all(z->fd, obuf, out.pos) != 0)
+            return temp_write_error(z->path, z->dir, z->written);
+        z->written += out.pos;
+        if (z->written >= z->need && (rc = run_check(z, 0)) < 0)
+            return rc;
+        if (in->pos == in->size && out.pos < out.size)
+            return 0;
+    }
+}
+
+int ckpt_zstd__decompress(int in_fd, const char *path, int *out_fd, ckpt_zstd_stats *stats,
+                          const ckpt_zstd_check *check)
+{
     double start = now();
     ZSTD_DCtx *d = ZSTD_createDCtx();
     uint8_t *ibuf = malloc(IN_CHUNK), *obuf = malloc(OUT_CHUNK);
-    uint64_t consumed = 0, written = 0;
+    inflate z = { path, temp_dir(), -1, 0, input_limit, UINT64_MAX, UINT64_MAX, 0, UINT64_MAX, check };
+    struct stat st;
+    uint64_t consumed = 0;
     size_t pending = 1; /* zstd's hint: 0 only between frames */
-    int fd = -1, rc = 0;
+    int rc = 0;
 
     *out_fd = -1;
+    if (check)
+        z.need = CKPT_ZSTD_CHECK_BYTES;
     if (!d || !ibuf || !obuf) {
         rc = ckpt_error_oom();
         goto done;
     }
-    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, window_log_max());
-    fd = open_temp(dir, path);
-    if (fd < 0) {
-        rc = fd;
+    if (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode))
+        z.compressed = (uint64_t)st.st_size;
+    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, window_log_max(z.compressed));
+    if ((z.fd = open_temp(z.dir, path)) < 0) {
+        rc = z.fd;
         goto done;
     }
     posix_fadvise(in_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -170,52 +303,32 @@ int ckpt_zstd__decompress(int in_fd, const char *path, int *out_fd, ckpt_zstd_st
         }
         if (n == 0)
             break;
+        if (consumed == 0 && (rc = check_declared(&z, ibuf, (size_t)n)) < 0)
+            goto done;
         in.src = ibuf;
         in.size = (size_t)n;
         in.pos = 0;
-        /* Until the input is used up and the last call left room in the output: a full
-         * output may mean zstd holds more. */
-        for (;;) {
-            ZSTD_outBuffer out = { obuf, OUT_CHUNK, 0 };
-            size_t before = in.pos, r = ZSTD_decompressStream(d, &out, &in);
-            if (ZSTD_isError(r)) {
-                rc = zstd_input_error(path, r, consumed + in.pos);
-                goto done;
-            }
-            /* A call that only found nothing more to flush says how much the next frame's
-             * header needs, not that this frame is unfinished. */
-            if (out.pos > 0 || in.pos > before)
-                pending = r;
-            if (out.pos > input_limit - written) {
-                rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
-                                     "%s: zstd data decompresses to more than %llu bytes, the limit", path,
-                                     (unsigned long long)input_limit);
-                goto done;
-            }
-            if (write_all(fd, obuf, out.pos) != 0) {
-                rc = temp_write_error(path, dir, written);
-                goto done;
-            }
-            written += out.pos;
-            if (in.pos == in.size && out.pos < out.size)
-                break;
-        }
+        if ((rc = inflate_chunk(&z, d, &in, obuf, consumed, &pending)) < 0)
+            goto done;
         consumed += (uint64_t)n;
     }
     if (pending != 0) {
         rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                              "%s: truncated zstd data: the file ends inside a frame (%llu bytes, %llu decompressed)",
-                             path, (unsigned long long)consumed, (unsigned long long)written);
+                             path, (unsigned long long)consumed, (unsigned long long)z.written);
         goto done;
     }
-    stats->raw_bytes = written;
+    /* A stream shorter than what the check asks for: it judges all there is. */
+    if (z.need != UINT64_MAX && (rc = run_check(&z, 1)) < 0)
+        goto done;
+    stats->raw_bytes = z.written;
     stats->zst_bytes = consumed;
     stats->seconds = now() - start;
-    *out_fd = fd;
-    fd = -1;
+    *out_fd = z.fd;
+    z.fd = -1;
 done:
-    if (fd >= 0)
-        close(fd);
+    if (z.fd >= 0)
+        close(z.fd);
     ZSTD_freeDCtx(d);
     free(ibuf);
     free(obuf);

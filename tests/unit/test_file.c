@@ -5,6 +5,7 @@
 #define CKPT_BUILD
 #include "io/zstd_io.h"
 
+#include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
 #include <stdlib.h>
@@ -165,9 +166,9 @@ static unsigned char *pattern(size_t n, unsigned seed)
     return p;
 }
 
-/* Append one frame of data, with a checksum, to `path`; returns its compressed size (0 on
- * failure). */
-static size_t append_frame(const char *path, const void *data, size_t len, int level)
+/* Append one frame of data, with a checksum and, when with_size, its size, to `path`;
+ * returns its compressed size (0 on failure). */
+static size_t append_frame_sized(const char *path, const void *data, size_t len, int level, int with_size)
 {
     size_t cap = ZSTD_compressBound(len), n = 0;
     void *buf = malloc(cap);
@@ -175,6 +176,7 @@ static size_t append_frame(const char *path, const void *data, size_t len, int l
     FILE *fp = fopen(path, "ab");
     int ok = buf && c && fp && !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level)) &&
              !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)) &&
+             !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, with_size)) &&
              !ZSTD_isError(n = ZSTD_compress2(c, buf, cap, data, len)) && fwrite(buf, 1, n, fp) == n;
 
     if (fp && fclose(fp) != 0)
@@ -182,6 +184,11 @@ static size_t append_frame(const char *path, const void *data, size_t len, int l
     ZSTD_freeCCtx(c);
     free(buf);
     return ok ? n : 0;
+}
+
+static size_t append_frame(const char *path, const void *data, size_t len, int level)
+{
+    return append_frame_sized(path, data, len, level, 1);
 }
 
 CKPT_TEST(test_file_zstd_input_reads_as_plain)
@@ -335,7 +342,14 @@ CKPT_TEST(test_file_zstd_limit_and_temp_dir)
     rc = ckpt_file_open(&f, "bomb.zst");
     ckpt_zstd__set_input_limit(UINT64_MAX);
     ASSERT_FAILS(CKPT_EFORMAT, rc);
-    ASSERT_ERROR_MENTIONS("bomb.zst: zstd data decompresses to more than 1048575 bytes");
+    ASSERT_ERROR_MENTIONS("bomb.zst: zstd frame declares 1048576 decompressed bytes, more than the limit of 1048575");
+    /* a frame that does not say its size is stopped at the limit */
+    ASSERT_TRUE(append_frame_sized("unsized.zst", data, n, 3, 0) > 0);
+    ckpt_zstd__set_input_limit(n - 1);
+    rc = ckpt_file_open(&f, "unsized.zst");
+    ckpt_zstd__set_input_limit(UINT64_MAX);
+    ASSERT_FAILS(CKPT_EFORMAT, rc);
+    ASSERT_ERROR_MENTIONS("unsized.zst: zstd data decompresses to more than 1048575 bytes");
     /* a temporary directory that cannot be used: named, with what to do */
     setenv("TMPDIR", "no/such/dir", 1);
     rc = ckpt_file_open(&f, "bomb.zst");
@@ -356,4 +370,118 @@ CKPT_TEST(test_file_zstd_limit_and_temp_dir)
         unsetenv("TMPDIR");
     free(saved_copy);
     free(data);
+}
+
+/* Six bytes (a frame header asking for a 2^31-byte window, fuzzing's out-of-memory input) are
+ * refused before the window is allocated: they cannot decompress to more than 2^27 bytes. */
+CKPT_TEST(test_file_zstd_window_larger_than_the_input_can_fill)
+{
+    static const unsigned char header[6] = { 0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xa8 };
+    ckpt_file *f;
+
+    ckpt_test_write_file("six.zst", header, sizeof header);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file_open(&f, "six.zst"));
+    ASSERT_ERROR_MENTIONS("six.zst: zstd frame asks for a window over 2^27 bytes, more than its 6 bytes can "
+                          "decompress to");
+}
+
+/* What a test check saw, and what it answers. */
+typedef struct seen {
+    int calls, whole;
+    size_t n;
+    uint8_t first;
+    uint64_t need, max_size; /* its answers: need first (once), then max_size */
+    int refuse;
+} seen;
+
+static int test_check(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
+                      uint64_t *max_size)
+{
+    seen *s = arg;
+
+    s->calls++;
+    s->whole = whole;
+    s->n = n;
+    s->first = n ? head[0] : 0;
+    if (s->refuse)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not what the test expects", path);
+    if (s->need > n && !whole) {
+        *need = s->need;
+        return 0;
+    }
+    *max_size = s->max_size;
+    return 0;
+}
+
+/* 64 MiB of zeros behind a byte no format starts with: refused once the first MiB is out,
+ * the rest never decompressed. */
+CKPT_TEST(test_file_zstd_check_refuses_before_the_rest)
+{
+    size_t n = (size_t)64 << 20;
+    unsigned char *data = calloc(n, 1);
+    seen s = { 0, 0, 0, 0, 0, UINT64_MAX, 1 };
+    ckpt_zstd_check check = { test_check, &s };
+    ckpt_file *f;
+
+    ASSERT_TRUE(data != NULL);
+    data[0] = 'X';
+    ASSERT_TRUE(append_frame_sized("bomb.zst", data, n, 3, 0) > 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file__open_as(&f, "bomb.zst", "bomb.zst", 1, &check));
+    ASSERT_ERROR_MENTIONS("bomb.zst: not what the test expects");
+    ASSERT_EQ_INT(s.calls, 1);
+    ASSERT_EQ_INT(s.whole, 0);
+    ASSERT_EQ_INT(s.first, 'X');
+    ASSERT_TRUE(s.n >= CKPT_ZSTD_CHECK_BYTES && s.n < 2 * CKPT_ZSTD_CHECK_BYTES);
+    free(data);
+}
+
+/* A check that needs more sees more; the bound it sets holds the stream, declared or not. */
+CKPT_TEST(test_file_zstd_check_bound)
+{
+    size_t n = (size_t)5 << 20;
+    unsigned char *data = pattern(n, 6);
+    seen s = { 0, 0, 0, 0, (uint64_t)3 << 20, (uint64_t)4 << 20, 0 };
+    ckpt_zstd_check check = { test_check, &s };
+    ckpt_file *f;
+
+    ASSERT_TRUE(data != NULL);
+    ASSERT_TRUE(append_frame_sized("long.zst", data, n, 1, 0) > 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file__open_as(&f, "long.zst", "long.zst", 1, &check));
+    ASSERT_ERROR_MENTIONS("long.zst: zstd data decompresses to more than its header or index allows (4194304 bytes)");
+    ASSERT_EQ_INT(s.calls, 2);
+    ASSERT_TRUE(s.n >= ((size_t)3 << 20));
+    /* a frame that declares more than the bound is refused before anything is written */
+    memset(&s, 0, sizeof s);
+    s.max_size = (uint64_t)4 << 20;
+    ASSERT_TRUE(append_frame("sized.zst", data, n, 1) > 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file__open_as(&f, "sized.zst", "sized.zst", 1, &check));
+    ASSERT_ERROR_MENTIONS("sized.zst: zstd frame declares 5242880 decompressed bytes, more than its header or index "
+                          "allows (4194304)");
+    /* exactly the bound is fine */
+    memset(&s, 0, sizeof s);
+    s.max_size = n;
+    ASSERT_OK(ckpt_file__open_as(&f, "sized.zst", "sized.zst", 1, &check));
+    ASSERT_EQ_INT(f->size, n);
+    ckpt_file_close(f);
+    free(data);
+}
+
+/* A stream shorter than the first window: the check judges all of it, told it is whole. */
+CKPT_TEST(test_file_zstd_check_short_stream)
+{
+    seen s = { 0, 0, 0, 0, (uint64_t)1 << 30, UINT64_MAX, 0 };
+    ckpt_zstd_check check = { test_check, &s };
+    ckpt_file *f;
+
+    ASSERT_TRUE(append_frame("short.zst", "hello", 5, 3) > 0);
+    ASSERT_OK(ckpt_file__open_as(&f, "short.zst", "short.zst", 1, &check));
+    ASSERT_EQ_INT(s.calls, 1);
+    ASSERT_EQ_INT(s.whole, 1);
+    ASSERT_EQ_INT(s.n, 5);
+    ASSERT_EQ_INT(s.first, 'h');
+    ASSERT_EQ_INT(f->size, 5);
+    ckpt_file_close(f);
+    /* and may refuse it */
+    s.refuse = 1;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_file__open_as(&f, "short.zst", "short.zst", 1, &check));
 }

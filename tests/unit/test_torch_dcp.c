@@ -9,6 +9,7 @@
 #include <ckpt/value.h>
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static ckpt_ckpt *open_dir(const char *path)
@@ -111,6 +112,30 @@ CKPT_TEST(test_torch_dcp_names_a_damaged_data_file)
     ASSERT_TRUE(unlink("missing/__0_0.distcp") == 0);
     ASSERT_TRUE(ckpt_open(&c, "missing", NULL) < 0);
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "missing/__0_0.distcp") != NULL);
+}
+
+/* A metadata file cut short is named as such; the directory is still the format's (detected),
+ * and the file given alone stands for its directory. */
+CKPT_TEST(test_torch_dcp_names_truncated_metadata)
+{
+    ckpt_ckpt *c = NULL;
+
+    ASSERT_OK(ckpt_test_copy_data_dir("dcp", "cut"));
+    ckpt_test_write_file("cut/.metadata", "\x80\x04\x95", 3);
+    ASSERT_EQ_STR(ckpt_format_detect("cut"), "torch_dcp");
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_open(&c, "cut", NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "cut/.metadata: truncated or corrupt metadata: pickle:") != NULL);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_open(&c, "cut/.metadata", NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "cut/.metadata: truncated or corrupt metadata: pickle:") != NULL);
+    ASSERT_OK(ckpt_open(&c, ckpt_test_data("dcp/.metadata"), NULL));
+    ASSERT_EQ_STR(ckpt_format_name(c), "torch_dcp");
+    ASSERT_TRUE(ckpt_tensor_count(c) > 0);
+    ckpt_close(c);
+    /* nothing recognises an empty directory, or a missing path */
+    ASSERT_TRUE(mkdir("empty", 0700) == 0);
+    ASSERT_TRUE(ckpt_format_detect("empty") == NULL);
+    ASSERT_TRUE(ckpt_format_detect("no/such/path") == NULL);
+    ASSERT_EQ_STR(ckpt_format_detect(ckpt_test_data("torch/basic.pt")), "torch");
 }
 
 static int same_values(const ckpt_tensor *a, const ckpt_tensor *b)

@@ -17,6 +17,9 @@ typedef struct ckpt_probe {
     const char *path;
     const ckpt_file *file; /* NULL for a directory */
     int is_dir;
+    /* file holds only the first bytes of a compressed input, bid on before the rest is
+     * decompressed: judge what is there; the missing rest is no reason to refuse. */
+    int partial;
 } ckpt_probe;
 
 /* The engine's side of an open in progress. */
@@ -27,6 +30,11 @@ CKPT_EXTERN(const char *) ckpt_reader_path(const ckpt_reader *r);
 CKPT_EXTERN(const ckpt_file *) ckpt_reader_file(const ckpt_reader *r);
 /* Map another file (a shard); it stays open as long as the checkpoint. */
 CKPT_EXTERN(int) ckpt_reader_open_file(ckpt_reader *r, const char *path, const ckpt_file **out);
+/* The same for a file whose size another file says (an index): a compressed one that
+ * decompresses to more than max_size bytes is refused as it is decompressed, before the rest
+ * is written. */
+CKPT_EXTERN(int) ckpt_reader_open_file_within(ckpt_reader *r, const char *path, uint64_t max_size,
+                                              const ckpt_file **out);
 CKPT_EXTERN(const ckpt_open_options *) ckpt_reader_options(const ckpt_reader *r);
 CKPT_EXTERN(ckpt_arena *) ckpt_reader_arena(ckpt_reader *r);
 /* The format's private state; freed by the format's close hook. */
@@ -147,6 +155,12 @@ typedef struct ckpt_format_vtable {
     int (*write_finish)(ckpt_writer *w);
     /* Free the private writer state (optional); called on success and failure. */
     void (*write_free)(ckpt_writer *w);
+    /* How long a compressed input of this format may decompress to, asked before the rest is
+     * decompressed (optional: no bound). p->file holds its first bytes (p->partial) or all of
+     * them. Set *max_size to the most bytes its header allows (UINT64_MAX: it does not say),
+     * or, while p->partial, *need to how many leading bytes the header takes (more than
+     * p->file->size); return < 0, the error open would give, for a header already wrong. */
+    int (*bound)(const ckpt_probe *p, uint64_t *need, uint64_t *max_size);
 } ckpt_format_vtable;
 
 CKPT_END_DECL
