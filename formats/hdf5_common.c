@@ -13,10 +13,27 @@ int ckpt_hdf5__register_zstd(void);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int once_rc;
+static volatile int file_left_open;
+
+/* libhdf5 1.10 cannot close a file whose last writes failed (a full disk, a file size limit):
+ * the close fails, leaves the file half closed, and its exit-time clean-up crashes on it after
+ * the error has been reported. So the clean-up is ours, skipped when a file was left so. */
+static void term_library(void)
+{
+    if (!file_left_open)
+        H5close();
+}
+
+void ckpt_hdf5__file_left_open(void)
+{
+    file_left_open = 1;
+}
 
 static void init_once(void)
 {
-    once_rc = H5open() < 0 ? -1 : ckpt_hdf5__register_zstd();
+    /* fails, harmlessly, where the program has already used libhdf5 itself */
+    H5dont_atexit();
+    once_rc = H5open() < 0 || atexit(term_library) != 0 ? -1 : ckpt_hdf5__register_zstd();
 }
 
 int ckpt_hdf5__init(void)

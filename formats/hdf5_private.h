@@ -30,6 +30,8 @@
 /* Once per process, thread-safe: HDF5's own error printing off (errors are reported
  * through ckpt_error_*), the zstd filter registered with the library. 0 or CKPT_EIO. */
 int ckpt_hdf5__init(void);
+/* A file libhdf5 failed to close is left alone at exit (hdf5_common.c). */
+void ckpt_hdf5__file_left_open(void);
 
 /* ckpt_error_set(code, ...) with the innermost message of HDF5's error stack appended
  * (": <HDF5's reason>") when there is one; the stack is cleared. Returns code. */

@@ -550,8 +550,11 @@ static int close_file(ckpt_writer *w, h5_writer *h, int failed)
     H5Eclear2(H5E_DEFAULT);
     if (failed && fd)
         discard_writes(*fd);
-    if (H5Fclose(h->file) < 0 && rc == 0)
-        rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot finish the HDF5 file", ckpt_writer_path(w));
+    if (H5Fclose(h->file) < 0) {
+        ckpt_hdf5__file_left_open();
+        if (rc == 0)
+            rc = ckpt_hdf5__fail(CKPT_EIO, "%s: cannot finish the HDF5 file", ckpt_writer_path(w));
+    }
     h->file = -1;
     return rc;
 }
