@@ -231,6 +231,9 @@ static int chunk_layout(ckpt_h5_build *b, const dset *ds, int64_t *cdims, int64_
     if (*n_chunks > CKPT_H5_MAX_CHUNKS)
         return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: dataset '%s': %llu chunks, more than %llu", b->path, ds->name,
                               (unsigned long long)*n_chunks, (unsigned long long)CKPT_H5_MAX_CHUNKS);
+    if ((b->n_chunks += *n_chunks) > CKPT_H5_MAX_FILE_CHUNKS)
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "%s: dataset '%s': more than %llu chunks in the file", b->path,
+                              ds->name, (unsigned long long)CKPT_H5_MAX_FILE_CHUNKS);
     memset(p, 0, sizeof *p);
     if ((rc = ckpt_hdf5__get_u8(b, &n)) < 0)
         return rc;

@@ -151,8 +151,12 @@ enum { CKPT_H5L_CONTIGUOUS = 1, CKPT_H5L_COMPACT, CKPT_H5L_CHUNKED };
 enum { CKPT_H5F_ZERO = 0, CKPT_H5F_VALUE, CKPT_H5F_UNREADABLE };
 enum { CKPT_H5C_FILL = 0, CKPT_H5C_STORED, CKPT_H5C_ABORT };
 
-/* A chunked dataset of more chunks than this is refused: each is a tile of the engine's. */
-#define CKPT_H5_MAX_CHUNKS ((uint64_t)1 << 24)
+/* A chunked dataset of more chunks than this is refused, and so is a file of more in all:
+ * each is a tile of the engine's (about 200 bytes), and a few bytes of metadata can declare
+ * a grid of any size. A million chunks of the smallest size h5py picks (8 KiB) is 8 GiB of
+ * one tensor. */
+#define CKPT_H5_MAX_CHUNKS ((uint64_t)1 << 20)
+#define CKPT_H5_MAX_FILE_CHUNKS ((uint64_t)1 << 22)
 /* Compact data lives in an object header (64 KiB at most): more is not a real file. */
 #define CKPT_H5_MAX_COMPACT ((uint64_t)1 << 20)
 
@@ -215,6 +219,7 @@ typedef struct ckpt_h5_build {
     size_t mem_len, mem_cap;
     ckpt_extent **pending;
     size_t n_pending, cap_pending;
+    uint64_t n_chunks; /* of the datasets built so far */
 } ckpt_h5_build;
 
 /* CKPT_EFORMAT: the records are not what a walk sends ("what"), the file named as corrupt. */
