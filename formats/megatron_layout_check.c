@@ -153,5 +153,8 @@ int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_targe
      * the tensors' own where args do not say */
     if (m->info.num_layers > 0)
         d.layers = m->info.num_layers;
-    return check_dims(&d, t, m->info.ep);
+    /* the sizes that forbid the layout are the checkpoint's: name it */
+    if ((rc = check_dims(&d, t, m->info.ep)) < 0 && (m->set || m->dist))
+        ckpt_error_prefix("%s", m->set ? ckpt_set_info_of(m->set)->root : m->dist);
+    return rc;
 }
