@@ -5,6 +5,7 @@
 #include <ckpt/shard.h>
 #include <ckpt/sys/common.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,14 @@ int ckpt_hf_weights_path(const char *dir, char **out)
     size_t i;
 
     *out = NULL;
+    /* a directory that cannot be reached says why (a symbolic link loop, no permission) */
+    if (stat(dir, &st) != 0)
+        return ckpt_error_setc(errno == ENOENT || errno == ENOTDIR ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_OS,
+                               "%s: %s", dir, strerror(errno));
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(dir) + strlen(names[i]) + 2;
         char *p = malloc(n);
+        int rc = 0;
         if (!p)
             return ckpt_error_oom();
         snprintf(p, n, "%s/%s", dir, names[i]);
@@ -89,7 +95,11 @@ int ckpt_hf_weights_path(const char *dir, char **out)
             *out = p;
             return 0;
         }
+        if (errno != ENOENT)
+            rc = ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "%s: %s", p, strerror(errno));
         free(p);
+        if (rc < 0)
+            return rc;
     }
     return ckpt_error_set(CKPT_ENOTFOUND, "%s: no model.safetensors(.index.json) or pytorch_model.bin", dir);
 }

@@ -8,4 +8,6 @@ ckptconv zero-to-fp32 loop o
 echo "exit $?"
 ckptconv reshard loop o --tp 1
 echo "exit $?"
+ckptconv hf2mcore loop o
+echo "exit $?"
 ls -A
