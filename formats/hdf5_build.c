@@ -77,7 +77,7 @@ int ckpt_hdf5__get_bytes(ckpt_h5_build *b, const unsigned char **data, size_t *n
 /* A name or a message: bytes without a NUL, which would cut them short. */
 static int get_text(ckpt_h5_build *b, const char **s, size_t *n)
 {
-    const unsigned char *data;
+    const unsigned char *data = NULL;
     int rc;
 
     if ((rc = ckpt_hdf5__get_bytes(b, &data, n)) < 0)
