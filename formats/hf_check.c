@@ -298,18 +298,6 @@ static const char *fields_of(char what)
     }
 }
 
-static void shape_text(char *out, size_t cap, const int64_t *shape, int ndim)
-{
-    size_t len = 0;
-    int i;
-
-    out[0] = '\0';
-    for (i = 0; i < ndim && len < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? ", " : "[", (long long)shape[i]);
-    if (len < cap)
-        snprintf(out + len, cap - len, "]");
-}
-
 static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char rows, char cols)
 {
     const int64_t *shape = ckpt_node_shape(node);
@@ -319,8 +307,8 @@ static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char
     char have[96], expect[64];
 
     if (ndim != (cols ? 2 : 1) || shape[0] != expected[0] || (cols && shape[1] != expected[1])) {
-        shape_text(have, sizeof have, shape, ndim > 8 ? 8 : ndim);
-        shape_text(expect, sizeof expect, expected, cols ? 2 : 1);
+        ckpt_shape_format(shape, ndim, have, sizeof have);
+        ckpt_shape_format(expected, cols ? 2 : 1, expect, sizeof expect);
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                "%s: tensor %s has shape %s, not the %s that %s says (%s%s%s)", c->weights, name, have,
                                expect, c->config, fields_of(rows), cols ? ", " : "", cols ? fields_of(cols) : "");

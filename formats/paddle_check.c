@@ -344,18 +344,6 @@ static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], i
     return want[0] > 0 && want[1] > 0;
 }
 
-static void shape_text(char *out, size_t size, const int64_t *shape, int ndim)
-{
-    size_t used = 0;
-    int i;
-
-    used += (size_t)snprintf(out, size, "[");
-    for (i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (used < size)
-        snprintf(out + used, size - used, "]");
-}
-
 static int shape_fits(const ckpt_paddle_model *m, const pd_entry *e)
 {
     char have[96], want_text[96];
@@ -367,8 +355,8 @@ static int shape_fits(const ckpt_paddle_model *m, const pd_entry *e)
     if (ckpt_node_ndim(e->full) == ndim && ckpt_node_shape(e->full)[0] == want[0] &&
         (ndim == 1 || ckpt_node_shape(e->full)[1] == want[1]))
         return 0;
-    shape_text(have, sizeof have, ckpt_node_shape(e->full), ckpt_node_ndim(e->full));
-    shape_text(want_text, sizeof want_text, want, ndim);
+    ckpt_shape_format(ckpt_node_shape(e->full), ckpt_node_ndim(e->full), have, sizeof have);
+    ckpt_shape_format(want, ndim, want_text, sizeof want_text);
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                            "%s: %s is %s merged over %d TP rank%s, but %s implies %s (hidden_size %lld, "
                            "intermediate_size %lld, num_attention_heads %lld, num_key_value_heads %lld, vocab_size "

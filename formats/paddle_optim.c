@@ -173,15 +173,7 @@ static int read_optimizer_file(ckpt_paddle_model *m, const pd_file *f, const var
 
 static const char *shape_text(const ckpt_node *x, char *buf, size_t cap)
 {
-    size_t len = 0;
-    int d;
-
-    len += (size_t)snprintf(buf, cap, "[");
-    for (d = 0; d < ckpt_node_ndim(x) && len < cap; d++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? ", " : "", (long long)ckpt_node_shape(x)[d]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
-    return buf;
+    return ckpt_shape_format(ckpt_node_shape(x), ckpt_node_ndim(x), buf, cap);
 }
 
 static int merge_state(ckpt_paddle_model *m, pd_entry *e, size_t slot)

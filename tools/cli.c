@@ -86,19 +86,6 @@ const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)
     return buf;
 }
 
-const char *cli_shape(const int64_t *shape, int ndim, char *buf, size_t cap)
-{
-    size_t len = 0;
-    int i;
-
-    len += (size_t)snprintf(buf, cap, "[");
-    for (i = 0; i < ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
-    return buf;
-}
-
 static int progress_shown;
 
 void cli_progress(uint64_t done, uint64_t total, void *payload)

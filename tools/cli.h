@@ -37,8 +37,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) CKPT_FORMAT_PRINTF(2,
 int cli_parse_size(const char *s, uint64_t *out);
 /* Human size: "1.5 GiB". */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
-/* Shape as "[2, 3]". */
-const char *cli_shape(const int64_t *shape, int ndim, char *buf, size_t cap);
 /* Progress bar on stderr when it is a terminal (payload: const char *label). */
 void cli_progress(uint64_t done, uint64_t total, void *payload);
 void cli_progress_done(void);

@@ -200,7 +200,7 @@ static void storage_text(const storage_info *d, char *buf, size_t cap)
         snprintf(buf, cap, "-");
         return;
     }
-    cli_shape(sum->chunk, sum->chunk_ndim, chunk, sizeof chunk);
+    ckpt_shape_format(sum->chunk, sum->chunk_ndim, chunk, sizeof chunk);
     if (sum->stored_bytes && d->codec[0])
         snprintf(buf, cap, "%llu x %s %s x%.2f", (unsigned long long)sum->n_chunks, chunk, d->codec,
                  (double)sum->bytes / (double)sum->stored_bytes);
@@ -327,7 +327,7 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(c, i);
         printf("%-*s  %-13s  %-20s  %12llu", (int)width, t->name, ckpt_dtype_name(t->dtype),
-               cli_shape(t->shape, t->ndim, a, sizeof a), (unsigned long long)ckpt_tensor_nbytes(t));
+               ckpt_shape_format(t->shape, t->ndim, a, sizeof a), (unsigned long long)ckpt_tensor_nbytes(t));
         if (show_storage) {
             storage_text(&storage[i], st, sizeof st);
             printf("  %-*s", stats ? 30 : 0, st);

@@ -105,7 +105,7 @@ static void print_text(const ckpt_set *set, const logical *l)
         ckpt_tensor_layout lay;
         const char *name = tensor_at(l, i, &full, &lay);
         printf("%-56s %-10s %-20s %-10s %s\n", name, ckpt_dtype_name(ckpt_node_dtype(full)),
-               cli_shape(ckpt_node_shape(full), ckpt_node_ndim(full), shape, sizeof shape),
+               ckpt_shape_format(ckpt_node_shape(full), ckpt_node_ndim(full), shape, sizeof shape),
                kind_names[lay.tp], stage_names[lay.stage]);
     }
 }

@@ -173,10 +173,10 @@ static void print_plan(const zero_args *a, const zero_plan *p)
                 const zero_entry *e = &s->entries[f->entries[k]];
                 if (e->storage != f->entries[k] && e->nbytes > 0)
                     printf("  %-40s %-9s %-16s = %s\n", e->name, ckpt_dtype_name(e->dtype),
-                           cli_shape(e->t->shape, e->t->ndim, shape, sizeof shape), s->entries[e->storage].name);
+                           ckpt_shape_format(e->t->shape, e->t->ndim, shape, sizeof shape), s->entries[e->storage].name);
                 else
                     printf("  %-40s %-9s %-16s %llu%s\n", e->name, ckpt_dtype_name(e->dtype),
-                           cli_shape(e->t->shape, e->t->ndim, shape, sizeof shape), (unsigned long long)e->nbytes,
+                           ckpt_shape_format(e->t->shape, e->t->ndim, shape, sizeof shape), (unsigned long long)e->nbytes,
                            out_dtype_note(e, note, sizeof note));
             }
             n_files++;

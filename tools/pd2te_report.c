@@ -78,7 +78,7 @@ void pd_print_plan(const pd_job *j)
             if (ckpt_node_describe(node, &how) < 0 || ckpt_buf_putc(&how, '\0') < 0)
                 break;
             printf("  %s %s %s <- %s%s%s%s\n", name, ckpt_dtype_name(ckpt_node_dtype(node)),
-                   cli_shape(ckpt_node_shape(node), ckpt_node_ndim(node), shape, sizeof shape), (const char *)how.data,
+                   ckpt_shape_format(ckpt_node_shape(node), ckpt_node_ndim(node), shape, sizeof shape), (const char *)how.data,
                    named ? "  [" : "", named ? rule : "", named ? "]" : "");
         }
     }

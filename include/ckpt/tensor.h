@@ -120,6 +120,9 @@ CKPT_EXTERN(void) ckpt_tensor_set_contiguous(ckpt_tensor *t);
  * whole elements; errors name the tensor. 0 or CKPT_EFORMAT. */
 CKPT_EXTERN(int) ckpt_tensor_validate(const ckpt_tensor *t);
 
+/* A shape as text, "[4, 8]" ("[]" for a scalar), cut short where cap ends; returns buf. */
+CKPT_EXTERN(const char *) ckpt_shape_format(const int64_t *shape, int ndim, char *buf, size_t cap);
+
 /* Copy storage bytes [off, off+len) into dst, decoding extents. For a byteswapped storage
  * off and len must be multiples of the swapped unit, for a tiled one of the element size
  * (CKPT_EINVALID otherwise). */

@@ -11,6 +11,7 @@
 
 #include <ckpt/sys/common.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +165,21 @@ static int read_contiguous(const ckpt_tensor *t, int64_t first, int64_t count, c
     ckpt_storage__cursor_close(&c);
     free(buf);
     return rc;
+}
+
+const char *ckpt_shape_format(const int64_t *shape, int ndim, char *buf, size_t cap)
+{
+    size_t len;
+    int d;
+
+    if (!cap)
+        return buf;
+    len = (size_t)snprintf(buf, cap, "[");
+    for (d = 0; d < ndim && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
 }
 
 int ckpt_tensor_read(const ckpt_tensor *t, int64_t first, int64_t count, ckpt_dtype dst_type, void *dst)

@@ -157,18 +157,9 @@ int ckpt_parallel_rename_layer(const ckpt_parallel_spec *s, const char *name, in
 
 #define SHAPE_TEXT_MAX (CKPT_MAX_DIMS * 22 + 4)
 
-/* "[4, 8]" */
 static const char *shape_text(const ckpt_node *x, char *buf)
 {
-    const int64_t *shape = ckpt_node_shape(x);
-    size_t len = 0;
-    int d;
-
-    buf[len++] = '[';
-    for (d = 0; d < ckpt_node_ndim(x); d++)
-        len += (size_t)snprintf(buf + len, SHAPE_TEXT_MAX - len, "%s%" PRId64, d ? ", " : "", shape[d]);
-    snprintf(buf + len, SHAPE_TEXT_MAX - len, "]");
-    return buf;
+    return ckpt_shape_format(ckpt_node_shape(x), ckpt_node_ndim(x), buf, SHAPE_TEXT_MAX);
 }
 
 static int same_shape(const ckpt_node *x, const ckpt_node *y)

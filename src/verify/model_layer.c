@@ -44,12 +44,9 @@ static int shape_error(const ckpt_model *m, int64_t layer, int r, const char *su
                        const char *expected)
 {
     char shape[128];
-    const int64_t *s = ckpt_node_shape(x);
-    int i, nd = ckpt_node_ndim(x), w = 0;
 
-    for (i = 0; i < nd && w < (int)sizeof shape - 24; i++)
-        w += snprintf(shape + w, sizeof shape - (size_t)w, "%s%lld", i ? ", " : "", (long long)s[i]);
-    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer %lld, rank %d: %s has shape [%s], expected %s",
+    ckpt_shape_format(ckpt_node_shape(x), ckpt_node_ndim(x), shape, sizeof shape);
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer %lld, rank %d: %s has shape %s, expected %s",
                            m->path, (long long)layer, r, suffix, shape, expected);
 }
 

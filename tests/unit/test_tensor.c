@@ -47,6 +47,18 @@ CKPT_TEST(test_tensor_metadata)
     ASSERT_TRUE(ckpt_tensor_nbytes(&t) == UINT64_MAX);
 }
 
+CKPT_TEST(test_tensor_shape_format)
+{
+    const int64_t shape[3] = { 4, 8, 123456789012LL };
+    char buf[64], small[6];
+
+    ASSERT_EQ_STR(ckpt_shape_format(shape, 2, buf, sizeof buf), "[4, 8]");
+    ASSERT_EQ_STR(ckpt_shape_format(shape, 3, buf, sizeof buf), "[4, 8, 123456789012]");
+    ASSERT_EQ_STR(ckpt_shape_format(shape, 0, buf, sizeof buf), "[]");
+    /* cut short where the buffer ends, still a string */
+    ASSERT_EQ_STR(ckpt_shape_format(shape, 3, small, sizeof small), "[4, 8");
+}
+
 CKPT_TEST(test_tensor_validate)
 {
     uint8_t bytes[64] = { 0 };
