@@ -138,10 +138,10 @@ int cli_parse_int_prefix(const char *s, long long min, long long max, long long 
 
     for (p = s; *p >= '0' && *p <= '9'; p++) {
         int digit = *p - '0';
-        /* keep reading the digits, so that the caller's end is past all of them */
-        if (in_range && (v > (max - digit) / 10 || (v == (max - digit) / 10 && v * 10 + digit > max)))
+        /* past max, keep reading the digits, so that the caller's end is past all of them */
+        if (!in_range || v > (max - digit) / 10)
             in_range = 0;
-        else if (in_range)
+        else
             v = v * 10 + digit;
     }
     *end = p;
