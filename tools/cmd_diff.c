@@ -259,11 +259,12 @@ static void print_text(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
     size_t i, shown = 0;
     int width = 4;
 
-    printf("A: %s (%s, %zu tensors", a->a, ckpt_whole_kind(wa), a->tensors_a);
+    printf("A: %s (%s, %zu tensor%s", a->a, ckpt_whole_kind(wa), a->tensors_a, a->tensors_a == 1 ? "" : "s");
     if (a->map)
         printf("; %zu through the map %s", ckpt_whole_count(wa), a->map);
     printf(")\n");
-    printf("B: %s (%s, %zu tensors)\n", a->b, ckpt_whole_kind(wb), ckpt_whole_count(wb));
+    printf("B: %s (%s, %zu tensor%s)\n", a->b, ckpt_whole_kind(wb), ckpt_whole_count(wb),
+           ckpt_whole_count(wb) == 1 ? "" : "s");
     if (a->o.rtol == 0 && a->o.atol == 0)
         printf("tolerance: none (values must be equal)\n");
     else
@@ -282,7 +283,8 @@ static void print_text(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
                    "max abs", "max rel", "mismatched", "first at");
         print_row(e, width);
     }
-    printf("\n%zu tensors: %zu equal, %zu close, %zu different", r->n, r->equal, r->close, r->different);
+    printf("\n%zu tensor%s: %zu equal, %zu close, %zu different", r->n, r->n == 1 ? "" : "s", r->equal, r->close,
+           r->different);
     if (r->unread)
         printf(", %zu not read (names only)", r->unread);
     printf("; %zu only in A, %zu only in B; %zu shape changes; %zu dtype changes", r->only_a, r->only_b, r->shape,
