@@ -62,7 +62,7 @@ typedef enum ckpt_diff_status {
 } ckpt_diff_status;
 
 typedef struct ckpt_diff_entry {
-    const char *name;
+    const char *name;              /* borrowed from the inputs */
     ckpt_diff_status status;
     ckpt_dtype dtype_a, dtype_b;   /* CKPT_DTYPE_INVALID on the side that lacks the name */
     int ndim_a, ndim_b;
@@ -72,7 +72,7 @@ typedef struct ckpt_diff_entry {
     uint64_t unequal;              /* elements not equal (NaN against NaN counts equal) */
     uint64_t mismatched;           /* elements outside the tolerance */
     uint64_t nan_mismatched;       /* NaN on one side only (outside any tolerance) */
-    double max_abs;                /* max |a - b| over elements not NaN on both sides */
+    double max_abs;                /* max |a - b| over the elements where neither is NaN */
     double max_rel;                /* max |a - b| / |b|; a difference where b is 0 is +inf */
     int64_t first;                 /* C-order index of the first element outside the tolerance,
                                       else of the first unequal one; -1 when all are equal */
@@ -87,7 +87,8 @@ typedef struct ckpt_diff_options {
     int names_only;                /* compare names, dtypes and shapes; read no values */
     const char *const *exclude;    /* NULL-terminated glob patterns (fnmatch): names left out on
                                       both sides; NULL: none */
-    uint64_t memory;               /* bytes of buffers for all threads; 0: 512 MiB */
+    uint64_t memory;               /* bytes of buffers for all threads (at least 4096 elements
+                                      of each side per thread); 0: 512 MiB */
     int threads;                   /* 0: OpenMP's default */
     ckpt_progress_fn progress;     /* bytes of A compared so far, of all */
     void *progress_payload;

@@ -21,7 +21,7 @@
 
 #define DEFAULT_MEMORY (512ull << 20)
 #define MIN_PIECE ((int64_t)4096)
-#define MAX_PIECE ((int64_t)1 << 22)
+#define MAX_PIECE ((int64_t)1 << 20)
 
 /* What one piece (or a whole tensor, merged) found. */
 typedef struct acc {
