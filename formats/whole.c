@@ -1,9 +1,11 @@
 /* A checkpoint at any path as a list of named full tensors (ckpt/diff.h): one file through
  * its format module, a checkpoint of many files through the logical model of its layout
  * (the Megatron-LM and PaddleNLP modules merge the ranks), a Hugging Face directory through
- * the weights file it names. Which reads a path is decided here, in this order: a format
- * that claims it (a ZeRO directory is a format), the PaddleNLP layout (whose unified
- * checkpoints look like Hugging Face directories), Hugging Face weights, any other layout. */
+ * the weights file it names. Which reads a directory is decided here, in this order: a
+ * format that claims it (a ZeRO directory is a format; a Megatron-LM torch_dist iteration
+ * directory, which the DCP format claims, is still read as the Megatron model), the
+ * PaddleNLP layout (whose unified checkpoints look like Hugging Face directories), Hugging
+ * Face weights, any other layout. */
 #include <ckpt/diff.h>
 #include <ckpt/hf.h>
 #include <ckpt/megatron.h>
@@ -99,6 +101,31 @@ static int open_megatron(ckpt_whole *w)
     return 0;
 }
 
+/* A directory a format claims that is also a Megatron-LM torch_dist iteration directory:
+ * read as the model its ranks make, not as the Distributed Checkpoint of stacked tensors
+ * the format sees. 1 when taken; 0 for anything else (a plain Distributed Checkpoint),
+ * left to the format with w as it was. */
+static int megatron_dist(ckpt_whole *w, const char *path)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+
+    so.layout = "megatron";
+    if (ckpt_set_open(&w->set, path, &so) == 0 && open_megatron(w) == 0)
+        return 1;
+    ckpt_error_clear();
+    ckpt_megatron_close(w->megatron);
+    ckpt_set_close(w->set);
+    free(w->names);
+    free(w->nodes);
+    w->megatron = NULL;
+    w->set = NULL;
+    w->names = NULL;
+    w->nodes = NULL;
+    w->n = 0;
+    w->kind[0] = '\0';
+    return 0;
+}
+
 /* The directory's config.json, when it has one. */
 static int find_config(ckpt_whole *w, const char *dir)
 {
@@ -157,8 +184,14 @@ int ckpt_whole_open(ckpt_whole **out, const char *path)
                                "%s: %s", path, strerror(errno));
     if (!(w = calloc(1, sizeof *w)))
         return ckpt_error_oom();
-    if ((rc = ckpt_graph_new(&w->graph)) == 0)
-        rc = S_ISDIR(st.st_mode) && !ckpt_format_detect(path) ? open_dir(w, path) : open_file(w, path);
+    if ((rc = ckpt_graph_new(&w->graph)) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            rc = open_file(w, path);
+        else if (!ckpt_format_detect(path))
+            rc = open_dir(w, path);
+        else if (!megatron_dist(w, path))
+            rc = open_file(w, path);
+    }
     /* a directory a format reads (sharded safetensors) may hold a model's config.json too */
     if (rc == 0 && S_ISDIR(st.st_mode) && !w->config)
         rc = find_config(w, path);
