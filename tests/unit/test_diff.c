@@ -431,3 +431,25 @@ CKPT_TEST(a_map_renames_one_side)
     ckpt_map_free(map);
     ckpt_whole_close(w);
 }
+
+CKPT_TEST(bad_options_are_refused)
+{
+    float v[1] = { 1 };
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    pool a;
+    ckpt_diff_report *r = NULL;
+
+    pool_open(&a);
+    add_f32(&a, "w", 1, 1, v);
+    o.rtol = -1;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_diff(a.in, a.n, a.in, a.n, &o, &r));
+    ASSERT_ERROR_MENTIONS("tolerances");
+    o.rtol = 0;
+    o.atol = NAN;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_diff(a.in, a.n, a.in, a.n, &o, &r));
+    o.atol = 0;
+    o.version = 99;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_diff(a.in, a.n, a.in, a.n, &o, &r));
+    ASSERT_TRUE(r == NULL);
+    pool_close(&a);
+}
