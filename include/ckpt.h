@@ -20,5 +20,6 @@
 #include "ckpt/megatron.h"
 #include "ckpt/hf.h"
 #include "ckpt/verify.h"
+#include "ckpt/diff.h"
 
 #endif

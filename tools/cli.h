@@ -25,6 +25,7 @@ int cli_mcore2hf(int argc, char **argv);
 int cli_paddle2hf(int argc, char **argv);
 int cli_hf2paddle(int argc, char **argv);
 int cli_verify(int argc, char **argv);
+int cli_diff(int argc, char **argv);
 
 /* Print "ckptconv <cmd>: error: <last library error>" to stderr; returns CLI_EXIT_USAGE when
  * the library refused the request as it stands (class CKPT_ERRCLASS_ARGUMENT: an output that

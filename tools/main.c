@@ -23,6 +23,7 @@ static const struct {
     { "paddle2hf", cli_paddle2hf, "PaddleNLP LLaMA checkpoint at any TP/PP -> Hugging Face LLaMA directory" },
     { "hf2paddle", cli_hf2paddle, "Hugging Face LLaMA directory -> PaddleNLP checkpoint at any TP/PP" },
     { "verify", cli_verify, "run two checkpoints layer by layer on the same inputs; name the layer that differs" },
+    { "diff", cli_diff, "compare two checkpoints of any formats tensor by tensor, sets at full shape" },
 };
 
 static void usage(FILE *out)
