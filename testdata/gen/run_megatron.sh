@@ -26,10 +26,11 @@ PY=${MCORE_PYTHON:?set MCORE_PYTHON to the Python that has torch and megatron-co
 MLM=${MEGATRON_LM:?set MEGATRON_LM to a Megatron-LM checkout at tag core_v0.16.1}
 GEN_DIR=$(cd "$(dirname "$0")" && pwd)
 TESTDATA=$(cd "$GEN_DIR/.." && pwd)
-OUT=${MEGATRON_OUT:-$TESTDATA/megatron}      # override both to regenerate elsewhere
+OUT=${MEGATRON_OUT:-$TESTDATA/megatron}      # override these (and DCP_OUT) to regenerate elsewhere
 HF_OUT=${HF_OUT:-$TESTDATA/hf/llama_tiny}
 DIST_TAG=${DIST_TAG:-}                      # dist_* are copied as dist${DIST_TAG}_*, dcp as dcp${DIST_TAG}
 DIST_LAYOUTS=${DIST_LAYOUTS:-dist_tp1 dist_tp2 dist_tp2_bf16 dist_tp2_optim}
+DCP=${DCP_OUT:-$TESTDATA/dcp$DIST_TAG}
 KEEP_WORK=${WORK:-}
 WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$OUT" "$WORK"
@@ -94,7 +95,6 @@ if [ "$MODE" = dist ]; then
     for layout in $DIST_LAYOUTS; do
         case $layout in dist_tp1) train "$layout" 1 "${R[@]}" ;; *) train "$layout" 2 "${R[@]}" ;; esac
     done
-    DCP=$TESTDATA/dcp$DIST_TAG
     rm -rf "$DCP"
     (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
         --master_port "$(free_port)" "$GEN_DIR/gen_dcp.py" "$DCP") >"$WORK/dcp.log" 2>&1 ||
@@ -102,7 +102,7 @@ if [ "$MODE" = dist ]; then
     "$PY" "$GEN_DIR/gen_dcp.py" --describe "$DCP"
     if [ -z "$DIST_TAG" ]; then
         rm -rf "$TESTDATA/bad_dcp"
-        "$PY" "$GEN_DIR/gen_dcp.py" --hostile "$TESTDATA/dcp" "$TESTDATA/bad_dcp"
+        "$PY" "$GEN_DIR/gen_dcp.py" --hostile "$DCP" "$TESTDATA/bad_dcp"
     fi
     du -sh "$OUT"/dist"$DIST_TAG"_* "$DCP"
     exit 0
