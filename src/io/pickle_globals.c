@@ -4,6 +4,8 @@
  * ckptconv either interprets it (tensor rebuild functions, storages, dtypes,
  * OrderedDict, set/frozenset/bytearray, _codecs.encode, numpy array reconstruction, the
  * metadata classes of PyTorch Distributed Checkpoint) or
+ * reads past it as data (the save and load plans of Distributed Checkpoint's planner,
+ * which megatron-core stores in `.metadata` as `all_local_plans`) or
  * carries it through verbatim as an opaque, round-trippable object (argparse.Namespace,
  * enums and config classes of Megatron, DeepSpeed and Transformer Engine). Nothing is
  * ever imported or called, known or not. The set exists so that a checkpoint can be
@@ -284,6 +286,7 @@ static const known_global known[] = {
     { "torch.cuda", "ShortStorage" },
     { "torch.cuda", "ShortTensor" },
     { "torch.distributed.checkpoint.filesystem", "_StorageInfo" },
+    { "torch.distributed.checkpoint.filesystem", "_StoragePrefix" },
     { "torch.distributed.checkpoint.metadata", "BytesStorageMetadata" },
     { "torch.distributed.checkpoint.metadata", "ChunkStorageMetadata" },
     { "torch.distributed.checkpoint.metadata", "Metadata" },
@@ -292,6 +295,14 @@ static const known_global known[] = {
     { "torch.distributed.checkpoint.metadata", "TensorProperties" },
     { "torch.distributed.checkpoint.metadata", "TensorStorageMetadata" },
     { "torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING" },
+    { "torch.distributed.checkpoint.planner", "BytesIOWriteData" },
+    { "torch.distributed.checkpoint.planner", "LoadItemType" },
+    { "torch.distributed.checkpoint.planner", "LoadPlan" },
+    { "torch.distributed.checkpoint.planner", "ReadItem" },
+    { "torch.distributed.checkpoint.planner", "SavePlan" },
+    { "torch.distributed.checkpoint.planner", "TensorWriteData" },
+    { "torch.distributed.checkpoint.planner", "WriteItem" },
+    { "torch.distributed.checkpoint.planner", "WriteItemType" },
     { "torch.nn.parameter", "Parameter" },
     { "torch.serialization", "_get_layout" },
     { "torch.storage", "TypedStorage" },

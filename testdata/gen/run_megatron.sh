@@ -9,11 +9,14 @@
 #   ... run_megatron.sh describe                   # only the checks + expected.json (needs WORK=)
 #   ... run_megatron.sh dist                       # only the torch_dist twins dist_* (and the
 #                                                  # plain DCP fixture testdata/dcp/), from a fresh tp1
+#   DIST_TAG=215 DIST_LAYOUTS="dist_tp1 dist_tp2" ... run_megatron.sh dist
+#                                                  # the same with another torch: dist215_tp1,
+#                                                  # dist215_tp2 and testdata/dcp215/ beside them
 #   ... run_megatron.sh load-ours CKPTCONV         # megatron-core's load_checkpoint of
 #                                                  # `ckptconv reshard tp2 --to torch_dist` at TP1 and
 #                                                  # TP2 PP2; log in testdata/gen/load_ours_dist.log
 #
-# MCORE_PYTHON: torch 2.10.0, megatron-core 0.16.1, transformers, safetensors, numpy<2, six.
+# MCORE_PYTHON: torch 2.10.0 (2.15.0 for DIST_TAG=215), megatron-core 0.16.1, transformers, safetensors, numpy<2, six.
 # MEGATRON_LM: a checkout of NVIDIA/Megatron-LM at tag core_v0.16.1 (commit 55ac7082517c);
 #   only megatron/{training,legacy,post_training,rl}, gpt_builders.py and model_provider.py
 #   are used, on top of the installed megatron-core wheel (same sources as the tag).
@@ -23,8 +26,11 @@ PY=${MCORE_PYTHON:?set MCORE_PYTHON to the Python that has torch and megatron-co
 MLM=${MEGATRON_LM:?set MEGATRON_LM to a Megatron-LM checkout at tag core_v0.16.1}
 GEN_DIR=$(cd "$(dirname "$0")" && pwd)
 TESTDATA=$(cd "$GEN_DIR/.." && pwd)
-OUT=${MEGATRON_OUT:-$TESTDATA/megatron}      # override both to regenerate elsewhere
+OUT=${MEGATRON_OUT:-$TESTDATA/megatron}      # override these (and DCP_OUT) to regenerate elsewhere
 HF_OUT=${HF_OUT:-$TESTDATA/hf/llama_tiny}
+DIST_TAG=${DIST_TAG:-}                      # dist_* are copied as dist${DIST_TAG}_*, dcp as dcp${DIST_TAG}
+DIST_LAYOUTS=${DIST_LAYOUTS:-dist_tp1 dist_tp2 dist_tp2_bf16 dist_tp2_optim}
+DCP=${DCP_OUT:-$TESTDATA/dcp$DIST_TAG}
 KEEP_WORK=${WORK:-}
 WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$OUT" "$WORK"
@@ -45,7 +51,8 @@ free_port() {
 
 # train LAYOUT NPROC [gen_megatron.py train options]
 train() {
-    local layout=$1 n=$2
+    local layout=$1 n=$2 dest=$1
+    case $layout in dist_*) dest=dist${DIST_TAG}_${layout#dist_} ;; esac
     shift 2
     echo "== $layout: $n processes"
     rm -rf "${WORK:?}/$layout"
@@ -62,7 +69,7 @@ train() {
     case $layout in
         ref512|gpt2style_tp1|hf_llama_tiny_tp1|load_ours_*) ;;
         tp1) [ "$MODE" != all ] || { rm -rf "${OUT:?}/tp1"; cp -r "$WORK/tp1" "$OUT/tp1"; } ;;
-        *) rm -rf "${OUT:?}/$layout"; cp -r "$WORK/$layout" "$OUT/$layout" ;;
+        *) rm -rf "${OUT:?}/$dest"; cp -r "$WORK/$layout" "$OUT/$dest" ;;
     esac
 }
 
@@ -85,18 +92,19 @@ if [ "$MODE" = dist ]; then
     # tp1 makes ref_dist and tp1_full.pt; its legacy files are not copied again
     R=(--ref-full tp1_full.pt)
     train tp1 1
-    train dist_tp1 1 "${R[@]}"
-    train dist_tp2 2 "${R[@]}"
-    train dist_tp2_bf16 2 "${R[@]}"
-    train dist_tp2_optim 2 "${R[@]}"
-    rm -rf "$TESTDATA/dcp"
+    for layout in $DIST_LAYOUTS; do
+        case $layout in dist_tp1) train "$layout" 1 "${R[@]}" ;; *) train "$layout" 2 "${R[@]}" ;; esac
+    done
+    rm -rf "$DCP"
     (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 \
-        --master_port "$(free_port)" "$GEN_DIR/gen_dcp.py" "$TESTDATA/dcp") >"$WORK/dcp.log" 2>&1 ||
+        --master_port "$(free_port)" "$GEN_DIR/gen_dcp.py" "$DCP") >"$WORK/dcp.log" 2>&1 ||
         { tail -40 "$WORK/dcp.log"; exit 1; }
-    "$PY" "$GEN_DIR/gen_dcp.py" --describe "$TESTDATA/dcp"
-    rm -rf "$TESTDATA/bad_dcp"
-    "$PY" "$GEN_DIR/gen_dcp.py" --hostile "$TESTDATA/dcp" "$TESTDATA/bad_dcp"
-    du -sh "$OUT"/dist_* "$TESTDATA/dcp" "$TESTDATA/bad_dcp"
+    "$PY" "$GEN_DIR/gen_dcp.py" --describe "$DCP"
+    if [ -z "$DIST_TAG" ]; then
+        rm -rf "$TESTDATA/bad_dcp"
+        "$PY" "$GEN_DIR/gen_dcp.py" --hostile "$DCP" "$TESTDATA/bad_dcp"
+    fi
+    du -sh "$OUT"/dist"$DIST_TAG"_* "$DCP"
     exit 0
 fi
 if [ "$MODE" = all ]; then

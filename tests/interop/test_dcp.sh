@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # PyTorch Distributed Checkpoints read by ckptconv at their global shapes:
+# Each check runs on the fixtures written under torch 2.10 and under torch 2.15 (dcp215,
+# dist215_*; there megatron-core's .metadata also holds the ranks' save plans):
 # - the plain DCP fixture (torch.distributed.checkpoint.save, world size 2: Shard(0) uneven,
 #   Shard(1), Replicate, scalars, bytes items) consolidated to .safetensors equals what DCP
 #   itself reads back (expected.json), under the real safetensors loader;
@@ -23,10 +25,11 @@ need_venv "numpy, safetensors"
 CHECK="$INTEROP_DIR/dcp_check.py"
 
 plain() {
-    ckpt convert -q "$TESTDATA/dcp" "$WORK/plain.safetensors"
-    ckpt convert -q --threads 1 "$TESTDATA/dcp" "$WORK/plain1.safetensors"
-    cmp "$WORK/plain.safetensors" "$WORK/plain1.safetensors"
-    "$VENV_PYTHON" "$CHECK" plain "$WORK/plain.safetensors" "$TESTDATA/dcp/expected.json"
+    local dcp="$1"
+    ckpt convert -q "$TESTDATA/$dcp" "$WORK/$dcp.safetensors"
+    ckpt convert -q --threads 1 "$TESTDATA/$dcp" "$WORK/${dcp}1.safetensors"
+    cmp "$WORK/$dcp.safetensors" "$WORK/${dcp}1.safetensors"
+    "$VENV_PYTHON" "$CHECK" plain "$WORK/$dcp.safetensors" "$TESTDATA/$dcp/expected.json"
 }
 
 megatron() {
@@ -36,9 +39,12 @@ megatron() {
     "$TORCH_PYTHON" "$CHECK" megatron "$WORK/$dist.pt" "$TESTDATA/megatron/$legacy" "$@"
 }
 
-case_run "plain DCP (world size 2) -> .safetensors equals DCP's own read" plain
-case_run "dist_tp1 equals tp1" megatron dist_tp1 tp1
-case_run "dist_tp2 equals tp2 (TP-merged)" megatron dist_tp2 tp2
+case_run "plain DCP (world size 2) -> .safetensors equals DCP's own read" plain dcp
+case_run "plain DCP of torch 2.15 -> .safetensors equals DCP's own read" plain dcp215
+for g in "" 215; do
+    case_run "dist${g}_tp1 equals tp1" megatron "dist${g}_tp1" tp1
+    case_run "dist${g}_tp2 equals tp2 (TP-merged)" megatron "dist${g}_tp2" tp2
+done
 case_run "dist_tp2_bf16 equals tp2_bf16 (TP-merged)" megatron dist_tp2_bf16 tp2_bf16
 case_run "dist_tp2_optim equals tp2_optim, exp_avg and exp_avg_sq included" megatron dist_tp2_optim tp2_optim --optimizer
 reshard_to() {
@@ -54,16 +60,16 @@ optimizer_refused() {
 }
 
 to_hf() {
-    ckpt mcore2hf -q "$TESTDATA/megatron/dist_tp2" "$WORK/hf"
-    "$VENV_PYTHON" "$INTEROP_DIR/hf_llama_check.py" logits "$WORK/hf" "$TESTDATA/megatron/tp1/logits.json"
+    ckpt mcore2hf -q "$TESTDATA/megatron/$1" "$WORK/hf-$1"
+    "$VENV_PYTHON" "$INTEROP_DIR/hf_llama_check.py" logits "$WORK/hf-$1" "$TESTDATA/megatron/tp1/logits.json"
 }
 
 verify_twin() {
-    ckpt verify "$TESTDATA/megatron/dist_tp2/iter_0000010" "$TESTDATA/megatron/tp2" --device cpu >"$WORK/verify.txt"
-    grep -q "^PASS" "$WORK/verify.txt"
+    ckpt verify "$TESTDATA/megatron/$1/iter_0000010" "$TESTDATA/megatron/tp2" --device cpu >"$WORK/verify-$1.txt"
+    grep -q "^PASS" "$WORK/verify-$1.txt"
 }
 
-for src in dist_tp1 dist_tp2; do
+for src in dist_tp1 dist_tp2 dist215_tp1 dist215_tp2; do
     for to in "tp1 1 1" "tp2 2 1" "pp2 1 2" "tp2pp2 2 2"; do
         set -- $to
         case_run "reshard $src -> legacy $1 equals megatron-core's $1" reshard_to "$src" "$1" "$2" "$3" "$1"
@@ -72,8 +78,10 @@ done
 case_run "reshard dist_tp2_bf16 -> legacy tp2 equals megatron-core's tp2_bf16" \
     reshard_to dist_tp2_bf16 tp2 2 1 tp2_bf16
 case_run "reshard keeping torch_dist optimizer state is refused, nothing written" optimizer_refused
-case_run "mcore2hf of dist_tp2: transformers reproduces Megatron's logits" to_hf
-case_run "verify dist_tp2 (iteration directory) against legacy tp2: every layer equal" verify_twin
+for src in dist_tp2 dist215_tp2; do
+    case_run "mcore2hf of $src: transformers reproduces Megatron's logits" to_hf "$src"
+    case_run "verify $src (iteration directory) against legacy tp2: every layer equal" verify_twin "$src"
+done
 to_dist() {
     local src="$1" tp="$2" pp="$3" legacy="$4" ranks
     shift 4
@@ -89,5 +97,6 @@ to_dist() {
 case_run "reshard legacy tp2 --to torch_dist at TP2, read back and to legacy again: tp2" to_dist tp2 2 1 tp2
 case_run "reshard legacy tp2pp2 --to torch_dist at TP1 PP2: tp2" to_dist tp2pp2 1 2 tp2
 case_run "reshard dist_tp2 --to torch_dist at TP4 PP2: tp2" to_dist dist_tp2 4 2 tp2
+case_run "reshard dist215_tp2 --to torch_dist at TP4 PP2: tp2" to_dist dist215_tp2 4 2 tp2
 case_run "reshard legacy tp2_bf16 --to torch_dist at TP1: tp2_bf16" to_dist tp2_bf16 1 1 tp2_bf16
 finish

@@ -575,12 +575,16 @@ CKPT_TEST(test_pickle_known_globals)
         { "deepspeed.runtime.zero.config", "ZeroStageEnum" }, { "transformer_engine.common.recipe", "Format" },
         { "megatron.core.extensions.transformer_engine", "TEDelayedScaling" }, { "torch._C", "Generator" },
         { "builtins", "getattr" }, { "pathlib", "PosixPath" }, { "_io", "BytesIO" }, { "signal", "Signals" },
+        { "torch.distributed.checkpoint.planner", "SavePlan" }, { "torch.distributed.checkpoint.planner", "ReadItem" },
     };
     static const char *const unknown[][2] = {
         { "posix", "system" }, { "os", "system" }, { "nt", "system" }, { "subprocess", "Popen" },
         { "builtins", "eval" }, { "__builtin__", "exec" }, { "builtins", "compile" }, { "builtins", "open" },
         { "builtins", "__import__" }, { "torch", "load" }, { "torch._utils", "_rebuild" }, { "", "" },
         { "torch", "FloatStorageX" }, { "zzz", "a" }, { "_codecs", "decode" },
+        /* the planner's data classes only, not the planners (code) */
+        { "torch.distributed.checkpoint.planner", "SavePlanner" },
+        { "torch.distributed.checkpoint.default_planner", "DefaultSavePlanner" },
     };
     size_t i, n = 0;
     char line[256], prev_module[256] = "", prev_name[256] = "", *name;

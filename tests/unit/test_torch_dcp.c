@@ -1,7 +1,9 @@
 /* The torch_dcp format: a Distributed Checkpoint (world size 2) read at global shapes over
  * tiled storages, chunks cut along either axis; bytes items kept; common.pt merged into the
- * root; hostile or damaged directories refused with the file named. Checkpoints written by
- * a plan (ckpt/dcp.h) read back the same, chunks refused when they overlap or leave a gap. */
+ * root; hostile or damaged directories refused with the file named. Each fixture is read as
+ * written by torch 2.10 and by torch 2.15, where megatron-core's `.metadata` also holds the
+ * ranks' save plans. Checkpoints written by a plan (ckpt/dcp.h) read back the same, chunks
+ * refused when they overlap or leave a gap. */
 #include "test.h"
 
 #include <ckpt/checkpoint.h>
@@ -18,9 +20,21 @@ static ckpt_ckpt *open_dir(const char *path)
     return ckpt_open(&c, path, NULL) < 0 ? NULL : c;
 }
 
-CKPT_TEST(test_torch_dcp_global_tensors_from_both_ranks)
+static int same_values(const ckpt_tensor *a, const ckpt_tensor *b)
 {
-    ckpt_ckpt *c = open_dir(ckpt_test_data("dcp"));
+    int64_t n = ckpt_tensor_numel(a);
+    double *x = malloc((size_t)(n ? n : 1) * sizeof *x), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    int same = x && y && n == ckpt_tensor_numel(b) && a->dtype == b->dtype &&
+               ckpt_tensor_read(a, 0, n, CKPT_DTYPE_F64, x) == 0 && ckpt_tensor_read(b, 0, n, CKPT_DTYPE_F64, y) == 0 &&
+               memcmp(x, y, (size_t)n * sizeof *x) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void global_tensors_from_both_ranks(const char *fixture)
+{
+    ckpt_ckpt *c = open_dir(ckpt_test_data(fixture));
     const ckpt_tensor *emb, *out, *counts, *step;
     int64_t got[10];
     float s;
@@ -50,9 +64,15 @@ CKPT_TEST(test_torch_dcp_global_tensors_from_both_ranks)
     ckpt_close(c);
 }
 
-CKPT_TEST(test_torch_dcp_bytes_items_nest_as_saved)
+CKPT_TEST(test_torch_dcp_global_tensors_from_both_ranks)
 {
-    ckpt_ckpt *c = open_dir(ckpt_test_data("dcp"));
+    global_tensors_from_both_ranks("dcp");
+    global_tensors_from_both_ranks("dcp215");
+}
+
+static void bytes_items_nest_as_saved(const char *fixture)
+{
+    ckpt_ckpt *c = open_dir(ckpt_test_data(fixture));
     const ckpt_value *train, *step;
 
     ASSERT_TRUE(c != NULL);
@@ -65,9 +85,15 @@ CKPT_TEST(test_torch_dcp_bytes_items_nest_as_saved)
     ckpt_close(c);
 }
 
-CKPT_TEST(test_torch_dcp_megatron_common_state_first)
+CKPT_TEST(test_torch_dcp_bytes_items_nest_as_saved)
 {
-    ckpt_ckpt *c = open_dir(ckpt_test_data("megatron/dist_tp2/iter_0000010"));
+    bytes_items_nest_as_saved("dcp");
+    bytes_items_nest_as_saved("dcp215");
+}
+
+static void megatron_common_state_first(const char *fixture)
+{
+    ckpt_ckpt *c = open_dir(ckpt_test_data(fixture));
     const ckpt_value *root, *it;
     const ckpt_tensor *fc1;
 
@@ -81,6 +107,76 @@ CKPT_TEST(test_torch_dcp_megatron_common_state_first)
     ASSERT_TRUE(fc1 && fc1->ndim == 3 && fc1->shape[0] == 4 && fc1->shape[1] == 192);
     ASSERT_EQ_INT((int)fc1->storage->tiling->n_tiles, 16);
     ckpt_close(c);
+}
+
+CKPT_TEST(test_torch_dcp_megatron_common_state_first)
+{
+    megatron_common_state_first("megatron/dist_tp2/iter_0000010");
+    megatron_common_state_first("megatron/dist215_tp2/iter_0000010");
+}
+
+/* Overwrites the first `from` in buf[0..len) with `to` (as long), 0; -1 if absent. */
+static int patch(unsigned char *buf, size_t len, const char *from, size_t from_len, const char *to)
+{
+    size_t i;
+
+    for (i = 0; i + from_len <= len; i++) {
+        if (memcmp(buf + i, from, from_len) == 0) {
+            memcpy(buf + i, to, from_len);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* megatron-core 0.16 under torch 2.15 adds the ranks' save plans to `.metadata`
+ * (`all_local_plans`: SavePlan, WriteItem, WriteItemType, TensorWriteData): read as data and
+ * skipped, the tensors are the torch 2.10 twin's. The same place naming another class, or
+ * code, is refused. The pickle is edited in place, lengths kept: a name string is replaced
+ * by a shorter one followed by NONE POP pairs, which leave the stack as it was. */
+CKPT_TEST(test_torch_dcp_megatron_save_plans_are_data)
+{
+    static const char planner[] = "\x8c\x24torch.distributed.checkpoint.planner";
+    static const char save_plan[] = "\x8c\x08SavePlan";
+    ckpt_ckpt *old = open_dir(ckpt_test_data("megatron/dist_tp2/iter_0000010"));
+    ckpt_ckpt *c = open_dir(ckpt_test_data("megatron/dist215_tp2/iter_0000010"));
+    unsigned char *meta;
+    size_t i, len;
+
+    ASSERT_TRUE(old != NULL && c != NULL);
+    ASSERT_EQ_INT((int)ckpt_tensor_count(c), (int)ckpt_tensor_count(old));
+    for (i = 0; i < ckpt_tensor_count(old); i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(old, i);
+        ASSERT_TRUE(same_values(t, ckpt_tensor_find(c, t->name)));
+    }
+    ckpt_close(c);
+    ckpt_close(old);
+
+    ASSERT_OK(ckpt_test_copy_data_dir("megatron/dist215_tp2/iter_0000010", "load_plan"));
+    meta = ckpt_test_read_file("load_plan/.metadata", &len);
+    ASSERT_TRUE(meta != NULL && memmem(meta, len, "all_local_plans", 15) != NULL);
+    /* the read side's plan is data too */
+    ASSERT_TRUE(patch(meta, len, save_plan, sizeof save_plan - 1, "\x8c\x08LoadPlan") == 0);
+    ckpt_test_write_file("load_plan/.metadata", meta, len);
+    ASSERT_OK(ckpt_open(&c, "load_plan", NULL));
+    ckpt_close(c);
+
+    ASSERT_OK(ckpt_test_copy_data_dir("megatron/dist215_tp2/iter_0000010", "other_class"));
+    ASSERT_TRUE(patch(meta, len, "\x8c\x08LoadPlan", 10, "\x8c\x08SavePlaX") == 0);
+    ckpt_test_write_file("other_class/.metadata", meta, len);
+    ASSERT_FAILS(CKPT_EUNSAFE, ckpt_open(&c, "other_class", NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message,
+                       "torch.distributed.checkpoint.planner.SavePlaX (at (state)/all_local_plans/0/(callable))") != NULL);
+
+    ASSERT_OK(ckpt_test_copy_data_dir("megatron/dist215_tp2/iter_0000010", "code"));
+    ASSERT_TRUE(patch(meta, len, planner, sizeof planner - 1,
+                      "\x8c\x02osN0N0N0N0N0N0N0N0N0N0N0N0N0N0N0N0N0") == 0);
+    ASSERT_TRUE(patch(meta, len, "\x8c\x08SavePlaX", 10, "\x8c\x06systemN0") == 0);
+    ckpt_test_write_file("code/.metadata", meta, len);
+    free(meta);
+    ASSERT_FAILS(CKPT_EUNSAFE, ckpt_open(&c, "code", NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "refers to os.system (at (state)/all_local_plans/0/(callable))") !=
+                NULL);
 }
 
 CKPT_TEST(test_torch_dcp_refuses_hostile_metadata)
@@ -138,17 +234,6 @@ CKPT_TEST(test_torch_dcp_names_truncated_metadata)
     ASSERT_EQ_STR(ckpt_format_detect(ckpt_test_data("torch/basic.pt")), "torch");
 }
 
-static int same_values(const ckpt_tensor *a, const ckpt_tensor *b)
-{
-    int64_t n = ckpt_tensor_numel(a);
-    double *x = malloc((size_t)(n ? n : 1) * sizeof *x), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
-    int same = x && y && n == ckpt_tensor_numel(b) && a->dtype == b->dtype &&
-               ckpt_tensor_read(a, 0, n, CKPT_DTYPE_F64, x) == 0 && ckpt_tensor_read(b, 0, n, CKPT_DTYPE_F64, y) == 0 &&
-               memcmp(x, y, (size_t)n * sizeof *x) == 0;
-    free(x);
-    free(y);
-    return same;
-}
 
 /* The plain fixture cut again: rows 4 + 7 over two ranks, columns 3 + 5, one whole tensor,
  * a bytes item; written by a plan and read back. */

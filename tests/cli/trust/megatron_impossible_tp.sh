@@ -4,8 +4,10 @@ ckptconv reshard "$TESTDATA/megatron/tp2" out --tp 8
 echo "legacy: exit $?"
 ckptconv reshard "$TESTDATA/megatron/tp2" out --tp 8 --to torch_dist --no-optimizer
 echo "to torch_dist: exit $?"
-ckptconv reshard "$TESTDATA/megatron/dist_tp2" out --tp 8 --no-optimizer
-echo "from torch_dist: exit $?"
+for g in "" 215; do
+  ckptconv reshard "$TESTDATA/megatron/dist${g}_tp2" out --tp 8 --no-optimizer
+  echo "from torch_dist$g: exit $?"
+done
 ckptconv hf2mcore "$TESTDATA/hf/llama_tiny" out --tp 8
 echo "hf2mcore: exit $?"
 ckptconv reshard "$TESTDATA/megatron/tp2" out --tp 4 --padded-vocab-size 254
