@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_MAX_MEMO ((size_t)1 << 24)
 #define DEFAULT_MAX_DEPTH 512
 
 /* INST and OBJ: cls(*args), or cls.__new__(cls) without arguments. */
@@ -474,7 +473,10 @@ int ckpt_pickle_read(ckpt_value **out, size_t *end, ckpt_arena *arena, const uin
     vm.len = len;
     vm.arena = arena;
     vm.source = opts && opts->source ? opts->source : "(memory)";
-    vm.max_memo = opts && opts->max_memo ? opts->max_memo : DEFAULT_MAX_MEMO;
+    /* By default the memo is bounded by the input alone (an entry costs an opcode byte): a
+     * Distributed Checkpoint's .metadata holds one save plan per rank, tens of millions of
+     * entries for a checkpoint of thousands of ranks. */
+    vm.max_memo = opts && opts->max_memo ? opts->max_memo : len;
     vm.max_depth = opts && opts->max_depth ? opts->max_depth : DEFAULT_MAX_DEPTH;
     /* Every node needs at least half an opcode byte; items and copies at most a few
      * bytes each, unless memo references repeat them. */

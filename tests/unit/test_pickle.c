@@ -287,6 +287,27 @@ CKPT_TEST(test_pickle_concatenated_streams)
     ckpt_arena_free(a);
 }
 
+/* More memo entries than any fixed cap would allow: the memo is bounded by the input. */
+CKPT_TEST(test_pickle_memo_scales_with_input)
+{
+    const size_t entries = ((size_t)1 << 24) + 1;
+    size_t len = 2 + entries * 3 + 2, i;
+    unsigned char *p = malloc(len), *q = p;
+    ckpt_arena *a;
+    ckpt_value *v;
+
+    ASSERT_TRUE(p != NULL);
+    *q++ = 0x80, *q++ = 4;
+    for (i = 0; i < entries; i++)
+        *q++ = ')', *q++ = 0x94, *q++ = '0';
+    *q++ = 'N', *q++ = '.';
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_pickle_read(&v, NULL, a, p, len, NULL));
+    ASSERT_EQ_INT(v->kind, CKPT_VAL_NONE);
+    ckpt_arena_free(a);
+    free(p);
+}
+
 CKPT_TEST(test_pickle_options_and_limits)
 {
     static const unsigned char memo[] = "\x80\x02(Nq\x00Nq\x01Nq\x02l.";

@@ -10,7 +10,7 @@ CKPT_BEGIN_DECL
 typedef struct ckpt_pickle_read_options {
     unsigned version;
     const char *source;   /* file name (and record) for error messages */
-    size_t max_memo;      /* memo entries; 0 = default (1<<24) */
+    size_t max_memo;      /* memo entries; 0 = as many as the input can hold */
     unsigned max_depth;   /* container nesting; 0 = default (512) */
 } ckpt_pickle_read_options;
 
