@@ -51,8 +51,12 @@ int cli_parse_int(const char *s, long long min, long long max, long long *out);
 /* An integer option (opt is its spelling, "--tp"): 0, or the usage error's exit status after
  * printing "<opt> <arg>: expected an integer from <min> to <max>". */
 int cli_option_int(const char *cmd, const char *opt, const char *arg, long long min, long long max, long long *out);
-/* Largest TP, PP, VPP size an option takes. */
+/* Largest TP, PP, VPP size an option takes, in every command (a format with a smaller
+ * limit, PaddleNLP's 4096, says so itself). */
 #define CLI_MAX_PARALLEL (1 << 20)
+/* --tp, --pp, --vpp (opt): an integer from 1 to CLI_MAX_PARALLEL; 0, or the usage error's
+ * exit status after printing it as cli_option_int does. */
+int cli_option_parallel(const char *cmd, const char *opt, const char *arg, int *out);
 /* --memory (at least 16M) and --threads (1 to 1024) values; 0, or the usage error's exit
  * status after printing it. */
 int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);

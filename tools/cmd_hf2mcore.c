@@ -4,6 +4,7 @@
 
 #include <ckpt/sys/common.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,17 +66,11 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         rc = 0;
         switch (c) {
-        case O_TP: case O_PP: case O_VPP: case O_ITER:
-            if ((rc = cli_option_int("hf2mcore", c == O_TP ? "--tp" : c == O_PP ? "--pp" : c == O_VPP ? "--vpp" : "--iteration",
-                                     optarg, c == O_ITER ? 0 : 1, CLI_MAX_PARALLEL, &v)) != 0)
-                return rc;
-            if (c == O_TP)
-                a->target.tp = (int)v;
-            else if (c == O_PP)
-                a->target.pp = (int)v;
-            else if (c == O_VPP)
-                a->target.vpp = (int)v;
-            else
+        case O_TP: rc = cli_option_parallel("hf2mcore", "--tp", optarg, &a->target.tp); break;
+        case O_PP: rc = cli_option_parallel("hf2mcore", "--pp", optarg, &a->target.pp); break;
+        case O_VPP: rc = cli_option_parallel("hf2mcore", "--vpp", optarg, &a->target.vpp); break;
+        case O_ITER:
+            if ((rc = cli_option_int("hf2mcore", "--iteration", optarg, 0, LLONG_MAX, &v)) == 0)
                 a->iteration = v;
             break;
         case O_IMPL:

@@ -83,7 +83,6 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
-    long long v;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
@@ -96,9 +95,8 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         switch (c) {
         case O_TP:
         case O_PP:
-            if ((rc = cli_option_int(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, 1, 4096, &v)) != 0)
+            if ((rc = cli_option_parallel(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, c == O_TP ? &a->tp : &a->pp)) != 0)
                 return rc;
-            *(c == O_TP ? &a->tp : &a->pp) = (int)v;
             break;
         case O_QKV: a->fused_qkv = 1; break;
         case O_FFN: a->fused_ffn = 1; break;

@@ -133,7 +133,7 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     const char *cmd = a->cmd;
-    int c, rc;
+    int c, rc, n;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
@@ -156,12 +156,10 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
                 return rc;
             break;
         case 'T':
-            if ((rc = parse_count(cmd, "--tp", optarg, &a->tp)) != 0)
-                return rc;
-            break;
         case 'P':
-            if ((rc = parse_count(cmd, "--pp", optarg, &a->pp)) != 0)
+            if ((rc = cli_option_parallel(cmd, c == 'T' ? "--tp" : "--pp", optarg, &n)) != 0)
                 return rc;
+            *(c == 'T' ? &a->tp : &a->pp) = n;
             break;
         case 'c': a->config = optarg; break;
         case 'p': a->map_path = optarg; break;

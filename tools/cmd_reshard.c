@@ -170,16 +170,14 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         rc = 0;
         switch (c) {
         case O_TP:
-            rc = cli_option_int("reshard", "--tp", optarg, 1, CLI_MAX_PARALLEL, &v);
-            a->target.tp = (int)v;
+            rc = cli_option_parallel("reshard", "--tp", optarg, &a->target.tp);
             a->tp_set = 1;
             break;
         case O_PP:
-            rc = cli_option_int("reshard", "--pp", optarg, 1, CLI_MAX_PARALLEL, &v);
-            a->target.pp = (int)v;
+            rc = cli_option_parallel("reshard", "--pp", optarg, &a->target.pp);
             a->pp_set = 1;
             break;
-        case O_VPP: rc = cli_option_int("reshard", "--vpp", optarg, 1, CLI_MAX_PARALLEL, &v); a->target.vpp = (int)v; break;
+        case O_VPP: rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp); break;
         case O_STRATEGY: a->strategy = optarg; break;
         case O_ITER: rc = cli_option_int("reshard", "--iteration", optarg, 0, LLONG_MAX, &v); a->iteration = v; break;
         case O_PADDED:
