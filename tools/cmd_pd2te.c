@@ -185,6 +185,9 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!a->in || !a->out)
         return cli_usage_error(cmd, "expected IN_DIR and OUT_DIR");
+    if (a->run.n_drop)
+        return cli_usage_error(cmd, "--drop: %s writes every input tensor (a name no rule matches passes through), "
+                                    "so none is left out", cmd);
     return 0;
 }
 

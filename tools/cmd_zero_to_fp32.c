@@ -145,6 +145,9 @@ static int parse_args(zero_args *a, int argc, char **argv)
     a->out = argv[optind + 1];
     if (!*a->in || !*a->out)
         return cli_usage_error(cmd, "CHECKPOINT_DIR and OUTPUT_DIR must not be empty");
+    if (a->run.n_drop)
+        return cli_usage_error(cmd, "--drop: %s writes every parameter the checkpoint holds, so none is left out "
+                                    "(--exclude-frozen-parameters leaves out the frozen ones)", cmd);
     return 0;
 }
 
