@@ -508,14 +508,14 @@ static int run(const pd2te_args *a)
         (rc = detect_side(m, &j, a->direction == TO_TE ? "te2pd" : "pd2te")) < 0 ||
         (rc = plan_job(&j, m, params, a)) < 0)
         goto done;
-    if (!(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), a->run.dry_run, &j))) {
+    if (!(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), &j))) {
         rc = ckpt_error_oom();
         goto done;
     }
     if (a->run.dry_run) {
         if (a->run.json) {
-            pd_report_files(report, &j, NULL);
-            pd_report_print(report, cli_now() - start);
+            rc = pd_report_print(report, &j, NULL, 0);
+            report = NULL;
         } else {
             pd_print_plan(&j);
         }
@@ -524,8 +524,8 @@ static int run(const pd2te_args *a)
     if ((rc = cli_plan_execute(a->cmd, j.plan, a->out, &a->run, &rep)) < 0)
         goto done;
     if (a->run.json) {
-        pd_report_files(report, &j, &rep);
-        pd_report_print(report, cli_now() - start);
+        rc = pd_report_print(report, &j, &rep, cli_now() - start);
+        report = NULL;
     } else if (!a->run.quiet) {
         print_summary(a, &j, &rep, ckpt_map_name(m), cli_now() - start);
     }

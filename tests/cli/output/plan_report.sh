@@ -21,4 +21,6 @@ for dry in --dry-run ""; do
     ckptconv paddle2hf "$P" e$dry --json $dry | check
     ckptconv hf2paddle "$H" f$dry --tp 2 --json $dry | check
     ckptconv pd2te "$P" g$dry --tp 1 --json $dry | check
+    ckptconv zero-to-fp32 "$TESTDATA/zero/stage3_fp32_ws2" h$dry --json $dry | check
+    ckptconv pd2te "$P" j$dry --json $dry | check
 done
