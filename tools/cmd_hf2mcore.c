@@ -151,7 +151,8 @@ static int run(hf2mcore_args *a)
     if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_hf_llama_dims_read(config, &dims)) < 0)
         goto done;
     if ((rc = ckpt_open(&in, weights, NULL)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
+        (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, config)) < 0)
         goto done;
     inputs = calloc(ckpt_tensor_count(in) + 1, sizeof *inputs);
@@ -161,7 +162,8 @@ static int run(hf2mcore_args *a)
     }
     for (i = 0; i < ckpt_tensor_count(in) && rc == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(in, i);
-        int left = ckpt_plan_leave_out(plan, t->name, ends_with(t->name, "rotary_emb.inv_freq") ? INV_FREQ_RULE : NULL);
+        int left =
+            ckpt_plan_leave_out(plan, t->name, ends_with(t->name, "rotary_emb.inv_freq") ? INV_FREQ_RULE : NULL);
         if (left != 0) {
             rc = left < 0 ? left : 0;
             continue;

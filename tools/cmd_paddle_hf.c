@@ -101,7 +101,8 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         switch (c) {
         case O_TP:
         case O_PP:
-            if ((rc = cli_option_parallel(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, c == O_TP ? &a->tp : &a->pp)) != 0)
+            rc = cli_option_parallel(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, c == O_TP ? &a->tp : &a->pp);
+            if (rc != 0)
                 return rc;
             break;
         case O_QKV: a->fused_qkv = 1; break;

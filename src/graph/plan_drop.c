@@ -130,7 +130,8 @@ int ckpt_plan_check_drop_patterns(const ckpt_plan *p)
     for (i = 0; d && i < d->n_patterns; i++)
         if (!d->patterns[i].matched)
             return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
-                                   "--drop %s matches no input tensor (a glob over the whole tensor name, as in the shell)",
+                                   "--drop %s matches no input tensor (a glob over the whole tensor name, as in "
+                                   "the shell)",
                                    d->patterns[i].text);
     return 0;
 }
@@ -148,8 +149,8 @@ int ckpt_plan_refuse_untaken(const char *where, const char *job, const char *con
     if (n > NAMED_MAX)
         ckpt_buf_printf(&b, " and %zu more", n - NAMED_MAX);
     rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
-                         "%s: no rule of %s takes tensor%s %s; leave %s out on purpose with --drop PATTERN", where, job,
-                         n > 1 ? "s" : "", b.data ? (const char *)b.data : "", n > 1 ? "them" : "it");
+                         "%s: no rule of %s takes tensor%s %s; leave %s out on purpose with --drop PATTERN", where,
+                         job, n > 1 ? "s" : "", b.data ? (const char *)b.data : "", n > 1 ? "them" : "it");
     ckpt_buf_dispose(&b);
     return rc;
 }
