@@ -429,6 +429,7 @@ static int write_chunks(ckpt_writer *w, h5_writer *h)
 {
     int threads = ckpt_writer_threads(w), t;
     uint64_t chunk = largest_chunk(h), memory = ckpt_writer_memory(w);
+    uint64_t caches = (uint64_t)threads * ckpt_writer_cache_bytes(w);
     size_t cap = ZSTD_compressBound((size_t)chunk), batch, i, set = 0, n_slots;
     uint64_t index = 0;
     h5_worker *workers = calloc((size_t)threads, sizeof *workers);
@@ -438,6 +439,8 @@ static int write_chunks(ckpt_writer *w, h5_writer *h)
 
     if (libdeflate_zlib_compress_bound(NULL, (size_t)chunk) > cap)
         cap = libdeflate_zlib_compress_bound(NULL, (size_t)chunk);
+    /* the threads' caches of decoded input chunks come out of the budget first */
+    memory = memory > caches ? memory - caches : 0;
     /* each thread holds a chunk as read, each slot of the batch one as encoded */
     if ((uint64_t)threads > memory / (2 * cap))
         threads = memory / (2 * cap) > 1 ? (int)(memory / (2 * cap)) : 1;

@@ -65,8 +65,8 @@ int ckpt_megatron_new(ckpt_megatron **out, ckpt_graph *g, const ckpt_value *args
     int rc;
 
     *out = NULL;
-    if (user)
-        opts = *user;
+    if (user) /* a version 1 caller's struct ends before leave_out */
+        memcpy(&opts, user, user->version == 1 ? offsetof(ckpt_megatron_options, leave_out) : sizeof opts);
     if (!ckpt_megatron__namespace_dict(args))
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_new: args is not a Namespace");
     m = calloc(1, sizeof *m);

@@ -7,6 +7,7 @@
  * (--num-layers-in-first-pipeline-stage and the like). */
 #include "megatron_private.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,27 +214,47 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
     const ckpt_node **shards;
     ckpt_buf name = CKPT_BUF_INIT;
     mg_entry *e = NULL;
+    ckpt_tensor_layout layout;
     int tp, rc;
 
-    if ((rc = ckpt_megatron__push_entry(m, &e)) < 0)
-        return rc;
-    e->src_pp = pp;
-    e->src_vp = vp;
-    if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &e->layout)) < 0) {
-        ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
-        return rc;
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &layout)) < 0) {
+        /* a tensor no layout entry takes is an error, unless the caller leaves it out */
+        int left = t0 && m->leave_out ? m->leave_out(m->leave_out_payload, key) : 0;
+        if (left > 0) {
+            ckpt_error_clear();
+            m->left_out_params += !ckpt_megatron__is_extra_state(key);
+            return 0;
+        }
+        if (left == 0 && m->leave_out) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ckpt_error_last()->message);
+            return ckpt_error_setc(rc, CKPT_ERRCLASS_LAYOUT, "%s: %s; leave it out on purpose with --drop PATTERN",
+                                   ckpt_path(mg_rank_at(m, 0, pp, ep)->ck), why);
+        }
+        if (left == 0)
+            ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+        return left < 0 ? left : rc;
     }
-    if (e->layout.expert && m->info.ep > 1)
-        e->ep = ep;
-    else
-        e->ep = -1;
-    if (e->layout.layer >= 0) {
-        e->layout.layer += offset;
-        rc = ckpt_parallel_rename_layer(m->spec, key, e->layout.layer, &name);
+    if (layout.layer >= 0) {
+        layout.layer += offset;
+        rc = ckpt_parallel_rename_layer(m->spec, key, layout.layer, &name);
     } else {
         rc = ckpt_buf_puts(&name, key);
     }
-    e->name = rc == 0 ? strdup((const char *)name.data) : NULL;
+    if (rc == 0 && t0 && m->leave_out && (rc = m->leave_out(m->leave_out_payload, (const char *)name.data)) > 0) {
+        m->left_out_params += !ckpt_megatron__is_extra_state(key);
+        ckpt_buf_dispose(&name);
+        return 0;
+    }
+    if (rc < 0 || (rc = ckpt_megatron__push_entry(m, &e)) < 0) {
+        ckpt_buf_dispose(&name);
+        return rc;
+    }
+    e->src_pp = pp;
+    e->src_vp = vp;
+    e->layout = layout;
+    e->ep = e->layout.expert && m->info.ep > 1 ? ep : -1;
+    e->name = strdup((const char *)name.data);
     e->local = strdup(key);
     ckpt_buf_dispose(&name);
     if (!e->name || !e->local)
@@ -370,16 +391,22 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
 
     *out = NULL;
     if (user) {
-        if (user->version != CKPT_MEGATRON_OPTIONS_VERSION)
-            return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_options version %u, expected %u", user->version,
+        if (user->version != 1 && user->version != CKPT_MEGATRON_OPTIONS_VERSION)
+            return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_options version %u, expected 1 to %u", user->version,
                                   CKPT_MEGATRON_OPTIONS_VERSION);
-        opts = *user;
+        if (user->version == 1)
+            memcpy(&opts, user, offsetof(ckpt_megatron_options, leave_out));
+        else
+            opts = *user;
+        opts.version = CKPT_MEGATRON_OPTIONS_VERSION;
     }
     m = calloc(1, sizeof *m);
     if (!m)
         return ckpt_error_oom();
     m->set = set;
     m->g = g;
+    m->leave_out = opts.leave_out;
+    m->leave_out_payload = opts.leave_out_payload;
     if ((rc = ckpt_megatron__load_spec(m, &opts)) < 0)
         goto fail;
     if (ckpt_set_member_count(set) == 1 && strcmp(ckpt_set_member_at(set, 0)->role, "dist") == 0)

@@ -391,6 +391,12 @@ static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
                                "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
                                "--no-load-optim)",
                                m->set ? ckpt_set_info_of(m->set)->root : "");
+    if (m->left_out_params && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %zu parameter%s left out (--drop), and the optimizer state follows the "
+                               "parameters in order: --no-optimizer writes a model-only checkpoint",
+                               m->set ? ckpt_set_info_of(m->set)->root : "", m->left_out_params,
+                               m->left_out_params == 1 ? " is" : "s are");
     if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "

@@ -42,6 +42,9 @@ struct ckpt_megatron {
     ckpt_arena *arena;               /* the template root of a model built tensor by tensor */
     const char *dist;                /* a torch_dist checkpoint (its path): built from its global
                                         tensors, NULL otherwise */
+    int (*leave_out)(void *payload, const char *name); /* ckpt_megatron_options' */
+    void *leave_out_payload;
+    size_t left_out_params;          /* parameters it left out */
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)

@@ -169,6 +169,16 @@ int cli_option_int(const char *cmd, const char *opt, const char *arg, long long 
     return 0;
 }
 
+int cli_option_parallel(const char *cmd, const char *opt, const char *arg, int *out)
+{
+    long long v = 0;
+    int rc = cli_option_int(cmd, opt, arg, 1, CLI_MAX_PARALLEL, &v);
+
+    if (rc == 0)
+        *out = (int)v;
+    return rc;
+}
+
 int cli_option_threads(const char *cmd, const char *arg, int *out)
 {
     long long v = 0;

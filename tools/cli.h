@@ -52,8 +52,12 @@ int cli_parse_int(const char *s, long long min, long long max, long long *out);
 /* An integer option (opt is its spelling, "--tp"): 0, or the usage error's exit status after
  * printing "<opt> <arg>: expected an integer from <min> to <max>". */
 int cli_option_int(const char *cmd, const char *opt, const char *arg, long long min, long long max, long long *out);
-/* Largest TP, PP, VPP size an option takes. */
+/* Largest TP, PP, VPP size an option takes, in every command (a format with a smaller
+ * limit, PaddleNLP's 4096, says so itself). */
 #define CLI_MAX_PARALLEL (1 << 20)
+/* --tp, --pp, --vpp (opt): an integer from 1 to CLI_MAX_PARALLEL; 0, or the usage error's
+ * exit status after printing it as cli_option_int does. */
+int cli_option_parallel(const char *cmd, const char *opt, const char *arg, int *out);
 /* --memory (at least 16M) and --threads (1 to 1024) values; 0, or the usage error's exit
  * status after printing it. */
 int cli_option_memory(const char *cmd, const char *arg, uint64_t *out);
@@ -69,33 +73,42 @@ char *cli_path_join(const char *dir, const char *name);
 int cli_read_text(const char *path, char **out);
 
 /* Options of the commands that write a plan: --dry-run, --json, --force, -q/--quiet,
- * --memory, --threads. Their getopt codes: */
-enum { CLI_O_DRY_RUN = 1000, CLI_O_JSON, CLI_O_FORCE, CLI_O_MEMORY, CLI_O_THREADS };
+ * --memory, --threads, --drop. Their getopt codes: */
+enum { CLI_O_DRY_RUN = 1000, CLI_O_JSON, CLI_O_FORCE, CLI_O_MEMORY, CLI_O_THREADS, CLI_O_DROP };
 #define CLI_PLAN_LONGOPTS                                                                         \
     { "dry-run", no_argument, NULL, CLI_O_DRY_RUN }, { "json", no_argument, NULL, CLI_O_JSON },     \
         { "force", no_argument, NULL, CLI_O_FORCE }, { "memory", required_argument, NULL, CLI_O_MEMORY }, \
-        { "threads", required_argument, NULL, CLI_O_THREADS }, { "quiet", no_argument, NULL, 'q' }
-
+        { "threads", required_argument, NULL, CLI_O_THREADS }, { "quiet", no_argument, NULL, 'q' }, \
+        { "drop", required_argument, NULL, CLI_O_DROP }
 typedef struct cli_plan_args {
     int dry_run, json, force, quiet;
     ckpt_convert_options write; /* memory and threads */
+    const char *drop[64];       /* --drop patterns */
+    size_t n_drop;
 } cli_plan_args;
 
 /* Take getopt's c if it is one of the shared options: 0, a usage error's exit status, or -1
  * when c is not one of them. */
 int cli_plan_option(const char *cmd, int c, const char *arg, cli_plan_args *a);
-/* --dry-run: "<summary>: N files, nothing written", then every file and tensor. */
+/* Give the plan the --drop patterns. */
+int cli_plan_drop_option(ckpt_plan *plan, const cli_plan_args *a);
+/* ckpt_plan_leave_out(plan, name, NULL) as a reader's leave_out callback (payload: the plan). */
+int cli_plan_leave_out(void *plan, const char *name);
+/* --dry-run: "<summary>: N files, nothing written", then every file and tensor, then each
+ * tensor left out ("dropped NAME (REASON)"). */
 int cli_plan_dry_run(const ckpt_plan *plan, const char *summary);
 /* Write the plan into out, with a progress bar unless quiet or json. */
 int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, const cli_plan_args *a,
                      ckpt_plan_report *report);
+/* After a run, unless quiet or json: each tensor left out, on stderr. */
+void cli_plan_print_dropped(const ckpt_plan *plan, const cli_plan_args *a);
 
-/* Print a command's JSON report (freed here) with "files": every file of the plan (path,
- * tensors, bytes of tensor data) and, after a run (written non-NULL), bytes_written and
- * seconds. */
+/* Print a command's JSON report: `job` (freed here) holds the command's own keys (command,
+ * input, output, its layout), then come the keys every job shares (ckpt_plan_json: dry_run,
+ * files, tensors, bytes, dropped, bytes_written) and, after a run (written non-NULL),
+ * seconds. 0 or an error. */
 struct cJSON;
-void cli_plan_json_print(struct cJSON *report, const ckpt_plan *plan, const ckpt_plan_report *written,
-                         double seconds);
+int cli_plan_report(struct cJSON *job, const ckpt_plan *plan, const ckpt_plan_report *written, double seconds);
 
 /* reshard of a PaddleNLP directory (cmd_reshard_paddle.c): the target and what the command
  * line gave. */

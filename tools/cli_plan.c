@@ -1,7 +1,9 @@
-/* What the commands that write a plan (reshard, hf2mcore, mcore2hf) share: their common
- * options, --dry-run, and running the plan with a progress bar. */
+/* What the commands that write a plan share: their common options, --dry-run, running the
+ * plan with a progress bar, and the one report (text or JSON) of what was or would be
+ * written and what was left out. */
 #include "cli.h"
 
+#include <ckpt/sys/common.h>
 #include <cjson/cJSON.h>
 
 #include <string.h>
@@ -17,7 +19,37 @@ int cli_plan_option(const char *cmd, int c, const char *arg, cli_plan_args *a)
     case 'q': a->quiet = 1; return 0;
     case CLI_O_MEMORY: return cli_option_memory(cmd, arg, &a->write.memory);
     case CLI_O_THREADS: return cli_option_threads(cmd, arg, &a->write.threads);
+    case CLI_O_DROP:
+        if (!*arg)
+            return cli_usage_error(cmd, "--drop: expected a tensor name pattern such as 'model.*.inv_freq'");
+        if (a->n_drop == sizeof a->drop / sizeof a->drop[0])
+            return cli_usage_error(cmd, "--drop: at most %zu patterns", sizeof a->drop / sizeof a->drop[0]);
+        a->drop[a->n_drop++] = arg;
+        return 0;
     default: return -1;
+    }
+}
+
+/* The input tensors the plan leaves out, a line per reason: the first name and how many
+ * more (--json lists every one). */
+static void print_dropped(FILE *out, const ckpt_plan *plan)
+{
+    size_t n = ckpt_plan_dropped_count(plan), i, k;
+
+    for (i = 0; i < n; i++) {
+        const char *reason, *other, *name = ckpt_plan_dropped_at(plan, i, &reason);
+        size_t more = 0, seen = 0;
+        for (k = 0; k < n; k++) {
+            ckpt_plan_dropped_at(plan, k, &other);
+            if (strcmp(other, reason) == 0)
+                *(k < i ? &seen : &more) += 1;
+        }
+        if (seen)
+            continue;
+        if (more > 1)
+            fprintf(out, "dropped %s and %zu more (%s)\n", name, more - 1, reason);
+        else
+            fprintf(out, "dropped %s (%s)\n", name, reason);
     }
 }
 
@@ -26,11 +58,29 @@ int cli_plan_dry_run(const ckpt_plan *plan, const char *summary)
     ckpt_buf b = CKPT_BUF_INIT;
     int rc = ckpt_plan_describe(plan, 1, &b);
 
-    if (rc == 0)
+    if (rc == 0) {
         printf("%s: %zu files, nothing written\n%s", summary, ckpt_plan_file_count(plan),
                b.data ? (const char *)b.data : "");
+        print_dropped(stdout, plan);
+    }
     ckpt_buf_dispose(&b);
     return rc;
+}
+
+int cli_plan_leave_out(void *plan, const char *name)
+{
+    return ckpt_plan_leave_out(plan, name, NULL);
+}
+
+int cli_plan_drop_option(ckpt_plan *plan, const cli_plan_args *a)
+{
+    size_t i;
+    int rc;
+
+    for (i = 0; i < a->n_drop; i++)
+        if ((rc = ckpt_plan_drop_pattern(plan, a->drop[i])) < 0)
+            return rc;
+    return 0;
 }
 
 int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, const cli_plan_args *a,
@@ -60,28 +110,35 @@ int cli_plan_execute(const char *cmd, const ckpt_plan *plan, const char *out, co
     return rc;
 }
 
-void cli_plan_json_print(struct cJSON *report, const ckpt_plan *plan, const ckpt_plan_report *written,
-                         double seconds)
+int cli_plan_report(cJSON *job, const ckpt_plan *plan, const ckpt_plan_report *written, double seconds)
 {
-    cJSON *files = cJSON_AddArrayToObject(report, "files");
-    size_t i;
-    char *text;
+    ckpt_buf b = CKPT_BUF_INIT;
+    cJSON *common = NULL, *item;
+    char *text = NULL;
+    int rc = ckpt_plan_json(plan, written, &b);
 
-    for (i = 0; i < ckpt_plan_file_count(plan); i++) {
-        const ckpt_plan_file *f = ckpt_plan_file_at(plan, i);
-        cJSON *jf = cJSON_CreateObject();
-        cJSON_AddStringToObject(jf, "path", f->rel);
-        cJSON_AddNumberToObject(jf, "tensors", (double)f->n_tensors);
-        cJSON_AddNumberToObject(jf, "bytes", (double)f->tensor_bytes);
-        cJSON_AddItemToArray(files, jf);
+    if (rc == 0 && !(common = cJSON_Parse((const char *)b.data)))
+        rc = ckpt_error_oom();
+    /* the job's own keys first, then the ones every job shares */
+    while (rc == 0 && (item = cJSON_DetachItemViaPointer(common, common->child)) != NULL) {
+        cJSON_DeleteItemFromObjectCaseSensitive(job, item->string);
+        cJSON_AddItemToObject(job, item->string, item);
     }
-    if (written) {
-        cJSON_AddNumberToObject(report, "bytes_written", (double)written->bytes_written);
-        cJSON_AddNumberToObject(report, "seconds", seconds);
-    }
-    text = cJSON_Print(report);
-    if (text)
+    if (rc == 0 && written && !cJSON_AddNumberToObject(job, "seconds", seconds))
+        rc = ckpt_error_oom();
+    if (rc == 0 && !(text = cJSON_Print(job)))
+        rc = ckpt_error_oom();
+    if (rc == 0)
         printf("%s\n", text);
     free(text);
-    cJSON_Delete(report);
+    cJSON_Delete(common);
+    cJSON_Delete(job);
+    ckpt_buf_dispose(&b);
+    return rc;
+}
+
+void cli_plan_print_dropped(const ckpt_plan *plan, const cli_plan_args *a)
+{
+    if (!a->quiet && !a->json)
+        print_dropped(stderr, plan);
 }

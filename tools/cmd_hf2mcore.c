@@ -3,7 +3,9 @@
 #include "cli.h"
 
 #include <ckpt/sys/common.h>
+#include <cjson/cJSON.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,16 +34,20 @@ static void hf2mcore_help(FILE *out)
 "Megatron reads to resume (sizes, head counts, vocabulary, RoPE base, norm epsilon,\n"
 "SwiGLU, biases, dtype, parallel sizes); there is no optimizer or rng state, so train\n"
 "from it with --finetune (or --no-load-optim --no-load-rng). Tensors keep their dtype.\n"
-"Rotary inv_freq buffers that old checkpoints carry are dropped. config.json is held\n"
-"against the weights first: sizes bounded, every tensor it implies there with its shape,\n"
-"nothing else; a mismatch is refused naming the tensor and the field.\n"
+"Rotary inv_freq buffers that old checkpoints carry are dropped (RoPE recomputes them;\n"
+"the report lists them). config.json is held against the weights first: sizes bounded,\n"
+"every tensor it implies there with its shape, nothing else (but what --drop leaves out);\n"
+"a mismatch is refused naming the tensor and the field.\n"
 "\n"
 "options:\n"
 "  --tp N, --pp M, --vpp K        target layout (default 1, 1, 1)\n"
 "  --transformer-impl IMPL        transformer_engine (default, Megatron's) or local\n"
 "  --iteration I                  the iteration recorded (default 1)\n"
 "  --dry-run                      print every output file and tensor; write nothing\n"
-"  --json                         one JSON report on stdout\n"
+"  --json                         one JSON report on stdout (also with --dry-run)\n"
+"  --drop PATTERN                 leave out the input tensors PATTERN matches (a glob over\n"
+"                                 the whole name; repeatable); an input tensor that no rule\n"
+"                                 takes is an error unless dropped. The report lists them.\n"
 "  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
 "\n"
 "examples:\n"
@@ -65,17 +71,11 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         rc = 0;
         switch (c) {
-        case O_TP: case O_PP: case O_VPP: case O_ITER:
-            if ((rc = cli_option_int("hf2mcore", c == O_TP ? "--tp" : c == O_PP ? "--pp" : c == O_VPP ? "--vpp" : "--iteration",
-                                     optarg, c == O_ITER ? 0 : 1, CLI_MAX_PARALLEL, &v)) != 0)
-                return rc;
-            if (c == O_TP)
-                a->target.tp = (int)v;
-            else if (c == O_PP)
-                a->target.pp = (int)v;
-            else if (c == O_VPP)
-                a->target.vpp = (int)v;
-            else
+        case O_TP: rc = cli_option_parallel("hf2mcore", "--tp", optarg, &a->target.tp); break;
+        case O_PP: rc = cli_option_parallel("hf2mcore", "--pp", optarg, &a->target.pp); break;
+        case O_VPP: rc = cli_option_parallel("hf2mcore", "--vpp", optarg, &a->target.vpp); break;
+        case O_ITER:
+            if ((rc = cli_option_int("hf2mcore", "--iteration", optarg, 0, LLONG_MAX, &v)) == 0)
                 a->iteration = v;
             break;
         case O_IMPL:
@@ -103,6 +103,24 @@ static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Left out of every conversion, and listed: transformers recomputes it too. */
+#define INV_FREQ_RULE "a rotary inv_freq buffer, which RoPE recomputes"
+
+static int print_json(const hf2mcore_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "command", "hf2mcore");
+    cJSON_AddStringToObject(o, "input", a->in);
+    cJSON_AddStringToObject(o, "output", a->out);
+    cJSON_AddNumberToObject(o, "tp", a->target.tp);
+    cJSON_AddNumberToObject(o, "pp", a->target.pp);
+    cJSON_AddNumberToObject(o, "vpp", a->target.vpp);
+    cJSON_AddStringToObject(o, "transformer_impl", a->impl);
+    cJSON_AddNumberToObject(o, "iteration", (double)a->iteration);
+    return cli_plan_report(o, plan, rep, seconds);
 }
 
 static int run(hf2mcore_args *a)
@@ -133,7 +151,8 @@ static int run(hf2mcore_args *a)
     if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_hf_llama_dims_read(config, &dims)) < 0)
         goto done;
     if ((rc = ckpt_open(&in, weights, NULL)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = ckpt_map_params_new(&params)) < 0 || (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
+        (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, config)) < 0)
         goto done;
     inputs = calloc(ckpt_tensor_count(in) + 1, sizeof *inputs);
@@ -143,14 +162,18 @@ static int run(hf2mcore_args *a)
     }
     for (i = 0; i < ckpt_tensor_count(in) && rc == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(in, i);
-        /* a buffer RoPE recomputes; transformers itself ignores it */
-        if (ends_with(t->name, "rotary_emb.inv_freq"))
+        int left =
+            ckpt_plan_leave_out(plan, t->name, ends_with(t->name, "rotary_emb.inv_freq") ? INV_FREQ_RULE : NULL);
+        if (left != 0) {
+            rc = left < 0 ? left : 0;
             continue;
+        }
         inputs[n].name = t->name;
         inputs[n].home = 0;
         rc = ckpt_node_tensor(ckpt_plan_graph(plan), t, &inputs[n++].node);
     }
-    if (rc < 0 || (rc = ckpt_hf_llama_check_tensors(&dims, config, weights, inputs, n)) < 0 ||
+    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
+        (rc = ckpt_hf_llama_check_tensors(&dims, config, weights, inputs, n)) < 0 ||
         (rc = ckpt_map_params_set(params, "padded_vocab_size",
                                   ckpt_megatron_padded_vocab(dims.vocab_size, 128, a->target.tp))) < 0 ||
         (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, a->target.tp, a->impl, &args)) < 0 ||
@@ -164,6 +187,10 @@ static int run(hf2mcore_args *a)
         rc = ckpt_megatron_add_tensor(m, ckpt_map_result_at(res, i)->name, ckpt_map_result_at(res, i)->node);
     if (rc < 0 || (rc = ckpt_megatron_add_extra_states(m, te)) < 0 || (rc = ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
+    if (a->p.dry_run && a->p.json) {
+        rc = print_json(a, plan, NULL, 0);
+        goto done;
+    }
     if (a->p.dry_run) {
         char summary[512];
         snprintf(summary, sizeof summary, "hf2mcore %s -> %s (TP %d, PP %d, VPP %d)", a->in, a->out, a->target.tp,
@@ -173,12 +200,10 @@ static int run(hf2mcore_args *a)
     }
     rc = cli_plan_execute("hf2mcore", plan, a->out, &a->p, &rep);
     if (rc == 0 && a->p.json) {
-        printf("{\n  \"command\": \"hf2mcore\",\n  \"tp\": %d,\n  \"pp\": %d,\n  \"vpp\": %d,\n  \"files\": %zu,\n"
-               "  \"bytes_written\": %llu,\n  \"seconds\": %.3f\n}\n",
-               a->target.tp, a->target.pp, a->target.vpp, rep.files, (unsigned long long)rep.bytes_written,
-               cli_now() - start);
+        rc = print_json(a, plan, &rep, cli_now() - start);
     } else if (rc == 0 && !a->p.quiet) {
         char size[32];
+        cli_plan_print_dropped(plan, &a->p);
         fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d, %zu files, %s in %.2f s\n", a->out, a->target.tp,
                 a->target.pp, a->target.vpp, rep.files, cli_human_size(rep.bytes_written, size, sizeof size),
                 cli_now() - start);

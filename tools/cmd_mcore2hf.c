@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <ckpt/sys/common.h>
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ static void mcore2hf_help(FILE *out)
 "query group into q/k/v (both sides use rotate-half RoPE, so no permutation), linear_fc1\n"
 "into gate/up, the norms are renamed (TE or local layer names, detected) and the\n"
 "vocabulary padding rows are dropped. _extra_state entries and the optimizer state are\n"
-"not part of a Hugging Face model and are left out. Tensors keep their dtype.\n"
+"not part of a Hugging Face model and are left out (the report lists the _extra_state\n"
+"entries); any other tensor the rules do not take is an error. Tensors keep their dtype.\n"
 "\n"
 "options:\n"
 "  --iteration I            read iter_I instead of the one the tracker names\n"
@@ -40,7 +42,10 @@ static void mcore2hf_help(FILE *out)
 "  --max-shard-size SIZE    largest safetensors file (default 5GB, decimal units as\n"
 "                           transformers takes them)\n"
 "  --dry-run                print every output tensor with its sources; write nothing\n"
-"  --json                   one JSON report on stdout\n"
+"  --json                   one JSON report on stdout (also with --dry-run)\n"
+"  --drop PATTERN           leave out the input tensors PATTERN matches (a glob over\n"
+"                           the whole name; repeatable); an input tensor that no rule\n"
+"                           takes is an error unless dropped. The report lists them.\n"
 "  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
 "\n"
 "examples:\n"
@@ -167,6 +172,19 @@ static int check_config(const mcore2hf_args *a, const ckpt_buf *config, const ch
     return rc;
 }
 
+/* Left out of every conversion, and listed. */
+#define EXTRA_STATE_RULE "module metadata (_extra_state), which a Hugging Face model has no place for"
+
+static int print_json(const mcore2hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "command", "mcore2hf");
+    cJSON_AddStringToObject(o, "input", a->in);
+    cJSON_AddStringToObject(o, "output", a->out);
+    return cli_plan_report(o, plan, rep, seconds);
+}
+
 static int run(const mcore2hf_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
@@ -194,8 +212,11 @@ static int run(const mcore2hf_args *a)
     so.iteration = a->iteration;
     mo.true_vocab_size = a->true_vocab;
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_set_open(&set, a->in, &so)) < 0 ||
-        (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = check_llama(m)) < 0)
+        (rc = ckpt_plan_new(&plan)) < 0 || (rc = cli_plan_drop_option(plan, &a->p)) < 0)
+        goto done;
+    mo.leave_out = cli_plan_leave_out;
+    mo.leave_out_payload = plan;
+    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = check_llama(m)) < 0)
         goto done;
     inputs = calloc(ckpt_megatron_tensor_count(m) + 1, sizeof *inputs);
     if (!inputs) {
@@ -207,9 +228,16 @@ static int run(const mcore2hf_args *a)
         ckpt_tensor_layout l;
         const char *name = ckpt_megatron_tensor_at(m, i, &full, &l);
         size_t len = strlen(name);
-        /* module metadata, not weights: a Hugging Face model has no place for it */
-        if (len > 13 && strcmp(name + len - 13, "._extra_state") == 0)
+        int left = ckpt_plan_leave_out(plan, name,
+                                       len > 13 && strcmp(name + len - 13, "._extra_state") == 0 ? EXTRA_STATE_RULE
+                                                                                                 : NULL);
+        if (left != 0) {
+            if (left < 0) {
+                rc = left;
+                goto done;
+            }
             continue;
+        }
         te |= strstr(name, "linear_qkv.layer_norm_weight") != NULL;
         if (l.tp == CKPT_TP_VOCAB) {
             padded_rows = ckpt_node_shape(full)[0];
@@ -221,7 +249,9 @@ static int run(const mcore2hf_args *a)
     }
     if ((rc = ckpt_map_builtin(&map, te ? "megatron_hf_llama" : "megatron_hf_llama_local")) < 0 ||
         (rc = ckpt_map_params_new(&params)) < 0 || (rc = set_params(m, params, padded_rows)) < 0 ||
-        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0)
+        (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
+        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0 ||
+        (rc = ckpt_plan_check_taken(a->in, "mcore2hf", res)) < 0)
         goto done;
     n_out = ckpt_map_result_count(res);
     names = calloc(n_out + 1, sizeof *names);
@@ -245,6 +275,10 @@ static int run(const mcore2hf_args *a)
         (rc = check_config(a, &config, names, nodes, n_out)) < 0 ||
         (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0)
         goto done;
+    if (a->p.dry_run && a->p.json) {
+        rc = print_json(a, plan, NULL, 0);
+        goto done;
+    }
     if (a->p.dry_run) {
         char summary[512];
         snprintf(summary, sizeof summary, "mcore2hf %s -> %s", a->in, a->out);
@@ -253,11 +287,10 @@ static int run(const mcore2hf_args *a)
     }
     rc = cli_plan_execute("mcore2hf", plan, a->out, &a->p, &rep);
     if (rc == 0 && a->p.json) {
-        printf("{\n  \"command\": \"mcore2hf\",\n  \"files\": %zu,\n  \"tensors\": %zu,\n  \"bytes_written\": %llu,\n"
-               "  \"seconds\": %.3f\n}\n",
-               rep.files, n_out, (unsigned long long)rep.bytes_written, cli_now() - start);
+        rc = print_json(a, plan, &rep, cli_now() - start);
     } else if (rc == 0 && !a->p.quiet) {
         char size[32];
+        cli_plan_print_dropped(plan, &a->p);
         fprintf(stderr, "wrote %s: %zu tensors in %zu files, %s in %.2f s\n", a->out, n_out, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size), cli_now() - start);
     }

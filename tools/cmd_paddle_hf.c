@@ -39,7 +39,10 @@ static void paddle2hf_help(FILE *out)
 "options:\n"
 "  --max-shard-size SIZE   largest safetensors file (default 5G, as save_pretrained)\n"
 "  --dry-run               print every output file and tensor; write nothing\n"
-"  --json                  one JSON report on stdout\n"
+"  --json                  one JSON report on stdout (also with --dry-run)\n"
+"  --drop PATTERN          leave out the input tensors PATTERN matches (a glob over\n"
+"                          the whole name; repeatable); an input tensor that no rule\n"
+"                          takes is an error unless dropped. The report lists them.\n"
 "  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
 "\n"
 "examples:\n"
@@ -66,7 +69,10 @@ static void hf2paddle_help(FILE *out)
 "  --fused-qkv             write qkv_proj (fuse_attention_qkv)\n"
 "  --fused-ffn             write gate_up_fused_proj (fuse_attention_ffn)\n"
 "  --dry-run               print every output file and tensor; write nothing\n"
-"  --json                  one JSON report on stdout\n"
+"  --json                  one JSON report on stdout (also with --dry-run)\n"
+"  --drop PATTERN          leave out the input tensors PATTERN matches (a glob over\n"
+"                          the whole name; repeatable); an input tensor that no rule\n"
+"                          takes is an error unless dropped. The report lists them.\n"
 "  --memory SIZE, --threads N, --force, -q/--quiet, -h/--help\n"
 "\n"
 "examples:\n"
@@ -83,7 +89,6 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
-    long long v;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
@@ -96,9 +101,9 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
         switch (c) {
         case O_TP:
         case O_PP:
-            if ((rc = cli_option_int(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, 1, 4096, &v)) != 0)
+            rc = cli_option_parallel(a->cmd, c == O_TP ? "--tp" : "--pp", optarg, c == O_TP ? &a->tp : &a->pp);
+            if (rc != 0)
                 return rc;
-            *(c == O_TP ? &a->tp : &a->pp) = (int)v;
             break;
         case O_QKV: a->fused_qkv = 1; break;
         case O_FFN: a->fused_ffn = 1; break;
@@ -123,6 +128,9 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
     a->out = argv[optind + 1];
     return 0;
 }
+
+/* Left out of every hf2paddle conversion, and listed: neither side keeps it. */
+#define INV_FREQ_RULE "a rotary inv_freq buffer, which RoPE recomputes"
 
 /* paddle2hf: the merged model through the map, in transformers' order, as safetensors. */
 static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
@@ -157,12 +165,17 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
         rc = ckpt_error_oom();
         goto done;
     }
-    for (i = 0; i < n; i++)
-        in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
-    if ((rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+    for (i = 0, n = 0; i < ckpt_paddle_model_tensor_count(m) && rc == 0; i++) {
+        in[n].name = ckpt_paddle_model_tensor_at(m, i, &in[n].node, NULL);
+        if ((rc = ckpt_plan_leave_out(plan, in[n].name, NULL)) == 0)
+            n++;
+    }
+    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
+        (rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
         (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, info->config)) < 0 ||
-        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0)
+        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0 ||
+        (rc = ckpt_plan_check_taken(a->in, "paddle2hf", res)) < 0)
         goto done;
     n = ckpt_map_result_count(res);
     free(in);
@@ -242,13 +255,18 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
     for (i = 0; i < ckpt_tensor_count(*weights_out) && rc == 0; i++) {
         const ckpt_tensor *ten = ckpt_tensor_at(*weights_out, i);
         size_t len = strlen(ten->name);
-        /* a buffer RoPE recomputes; neither side keeps it */
-        if (len >= 19 && strcmp(ten->name + len - 19, "rotary_emb.inv_freq") == 0)
+        int left = ckpt_plan_leave_out(
+            plan, ten->name,
+            len >= 19 && strcmp(ten->name + len - 19, "rotary_emb.inv_freq") == 0 ? INV_FREQ_RULE : NULL);
+        if (left != 0) {
+            rc = left < 0 ? left : 0;
             continue;
+        }
         in[n].name = ten->name;
         rc = ckpt_node_tensor(ckpt_plan_graph(plan), ten, &in[n++].node);
     }
-    if (rc < 0 || (rc = ckpt_hf_llama_check_tensors(&dims, hf_config_path, weights, in, n)) < 0 ||
+    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
+        (rc = ckpt_hf_llama_check_tensors(&dims, hf_config_path, weights, in, n)) < 0 ||
         (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
         (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, hf_config_path)) < 0 ||
@@ -277,19 +295,18 @@ done:
     return rc;
 }
 
-static void print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
+static int print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
 
     cJSON_AddStringToObject(o, "command", a->cmd);
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
-    cJSON_AddBoolToObject(o, "dry_run", rep == NULL);
     if (!a->to_hf) {
         cJSON_AddNumberToObject(o, "tp", a->tp);
         cJSON_AddNumberToObject(o, "pp", a->pp);
     }
-    cli_plan_json_print(o, plan, rep, seconds);
+    return cli_plan_report(o, plan, rep, seconds);
 }
 
 static int run(const paddle_hf_args *a)
@@ -304,7 +321,8 @@ static int run(const paddle_hf_args *a)
 
     memset(&rep, 0, sizeof rep);
     so.layout = "paddle";
-    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0)
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+        (rc = cli_plan_drop_option(plan, &a->p)) < 0)
         goto done;
     rc = a->to_hf ? ((rc = ckpt_set_open(&set, a->in, &so)) < 0 ? rc : plan_to_hf(a, set, plan))
                   : plan_to_paddle(a, plan, &weights);
@@ -312,7 +330,7 @@ static int run(const paddle_hf_args *a)
         goto done;
     if (a->p.dry_run) {
         if (a->p.json) {
-            print_json(a, plan, NULL, 0);
+            rc = print_json(a, plan, NULL, 0);
         } else {
             char summary[512];
             snprintf(summary, sizeof summary, "%s %s -> %s", a->cmd, a->in, a->out);
@@ -323,9 +341,10 @@ static int run(const paddle_hf_args *a)
     if ((rc = cli_plan_execute(a->cmd, plan, a->out, &a->p, &rep)) < 0)
         goto done;
     if (a->p.json) {
-        print_json(a, plan, &rep, cli_now() - start);
+        rc = print_json(a, plan, &rep, cli_now() - start);
     } else if (!a->p.quiet) {
         char size[32];
+        cli_plan_print_dropped(plan, &a->p);
         fprintf(stderr, "wrote %s: %zu files, %s in %.2f s\n", a->out, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size), cli_now() - start);
     }

@@ -133,7 +133,7 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     const char *cmd = a->cmd;
-    int c, rc;
+    int c, rc, n;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
@@ -156,12 +156,10 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
                 return rc;
             break;
         case 'T':
-            if ((rc = parse_count(cmd, "--tp", optarg, &a->tp)) != 0)
-                return rc;
-            break;
         case 'P':
-            if ((rc = parse_count(cmd, "--pp", optarg, &a->pp)) != 0)
+            if ((rc = cli_option_parallel(cmd, c == 'T' ? "--tp" : "--pp", optarg, &n)) != 0)
                 return rc;
+            *(c == 'T' ? &a->tp : &a->pp) = n;
             break;
         case 'c': a->config = optarg; break;
         case 'p': a->map_path = optarg; break;
@@ -187,6 +185,9 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!a->in || !a->out)
         return cli_usage_error(cmd, "expected IN_DIR and OUT_DIR");
+    if (a->run.n_drop)
+        return cli_usage_error(cmd, "--drop: %s writes every input tensor (a name no rule matches passes through), "
+                                    "so none is left out", cmd);
     return 0;
 }
 
@@ -507,14 +508,14 @@ static int run(const pd2te_args *a)
         (rc = detect_side(m, &j, a->direction == TO_TE ? "te2pd" : "pd2te")) < 0 ||
         (rc = plan_job(&j, m, params, a)) < 0)
         goto done;
-    if (!(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), a->run.dry_run, &j))) {
+    if (!(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), &j))) {
         rc = ckpt_error_oom();
         goto done;
     }
     if (a->run.dry_run) {
         if (a->run.json) {
-            pd_report_files(report, &j, NULL);
-            pd_report_print(report, cli_now() - start);
+            rc = pd_report_print(report, &j, NULL, 0);
+            report = NULL;
         } else {
             pd_print_plan(&j);
         }
@@ -523,8 +524,8 @@ static int run(const pd2te_args *a)
     if ((rc = cli_plan_execute(a->cmd, j.plan, a->out, &a->run, &rep)) < 0)
         goto done;
     if (a->run.json) {
-        pd_report_files(report, &j, &rep);
-        pd_report_print(report, cli_now() - start);
+        rc = pd_report_print(report, &j, &rep, cli_now() - start);
+        report = NULL;
     } else if (!a->run.quiet) {
         print_summary(a, &j, &rep, ckpt_map_name(m), cli_now() - start);
     }

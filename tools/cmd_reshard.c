@@ -104,7 +104,12 @@ static void reshard_help(FILE *out)
 "                           model only for now (--no-optimizer; load with\n"
 "                           --no-load-optim --no-load-rng), TE FP8 state not written\n"
 "  --dry-run                print every output file and tensor with its sources; write nothing\n"
-"  --json                   one JSON report on stdout\n"
+"  --json                   one JSON report on stdout (also with --dry-run)\n"
+"  --drop PATTERN           leave out the input tensors PATTERN matches (a glob over\n"
+"                           the whole name; repeatable; Megatron, torch format); a\n"
+"                           tensor no layout rule takes is an error unless dropped.\n"
+"                           The report lists them; a parameter dropped needs\n"
+"                           --no-optimizer\n"
 "  --memory SIZE            working-memory budget (default 512M)\n"
 "  --threads N              worker threads (default: all cores)\n"
 "  --force                  write into a non-empty OUT\n"
@@ -170,16 +175,14 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         rc = 0;
         switch (c) {
         case O_TP:
-            rc = cli_option_int("reshard", "--tp", optarg, 1, CLI_MAX_PARALLEL, &v);
-            a->target.tp = (int)v;
+            rc = cli_option_parallel("reshard", "--tp", optarg, &a->target.tp);
             a->tp_set = 1;
             break;
         case O_PP:
-            rc = cli_option_int("reshard", "--pp", optarg, 1, CLI_MAX_PARALLEL, &v);
-            a->target.pp = (int)v;
+            rc = cli_option_parallel("reshard", "--pp", optarg, &a->target.pp);
             a->pp_set = 1;
             break;
-        case O_VPP: rc = cli_option_int("reshard", "--vpp", optarg, 1, CLI_MAX_PARALLEL, &v); a->target.vpp = (int)v; break;
+        case O_VPP: rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp); break;
         case O_STRATEGY: a->strategy = optarg; break;
         case O_ITER: rc = cli_option_int("reshard", "--iteration", optarg, 0, LLONG_MAX, &v); a->iteration = v; break;
         case O_PADDED:
@@ -219,7 +222,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
     return a->strategy ? read_strategy(a) : 0;
 }
 
-static void print_json(const reshard_args *a, const ckpt_megatron_info *in, const ckpt_plan *plan,
+static int print_json(const reshard_args *a, const ckpt_megatron_info *in, const ckpt_plan *plan,
                        const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -227,7 +230,6 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
     cJSON_AddStringToObject(o, "command", "reshard");
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
-    cJSON_AddBoolToObject(o, "dry_run", a->p.dry_run);
     cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
     cJSON_AddNumberToObject(from, "tp", in->tp);
     cJSON_AddNumberToObject(from, "pp", in->pp);
@@ -241,7 +243,7 @@ static void print_json(const reshard_args *a, const ckpt_megatron_info *in, cons
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
     cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP);
-    cli_plan_json_print(o, plan, a->p.dry_run ? NULL : rep, seconds);
+    return cli_plan_report(o, plan, a->p.dry_run ? NULL : rep, seconds);
 }
 
 static int run_paddle(const reshard_args *a, ckpt_set *set)
@@ -253,7 +255,8 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
                                 : a->true_vocab                     ? "--true-vocab-size"
                                 : a->iteration >= 0                 ? "--iteration"
                                 : a->target.extra_state != CKPT_MEGATRON_EXTRA_COPY ? "--extra-state"
-                                                                                    : NULL;
+                                : a->p.n_drop                       ? "--drop"
+                                                                    : NULL;
 
     if (megatron_only)
         return cli_usage_error("reshard", "%s is a PaddleNLP directory; %s applies to Megatron checkpoints only", a->in,
@@ -301,7 +304,12 @@ static int run(reshard_args *a)
     set = NULL;
     so.layout = "megatron";
     if ((rc = ckpt_set_open(&set, a->in, &so)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
+        (rc = cli_plan_drop_option(plan, &a->p)) < 0)
+        goto done;
+    mo.leave_out = cli_plan_leave_out;
+    mo.leave_out_payload = plan;
+    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 ||
+        (rc = ckpt_plan_check_drop_patterns(plan)) < 0)
         goto done;
     info = ckpt_megatron_info_of(m);
     if (!a->tp_set)
@@ -311,7 +319,7 @@ static int run(reshard_args *a)
     if ((rc = a->to_dist ? ckpt_megatron_plan_dist(m, &a->target, plan) : ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
-        print_json(a, info, plan, &rep, 0);
+        rc = print_json(a, info, plan, &rep, 0);
         goto done;
     }
     if (a->p.dry_run) {
@@ -324,9 +332,10 @@ static int run(reshard_args *a)
     if ((rc = cli_plan_execute("reshard", plan, a->out, &a->p, &rep)) < 0)
         goto done;
     if (a->p.json) {
-        print_json(a, info, plan, &rep, cli_now() - start);
+        rc = print_json(a, info, plan, &rep, cli_now() - start);
     } else if (!a->p.quiet) {
         char size[32];
+        cli_plan_print_dropped(plan, &a->p);
         fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s, %zu files, %s%s in %.2f s\n",
                 a->out, info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp,
                 a->to_dist ? " (torch_dist)" : "", rep.files,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *in, const ckpt_plan *plan,
+static int print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *in, const ckpt_plan *plan,
                        const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -16,7 +16,6 @@ static void print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *i
     cJSON_AddStringToObject(o, "layout", "paddle");
     cJSON_AddStringToObject(o, "input", j->in);
     cJSON_AddStringToObject(o, "output", j->out);
-    cJSON_AddBoolToObject(o, "dry_run", j->p->dry_run);
     cJSON_AddNumberToObject(from, "tp", in->tp);
     cJSON_AddNumberToObject(from, "pp", in->pp);
     cJSON_AddNumberToObject(to, "tp", j->tp);
@@ -24,7 +23,7 @@ static void print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *i
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && !j->no_optimizer);
     cJSON_AddBoolToObject(o, "master_weights", in->master_weights && !j->no_optimizer);
-    cli_plan_json_print(o, plan, j->p->dry_run ? NULL : rep, seconds);
+    return cli_plan_report(o, plan, j->p->dry_run ? NULL : rep, seconds);
 }
 
 int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
@@ -49,7 +48,7 @@ int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
     if ((rc = ckpt_paddle_plan(m, &t, plan)) < 0)
         goto done;
     if (j->p->dry_run && j->p->json) {
-        print_json(j, info, plan, &rep, 0);
+        rc = print_json(j, info, plan, &rep, 0);
         goto done;
     }
     if (j->p->dry_run) {
@@ -62,7 +61,7 @@ int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
     if ((rc = cli_plan_execute("reshard", plan, j->out, j->p, &rep)) < 0)
         goto done;
     if (j->p->json) {
-        print_json(j, info, plan, &rep, cli_now() - start);
+        rc = print_json(j, info, plan, &rep, cli_now() - start);
     } else if (!j->p->quiet) {
         char size[32];
         fprintf(stderr, "wrote %s: PaddleNLP TP %d, PP %d -> TP %d, PP %d, %zu files, %s%s in %.2f s\n", j->out,

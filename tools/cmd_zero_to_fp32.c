@@ -145,6 +145,9 @@ static int parse_args(zero_args *a, int argc, char **argv)
     a->out = argv[optind + 1];
     if (!*a->in || !*a->out)
         return cli_usage_error(cmd, "CHECKPOINT_DIR and OUTPUT_DIR must not be empty");
+    if (a->run.n_drop)
+        return cli_usage_error(cmd, "--drop: %s writes every parameter the checkpoint holds, so none is left out "
+                                    "(--exclude-frozen-parameters leaves out the frozen ones)", cmd);
     return 0;
 }
 
@@ -205,74 +208,47 @@ static void add_notes(cJSON *notes, const char *text)
     }
 }
 
-/* files: per output file {name, tensors, data_bytes[, bytes][, tensor_list]}. */
-static void print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
-                       double seconds)
+/* The plan report every job gives (cli_plan_report), with the checkpoint's and the writers'
+ * notes, and with --dry-run each file's tensors: name, dtype, shape, bytes (0 for a name tied
+ * to an earlier one, alias_of names it). */
+static int print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
+                      double seconds)
 {
-    const uint64_t *file_bytes = rep ? rep->file_bytes : NULL;
-    cJSON *o = cJSON_CreateObject(), *files = cJSON_CreateArray(), *notes = cJSON_CreateArray();
-    size_t i, j, k, n = 0, tensors = 0;
-    uint64_t total = 0;
-    char *text;
+    cJSON *o = cJSON_CreateObject(), *notes, *lists = NULL;
+    size_t i, j, k;
 
+    cJSON_AddStringToObject(o, "command", "zero-to-fp32");
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
-    cJSON_AddBoolToObject(o, "dry_run", a->run.dry_run);
-    for (i = 0; i < p->n_sets; i++) {
-        const zero_set *s = &p->sets[i];
-        const ckpt_shard_plan *sh = s->shards;
-        for (j = 0; j <= sh->n_files; j++, n++) {
-            cJSON *f = cJSON_CreateObject(), *list;
-            int is_index = j == sh->n_files;
-            if (is_index && !sh->index_name) {
-                cJSON_Delete(f);
-                n--;
-                continue;
-            }
-            cJSON_AddStringToObject(f, "name", is_index ? sh->index_name : sh->files[j].name);
-            cJSON_AddNumberToObject(f, "tensors", is_index ? 0 : (double)sh->files[j].n_entries);
-            cJSON_AddNumberToObject(f, "data_bytes", is_index ? 0 : (double)sh->files[j].nbytes);
-            if (file_bytes) {
-                cJSON_AddNumberToObject(f, "bytes", (double)file_bytes[n]);
-                total += file_bytes[n];
-            } else {
-                total += is_index ? 0 : sh->files[j].nbytes;
-            }
-            if (a->run.dry_run && !is_index) {
-                list = cJSON_AddArrayToObject(f, "tensor_list");
-                for (k = 0; k < sh->files[j].n_entries; k++) {
-                    size_t item = sh->files[j].entries[k];
-                    const zero_entry *e = &s->entries[item];
-                    cJSON *t = cJSON_CreateObject();
-                    cJSON_AddStringToObject(t, "name", e->name);
-                    cJSON_AddStringToObject(t, "dtype", ckpt_dtype_name(e->dtype));
-                    cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-                    int d;
-                    for (d = 0; d < e->t->ndim; d++)
-                        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->t->shape[d]));
-                    cJSON_AddNumberToObject(t, "bytes", (double)(e->storage == item ? e->nbytes : 0));
-                    if (e->storage != item && e->nbytes > 0)
-                        cJSON_AddStringToObject(t, "alias_of", s->entries[e->storage].name);
-                    cJSON_AddItemToArray(list, t);
-                }
-            }
-            tensors += is_index ? 0 : sh->files[j].n_entries;
-            cJSON_AddItemToArray(files, f);
-        }
-    }
-    cJSON_AddItemToObject(o, "files", files);
-    cJSON_AddNumberToObject(o, "tensors", (double)tensors);
-    cJSON_AddNumberToObject(o, a->run.dry_run ? "data_bytes" : "bytes", (double)total);
-    cJSON_AddNumberToObject(o, "seconds", seconds);
+    notes = cJSON_AddArrayToObject(o, "notes");
     for (i = 0; i < ckpt_note_count(in); i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ckpt_note_at(in, i)));
     add_notes(notes, rep && rep->notes.len ? (const char *)rep->notes.data : NULL);
-    cJSON_AddItemToObject(o, "notes", notes);
-    text = cJSON_Print(o);
-    if (text)
-        printf("%s\n", text);
-    free(text);
-    cJSON_Delete(o);
+    if (a->run.dry_run)
+        lists = cJSON_AddObjectToObject(o, "tensor_lists");
+    for (i = 0; lists && i < p->n_sets; i++) {
+        const zero_set *s = &p->sets[i];
+        for (j = 0; j < s->shards->n_files; j++) {
+            const ckpt_shard_file *sf = &s->shards->files[j];
+            cJSON *list = cJSON_AddArrayToObject(lists, sf->name);
+            for (k = 0; k < sf->n_entries; k++) {
+                size_t item = sf->entries[k];
+                const zero_entry *e = &s->entries[item];
+                cJSON *t = cJSON_CreateObject(), *shape;
+                int d;
+                cJSON_AddStringToObject(t, "name", e->name);
+                cJSON_AddStringToObject(t, "dtype", ckpt_dtype_name(e->dtype));
+                shape = cJSON_AddArrayToObject(t, "shape");
+                for (d = 0; d < e->t->ndim; d++)
+                    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->t->shape[d]));
+                cJSON_AddNumberToObject(t, "bytes", (double)(e->storage == item ? e->nbytes : 0));
+                if (e->storage != item && e->nbytes > 0)
+                    cJSON_AddStringToObject(t, "alias_of", s->entries[e->storage].name);
+                cJSON_AddItemToArray(list, t);
+            }
+        }
+    }
+    return cli_plan_report(o, p->plan, rep, seconds);
 }
 
 static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
@@ -322,7 +298,7 @@ int cli_zero_to_fp32(int argc, char **argv)
         rc = cli_plan_execute("zero-to-fp32", plan.plan, a.out, &a.run, &rep);
     if (rc >= 0) {
         if (a.run.json) {
-            print_json(&a, in, &plan, a.run.dry_run ? NULL : &rep, cli_now() - start);
+            rc = print_json(&a, in, &plan, a.run.dry_run ? NULL : &rep, cli_now() - start);
         } else if (a.run.dry_run) {
             for (i = 0; i < ckpt_note_count(in) && !a.run.quiet; i++)
                 fprintf(stderr, "note: %s\n", ckpt_note_at(in, i));

@@ -17,7 +17,7 @@ static const struct {
     { "pd2te", cli_pd2te, "PaddleNLP LLaMA checkpoint directory -> Transformer Engine layers" },
     { "te2pd", cli_te2pd, "Transformer Engine LLaMA checkpoint directory -> PaddleNLP layout" },
     { "zero-to-fp32", cli_zero_to_fp32, "consolidate a DeepSpeed ZeRO checkpoint into fp32 weights" },
-    { "reshard", cli_reshard, "Megatron-LM checkpoint -> another TP/PP/VPP layout, optimizer state included" },
+    { "reshard", cli_reshard, "Megatron-LM or PaddleNLP checkpoint -> another TP/PP layout, optimizer state too" },
     { "hf2mcore", cli_hf2mcore, "Hugging Face LLaMA directory -> Megatron-LM checkpoint at any TP/PP" },
     { "mcore2hf", cli_mcore2hf, "Megatron-LM checkpoint at any TP/PP -> Hugging Face LLaMA directory" },
     { "paddle2hf", cli_paddle2hf, "PaddleNLP LLaMA checkpoint at any TP/PP -> Hugging Face LLaMA directory" },

@@ -24,13 +24,12 @@ uint64_t pd_node_bytes(const ckpt_node *x);
 /* --dry-run: per model file, every output tensor with its sources and rule; then the
  * index files, and the files copied and skipped. */
 void pd_print_plan(const pd_job *j);
-/* The --json report, with the files copied and skipped; pd_report_files adds the
- * converted files (with their tensors and sources on a dry run; with the bytes written and
- * the indexes after a run), pd_report_print prints it. */
-cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, int dry_run,
-                     const pd_job *j);
-void pd_report_files(cJSON *report, const pd_job *j, const ckpt_plan_report *written);
-void pd_report_print(cJSON *report, double seconds);
+/* The --json report: the command's keys (with the files copied and skipped) from
+ * pd_report_new; pd_report_print adds each model file's input tensor count and, with
+ * --dry-run (written NULL), its tensors with their sources and rules, then prints it as the
+ * plan report every job gives (cli_plan_report, which frees it). */
+cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, const pd_job *j);
+int pd_report_print(cJSON *report, const pd_job *j, const ckpt_plan_report *written, double seconds);
 
 /* --tp/--pp (pd2te_layout.c): convert and reshard in one pass. */
 typedef struct pd_layout_job {

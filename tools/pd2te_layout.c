@@ -120,7 +120,7 @@ done:
     return rc;
 }
 
-static void print_json(const pd_layout_job *j, const ckpt_paddle_model_info *in, const ckpt_paddle_target *t,
+static int print_json(const pd_layout_job *j, const ckpt_paddle_model_info *in, const ckpt_paddle_target *t,
                        const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -130,12 +130,11 @@ static void print_json(const pd_layout_job *j, const ckpt_paddle_model_info *in,
     cJSON_AddStringToObject(o, "input", j->in);
     cJSON_AddStringToObject(o, "output", j->out);
     cJSON_AddStringToObject(o, "map", ckpt_map_name(j->map));
-    cJSON_AddBoolToObject(o, "dry_run", rep == NULL);
     cJSON_AddNumberToObject(from, "tp", in->tp);
     cJSON_AddNumberToObject(from, "pp", in->pp);
     cJSON_AddNumberToObject(to, "tp", t->tp);
     cJSON_AddNumberToObject(to, "pp", t->pp);
-    cli_plan_json_print(o, plan, rep, seconds);
+    return cli_plan_report(o, plan, rep, seconds);
 }
 
 int pd_run_layout(const pd_layout_job *j)
@@ -181,7 +180,7 @@ int pd_run_layout(const pd_layout_job *j)
     if (rc < 0)
         goto done;
     if (j->run->json && j->run->dry_run) {
-        print_json(j, info, &t, plan, NULL, 0);
+        rc = print_json(j, info, &t, plan, NULL, 0);
         goto done;
     }
     if (j->run->dry_run) {
@@ -194,7 +193,7 @@ int pd_run_layout(const pd_layout_job *j)
     if ((rc = cli_plan_execute(j->cmd, plan, j->out, j->run, &rep)) < 0)
         goto done;
     if (j->run->json) {
-        print_json(j, info, &t, plan, &rep, cli_now() - start);
+        rc = print_json(j, info, &t, plan, &rep, cli_now() - start);
     } else if (!j->run->quiet) {
         char size[32];
         fprintf(stderr, "wrote %s: %zu files at TP %d, PP %d (from TP %d, PP %d), %s in %.2f s\n", j->out, rep.files,

@@ -96,8 +96,7 @@ void pd_print_plan(const pd_job *j)
     ckpt_buf_dispose(&how);
 }
 
-cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, int dry_run,
-                     const pd_job *j)
+cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, const pd_job *j)
 {
     cJSON *o = cJSON_CreateObject(), *copied = cJSON_CreateArray(), *skipped = cJSON_CreateArray();
     size_t i;
@@ -106,9 +105,6 @@ cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const cha
     cJSON_AddStringToObject(o, "input", in);
     cJSON_AddStringToObject(o, "output", out);
     cJSON_AddStringToObject(o, "map", map);
-    cJSON_AddBoolToObject(o, "dry_run", dry_run);
-    cJSON_AddItemToObject(o, "files", cJSON_CreateArray());
-    cJSON_AddItemToObject(o, "indexes", cJSON_CreateArray());
     for (i = 0; i < ckpt_paddle_extra_count(j->dir); i++) {
         const ckpt_paddle_extra *x = ckpt_paddle_extra_at(j->dir, i);
         if (x->skip) {
@@ -146,50 +142,34 @@ static cJSON *report_tensor(const char *name, const ckpt_node *node, const char 
     return t;
 }
 
-void pd_report_files(cJSON *report, const pd_job *j, const ckpt_plan_report *written)
+int pd_report_print(cJSON *report, const pd_job *j, const ckpt_plan_report *written, double seconds)
 {
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(report, "files");
+    cJSON *counts = cJSON_AddObjectToObject(report, "tensors_in"), *lists = NULL;
     ckpt_buf how = CKPT_BUF_INIT;
     size_t f;
 
+    if (!written)
+        lists = cJSON_AddObjectToObject(report, "tensor_lists");
     for (f = 0; f < ckpt_plan_file_count(j->plan); f++) {
         const ckpt_plan_file *pf = ckpt_plan_file_at(j->plan, f);
         const ckpt_map_output *out;
         const ckpt_node *node;
         const char *name;
         file_outputs it;
-        cJSON *o, *tensors;
+        cJSON *list;
         size_t i;
-        if (pf->kind == CKPT_PLAN_BYTES && written)
-            cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(report, "indexes"), cJSON_CreateString(pf->rel));
         if (pf->kind != CKPT_PLAN_TENSORS)
             continue;
         it = outputs_of(j, f);
-        o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "file", pf->rel);
-        cJSON_AddNumberToObject(o, "tensors_in", (double)tensors_in(j, it.member));
-        cJSON_AddNumberToObject(o, "tensors_out", (double)pf->n_tensors);
-        cJSON_AddNumberToObject(o, "tensor_bytes", (double)file_tensor_bytes(j->plan, f));
-        if (written) {
-            cJSON_AddNumberToObject(o, "bytes_written", (double)written->file_bytes[f]);
-        } else {
-            tensors = cJSON_AddArrayToObject(o, "tensors");
-            for (i = 0; (name = ckpt_plan_tensor_at(j->plan, f, i, &node, NULL)); i++) {
-                out = next_output(&it);
-                cJSON_AddItemToArray(tensors, report_tensor(name, node, out ? out->rule : NULL, &how));
-            }
+        cJSON_AddNumberToObject(counts, pf->rel, (double)tensors_in(j, it.member));
+        if (!lists)
+            continue;
+        list = cJSON_AddArrayToObject(lists, pf->rel);
+        for (i = 0; (name = ckpt_plan_tensor_at(j->plan, f, i, &node, NULL)); i++) {
+            out = next_output(&it);
+            cJSON_AddItemToArray(list, report_tensor(name, node, out ? out->rule : NULL, &how));
         }
-        cJSON_AddItemToArray(files, o);
     }
     ckpt_buf_dispose(&how);
-}
-
-void pd_report_print(cJSON *report, double seconds)
-{
-    char *text;
-
-    cJSON_AddNumberToObject(report, "seconds", seconds);
-    if ((text = cJSON_Print(report)))
-        printf("%s\n", text);
-    free(text);
+    return cli_plan_report(report, j->plan, written, seconds);
 }

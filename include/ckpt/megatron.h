@@ -37,10 +37,18 @@ typedef struct ckpt_megatron_options {
     const ckpt_map *spec_map;      /* its "parallel" section; NULL: the built-in megatron_gpt */
     int64_t true_vocab_size;       /* rows of the vocabulary that are not padding; 0: args.vocab_size
                                       when the checkpoint has it */
+    /* version 2 */
+    /* Asked for each tensor of the rank files (torch format; its global name, or the name in
+     * its rank file when no layout entry matches it) before it joins the model: 1 leaves it
+     * out, 0 keeps it, < 0 is an error. NULL keeps every one (ckpt_plan_leave_out fits). A
+     * parameter left out leaves the optimizer state, which follows the parameters in order,
+     * unusable: plans then need CKPT_MEGATRON_OPTIM_DROP. */
+    int (*leave_out)(void *payload, const char *name);
+    void *leave_out_payload;
 } ckpt_megatron_options;
 
-#define CKPT_MEGATRON_OPTIONS_VERSION 1
-#define CKPT_MEGATRON_OPTIONS_INIT { CKPT_MEGATRON_OPTIONS_VERSION, NULL, 0 }
+#define CKPT_MEGATRON_OPTIONS_VERSION 2
+#define CKPT_MEGATRON_OPTIONS_INIT { CKPT_MEGATRON_OPTIONS_VERSION, NULL, 0, NULL, NULL }
 
 /* The logical model of a Megatron checkpoint set. Checks that every rank file is there and
  * that the shards fit together; errors name the file and the tensor. The set must outlive

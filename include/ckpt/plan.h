@@ -71,6 +71,31 @@ CKPT_EXTERN(uint64_t) ckpt_plan_total_bytes(const ckpt_plan *p);
  * tensors, size)" then "  <name> <dtype> [shape] <- <how the node is computed>". */
 CKPT_EXTERN(int) ckpt_plan_describe(const ckpt_plan *p, int with_tensors, ckpt_buf *out);
 
+/* ---- input tensors a job leaves out ----
+ * A job writes every input tensor one of its rules takes. One that no rule takes is an
+ * error naming it, unless a rule the job documents drops it (a buffer the target recomputes,
+ * such as RoPE's inv_freq) or a --drop pattern asks for the loss. Either way the plan keeps
+ * the name and the reason, for the report. */
+
+/* A --drop pattern: a glob over the whole tensor name ('*', '?' and [...] as in the shell;
+ * '*' crosses dots). */
+CKPT_EXTERN(int) ckpt_plan_drop_pattern(ckpt_plan *p, const char *pattern);
+/* Whether input tensor `name` is left out: with `rule` (the job's documented reason) it is;
+ * otherwise when a --drop pattern matches it. 1: left out and recorded, 0: kept, or an error. */
+CKPT_EXTERN(int) ckpt_plan_leave_out(ckpt_plan *p, const char *name, const char *rule);
+/* The error for input tensors names[0..n) that no rule of `job` takes (where: the input);
+ * 0 when n is 0. */
+CKPT_EXTERN(int) ckpt_plan_refuse_untaken(const char *where, const char *job, const char *const *names, size_t n);
+/* The same for the outputs of a map that no rule made (tensors it passed through). */
+struct ckpt_map_result;
+CKPT_EXTERN(int) ckpt_plan_check_taken(const char *where, const char *job, const struct ckpt_map_result *r);
+/* Every --drop pattern matched a tensor; else an error naming the one that did not (a typo
+ * must not pass silently). */
+CKPT_EXTERN(int) ckpt_plan_check_drop_patterns(const ckpt_plan *p);
+/* What was left out, in order: the name, and *reason (the rule, or "--drop PATTERN"). */
+CKPT_EXTERN(size_t) ckpt_plan_dropped_count(const ckpt_plan *p);
+CKPT_EXTERN(const char *) ckpt_plan_dropped_at(const ckpt_plan *p, size_t i, const char **reason);
+
 typedef struct ckpt_plan_options {
     unsigned version;
     int force;              /* write into an existing non-empty directory (ckpt_outdir_begin) */
@@ -96,6 +121,16 @@ typedef struct ckpt_plan_report {
 CKPT_EXTERN(int) ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_options *opts,
                                    ckpt_plan_report *report);
 CKPT_EXTERN(void) ckpt_plan_report_dispose(ckpt_plan_report *r);
+
+/* The plan as one JSON object (appended to out), the keys every job's report shares:
+ *   dry_run        true when `written` is NULL (nothing was written)
+ *   files          [{path, kind ("tensors", "bytes" or "copy"), format (tensor files),
+ *                    tensors, bytes (tensor data; the size of other files),
+ *                    bytes_written (after a run)}], in plan order
+ *   tensors, bytes  their sums
+ *   dropped        [{name, reason}]: the input tensors left out (ckpt_plan_leave_out)
+ *   bytes_written  after a run: the sum of the output file sizes */
+CKPT_EXTERN(int) ckpt_plan_json(const ckpt_plan *p, const ckpt_plan_report *written, ckpt_buf *out);
 
 CKPT_END_DECL
 

@@ -30,9 +30,10 @@ typedef enum ckpt_extent_encoding {
 
 /* ZLIB and ZSTD extents, and extents with a shuffle or a checksum, are decoded whole (an HDF5
  * chunk is one of them). Decoded extents of storages with an id are kept in a per-thread
- * cache of CKPT_STORAGE_CACHE_BYTES, so a read that crosses the same chunk row after row
- * decodes it once; one extent larger than that is kept alone. Each reading thread holds at
- * most that much, or its largest extent. */
+ * cache, so a read that crosses the same chunk row after row decodes it once; one extent
+ * larger than the cache is kept alone. The cache holds CKPT_STORAGE_CACHE_BYTES, or, in a
+ * thread writing for ckpt_convert and the set jobs, a quarter of that thread's share of the
+ * memory budget when that is less (ckpt_writer_cache_bytes). */
 #define CKPT_STORAGE_CACHE_BYTES ((uint64_t)32 << 20)
 
 typedef struct ckpt_extent {

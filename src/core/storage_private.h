@@ -56,6 +56,12 @@ void ckpt_storage__release(const ckpt_file *f, uint64_t start, uint64_t from, ui
 
 /* How many extents this thread has decoded whole (chunks: a cache miss each). */
 uint64_t ckpt_storage__decodes(void);
+/* Set the calling thread's decoded-extent cache limit (evicting down to it); returns the one
+ * it replaces. A writer gives each of its threads a share of its memory budget. */
+uint64_t ckpt_storage__cache_limit(uint64_t bytes);
+/* The most bytes any thread's cache has held since the last reset (for tests). */
+uint64_t ckpt_storage__cache_peak(void);
+void ckpt_storage__cache_peak_reset(void);
 /* `take` decoded bytes from `local` on of extent `index` of s, an extent decoded whole whose
  * stored bytes are `data` (storage_whole.c); through the calling thread's cache. */
 int ckpt_storage__whole_read(const ckpt_storage *s, size_t index, const ckpt_extent *e, const uint8_t *data,

@@ -148,9 +148,9 @@ static int decode_whole(void *arg)
     return 0;
 }
 
-/* The decoded extents a thread keeps: the most recently used, up to CKPT_STORAGE_CACHE_BYTES
- * together (one larger extent is kept alone). Keys are storage ids, which are never reused,
- * so an entry of a checkpoint closed since is never found again, only evicted. */
+/* The decoded extents a thread keeps: the most recently used, up to its limit together (one
+ * larger extent is kept alone: it was decoded whole anyway). Keys are storage ids, which are
+ * never reused, so an entry of a checkpoint closed since is never found again, only evicted. */
 #define CACHE_SLOTS 256
 
 typedef struct cached {
@@ -170,6 +170,10 @@ typedef struct chunk_cache {
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static int cache_ready;
+/* CKPT_STORAGE_CACHE_BYTES unless a writer gave this thread a share of its memory budget. */
+static _Thread_local uint64_t cache_limit = CKPT_STORAGE_CACHE_BYTES;
+/* The most any thread's cache has held since the last ckpt_storage__cache_peak_reset. */
+static uint64_t cache_peak;
 
 static void cache_free(void *p)
 {
@@ -217,10 +221,10 @@ static const unsigned char *cache_find(chunk_cache *c, uint64_t id, size_t exten
     return NULL;
 }
 
-/* Keep `data` (taking it), evicting the least recently used entries to make room. */
-static void cache_put(chunk_cache *c, uint64_t id, size_t extent, unsigned char *data, uint64_t len)
+/* Evict the least recently used entries until `len` more bytes fit the limit. */
+static void cache_evict(chunk_cache *c, uint64_t len)
 {
-    while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + len > CKPT_STORAGE_CACHE_BYTES)) {
+    while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + len > cache_limit)) {
         size_t i, lru = 0;
         for (i = 1; i < c->n; i++)
             if (c->slot[i].used < c->slot[lru].used)
@@ -229,8 +233,41 @@ static void cache_put(chunk_cache *c, uint64_t id, size_t extent, unsigned char 
         free(c->slot[lru].data);
         c->slot[lru] = c->slot[--c->n];
     }
+}
+
+/* Keep `data` (taking it), evicting the least recently used entries to make room. */
+static void cache_put(chunk_cache *c, uint64_t id, size_t extent, unsigned char *data, uint64_t len)
+{
+    uint64_t peak = __atomic_load_n(&cache_peak, __ATOMIC_RELAXED);
+
+    cache_evict(c, len);
     c->slot[c->n++] = (cached){ id, extent, ++c->clock, len, data };
     c->bytes += len;
+    while (c->bytes > peak &&
+           !__atomic_compare_exchange_n(&cache_peak, &peak, c->bytes, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+uint64_t ckpt_storage__cache_limit(uint64_t bytes)
+{
+    uint64_t old = cache_limit;
+    chunk_cache *c;
+
+    cache_limit = bytes;
+    pthread_once(&cache_once, cache_init);
+    if (bytes < old && cache_ready && (c = pthread_getspecific(cache_key)) != NULL)
+        cache_evict(c, 0);
+    return old;
+}
+
+uint64_t ckpt_storage__cache_peak(void)
+{
+    return __atomic_load_n(&cache_peak, __ATOMIC_RELAXED);
+}
+
+void ckpt_storage__cache_peak_reset(void)
+{
+    __atomic_store_n(&cache_peak, 0, __ATOMIC_RELAXED);
 }
 
 /* `take` decoded bytes from `local` on of extent `index`, decoding it (once per thread while

@@ -9,6 +9,7 @@
 
 #include <ckpt/checkpoint.h>
 #include <ckpt/graph.h>
+#include <ckpt/plan.h>
 #include <ckpt/sys/format.h>
 
 struct ckpt_reader {
@@ -40,6 +41,11 @@ struct ckpt_ckpt {
 };
 
 #include "../../formats/registry.h"
+
+/* The tensors a plan leaves out (plan_drop.c): the plan holds the pointer, freed with it. */
+typedef struct plan_drops plan_drops;
+plan_drops **ckpt_plan__drops(ckpt_plan *p);
+void ckpt_plan__drops_free(plan_drops *d);
 
 /* What a compressed input of checkpoint `arg` (a ckpt_ckpt) may be, judged on its first
  * decompressed bytes (a ckpt_zstd_check's fn, src/io/zstd_io.h): the main file must be one

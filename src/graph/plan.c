@@ -37,6 +37,7 @@ struct ckpt_plan {
     ckpt_arena *arena;
     plan_entry *files;
     size_t n_files, cap_files;
+    plan_drops *drops;
 };
 
 int ckpt_plan_new(ckpt_plan **out)
@@ -66,9 +67,15 @@ void ckpt_plan_free(ckpt_plan *p)
         ckpt_u64map__dispose(&p->files[i].nodes);
     }
     free(p->files);
+    ckpt_plan__drops_free(p->drops);
     ckpt_graph_free(p->graph);
     ckpt_arena_free(p->arena);
     free(p);
+}
+
+plan_drops **ckpt_plan__drops(ckpt_plan *p)
+{
+    return &p->drops;
 }
 
 ckpt_graph *ckpt_plan_graph(ckpt_plan *p)

@@ -152,11 +152,29 @@ uint32_t ckpt_writer_placement_crc(const ckpt_writer *w, int placement_index)
     return placement_index >= 0 && (size_t)placement_index < w->n_pl ? w->pl[placement_index].crc : 0;
 }
 
+/* Each of `threads` threads' share of the budget: a quarter (at most CKPT_STORAGE_CACHE_BYTES)
+ * keeps decoded chunks of compressed inputs, the rest holds a chunk of output plus its
+ * latin-1 encoding (twice as large). */
+static uint64_t thread_share(const ckpt_writer *w, int threads)
+{
+    return (w->opts->memory ? w->opts->memory : DEFAULT_MEMORY) / (uint64_t)(threads > 0 ? threads : 1);
+}
+
+static uint64_t cache_share(const ckpt_writer *w, int threads)
+{
+    uint64_t cache = thread_share(w, threads) / 4;
+
+    return cache < CKPT_STORAGE_CACHE_BYTES ? cache : CKPT_STORAGE_CACHE_BYTES;
+}
+
+uint64_t ckpt_writer_cache_bytes(const ckpt_writer *w)
+{
+    return cache_share(w, w->threads);
+}
+
 static uint64_t chunk_size(const ckpt_writer *w, int threads)
 {
-    uint64_t memory = w->opts->memory ? w->opts->memory : DEFAULT_MEMORY;
-    /* each thread holds a chunk plus its latin-1 encoding (twice as large) */
-    uint64_t chunk = memory / (3ull * (uint64_t)(threads > 0 ? threads : 1));
+    uint64_t chunk = (thread_share(w, threads) - cache_share(w, threads)) / 3;
 
     if (chunk > MAX_CHUNK)
         chunk = MAX_CHUNK;
@@ -274,14 +292,18 @@ static void report_progress(const ckpt_writer *w, run_state *rs, uint64_t n);
 int ckpt_writer_read(ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, void *dst)
 {
     int rc = check_range(w, blob, off, len);
-    uint64_t read;
+    uint64_t read, limit;
 
     if (rc < 0)
         return rc;
     if (!w->blob_read)
         return ckpt_error_set(CKPT_EINVALID, "%s: ckpt_writer_read is for formats that encode their data",
                               w->path);
-    if ((rc = read_blob(w, blob, off, len, dst)) < 0)
+    /* the format's own threads read here: each keeps to its share of the budget */
+    limit = ckpt_storage__cache_limit(cache_share(w, w->threads));
+    rc = read_blob(w, blob, off, len, dst);
+    ckpt_storage__cache_limit(limit);
+    if (rc < 0)
         return rc;
     read = __atomic_add_fetch(&w->blob_read[blob], len, __ATOMIC_ACQ_REL);
     if (read == w->out->blobs[blob].nbytes)
@@ -457,6 +479,7 @@ static int execute(ckpt_writer *w)
 #endif
     {
         uint8_t *buf = malloc(chunk), *enc = malloc(2 * chunk);
+        uint64_t limit = ckpt_storage__cache_limit(cache_share(w, threads));
         long k;
 
         if (!buf || !enc) {
@@ -477,6 +500,7 @@ static int execute(ckpt_writer *w)
         }
         free(buf);
         free(enc);
+        ckpt_storage__cache_limit(limit);
     }
     free(order);
     if (rs.failed)
@@ -490,6 +514,7 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
     ckpt_writer w;
     ckpt_zstd_stats zstd = { 0, 0, 0 };
     struct stat st;
+    uint64_t limit;
     size_t i;
     int rc;
 
@@ -528,11 +553,14 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
             return ckpt_error_oom();
         }
     }
+    /* what the format reads on this thread, laying out the file or finishing it */
+    limit = ckpt_storage__cache_limit(cache_share(&w, w.threads));
     rc = format->write_begin(&w);
     if (rc >= 0)
         rc = execute(&w);
     if (rc >= 0 && format->write_finish)
         rc = format->write_finish(&w);
+    ckpt_storage__cache_limit(limit);
     if (format->write_free)
         format->write_free(&w);
     free(w.pl);

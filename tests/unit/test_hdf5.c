@@ -312,6 +312,41 @@ CKPT_TEST(test_hdf5_chunks_decoded_once)
     free(got);
 }
 
+/* Converting under --memory: each writing thread keeps at most a quarter of its share of the
+ * budget in decoded chunks, not CKPT_STORAGE_CACHE_BYTES (16 MiB of chunks read in order would
+ * all stay cached). */
+CKPT_TEST(test_hdf5_chunk_cache_within_memory)
+{
+    static const hsize_t dims[2] = { 64, 65536 }, chunk[2] = { 4, 65536 };
+    ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+    float *data = malloc(64 * 65536 * sizeof *data);
+    hid_t file = new_file("big.h5", 0), dcpl = chunks(2, chunk);
+    ckpt_ckpt *c;
+    int i;
+
+    for (i = 0; i < 64 * 65536; i++)
+        data[i] = (float)(i % 1000);
+    H5Pset_deflate(dcpl, 1);
+    ASSERT_TRUE(put(file, "w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, dcpl, data) == 0);
+    H5Pclose(dcpl);
+    H5Fclose(file);
+    c = open_h5("big.h5");
+    ASSERT_TRUE(c);
+    o.memory = 16u << 20;
+    o.threads = 2;
+    ckpt_storage__cache_peak_reset();
+    ASSERT_OK(ckpt_convert(c, "big.safetensors", &o, NULL));
+    ASSERT_TRUE(ckpt_storage__cache_peak() >= 1u << 20);
+    ASSERT_TRUE(ckpt_storage__cache_peak() <= o.memory / 2 / 4);
+    ckpt_storage__cache_peak_reset();
+    o.format = "hdf5";
+    o.compress = CKPT_CODEC_ZSTD;
+    ASSERT_OK(ckpt_convert(c, "big2.h5", &o, NULL));
+    ASSERT_TRUE(ckpt_storage__cache_peak() <= o.memory / 2 / 4);
+    ckpt_close(c);
+    free(data);
+}
+
 CKPT_TEST(test_hdf5_bool_complex_and_convention)
 {
     static const hsize_t n4[1] = { 4 };

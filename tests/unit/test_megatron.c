@@ -292,3 +292,39 @@ CKPT_TEST(test_megatron_plan_checks_the_target_layout)
     ASSERT_EQ_INT(ckpt_plan_file_count(o.plan), 0);
     close_fixture(&o);
 }
+
+/* The caller's leave_out callback: asked with global names (stage 1's local layer 1 is
+ * layer 3 under PP 2); a tensor it leaves out is not in the model, and with the optimizer
+ * state kept a parameter left out is refused (the state follows the parameters in order). */
+static int leave_out_norm(void *payload, const char *name)
+{
+    int *global = payload;
+
+    *global |= strcmp(name, "decoder.layers.3.mlp.linear_fc2.weight") == 0;
+    return strcmp(name, "decoder.final_layernorm.weight") == 0;
+}
+
+CKPT_TEST(test_megatron_leave_out)
+{
+    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_tensor_layout l;
+    opened o;
+    int global = 0;
+
+    ASSERT_OK(open_fixture(&o, "tp2pp2_bf16_optim"));
+    ASSERT_TRUE(find(o.m, "decoder.final_layernorm.weight", &l) != NULL);
+    ckpt_megatron_close(o.m);
+    o.m = NULL;
+    mo.leave_out = leave_out_norm;
+    mo.leave_out_payload = &global;
+    ASSERT_OK(ckpt_megatron_open(&o.m, o.set, ckpt_plan_graph(o.plan), &mo));
+    ASSERT_TRUE(global);
+    ASSERT_TRUE(find(o.m, "decoder.final_layernorm.weight", &l) == NULL);
+    ASSERT_TRUE(find(o.m, "decoder.layers.3.mlp.linear_fc2.weight", &l) != NULL);
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_ERROR_MENTIONS("1 parameter is left out");
+    t.optimizer = CKPT_MEGATRON_OPTIM_DROP;
+    ASSERT_OK(ckpt_megatron_plan(o.m, &t, o.plan));
+    close_fixture(&o);
+}

@@ -131,6 +131,10 @@ CKPT_EXTERN(int) ckpt_writer_read(ckpt_writer *w, size_t blob, uint64_t off, uin
 /* The threads and the working memory the user allowed (resolved: never 0). */
 CKPT_EXTERN(int) ckpt_writer_threads(const ckpt_writer *w);
 CKPT_EXTERN(uint64_t) ckpt_writer_memory(const ckpt_writer *w);
+/* Of that memory, what each thread keeps decoded chunks of compressed inputs in while it
+ * reads for this writer (ckpt_writer_read included): memory / threads / 4, at most
+ * CKPT_STORAGE_CACHE_BYTES. A format's own buffers fit in what the threads' caches leave. */
+CKPT_EXTERN(uint64_t) ckpt_writer_cache_bytes(const ckpt_writer *w);
 /* CRC-32 of what a placement wrote (formats with CKPT_FORMAT_CRC), valid in write_finish. */
 CKPT_EXTERN(uint32_t) ckpt_writer_placement_crc(const ckpt_writer *w, int placement);
 CKPT_EXTERN(void) ckpt_writer_note(ckpt_writer *w, const char *fmt, ...) CKPT_FORMAT_PRINTF(2, 3);
