@@ -184,7 +184,7 @@ static int run(const mcore2hf_args *a)
     size_t *perm = NULL;
     ckpt_buf config = CKPT_BUF_INIT;
     ckpt_dtype dtype = CKPT_DTYPE_F32;
-    size_t i, n = 0, n_out;
+    size_t i, k, n = 0, n_out;
     int64_t padded_rows = 0;
     int te = 0, rc;
     double start = cli_now();
@@ -235,10 +235,13 @@ static int run(const mcore2hf_args *a)
         names[i] = ckpt_map_result_at(res, i)->name;
     if ((rc = ckpt_hf_llama_order(names, n_out, perm)) < 0)
         goto done;
-    for (i = 0; i < n_out; i++) {
-        names[i] = ckpt_map_result_at(res, perm[i])->name;
-        nodes[i] = ckpt_map_result_at(res, perm[i])->node;
+    for (i = 0, k = 0; i < n_out; i++) {
+        if (ckpt_hf_llama_tied_copy(ckpt_megatron_args(m), ckpt_map_result_at(res, perm[i])->name))
+            continue;
+        names[k] = ckpt_map_result_at(res, perm[i])->name;
+        nodes[k++] = ckpt_map_result_at(res, perm[i])->node;
     }
+    n_out = k;
     if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n_out, a->max_shard)) < 0 ||
         (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
                                    &config)) < 0 ||
