@@ -259,14 +259,16 @@ static int wanted(const ckpt_hf_llama_dims *d, int bias)
 /* The config's word for a bias being there (`on`) or not. */
 static const char *bias_fields(const ckpt_hf_llama_dims *d, int bias, int on)
 {
-    if (bias == 2)
-        return on ? "mlp_bias true" : "mlp_bias false";
-    if (bias == 1 && d->qkv_bias)
-        return "model_type qwen2";
-    if (bias == 3 && d->family != CKPT_HF_LLAMA)
-        return on ? "attention_bias true" : "no o_proj bias in its family";
     if (bias == 0)
         return "";
+    if (d->family == CKPT_HF_QWEN2)
+        return bias == 1 ? "model_type qwen2" : bias == 3 ? "model_type qwen2 (no o_proj bias)"
+                                                          : "model_type qwen2 (no MLP biases)";
+    if (d->family == CKPT_HF_MISTRAL)
+        return bias == 1 ? "model_type mistral (no q/k/v biases)" : bias == 3 ? "model_type mistral (no o_proj bias)"
+                                                                              : "model_type mistral (no MLP biases)";
+    if (bias == 2)
+        return on ? "mlp_bias true" : "mlp_bias false";
     return on ? "attention_bias true" : "attention_bias false";
 }
 

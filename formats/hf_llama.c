@@ -331,29 +331,29 @@ int ckpt_hf_llama_tied_copy(const ckpt_value *args, const char *name)
 
 /* What Megatron's args cannot say: an o_proj or MLP bias without the other linears' ones
  * (add_bias_linear is all of them), llama3 scaling other than Megatron-LM's fixed shape. */
-static int check_megatron_fits(const ckpt_hf_llama_dims *d)
+static int check_megatron_fits(const ckpt_hf_llama_dims *d, const char *config)
 {
     if (!ckpt_hf_family_name(d->family))
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "the config's family is not one of llama, mistral, "
-                                                                   "qwen2");
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: the family is not one of llama, mistral, qwen2",
+                               config);
     if (d->attention_bias || d->mlp_bias)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s true: Megatron's args have q/k/v biases (add_qkv_bias) or biases on every linear "
-                               "layer (add_bias_linear), not %s",
-                               d->attention_bias ? "attention_bias" : "mlp_bias",
+                               "%s: %s true: Megatron's args have q/k/v biases (add_qkv_bias) or biases on every "
+                               "linear layer (add_bias_linear), not %s",
+                               config, d->attention_bias ? "attention_bias" : "mlp_bias",
                                d->attention_bias ? "q/k/v and o_proj biases alone" : "MLP biases alone");
     if (d->rope_factor && (d->rope_low_freq_factor != 1.0 || d->rope_high_freq_factor != 4.0 ||
                            d->rope_original_max_positions != 8192))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "llama3 RoPE scaling with low_freq_factor %g, high_freq_factor %g, "
+                               "%s: llama3 RoPE scaling with low_freq_factor %g, high_freq_factor %g, "
                                "original_max_position_embeddings %lld: Megatron-LM applies it with 1, 4 and 8192 only",
-                               d->rope_low_freq_factor, d->rope_high_freq_factor,
+                               config, d->rope_low_freq_factor, d->rope_high_freq_factor,
                                (long long)d->rope_original_max_positions);
     return 0;
 }
 
-int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int tp, const char *transformer_impl,
-                                ckpt_value **out)
+int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, const char *config, int tp,
+                                const char *transformer_impl, ckpt_value **out)
 {
     ckpt_value *args = NULL;
     int rc;
@@ -364,7 +364,7 @@ int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int 
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
                                "a LLaMA config needs positive hidden_size, num_attention_heads, num_key_value_heads, "
                                "head_dim, num_hidden_layers, intermediate_size and vocab_size");
-    if ((rc = check_megatron_fits(d)) < 0)
+    if ((rc = check_megatron_fits(d, config)) < 0)
         return rc;
     if ((rc = ckpt_megatron_args_new(a, &args)) < 0 ||
         (rc = ckpt_megatron_args_set_int(a, args, "num_layers", d->num_layers)) < 0 ||

@@ -153,7 +153,7 @@ static int run(hf2mcore_args *a)
     if (rc < 0 || (rc = ckpt_hf_llama_check_tensors(&dims, config, weights, inputs, n)) < 0 ||
         (rc = ckpt_map_params_set(params, "padded_vocab_size",
                                   ckpt_megatron_padded_vocab(dims.vocab_size, 128, a->target.tp))) < 0 ||
-        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, a->target.tp, a->impl, &args)) < 0 ||
+        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, config, a->target.tp, a->impl, &args)) < 0 ||
         (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
         (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
         goto done;

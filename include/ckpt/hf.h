@@ -137,17 +137,18 @@ CKPT_EXTERN(int) ckpt_hf_llama_config(const ckpt_value *megatron_args, int64_t t
  * last pipeline stage; transformers' save_pretrained writes none and ties it on load). */
 CKPT_EXTERN(int) ckpt_hf_llama_tied_copy(const ckpt_value *megatron_args, const char *name);
 
-/* Megatron args (built in `a`) for a config read by ckpt_hf_llama_dims_read: RMSNorm,
- * SwiGLU, RoPE (rotary_base; llama3 scaling as use_rope_scaling and rope_scaling_factor), no
- * linear biases (Qwen2's q/k/v ones as add_qkv_bias), kv_channels, num_query_groups,
- * norm_epsilon, max_position_embeddings, window_size (W - 1, 0) for a sliding window,
- * untied unless tie_word_embeddings, params_dtype d->dtype, padded_vocab_size for `tp`, and
- * hf_model_type, the family (an attribute Megatron does not read, kept for the way back).
- * Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL): what Megatron's args cannot say -- a
- * LLaMA's attention_bias (an o_proj bias) or mlp_bias, llama3 scaling with frequency factors
- * or an original context other than Megatron-LM's fixed 1, 4 and 8192. */
-CKPT_EXTERN(int) ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int tp,
-                                             const char *transformer_impl, ckpt_value **out);
+/* Megatron args (built in `a`) for a config read by ckpt_hf_llama_dims_read (`config` names
+ * it in messages): RMSNorm, SwiGLU, RoPE (rotary_base; llama3 scaling as use_rope_scaling and
+ * rope_scaling_factor), no linear biases (Qwen2's q/k/v ones as add_qkv_bias), kv_channels,
+ * num_query_groups, norm_epsilon, max_position_embeddings, window_size (W - 1, 0) for a
+ * sliding window, untied unless tie_word_embeddings, params_dtype d->dtype,
+ * padded_vocab_size for `tp`, and hf_model_type, the family (an attribute Megatron does not
+ * read, kept for the way back). Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL): what
+ * Megatron's args cannot say -- a LLaMA's attention_bias (an o_proj bias) or mlp_bias, llama3
+ * scaling with frequency factors or an original context other than Megatron-LM's fixed 1, 4
+ * and 8192. */
+CKPT_EXTERN(int) ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, const char *config,
+                                             int tp, const char *transformer_impl, ckpt_value **out);
 
 /* The order transformers' LlamaForCausalLM.state_dict() lists tensors in (embeddings; per layer
  * q, k, v, o, gate, up, down, input and post-attention norms; final norm; lm_head), which is

@@ -55,7 +55,7 @@ CKPT_TEST(test_hf_llama_config_round_trip)
     /* and back: Megatron args for that config */
     ASSERT_OK(ckpt_hf_llama_dims_read("config.json", &d));
     ASSERT_EQ_INT(d.dtype, CKPT_DTYPE_BF16);
-    ASSERT_OK(ckpt_hf_llama_megatron_args(a, &d, 8, "local", &back));
+    ASSERT_OK(ckpt_hf_llama_megatron_args(a, &d, "config.json", 8, "local", &back));
     v = ckpt_megatron_arg(back, "padded_vocab_size");
     ASSERT_TRUE(v && v->u.integer == 129024);
     v = ckpt_megatron_arg(back, "rotary_base");
