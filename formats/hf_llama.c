@@ -212,7 +212,8 @@ static int arg_set(const ckpt_value *args, const char *name)
 {
     const ckpt_value *v = ckpt_megatron_arg(args, name);
 
-    return v && v->kind != CKPT_VAL_NONE && !(v->kind == CKPT_VAL_BOOL && !v->u.boolean);
+    return v && v->kind != CKPT_VAL_NONE && !(v->kind == CKPT_VAL_BOOL && !v->u.boolean) &&
+           !(v->kind == CKPT_VAL_INT && v->u.integer == 0);
 }
 
 /* Args that change what the model computes in a way no config of ours says. */

@@ -1,5 +1,5 @@
 /* ckptconv mcore2hf ROOT OUT: a Megatron-LM (mcore GPT, LLaMA-style) checkpoint at any
- * TP/PP layout -> a Hugging Face LLaMA directory transformers loads. */
+ * TP/PP layout -> a Hugging Face LLaMA, Mistral or Qwen2 directory transformers loads. */
 #include "cli.h"
 
 #include <ckpt/sys/common.h>
@@ -21,11 +21,14 @@ static void mcore2hf_help(FILE *out)
 "usage: ckptconv mcore2hf ROOT OUT [options]\n"
 "\n"
 "Convert a Megatron-LM mcore GPT checkpoint of a LLaMA-style model (RMSNorm, SwiGLU,\n"
-"RoPE, no linear biases; GQA or not; --ckpt-format torch or torch_dist) at any\n"
-"TP/PP/VPP layout into a Hugging Face LLaMA directory: OUT/config.json (model_type\n"
-"llama, head_dim, key/value heads, rope_theta, rms_norm_eps, vocab_size = the true\n"
-"vocabulary) and model.safetensors, sharded like transformers' save_pretrained above\n"
-"--max-shard-size (model-00001-of-0000N.safetensors + model.safetensors.index.json).\n"
+"RoPE, no linear biases but Qwen2's q/k/v ones; GQA or not; --ckpt-format torch or\n"
+"torch_dist) at any TP/PP/VPP layout into a Hugging Face directory of its family:\n"
+"OUT/config.json (LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM: args'\n"
+"hf_model_type, else add_qkv_bias is qwen2, a window_size mistral, anything else llama;\n"
+"head_dim, key/value heads, rope_theta and llama3 scaling, rms_norm_eps, sliding_window,\n"
+"vocab_size = the true vocabulary) and model.safetensors, sharded like transformers'\n"
+"save_pretrained above --max-shard-size (model-00001-of-0000N.safetensors +\n"
+"model.safetensors.index.json).\n"
 "\n"
 "The rank files are merged as `ckptconv reshard` reads them; then linear_qkv is split per\n"
 "query group into q/k/v (both sides use rotate-half RoPE, so no permutation), linear_fc1\n"
