@@ -9,11 +9,11 @@
 #include <string.h>
 
 static const struct {
-    const char *model_type, *arch_prefix;
+    const char *model_type, *arch_prefix, *causal_lm;
 } families[] = {
-    [CKPT_HF_LLAMA] = { "llama", "LlamaFor" },
-    [CKPT_HF_MISTRAL] = { "mistral", "MistralFor" },
-    [CKPT_HF_QWEN2] = { "qwen2", "Qwen2For" },
+    [CKPT_HF_LLAMA] = { "llama", "LlamaFor", "LlamaForCausalLM" },
+    [CKPT_HF_MISTRAL] = { "mistral", "MistralFor", "MistralForCausalLM" },
+    [CKPT_HF_QWEN2] = { "qwen2", "Qwen2For", "Qwen2ForCausalLM" },
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 #define KNOWN_FAMILIES "llama, mistral, qwen2"
@@ -22,6 +22,11 @@ static const struct {
 const char *ckpt_hf_family_name(ckpt_hf_family f)
 {
     return (unsigned)f < N_FAMILIES ? families[f].model_type : NULL;
+}
+
+const char *ckpt_hf__class_name(ckpt_hf_family f)
+{
+    return (unsigned)f < N_FAMILIES ? families[f].causal_lm : NULL;
 }
 
 int ckpt_hf_family_parse(const char *what, const char *name, ckpt_hf_family *out)
@@ -241,7 +246,6 @@ static int foreign_fields(const cJSON *cfg, const char *path)
 
 int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
 {
-    static const char *const arch[] = { "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM" };
     ckpt_hf_llama_dims d;
     int rc = ckpt_hf_llama_dims_read(path, &d);
 
@@ -251,7 +255,7 @@ int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
         return rc < 0 ? ckpt_error_oom() : 0;
     }
     ckpt_buf_printf(out, "Hugging Face %s (model_type %s): %lld layers, hidden %lld, %lld heads, %lld KV heads, vocab %lld",
-                    arch[d.family], families[d.family].model_type, (long long)d.num_layers, (long long)d.hidden_size,
+                    families[d.family].causal_lm, families[d.family].model_type, (long long)d.num_layers, (long long)d.hidden_size,
                     (long long)d.num_heads, (long long)d.num_kv_heads, (long long)d.vocab_size);
     if (d.qkv_bias || d.attention_bias)
         ckpt_buf_puts(out, ", q/k/v biases");

@@ -1,6 +1,7 @@
-/* Hugging Face LLaMA directories: config.json <-> Megatron args, and safetensors output
+/* Hugging Face LLaMA-family directories: config.json <-> Megatron args, and safetensors output
  * sharded as huggingface_hub shards it. */
-#include <ckpt/hf.h>
+#include "hf_private.h"
+
 #include <ckpt/megatron.h>
 #include <ckpt/shard.h>
 #include <ckpt/sys/common.h>
@@ -106,12 +107,6 @@ int ckpt_hf_weights_path(const char *dir, char **out)
     return ckpt_error_set(CKPT_ENOTFOUND, "%s: no model.safetensors(.index.json) or pytorch_model.bin", dir);
 }
 
-static const char *const arch_names[] = {
-    [CKPT_HF_LLAMA] = "LlamaForCausalLM",
-    [CKPT_HF_MISTRAL] = "MistralForCausalLM",
-    [CKPT_HF_QWEN2] = "Qwen2ForCausalLM",
-};
-
 /* The RoPE description: rope_parameters (with rope_theta) for transformers 5, rope_scaling
  * (null without scaling) for 4. */
 static void put_rope(ckpt_buf *b, const ckpt_hf_llama_dims *d, int with_theta)
@@ -153,7 +148,7 @@ int ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *b)
     if (d->num_layers < 0 || d->num_layers > MAX_LAYERS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "num_hidden_layers %lld is not from 0 to %d",
                                (long long)d->num_layers, MAX_LAYERS);
-    ckpt_buf_printf(b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", arch_names[d->family]);
+    ckpt_buf_printf(b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", ckpt_hf__class_name(d->family));
     if (llama)
         ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", d->attention_bias ? "true" : "false");
     ckpt_buf_puts(b, "  \"attention_dropout\": 0.0,\n");

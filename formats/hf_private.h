@@ -24,6 +24,9 @@ int ckpt_hf__get_real(const cJSON *cfg, const char *path, const char *name, doub
 /* true or false; *out kept when absent. */
 int ckpt_hf__get_bool(const cJSON *cfg, const char *path, const char *name, int *out);
 
+/* transformers' class of a family's causal LM ("Qwen2ForCausalLM"); NULL for no family. */
+const char *ckpt_hf__class_name(ckpt_hf_family f);
+
 /* The family (model_type, architectures), its own fields (biases, sliding window), RoPE
  * scaling, and the refusal of other families' fields that change the computation. */
 int ckpt_hf__family_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d);
