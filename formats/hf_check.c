@@ -1,18 +1,17 @@
-/* A Hugging Face LLaMA directory checked against itself: config.json read with every value
+/* A Hugging Face LLaMA-family directory checked against itself: config.json read with every value
  * typed and bounded, and the tensors held against what that config implies, so that a
  * conversion never starts from a config that does not describe its weights. */
-#include <ckpt/hf.h>
+#include "hf_private.h"
+
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Sizes and counts past this are nonsense for any model (and keep products of two in int64). */
-#define MAX_SIZE 2147483647ll
+#define MAX_SIZE CKPT_HF_MAX_SIZE
 /* config.json is a few kilobytes; a bound keeps a mistaken path from being read whole. */
 #define MAX_CONFIG_BYTES (16u << 20)
 
@@ -27,9 +26,8 @@ void ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d)
     d->bos_token_id = d->eos_token_id = d->pad_token_id = -1;
 }
 
-/* The last of a repeated key, as Python's json (and ckpt_map_params_load_json) reads it; null
- * is absent. */
-static const cJSON *field(const cJSON *cfg, const char *name)
+/* as ckpt_map_params_load_json reads it too */
+const cJSON *ckpt_hf__field(const cJSON *cfg, const char *name)
 {
     const cJSON *v = NULL, *c;
 
@@ -39,10 +37,9 @@ static const cJSON *field(const cJSON *cfg, const char *name)
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
-/* An integer in [lo, MAX_SIZE]; *out keeps its value when the field is absent and not required. */
-static int get_int(const cJSON *cfg, const char *path, const char *name, int required, int64_t lo, int64_t *out)
+int ckpt_hf__get_int(const cJSON *cfg, const char *path, const char *name, int required, int64_t lo, int64_t *out)
 {
-    const cJSON *v = field(cfg, name);
+    const cJSON *v = ckpt_hf__field(cfg, name);
 
     if (!v && !required)
         return 0;
@@ -57,11 +54,10 @@ static int get_int(const cJSON *cfg, const char *path, const char *name, int req
     return 0;
 }
 
-/* A finite number in [lo, hi] (lo excluded when open_lo). */
-static int get_real(const cJSON *cfg, const char *path, const char *name, double lo, int open_lo, double hi,
+int ckpt_hf__get_real(const cJSON *cfg, const char *path, const char *name, double lo, int open_lo, double hi,
                     double *out)
 {
-    const cJSON *v = field(cfg, name);
+    const cJSON *v = ckpt_hf__field(cfg, name);
 
     if (!v)
         return 0;
@@ -73,9 +69,9 @@ static int get_real(const cJSON *cfg, const char *path, const char *name, double
     return 0;
 }
 
-static int get_bool(const cJSON *cfg, const char *path, const char *name, int *out)
+int ckpt_hf__get_bool(const cJSON *cfg, const char *path, const char *name, int *out)
 {
-    const cJSON *v = field(cfg, name);
+    const cJSON *v = ckpt_hf__field(cfg, name);
 
     if (!v)
         return 0;
@@ -89,7 +85,7 @@ static int get_bool(const cJSON *cfg, const char *path, const char *name, int *o
  * end tokens) are left out of what is written. */
 static int get_token(const cJSON *cfg, const char *path, const char *name, int64_t vocab, int64_t *out)
 {
-    const cJSON *v = field(cfg, name);
+    const cJSON *v = ckpt_hf__field(cfg, name);
 
     *out = -1;
     if (!cJSON_IsNumber(v))
@@ -107,40 +103,14 @@ static int starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-/* Only models whose weights are LLaMA's (LLaMA, Mistral) are read as LLaMA: Qwen2 and others
- * differ in biases or layers that the rules would silently drop. */
-static int check_family(const cJSON *cfg, const char *path)
-{
-    const cJSON *type = field(cfg, "model_type"), *arch = field(cfg, "architectures"), *a, *act;
-    int llama = 0;
-
-    if (type && (!cJSON_IsString(type) || (strcmp(type->valuestring, "llama") != 0 &&
-                                           strcmp(type->valuestring, "mistral") != 0)))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: model_type %s is not llama or mistral",
-                               path, cJSON_IsString(type) ? type->valuestring : "(not a string)");
-    if (arch) {
-        cJSON_ArrayForEach(a, arch)
-            llama |= cJSON_IsString(a) &&
-                     (starts_with(a->valuestring, "Llama") || starts_with(a->valuestring, "Mistral"));
-        if (!cJSON_IsArray(arch) || !llama)
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: architectures names no LLaMA or Mistral model (LlamaForCausalLM)", path);
-    }
-    act = field(cfg, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: hidden_act is not \"silu\" (LLaMA's SwiGLU)", path);
-    return 0;
-}
-
 /* transformers 5 writes "dtype", 4 "torch_dtype"; an unknown name keeps the default. */
 static void get_dtype(const cJSON *cfg, ckpt_dtype *out)
 {
-    const cJSON *td = field(cfg, "dtype");
+    const cJSON *td = ckpt_hf__field(cfg, "dtype");
     ckpt_dtype t;
 
     if (!cJSON_IsString(td))
-        td = field(cfg, "torch_dtype");
+        td = ckpt_hf__field(cfg, "torch_dtype");
     if (cJSON_IsString(td) && (t = ckpt_dtype_from_name(td->valuestring)) != CKPT_DTYPE_INVALID &&
         ckpt_dtype_is_float(t))
         *out = t;
@@ -152,14 +122,14 @@ static int get_sizes(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d)
 
     d->head_dim = 0;
     d->num_kv_heads = 0;
-    if ((rc = get_int(cfg, path, "hidden_size", 1, 1, &d->hidden_size)) < 0 ||
-        (rc = get_int(cfg, path, "intermediate_size", 1, 1, &d->intermediate_size)) < 0 ||
-        (rc = get_int(cfg, path, "num_hidden_layers", 1, 1, &d->num_layers)) < 0 ||
-        (rc = get_int(cfg, path, "num_attention_heads", 1, 1, &d->num_heads)) < 0 ||
-        (rc = get_int(cfg, path, "num_key_value_heads", 0, 1, &d->num_kv_heads)) < 0 ||
-        (rc = get_int(cfg, path, "head_dim", 0, 1, &d->head_dim)) < 0 ||
-        (rc = get_int(cfg, path, "vocab_size", 1, 1, &d->vocab_size)) < 0 ||
-        (rc = get_int(cfg, path, "max_position_embeddings", 0, 1, &d->max_positions)) < 0)
+    if ((rc = ckpt_hf__get_int(cfg, path, "hidden_size", 1, 1, &d->hidden_size)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "intermediate_size", 1, 1, &d->intermediate_size)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "num_hidden_layers", 1, 1, &d->num_layers)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "num_attention_heads", 1, 1, &d->num_heads)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "num_key_value_heads", 0, 1, &d->num_kv_heads)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "head_dim", 0, 1, &d->head_dim)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "vocab_size", 1, 1, &d->vocab_size)) < 0 ||
+        (rc = ckpt_hf__get_int(cfg, path, "max_position_embeddings", 0, 1, &d->max_positions)) < 0)
         return rc;
     if (!d->num_kv_heads)
         d->num_kv_heads = d->num_heads;
@@ -178,7 +148,7 @@ static int get_sizes(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d)
 
 static int parse_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d)
 {
-    const cJSON *rope = field(cfg, "rope_parameters");
+    const cJSON *rope = ckpt_hf__field(cfg, "rope_parameters");
     int rc;
 
     if (!cJSON_IsObject(cfg))
@@ -186,14 +156,12 @@ static int parse_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *
     if (rope && !cJSON_IsObject(rope))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: rope_parameters is not an object", path);
     /* transformers 5 keeps rope_theta in rope_parameters, 4 at the top level */
-    if ((rc = check_family(cfg, path)) < 0 || (rc = get_sizes(cfg, path, d)) < 0 ||
-        (rc = get_real(cfg, path, "rms_norm_eps", 0, 1, 1, &d->rms_norm_eps)) < 0 ||
-        (rc = get_real(cfg, path, "rope_theta", 0, 1, 1e300, &d->rope_theta)) < 0 ||
-        (rope && (rc = get_real(rope, path, "rope_theta", 0, 1, 1e300, &d->rope_theta)) < 0) ||
-        (rc = get_real(cfg, path, "initializer_range", 0, 0, 1e6, &d->initializer_range)) < 0 ||
-        (rc = get_bool(cfg, path, "tie_word_embeddings", &d->tied)) < 0 ||
-        (rc = get_bool(cfg, path, "attention_bias", &d->attention_bias)) < 0 ||
-        (rc = get_bool(cfg, path, "mlp_bias", &d->mlp_bias)) < 0 ||
+    if ((rc = ckpt_hf__family_fields(cfg, path, d)) < 0 || (rc = get_sizes(cfg, path, d)) < 0 ||
+        (rc = ckpt_hf__get_real(cfg, path, "rms_norm_eps", 0, 1, 1, &d->rms_norm_eps)) < 0 ||
+        (rc = ckpt_hf__get_real(cfg, path, "rope_theta", 0, 1, 1e300, &d->rope_theta)) < 0 ||
+        (rope && (rc = ckpt_hf__get_real(rope, path, "rope_theta", 0, 1, 1e300, &d->rope_theta)) < 0) ||
+        (rc = ckpt_hf__get_real(cfg, path, "initializer_range", 0, 0, 1e6, &d->initializer_range)) < 0 ||
+        (rc = ckpt_hf__get_bool(cfg, path, "tie_word_embeddings", &d->tied)) < 0 ||
         (rc = get_token(cfg, path, "bos_token_id", d->vocab_size, &d->bos_token_id)) < 0 ||
         (rc = get_token(cfg, path, "eos_token_id", d->vocab_size, &d->eos_token_id)) < 0 ||
         (rc = get_token(cfg, path, "pad_token_id", d->vocab_size, &d->pad_token_id)) < 0)
@@ -249,7 +217,8 @@ int ckpt_hf_llama_map_params(const ckpt_hf_llama_dims *d, ckpt_map_params *p)
 
 typedef struct want {
     const char *suffix; /* after "model.layers.{L}." */
-    int bias;           /* 1 attention_bias, 2 mlp_bias: present only when the config says so */
+    int bias;           /* 1 q/k/v (attention_bias, Qwen2), 2 mlp_bias, 3 o_proj (attention_bias):
+                           present only when the config says so */
     char rows, cols;    /* 'h' hidden, 'q' heads x head_dim, 'k' kv heads x head_dim,
                            'i' intermediate; cols 0: 1-D */
 } want;
@@ -261,7 +230,7 @@ static const want layer_wants[] = {
     { "mlp.down_proj.weight", 0, 'h', 'i' },    { "input_layernorm.weight", 0, 'h', 0 },
     { "post_attention_layernorm.weight", 0, 'h', 0 },
     { "self_attn.q_proj.bias", 1, 'q', 0 },     { "self_attn.k_proj.bias", 1, 'k', 0 },
-    { "self_attn.v_proj.bias", 1, 'k', 0 },     { "self_attn.o_proj.bias", 1, 'h', 0 },
+    { "self_attn.v_proj.bias", 1, 'k', 0 },     { "self_attn.o_proj.bias", 3, 'h', 0 },
     { "mlp.gate_proj.bias", 2, 'i', 0 },        { "mlp.up_proj.bias", 2, 'i', 0 },
     { "mlp.down_proj.bias", 2, 'h', 0 },
 };
@@ -275,6 +244,33 @@ typedef struct check_ctx {
     ckpt_dtype dtype;    /* of the first tensor checked */
     const char *dtype_of;
 } check_ctx;
+
+/* Whether a layer tensor of bias kind `bias` (layer_wants) is in the model. */
+static int wanted(const ckpt_hf_llama_dims *d, int bias)
+{
+    switch (bias) {
+    case 1: return d->attention_bias || d->qkv_bias;
+    case 2: return d->mlp_bias;
+    case 3: return d->attention_bias;
+    default: return 1;
+    }
+}
+
+/* The config's word for a bias being there (`on`) or not. */
+static const char *bias_fields(const ckpt_hf_llama_dims *d, int bias, int on)
+{
+    if (bias == 0)
+        return "";
+    if (d->family == CKPT_HF_QWEN2)
+        return bias == 1 ? "model_type qwen2" : bias == 3 ? "model_type qwen2 (no o_proj bias)"
+                                                          : "model_type qwen2 (no MLP biases)";
+    if (d->family == CKPT_HF_MISTRAL)
+        return bias == 1 ? "model_type mistral (no q/k/v biases)" : bias == 3 ? "model_type mistral (no o_proj bias)"
+                                                                              : "model_type mistral (no MLP biases)";
+    if (bias == 2)
+        return on ? "mlp_bias true" : "mlp_bias false";
+    return on ? "attention_bias true" : "attention_bias false";
+}
 
 static int64_t extent(const ckpt_hf_llama_dims *d, char what)
 {
@@ -329,7 +325,10 @@ static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char
 static int not_llama(const check_ctx *c, const char *name)
 {
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: tensor %s is not a weight of the LLaMA model %s describes", c->weights, name,
+                           "%s: tensor %s is not a weight of the %s model %s describes", c->weights, name,
+                           c->d->family == CKPT_HF_QWEN2     ? "Qwen2"
+                           : c->d->family == CKPT_HF_MISTRAL ? "Mistral"
+                                                             : "LLaMA",
                            c->config);
 }
 
@@ -369,9 +368,9 @@ static int check_present(check_ctx *c, const char *name, const ckpt_node *node)
             break;
     if (i == N_LAYER_WANTS)
         return not_llama(c, name);
-    if ((layer_wants[i].bias == 1 && !d->attention_bias) || (layer_wants[i].bias == 2 && !d->mlp_bias))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is there but %s says %s false",
-                               c->weights, name, c->config, layer_wants[i].bias == 1 ? "attention_bias" : "mlp_bias");
+    if (!wanted(d, layer_wants[i].bias))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is there but %s says %s", c->weights,
+                               name, c->config, bias_fields(d, layer_wants[i].bias, 0));
     return check_one(c, name, node, layer_wants[i].rows, layer_wants[i].cols);
 }
 
@@ -404,15 +403,13 @@ static int check_complete(const check_ctx *c)
         return missing(c, "model.embed_tokens.weight", "vocab_size, hidden_size");
     for (layer = 0; layer < d->num_layers; layer++)
         for (i = 0; i < N_LAYER_WANTS; i++) {
-            if ((layer_wants[i].bias == 1 && !d->attention_bias) || (layer_wants[i].bias == 2 && !d->mlp_bias))
+            if (!wanted(d, layer_wants[i].bias))
                 continue;
             snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)layer, layer_wants[i].suffix);
             if (!has(c, name)) {
                 char fields[96];
-                snprintf(fields, sizeof fields, "num_hidden_layers %lld%s", (long long)d->num_layers,
-                         layer_wants[i].bias == 1   ? ", attention_bias true"
-                         : layer_wants[i].bias == 2 ? ", mlp_bias true"
-                                                    : "");
+                snprintf(fields, sizeof fields, "num_hidden_layers %lld%s%s", (long long)d->num_layers,
+                         layer_wants[i].bias ? ", " : "", bias_fields(d, layer_wants[i].bias, 1));
                 return missing(c, name, fields);
             }
         }

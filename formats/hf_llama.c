@@ -1,6 +1,7 @@
-/* Hugging Face LLaMA directories: config.json <-> Megatron args, and safetensors output
+/* Hugging Face LLaMA-family directories: config.json <-> Megatron args, and safetensors output
  * sharded as huggingface_hub shards it. */
-#include <ckpt/hf.h>
+#include "hf_private.h"
+
 #include <ckpt/megatron.h>
 #include <ckpt/shard.h>
 #include <ckpt/sys/common.h>
@@ -12,6 +13,8 @@
 #include <sys/stat.h>
 
 #define DEFAULT_SHARD_SIZE 5000000000ull
+/* far past any model's, and a config.json that lists them stays small */
+#define MAX_LAYERS 100000
 
 int ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *names, const ckpt_node *const *nodes, size_t n,
                              uint64_t max_shard_size)
@@ -104,46 +107,185 @@ int ckpt_hf_weights_path(const char *dir, char **out)
     return ckpt_error_set(CKPT_ENOTFOUND, "%s: no model.safetensors(.index.json) or pytorch_model.bin", dir);
 }
 
+/* The RoPE description: rope_parameters (with rope_theta) for transformers 5, rope_scaling
+ * (null without scaling) for 4. */
+static void put_rope(ckpt_buf *b, const ckpt_hf_llama_dims *d, int with_theta)
+{
+    const char *indent = "\n    ";
+
+    if (!d->rope_factor && !with_theta) {
+        ckpt_buf_puts(b, "null");
+        return;
+    }
+    ckpt_buf_puts(b, "{");
+    if (d->rope_factor) {
+        ckpt_buf_printf(b, "%s\"factor\": ", indent);
+        ckpt_shard_json_float(b, d->rope_factor);
+        ckpt_buf_printf(b, ",%s\"high_freq_factor\": ", indent);
+        ckpt_shard_json_float(b, d->rope_high_freq_factor);
+        ckpt_buf_printf(b, ",%s\"low_freq_factor\": ", indent);
+        ckpt_shard_json_float(b, d->rope_low_freq_factor);
+        ckpt_buf_printf(b, ",%s\"original_max_position_embeddings\": %lld,", indent,
+                        (long long)d->rope_original_max_positions);
+    }
+    if (with_theta) {
+        ckpt_buf_printf(b, "%s\"rope_theta\": ", indent);
+        ckpt_shard_json_float(b, d->rope_theta);
+        ckpt_buf_puts(b, ",");
+    }
+    ckpt_buf_printf(b, "%s\"rope_type\": \"%s\"\n  }", indent, d->rope_factor ? "llama3" : "default");
+}
+
 int ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *b)
 {
-    if (!d->num_heads || !d->hidden_size || !d->vocab_size)
-        return ckpt_error_set(CKPT_EINVALID, "a LLaMA config needs hidden_size, num_attention_heads and vocab_size");
-    ckpt_buf_puts(b, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n");
-    ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", d->attention_bias ? "true" : "false");
+    int llama = d->family == CKPT_HF_LLAMA, qwen2 = d->family == CKPT_HF_QWEN2;
+    int64_t i;
+
+    if (!d->num_heads || !d->hidden_size || !d->vocab_size || !ckpt_hf_family_name(d->family))
+        return ckpt_error_set(CKPT_EINVALID, "a LLaMA config needs a family, hidden_size, num_attention_heads and "
+                                             "vocab_size");
+    /* layer_types has a line per layer: a count from args is bounded before it is written */
+    if (d->num_layers < 0 || d->num_layers > MAX_LAYERS)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "num_hidden_layers %lld is not from 0 to %d",
+                               (long long)d->num_layers, MAX_LAYERS);
+    ckpt_buf_printf(b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", ckpt_hf__class_name(d->family));
+    if (llama)
+        ckpt_buf_printf(b, "  \"attention_bias\": %s,\n", d->attention_bias ? "true" : "false");
     ckpt_buf_puts(b, "  \"attention_dropout\": 0.0,\n");
     if (d->bos_token_id >= 0)
         ckpt_buf_printf(b, "  \"bos_token_id\": %lld,\n", (long long)d->bos_token_id);
     ckpt_buf_printf(b, "  \"dtype\": \"%s\",\n", ckpt_dtype_name(d->dtype));
     if (d->eos_token_id >= 0)
         ckpt_buf_printf(b, "  \"eos_token_id\": %lld,\n", (long long)d->eos_token_id);
-    ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)d->head_dim);
+    /* Qwen2Config has no head_dim: Qwen2 of transformers 4 takes hidden_size / heads */
+    if (!qwen2 || d->head_dim * d->num_heads != d->hidden_size)
+        ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)d->head_dim);
     ckpt_buf_puts(b, "  \"hidden_act\": \"silu\",\n");
     ckpt_buf_printf(b, "  \"hidden_size\": %lld,\n", (long long)d->hidden_size);
     ckpt_buf_puts(b, "  \"initializer_range\": ");
     ckpt_shard_json_float(b, d->initializer_range);
     ckpt_buf_printf(b, ",\n  \"intermediate_size\": %lld,\n", (long long)d->intermediate_size);
+    /* transformers >= 4.53 writes Qwen2's attention per layer */
+    if (qwen2) {
+        ckpt_buf_puts(b, "  \"layer_types\": [");
+        for (i = 0; i < d->num_layers; i++)
+            ckpt_buf_printf(b, "%s\n    \"full_attention\"", i ? "," : "");
+        ckpt_buf_puts(b, "\n  ],\n");
+    }
     ckpt_buf_printf(b, "  \"max_position_embeddings\": %lld,\n", (long long)d->max_positions);
-    ckpt_buf_puts(b, "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n");
+    if (qwen2)
+        ckpt_buf_printf(b, "  \"max_window_layers\": %lld,\n", (long long)d->num_layers);
+    if (llama)
+        ckpt_buf_printf(b, "  \"mlp_bias\": %s,\n", d->mlp_bias ? "true" : "false");
+    ckpt_buf_printf(b, "  \"model_type\": \"%s\",\n", ckpt_hf_family_name(d->family));
     ckpt_buf_printf(b, "  \"num_attention_heads\": %lld,\n", (long long)d->num_heads);
     ckpt_buf_printf(b, "  \"num_hidden_layers\": %lld,\n", (long long)d->num_layers);
     ckpt_buf_printf(b, "  \"num_key_value_heads\": %lld,\n", (long long)d->num_kv_heads);
-    ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": ");
+    if (llama)
+        ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n");
+    ckpt_buf_puts(b, "  \"rms_norm_eps\": ");
     ckpt_shard_json_float(b, d->rms_norm_eps);
-    /* transformers 5 reads rope_parameters, 4 rope_theta and rope_scaling */
-    ckpt_buf_puts(b, ",\n  \"rope_parameters\": {\n    \"rope_theta\": ");
+    ckpt_buf_puts(b, ",\n  \"rope_parameters\": ");
+    put_rope(b, d, 1);
+    ckpt_buf_puts(b, ",\n  \"rope_scaling\": ");
+    put_rope(b, d, 0);
+    ckpt_buf_puts(b, ",\n  \"rope_theta\": ");
     ckpt_shard_json_float(b, d->rope_theta);
-    ckpt_buf_puts(b, ",\n    \"rope_type\": \"default\"\n  },\n  \"rope_scaling\": null,\n  \"rope_theta\": ");
-    ckpt_shard_json_float(b, d->rope_theta);
+    if (d->sliding_window)
+        ckpt_buf_printf(b, ",\n  \"sliding_window\": %lld", (long long)d->sliding_window);
+    else if (!llama)
+        ckpt_buf_puts(b, ",\n  \"sliding_window\": null");
     ckpt_buf_printf(b, ",\n  \"tie_word_embeddings\": %s,\n", d->tied ? "true" : "false");
-    ckpt_buf_printf(b, "  \"torch_dtype\": \"%s\",\n", ckpt_dtype_name(d->dtype));
-    ckpt_buf_printf(b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)d->vocab_size);
+    ckpt_buf_printf(b, "  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n", ckpt_dtype_name(d->dtype));
+    if (qwen2)
+        ckpt_buf_puts(b, "  \"use_sliding_window\": false,\n");
+    ckpt_buf_printf(b, "  \"vocab_size\": %lld\n}\n", (long long)d->vocab_size);
     return b->data ? 0 : ckpt_error_oom();
+}
+
+static int arg_set(const ckpt_value *args, const char *name)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+
+    return v && v->kind != CKPT_VAL_NONE && !(v->kind == CKPT_VAL_BOOL && !v->u.boolean) &&
+           !(v->kind == CKPT_VAL_INT && v->u.integer == 0);
+}
+
+/* Args that change what the model computes in a way no config of ours says. */
+static int check_args_fit(const ckpt_value *args)
+{
+    static const char *const unsupported[] = { "rotary_interleaved", "rotary_seq_len_interpolation_factor",
+                                               "qk_layernorm", "num_experts", "multi_latent_attention",
+                                               "window_attn_skip_freq", "no_rope_freq" };
+    const ckpt_value *v;
+    size_t i;
+
+    for (i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (arg_set(args, unsupported[i]))
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "args.%s is set, which no Hugging Face llama, mistral or qwen2 config says",
+                                   unsupported[i]);
+    if (arg_float(args, "rotary_percent", 1.0) != 1.0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "args.rotary_percent is not 1 (RoPE on part of each head), which no Hugging Face "
+                               "llama, mistral or qwen2 config says");
+    if ((v = ckpt_megatron_arg(args, "position_embedding_type")) && v->kind == CKPT_VAL_STR &&
+        strcmp(v->u.str.ptr, "rope") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "args.position_embedding_type is %s, not rope", v->u.str.ptr);
+    return 0;
+}
+
+/* window_size (W - 1, 0) is HF's sliding_window W (Megatron-Bridge's mapping); 0: none. */
+static int window_of(const ckpt_value *args, int64_t *out)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, "window_size");
+
+    *out = 0;
+    if (!v || v->kind == CKPT_VAL_NONE)
+        return 0;
+    if ((v->kind != CKPT_VAL_TUPLE && v->kind != CKPT_VAL_LIST) || v->u.seq.n != 2 ||
+        v->u.seq.items[0]->kind != CKPT_VAL_INT || v->u.seq.items[1]->kind != CKPT_VAL_INT ||
+        v->u.seq.items[0]->u.integer < 0 || v->u.seq.items[0]->u.integer >= 2147483647 ||
+        v->u.seq.items[1]->u.integer != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "args.window_size is not a causal window (W - 1, 0), which Hugging Face's "
+                               "sliding_window W says");
+    *out = v->u.seq.items[0]->u.integer + 1;
+    return 0;
+}
+
+/* The family args were written for (hf_model_type), else the one their computation is. */
+static int family_of(const ckpt_value *args, const ckpt_hf_llama_dims *d, ckpt_hf_family *out)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, "hf_model_type");
+    int rc;
+
+    *out = d->qkv_bias ? CKPT_HF_QWEN2 : d->sliding_window ? CKPT_HF_MISTRAL : CKPT_HF_LLAMA;
+    if (d->qkv_bias && d->sliding_window)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "args have add_qkv_bias and a window_size: no Hugging Face llama, mistral or qwen2 "
+                               "config has both");
+    if (!v || v->kind == CKPT_VAL_NONE)
+        return 0;
+    if (v->kind != CKPT_VAL_STR)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.hf_model_type is not a string");
+    if ((rc = ckpt_hf_family_parse("args.hf_model_type", v->u.str.ptr, out)) < 0)
+        return rc;
+    if ((*out == CKPT_HF_QWEN2) != (d->qkv_bias != 0) || (*out == CKPT_HF_LLAMA && d->sliding_window))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "args.hf_model_type is %s but args %s", v->u.str.ptr,
+                               d->qkv_bias ? "have add_qkv_bias (Qwen2's q/k/v biases)"
+                               : *out == CKPT_HF_QWEN2 ? "have no add_qkv_bias (Qwen2 has q/k/v biases)"
+                                                       : "have a window_size");
+    return 0;
 }
 
 int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype dtype, ckpt_buf *b)
 {
     ckpt_hf_llama_dims d;
     int64_t heads = arg_int(args, "num_attention_heads", 0), hidden = arg_int(args, "hidden_size", 0);
+    int rc;
 
     if (!heads || !hidden || !true_vocab)
         return ckpt_error_set(CKPT_EINVALID, "args lack hidden_size, num_attention_heads or the true vocabulary size");
@@ -160,16 +302,54 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
     d.rope_theta = arg_float(args, "rotary_base", 10000.0);
     d.initializer_range = arg_float(args, "init_method_std", 0.02);
     d.tied = !arg_int(args, "untie_embeddings_and_output_weights", 0);
-    d.attention_bias = arg_int(args, "add_qkv_bias", 0) != 0;
+    d.qkv_bias = arg_int(args, "add_qkv_bias", 0) != 0;
     d.dtype = dtype;
     d.bos_token_id = d.eos_token_id = -1;
+    /* Megatron-LM's llama3 scaling: only the factor is an argument */
+    if (arg_int(args, "use_rope_scaling", 0)) {
+        d.rope_factor = arg_float(args, "rope_scaling_factor", 8.0);
+        d.rope_low_freq_factor = 1.0;
+        d.rope_high_freq_factor = 4.0;
+        d.rope_original_max_positions = 8192;
+    }
+    if ((rc = check_args_fit(args)) < 0 || (rc = window_of(args, &d.sliding_window)) < 0 ||
+        (rc = family_of(args, &d, &d.family)) < 0)
+        return rc;
     return ckpt_hf_llama_config_json(&d, b);
+}
+
+int ckpt_hf_llama_tied_copy(const ckpt_value *args, const char *name)
+{
+    return !arg_int(args, "untie_embeddings_and_output_weights", 0) && strcmp(name, "lm_head.weight") == 0;
 }
 
 /* ---- Megatron args from config.json ---------------------------------------------- */
 
-int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int tp, const char *transformer_impl,
-                                ckpt_value **out)
+/* What Megatron's args cannot say: an o_proj or MLP bias without the other linears' ones
+ * (add_bias_linear is all of them), llama3 scaling other than Megatron-LM's fixed shape. */
+static int check_megatron_fits(const ckpt_hf_llama_dims *d, const char *config)
+{
+    if (!ckpt_hf_family_name(d->family))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: the family is not one of llama, mistral, qwen2",
+                               config);
+    if (d->attention_bias || d->mlp_bias)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: %s true: Megatron's args have q/k/v biases (add_qkv_bias) or biases on every "
+                               "linear layer (add_bias_linear), not %s",
+                               config, d->attention_bias ? "attention_bias" : "mlp_bias",
+                               d->attention_bias ? "q/k/v and o_proj biases alone" : "MLP biases alone");
+    if (d->rope_factor && (d->rope_low_freq_factor != 1.0 || d->rope_high_freq_factor != 4.0 ||
+                           d->rope_original_max_positions != 8192))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: llama3 RoPE scaling with low_freq_factor %g, high_freq_factor %g, "
+                               "original_max_position_embeddings %lld: Megatron-LM applies it with 1, 4 and 8192 only",
+                               config, d->rope_low_freq_factor, d->rope_high_freq_factor,
+                               (long long)d->rope_original_max_positions);
+    return 0;
+}
+
+int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, const char *config, int tp,
+                                const char *transformer_impl, ckpt_value **out)
 {
     ckpt_value *args = NULL;
     int rc;
@@ -180,6 +360,8 @@ int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int 
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
                                "a LLaMA config needs positive hidden_size, num_attention_heads, num_key_value_heads, "
                                "head_dim, num_hidden_layers, intermediate_size and vocab_size");
+    if ((rc = check_megatron_fits(d, config)) < 0)
+        return rc;
     if ((rc = ckpt_megatron_args_new(a, &args)) < 0 ||
         (rc = ckpt_megatron_args_set_int(a, args, "num_layers", d->num_layers)) < 0 ||
         (rc = ckpt_megatron_args_set_int(a, args, "hidden_size", d->hidden_size)) < 0 ||
@@ -204,7 +386,12 @@ int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int 
         (rc = ckpt_megatron_args_set_float(a, args, "layernorm_epsilon", d->rms_norm_eps)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "swiglu", 1)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "add_bias_linear", 0)) < 0 ||
-        (rc = ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", d->attention_bias)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", d->qkv_bias)) < 0 ||
+        (rc = ckpt_megatron_args_set_bool(a, args, "use_rope_scaling", d->rope_factor != 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_float(a, args, "rope_scaling_factor", d->rope_factor ? d->rope_factor : 8.0)) < 0 ||
+        (rc = (d->sliding_window ? ckpt_megatron_args_set_int_pair(a, args, "window_size", d->sliding_window - 1, 0)
+                                 : ckpt_megatron_args_set_none(a, args, "window_size"))) < 0 ||
+        (rc = ckpt_megatron_args_set_str(a, args, "hf_model_type", ckpt_hf_family_name(d->family))) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights", !d->tied)) < 0 ||
         (rc = ckpt_megatron_args_set_dtype(a, args, "params_dtype", d->dtype)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "bf16", d->dtype == CKPT_DTYPE_BF16)) < 0 ||

@@ -40,6 +40,18 @@ int ckpt_megatron_args_set_none(ckpt_arena *a, ckpt_value *args, const char *nam
     return set_value(a, args, name, ckpt_value_new(a, CKPT_VAL_NONE));
 }
 
+int ckpt_megatron_args_set_int_pair(ckpt_arena *a, ckpt_value *args, const char *name, int64_t x, int64_t y)
+{
+    ckpt_value *t = ckpt_value_new(a, CKPT_VAL_TUPLE);
+    ckpt_value **items = ckpt_arena_alloc(a, 2 * sizeof *items);
+
+    if (!t || !items || !(items[0] = ckpt_value_new_int(a, x)) || !(items[1] = ckpt_value_new_int(a, y)))
+        return CKPT_ENOMEM;
+    t->u.seq.items = items;
+    t->u.seq.n = t->u.seq.cap = 2;
+    return set_value(a, args, name, t);
+}
+
 int ckpt_megatron_args_set_dtype(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_dtype dtype)
 {
     return set_value(a, args, name, ckpt_value_new_global(a, "torch", ckpt_dtype_name(dtype)));

@@ -9,6 +9,20 @@
 #include <stdio.h>
 #include <string.h>
 
+/* PaddleNLP's LlamaForCausalLM is LLaMA without RoPE scaling or a window as ckptconv carries
+ * them: a config of another family or with those would describe another model. */
+int ckpt_paddle_hf_supported(const char *path, const ckpt_hf_llama_dims *d)
+{
+    if (d->family != CKPT_HF_LLAMA)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: model_type %s: PaddleNLP's conversions here are for llama only", path,
+                               ckpt_hf_family_name(d->family));
+    if (d->rope_factor)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: rope_type llama3: PaddleNLP's LlamaConfig has no llama3 RoPE scaling", path);
+    return 0;
+}
+
 int ckpt_paddle_hf_dims(const char *config_path, const char *config_json, ckpt_dtype dtype, ckpt_hf_llama_dims *d)
 {
     int rc;
@@ -17,7 +31,8 @@ int ckpt_paddle_hf_dims(const char *config_path, const char *config_json, ckpt_d
     ckpt_hf_llama_dims_init(d);
     if (!config_json)
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: missing", config_path);
-    if ((rc = ckpt_hf_llama_dims_parse(config_path, config_json, strlen(config_json), d)) < 0)
+    if ((rc = ckpt_hf_llama_dims_parse(config_path, config_json, strlen(config_json), d)) < 0 ||
+        (rc = ckpt_paddle_hf_supported(config_path, d)) < 0)
         return rc;
     d->dtype = dtype;
     return 0;
@@ -72,7 +87,8 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
     ckpt_hf_llama_dims_init(&d);
     if (!hf_config_json)
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s is missing", what);
-    if ((rc = ckpt_hf_llama_dims_parse(what, hf_config_json, strlen(hf_config_json), &d)) < 0)
+    if ((rc = ckpt_hf_llama_dims_parse(what, hf_config_json, strlen(hf_config_json), &d)) < 0 ||
+        (rc = ckpt_paddle_hf_supported(what, &d)) < 0)
         return rc;
     if (d.head_dim * d.num_heads != d.hidden_size)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,

@@ -3,13 +3,18 @@
  * tensor is C-contiguous with a storage of its own: one RAW extent in the mapped file. */
 #include "safetensors_private.h"
 
+#include <ckpt/hf.h>
+
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define ST_INDEX_NAME "model.safetensors.index.json"
 #define ST_INDEX_SUFFIX ".safetensors.index.json"
+#define ST_SINGLE_NAME "model.safetensors"
 /* Indexes of the largest public models are a few MB; this bounds the JSON tree. */
 #define ST_MAX_INDEX CKPT_ST_MAX_HEADER
 
@@ -59,6 +64,7 @@ static int st_bid(const ckpt_probe *p, int best_bid)
     if (best_bid >= 80)
         return -1;
     if (p->is_dir) {
+        struct stat st;
         ckpt_file *idx;
         char *path = join_path(p->path, ST_INDEX_NAME);
         int ok = 0;
@@ -66,6 +72,11 @@ static int st_bid(const ckpt_probe *p, int best_bid)
             ok = index_has_weight_map(idx);
             ckpt_file_close(idx);
         }
+        free(path);
+        /* a Hugging Face model of one file: model.safetensors, no index */
+        path = ok ? NULL : join_path(p->path, ST_SINGLE_NAME);
+        if (path && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            ok = 1;
         free(path);
         ckpt_error_clear();
         return ok ? 80 : -1;
@@ -426,11 +437,27 @@ static int st_open_index(ckpt_reader *r, const ckpt_file *f, const char *dir)
     return rc;
 }
 
+/* A model directory's config.json says which model its weights are. */
+static int note_config(ckpt_reader *r, const char *dir)
+{
+    ckpt_buf line = CKPT_BUF_INIT;
+    struct stat st;
+    char *config = join_path(dir, "config.json");
+    int rc = config ? 0 : CKPT_ENOMEM;
+
+    if (rc == 0 && stat(config, &st) == 0 && (rc = ckpt_hf_config_describe(config, &line)) == 0)
+        ckpt_reader_note(r, "config.json: %s", (const char *)line.data);
+    ckpt_buf_dispose(&line);
+    free(config);
+    return rc;
+}
+
 static int st_open(ckpt_reader *r)
 {
     const ckpt_file *f = ckpt_reader_file(r);
     const char *path = ckpt_reader_path(r);
     char *index_path, *dir, *slash;
+    struct stat st;
     int rc;
 
     if (f && !has_suffix(path, ST_INDEX_SUFFIX))
@@ -452,11 +479,21 @@ static int st_open(ckpt_reader *r)
     index_path = join_path(path, ST_INDEX_NAME);
     if (!index_path)
         return CKPT_ENOMEM;
-    rc = ckpt_reader_open_file(r, index_path, &f);
-    free(index_path);
-    if (rc == 0)
-        rc = st_open_index(r, f, path);
-    return rc;
+    if (stat(index_path, &st) != 0 && errno == ENOENT) {
+        free(index_path);
+        index_path = join_path(path, ST_SINGLE_NAME);
+        if (!index_path)
+            return CKPT_ENOMEM;
+        rc = ckpt_reader_open_file(r, index_path, &f);
+        free(index_path);
+        rc = rc == 0 ? st_open_file(r, f) : rc;
+    } else {
+        rc = ckpt_reader_open_file(r, index_path, &f);
+        free(index_path);
+        if (rc == 0)
+            rc = st_open_index(r, f, path);
+    }
+    return rc == 0 ? note_config(r, path) : rc;
 }
 
 extern const ckpt_format_vtable ckpt_format_safetensors;

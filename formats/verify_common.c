@@ -1,6 +1,8 @@
 /* Shared by the model sources of `ckptconv verify` (verify_common.h). */
 #include "verify_common.h"
 
+#include <ckpt/hf.h>
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -105,7 +107,15 @@ static int rope_scaling(const cJSON *s, const char *path, ckpt_model_config *c)
 static int llama_fields(const cJSON *j, const char *path, ckpt_model_config *c)
 {
     const cJSON *act = item(j, "hidden_act"), *tied = item(j, "tie_word_embeddings"), *t;
+    ckpt_hf_family family;
     int rc;
+
+    /* a model of another family would be run as LLaMA */
+    t = item(j, "model_type");
+    if (t && !cJSON_IsString(t))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: model_type is not a string", path);
+    if (t && (rc = ckpt_hf_family_parse(path, t->valuestring, &family)) < 0)
+        return rc;
 
     get_int(j, "num_hidden_layers", &c->num_layers);
     get_int(j, "hidden_size", &c->hidden_size);

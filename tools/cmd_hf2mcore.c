@@ -1,4 +1,4 @@
-/* ckptconv hf2mcore HF_DIR OUT --tp N --pp M: a Hugging Face LLaMA directory -> a
+/* ckptconv hf2mcore HF_DIR OUT --tp N --pp M: a Hugging Face LLaMA-family directory -> a
  * Megatron-LM mcore checkpoint at any TP/PP layout, ready to fine-tune. */
 #include "cli.h"
 
@@ -22,17 +22,18 @@ static void hf2mcore_help(FILE *out)
     fprintf(out,
 "usage: ckptconv hf2mcore HF_DIR OUT --tp N --pp M [--vpp K] [options]\n"
 "\n"
-"Convert a Hugging Face LLaMA/Mistral-style directory (config.json and model.safetensors,\n"
-"or shards with model.safetensors.index.json, or pytorch_model.bin) into a Megatron-LM\n"
-"mcore GPT checkpoint (--ckpt-format torch) at TP N, PP M: OUT/latest_checkpointed_\n"
-"iteration.txt and OUT/iter_0000001/mp_rank_TT[_PPP]/model_optim_rng.pt.\n"
+"Convert a Hugging Face LLaMA, Mistral or Qwen2 directory (config.json and\n"
+"model.safetensors, or shards with model.safetensors.index.json, or pytorch_model.bin)\n"
+"into a Megatron-LM mcore GPT checkpoint (--ckpt-format torch) at TP N, PP M: OUT/latest_\n"
+"checkpointed_iteration.txt and OUT/iter_0000001/mp_rank_TT[_PPP]/model_optim_rng.pt.\n"
 "\n"
 "q/k/v become one linear_qkv per query group (both sides use rotate-half RoPE, so no\n"
 "permutation), gate/up one SwiGLU linear_fc1 (cut per rank as [gate_r; up_r]), the norms\n"
 "get Megatron's names (--transformer-impl picks Transformer Engine or local layer names),\n"
 "and the vocabulary is padded with zero rows to a multiple of 128 x TP. `args` holds what\n"
-"Megatron reads to resume (sizes, head counts, vocabulary, RoPE base, norm epsilon,\n"
-"SwiGLU, biases, dtype, parallel sizes); there is no optimizer or rng state, so train\n"
+"Megatron reads to resume (sizes, head counts, vocabulary, RoPE base and Llama 3 scaling,\n"
+"Mistral's sliding window, Qwen2's q/k/v biases, norm epsilon, SwiGLU, dtype, parallel\n"
+"sizes) and the family (hf_model_type); there is no optimizer or rng state, so train\n"
 "from it with --finetune (or --no-load-optim --no-load-rng). Tensors keep their dtype.\n"
 "Rotary inv_freq buffers that old checkpoints carry are dropped (RoPE recomputes them;\n"
 "the report lists them). config.json is held against the weights first: sizes bounded,\n"
@@ -176,7 +177,7 @@ static int run(hf2mcore_args *a)
         (rc = ckpt_hf_llama_check_tensors(&dims, config, weights, inputs, n)) < 0 ||
         (rc = ckpt_map_params_set(params, "padded_vocab_size",
                                   ckpt_megatron_padded_vocab(dims.vocab_size, 128, a->target.tp))) < 0 ||
-        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, a->target.tp, a->impl, &args)) < 0 ||
+        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, config, a->target.tp, a->impl, &args)) < 0 ||
         (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
         (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
         goto done;

@@ -1,5 +1,5 @@
 /* ckptconv mcore2hf ROOT OUT: a Megatron-LM (mcore GPT, LLaMA-style) checkpoint at any
- * TP/PP layout -> a Hugging Face LLaMA directory transformers loads. */
+ * TP/PP layout -> a Hugging Face LLaMA, Mistral or Qwen2 directory transformers loads. */
 #include "cli.h"
 
 #include <ckpt/sys/common.h>
@@ -22,11 +22,14 @@ static void mcore2hf_help(FILE *out)
 "usage: ckptconv mcore2hf ROOT OUT [options]\n"
 "\n"
 "Convert a Megatron-LM mcore GPT checkpoint of a LLaMA-style model (RMSNorm, SwiGLU,\n"
-"RoPE, no linear biases; GQA or not; --ckpt-format torch or torch_dist) at any\n"
-"TP/PP/VPP layout into a Hugging Face LLaMA directory: OUT/config.json (model_type\n"
-"llama, head_dim, key/value heads, rope_theta, rms_norm_eps, vocab_size = the true\n"
-"vocabulary) and model.safetensors, sharded like transformers' save_pretrained above\n"
-"--max-shard-size (model-00001-of-0000N.safetensors + model.safetensors.index.json).\n"
+"RoPE, no linear biases but Qwen2's q/k/v ones; GQA or not; --ckpt-format torch or\n"
+"torch_dist) at any TP/PP/VPP layout into a Hugging Face directory of its family:\n"
+"OUT/config.json (LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM: args'\n"
+"hf_model_type, else add_qkv_bias is qwen2, a window_size mistral, anything else llama;\n"
+"head_dim, key/value heads, rope_theta and llama3 scaling, rms_norm_eps, sliding_window,\n"
+"vocab_size = the true vocabulary) and model.safetensors, sharded like transformers'\n"
+"save_pretrained above --max-shard-size (model-00001-of-0000N.safetensors +\n"
+"model.safetensors.index.json).\n"
 "\n"
 "The rank files are merged as `ckptconv reshard` reads them; then linear_qkv is split per\n"
 "query group into q/k/v (both sides use rotate-half RoPE, so no permutation), linear_fc1\n"
@@ -202,7 +205,7 @@ static int run(const mcore2hf_args *a)
     size_t *perm = NULL;
     ckpt_buf config = CKPT_BUF_INIT;
     ckpt_dtype dtype = CKPT_DTYPE_F32;
-    size_t i, n = 0, n_out;
+    size_t i, k, n = 0, n_out;
     int64_t padded_rows = 0;
     int te = 0, rc;
     double start = cli_now();
@@ -265,10 +268,13 @@ static int run(const mcore2hf_args *a)
         names[i] = ckpt_map_result_at(res, i)->name;
     if ((rc = ckpt_hf_llama_order(names, n_out, perm)) < 0)
         goto done;
-    for (i = 0; i < n_out; i++) {
-        names[i] = ckpt_map_result_at(res, perm[i])->name;
-        nodes[i] = ckpt_map_result_at(res, perm[i])->node;
+    for (i = 0, k = 0; i < n_out; i++) {
+        if (ckpt_hf_llama_tied_copy(ckpt_megatron_args(m), ckpt_map_result_at(res, perm[i])->name))
+            continue;
+        names[k] = ckpt_map_result_at(res, perm[i])->name;
+        nodes[k++] = ckpt_map_result_at(res, perm[i])->node;
     }
+    n_out = k;
     if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n_out, a->max_shard)) < 0 ||
         (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
                                    &config)) < 0 ||

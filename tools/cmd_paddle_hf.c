@@ -245,6 +245,7 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
     if (a->fused_ffn)
         variants[v++] = "fused_ffn";
     if ((rc = ckpt_hf_llama_dims_read(hf_config_path, &dims)) < 0 ||
+        (rc = ckpt_paddle_hf_supported(hf_config_path, &dims)) < 0 ||
         (rc = cli_read_text(hf_config_path, &hf_config)) < 0 ||
         (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_open(weights_out, weights, NULL)) < 0)
         goto done;

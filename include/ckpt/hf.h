@@ -22,7 +22,23 @@ CKPT_EXTERN(int) ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *na
  * CKPT_ENOTFOUND naming the directory when it has none. */
 CKPT_EXTERN(int) ckpt_hf_weights_path(const char *dir, char **out);
 
-/* What a LlamaForCausalLM config.json says. */
+/* The model families whose weights are LLaMA's, give or take q/k/v biases and a sliding
+ * window, and whose config Megatron-LM's args can carry: transformers' model_type llama
+ * (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM). */
+typedef enum ckpt_hf_family {
+    CKPT_HF_LLAMA = 0,
+    CKPT_HF_MISTRAL,
+    CKPT_HF_QWEN2
+} ckpt_hf_family;
+
+/* "llama", "mistral", "qwen2"; NULL for a value that is no family. */
+CKPT_EXTERN(const char *) ckpt_hf_family_name(ckpt_hf_family f);
+
+/* The family model_type `name` names; CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL), naming `what`
+ * and listing the known ones, for any other. */
+CKPT_EXTERN(int) ckpt_hf_family_parse(const char *what, const char *name, ckpt_hf_family *out);
+
+/* What a config.json of one of those families says. */
 typedef struct ckpt_hf_llama_dims {
     int64_t hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size;
     int64_t max_positions;
@@ -31,6 +47,12 @@ typedef struct ckpt_hf_llama_dims {
     ckpt_dtype dtype;
     int64_t bos_token_id, eos_token_id; /* -1: not written */
     int64_t pad_token_id;               /* -1: none (ckpt_hf_llama_config_json leaves it out) */
+    ckpt_hf_family family;
+    int qkv_bias;                       /* q/k/v biases without an o_proj one (Qwen2) */
+    /* RoPE scaling: rope_factor 0 is none; else rope_type llama3 with these */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_max_positions;
+    int64_t sliding_window;             /* 0: none (every layer attends to every earlier token) */
 } ckpt_hf_llama_dims;
 
 /* LlamaConfig's defaults (transformers' and PaddleNLP's) for what a config.json may leave
@@ -38,20 +60,34 @@ typedef struct ckpt_hf_llama_dims {
  * no biases, no token ids; bf16. */
 CKPT_EXTERN(void) ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d);
 
-/* Read a LLaMA (or Mistral) config.json's text into *d, over the defaults already there;
- * `path` names it in every message, with the field. Refused (CKPT_ERRCLASS_MODEL): a
- * model_type other than llama or mistral, architectures naming no Llama or Mistral class,
- * hidden_act other than silu; hidden_size, intermediate_size, num_hidden_layers,
+/* Read the config.json text of a LLaMA, Mistral or Qwen2 model into *d, over the defaults
+ * already there; `path` names it in every message, with the field. The family comes from
+ * model_type (or, without one, architectures; neither: llama). Refused (CKPT_ERRCLASS_MODEL):
+ * a model_type of another family (listing the known ones), architectures naming no class of
+ * the family, hidden_act other than silu; hidden_size, intermediate_size, num_hidden_layers,
  * num_attention_heads or vocab_size missing; any size or count (those, num_key_value_heads,
- * head_dim, max_position_embeddings) that is not an integer from 1 to 2^31 - 1;
- * num_attention_heads not a multiple of num_key_value_heads; hidden_size not a multiple of
- * num_attention_heads when there is no head_dim; rms_norm_eps outside (0, 1], rope_theta
- * (top level or in rope_parameters) not positive, initializer_range negative; flags
- * (tie_word_embeddings, attention_bias, mlp_bias) that are not booleans; bos/eos/pad token
- * ids that are not integers below vocab_size (-1, null or a list: not kept). head_dim defaults
- * to hidden_size / num_attention_heads, num_key_value_heads to num_attention_heads;
- * dtype (transformers 5) or torch_dtype (4) sets d->dtype when it names a float type. */
+ * head_dim, max_position_embeddings, sliding_window) that is not an integer from 1 to
+ * 2^31 - 1; num_attention_heads not a multiple of num_key_value_heads; hidden_size not a
+ * multiple of num_attention_heads when there is no head_dim; rms_norm_eps outside (0, 1],
+ * rope_theta (top level or in rope_parameters) not positive, initializer_range negative;
+ * flags that are not booleans; bos/eos/pad token ids that are not integers below vocab_size
+ * (-1, null or a list: not kept). RoPE scaling (rope_parameters, transformers 5, or
+ * rope_scaling, 4; "type" as old configs spell rope_type) is default or llama3 with factor,
+ * low_freq_factor, high_freq_factor and original_max_position_embeddings; any other
+ * rope_type is refused, listing the known ones. Per family: llama reads attention_bias and
+ * mlp_bias; qwen2 has q/k/v biases (qkv_bias) and refuses use_sliding_window true or a
+ * layer_types entry other than full_attention; mistral reads head_dim and sliding_window
+ * (4096 when absent, as MistralConfig; null: none). Fields of other families that change
+ * the computation (partial_rotary_factor other than 1, logit soft-capping, experts,
+ * quantization_config, q/k norms) are refused. head_dim defaults to hidden_size /
+ * num_attention_heads, num_key_value_heads to num_attention_heads; dtype (transformers 5) or
+ * torch_dtype (4) sets d->dtype when it names a float type. */
 CKPT_EXTERN(int) ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckpt_hf_llama_dims *d);
+
+/* What the config.json at `path` describes, in a line for people ("Hugging Face
+ * Qwen2ForCausalLM (model_type qwen2): 2 layers, ..."), or why it is no model ckptconv
+ * converts (the error is cleared into the line); only running out of memory fails. */
+CKPT_EXTERN(int) ckpt_hf_config_describe(const char *path, ckpt_buf *out);
 
 /* ckpt_hf_llama_dims_init, then ckpt_hf_llama_dims_parse of the file at `path`. */
 CKPT_EXTERN(int) ckpt_hf_llama_dims_read(const char *path, ckpt_hf_llama_dims *d);
@@ -74,23 +110,45 @@ CKPT_EXTERN(int) ckpt_hf_llama_map_params(const ckpt_hf_llama_dims *d, ckpt_map_
 CKPT_EXTERN(int) ckpt_hf_llama_check_tensors(const ckpt_hf_llama_dims *d, const char *config, const char *weights,
                                              const ckpt_map_input *in, size_t n);
 
-/* The config.json transformers 4 and 5 read (rope_theta and rope_parameters, torch_dtype and
- * dtype), keys sorted as save_pretrained writes them. */
+/* The config.json of d's family that transformers 4 and 5 read (architectures and
+ * model_type of the family, its own fields only; rope_theta, rope_scaling and
+ * rope_parameters; torch_dtype and dtype), keys sorted as save_pretrained writes them. */
 CKPT_EXTERN(int) ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *out);
 
-/* A LlamaForCausalLM config.json for Megatron args (a Namespace): sizes, head counts
- * (head_dim from kv_channels, num_key_value_heads from num_query_groups when args say
- * group_query_attention), vocab_size = true_vocab, rms_norm_eps (layernorm_epsilon, or
- * norm_epsilon before megatron-core 0.16), tie_word_embeddings, and the fields both
- * transformers 4 and 5 read: rope_theta and rope_parameters, torch_dtype and dtype. */
+/* The config.json (as ckpt_hf_llama_config_json) for Megatron args (a Namespace): sizes,
+ * head counts (head_dim from kv_channels, num_key_value_heads from num_query_groups when
+ * args say group_query_attention), vocab_size = true_vocab, rms_norm_eps (layernorm_epsilon,
+ * or norm_epsilon before megatron-core 0.16), max_position_embeddings, tie_word_embeddings,
+ * rope_theta (rotary_base), llama3 RoPE scaling (use_rope_scaling, rope_scaling_factor, and
+ * the low/high frequency factors 1 and 4 and original context 8192 that Megatron-LM applies
+ * with it), sliding_window (window_size (W - 1, 0)). The family is args.hf_model_type where
+ * hf2mcore recorded it; for args without it (a model Megatron trained) it is decided from
+ * what the args compute: add_qkv_bias is qwen2, a window_size mistral, anything else llama.
+ * Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL), naming the arg: a recorded family that
+ * is not known or that the args contradict (q/k/v biases, a window), and what no config of
+ * the family computes: rotary_percent other than 1, rotary_interleaved,
+ * rotary_seq_len_interpolation_factor, qk_layernorm, experts, multi-latent attention,
+ * window_attn_skip_freq, no_rope_freq, a position_embedding_type other than rope. */
 CKPT_EXTERN(int) ckpt_hf_llama_config(const ckpt_value *megatron_args, int64_t true_vocab, ckpt_dtype dtype,
                                       ckpt_buf *out);
 
-/* Megatron args (built in `a`) for a LLaMA config read by ckpt_hf_llama_dims_read: RMSNorm,
- * SwiGLU, RoPE, no linear biases (attention_bias gives add_qkv_bias), untied unless
- * tie_word_embeddings, params_dtype d->dtype, padded_vocab_size for `tp`. */
-CKPT_EXTERN(int) ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, int tp,
-                                             const char *transformer_impl, ckpt_value **out);
+/* Whether `name` is a tensor that a model of these Megatron args leaves out of its Hugging
+ * Face directory: lm_head.weight when the embeddings are tied (Megatron keeps a copy on the
+ * last pipeline stage; transformers' save_pretrained writes none and ties it on load). */
+CKPT_EXTERN(int) ckpt_hf_llama_tied_copy(const ckpt_value *megatron_args, const char *name);
+
+/* Megatron args (built in `a`) for a config read by ckpt_hf_llama_dims_read (`config` names
+ * it in messages): RMSNorm, SwiGLU, RoPE (rotary_base; llama3 scaling as use_rope_scaling and
+ * rope_scaling_factor), no linear biases (Qwen2's q/k/v ones as add_qkv_bias), kv_channels,
+ * num_query_groups, norm_epsilon, max_position_embeddings, window_size (W - 1, 0) for a
+ * sliding window, untied unless tie_word_embeddings, params_dtype d->dtype,
+ * padded_vocab_size for `tp`, and hf_model_type, the family (an attribute Megatron does not
+ * read, kept for the way back). Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL): what
+ * Megatron's args cannot say -- a LLaMA's attention_bias (an o_proj bias) or mlp_bias, llama3
+ * scaling with frequency factors or an original context other than Megatron-LM's fixed 1, 4
+ * and 8192. */
+CKPT_EXTERN(int) ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, const char *config,
+                                             int tp, const char *transformer_impl, ckpt_value **out);
 
 /* The order transformers' LlamaForCausalLM.state_dict() lists tensors in (embeddings; per layer
  * q, k, v, o, gate, up, down, input and post-attention norms; final norm; lm_head), which is

@@ -198,6 +198,11 @@ CKPT_EXTERN(int) ckpt_paddle_plan_other_files(ckpt_paddle_model *m, const ckpt_p
 
 /* ---- LLaMA configs between PaddleNLP and Hugging Face ---- */
 
+/* Whether PaddleNLP's LlamaForCausalLM can be the model a Hugging Face config (read from
+ * `config_path`) describes: model_type llama, no RoPE scaling. Else CKPT_EUNSUPPORTED
+ * (CKPT_ERRCLASS_MODEL) naming config_path and the field. */
+CKPT_EXTERN(int) ckpt_paddle_hf_supported(const char *config_path, const ckpt_hf_llama_dims *d);
+
 /* What a PaddleNLP LLaMA config.json (its text; config_path names it in messages) says, as a
  * Hugging Face config's fields, read and checked as ckpt_hf_llama_dims_parse does (PaddleNLP's
  * LlamaConfig has transformers' defaults); dtype is the tensors'. Nothing out of range is
@@ -209,7 +214,7 @@ CKPT_EXTERN(int) ckpt_paddle_hf_dims(const char *config_path, const char *config
  * 5), read and checked as ckpt_hf_llama_dims_parse does: sizes, head counts, vocabulary,
  * token ids, rms_norm_eps, rope_theta, tied embeddings, dtype, and whether q/k/v and gate/up
  * are fused. A head_dim other than hidden_size / heads, which PaddleNLP's LLaMA cannot hold,
- * is CKPT_EUNSUPPORTED. */
+ * and what ckpt_paddle_hf_supported refuses are CKPT_EUNSUPPORTED. */
 CKPT_EXTERN(int) ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fuse_ffn, ckpt_dtype dtype,
                                             ckpt_buf *out);
 

@@ -1,6 +1,7 @@
-/* Hugging Face LLaMA config.json from hostile JSON: a config accepted has every size within its
- * bound and head counts that divide, and holding a small LLaMA's tensors against it (or the
- * tensors its own sizes imply) never crashes or allocates by the config's sizes. */
+/* Hugging Face LLaMA-family config.json from hostile JSON: a config accepted has every size
+ * within its bound and head counts that divide, holding a small LLaMA's tensors against it
+ * (or the tensors its own sizes imply) never crashes or allocates by the config's sizes, and
+ * its family comes back from the Megatron args made for it. */
 #include <ckpt.h>
 
 #include "fuzz.h"
@@ -30,6 +31,29 @@ static const struct {
 };
 #define N_TENSORS (sizeof tensors / sizeof tensors[0])
 
+/* An accepted config that Megatron's args can say comes back from them as the same family,
+ * with its biases, window and RoPE scaling. */
+static void family_round_trip(const ckpt_hf_llama_dims *d)
+{
+    ckpt_hf_llama_dims back;
+    ckpt_arena *a;
+    ckpt_value *args;
+    ckpt_buf json = CKPT_BUF_INIT;
+
+    FUZZ_ASSERT(ckpt_arena_new(&a) == 0);
+    if (ckpt_hf_llama_megatron_args(a, d, "fuzz/config.json", 1, "local", &args) == 0) {
+        FUZZ_ASSERT(ckpt_hf_llama_config(args, d->vocab_size, d->dtype, &json) == 0);
+        ckpt_hf_llama_dims_init(&back);
+        FUZZ_ASSERT(ckpt_hf_llama_dims_parse("back", (const char *)json.data, json.len, &back) == 0);
+        FUZZ_ASSERT(back.family == d->family && back.qkv_bias == d->qkv_bias &&
+                    back.sliding_window == d->sliding_window && (back.rope_factor != 0) == (d->rope_factor != 0));
+    } else {
+        FUZZ_ASSERT(strstr(ckpt_error_last()->message, "fuzz/config.json") != NULL);
+    }
+    ckpt_buf_dispose(&json);
+    ckpt_arena_free(a);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ckpt_hf_llama_dims d;
@@ -58,5 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ckpt_hf_llama_check_tensors(&d, "fuzz/config.json", "fuzz/model.safetensors", in, i) < 0)
             FUZZ_ASSERT(strstr(ckpt_error_last()->message, "fuzz/") != NULL);
     ckpt_graph_free(g);
+    if (d.num_layers <= 64)
+        family_round_trip(&d);
     return 0;
 }

@@ -1,6 +1,8 @@
-"""Runs a Hugging Face LLaMA directory written by ckptconv through a forward pass written here
-(numpy, float64, no transformers), and compares its logits with reference logits computed by
-the framework that wrote the source checkpoint.
+"""Runs a Hugging Face LLaMA-family directory (llama, mistral, qwen2) written by ckptconv through
+a forward pass written here (numpy, float64, no transformers): q/k/v/o biases where the weights
+have them, Mistral's sliding window, llama3 RoPE scaling (rope_parameters or rope_scaling), and
+compares its logits with reference logits computed by the framework that wrote the source
+checkpoint.
 
   logits HF_DIR LOGITS_JSON   the directory's config.json + safetensors, on the reference's
                               input_ids, give the reference logits for every true vocabulary
@@ -37,10 +39,24 @@ def rms_norm(x, weight, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope(x, positions, theta):
+def llama3_inv_freq(inv_freq, r):
+    """transformers' rope_type llama3: long wavelengths divided by factor, a smooth blend between."""
+    factor, low, high = r["factor"], r["low_freq_factor"], r["high_freq_factor"]
+    old = r["original_max_position_embeddings"]
+    wavelen = 2 * np.pi / inv_freq
+    scaled = np.where(wavelen > old / low, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= old / high) & (wavelen <= old / low)
+    return np.where(medium, smoothed, scaled)
+
+
+def rope(x, positions, theta, scaling=None):
     """Rotate-half rotary embedding of x [tokens, heads, head_dim]."""
     d = x.shape[-1]
     inv_freq = 1.0 / (theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    if scaling:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     freqs = positions[:, None] * inv_freq[None, :]
     emb = np.concatenate([freqs, freqs], axis=-1)
     cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
@@ -49,31 +65,50 @@ def rope(x, positions, theta):
     return x * cos + rotated * sin
 
 
+def rope_config(cfg):
+    """(theta, llama3 scaling or None) as transformers 5 (rope_parameters) or 4 reads them."""
+    r = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = r.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    kind = r.get("rope_type", r.get("type", "default"))
+    check(kind in ("default", "llama3"), f"rope_type {kind} is not run here")
+    return theta, r if kind == "llama3" else None
+
+
+def linear(x, w, name):
+    y = x @ w[name + ".weight"].T
+    return y + w[name + ".bias"] if name + ".bias" in w else y
+
+
 def forward(d, input_ids):
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     w = load_weights(d)
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
-    eps, theta = cfg["rms_norm_eps"], cfg.get("rope_theta", 10000.0)
+    eps = cfg["rms_norm_eps"]
+    theta, scaling = rope_config(cfg)
+    window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
     ids = np.asarray(input_ids)
     t = len(ids)
     pos = np.arange(t, dtype=np.float64)
     h = w["model.embed_tokens.weight"][ids]
     mask = np.triu(np.full((t, t), -np.inf), k=1)
+    if window:
+        # transformers' sliding window: key k is seen from query q when q - window < k <= q
+        mask = mask + np.tril(np.full((t, t), -np.inf), k=-window)
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         x = rms_norm(h, w[p + "input_layernorm.weight"], eps)
-        q = (x @ w[p + "self_attn.q_proj.weight"].T).reshape(t, nh, hd)
-        k = (x @ w[p + "self_attn.k_proj.weight"].T).reshape(t, nkv, hd)
-        v = (x @ w[p + "self_attn.v_proj.weight"].T).reshape(t, nkv, hd)
-        q, k = rope(q, pos, theta), rope(k, pos, theta)
+        q = linear(x, w, p + "self_attn.q_proj").reshape(t, nh, hd)
+        k = linear(x, w, p + "self_attn.k_proj").reshape(t, nkv, hd)
+        v = linear(x, w, p + "self_attn.v_proj").reshape(t, nkv, hd)
+        q, k = rope(q, pos, theta, scaling), rope(k, pos, theta, scaling)
         k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         attn = scores / scores.sum(axis=-1, keepdims=True)
         o = np.einsum("hqk,khd->qhd", attn, v).reshape(t, nh * hd)
-        h = h + o @ w[p + "self_attn.o_proj.weight"].T
+        h = h + linear(o, w, p + "self_attn.o_proj")
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
         gate = x @ w[p + "mlp.gate_proj.weight"].T
         up = x @ w[p + "mlp.up_proj.weight"].T

@@ -55,7 +55,7 @@ CKPT_TEST(test_hf_llama_config_round_trip)
     /* and back: Megatron args for that config */
     ASSERT_OK(ckpt_hf_llama_dims_read("config.json", &d));
     ASSERT_EQ_INT(d.dtype, CKPT_DTYPE_BF16);
-    ASSERT_OK(ckpt_hf_llama_megatron_args(a, &d, 8, "local", &back));
+    ASSERT_OK(ckpt_hf_llama_megatron_args(a, &d, "config.json", 8, "local", &back));
     v = ckpt_megatron_arg(back, "padded_vocab_size");
     ASSERT_TRUE(v && v->u.integer == 129024);
     v = ckpt_megatron_arg(back, "rotary_base");
@@ -152,8 +152,8 @@ CKPT_TEST(test_hf_llama_dims_read_and_bounded)
     /* a repeated key is read as Python reads it: the last one */
     ASSERT_FAILS(CKPT_EFORMAT, parse_text("{\"hidden_size\": 64, \"hidden_size\": 1099511627776}", &d));
     ASSERT_ERROR_MENTIONS("hidden_size is 1099511627776");
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"model_type\": \"qwen2\"}", &d));
-    ASSERT_ERROR_MENTIONS("c: model_type qwen2 is not llama or mistral");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"model_type\": \"gemma\"}", &d));
+    ASSERT_ERROR_MENTIONS("c: model_type gemma is not one of llama, mistral, qwen2");
     ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"architectures\": [\"GPT2LMHeadModel\"]}", &d));
     ASSERT_ERROR_MENTIONS("architectures");
     ASSERT_FAILS(CKPT_EFORMAT, parse_text("[1]", &d));

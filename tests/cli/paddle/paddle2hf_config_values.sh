@@ -16,4 +16,7 @@ try rms_norm_eps -1
 try rope_theta '"x"'
 try tie_word_embeddings 1
 try intermediate_size 64
-try model_type qwen2
+try model_type gemma
+# a Hugging Face family or RoPE scaling PaddleNLP's LlamaForCausalLM does not have
+try architectures '["Qwen2ForCausalLM"]'
+try rope_scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}'
