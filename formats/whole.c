@@ -273,18 +273,28 @@ static int megatron_params(const ckpt_megatron *m, ckpt_map_params *p)
     const ckpt_megatron_info *info = ckpt_megatron_info_of(m);
     int64_t heads = arg_int(args, "num_attention_heads"), hidden = arg_int(args, "hidden_size");
     int64_t groups = gqa && gqa->kind == CKPT_VAL_BOOL && gqa->u.boolean ? arg_int(args, "num_query_groups") : heads;
-    int64_t head_dim = arg_int(args, "kv_channels");
+    /* Megatron-LM's default kv_channels */
+    int64_t head_dim = arg_int(args, "kv_channels") ? arg_int(args, "kv_channels")
+                       : heads > 0 && hidden % heads == 0 ? hidden / heads
+                                                          : 0;
     struct {
         const char *name;
         int64_t value;
     } v[] = { { "num_attention_heads", heads },
               { "num_key_value_heads", groups },
               { "hidden_size", hidden },
-              { "head_dim", head_dim ? head_dim : heads > 0 && hidden % heads == 0 ? hidden / heads : 0 },
+              { "head_dim", head_dim },
               { "intermediate_size", arg_int(args, "ffn_hidden_size") },
               { "num_hidden_layers", info->num_layers },
               { "vocab_size", info->true_vocab_size },
-              { "padded_vocab_size", info->padded_vocab_size } };
+              { "padded_vocab_size", info->padded_vocab_size },
+              /* and under Megatron-LM's own names, for maps written in them */
+              { "num_layers", info->num_layers },
+              { "ffn_hidden_size", arg_int(args, "ffn_hidden_size") },
+              { "num_query_groups", groups },
+              { "kv_channels", head_dim },
+              { "tensor_model_parallel_size", info->tp },
+              { "pipeline_model_parallel_size", info->pp } };
     size_t i;
     int64_t have;
     int rc;

@@ -46,7 +46,9 @@ CKPT_EXTERN(int) ckpt_whole_is_state(const ckpt_whole *w, size_t i);
  * integer of its config.json (Hugging Face, PaddleNLP), or of a Megatron-LM checkpoint's
  * args under the names the maps use (num_attention_heads, num_key_value_heads from
  * num_query_groups, hidden_size, head_dim from kv_channels, vocab_size, padded_vocab_size
- * from the rows of the stored vocabulary). Values already set in p win. */
+ * from the rows of the stored vocabulary; and num_layers, ffn_hidden_size,
+ * num_query_groups, kv_channels, tensor_ and pipeline_model_parallel_size as args name
+ * them). Values already set in p win. */
 CKPT_EXTERN(int) ckpt_whole_map_params(const ckpt_whole *w, ckpt_map_params *p);
 /* Where ckpt_whole_map_params takes them from, in words ("config.json", "Megatron-LM
  * args"); "no config.json or args" for a checkpoint that states none. */

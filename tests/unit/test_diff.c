@@ -609,6 +609,7 @@ CKPT_TEST(map_parameters_come_from_the_checkpoints)
     ASSERT_TRUE(ckpt_map_params_get(p, "num_key_value_heads", &v) && v > 0);
     ASSERT_TRUE(ckpt_map_params_get(p, "head_dim", &v) && v > 0);
     ASSERT_TRUE(ckpt_map_params_get(p, "hidden_size", &v) && v == 1);
+    ASSERT_TRUE(ckpt_map_params_get(p, "tensor_model_parallel_size", &v) && v == 2);
     ckpt_whole_close(w);
     ckpt_map_params_free(p);
     ASSERT_OK(ckpt_map_params_new(&p));

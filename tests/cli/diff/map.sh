@@ -9,6 +9,10 @@ echo "exit ${PIPESTATUS[0]}"
 ckptconv diff "$TESTDATA/hf/llama_tiny" mcore --map hf_llama_megatron --all | grep -c "state only B"
 ckptconv diff "$TESTDATA/hf/llama_tiny" mcore --map hf_llama_megatron --param padded_vocab_size=320 | tail -n 2
 echo "--param padded_vocab_size=320: exit ${PIPESTATUS[0]}"
+# the weights file alone (no config.json): every parameter from the Megatron-LM args
+# (heads, query groups, kv_channels, both vocabulary sizes)
+ckptconv diff -q "$TESTDATA/hf/llama_tiny/model.safetensors.index.json" mcore --map hf_llama_megatron
+echo "parameters from args alone: exit $?"
 # either way round: the map renames whichever side holds its source names
 ckptconv diff mcore "$TESTDATA/hf/llama_tiny" --map hf_llama_megatron | head -n 2 | sed "s|$TESTDATA|TESTDATA|"
 echo "Megatron-LM as A: exit ${PIPESTATUS[0]}"
