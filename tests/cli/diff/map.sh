@@ -18,6 +18,8 @@ ckptconv diff mcore "$TESTDATA/hf/llama_tiny" --map hf_llama_megatron | head -n 
 echo "Megatron-LM as A: exit ${PIPESTATUS[0]}"
 ckptconv diff mcore "$TESTDATA/hf/llama_tiny" --map megatron_hf_llama | tail -n 2
 echo "through the inverse map: exit ${PIPESTATUS[0]}"
+ckptconv diff "$TESTDATA/hf/llama_tiny" mcore --map megatron_hf_llama | sed -n '2p;$p'
+echo "the inverse map, Hugging Face as A: exit ${PIPESTATUS[0]}"
 # tied embeddings: no lm_head on the Hugging Face side, no output_layer on the Megatron-LM side
 python3 "$CLI_DIR/tie.py" "$TESTDATA/hf/llama_tiny" tied
 ckptconv hf2mcore -q tied tied-mcore
