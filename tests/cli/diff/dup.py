@@ -20,11 +20,11 @@ def main():
     home = weight_map[name]
     other = sorted(f for f in set(weight_map.values()) if f != home)[0]
     header, data = read(os.path.join(src, home))
-    lo, hi = header[name]["data_offsets"]
-    blob = data[lo:hi]
+    info = dict(header[name])
+    blob = data[info["data_offsets"][0]:info["data_offsets"][1]]
     header, data = read(os.path.join(src, other))
-    header[name] = dict(header[name] if name in header else read(os.path.join(src, home))[0][name])
-    header[name]["data_offsets"] = [len(data), len(data) + len(blob)]
+    info["data_offsets"] = [len(data), len(data) + len(blob)]
+    header[name] = info
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(os.path.join(src, other), "wb") as f:
