@@ -33,6 +33,24 @@ struct ckpt_whole {
     size_t n;
 };
 
+#define EXTRA_STATE "_extra_state"
+
+/* PyTorch stores a module's get_extra_state() under `<module>._extra_state` (a bare
+ * `_extra_state` at the top level); a parameter or buffer is never named so. */
+static int is_state_name(const char *name)
+{
+    size_t n = strlen(name), k = sizeof EXTRA_STATE - 1;
+
+    return n >= k && strcmp(name + n - k, EXTRA_STATE) == 0 && (n == k || name[n - k - 1] == '.');
+}
+
+static int64_t arg_int(const ckpt_value *args, const char *name)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+
+    return v && v->kind == CKPT_VAL_INT ? v->u.integer : 0;
+}
+
 static int alloc_tensors(ckpt_whole *w, size_t n)
 {
     w->names = calloc(n ? n : 1, sizeof *w->names);
@@ -243,6 +261,69 @@ size_t ckpt_whole_count(const ckpt_whole *w)
     return w->n;
 }
 
+int ckpt_whole_is_state(const ckpt_whole *w, size_t i)
+{
+    return i < w->n && is_state_name(w->names[i]);
+}
+
+/* args as the maps name the values: a parameter for each one args holds. */
+static int megatron_params(const ckpt_megatron *m, ckpt_map_params *p)
+{
+    const ckpt_value *args = ckpt_megatron_args(m), *gqa = ckpt_megatron_arg(args, "group_query_attention");
+    const ckpt_megatron_info *info = ckpt_megatron_info_of(m);
+    int64_t heads = arg_int(args, "num_attention_heads"), hidden = arg_int(args, "hidden_size");
+    int64_t groups = gqa && gqa->kind == CKPT_VAL_BOOL && gqa->u.boolean ? arg_int(args, "num_query_groups") : heads;
+    /* Megatron-LM's default kv_channels */
+    int64_t head_dim = arg_int(args, "kv_channels") ? arg_int(args, "kv_channels")
+                       : heads > 0 && hidden % heads == 0 ? hidden / heads
+                                                          : 0;
+    struct {
+        const char *name;
+        int64_t value;
+    } v[] = { { "num_attention_heads", heads },
+              { "num_key_value_heads", groups },
+              { "hidden_size", hidden },
+              { "head_dim", head_dim },
+              { "intermediate_size", arg_int(args, "ffn_hidden_size") },
+              { "num_hidden_layers", info->num_layers },
+              { "vocab_size", info->true_vocab_size },
+              { "padded_vocab_size", info->padded_vocab_size },
+              /* and under Megatron-LM's own names, for maps written in them */
+              { "num_layers", info->num_layers },
+              { "ffn_hidden_size", arg_int(args, "ffn_hidden_size") },
+              { "num_query_groups", groups },
+              { "kv_channels", head_dim },
+              { "tensor_model_parallel_size", info->tp },
+              { "pipeline_model_parallel_size", info->pp } };
+    size_t i;
+    int64_t have;
+    int rc;
+
+    for (i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i].value > 0 && !ckpt_map_params_get(p, v[i].name, &have) &&
+            (rc = ckpt_map_params_set(p, v[i].name, v[i].value)) < 0)
+            return rc;
+    return 0;
+}
+
+int ckpt_whole_map_params(const ckpt_whole *w, ckpt_map_params *p)
+{
+    int rc;
+
+    if (!w || !p)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_whole_map_params: NULL argument");
+    if (w->megatron && (rc = megatron_params(w->megatron, p)) < 0)
+        return rc;
+    return w->config ? ckpt_map_params_load_json(p, w->config) : 0;
+}
+
+const char *ckpt_whole_params_source(const ckpt_whole *w)
+{
+    if (w->megatron)
+        return w->config ? "Megatron-LM args, config.json" : "Megatron-LM args";
+    return w->config ? "config.json" : "no config.json or args";
+}
+
 const char *ckpt_whole_at(const ckpt_whole *w, size_t i, const ckpt_node **node)
 {
     if (i >= w->n)
@@ -255,23 +336,31 @@ const char *ckpt_whole_at(const ckpt_whole *w, size_t i, const ckpt_node **node)
 int ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const ckpt_map_params *params)
 {
     ckpt_map_input *in = calloc(w->n ? w->n : 1, sizeof *in);
+    const char **state_names = calloc(w->n ? w->n : 1, sizeof *state_names);
+    const ckpt_node **state_nodes = calloc(w->n ? w->n : 1, sizeof *state_nodes);
     ckpt_map_result *res = NULL, **kept;
-    size_t i, n;
+    size_t i, n, n_in = 0, n_state = 0;
     int rc;
 
-    if (!in)
-        return ckpt_error_oom();
-    for (i = 0; i < w->n; i++) {
-        in[i].name = w->names[i];
-        in[i].node = w->nodes[i];
+    if (!in || !state_names || !state_nodes) {
+        rc = ckpt_error_oom();
+        goto done;
     }
-    rc = ckpt_map_apply(map, params, w->graph, in, w->n, NULL, &res);
-    free(in);
-    if (rc < 0)
-        return rc;
+    for (i = 0; i < w->n; i++) {
+        if (is_state_name(w->names[i])) {
+            state_names[n_state] = w->names[i];
+            state_nodes[n_state++] = w->nodes[i];
+            continue;
+        }
+        in[n_in].name = w->names[i];
+        in[n_in++].node = w->nodes[i];
+    }
+    if ((rc = ckpt_map_apply(map, params, w->graph, in, n_in, NULL, &res)) < 0)
+        goto done;
     if (!(kept = realloc(w->results, (w->n_results + 1) * sizeof *kept))) {
         ckpt_map_result_free(res);
-        return ckpt_error_oom();
+        rc = ckpt_error_oom();
+        goto done;
     }
     w->results = kept;
     w->results[w->n_results++] = res;
@@ -281,13 +370,20 @@ int ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const ckpt_map_para
     w->names = NULL;
     w->nodes = NULL;
     w->n = 0;
-    if ((rc = alloc_tensors(w, n)) < 0)
-        return rc;
+    if ((rc = alloc_tensors(w, n + n_state)) < 0)
+        goto done;
     for (i = 0; i < n; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
         w->names[i] = o->name;
         w->nodes[i] = o->node;
     }
-    w->n = n;
-    return 0;
+    /* the names are borrowed from the formats' readers, which stay open */
+    memcpy(w->names + n, state_names, n_state * sizeof *state_names);
+    memcpy(w->nodes + n, state_nodes, n_state * sizeof *state_nodes);
+    w->n = n + n_state;
+done:
+    free(in);
+    free(state_names);
+    free(state_nodes);
+    return rc;
 }

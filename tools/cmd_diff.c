@@ -18,7 +18,9 @@ typedef struct diff_args {
     const char *params[MAX_PARAMS + 1], *excludes[MAX_EXCLUDES + 1];
     size_t n_params, n_excludes;
     int json, quiet, all, ignore_dtype;
-    size_t tensors_a; /* A's tensors before the map */
+    int mapped;                  /* which side the map renames: 0 A, 1 B */
+    size_t tensors_a, tensors_b; /* before the map */
+    double start;
     ckpt_diff_options o;
 } diff_args;
 
@@ -48,24 +50,35 @@ static void diff_help(FILE *out)
 "|a - b| <= atol + rtol * |b|; an infinity is close only to itself and NaN only to\n"
 "NaN. The relative difference is |a - b| / |b| (inf where b is 0). Tensors of\n"
 "different dtypes are compared by value in float64 (complex in complex128) and\n"
-"reported as a dtype change.\n"
+"reported as a dtype change; 64-bit integers of one dtype as integers.\n"
+"\n"
+"Not weights: a module's _extra_state entry (Transformer Engine's FP8 metadata) is\n"
+"compared when both sides have it; one only A or only B has is 'state only A/B',\n"
+"counted apart and not a difference (listed with --all). It never goes through a map.\n"
 "\n"
 "options:\n"
 "  --rtol X, --atol X     tolerances (default 0 and 0: values must be equal)\n"
 "  --names-only           compare names, dtypes and shapes; read no tensor data\n"
-"  --map MAP              compare A through a map that renames (and regroups) A's\n"
-"                         tensors into B's: a map file (formats/maps/README.md) or a\n"
-"                         built-in map's name (hf_llama_megatron, megatron_hf_llama,\n"
-"                         paddle_llama_hf, ...). The map's parameters come from\n"
-"                         --param, then A's and B's config.json\n"
-"  --param NAME=N         a map parameter (padded_vocab_size=256), repeatable\n"
+"  --map MAP              compare through a map that renames (and regroups) one\n"
+"                         side's tensors into the other's: a map file\n"
+"                         (formats/maps/README.md) or a built-in map's name\n"
+"                         (hf_llama_megatron, megatron_hf_llama, paddle_llama_hf,\n"
+"                         ...). It renames A, or B when A holds the map's target\n"
+"                         names and B its source names. Its parameters come from\n"
+"                         --param, then from what the checkpoints state: config.json\n"
+"                         (Hugging Face, PaddleNLP), Megatron-LM args (heads, groups,\n"
+"                         kv_channels, vocabulary sizes)\n"
+"  --param NAME=N         a map parameter (padded_vocab_size=256), repeatable; wins\n"
+"                         over what the checkpoints state\n"
 "  --exclude GLOB         leave out tensors whose names match (on both sides, after\n"
-"                         the map), repeatable: --exclude '*._extra_state'\n"
+"                         the map), repeatable: --exclude 'rotary_emb.*'\n"
 "  --ignore-dtype         a dtype change alone does not make the exit status 1\n"
 "  --all                  list equal tensors too (default: only the others)\n"
-"  --json                 one JSON object: a, b ({path, kind, tensors}), rtol, atol,\n"
-"                         same, summary {equal, close, different, only_a, only_b,\n"
-"                         shape, incomparable, unread, dtype_changed}, tensors: every\n"
+"  --json                 one JSON object: command, a, b ({path, kind, tensors}),\n"
+"                         map, mapped (\"a\" or \"b\"), rtol, atol, same, summary\n"
+"                         {tensors, equal, close, different, only_a, only_b, shape,\n"
+"                         incomparable, unread, state_only_a, state_only_b,\n"
+"                         dtype_changed, bytes_a, bytes_b, seconds}, tensors: every\n"
 "                         tensor {name, status, dtype_a, dtype_b, shape_a, shape_b,\n"
 "                         elements, unequal, mismatched, nan_mismatched, max_abs,\n"
 "                         max_rel, first_index, a, b}; infinities as \"inf\"\n"
@@ -81,8 +94,7 @@ static void diff_help(FILE *out)
 "  ckptconv diff model.safetensors model.pt\n"
 "  ckptconv diff fp32.safetensors bf16.safetensors --rtol 1e-2 --atol 1e-3 --ignore-dtype\n"
 "  ckptconv diff ckpt-tp2/ ckpt-tp1/                  # Megatron ranks merged on both sides\n"
-"  ckptconv diff llama-hf/ mcore/ --map hf_llama_megatron --param padded_vocab_size=32256 \\\n"
-"      --exclude '*._extra_state'\n"
+"  ckptconv diff llama-hf/ mcore/ --map hf_llama_megatron  # or mcore/ llama-hf/\n"
 "  ckptconv diff paddle-tp2/ hf-out/ --map paddle_llama_hf\n"
 "  ckptconv diff a.pt b.pt --json | jq '.tensors[] | select(.status != \"equal\")'\n");
 }
@@ -152,10 +164,9 @@ static int parse_args(int argc, char **argv, diff_args *a)
     return 0;
 }
 
-/* --param NAME=N, then the config.json of each side, first given first. 0, 2 for a usage
- * error (printed), or a library error. */
-static int load_params(const diff_args *a, const ckpt_whole *wa, const ckpt_whole *wb, const ckpt_map *map,
-                       ckpt_map_params *p)
+/* --param NAME=N, then what the mapped side, then the other, says of itself (config.json,
+ * Megatron-LM args). 0, 2 for a usage error (printed), or a library error. */
+static int load_params(const diff_args *a, const ckpt_whole *const w[2], const ckpt_map *map, ckpt_map_params *p)
 {
     const char *missing;
     size_t i;
@@ -173,11 +184,45 @@ static int load_params(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
         if ((rc = ckpt_map_params_set(p, name, v)) < 0)
             return rc;
     }
-    if ((ckpt_whole_config(wa) && (rc = ckpt_map_params_load_json(p, ckpt_whole_config(wa))) < 0) ||
-        (ckpt_whole_config(wb) && (rc = ckpt_map_params_load_json(p, ckpt_whole_config(wb))) < 0))
+    if ((rc = ckpt_whole_map_params(w[a->mapped], p)) < 0 || (rc = ckpt_whole_map_params(w[!a->mapped], p)) < 0)
         return rc;
     if (!ckpt_map_params_complete(map, p, &missing))
-        return cli_usage_error("diff", "the map %s needs %s: give --param NAME=N", ckpt_map_name(map), missing);
+        return cli_usage_error("diff",
+                               "the map %s needs %s, which neither A (%s: %s) nor B (%s: %s) states; they come "
+                               "from a Hugging Face or PaddleNLP config.json or a Megatron-LM checkpoint's args: "
+                               "give --param NAME=N",
+                               ckpt_map_name(map), missing, ckpt_whole_kind(w[0]), ckpt_whole_params_source(w[0]),
+                               ckpt_whole_kind(w[1]), ckpt_whole_params_source(w[1]));
+    return 0;
+}
+
+static int detect(const ckpt_map *map, const ckpt_whole *w)
+{
+    size_t i, n = ckpt_whole_count(w);
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    int rc;
+
+    if (!names)
+        return ckpt_error_oom();
+    for (i = 0; i < n; i++)
+        names[i] = ckpt_whole_at(w, i, NULL);
+    rc = ckpt_map_detect(map, names, n);
+    free(names);
+    return rc;
+}
+
+/* The side the map renames: A, unless A's names are the map's target kind and B's its
+ * source kind (diff MEGATRON HF --map hf_llama_megatron), then B. Names the map cannot
+ * place on either side leave it on A, where its rules decide. */
+static int pick_side(const ckpt_map *map, const ckpt_whole *const w[2])
+{
+    int rc = detect(map, w[0]);
+
+    if (rc == 0 || rc == CKPT_ENOMEM)
+        return rc == 0 ? 0 : rc;
+    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && detect(map, w[1]) == 0)
+        return 1;
+    ckpt_error_clear();
     return 0;
 }
 
@@ -218,9 +263,9 @@ static void print_row(const ckpt_diff_entry *e, int width)
 
     ckpt_shape_format(e->shape_a, e->ndim_a, sa, sizeof sa);
     ckpt_shape_format(e->shape_b, e->ndim_b, sb, sizeof sb);
-    if (e->status == CKPT_DIFF_ONLY_A || e->status == CKPT_DIFF_ONLY_B) {
-        snprintf(dtype, sizeof dtype, "%s", e->status == CKPT_DIFF_ONLY_A ? name_a : name_b);
-        snprintf(shape, sizeof shape, "%s", e->status == CKPT_DIFF_ONLY_A ? sa : sb);
+    if (e->dtype_a == CKPT_DTYPE_INVALID || e->dtype_b == CKPT_DTYPE_INVALID) {
+        snprintf(dtype, sizeof dtype, "%s", e->dtype_b == CKPT_DTYPE_INVALID ? name_a : name_b);
+        snprintf(shape, sizeof shape, "%s", e->dtype_b == CKPT_DTYPE_INVALID ? sa : sb);
     } else {
         if (e->dtype_a == e->dtype_b)
             snprintf(dtype, sizeof dtype, "%s", name_a);
@@ -247,10 +292,21 @@ static void print_row(const ckpt_diff_entry *e, int width)
 }
 
 /* Without --all the table lists what differs: tensors equal in dtype and values (or, names
- * only, in dtype) are left out. */
+ * only, in dtype) are left out, and so are the state entries one side lacks (counted in the
+ * summary). */
 static int listed(const diff_args *a, const ckpt_diff_entry *e)
 {
+    if (e->status == CKPT_DIFF_STATE_ONLY_A || e->status == CKPT_DIFF_STATE_ONLY_B)
+        return a->all;
     return a->all || (e->status != CKPT_DIFF_EQUAL && e->status != CKPT_DIFF_UNREAD) || e->dtype_a != e->dtype_b;
+}
+
+static void print_side(const char *which, const char *path, const ckpt_whole *w, size_t before, const char *map)
+{
+    printf("%s: %s (%s, %zu tensor%s", which, path, ckpt_whole_kind(w), before, before == 1 ? "" : "s");
+    if (map)
+        printf("; %zu through the map %s", ckpt_whole_count(w), map);
+    printf(")\n");
 }
 
 static void print_text(const diff_args *a, const ckpt_whole *wa, const ckpt_whole *wb, const ckpt_diff_report *r,
@@ -259,12 +315,8 @@ static void print_text(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
     size_t i, shown = 0;
     int width = 4;
 
-    printf("A: %s (%s, %zu tensor%s", a->a, ckpt_whole_kind(wa), a->tensors_a, a->tensors_a == 1 ? "" : "s");
-    if (a->map)
-        printf("; %zu through the map %s", ckpt_whole_count(wa), a->map);
-    printf(")\n");
-    printf("B: %s (%s, %zu tensor%s)\n", a->b, ckpt_whole_kind(wb), ckpt_whole_count(wb),
-           ckpt_whole_count(wb) == 1 ? "" : "s");
+    print_side("A", a->a, wa, a->tensors_a, a->map && a->mapped == 0 ? a->map : NULL);
+    print_side("B", a->b, wb, a->tensors_b, a->map && a->mapped == 1 ? a->map : NULL);
     if (a->o.rtol == 0 && a->o.atol == 0)
         printf("tolerance: none (values must be equal)\n");
     else
@@ -291,6 +343,9 @@ static void print_text(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
            r->dtype_changed);
     if (r->incomparable)
         printf("; %zu complex against real", r->incomparable);
+    if (r->state_only_a || r->state_only_b)
+        printf("; not weights (_extra_state), left aside: %zu only in A, %zu only in B", r->state_only_a,
+               r->state_only_b);
     printf("\n%s\n", same ? "A and B are the same" : "A and B differ");
 }
 
@@ -328,15 +383,15 @@ static cJSON *json_entry(const ckpt_diff_entry *e)
 {
     cJSON *t = cJSON_CreateObject();
     static const char *const status[] = { "equal", "close", "different", "only_a", "only_b",
-                                          "shape", "incomparable", "unread" };
+                                          "shape", "incomparable", "unread", "state_only_a", "state_only_b" };
 
     cJSON_AddStringToObject(t, "name", e->name);
     cJSON_AddStringToObject(t, "status", status[e->status]);
-    if (e->status != CKPT_DIFF_ONLY_B) {
+    if (e->dtype_a != CKPT_DTYPE_INVALID) {
         cJSON_AddStringToObject(t, "dtype_a", ckpt_dtype_name(e->dtype_a));
         cJSON_AddItemToObject(t, "shape_a", json_shape(e->shape_a, e->ndim_a));
     }
-    if (e->status != CKPT_DIFF_ONLY_A) {
+    if (e->dtype_b != CKPT_DTYPE_INVALID) {
         cJSON_AddStringToObject(t, "dtype_b", ckpt_dtype_name(e->dtype_b));
         cJSON_AddItemToObject(t, "shape_b", json_shape(e->shape_b, e->ndim_b));
     }
@@ -367,9 +422,11 @@ static void print_json(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
 
     cJSON_AddStringToObject(o, "command", "diff");
     cJSON_AddItemToObject(o, "a", json_side(a->a, wa, a->tensors_a));
-    cJSON_AddItemToObject(o, "b", json_side(a->b, wb, ckpt_whole_count(wb)));
-    if (a->map)
+    cJSON_AddItemToObject(o, "b", json_side(a->b, wb, a->tensors_b));
+    if (a->map) {
         cJSON_AddStringToObject(o, "map", a->map);
+        cJSON_AddStringToObject(o, "mapped", a->mapped ? "b" : "a");
+    }
     cJSON_AddNumberToObject(o, "rtol", a->o.rtol);
     cJSON_AddNumberToObject(o, "atol", a->o.atol);
     cJSON_AddBoolToObject(o, "same", same);
@@ -381,7 +438,13 @@ static void print_json(const diff_args *a, const ckpt_whole *wa, const ckpt_whol
     cJSON_AddNumberToObject(s, "shape", (double)r->shape);
     cJSON_AddNumberToObject(s, "incomparable", (double)r->incomparable);
     cJSON_AddNumberToObject(s, "unread", (double)r->unread);
+    cJSON_AddNumberToObject(s, "state_only_a", (double)r->state_only_a);
+    cJSON_AddNumberToObject(s, "state_only_b", (double)r->state_only_b);
     cJSON_AddNumberToObject(s, "dtype_changed", (double)r->dtype_changed);
+    cJSON_AddNumberToObject(s, "tensors", (double)r->n);
+    cJSON_AddNumberToObject(s, "bytes_a", (double)r->bytes_a);
+    cJSON_AddNumberToObject(s, "bytes_b", (double)r->bytes_b);
+    cJSON_AddNumberToObject(s, "seconds", cli_now() - a->start);
     cJSON_AddItemToObject(o, "summary", s);
     for (i = 0; i < r->n; i++)
         cJSON_AddItemToArray(tensors, json_entry(&r->entries[i]));
@@ -400,55 +463,69 @@ static int inputs_of(const ckpt_whole *w, ckpt_diff_input **out)
 
     if (!in)
         return ckpt_error_oom();
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         in[i].name = ckpt_whole_at(w, i, &in[i].node);
+        in[i].state = ckpt_whole_is_state(w, i);
+    }
     *out = in;
     return 0;
 }
 
-static int run(diff_args *a)
+/* Open the map, choose the side it renames, give it its parameters and apply it. 0, 2 for
+ * a usage error (printed), or a library error. */
+static int apply_map(diff_args *a, ckpt_whole *const w[2])
 {
-    ckpt_whole *wa = NULL, *wb = NULL;
     ckpt_map *map = NULL;
     ckpt_map_params *params = NULL;
+    int rc;
+
+    if ((rc = open_map(a->map, &map)) == 0 && (rc = pick_side(map, (const ckpt_whole *const *)w)) >= 0) {
+        a->mapped = rc;
+        if ((rc = ckpt_map_params_new(&params)) == 0 &&
+            (rc = load_params(a, (const ckpt_whole *const *)w, map, params)) == 0)
+            rc = ckpt_whole_apply_map(w[a->mapped], map, params);
+    }
+    ckpt_map_params_free(params);
+    ckpt_map_free(map);
+    return rc;
+}
+
+static int run(diff_args *a)
+{
+    ckpt_whole *w[2] = { NULL, NULL };
     ckpt_diff_input *ia = NULL, *ib = NULL;
     ckpt_diff_report *r = NULL;
     int rc, usage = 0, same = 0;
 
+    a->start = cli_now();
     if (!a->quiet && !a->json) {
         a->o.progress = cli_progress;
         a->o.progress_payload = "diff";
     }
-    if ((rc = ckpt_whole_open(&wa, a->a)) < 0 || (rc = ckpt_whole_open(&wb, a->b)) < 0)
+    if ((rc = ckpt_whole_open(&w[0], a->a)) < 0 || (rc = ckpt_whole_open(&w[1], a->b)) < 0)
         goto done;
-    a->tensors_a = ckpt_whole_count(wa);
-    if (a->map) {
-        if ((rc = open_map(a->map, &map)) != 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
-            (rc = load_params(a, wa, wb, map, params)) != 0) {
-            usage = rc > 0;
-            goto done;
-        }
-        if ((rc = ckpt_whole_apply_map(wa, map, params)) < 0)
-            goto done;
+    a->tensors_a = ckpt_whole_count(w[0]);
+    a->tensors_b = ckpt_whole_count(w[1]);
+    if (a->map && (rc = apply_map(a, w)) != 0) {
+        usage = rc > 0;
+        goto done;
     }
-    if ((rc = inputs_of(wa, &ia)) < 0 || (rc = inputs_of(wb, &ib)) < 0 ||
-        (rc = ckpt_diff(ia, ckpt_whole_count(wa), ib, ckpt_whole_count(wb), &a->o, &r)) < 0)
+    if ((rc = inputs_of(w[0], &ia)) < 0 || (rc = inputs_of(w[1], &ib)) < 0 ||
+        (rc = ckpt_diff(ia, ckpt_whole_count(w[0]), ib, ckpt_whole_count(w[1]), &a->o, &r)) < 0)
         goto done;
     cli_progress_done();
     same = ckpt_diff_report_same(r, a->ignore_dtype);
     if (a->json)
-        print_json(a, wa, wb, r, same);
+        print_json(a, w[0], w[1], r, same);
     else if (!a->quiet)
-        print_text(a, wa, wb, r, same);
+        print_text(a, w[0], w[1], r, same);
 done:
     cli_progress_done();
     ckpt_diff_report_free(r);
     free(ia);
     free(ib);
-    ckpt_map_params_free(params);
-    ckpt_map_free(map);
-    ckpt_whole_close(wa);
-    ckpt_whole_close(wb);
+    ckpt_whole_close(w[0]);
+    ckpt_whole_close(w[1]);
     if (usage)
         return CLI_EXIT_USAGE;
     if (rc < 0)

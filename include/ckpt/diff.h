@@ -39,8 +39,24 @@ CKPT_EXTERN(ckpt_graph *) ckpt_whole_graph(ckpt_whole *w);
 CKPT_EXTERN(size_t) ckpt_whole_count(const ckpt_whole *w);
 /* Name of tensor i, its node in *node; borrowed until ckpt_whole_close. */
 CKPT_EXTERN(const char *) ckpt_whole_at(const ckpt_whole *w, size_t i, const ckpt_node **node);
+/* Whether tensor i is a module's state rather than a weight: a `_extra_state` entry
+ * (PyTorch's Module.get_extra_state; Transformer Engine keeps its FP8 metadata there). */
+CKPT_EXTERN(int) ckpt_whole_is_state(const ckpt_whole *w, size_t i);
+/* The model parameters the checkpoint states about itself, for a map: every top-level
+ * integer of its config.json (Hugging Face, PaddleNLP), or of a Megatron-LM checkpoint's
+ * args under the names the maps use (num_attention_heads, num_key_value_heads from
+ * num_query_groups, hidden_size, head_dim from kv_channels, vocab_size, padded_vocab_size
+ * from the rows of the stored vocabulary; and num_layers, ffn_hidden_size,
+ * num_query_groups, kv_channels, tensor_ and pipeline_model_parallel_size as args name
+ * them). Values already set in p win. */
+CKPT_EXTERN(int) ckpt_whole_map_params(const ckpt_whole *w, ckpt_map_params *p);
+/* Where ckpt_whole_map_params takes them from, in words ("config.json", "Megatron-LM
+ * args"); "no config.json or args" for a checkpoint that states none. */
+CKPT_EXTERN(const char *) ckpt_whole_params_source(const ckpt_whole *w);
 /* Replace the tensors by what `map` makes of them (names matched by no rule pass through).
- * Errors are the map's: a missing parameter, a tensor a strict rule needs. */
+ * State entries (ckpt_whole_is_state) do not go through the map: they stay as they are,
+ * after the mapped tensors. Errors are the map's: a missing parameter, a tensor a strict
+ * rule needs. */
 CKPT_EXTERN(int) ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const ckpt_map_params *params);
 
 /* ---- the comparison ---- */
@@ -48,6 +64,8 @@ CKPT_EXTERN(int) ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const 
 typedef struct ckpt_diff_input {
     const char *name;
     const ckpt_node *node;
+    int state;              /* not a weight (ckpt_whole_is_state): compared when both sides
+                               have it; on one side only, CKPT_DIFF_STATE_ONLY_A/_B */
 } ckpt_diff_input;
 
 typedef enum ckpt_diff_status {
@@ -58,7 +76,9 @@ typedef enum ckpt_diff_status {
     CKPT_DIFF_ONLY_B,
     CKPT_DIFF_SHAPE,        /* the shapes differ: values not compared */
     CKPT_DIFF_INCOMPARABLE, /* complex against real values: not compared */
-    CKPT_DIFF_UNREAD        /* names only: values not read */
+    CKPT_DIFF_UNREAD,       /* names only: values not read */
+    CKPT_DIFF_STATE_ONLY_A, /* a state entry (not a weight) only A has: listed, not a difference */
+    CKPT_DIFF_STATE_ONLY_B
 } ckpt_diff_status;
 
 typedef struct ckpt_diff_entry {
@@ -100,7 +120,7 @@ typedef struct ckpt_diff_options {
 typedef struct ckpt_diff_report {
     ckpt_diff_entry *entries;      /* A's names in A's order, then those only in B in B's order */
     size_t n;
-    size_t equal, close, different, only_a, only_b, shape, incomparable, unread;
+    size_t equal, close, different, only_a, only_b, shape, incomparable, unread, state_only_a, state_only_b;
     size_t dtype_changed;          /* common names whose dtypes differ */
     uint64_t bytes_a, bytes_b;     /* tensor data compared on each side */
 } ckpt_diff_report;
@@ -113,9 +133,11 @@ CKPT_EXTERN(int) ckpt_diff(const ckpt_diff_input *a, size_t na, const ckpt_diff_
                            const ckpt_diff_options *opts, ckpt_diff_report **out);
 CKPT_EXTERN(void) ckpt_diff_report_free(ckpt_diff_report *r);
 /* Whether the report says A and B hold the same tensors with the same shapes and values
- * within the tolerance; a dtype change counts unless ignore_dtype. */
+ * within the tolerance; a dtype change counts unless ignore_dtype. State entries one side
+ * lacks do not count: they hold no weights. */
 CKPT_EXTERN(int) ckpt_diff_report_same(const ckpt_diff_report *r, int ignore_dtype);
-/* "equal", "close", "DIFFERENT", "only in A", "only in B", "shape", "incomparable", "unread" */
+/* "equal", "close", "DIFFERENT", "only in A", "only in B", "shape", "incomparable", "unread",
+ * "state only A", "state only B" */
 CKPT_EXTERN(const char *) ckpt_diff_status_name(ckpt_diff_status s);
 
 CKPT_END_DECL

@@ -139,6 +139,34 @@ static void compare_complex(acc *x, const ckpt_diff_options *o, const double *a,
     }
 }
 
+/* 64-bit integers of one dtype, compared as integers: float64 holds them only up to 2^53,
+ * and two values it rounds to one must still differ. */
+static void compare_int64(acc *x, const ckpt_diff_options *o, int is_signed, const void *a, const void *b, int64_t n,
+                          int64_t lo)
+{
+    int64_t i;
+
+    for (i = 0; i < n; i++) {
+        uint64_t p, q, gap;
+        double pv, qv;
+        memcpy(&p, (const unsigned char *)a + 8 * i, 8);
+        memcpy(&q, (const unsigned char *)b + 8 * i, 8);
+        if (p == q)
+            continue;
+        if (is_signed) {
+            int64_t sp = (int64_t)p, sq = (int64_t)q;
+            gap = sp > sq ? p - q : q - p; /* the modular difference is exact for the larger minus the smaller */
+            pv = (double)sp;
+            qv = (double)sq;
+        } else {
+            gap = p > q ? p - q : q - p;
+            pv = (double)p;
+            qv = (double)q;
+        }
+        note_difference(x, o, lo + i, pv, qv, (double)gap, fabs(qv), 0);
+    }
+}
+
 /* n complex values of type t at src as complex128 pairs at dst. */
 static void widen_complex(ckpt_dtype t, const void *src, double *dst, int64_t n)
 {
@@ -172,6 +200,10 @@ static int compare_piece(const job *j, const item *it, const bufs *b, acc *x)
         if (ta == tb && memcmp(b->na, b->nb, n * ckpt_dtype_size(ta)) == 0)
             return 0;
         x->bytes_differ = 1;
+        if (ta == tb && (ta == CKPT_DTYPE_I64 || ta == CKPT_DTYPE_U64)) {
+            compare_int64(x, j->o, ta == CKPT_DTYPE_I64, b->na, b->nb, it->n, it->lo);
+            return 0;
+        }
         if (is_complex(ta)) {
             widen_complex(ta, b->na, b->fa, it->n);
             widen_complex(tb, b->nb, b->fb, it->n);
@@ -373,7 +405,7 @@ static int match(const ckpt_diff_input *a, size_t na, const ckpt_diff_input *b, 
             set_shape(&e->ndim_b, e->shape_b, b[j].node);
             pairs[r->n].b = b[j].node;
         } else {
-            e->status = CKPT_DIFF_ONLY_A;
+            e->status = a[i].state ? CKPT_DIFF_STATE_ONLY_A : CKPT_DIFF_ONLY_A;
         }
         r->n++;
     }
@@ -383,7 +415,7 @@ static int match(const ckpt_diff_input *a, size_t na, const ckpt_diff_input *b, 
             continue;
         e->name = b[i].name;
         e->first = -1;
-        e->status = CKPT_DIFF_ONLY_B;
+        e->status = b[i].state ? CKPT_DIFF_STATE_ONLY_B : CKPT_DIFF_ONLY_B;
         e->dtype_b = ckpt_node_dtype(b[i].node);
         set_shape(&e->ndim_b, e->shape_b, b[i].node);
         pairs[r->n++].b = b[i].node;
@@ -495,9 +527,9 @@ static void count(ckpt_diff_report *r)
     for (i = 0; i < r->n; i++) {
         const ckpt_diff_entry *e = &r->entries[i];
         size_t *c[] = { &r->equal, &r->close, &r->different, &r->only_a, &r->only_b, &r->shape, &r->incomparable,
-                        &r->unread };
+                        &r->unread, &r->state_only_a, &r->state_only_b };
         (*c[e->status])++;
-        if (e->status != CKPT_DIFF_ONLY_A && e->status != CKPT_DIFF_ONLY_B && e->dtype_a != e->dtype_b)
+        if (e->dtype_a != CKPT_DTYPE_INVALID && e->dtype_b != CKPT_DTYPE_INVALID && e->dtype_a != e->dtype_b)
             r->dtype_changed++;
     }
 }
@@ -580,6 +612,6 @@ int ckpt_diff_report_same(const ckpt_diff_report *r, int ignore_dtype)
 const char *ckpt_diff_status_name(ckpt_diff_status s)
 {
     static const char *const names[] = { "equal", "close", "DIFFERENT", "only in A", "only in B",
-                                         "shape", "incomparable", "unread" };
+                                         "shape", "incomparable", "unread", "state only A", "state only B" };
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
 }

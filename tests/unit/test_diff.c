@@ -1,6 +1,7 @@
-/* ckpt_diff against values set here, and ckpt_whole over the fixture checkpoints: equality,
- * tolerances, NaN and infinities, dtype and shape changes, names on one side, pieces of a
- * large tensor spread over threads, complex values, sets at full shape, a map. */
+/* ckpt_diff against values set here: equality, tolerances, NaN and infinities, dtype and
+ * shape changes, names on one side, pieces of a large tensor spread over threads, complex
+ * values, 64-bit integers, empty tensors, scalars, bool and float8, state entries. ckpt_whole
+ * (the checkpoints compared) is test_whole.c's. */
 #include "test.h"
 
 #include <ckpt/sys/io.h>
@@ -318,6 +319,158 @@ CKPT_TEST(pieces_merge_the_same_for_any_thread_count)
     free(vb);
 }
 
+CKPT_TEST(the_first_difference_is_found_across_piece_boundaries)
+{
+    enum { N = 3 * 4096 + 5 };
+    float *va = malloc(N * sizeof *va), *vb = malloc(N * sizeof *vb);
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    int64_t shape[1] = { N };
+    pool a, b;
+    ckpt_diff_report *r;
+    int i, threads;
+
+    ASSERT_TRUE(va && vb);
+    for (i = 0; i < N; i++)
+        va[i] = vb[i] = (float)i;
+    /* the first element of the second piece and the last of the third, nothing before */
+    vb[4096] += 1;
+    vb[3 * 4096 - 1] += 2;
+    vb[N - 1] += 3;
+    pool_open(&a);
+    pool_open(&b);
+    add(&a, "v", CKPT_DTYPE_F32, 1, shape, va);
+    add(&b, "v", CKPT_DTYPE_F32, 1, shape, vb);
+    o.memory = 1; /* the smallest pieces: 4096 elements */
+    for (threads = 1; threads <= 4; threads++) {
+        const ckpt_diff_entry *e;
+        o.threads = threads;
+        ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, &o, &r));
+        e = &r->entries[0];
+        ASSERT_EQ_INT(e->unequal, 3);
+        ASSERT_EQ_INT(e->first, 4096);
+        ASSERT_EQ_INT(e->first_index[0], 4096);
+        ASSERT_TRUE(e->first_a == 4096 && e->first_b == 4097 && e->max_abs == 3);
+        ckpt_diff_report_free(r);
+    }
+    pool_close(&a);
+    pool_close(&b);
+    free(va);
+    free(vb);
+}
+
+CKPT_TEST(int64_values_differ_beyond_float64_precision)
+{
+    int64_t va[2] = { 7, (int64_t)1 << 60 }, vb[2] = { 7, ((int64_t)1 << 60) + 1 }, shape[1] = { 2 };
+    uint64_t ua[1] = { UINT64_MAX }, ub[1] = { UINT64_MAX - 1 }, ushape[1] = { 1 };
+    int64_t neg_a[1] = { INT64_MIN }, neg_b[1] = { INT64_MAX };
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    pool a, b;
+    ckpt_diff_report *r;
+
+    pool_open(&a);
+    pool_open(&b);
+    add(&a, "i", CKPT_DTYPE_I64, 1, shape, va);
+    add(&b, "i", CKPT_DTYPE_I64, 1, shape, vb);
+    add(&a, "u", CKPT_DTYPE_U64, 1, (const int64_t *)ushape, ua);
+    add(&b, "u", CKPT_DTYPE_U64, 1, (const int64_t *)ushape, ub);
+    add(&a, "far", CKPT_DTYPE_I64, 1, (const int64_t *)ushape, neg_a);
+    add(&b, "far", CKPT_DTYPE_I64, 1, (const int64_t *)ushape, neg_b);
+    ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, &o, &r));
+    ASSERT_EQ_INT(entry(r, "i")->status, CKPT_DIFF_DIFFERENT);
+    ASSERT_EQ_INT(entry(r, "i")->first, 1);
+    ASSERT_TRUE(entry(r, "i")->max_abs == 1);
+    ASSERT_EQ_INT(entry(r, "u")->status, CKPT_DIFF_DIFFERENT);
+    ASSERT_TRUE(entry(r, "u")->max_abs == 1);
+    ASSERT_TRUE(entry(r, "far")->max_abs == ldexp(1, 64));
+    ASSERT_TRUE(!ckpt_diff_report_same(r, 0));
+    ckpt_diff_report_free(r);
+    o.atol = 1;
+    ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, &o, &r));
+    ASSERT_EQ_INT(entry(r, "i")->status, CKPT_DIFF_CLOSE);
+    ASSERT_EQ_INT(entry(r, "u")->status, CKPT_DIFF_CLOSE);
+    ckpt_diff_report_free(r);
+    pool_close(&a);
+    pool_close(&b);
+}
+
+CKPT_TEST(empty_scalar_bool_and_float8_tensors)
+{
+    int64_t empty[2] = { 0, 4 }, two[1] = { 2 }, none[1] = { 0 };
+    float sa = 1.5f, sb = 2.5f;
+    unsigned char ba[2] = { 1, 0 }, bb[2] = { 1, 1 };
+    unsigned char e4a[2] = { 0x38, 0x40 }, e4b[2] = { 0x38, 0x42 }; /* e4m3fn: 1, 2 | 1, 2.5 */
+    unsigned char e5a[2] = { 0x3c, 0x40 };                           /* e5m2: 1, 2 */
+    float f32[2] = { 1, 2 };
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    const ckpt_diff_entry *e;
+    pool a, b;
+    ckpt_diff_report *r;
+
+    pool_open(&a);
+    pool_open(&b);
+    add(&a, "empty", CKPT_DTYPE_F32, 2, empty, &sa);
+    add(&b, "empty", CKPT_DTYPE_F32, 2, empty, &sb);
+    add(&a, "scalar", CKPT_DTYPE_F32, 0, none, &sa);
+    add(&b, "scalar", CKPT_DTYPE_F32, 0, none, &sb);
+    add(&a, "mask", CKPT_DTYPE_BOOL, 1, two, ba);
+    add(&b, "mask", CKPT_DTYPE_BOOL, 1, two, bb);
+    add(&a, "e4", CKPT_DTYPE_F8_E4M3FN, 1, two, e4a);
+    add(&b, "e4", CKPT_DTYPE_F8_E4M3FN, 1, two, e4b);
+    add(&a, "e5", CKPT_DTYPE_F8_E5M2, 1, two, e5a);
+    add(&b, "e5", CKPT_DTYPE_F32, 1, two, f32);
+    ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, &o, &r));
+    e = entry(r, "empty");
+    ASSERT_TRUE(e->status == CKPT_DIFF_EQUAL && e->elements == 0 && e->first == -1);
+    e = entry(r, "scalar");
+    ASSERT_TRUE(e->status == CKPT_DIFF_DIFFERENT && e->ndim_a == 0 && e->first == 0 && e->max_abs == 1);
+    e = entry(r, "mask");
+    ASSERT_TRUE(e->status == CKPT_DIFF_DIFFERENT && e->first == 1 && e->first_a == 0 && e->first_b == 1);
+    e = entry(r, "e4");
+    ASSERT_TRUE(e->status == CKPT_DIFF_DIFFERENT && e->first == 1 && e->first_a == 2 && e->first_b == 2.5);
+    e = entry(r, "e5");
+    ASSERT_TRUE(e->status == CKPT_DIFF_EQUAL && e->dtype_a != e->dtype_b);
+    ASSERT_EQ_INT(r->dtype_changed, 1);
+    ckpt_diff_report_free(r);
+    pool_close(&a);
+    pool_close(&b);
+}
+
+CKPT_TEST(state_entries_on_one_side_are_not_differences)
+{
+    float w[1] = { 1 };
+    unsigned char sa[3] = { 1, 2, 3 }, sb[3] = { 1, 2, 4 };
+    int64_t three[1] = { 3 };
+    pool a, b;
+    ckpt_diff_report *r;
+
+    pool_open(&a);
+    pool_open(&b);
+    add_f32(&a, "w", 1, 1, w);
+    add_f32(&b, "w", 1, 1, w);
+    add(&b, "fc._extra_state", CKPT_DTYPE_U8, 1, three, sb);
+    b.in[b.n - 1].state = 1;
+    ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, NULL, &r));
+    ASSERT_EQ_INT(entry(r, "fc._extra_state")->status, CKPT_DIFF_STATE_ONLY_B);
+    ASSERT_EQ_INT(r->state_only_b, 1);
+    ASSERT_EQ_INT(r->only_b, 0);
+    ASSERT_TRUE(ckpt_diff_report_same(r, 0));
+    ckpt_diff_report_free(r);
+    /* on both sides it is compared, byte for byte */
+    add(&a, "fc._extra_state", CKPT_DTYPE_U8, 1, three, sa);
+    a.in[a.n - 1].state = 1;
+    ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, NULL, &r));
+    ASSERT_EQ_INT(entry(r, "fc._extra_state")->status, CKPT_DIFF_DIFFERENT);
+    ASSERT_TRUE(!ckpt_diff_report_same(r, 0));
+    ckpt_diff_report_free(r);
+    /* a weight only one side has is a difference, whatever the other side's state */
+    add_f32(&a, "lm_head.weight", 1, 1, w);
+    ASSERT_OK(ckpt_diff(a.in, a.n, b.in, b.n, NULL, &r));
+    ASSERT_EQ_INT(entry(r, "lm_head.weight")->status, CKPT_DIFF_ONLY_A);
+    ckpt_diff_report_free(r);
+    pool_close(&a);
+    pool_close(&b);
+}
+
 CKPT_TEST(complex_values_differ_by_their_modulus)
 {
     float ca[4] = { 1, 2, 3, 4 }, cb[4] = { 1, 2, 6, 8 };
@@ -348,88 +501,6 @@ CKPT_TEST(complex_values_differ_by_their_modulus)
     ckpt_diff_report_free(r);
     pool_close(&a);
     pool_close(&b);
-}
-
-static int diff_paths(const char *pa, const char *pb, ckpt_diff_report **r)
-{
-    ckpt_whole *a = NULL, *b = NULL;
-    ckpt_diff_input *ia = NULL, *ib = NULL;
-    size_t i;
-    int rc;
-
-    if ((rc = ckpt_whole_open(&a, pa)) == 0 && (rc = ckpt_whole_open(&b, pb)) == 0) {
-        ia = calloc(ckpt_whole_count(a) + 1, sizeof *ia);
-        ib = calloc(ckpt_whole_count(b) + 1, sizeof *ib);
-        for (i = 0; i < ckpt_whole_count(a); i++)
-            ia[i].name = ckpt_whole_at(a, i, &ia[i].node);
-        for (i = 0; i < ckpt_whole_count(b); i++)
-            ib[i].name = ckpt_whole_at(b, i, &ib[i].node);
-        rc = ckpt_diff(ia, ckpt_whole_count(a), ib, ckpt_whole_count(b), NULL, r);
-    }
-    free(ia);
-    free(ib);
-    ckpt_whole_close(a);
-    ckpt_whole_close(b);
-    return rc;
-}
-
-CKPT_TEST(sets_compare_at_full_shape)
-{
-    char tp2[512];
-    ckpt_diff_report *r;
-
-    snprintf(tp2, sizeof tp2, "%s", ckpt_test_data("megatron/tp2"));
-    ASSERT_OK(diff_paths(tp2, ckpt_test_data("megatron/tp1"), &r));
-    ASSERT_TRUE(r->n > 10 && r->equal == r->n);
-    ckpt_diff_report_free(r);
-    snprintf(tp2, sizeof tp2, "%s", ckpt_test_data("paddlenlp/fp32_tp2"));
-    ASSERT_OK(diff_paths(tp2, ckpt_test_data("paddlenlp/fp32_tp1"), &r));
-    ASSERT_TRUE(r->n > 10 && r->equal == r->n);
-    ckpt_diff_report_free(r);
-}
-
-CKPT_TEST(whole_open_says_why_not)
-{
-    ckpt_whole *w = NULL;
-
-    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_whole_open(&w, "no-such-checkpoint"));
-    ASSERT_ERROR_MENTIONS("no-such-checkpoint");
-    ASSERT_TRUE(w == NULL);
-    ASSERT_TRUE(ckpt_whole_open(&w, ".") < 0);
-    ASSERT_TRUE(w == NULL);
-}
-
-CKPT_TEST(a_map_renames_one_side)
-{
-    static const char map_json[] =
-        "{\"ckptconv_map\": 1, \"name\": \"t\", \"rules\": ["
-        "{\"from\": \"model.layers.{L}.mlp.down_proj.weight\", \"to\": \"model.layers.{L}.down.weight\", "
-        "\"ops\": [{\"op\": \"transpose\"}]}]}";
-    ckpt_whole *w = NULL;
-    ckpt_map *map = NULL;
-    ckpt_map_params *params = NULL;
-    const ckpt_node *before = NULL, *after = NULL;
-    size_t i, n;
-
-    ASSERT_OK(ckpt_whole_open(&w, ckpt_test_data("hf/llama_tiny")));
-    ASSERT_TRUE(ckpt_whole_config(w) != NULL);
-    n = ckpt_whole_count(w);
-    for (i = 0; i < n; i++)
-        if (strcmp(ckpt_whole_at(w, i, &before), "model.layers.1.mlp.down_proj.weight") == 0)
-            break;
-    ASSERT_TRUE(i < n);
-    ASSERT_OK(ckpt_map_parse(&map, map_json, sizeof map_json - 1, "t"));
-    ASSERT_OK(ckpt_map_params_new(&params));
-    ASSERT_OK(ckpt_whole_apply_map(w, map, params));
-    ASSERT_EQ_INT(ckpt_whole_count(w), n);
-    for (i = 0; i < n; i++)
-        if (strcmp(ckpt_whole_at(w, i, &after), "model.layers.1.down.weight") == 0)
-            break;
-    ASSERT_TRUE(i < n);
-    ASSERT_EQ_INT(ckpt_node_shape(after)[0], ckpt_node_shape(before)[1]);
-    ckpt_map_params_free(params);
-    ckpt_map_free(map);
-    ckpt_whole_close(w);
 }
 
 CKPT_TEST(bad_options_are_refused)

@@ -18,5 +18,7 @@ ckptconv diff a.safetensors a.safetensors --map no_such_map
 echo "exit $?"
 ckptconv diff a.safetensors a.safetensors --map hf_llama_megatron --param padded_vocab_size
 echo "exit $?"
-ckptconv diff --help | head -n 1
-echo "exit ${PIPESTATUS[0]}"
+ckptconv diff --help > help.txt
+rc=$?
+head -n 1 help.txt
+echo "exit $rc"
