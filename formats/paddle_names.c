@@ -109,13 +109,15 @@ static int check_unique(const ckpt_paddle_model *m, char **vars, const size_t *s
             order[named++] = &vars[i];
     qsort(order, named, sizeof *order, compare_vars);
     for (i = 1; i < named && rc == 0; i++)
-        if (strcmp(*order[i - 1], *order[i]) == 0)
+        if (strcmp(*order[i - 1], *order[i]) == 0) {
+            size_t a = (size_t)(order[i - 1] - vars), b = (size_t)(order[i] - vars);
             rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                 "%s: '%s' and '%s' would both be variable '%s' on pipeline stage %d (PaddleNLP's "
-                                 "LLaMA has no such tensors, so their names at this layout are unknown); give "
-                                 "--no-optimizer to reshard the model only",
-                                 ckpt_paddle__where(m), m->entries[sel[order[i - 1] - vars]].name,
-                                 m->entries[sel[order[i] - vars]].name, *order[i], stage);
+                                 "%s: '%s' and '%s' would both be variable '%s' on pipeline stage %d (a tensor "
+                                 "PaddleNLP's LLaMA does not build keeps the source's name, which its names at this "
+                                 "layout do not avoid); give --no-optimizer to reshard the model only",
+                                 ckpt_paddle__where(m), m->entries[sel[a < b ? a : b]].name,
+                                 m->entries[sel[a < b ? b : a]].name, *order[i], stage);
+        }
     free(order);
     return rc;
 }
