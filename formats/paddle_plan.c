@@ -198,6 +198,13 @@ static int stage_names(target_ctx *c, int pp)
         c->vars[i] = NULL;
         c->vars[c->sel[i]] = v;
     }
+    /* optimizer state is keyed by the name: a tensor that has some needs one */
+    for (i = 0; i < n && rc == 0; i++)
+        if (!c->vars[c->sel[i]] && m->entries[c->sel[i]].states)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: '%s' has optimizer state but no variable name to key it by (no name table "
+                                 "names it); give --no-optimizer to reshard the model only",
+                                 ckpt_paddle__where(m), m->entries[c->sel[i]].name);
     return rc;
 }
 
