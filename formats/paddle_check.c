@@ -122,6 +122,31 @@ int ckpt_paddle_layout_check(const char *where, const char *config_json, int64_t
     return 0;
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp)
+{
+    const char *where = m->info.config ? m->info.config : ckpt_paddle__where(m);
+    pd_dims d;
+    size_t i;
+    int rc;
+
+    if ((rc = ckpt_paddle__dims(where, m->config_text, &d)) < 0 || !d.kv || d.kv % tp == 0)
+        return rc;
+    for (i = 0; i < m->n_entries; i++)
+        if (ends_with(m->entries[i].name, ".qkv_proj.weight") || ends_with(m->entries[i].name, ".layernorm_qkv.weight"))
+            return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: TP %d: %lld key/value heads do not divide over %d tensor-parallel ranks, so "
+                                   "PaddleNLP keeps them whole on every rank, which the fused q/k/v tensor '%s' (cut "
+                                   "by KV group) cannot hold; choose a TP size that divides num_key_value_heads",
+                                   where, tp, (long long)d.kv, tp, m->entries[i].name);
+    return 0;
+}
+
 /* ---- the rank files ---- */
 
 /* Whether the model files are PaddleNLP's per-rank .pdparams (a unified checkpoint is merged

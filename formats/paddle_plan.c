@@ -65,6 +65,9 @@ typedef struct target_ctx {
     ckpt_plan *plan;
     ckpt_arena *arena;
     size_t file;
+    const char *head;             /* the head's class at this layout */
+    char **vars;                  /* [entry]: the variable name on the stage being written */
+    size_t *sel;                  /* [entry]: scratch, the stage's entries */
 } target_ctx;
 
 #define PARAM_SLOT (PD_MAX_KINDS + 1)
@@ -81,13 +84,17 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
         return ckpt_error_set(CKPT_EINVALID, "ckpt_paddle_target version %u, expected %u", t->version,
                               CKPT_PADDLE_TARGET_VERSION);
     if ((rc = ckpt_paddle_layout_check(m->info.config ? m->info.config : ckpt_paddle__where(m), m->config_text,
-                                       m->info.num_layers, t->tp, t->pp)) < 0)
+                                       m->info.num_layers, t->tp, t->pp)) < 0 ||
+        (rc = ckpt_paddle__check_fused_kv(m, t->tp)) < 0)
         return rc;
     c->t = *t;
     if ((rc = ckpt_paddle__layout_params(m, t->tp, &c->params)) < 0)
         return rc;
+    c->head = ckpt_paddle__head_class(m, t->pp);
     if (!(c->layouts = calloc(m->n_entries ? m->n_entries : 1, sizeof *c->layouts)) ||
-        !(c->splits = calloc((m->n_entries ? m->n_entries : 1) * SLOTS, sizeof *c->splits)))
+        !(c->splits = calloc((m->n_entries ? m->n_entries : 1) * SLOTS, sizeof *c->splits)) ||
+        !(c->vars = calloc(m->n_entries ? m->n_entries : 1, sizeof *c->vars)) ||
+        !(c->sel = malloc((m->n_entries ? m->n_entries : 1) * sizeof *c->sel)))
         return ckpt_error_oom();
     for (i = 0; i < m->n_entries; i++) {
         const pd_entry *e = &m->entries[i];
@@ -98,10 +105,23 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
     return 0;
 }
 
+static void free_vars(target_ctx *c)
+{
+    size_t i;
+
+    for (i = 0; c->vars && i < c->m->n_entries; i++) {
+        free(c->vars[i]);
+        c->vars[i] = NULL;
+    }
+}
+
 static void ctx_dispose(target_ctx *c)
 {
     size_t i;
 
+    free_vars(c);
+    free(c->vars);
+    free(c->sel);
     for (i = 0; c->splits && i < c->m->n_entries * SLOTS; i++)
         free((void *)c->splits[i]);
     free((void *)c->splits);
@@ -158,6 +178,34 @@ static int in_stage(const target_ctx *c, const pd_entry *e, const ckpt_tensor_la
         ckpt_paddle_stage_layers(c->m->info.num_layers, c->t.pp, pp, &lo, &hi);
         return l->layer >= lo && l->layer < hi;
     }
+}
+
+/* c->vars: the variable names of stage pp's tensors, as a process of that stage names them. */
+static int stage_names(target_ctx *c, int pp)
+{
+    const ckpt_paddle_model *m = c->m;
+    size_t i, n = 0;
+    int rc;
+
+    free_vars(c);
+    for (i = 0; i < m->n_entries; i++)
+        if (m->entries[i].tensor && in_stage(c, &m->entries[i], &c->layouts[i], pp))
+            c->sel[n++] = i;
+    /* named in place, then moved to their entries */
+    rc = ckpt_paddle__stage_vars(m, c->head, pp, c->sel, n, c->vars);
+    for (i = n; i-- > 0;) {
+        char *v = c->vars[i];
+        c->vars[i] = NULL;
+        c->vars[c->sel[i]] = v;
+    }
+    /* optimizer state is keyed by the name: a tensor that has some needs one */
+    for (i = 0; i < n && rc == 0; i++)
+        if (!c->vars[c->sel[i]] && m->entries[c->sel[i]].states)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: '%s' has optimizer state but no variable name to key it by (no name table "
+                                 "names it); give --no-optimizer to reshard the model only",
+                                 ckpt_paddle__where(m), m->entries[c->sel[i]].name);
+    return rc;
 }
 
 int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, int tp, int pp, const char ***names,
@@ -303,8 +351,8 @@ static int build_model(target_ctx *c, int tp, int pp)
             rc = tensor_value(c, e->name, part, NULL, &v);
         if (rc == 0)
             rc = set_item(c->arena, root, e->name, v);
-        if (rc == 0 && table && e->tensor && e->var)
-            rc = set_item(c->arena, table, e->name, new_str(c->arena, e->var));
+        if (rc == 0 && table && e->tensor && c->vars[i])
+            rc = set_item(c->arena, table, e->name, new_str(c->arena, c->vars[i]));
     }
     return rc == 0 ? end_file(c, root, table) : rc;
 }
@@ -324,7 +372,7 @@ static int add_accumulators(target_ctx *c, int tp, int pp, ckpt_value *root, ckp
             if (!e->states || !e->states[k].full || !in_stage(c, e, &c->layouts[i], pp))
                 continue;
             ckpt_buf_clear(&key);
-            if ((rc = ckpt_buf_printf(&key, "%s_%s", e->var, m->kinds[k])) < 0 ||
+            if ((rc = ckpt_buf_printf(&key, "%s_%s", c->vars[i], m->kinds[k])) < 0 ||
                 (rc = part_of(c, i, k, tp, &part)) < 0 ||
                 (rc = tensor_value(c, (const char *)key.data, part, m->opt_pairs ? (const char *)key.data : NULL,
                                    &v)) < 0 ||
@@ -337,11 +385,23 @@ static int add_accumulators(target_ctx *c, int tp, int pp, ckpt_value *root, ckp
     return rc;
 }
 
+/* The master weight's own name, "<var>_fp32_master_0", for the parameter's name here. */
+static int master_name(const pd_entry *e, const char *var, ckpt_buf *out)
+{
+    size_t len = e->var ? strlen(e->var) : 0;
+
+    if (!e->master_name)
+        return 0;
+    if (len && strncmp(e->master_name, e->var, len) == 0)
+        return ckpt_buf_printf(out, "%s%s", var, e->master_name + len);
+    return ckpt_buf_puts(out, e->master_name);
+}
+
 static int add_master_weights(target_ctx *c, int tp, int pp, ckpt_value *root)
 {
     ckpt_paddle_model *m = c->m;
     ckpt_value *dict = NULL;
-    ckpt_buf key = CKPT_BUF_INIT;
+    ckpt_buf key = CKPT_BUF_INIT, own = CKPT_BUF_INIT;
     size_t i;
     int rc = 0;
 
@@ -355,12 +415,15 @@ static int add_master_weights(target_ctx *c, int tp, int pp, ckpt_value *root)
                       (rc = set_item(c->arena, root, CKPT_PADDLE_MASTER_WEIGHTS, dict)) < 0))
             return rc < 0 ? rc : ckpt_error_oom();
         ckpt_buf_clear(&key);
-        if ((rc = ckpt_buf_printf(&key, "%s/%s", CKPT_PADDLE_MASTER_WEIGHTS, e->var)) == 0 &&
-            (rc = part_of(c, i, PD_MAX_KINDS, tp, &part)) == 0 &&
-            (rc = tensor_value(c, (const char *)key.data, part, e->master_name, &v)) == 0)
-            rc = set_item(c->arena, dict, e->var, v);
+        ckpt_buf_clear(&own);
+        if ((rc = ckpt_buf_printf(&key, "%s/%s", CKPT_PADDLE_MASTER_WEIGHTS, c->vars[i])) == 0 &&
+            (rc = master_name(e, c->vars[i], &own)) == 0 && (rc = part_of(c, i, PD_MAX_KINDS, tp, &part)) == 0 &&
+            (rc = tensor_value(c, (const char *)key.data, part, e->master_name ? (const char *)own.data : NULL,
+                               &v)) == 0)
+            rc = set_item(c->arena, dict, c->vars[i], v);
     }
     ckpt_buf_dispose(&key);
+    ckpt_buf_dispose(&own);
     return rc;
 }
 
@@ -458,7 +521,8 @@ static int set_config_key(const char *text, const char *key, const char *value_j
 }
 
 /* config.json as PaddleNLP's save_pretrained writes it at layout t: tensor_parallel_degree
- * absent at TP 1 without a pipeline (its default), else the TP size; the architecture the
+ * absent at TP 1 without a pipeline (its default) and, for PaddleNLP 3, at TP 1 with one, else
+ * the TP size; the architecture the
  * pipeline model (LlamaForCausalLMPipe) records when PP > 1. */
 static int config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out)
 {
@@ -468,8 +532,10 @@ static int config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, c
     int rc;
 
     snprintf(degree, sizeof degree, "%d", t->tp);
-    if ((rc = set_config_key(m->config_text, "tensor_parallel_degree", t->tp > 1 || t->pp > 1 ? degree : NULL,
-                             &step)) < 0)
+    /* LlamaForCausalLMPipe sets 1 at TP 1, which PaddleNLP 3, where 1 is the default, leaves out */
+    if ((rc = set_config_key(m->config_text, "tensor_parallel_degree",
+                             t->tp > 1 || (t->pp > 1 && ckpt_paddle__config_major(m) < 3) ? degree : NULL, &step)) <
+        0)
         goto done;
     arch = t->pp > 1 ? "\"LlamaForCausalLMPipe\"" : "\"LlamaForCausalLM\"";
     other = t->pp > 1 ? "\"LlamaForCausalLM\"" : "\"LlamaForCausalLMPipe\"";
@@ -532,7 +598,7 @@ int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_pla
     c.plan = plan;
     c.arena = ckpt_plan_arena(plan);
     for (pp = 0; pp < t->pp && rc == 0; pp++)
-        for (tp = 0; tp < t->tp && rc == 0; tp++) {
+        for (tp = 0, rc = stage_names(&c, pp); tp < t->tp && rc == 0; tp++) {
             if ((rc = build_model(&c, tp, pp)) == 0 && m->info.has_optimizer && !t->drop_optimizer)
                 rc = build_optimizer(&c, tp, pp);
         }

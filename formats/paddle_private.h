@@ -122,6 +122,22 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d);
  * PaddleNLP's pipeline cut (once they are merged) (paddle_check.c). */
 int ckpt_paddle__check_files(ckpt_paddle_model *m);
 int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
+/* PaddleNLP's major version by config.json's paddlenlp_version: 3.x writes its version, 2.x
+ * null; a config without the key (written by another tool) is taken as the current, 3. */
+int ckpt_paddle__config_major(const ckpt_paddle_model *m);
+/* Refuses TP tp when it keeps the KV heads whole on every rank and the model holds q, k and v
+ * fused in one tensor (qkv_proj, Transformer Engine's layernorm_qkv), which is cut by KV
+ * group (paddle_check.c). */
+int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp);
+/* The class of the head's variable in a layout of n_pp stages ("llama_lm_head" or, in
+ * PaddleNLP 3's pipeline, "llama_lm_head_pipe") (paddle_names.c). */
+const char *ckpt_paddle__head_class(const ckpt_paddle_model *m, int n_pp);
+/* The variable names one process of pipeline stage `stage` gives the entries sel[0..n), the
+ * stage's tensors in state-dict order: vars[i] malloc'd, or NULL for a tensor PaddleNLP's LLaMA
+ * does not have and the source names nothing. Two entries with one name are refused. On error
+ * some vars[i] may be set; the caller frees them. */
+int ckpt_paddle__stage_vars(const ckpt_paddle_model *m, const char *head, int stage, const size_t *sel, size_t n,
+                            char **vars);
 /* A tensor value, or the array of a (name, array) pair; NULL otherwise. */
 const ckpt_value *ckpt_paddle__tensor_leaf(const ckpt_value *v, const char **pair_name);
 

@@ -187,8 +187,9 @@ CKPT_EXTERN(int) ckpt_paddle_rank_file(const char *base, const char *ext, int tp
                                        ckpt_buf *out);
 
 /* Add to `plan` the checkpoint at layout t: per rank a model file (name table with the
- * source's variable names) and, unless dropped, an optimizer file with every accumulator,
- * the master weights and the source's other entries (LR_Scheduler); config.json with
+ * variable names that rank's PaddleNLP process gives its parameters, counted per stage)
+ * and, unless dropped, an optimizer file keyed by those names with every accumulator, the
+ * master weights and the source's other entries (LR_Scheduler); config.json with
  * tensor_parallel_degree set to t->tp; every other file of the directory copied but the
  * source layout's model, index and optimizer files. */
 CKPT_EXTERN(int) ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan);

@@ -225,8 +225,9 @@ def wrap(name, a):
 
 
 def save_optimizer(opt_state, path, tensors, master):
-    """paddle.save of an optimizer state laid out as opt.state_dict() is: tensors (key ->
-    (paddle name, array)), then master_weights, then LR_Scheduler, in the original order."""
+    """paddle.save of an optimizer state laid out as opt.state_dict() is: tensors (key of the
+    single-card state -> (paddle name, array), saved under the paddle name, which is the stage's
+    own), then master_weights, then LR_Scheduler, in the original order."""
     out = {}   # a plain dict, as opt.state_dict() is (kept as such in variant B2)
     for k in opt_state.top_order:
         if k == "LR_Scheduler":
@@ -234,7 +235,7 @@ def save_optimizer(opt_state, path, tensors, master):
         elif k == "master_weights":
             out[k] = {n: wrap(*master[n]) for n in master}   # a plain dict, as in state_dict()
         elif k in tensors:
-            out[k] = wrap(*tensors[k])
+            out[tensors[k][0]] = wrap(*tensors[k])
     paddle.save(out, path)
 
 
@@ -279,6 +280,37 @@ def pp_stages(pp):
         for i in range(bounds[s], bounds[s + 1]):
             stage_of_prefix[prefixes[i]] = s
     return stage_of_prefix, bounds, method
+
+
+def stage_vars(cfg, pp, s, stage_keys, names, shapes):
+    """{variable name in the single-card model: the name a process of stage s gives it}. A
+    pipeline process builds only its stage's layers (PipelineLayer builds its own segment of
+    LayerDescs), and paddle's unique_name counts per process, so every stage names its
+    parameters from 0 (linear_0.w_0, create_parameter_0.w_0, llama_lm_head_0.w_0): the stage's
+    layers are built here under a fresh unique_name.guard, as that process builds them. The
+    names do not depend on TP (ColumnParallelLinear and RowParallelLinear are named linear,
+    VocabParallelEmbedding embedding), so the layers are built at TP 1."""
+    if pp == 1:
+        return {names[k]: names[k] for k in stage_keys}
+    c = copy.deepcopy(cfg)
+    c.tensor_parallel_degree, c.tensor_parallel_rank, c.dtype = 1, 0, "float32"
+    descs = ([LayerDesc(modeling_pp.LlamaEmbeddingPipe, config=c)]
+             + [LayerDesc(modeling_pp.LlamaDecoderLayerPipe, config=c) for _ in range(LAYERS)]
+             + [LayerDesc(modeling_pp.LlamaRMSNormPipe, config=c), LayerDesc(modeling_pp.LlamaLMHead, config=c)])
+    _, bounds, _ = pp_stages(pp)
+    with paddle.utils.unique_name.guard():
+        built = [p for i in range(bounds[s], bounds[s + 1]) for p in descs[i].build_layer().state_dict().values()]
+    assert len(built) == len(stage_keys), (s, len(built), len(stage_keys))
+    for k, p in zip(stage_keys, built):
+        assert list(p.shape) == list(shapes[k]), (k, p.shape, shapes[k])
+    return {names[k]: p.name for k, p in zip(stage_keys, built)}
+
+
+def local_key(key, local):
+    """An optimizer key <var>_<accumulator> with the stage's own variable name."""
+    var, _ = OptState.param_of(key)
+    assert key.startswith(var + "_"), key
+    return local[var] + key[len(var):]
 
 
 def stage_of(key, stage_of_prefix):
@@ -356,9 +388,11 @@ def write_case(dtype, tp, pp, model, opt_state, names, cfg, gen_cfg):
     stage_of_prefix, bounds, method = pp_stages(pp)
     files = collections.OrderedDict()
     var_to_key = {v: k for k, v in names.items()}
+    locals_ = {}
     for s in range(pp):
         stage_keys = [k for k in keys if stage_of(k, stage_of_prefix) == s]
-        stage_vars = {names[k] for k in stage_keys}
+        local = locals_[s] = stage_vars(cfg, pp, s, stage_keys, names, {k: state[k].shape for k in keys})
+        local_names = {k: local[names[k]] for k in stage_keys}
         for r in range(tp):
             actions = tp_actions(cfg, tp, r, keys) if tp > 1 else {}
             part = collections.OrderedDict(
@@ -375,12 +409,12 @@ def write_case(dtype, tp, pp, model, opt_state, names, cfg, gen_cfg):
                 os.remove(tmp)
                 assert same_bytes, "wrapped paddle.save differs from save_pretrained"
             else:
-                gl.save_state(part, os.path.join(d, mf), names)
+                gl.save_state(part, os.path.join(d, mf), local_names)
             files[mf] = ("model", s, r)
             tensors = collections.OrderedDict()
             for k, (pname, a) in opt_state.tensors.items():
                 var, kind = OptState.param_of(k)
-                if var not in stage_vars:
+                if var not in local:
                     continue
                 sk = var_to_key[var]
                 if kind.startswith("moment"):
@@ -388,14 +422,16 @@ def write_case(dtype, tp, pp, model, opt_state, names, cfg, gen_cfg):
                     a = actions[sk](a) if sk in actions else a
                 else:
                     assert a.shape == (1,), k   # beta pow accumulators: on every rank
-                tensors[k] = (pname, a)
+                assert pname == k, k
+                tensors[k] = (local_key(k, local), a)
             master = None
             if opt_state.master is not None:
                 master = collections.OrderedDict()
                 for var, (pname, a) in opt_state.master.items():
-                    if var in stage_vars:
+                    if var in local:
                         sk = var_to_key[var]
-                        master[var] = (pname, actions[sk](a) if sk in actions else a)
+                        assert pname == var + "_fp32_master_0", pname
+                        master[local[var]] = (local[var] + "_fp32_master_0", actions[sk](a) if sk in actions else a)
             of = optimizer_file(tp, r, pp, s)
             save_optimizer(opt_state, os.path.join(d, of), tensors, master)
             if tp == 1 and pp == 1:
@@ -408,7 +444,7 @@ def write_case(dtype, tp, pp, model, opt_state, names, cfg, gen_cfg):
     if not (tp == 1 and pp == 1):
         write_config(cfg, d, tp, pp)
         gen_cfg.save_pretrained(d)
-    check_merge(d, files, tp, pp, state, opt_state, cfg, names)
+    check_merge(d, files, tp, pp, state, opt_state, cfg, names, locals_)
     describe(d, case, dtype, tp, pp, files, cfg, keys, bounds, method, stage_of_prefix)
     return d
 
@@ -428,9 +464,10 @@ def same(a, b):
             and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
 
 
-def check_merge(d, files, tp, pp, state, opt_state, cfg, names):
+def check_merge(d, files, tp, pp, state, opt_state, cfg, names, locals_):
     """Merging the written files with PaddleNLP's merge functions (is_split=False) and PP by
-    union gives back the TP1 model and optimizer state bit for bit."""
+    union gives back the TP1 model and optimizer state bit for bit (a stage's variable names
+    mapped back to the single-card model's)."""
     var_to_key = {v: k for k, v in names.items()}
     grid = {}
     for f, (kind, s, r) in files.items():
@@ -451,6 +488,7 @@ def check_merge(d, files, tp, pp, state, opt_state, cfg, names):
                 assert all(same(p, parts[0]) for p in parts), f"{d}: {k} not replicated"
                 merged_model[k] = parts[0]
         ranks_o = [grid[("optimizer", s, r)] for r in range(tp)]
+        single = {lv: gv for gv, lv in locals_[s].items()}
         for k, v in ranks_o[0].items():
             if k in (NAME_TABLE, "LR_Scheduler"):
                 for x in ranks_o:
@@ -459,17 +497,19 @@ def check_merge(d, files, tp, pp, state, opt_state, cfg, names):
             if k == "master_weights":
                 for var in v:
                     parts = [x[k][var] for x in ranks_o]
-                    sk = var_to_key[var]
-                    merged_master[var] = (merge_actions[sk](parts) if sk in merge_actions
-                                          else parts[0])
+                    sk = var_to_key[single[var]]
+                    merged_master[single[var]] = (merge_actions[sk](parts) if sk in merge_actions
+                                                  else parts[0])
                 continue
             parts = [x[k] for x in ranks_o]
-            sk = var_to_key[OptState.param_of(k)[0]]
+            lv = OptState.param_of(k)[0]
+            gk = single[lv] + k[len(lv):]
+            sk = var_to_key[single[lv]]
             if sk in merge_actions and v.shape != (1,):
-                merged_opt[k] = merge_actions[sk](parts)
+                merged_opt[gk] = merge_actions[sk](parts)
             else:
                 assert all(same(p, parts[0]) for p in parts), f"{d}: {k} not replicated"
-                merged_opt[k] = parts[0]
+                merged_opt[gk] = parts[0]
     assert list(merged_model) == keys or set(merged_model) == set(keys), d
     for k in keys:
         assert same(merged_model[k], state[k]), f"{d}: merged {k} differs"

@@ -18,13 +18,17 @@ fixture generator (testdata/gen/gen_paddlenlp_reshard.py) checks them against Pa
 The name table is read with pickle (paddle.load drops it).
 PP stages are joined by union; a key must be in exactly one stage. Optimizer moments and
 master weights follow their parameter: an optimizer key is <var>_<accumulator> or
-<var>_fp32_master_0_<accumulator>, and the model files' name table
-(StructuredToParameterName@@) maps the structured name to <var>. Beta pow accumulators ([1])
-and LR_Scheduler must be equal on every rank.
+<var>_fp32_master_0_<accumulator>, and the stage's model files' name table
+(StructuredToParameterName@@) maps the structured name to <var>. Variable names are a
+process's own: every pipeline stage of a real run names its parameters from linear_0.w_0 on, so
+<var> means something only within its stage. Beta pow accumulators ([1]) and LR_Scheduler must
+be equal on every rank.
 
 Output JSON: {"model": {name: sha256}, "optimizer": {name: sha256}, "shapes": {"model": {name:
-[dtype, shape]}, "optimizer": {...}}, "lr_scheduler": {...}}; optimizer names are the keys
-of the single-card optimizer state, master weights as master_weights/<var>. sha256 is of the
+[dtype, shape]}, "optimizer": {...}}, "lr_scheduler": {...}}; optimizer names are
+<structured name>/<accumulator> ("llama.norm.weight/moment1_0"; with master weights
+"llama.norm.weight/fp32_master_0_moment1_0"), master weights master_weights/<structured name>,
+so that every layout gives the same names. sha256 is of the
 C-contiguous raw bytes (bfloat16 as its uint16 bit patterns).
 """
 
@@ -151,7 +155,7 @@ def merge_dir(d):
     nkv = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     vocab = cfg["vocab_size"]
     model, opt, shapes_m, shapes_o = {}, {}, {}, {}
-    var_to_key = {}
+    stage_vars = []
     lr = None
     for s in range(pp):
         ranks = [load(os.path.join(d, grid[("model", r, s)])) for r in range(tp)]
@@ -161,8 +165,7 @@ def merge_dir(d):
             raise SystemExit(f"{grid[('model', 0, s)]}: no {NAME_TABLE}")
         if any(t != table for t in tables):
             raise SystemExit(f"stage {s}: name tables differ between TP ranks")
-        for k, v in table.items():
-            var_to_key[v] = k
+        stage_vars.append({v: k for k, v in table.items()})
         for k in ranks[0]:
             if k == NAME_TABLE:
                 continue
@@ -173,6 +176,7 @@ def merge_dir(d):
     for s in range(pp):
         if ("optimizer", 0, s) not in grid:
             continue
+        var_to_key = stage_vars[s]
         ranks = [load(os.path.join(d, grid[("optimizer", r, s)])) for r in range(tp)]
         for k, v in ranks[0].items():
             if k == NAME_TABLE:
@@ -184,19 +188,20 @@ def merge_dir(d):
                 continue
             if k == "master_weights":
                 for var in v:
-                    name = f"master_weights/{var}"
+                    name = f"master_weights/{var_to_key[var]}"
                     if name in opt:
                         raise SystemExit(f"{name}: in more than one pipeline stage")
                     how = rule(var_to_key[var], tp, nkv, vocab)
                     opt[name] = merge([x[k][var] for x in ranks], how, name)
                 continue
-            if k in opt:
-                raise SystemExit(f"{k}: in more than one pipeline stage")
             base = k.split("_fp32_master_0_")[0] + "_" if "_fp32_master_0_" in k else k
             var = param_var(base, var_to_key)
+            name = f"{var_to_key[var]}/{k[len(var) + 1:]}"
+            if name in opt:
+                raise SystemExit(f"{k}: in more than one pipeline stage")
             parts = [x[k] for x in ranks]
             how = "replicated" if parts[0].shape == (1,) else rule(var_to_key[var], tp, nkv, vocab)
-            opt[k] = merge(parts, how, k)
+            opt[name] = merge(parts, how, k)
     for name, a in model.items():
         shapes_m[name] = [as_bits(a)[1], list(a.shape)]
     for name, a in opt.items():

@@ -6,6 +6,9 @@
 #    fp32 and bf16 with master weights) equals PaddleNLP's own files at that layout, bit for
 #    bit: model files, .pdopt moments, beta powers, master weights, LR_Scheduler, name tables,
 #    key order, pickle variant, config.json; paddle.load loads every output;
+#  - PaddleNLP 3's own fleet runs (TP1, TP2, PP2, PP3, each stage naming its parameters from
+#    0) resharded to one another equal PaddleNLP 3's files, and every output resumes with
+#    paddle's AdamW under the names a PaddleNLP process gives;
 #  - round trips give back every file byte for byte;
 #  - layouts no fixture has merge back, with PaddleNLP's TP rules, to the single-card state;
 #  - the unified checkpoint (safetensors) reshards to the same model files;
@@ -32,6 +35,7 @@ layout() {
         tp2pp2) echo "--tp 2 --pp 2" ;;
         pp4) echo "--tp 1 --pp 4" ;;
         tp4) echo "--tp 4 --pp 1" ;;
+        pp3) echo "--tp 1 --pp 3" ;;
     esac
 }
 
@@ -67,6 +71,29 @@ for dtype in fp32 bf16; do
             case_run "reshard ${dtype}_$from -> $to" reshard_case "${dtype}_$from" "${dtype}_$to" \
                 "$OUT/${dtype}_$from-$to"
         done
+    done
+done
+run_batch pd
+
+# PaddleNLP 3's own fleet runs (testdata/paddlenlp/fleet3_*, README_paddlenlp3.md), every
+# stage naming its parameters from 0: each layout resharded to each other equals PaddleNLP 3's
+# own files at that layout (names, name tables, .pdopt keys, values), and each output resumes
+# with paddle's AdamW rank by rank under names a PaddleNLP process gives (paddle_resume.py).
+fleet3_case() {
+    local from="$1" to="$2" dir="$3" f
+    # shellcheck disable=SC2046
+    ckpt reshard "$PD/fleet3_$from" "$dir" $(layout "$to") -q
+    diff <(weights "$PD/fleet3_$to") <(weights "$dir")
+    for f in $(weights "$PD/fleet3_$to"); do
+        queue pd "$(basename "$dir")/$f paddle.load" equal "$PD/fleet3_$to/$f" "$dir/$f"
+    done
+    "$VENV_PYTHON" "$INTEROP_DIR/paddle_resume.py" "$dir" >/dev/null
+}
+for from in tp1 tp2 pp2 pp3; do
+    for to in tp1 tp2 pp2 pp3; do
+        [ "$from" = "$to" ] && continue
+        case_run "reshard fleet3_$from -> $to = PaddleNLP 3's own files; resumes" fleet3_case "$from" "$to" \
+            "$OUT/fleet3_$from-$to"
     done
 done
 run_batch pd
