@@ -593,6 +593,11 @@ int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_pla
     target_ctx c;
     int tp, pp, rc;
 
+    if (m->left_out_with_state && m->info.has_optimizer && !t->drop_optimizer)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %zu parameter%s with optimizer state left out (--drop), and the optimizer files "
+                               "would keep no state for it: --no-optimizer writes a model-only checkpoint",
+                               ckpt_paddle__where(m), m->left_out_with_state, m->left_out_with_state == 1 ? "" : "s");
     if ((rc = ctx_init(&c, m, t)) < 0)
         goto done;
     c.plan = plan;

@@ -90,6 +90,9 @@ struct ckpt_paddle_model {
     int reorder;               /* the tensors did not come in state-dict order (safetensors files
                                   sort them by name; another framework's order): put them in the
                                   spec's */
+    int (*leave_out)(void *payload, const char *name); /* ckpt_paddle_model_options */
+    void *leave_out_payload;
+    size_t left_out_with_state; /* parameters left out that had optimizer state */
 };
 
 /* The directory, or what else names the model, for messages. */
