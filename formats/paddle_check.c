@@ -128,9 +128,21 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* Fewer key/value heads than TP ranks (or a count TP does not divide) are kept whole on every
+ * rank by PaddleNLP, which a tensor holding q, k and v cut by KV group cannot be. */
+static int refuse_whole_kv(const char *where, int tp, int64_t kv, const char *fused)
+{
+    return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                           "%s: TP %d: %lld key/value heads do not divide over %d tensor-parallel ranks, so "
+                           "PaddleNLP keeps them whole on every rank, which %s (cut by KV group) cannot hold; "
+                           "choose a TP size that divides num_key_value_heads",
+                           where, tp, (long long)kv, tp, fused);
+}
+
 int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp)
 {
     const char *where = m->info.config ? m->info.config : ckpt_paddle__where(m);
+    char fused[512];
     pd_dims d;
     size_t i;
     int rc;
@@ -138,13 +150,21 @@ int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp)
     if ((rc = ckpt_paddle__dims(where, m->config_text, &d)) < 0 || !d.kv || d.kv % tp == 0)
         return rc;
     for (i = 0; i < m->n_entries; i++)
-        if (ends_with(m->entries[i].name, ".qkv_proj.weight") || ends_with(m->entries[i].name, ".layernorm_qkv.weight"))
-            return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
-                                   "%s: TP %d: %lld key/value heads do not divide over %d tensor-parallel ranks, so "
-                                   "PaddleNLP keeps them whole on every rank, which the fused q/k/v tensor '%s' (cut "
-                                   "by KV group) cannot hold; choose a TP size that divides num_key_value_heads",
-                                   where, tp, (long long)d.kv, tp, m->entries[i].name);
+        if (ends_with(m->entries[i].name, ".qkv_proj.weight") || ends_with(m->entries[i].name, ".layernorm_qkv.weight")) {
+            snprintf(fused, sizeof fused, "the fused q/k/v tensor '%s'", m->entries[i].name);
+            return refuse_whole_kv(where, tp, d.kv, fused);
+        }
     return 0;
+}
+
+int ckpt_paddle_fused_kv_check(const char *where, const char *config_json, int tp, const char *fused)
+{
+    pd_dims d;
+    int rc;
+
+    if ((rc = ckpt_paddle__dims(where, config_json, &d)) < 0 || !d.kv || d.kv % tp == 0)
+        return rc;
+    return refuse_whole_kv(where, tp, d.kv, fused);
 }
 
 /* ---- the rank files ---- */

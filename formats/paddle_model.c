@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,13 +317,71 @@ static int compare_entries(const void *a, const void *b)
 }
 
 /* Every tensor merged from its shards, in the source layout. */
+static void free_entry(pd_entry *e)
+{
+    size_t s;
+
+    for (s = 0; e->states && s <= PD_MAX_KINDS; s++)
+        free(e->states[s].shards);
+    free(e->states);
+    free(e->shards);
+    free(e->var);
+    free(e->name);
+}
+
+static int has_state(const pd_entry *e)
+{
+    size_t s;
+
+    for (s = 0; e->states && s <= PD_MAX_KINDS; s++)
+        if (e->states[s].shards)
+            return 1;
+    return 0;
+}
+
+/* The tensors the caller's hook leaves out leave the model before anything is checked. */
+static int leave_out_entries(ckpt_paddle_model *m)
+{
+    size_t i, kept = 0;
+    int rc = 0;
+
+    for (i = 0; i < m->n_entries; i++) {
+        pd_entry *e = &m->entries[i];
+        int left = rc == 0 && e->tensor ? m->leave_out(m->leave_out_payload, e->name) : 0;
+        if (left < 0)
+            rc = left;
+        if (left > 0) {
+            m->left_out_with_state += has_state(e);
+            free_entry(e);
+        } else {
+            m->entries[kept++] = *e;
+        }
+    }
+    m->n_entries = kept;
+    return rc;
+}
+
+/* Every tensor's layout, from the spec: with a hook to leave tensors out, one the spec does
+ * not know is refused with the way to leave it out. */
+static int classify(ckpt_paddle_model *m, const ckpt_map_params *params, pd_entry *e)
+{
+    char why[512];
+    int rc = ckpt_parallel_classify(m->spec, params, e->name, ckpt_node_ndim(e->shards[0]), &e->layout);
+
+    if (rc == 0 || !m->leave_out)
+        return rc;
+    snprintf(why, sizeof why, "%s", ckpt_error_last()->message);
+    return ckpt_error_setc(rc, CKPT_ERRCLASS_LAYOUT, "%s; leave it out on purpose with --drop PATTERN", why);
+}
+
 static int merge_entries(ckpt_paddle_model *m)
 {
     ckpt_map_params *params = NULL;
     size_t i;
     int tp, rc;
 
-    if ((rc = ckpt_paddle__layout_params(m, m->info.tp, &params)) < 0)
+    if ((m->leave_out && (rc = leave_out_entries(m)) < 0) ||
+        (rc = ckpt_paddle__layout_params(m, m->info.tp, &params)) < 0)
         goto done;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         pd_entry *e = &m->entries[i];
@@ -334,7 +393,7 @@ static int merge_entries(ckpt_paddle_model *m)
                                      "%s: TP rank %d of stage %d holds no tensor '%s' (TP rank %d does)",
                                      ckpt_paddle__where(m), tp, e->pp, e->name, tp ? 0 : 1);
         if (rc == 0 &&
-            ((rc = ckpt_parallel_classify(m->spec, params, e->name, ckpt_node_ndim(e->shards[0]), &e->layout)) < 0 ||
+            ((rc = classify(m, params, e)) < 0 ||
              (rc = ckpt_parallel_merge(m->g, &e->layout, e->name, e->shards, (size_t)m->info.tp, &e->full)) < 0) &&
             m->set)
             ckpt_error_prefix("%s", ckpt_set_info_of(m->set)->root);
@@ -448,10 +507,11 @@ int ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g
 
     *out = NULL;
     if (user) {
-        if (user->version != CKPT_PADDLE_MODEL_OPTIONS_VERSION)
-            return ckpt_error_set(CKPT_EINVALID, "ckpt_paddle_model_options version %u, expected %u", user->version,
-                                  CKPT_PADDLE_MODEL_OPTIONS_VERSION);
-        opts = *user;
+        if (user->version != 1 && user->version != CKPT_PADDLE_MODEL_OPTIONS_VERSION)
+            return ckpt_error_set(CKPT_EINVALID, "ckpt_paddle_model_options version %u, expected 1 to %u",
+                                  user->version, CKPT_PADDLE_MODEL_OPTIONS_VERSION);
+        /* a version 1 caller's struct ends before leave_out */
+        memcpy(&opts, user, user->version == 1 ? offsetof(ckpt_paddle_model_options, leave_out) : sizeof opts);
     }
     if (strcmp(ckpt_set_info_of(set)->layout, "paddle") != 0)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: a %s checkpoint, not a PaddleNLP directory",
@@ -460,6 +520,8 @@ int ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g
         return ckpt_error_oom();
     m->set = set;
     m->g = g;
+    m->leave_out = opts.leave_out;
+    m->leave_out_payload = opts.leave_out_payload;
     if ((rc = load_spec(m, opts.spec_map)) < 0)
         goto fail;
     if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = ckpt_paddle__check_files(m)) < 0 ||
@@ -478,19 +540,12 @@ fail:
 
 void ckpt_paddle_model_close(ckpt_paddle_model *m)
 {
-    size_t i, s;
+    size_t i;
 
     if (!m)
         return;
-    for (i = 0; i < m->n_entries; i++) {
-        pd_entry *e = &m->entries[i];
-        for (s = 0; e->states && s <= PD_MAX_KINDS; s++)
-            free(e->states[s].shards);
-        free(e->states);
-        free(e->shards);
-        free(e->var);
-        free(e->name);
-    }
+    for (i = 0; i < m->n_entries; i++)
+        free_entry(&m->entries[i]);
     for (i = 0; i < m->n_kinds; i++)
         free(m->kinds[i]);
     free(m->kinds);

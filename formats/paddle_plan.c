@@ -5,7 +5,6 @@
 
 #include <ckpt/sys/common.h>
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,107 +456,10 @@ static int build_optimizer(target_ctx *c, int tp, int pp)
 
 /* ---- the other files ---- */
 
-/* PaddleNLP's config.json is json.dumps(indent=2, sort_keys=True): one top-level key per
- * line, "\n  \"key\": value". The line of `key` (its start, and the start of the next top-level
- * line or of the closing brace), or where it would go in key order. */
-static int find_key_line(const char *text, const char *key, const char **line, const char **next)
-{
-    size_t klen = strlen(key);
-    const char *p = text;
-
-    *line = *next = NULL;
-    while ((p = strstr(p, "\n  \"")) != NULL) {
-        const char *name = p + 4, *end = strchr(name, '"');
-        int c;
-        if (!end)
-            break;
-        c = strncmp(name, key, klen < (size_t)(end - name) ? (size_t)(end - name) : klen);
-        if (c == 0 && (size_t)(end - name) != klen)
-            c = (size_t)(end - name) < klen ? -1 : 1;
-        if (c >= 0) {
-            const char *after = strstr(end, "\n  \"");
-            *line = p;
-            *next = after ? after : strstr(end, "\n}");
-            return c == 0;
-        }
-        p = end;
-    }
-    *line = strstr(text, "\n}");
-    return 0;
-}
-
-/* `text` with top-level `key` set to value_json (NULL: removed), added in key order when
- * absent; everything else as it was. */
-static int set_config_key(const char *text, const char *key, const char *value_json, ckpt_buf *out)
-{
-    const char *line, *next;
-    int found = find_key_line(text, key, &line, &next), rc = 0;
-
-    if (!line || (found && !next))
-        return ckpt_buf_puts(out, text);
-    if (found) {
-        /* the line's own comma stays with it unless it was the last one */
-        int last = next[1] == '}';
-        rc = ckpt_buf_append(out, text, (size_t)(line - text));
-        if (rc == 0 && value_json)
-            rc = ckpt_buf_printf(out, "\n  \"%s\": %s%s", key, value_json, last ? "" : ",");
-        else if (rc == 0 && last && out->len && out->data[out->len - 1] == ',')
-            out->len--;
-        return rc == 0 ? ckpt_buf_puts(out, next) : rc;
-    }
-    if (!value_json)
-        return ckpt_buf_puts(out, text);
-    if (line[1] == '}') {
-        /* the new last key: the one before it gets a comma */
-        rc = ckpt_buf_append(out, text, (size_t)(line - text));
-        if (rc == 0)
-            rc = ckpt_buf_printf(out, ",\n  \"%s\": %s", key, value_json);
-        return rc == 0 ? ckpt_buf_puts(out, line) : rc;
-    }
-    rc = ckpt_buf_append(out, text, (size_t)(line - text));
-    if (rc == 0)
-        rc = ckpt_buf_printf(out, "\n  \"%s\": %s,", key, value_json);
-    return rc == 0 ? ckpt_buf_puts(out, line) : rc;
-}
-
-/* config.json as PaddleNLP's save_pretrained writes it at layout t: tensor_parallel_degree
- * absent at TP 1 without a pipeline (its default) and, for PaddleNLP 3, at TP 1 with one, else
- * the TP size; the architecture the
- * pipeline model (LlamaForCausalLMPipe) records when PP > 1. */
-static int config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out)
-{
-    ckpt_buf step = CKPT_BUF_INIT;
-    char degree[32];
-    const char *arch, *other, *at;
-    int rc;
-
-    snprintf(degree, sizeof degree, "%d", t->tp);
-    /* LlamaForCausalLMPipe sets 1 at TP 1, which PaddleNLP 3, where 1 is the default, leaves out */
-    if ((rc = set_config_key(m->config_text, "tensor_parallel_degree",
-                             t->tp > 1 || (t->pp > 1 && ckpt_paddle__config_major(m) < 3) ? degree : NULL, &step)) <
-        0)
-        goto done;
-    arch = t->pp > 1 ? "\"LlamaForCausalLMPipe\"" : "\"LlamaForCausalLM\"";
-    other = t->pp > 1 ? "\"LlamaForCausalLM\"" : "\"LlamaForCausalLMPipe\"";
-    /* the architectures list names the class; other model families are left as they are */
-    if ((at = strstr((const char *)step.data, other)) != NULL) {
-        rc = ckpt_buf_append(out, step.data, (size_t)(at - (const char *)step.data));
-        if (rc == 0)
-            rc = ckpt_buf_puts(out, arch);
-        if (rc == 0)
-            rc = ckpt_buf_puts(out, at + strlen(other));
-    } else {
-        rc = ckpt_buf_append(out, step.data, step.len);
-    }
-done:
-    ckpt_buf_dispose(&step);
-    return rc;
-}
-
 static int add_config(target_ctx *c, const char *rel)
 {
     ckpt_buf cfg = CKPT_BUF_INIT;
-    int rc = config_for(c->m, &c->t, &cfg);
+    int rc = ckpt_paddle__config_for(c->m, &c->t, &cfg);
 
     if (rc == 0)
         rc = ckpt_plan_add_bytes(c->plan, rel, cfg.data, cfg.len);
@@ -593,6 +495,11 @@ int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_pla
     target_ctx c;
     int tp, pp, rc;
 
+    if (m->left_out_with_state && m->info.has_optimizer && !t->drop_optimizer)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %zu parameter%s with optimizer state left out (--drop), and the optimizer files "
+                               "would keep no state for it: --no-optimizer writes a model-only checkpoint",
+                               ckpt_paddle__where(m), m->left_out_with_state, m->left_out_with_state == 1 ? "" : "s");
     if ((rc = ctx_init(&c, m, t)) < 0)
         goto done;
     c.plan = plan;

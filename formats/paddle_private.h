@@ -90,6 +90,9 @@ struct ckpt_paddle_model {
     int reorder;               /* the tensors did not come in state-dict order (safetensors files
                                   sort them by name; another framework's order): put them in the
                                   spec's */
+    int (*leave_out)(void *payload, const char *name); /* ckpt_paddle_model_options */
+    void *leave_out_payload;
+    size_t left_out_with_state; /* parameters left out that had optimizer state */
 };
 
 /* The directory, or what else names the model, for messages. */
@@ -125,6 +128,8 @@ int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
 /* PaddleNLP's major version by config.json's paddlenlp_version: 3.x writes its version, 2.x
  * null; a config without the key (written by another tool) is taken as the current, 3. */
 int ckpt_paddle__config_major(const ckpt_paddle_model *m);
+/* The model's config.json for layout t (paddle_config.c). */
+int ckpt_paddle__config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out);
 /* Refuses TP tp when it keeps the KV heads whole on every rank and the model holds q, k and v
  * fused in one tensor (qkv_proj, Transformer Engine's layernorm_qkv), which is cut by KV
  * group (paddle_check.c). */

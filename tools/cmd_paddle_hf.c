@@ -150,6 +150,8 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
     int rc;
 
     mo.no_optimizer = 1;
+    mo.leave_out = cli_plan_leave_out;
+    mo.leave_out_payload = plan;
     if ((rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
         goto done;
     info = ckpt_paddle_model_info_of(m);
@@ -165,12 +167,9 @@ static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
         rc = ckpt_error_oom();
         goto done;
     }
-    for (i = 0, n = 0; i < ckpt_paddle_model_tensor_count(m) && rc == 0; i++) {
-        in[n].name = ckpt_paddle_model_tensor_at(m, i, &in[n].node, NULL);
-        if ((rc = ckpt_plan_leave_out(plan, in[n].name, NULL)) == 0)
-            n++;
-    }
-    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
+    for (i = 0; i < n; i++)
+        in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
+    if ((rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
         (rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
         (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, info->config)) < 0 ||

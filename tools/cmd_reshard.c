@@ -108,10 +108,10 @@ static void reshard_help(FILE *out)
 "  --dry-run                print every output file and tensor with its sources; write nothing\n"
 "  --json                   one JSON report on stdout (also with --dry-run)\n"
 "  --drop PATTERN           leave out the input tensors PATTERN matches (a glob over\n"
-"                           the whole name; repeatable; Megatron, torch format); a\n"
-"                           tensor no layout rule takes is an error unless dropped.\n"
-"                           The report lists them; a parameter dropped needs\n"
-"                           --no-optimizer\n"
+"                           the whole name; repeatable; Megatron torch format and\n"
+"                           PaddleNLP); a tensor no layout rule takes is an error\n"
+"                           unless dropped. The report lists them; a parameter dropped\n"
+"                           (PaddleNLP: one with optimizer state) needs --no-optimizer\n"
 "  --memory SIZE            working-memory budget (default 512M)\n"
 "  --threads N              worker threads (default: all cores)\n"
 "  --force                  write into a non-empty OUT\n"
@@ -257,7 +257,6 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
                                 : a->true_vocab                     ? "--true-vocab-size"
                                 : a->iteration >= 0                 ? "--iteration"
                                 : a->target.extra_state != CKPT_MEGATRON_EXTRA_COPY ? "--extra-state"
-                                : a->p.n_drop                       ? "--drop"
                                                                     : NULL;
 
     if (megatron_only)

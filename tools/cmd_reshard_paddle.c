@@ -39,7 +39,12 @@ int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
 
     memset(&rep, 0, sizeof rep);
     mo.no_optimizer = j->no_optimizer;
-    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
+    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = cli_plan_drop_option(plan, j->p)) < 0)
+        goto done;
+    mo.leave_out = cli_plan_leave_out;
+    mo.leave_out_payload = plan;
+    if ((rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 ||
+        (rc = ckpt_plan_check_drop_patterns(plan)) < 0)
         goto done;
     info = ckpt_paddle_model_info_of(m);
     t.tp = j->tp_set ? j->tp : info->tp;
@@ -64,6 +69,7 @@ int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
         rc = print_json(j, info, plan, &rep, cli_now() - start);
     } else if (!j->p->quiet) {
         char size[32];
+        cli_plan_print_dropped(plan, j->p);
         fprintf(stderr, "wrote %s: PaddleNLP TP %d, PP %d -> TP %d, PP %d, %zu files, %s%s in %.2f s\n", j->out,
                 info->tp, info->pp, t.tp, t.pp, rep.files, cli_human_size(rep.bytes_written, size, sizeof size),
                 info->has_optimizer && !j->no_optimizer

@@ -166,6 +166,12 @@ int pd_run_layout(const pd_layout_job *j)
     info = ckpt_paddle_model_info_of(model);
     t.tp = j->tp ? j->tp : info->tp;
     t.pp = j->pp ? j->pp : info->pp;
+    /* the layout PaddleNLP can run first, then what the TE tensors can hold of it */
+    if (j->to_te && ((rc = ckpt_paddle_layout_check(info->config ? info->config : j->in, info->config_json,
+                                                    info->num_layers, t.tp, t.pp)) < 0 ||
+                     (rc = ckpt_paddle_fused_kv_check(info->config ? info->config : j->in, info->config_json, t.tp,
+                                                      "Transformer Engine's fused layernorm_qkv")) < 0))
+        goto done;
     for (pp = 0; pp < t.pp && rc == 0; pp++)
         for (tp = 0; tp < t.tp && rc == 0; tp++)
             rc = plan_rank(j, model, &t, plan, tp, pp);

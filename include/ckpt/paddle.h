@@ -108,10 +108,18 @@ typedef struct ckpt_paddle_model_options {
     unsigned version;
     const ckpt_map *spec_map;   /* its "parallel" section; NULL: the built-in paddlenlp_llama */
     int no_optimizer;           /* leave the .pdopt files unread */
+    /* version 2 */
+    /* Asked for each tensor of the model files (its structured name) before it joins the
+     * model: 1 leaves it out, 0 keeps it, < 0 is an error. NULL keeps every one
+     * (ckpt_plan_leave_out fits). With a hook, a tensor the spec's layout rules do not know
+     * is refused with a hint to leave it out. A parameter left out that has optimizer state
+     * makes ckpt_paddle_plan refuse to write the optimizer files. */
+    int (*leave_out)(void *payload, const char *name);
+    void *leave_out_payload;
 } ckpt_paddle_model_options;
 
-#define CKPT_PADDLE_MODEL_OPTIONS_VERSION 1
-#define CKPT_PADDLE_MODEL_OPTIONS_INIT { CKPT_PADDLE_MODEL_OPTIONS_VERSION, NULL, 0 }
+#define CKPT_PADDLE_MODEL_OPTIONS_VERSION 2
+#define CKPT_PADDLE_MODEL_OPTIONS_INIT { CKPT_PADDLE_MODEL_OPTIONS_VERSION, NULL, 0, NULL, NULL }
 
 /* The set must be of layout "paddle" and outlive the model; nodes are built in g. Errors of
  * class CKPT_ERRCLASS_LAYOUT name the file and the tensor: a missing rank, shards that do
@@ -174,6 +182,13 @@ typedef struct ckpt_paddle_target {
  * ckpt_paddle_model_rank check their target with it. */
 CKPT_EXTERN(int) ckpt_paddle_layout_check(const char *where, const char *config_json, int64_t num_layers, int tp,
                                           int pp);
+
+/* Whether rank files of TP tp can hold `fused` (words naming a tensor of q, k and v together,
+ * cut by KV group, such as Transformer Engine's layernorm_qkv): PaddleNLP keeps
+ * num_key_value_heads whole on every rank when tp does not divide it, which such a tensor
+ * cannot be. CKPT_EINVALID of class CKPT_ERRCLASS_LAYOUT naming `where`, the head count and
+ * the TP size to choose; config errors as ckpt_paddle_layout_check's. */
+CKPT_EXTERN(int) ckpt_paddle_fused_kv_check(const char *where, const char *config_json, int tp, const char *fused);
 
 /* The tensors of target rank (tp, pp)'s model file, in state-dict order: names[i] <- nodes[i],
  * lazily cut from the full tensors. The arrays are malloc'd (free them); the names are

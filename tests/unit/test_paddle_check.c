@@ -52,6 +52,21 @@ CKPT_TEST(test_paddle_layout_check_paddlenlp_constraints)
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", NULL, 2, 0, 1), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "TP 0");
 }
 
+/* A tensor of q, k and v cut by KV group (Transformer Engine's layernorm_qkv) needs the KV
+ * heads split over the ranks, not kept whole. */
+CKPT_TEST(test_paddle_fused_kv_check)
+{
+    ASSERT_OK(ckpt_paddle_fused_kv_check("c", LLAMA, 1, "layernorm_qkv"));
+    ASSERT_OK(ckpt_paddle_fused_kv_check("c", LLAMA, 2, "layernorm_qkv"));
+    ASSERT_OK(ckpt_paddle_fused_kv_check("c", NULL, 4, "layernorm_qkv"));
+    ASSERT_REFUSED(ckpt_paddle_fused_kv_check("c", LLAMA, 4, "layernorm_qkv"), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                   "c: TP 4: 2 key/value heads do not divide over 4 tensor-parallel ranks, so PaddleNLP keeps them "
+                   "whole on every rank, which layernorm_qkv (cut by KV group) cannot hold; choose a TP size that "
+                   "divides num_key_value_heads");
+    ASSERT_REFUSED(ckpt_paddle_fused_kv_check("c", "[1]", 4, "layernorm_qkv"), CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                   "not a JSON object");
+}
+
 CKPT_TEST(test_paddle_layout_check_config_sizes)
 {
     static const struct {

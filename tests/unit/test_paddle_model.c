@@ -1,7 +1,8 @@
 /* PaddleNLP checkpoints as one logical model (ckpt/paddle.h) on the fixtures PaddleNLP
  * itself wrote (testdata/paddlenlp, see testdata/gen/README_paddlenlp_reshard.md): rank
  * coordinates from file names, the merged full tensors of every layout, plans and config.json
- * at other layouts, the per-rank cut, models built shard by shard, and the layout errors. Plans are executed and compared, tensor by
+ * at other layouts, the per-rank cut, models built shard by shard, tensors left out by the
+ * caller's hook, and the layout errors. Plans are executed and compared, tensor by
  * tensor and value by value, with the files PaddleNLP wrote for the target layout. */
 #include "test.h"
 
@@ -691,4 +692,76 @@ CKPT_TEST(test_paddle_model_given_names_are_written)
     ckpt_close(out);
     ckpt_plan_free(plan);
     ckpt_close(src);
+}
+
+/* Leaves out llama.norm.weight; counts the tensors it was asked about. */
+static int leave_out_norm(void *payload, const char *name)
+{
+    ++*(size_t *)payload;
+    return strcmp(name, "llama.norm.weight") == 0;
+}
+
+static int refuse_all(void *payload, const char *name)
+{
+    (void)name;
+    ++*(size_t *)payload;
+    return CKPT_EINVALID;
+}
+
+CKPT_TEST(test_paddle_model_leave_out_hook)
+{
+    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
+    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
+    ckpt_map *spec = NULL;
+    size_t asked = 0, all;
+    opened o;
+
+    ASSERT_OK(open_model(&o, "fp32_tp2", 1));
+    all = ckpt_paddle_model_tensor_count(o.m);
+    close_model(&o);
+
+    /* a spec given by the caller: the LLaMA checks, which need the final norm, are not run */
+    ASSERT_OK(ckpt_map_builtin(&spec, "paddlenlp_llama"));
+    mo.spec_map = spec;
+    mo.leave_out = leave_out_norm;
+    mo.leave_out_payload = &asked;
+    ASSERT_OK(ckpt_set_open(&o.set, ckpt_test_data("paddlenlp/fp32_tp2"), NULL));
+    ASSERT_OK(ckpt_plan_new(&o.plan));
+    ASSERT_OK(ckpt_paddle_model_open(&o.m, o.set, ckpt_plan_graph(o.plan), &mo));
+    ASSERT_EQ_INT((long long)asked, (long long)all);
+    ASSERT_EQ_INT((long long)ckpt_paddle_model_tensor_count(o.m), (long long)all - 1);
+    ASSERT_TRUE(find(o.m, "llama.norm.weight", NULL) == NULL);
+    /* its optimizer state left with it: the optimizer files cannot be written, the model files can */
+    t.tp = 1;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_paddle_plan(o.m, &t, o.plan));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_ERROR_MENTIONS("1 parameter with optimizer state left out (--drop)");
+    ASSERT_ERROR_MENTIONS("--no-optimizer");
+    t.drop_optimizer = 1;
+    ASSERT_OK(ckpt_paddle_plan(o.m, &t, o.plan));
+    close_model(&o);
+
+    /* the hook's error is the open's, and it is asked no more */
+    mo.leave_out = refuse_all;
+    asked = 0;
+    ASSERT_OK(ckpt_set_open(&o.set, ckpt_test_data("paddlenlp/fp32_tp2"), NULL));
+    ASSERT_OK(ckpt_plan_new(&o.plan));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_paddle_model_open(&o.m, o.set, ckpt_plan_graph(o.plan), &mo));
+    ASSERT_EQ_INT((long long)asked, 1);
+    ASSERT_TRUE(o.m == NULL);
+    close_model(&o);
+
+    /* a version 1 caller's struct ends before the hook: whatever follows is not read */
+    mo.version = 1;
+    ASSERT_OK(ckpt_set_open(&o.set, ckpt_test_data("paddlenlp/fp32_tp2"), NULL));
+    ASSERT_OK(ckpt_plan_new(&o.plan));
+    ASSERT_OK(ckpt_paddle_model_open(&o.m, o.set, ckpt_plan_graph(o.plan), &mo));
+    ASSERT_EQ_INT((long long)ckpt_paddle_model_tensor_count(o.m), (long long)all);
+    close_model(&o);
+    mo.version = 3;
+    ASSERT_OK(ckpt_set_open(&o.set, ckpt_test_data("paddlenlp/fp32_tp2"), NULL));
+    ASSERT_OK(ckpt_plan_new(&o.plan));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_paddle_model_open(&o.m, o.set, ckpt_plan_graph(o.plan), &mo));
+    close_model(&o);
+    ckpt_map_free(spec);
 }
