@@ -325,7 +325,9 @@ static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char
 static int not_llama(const check_ctx *c, const char *name)
 {
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: tensor %s is not a weight of the %s model %s describes", c->weights, name,
+                           "%s: tensor %s is not a weight of the %s model %s describes; leave it out on purpose with "
+                           "--drop PATTERN",
+                           c->weights, name,
                            c->d->family == CKPT_HF_QWEN2     ? "Qwen2"
                            : c->d->family == CKPT_HF_MISTRAL ? "Mistral"
                                                              : "LLaMA",

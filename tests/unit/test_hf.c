@@ -283,7 +283,8 @@ CKPT_TEST(test_hf_llama_tensors_match_config)
     tiny_build(&m);
     tiny_add(&m, "model.extra.weight", CKPT_DTYPE_F32, 64, 0);
     ASSERT_FAILS(CKPT_EFORMAT, tiny_check(&d, &m));
-    ASSERT_ERROR_MENTIONS("tensor model.extra.weight is not a weight of the LLaMA model cfg/config.json describes");
+    ASSERT_ERROR_MENTIONS("tensor model.extra.weight is not a weight of the LLaMA model cfg/config.json describes; "
+                          "leave it out on purpose with --drop PATTERN");
     tiny_build(&m);
     tiny_add(&m, "model.layers.01.input_layernorm.weight", CKPT_DTYPE_F32, 64, 0);
     ASSERT_FAILS(CKPT_EFORMAT, tiny_check(&d, &m));
