@@ -27,7 +27,9 @@ static void mcore2hf_help(FILE *out)
 "OUT/config.json (LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM: args'\n"
 "hf_model_type, else add_qkv_bias is qwen2, a window_size mistral, anything else llama;\n"
 "head_dim, key/value heads, rope_theta and llama3 scaling, rms_norm_eps, sliding_window,\n"
-"vocab_size = the true vocabulary) and model.safetensors, sharded like transformers'\n"
+"vocab_size = the true vocabulary, the token ids hf2mcore kept; args without them leave\n"
+"them to transformers' defaults, and the report says so), generation_config.json where\n"
+"hf2mcore kept it, and model.safetensors, sharded like transformers'\n"
 "save_pretrained above --max-shard-size (model-00001-of-0000N.safetensors +\n"
 "model.safetensors.index.json).\n"
 "\n"
@@ -178,6 +180,22 @@ static int check_config(const mcore2hf_args *a, const ckpt_buf *config, const ch
 /* Left out of every conversion, and listed. */
 #define EXTRA_STATE_RULE "module metadata (_extra_state), which a Hugging Face model has no place for"
 
+/* generation_config.json where hf2mcore kept it; a note on what config.json takes from
+ * defaults. */
+static int add_carried(ckpt_plan *plan, const ckpt_value *args)
+{
+    ckpt_buf b = CKPT_BUF_INIT;
+    int rc;
+
+    if ((rc = ckpt_hf_generation_config_of(args, &b)) == 0 && b.len)
+        rc = ckpt_plan_add_bytes(plan, "generation_config.json", b.data, b.len);
+    ckpt_buf_clear(&b);
+    if (rc == 0 && (rc = ckpt_hf_llama_config_note(args, &b)) == 0 && b.len)
+        rc = ckpt_plan_note(plan, "config.json", (const char *)b.data);
+    ckpt_buf_dispose(&b);
+    return rc;
+}
+
 static int print_json(const mcore2hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -279,7 +297,8 @@ static int run(const mcore2hf_args *a)
         (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
                                    &config)) < 0 ||
         (rc = check_config(a, &config, names, nodes, n_out)) < 0 ||
-        (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0)
+        (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0 ||
+        (rc = add_carried(plan, ckpt_megatron_args(m))) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
         rc = print_json(a, plan, NULL, 0);
