@@ -1,7 +1,9 @@
 # What config.json says that Megatron's own args cannot (token ids, an eos_token_id list,
 # pad_token_id) and generation_config.json come back from hf2mcore -> mcore2hf for every
 # fixture transformers wrote, with the fields args do carry (tie_word_embeddings, dtype,
-# initializer_range). A Megatron-trained checkpoint has none: the report says config.json
+# initializer_range), and every other key of config.json as it was (Qwen2's max_window_layers
+# becomes the layer count: no window is used, use_sliding_window is false). A
+# Megatron-trained checkpoint has none: the report says config.json
 # leaves them to transformers' defaults.
 set -e
 compare() {
@@ -14,7 +16,11 @@ def get(c, k):
     return c.get(k)
 keys = ["bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings", "dtype", "initializer_range"]
 lost = [f"{k}: {get(a, k)!r} -> {get(b, k)!r}" for k in keys if get(a, k) != get(b, k)]
-print("; ".join(lost) if lost else "same " + ", ".join(f"{k}={json.dumps(get(a, k))}" for k in keys[:3]))
+print("; ".join(lost) if lost else "same " + ", ".join(f"{k}={json.dumps(get(a, k))}" for k in keys[:3]), end="")
+# every other key: none lost (null is absent; transformers_version names the writer) or changed
+other = sorted(k for k in a if k not in keys + ["torch_dtype", "transformers_version"] and a[k] is not None
+               and a[k] != b.get(k))
+print("".join(f"; {k}: {json.dumps(a[k])} -> {json.dumps(b.get(k))}" for k in other))
 PY
     if [ -e "$1/generation_config.json" ]; then cmp "$1/generation_config.json" "$2/generation_config.json"; fi
 }
