@@ -351,11 +351,7 @@ static int not_llama(const check_ctx *c, const char *name)
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                            "%s: tensor %s is not a weight of the %s model %s describes; leave it out on purpose with "
                            "--drop PATTERN",
-                           c->weights, name,
-                           c->d->family == CKPT_HF_QWEN2     ? "Qwen2"
-                           : c->d->family == CKPT_HF_MISTRAL ? "Mistral"
-                                                             : "LLaMA",
-                           c->config);
+                           c->weights, name, ckpt_hf_family_title(c->d->family), c->config);
 }
 
 /* One tensor of the files: a weight the config implies, with its shape, or an error naming it. */

@@ -33,6 +33,8 @@ typedef enum ckpt_hf_family {
 
 /* "llama", "mistral", "qwen2"; NULL for a value that is no family. */
 CKPT_EXTERN(const char *) ckpt_hf_family_name(ckpt_hf_family f);
+/* The family as people write it, for messages: "LLaMA", "Mistral", "Qwen2"; NULL as above. */
+CKPT_EXTERN(const char *) ckpt_hf_family_title(ckpt_hf_family f);
 
 /* The family model_type `name` names; CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL), naming `what`
  * and listing the known ones, for any other. */

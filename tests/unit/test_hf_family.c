@@ -28,6 +28,10 @@ CKPT_TEST(test_hf_family_names)
 
     ASSERT_EQ_STR(ckpt_hf_family_name(CKPT_HF_QWEN2), "qwen2");
     ASSERT_TRUE(ckpt_hf_family_name((ckpt_hf_family)7) == NULL);
+    ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_LLAMA), "LLaMA");
+    ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_MISTRAL), "Mistral");
+    ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_QWEN2), "Qwen2");
+    ASSERT_TRUE(ckpt_hf_family_title((ckpt_hf_family)7) == NULL);
     ASSERT_OK(ckpt_hf_family_parse("x", "mistral", &f));
     ASSERT_EQ_INT(f, CKPT_HF_MISTRAL);
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_hf_family_parse("x", "qwen2_moe", &f));
