@@ -219,15 +219,35 @@ static int arg_set(const ckpt_value *args, const char *name)
            !(v->kind == CKPT_VAL_INT && v->u.integer == 0);
 }
 
-/* Args that change what the model computes in a way no config of ours says. */
-static int check_args_fit(const ckpt_value *args)
+static int arg_is_str(const ckpt_value *args, const char *name, const char **out)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+
+    *out = v && v->kind == CKPT_VAL_STR ? v->u.str.ptr : NULL;
+    return *out != NULL;
+}
+
+int ckpt_hf_llama_args_check(const ckpt_value *args)
 {
     static const char *const unsupported[] = { "rotary_interleaved", "rotary_seq_len_interpolation_factor",
                                                "qk_layernorm", "num_experts", "multi_latent_attention",
                                                "window_attn_skip_freq", "no_rope_freq" };
-    const ckpt_value *v;
+    const ckpt_value *v = ckpt_megatron_arg(args, "swiglu");
+    const char *s;
     size_t i;
 
+    if (!v || v->kind != CKPT_VAL_BOOL || !v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.swiglu is not True");
+    if (arg_is_str(args, "normalization", &s) && strcmp(s, "RMSNorm") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.normalization is %s, not RMSNorm", s);
+    if (arg_is_str(args, "position_embedding_type", &s) && strcmp(s, "rope") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.position_embedding_type is %s, not rope", s);
+    if ((v = ckpt_megatron_arg(args, "add_bias_linear")) && v->kind == CKPT_VAL_BOOL && v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.add_bias_linear is True (LLaMA has no linear biases)");
     for (i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (arg_set(args, unsupported[i]))
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
@@ -237,10 +257,6 @@ static int check_args_fit(const ckpt_value *args)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "args.rotary_percent is not 1 (RoPE on part of each head), which no Hugging Face "
                                "llama, mistral or qwen2 config says");
-    if ((v = ckpt_megatron_arg(args, "position_embedding_type")) && v->kind == CKPT_VAL_STR &&
-        strcmp(v->u.str.ptr, "rope") != 0)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "args.position_embedding_type is %s, not rope", v->u.str.ptr);
     return 0;
 }
 
@@ -319,7 +335,7 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
         d.rope_high_freq_factor = 4.0;
         d.rope_original_max_positions = 8192;
     }
-    if ((rc = check_args_fit(args)) < 0 || (rc = window_of(args, &d.sliding_window)) < 0 ||
+    if ((rc = ckpt_hf_llama_args_check(args)) < 0 || (rc = window_of(args, &d.sliding_window)) < 0 ||
         (rc = family_of(args, &d, &d.family)) < 0 || (rc = ckpt_hf__tokens_from_args(args, &d)) < 0)
         return rc;
     return ckpt_hf_llama_config_json(&d, b);

@@ -99,27 +99,6 @@ static int parse_args(int argc, char **argv, mcore2hf_args *a)
     return 0;
 }
 
-/* The model must be one transformers' LlamaForCausalLM can hold. */
-static int check_llama(const ckpt_megatron *m)
-{
-    const ckpt_value *args = ckpt_megatron_args(m);
-    const ckpt_value *v;
-
-    if (!(v = ckpt_megatron_arg(args, "swiglu")) || v->kind != CKPT_VAL_BOOL || !v->u.boolean)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT, "not a LLaMA-style model: args.swiglu is not True");
-    if ((v = ckpt_megatron_arg(args, "normalization")) && v->kind == CKPT_VAL_STR && strcmp(v->u.str.ptr, "RMSNorm"))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "not a LLaMA-style model: args.normalization is %s, not RMSNorm", v->u.str.ptr);
-    if ((v = ckpt_megatron_arg(args, "position_embedding_type")) && v->kind == CKPT_VAL_STR &&
-        strcmp(v->u.str.ptr, "rope"))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "not a LLaMA-style model: args.position_embedding_type is %s, not rope", v->u.str.ptr);
-    if ((v = ckpt_megatron_arg(args, "add_bias_linear")) && v->kind == CKPT_VAL_BOOL && v->u.boolean)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "not a LLaMA-style model: args.add_bias_linear is True (LLaMA has no linear biases)");
-    return 0;
-}
-
 static int64_t arg_int(const ckpt_megatron *m, const char *name, int64_t fallback)
 {
     const ckpt_value *v = ckpt_megatron_arg(ckpt_megatron_args(m), name);
@@ -237,7 +216,7 @@ static int run(const mcore2hf_args *a)
         goto done;
     mo.leave_out = cli_plan_leave_out;
     mo.leave_out_payload = plan;
-    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = check_llama(m)) < 0)
+    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = ckpt_hf_llama_args_check(ckpt_megatron_args(m))) < 0)
         goto done;
     inputs = calloc(ckpt_megatron_tensor_count(m) + 1, sizeof *inputs);
     if (!inputs) {

@@ -135,13 +135,18 @@ CKPT_EXTERN(int) ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf
  * them, see ckpt_hf_llama_config_note). The family is args.hf_model_type where
  * hf2mcore recorded it; for args without it (a model Megatron trained) it is decided from
  * what the args compute: add_qkv_bias is qwen2, a window_size mistral, anything else llama.
- * Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL), naming the arg: a recorded family that
- * is not known or that the args contradict (q/k/v biases, a window), and what no config of
- * the family computes: rotary_percent other than 1, rotary_interleaved,
- * rotary_seq_len_interpolation_factor, qk_layernorm, experts, multi-latent attention,
- * window_attn_skip_freq, no_rope_freq, a position_embedding_type other than rope. */
+ * Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL), naming the arg: args that
+ * ckpt_hf_llama_args_check refuses, and a recorded family that is not known or that the args
+ * contradict (q/k/v biases, a window). */
 CKPT_EXTERN(int) ckpt_hf_llama_config(const ckpt_value *megatron_args, int64_t true_vocab, ckpt_dtype dtype,
                                       ckpt_buf *out);
+
+/* Whether Megatron args describe a model a Hugging Face llama, mistral or qwen2 computes
+ * alike: SwiGLU, RMSNorm, RoPE, no add_bias_linear; none of what no such config says
+ * (rotary_percent other than 1, rotary_interleaved, rotary_seq_len_interpolation_factor,
+ * qk_layernorm, experts, multi-latent attention, window_attn_skip_freq, no_rope_freq).
+ * CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL) naming the first arg that is not. */
+CKPT_EXTERN(int) ckpt_hf_llama_args_check(const ckpt_value *megatron_args);
 
 /* What ckpt_hf_llama_config takes from defaults for these args, as a line for the report
  * (appended to out; nothing when args came from hf2mcore): for args without hf_model_type
