@@ -81,20 +81,43 @@ int ckpt_hf__get_bool(const cJSON *cfg, const char *path, const char *name, int 
     return 0;
 }
 
-/* A token id is an integer below vocab_size; -1 and anything not a number (null, a list of
- * end tokens) are left out of what is written. */
-static int get_token(const cJSON *cfg, const char *path, const char *name, int64_t vocab, int64_t *out)
+static int token_id(const cJSON *v, const char *path, const char *name, int64_t vocab, int64_t *out)
 {
-    const cJSON *v = ckpt_hf__field(cfg, name);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < -1 ||
+        v->valuedouble >= (double)vocab)
+        return cJSON_IsNumber(v) ? ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                                   "%s: %s is %.15g, not a token id below vocab_size %lld", path,
+                                                   name, v->valuedouble, (long long)vocab)
+                                 : ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                                   "%s: %s is not a token id (an integer)", path, name);
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+/* A token id is an integer below vocab_size; -1 and null are none. eos_token_id may be a
+ * list (list, n: NULL for the others), which is kept as it is, for the way back. */
+static int get_token(const cJSON *cfg, const char *path, const char *name, int64_t vocab, int64_t *out,
+                     int64_t *list, int *n)
+{
+    const cJSON *v = ckpt_hf__field(cfg, name), *e;
+    int rc;
 
     *out = -1;
-    if (!cJSON_IsNumber(v))
+    if (!v)
         return 0;
-    if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < -1 || v->valuedouble >= (double)vocab)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "%s: %s is %.15g, not a token id below vocab_size %lld", path, name, v->valuedouble,
-                               (long long)vocab);
-    *out = (int64_t)v->valuedouble;
+    if (!list || !cJSON_IsArray(v))
+        return token_id(v, path, name, vocab, out);
+    *n = 0;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (*n == CKPT_HF_MAX_EOS_TOKENS)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s lists more than %d tokens", path,
+                                   name, CKPT_HF_MAX_EOS_TOKENS);
+        if ((rc = token_id(e, path, name, vocab, &list[*n])) < 0)
+            return rc;
+        if (list[*n] >= 0)
+            ++*n;
+    }
     return 0;
 }
 
@@ -162,9 +185,10 @@ static int parse_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *
         (rope && (rc = ckpt_hf__get_real(rope, path, "rope_theta", 0, 1, 1e300, &d->rope_theta)) < 0) ||
         (rc = ckpt_hf__get_real(cfg, path, "initializer_range", 0, 0, 1e6, &d->initializer_range)) < 0 ||
         (rc = ckpt_hf__get_bool(cfg, path, "tie_word_embeddings", &d->tied)) < 0 ||
-        (rc = get_token(cfg, path, "bos_token_id", d->vocab_size, &d->bos_token_id)) < 0 ||
-        (rc = get_token(cfg, path, "eos_token_id", d->vocab_size, &d->eos_token_id)) < 0 ||
-        (rc = get_token(cfg, path, "pad_token_id", d->vocab_size, &d->pad_token_id)) < 0)
+        (rc = get_token(cfg, path, "bos_token_id", d->vocab_size, &d->bos_token_id, NULL, NULL)) < 0 ||
+        (rc = get_token(cfg, path, "eos_token_id", d->vocab_size, &d->eos_token_id, d->eos_token_list,
+                        &d->n_eos_token_list)) < 0 ||
+        (rc = get_token(cfg, path, "pad_token_id", d->vocab_size, &d->pad_token_id, NULL, NULL)) < 0)
         return rc;
     get_dtype(cfg, &d->dtype);
     return 0;
@@ -325,11 +349,9 @@ static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char
 static int not_llama(const check_ctx *c, const char *name)
 {
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: tensor %s is not a weight of the %s model %s describes", c->weights, name,
-                           c->d->family == CKPT_HF_QWEN2     ? "Qwen2"
-                           : c->d->family == CKPT_HF_MISTRAL ? "Mistral"
-                                                             : "LLaMA",
-                           c->config);
+                           "%s: tensor %s is not a weight of the %s model %s describes; leave it out on purpose with "
+                           "--drop PATTERN",
+                           c->weights, name, ckpt_hf_family_title(c->d->family), c->config);
 }
 
 /* One tensor of the files: a weight the config implies, with its shape, or an error naming it. */

@@ -9,11 +9,11 @@
 #include <string.h>
 
 static const struct {
-    const char *model_type, *arch_prefix, *causal_lm;
+    const char *model_type, *arch_prefix, *causal_lm, *title;
 } families[] = {
-    [CKPT_HF_LLAMA] = { "llama", "LlamaFor", "LlamaForCausalLM" },
-    [CKPT_HF_MISTRAL] = { "mistral", "MistralFor", "MistralForCausalLM" },
-    [CKPT_HF_QWEN2] = { "qwen2", "Qwen2For", "Qwen2ForCausalLM" },
+    [CKPT_HF_LLAMA] = { "llama", "LlamaFor", "LlamaForCausalLM", "LLaMA" },
+    [CKPT_HF_MISTRAL] = { "mistral", "MistralFor", "MistralForCausalLM", "Mistral" },
+    [CKPT_HF_QWEN2] = { "qwen2", "Qwen2For", "Qwen2ForCausalLM", "Qwen2" },
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 #define KNOWN_FAMILIES "llama, mistral, qwen2"
@@ -22,6 +22,11 @@ static const struct {
 const char *ckpt_hf_family_name(ckpt_hf_family f)
 {
     return (unsigned)f < N_FAMILIES ? families[f].model_type : NULL;
+}
+
+const char *ckpt_hf_family_title(ckpt_hf_family f)
+{
+    return (unsigned)f < N_FAMILIES ? families[f].title : NULL;
 }
 
 const char *ckpt_hf__class_name(ckpt_hf_family f)

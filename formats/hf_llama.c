@@ -155,8 +155,14 @@ int ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *b)
     if (d->bos_token_id >= 0)
         ckpt_buf_printf(b, "  \"bos_token_id\": %lld,\n", (long long)d->bos_token_id);
     ckpt_buf_printf(b, "  \"dtype\": \"%s\",\n", ckpt_dtype_name(d->dtype));
-    if (d->eos_token_id >= 0)
+    if (d->n_eos_token_list) {
+        ckpt_buf_puts(b, "  \"eos_token_id\": [");
+        for (i = 0; i < d->n_eos_token_list; i++)
+            ckpt_buf_printf(b, "%s\n    %lld", i ? "," : "", (long long)d->eos_token_list[i]);
+        ckpt_buf_puts(b, "\n  ],\n");
+    } else if (d->eos_token_id >= 0) {
         ckpt_buf_printf(b, "  \"eos_token_id\": %lld,\n", (long long)d->eos_token_id);
+    }
     /* Qwen2Config has no head_dim: Qwen2 of transformers 4 takes hidden_size / heads */
     if (!qwen2 || d->head_dim * d->num_heads != d->hidden_size)
         ckpt_buf_printf(b, "  \"head_dim\": %lld,\n", (long long)d->head_dim);
@@ -181,6 +187,8 @@ int ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf *b)
     ckpt_buf_printf(b, "  \"num_attention_heads\": %lld,\n", (long long)d->num_heads);
     ckpt_buf_printf(b, "  \"num_hidden_layers\": %lld,\n", (long long)d->num_layers);
     ckpt_buf_printf(b, "  \"num_key_value_heads\": %lld,\n", (long long)d->num_kv_heads);
+    if (d->pad_token_id >= 0)
+        ckpt_buf_printf(b, "  \"pad_token_id\": %lld,\n", (long long)d->pad_token_id);
     if (llama)
         ckpt_buf_puts(b, "  \"pretraining_tp\": 1,\n");
     ckpt_buf_puts(b, "  \"rms_norm_eps\": ");
@@ -211,15 +219,35 @@ static int arg_set(const ckpt_value *args, const char *name)
            !(v->kind == CKPT_VAL_INT && v->u.integer == 0);
 }
 
-/* Args that change what the model computes in a way no config of ours says. */
-static int check_args_fit(const ckpt_value *args)
+static int arg_is_str(const ckpt_value *args, const char *name, const char **out)
+{
+    const ckpt_value *v = ckpt_megatron_arg(args, name);
+
+    *out = v && v->kind == CKPT_VAL_STR ? v->u.str.ptr : NULL;
+    return *out != NULL;
+}
+
+int ckpt_hf_llama_args_check(const ckpt_value *args)
 {
     static const char *const unsupported[] = { "rotary_interleaved", "rotary_seq_len_interpolation_factor",
                                                "qk_layernorm", "num_experts", "multi_latent_attention",
                                                "window_attn_skip_freq", "no_rope_freq" };
-    const ckpt_value *v;
+    const ckpt_value *v = ckpt_megatron_arg(args, "swiglu");
+    const char *s;
     size_t i;
 
+    if (!v || v->kind != CKPT_VAL_BOOL || !v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.swiglu is not True");
+    if (arg_is_str(args, "normalization", &s) && strcmp(s, "RMSNorm") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.normalization is %s, not RMSNorm", s);
+    if (arg_is_str(args, "position_embedding_type", &s) && strcmp(s, "rope") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.position_embedding_type is %s, not rope", s);
+    if ((v = ckpt_megatron_arg(args, "add_bias_linear")) && v->kind == CKPT_VAL_BOOL && v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "not a LLaMA-style model: args.add_bias_linear is True (LLaMA has no linear biases)");
     for (i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (arg_set(args, unsupported[i]))
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
@@ -229,10 +257,6 @@ static int check_args_fit(const ckpt_value *args)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "args.rotary_percent is not 1 (RoPE on part of each head), which no Hugging Face "
                                "llama, mistral or qwen2 config says");
-    if ((v = ckpt_megatron_arg(args, "position_embedding_type")) && v->kind == CKPT_VAL_STR &&
-        strcmp(v->u.str.ptr, "rope") != 0)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "args.position_embedding_type is %s, not rope", v->u.str.ptr);
     return 0;
 }
 
@@ -304,7 +328,6 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
     d.tied = !arg_int(args, "untie_embeddings_and_output_weights", 0);
     d.qkv_bias = arg_int(args, "add_qkv_bias", 0) != 0;
     d.dtype = dtype;
-    d.bos_token_id = d.eos_token_id = -1;
     /* Megatron-LM's llama3 scaling: only the factor is an argument */
     if (arg_int(args, "use_rope_scaling", 0)) {
         d.rope_factor = arg_float(args, "rope_scaling_factor", 8.0);
@@ -312,8 +335,8 @@ int ckpt_hf_llama_config(const ckpt_value *args, int64_t true_vocab, ckpt_dtype 
         d.rope_high_freq_factor = 4.0;
         d.rope_original_max_positions = 8192;
     }
-    if ((rc = check_args_fit(args)) < 0 || (rc = window_of(args, &d.sliding_window)) < 0 ||
-        (rc = family_of(args, &d, &d.family)) < 0)
+    if ((rc = ckpt_hf_llama_args_check(args)) < 0 || (rc = window_of(args, &d.sliding_window)) < 0 ||
+        (rc = family_of(args, &d, &d.family)) < 0 || (rc = ckpt_hf__tokens_from_args(args, &d)) < 0)
         return rc;
     return ckpt_hf_llama_config_json(&d, b);
 }
@@ -392,6 +415,7 @@ int ckpt_hf_llama_megatron_args(ckpt_arena *a, const ckpt_hf_llama_dims *d, cons
         (rc = (d->sliding_window ? ckpt_megatron_args_set_int_pair(a, args, "window_size", d->sliding_window - 1, 0)
                                  : ckpt_megatron_args_set_none(a, args, "window_size"))) < 0 ||
         (rc = ckpt_megatron_args_set_str(a, args, "hf_model_type", ckpt_hf_family_name(d->family))) < 0 ||
+        (rc = ckpt_hf__tokens_to_args(a, args, d)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights", !d->tied)) < 0 ||
         (rc = ckpt_megatron_args_set_dtype(a, args, "params_dtype", d->dtype)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, args, "bf16", d->dtype == CKPT_DTYPE_BF16)) < 0 ||

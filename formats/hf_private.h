@@ -31,4 +31,10 @@ const char *ckpt_hf__class_name(ckpt_hf_family f);
  * scaling, and the refusal of other families' fields that change the computation. */
 int ckpt_hf__family_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d);
 
+/* The token ids of d as args.hf_bos_token_id, hf_eos_token_id (an int or a list) and
+ * hf_pad_token_id, each only where d has it; and back, over d (d->vocab_size bounds them),
+ * refusing what is not a token id (CKPT_ERRCLASS_MODEL, naming the arg). */
+int ckpt_hf__tokens_to_args(ckpt_arena *a, ckpt_value *args, const ckpt_hf_llama_dims *d);
+int ckpt_hf__tokens_from_args(const ckpt_value *args, ckpt_hf_llama_dims *d);
+
 #endif

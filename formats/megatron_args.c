@@ -3,6 +3,7 @@
  * accepts when it resumes or fine-tunes (check_checkpoint_args, load_args_from_checkpoint). */
 #include "megatron_private.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static int set_value(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_value *v)
@@ -50,6 +51,22 @@ int ckpt_megatron_args_set_int_pair(ckpt_arena *a, ckpt_value *args, const char 
     t->u.seq.items = items;
     t->u.seq.n = t->u.seq.cap = 2;
     return set_value(a, args, name, t);
+}
+
+int ckpt_megatron_args_set_int_list(ckpt_arena *a, ckpt_value *args, const char *name, const int64_t *v, size_t n)
+{
+    ckpt_value *l = ckpt_value_new(a, CKPT_VAL_LIST);
+    ckpt_value **items = n <= SIZE_MAX / sizeof *items ? ckpt_arena_alloc(a, (n ? n : 1) * sizeof *items) : NULL;
+    size_t i;
+
+    if (!l || !items)
+        return CKPT_ENOMEM;
+    for (i = 0; i < n; i++)
+        if (!(items[i] = ckpt_value_new_int(a, v[i])))
+            return CKPT_ENOMEM;
+    l->u.seq.items = items;
+    l->u.seq.n = l->u.seq.cap = n;
+    return set_value(a, args, name, l);
 }
 
 int ckpt_megatron_args_set_dtype(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_dtype dtype)

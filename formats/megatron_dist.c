@@ -41,6 +41,32 @@ const char *ckpt_megatron__norm_key(const char *key, int to_dist)
     return key;
 }
 
+/* A tensor under its legacy name: kept, or left out where the caller says so (the options'
+ * leave_out), which is also the way past a name no layout entry takes. */
+static int add_named(ckpt_megatron *m, const char *name, const ckpt_node *full)
+{
+    ckpt_tensor_layout layout;
+    int left = m->leave_out ? m->leave_out(m->leave_out_payload, name) : 0;
+    int rc;
+
+    if (left != 0) {
+        m->left_out_params += left > 0 && !ckpt_megatron__is_extra_state(name);
+        return left < 0 ? left : 0;
+    }
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, ckpt_node_ndim(full), &layout)) < 0) {
+        char why[512];
+
+        if (!m->leave_out) {
+            ckpt_error_prefix("%s", m->dist);
+            return rc;
+        }
+        snprintf(why, sizeof why, "%s", ckpt_error_last()->message);
+        return ckpt_error_setc(rc, CKPT_ERRCLASS_LAYOUT, "%s: %s; leave it out on purpose with --drop PATTERN",
+                               m->dist, why);
+    }
+    return ckpt_megatron__add_full(m, name, full);
+}
+
 /* Each layer is a view of the stacked tensor (kept in the model's arena, as the graph's
  * leaves must outlive it), named as the legacy checkpoint names it. */
 static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, int local)
@@ -73,7 +99,7 @@ static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, 
         if (!(v->name = ckpt_arena_strndup(m->arena, (const char *)name.data, name.len)) ||
             (rc = ckpt_node_tensor(m->g, v, &layer)) < 0)
             break;
-        rc = ckpt_megatron__add_full(m, v->name, layer);
+        rc = add_named(m, v->name, layer);
     }
     if (rc == 0 && l < t->shape[0])
         rc = CKPT_ENOMEM;
@@ -107,7 +133,7 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
             continue;
         }
         if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)
-            rc = ckpt_megatron__add_full(m, t->name, full);
+            rc = add_named(m, t->name, full);
     }
     return rc;
 }

@@ -108,6 +108,21 @@ int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char
     return hf_weights(b, weights, config, open, 0);
 }
 
+/* The family its config.json names; without one (or with one that is refused later,
+ * saying why) none. */
+static void set_kind(ckpt_model_builder *b, const char *config, const char *weights)
+{
+    const char *file = strrchr(weights, '/') ? strrchr(weights, '/') + 1 : weights;
+    ckpt_hf_llama_dims d;
+
+    if (config && ckpt_hf_llama_dims_read(config, &d) == 0) {
+        ckpt_model_builder_kind(b, "Hugging Face %s (%s)", ckpt_hf_family_title(d.family), file);
+        return;
+    }
+    ckpt_error_clear();
+    ckpt_model_builder_kind(b, "Hugging Face (%s)", file);
+}
+
 static int hf_open(ckpt_model_builder *b)
 {
     const char *path = ckpt_model_builder_path(b);
@@ -126,8 +141,8 @@ static int hf_open(ckpt_model_builder *b)
         slash = strrchr(path, '/');
         snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
-    ckpt_model_builder_kind(b, "Hugging Face LLaMA (%s)", strrchr(weights, '/') ? strrchr(weights, '/') + 1 : weights);
     found = ckpt_vsrc__find_config(dir, is_dir ? 0 : 2, config, sizeof config) == 0;
+    set_kind(b, found ? config : NULL, weights);
     return hf_weights(b, weights, found ? config : NULL, NULL, is_dir);
 }
 

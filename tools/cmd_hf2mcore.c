@@ -33,7 +33,9 @@ static void hf2mcore_help(FILE *out)
 "and the vocabulary is padded with zero rows to a multiple of 128 x TP. `args` holds what\n"
 "Megatron reads to resume (sizes, head counts, vocabulary, RoPE base and Llama 3 scaling,\n"
 "Mistral's sliding window, Qwen2's q/k/v biases, norm epsilon, SwiGLU, dtype, parallel\n"
-"sizes) and the family (hf_model_type); there is no optimizer or rng state, so train\n"
+"sizes), and for the way back what Megatron does not read: the family (hf_model_type),\n"
+"the token ids (hf_bos_token_id, hf_eos_token_id, hf_pad_token_id) and the text of\n"
+"generation_config.json (hf_generation_config); there is no optimizer or rng state, so train\n"
 "from it with --finetune (or --no-load-optim --no-load-rng). Tensors keep their dtype.\n"
 "Rotary inv_freq buffers that old checkpoints carry are dropped (RoPE recomputes them;\n"
 "the report lists them). config.json is held against the weights first: sizes bounded,\n"
@@ -178,6 +180,7 @@ static int run(hf2mcore_args *a)
         (rc = ckpt_map_params_set(params, "padded_vocab_size",
                                   ckpt_megatron_padded_vocab(dims.vocab_size, 128, a->target.tp))) < 0 ||
         (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, config, a->target.tp, a->impl, &args)) < 0 ||
+        (rc = ckpt_hf_generation_config_to_args(ckpt_plan_arena(plan), args, a->in)) < 0 ||
         (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
         (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
         goto done;

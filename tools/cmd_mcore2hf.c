@@ -27,7 +27,9 @@ static void mcore2hf_help(FILE *out)
 "OUT/config.json (LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM: args'\n"
 "hf_model_type, else add_qkv_bias is qwen2, a window_size mistral, anything else llama;\n"
 "head_dim, key/value heads, rope_theta and llama3 scaling, rms_norm_eps, sliding_window,\n"
-"vocab_size = the true vocabulary) and model.safetensors, sharded like transformers'\n"
+"vocab_size = the true vocabulary, the token ids hf2mcore kept; args without them leave\n"
+"them to transformers' defaults, and the report says so), generation_config.json where\n"
+"hf2mcore kept it, and model.safetensors, sharded like transformers'\n"
 "save_pretrained above --max-shard-size (model-00001-of-0000N.safetensors +\n"
 "model.safetensors.index.json).\n"
 "\n"
@@ -97,27 +99,6 @@ static int parse_args(int argc, char **argv, mcore2hf_args *a)
     return 0;
 }
 
-/* The model must be one transformers' LlamaForCausalLM can hold. */
-static int check_llama(const ckpt_megatron *m)
-{
-    const ckpt_value *args = ckpt_megatron_args(m);
-    const ckpt_value *v;
-
-    if (!(v = ckpt_megatron_arg(args, "swiglu")) || v->kind != CKPT_VAL_BOOL || !v->u.boolean)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT, "not a LLaMA-style model: args.swiglu is not True");
-    if ((v = ckpt_megatron_arg(args, "normalization")) && v->kind == CKPT_VAL_STR && strcmp(v->u.str.ptr, "RMSNorm"))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "not a LLaMA-style model: args.normalization is %s, not RMSNorm", v->u.str.ptr);
-    if ((v = ckpt_megatron_arg(args, "position_embedding_type")) && v->kind == CKPT_VAL_STR &&
-        strcmp(v->u.str.ptr, "rope"))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "not a LLaMA-style model: args.position_embedding_type is %s, not rope", v->u.str.ptr);
-    if ((v = ckpt_megatron_arg(args, "add_bias_linear")) && v->kind == CKPT_VAL_BOOL && v->u.boolean)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "not a LLaMA-style model: args.add_bias_linear is True (LLaMA has no linear biases)");
-    return 0;
-}
-
 static int64_t arg_int(const ckpt_megatron *m, const char *name, int64_t fallback)
 {
     const ckpt_value *v = ckpt_megatron_arg(ckpt_megatron_args(m), name);
@@ -178,6 +159,22 @@ static int check_config(const mcore2hf_args *a, const ckpt_buf *config, const ch
 /* Left out of every conversion, and listed. */
 #define EXTRA_STATE_RULE "module metadata (_extra_state), which a Hugging Face model has no place for"
 
+/* generation_config.json where hf2mcore kept it; a note on what config.json takes from
+ * defaults. */
+static int add_carried(ckpt_plan *plan, const ckpt_value *args)
+{
+    ckpt_buf b = CKPT_BUF_INIT;
+    int rc;
+
+    if ((rc = ckpt_hf_generation_config_of(args, &b)) == 0 && b.len)
+        rc = ckpt_plan_add_bytes(plan, "generation_config.json", b.data, b.len);
+    ckpt_buf_clear(&b);
+    if (rc == 0 && (rc = ckpt_hf_llama_config_note(args, &b)) == 0 && b.len)
+        rc = ckpt_plan_note(plan, "config.json", (const char *)b.data);
+    ckpt_buf_dispose(&b);
+    return rc;
+}
+
 static int print_json(const mcore2hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -219,7 +216,7 @@ static int run(const mcore2hf_args *a)
         goto done;
     mo.leave_out = cli_plan_leave_out;
     mo.leave_out_payload = plan;
-    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = check_llama(m)) < 0)
+    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = ckpt_hf_llama_args_check(ckpt_megatron_args(m))) < 0)
         goto done;
     inputs = calloc(ckpt_megatron_tensor_count(m) + 1, sizeof *inputs);
     if (!inputs) {
@@ -279,7 +276,8 @@ static int run(const mcore2hf_args *a)
         (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
                                    &config)) < 0 ||
         (rc = check_config(a, &config, names, nodes, n_out)) < 0 ||
-        (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0)
+        (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0 ||
+        (rc = add_carried(plan, ckpt_megatron_args(m))) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
         rc = print_json(a, plan, NULL, 0);

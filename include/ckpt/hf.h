@@ -33,10 +33,15 @@ typedef enum ckpt_hf_family {
 
 /* "llama", "mistral", "qwen2"; NULL for a value that is no family. */
 CKPT_EXTERN(const char *) ckpt_hf_family_name(ckpt_hf_family f);
+/* The family as people write it, for messages: "LLaMA", "Mistral", "Qwen2"; NULL as above. */
+CKPT_EXTERN(const char *) ckpt_hf_family_title(ckpt_hf_family f);
 
 /* The family model_type `name` names; CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL), naming `what`
  * and listing the known ones, for any other. */
 CKPT_EXTERN(int) ckpt_hf_family_parse(const char *what, const char *name, ckpt_hf_family *out);
+
+/* The most end-of-sequence tokens an eos_token_id list may name. */
+#define CKPT_HF_MAX_EOS_TOKENS 64
 
 /* What a config.json of one of those families says. */
 typedef struct ckpt_hf_llama_dims {
@@ -53,6 +58,9 @@ typedef struct ckpt_hf_llama_dims {
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int64_t rope_original_max_positions;
     int64_t sliding_window;             /* 0: none (every layer attends to every earlier token) */
+    /* eos_token_id as a list (Llama 3's several end tokens); eos_token_id is then -1 */
+    int64_t eos_token_list[CKPT_HF_MAX_EOS_TOKENS];
+    int n_eos_token_list;
 } ckpt_hf_llama_dims;
 
 /* LlamaConfig's defaults (transformers' and PaddleNLP's) for what a config.json may leave
@@ -71,7 +79,8 @@ CKPT_EXTERN(void) ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d);
  * multiple of num_attention_heads when there is no head_dim; rms_norm_eps outside (0, 1],
  * rope_theta (top level or in rope_parameters) not positive, initializer_range negative;
  * flags that are not booleans; bos/eos/pad token ids that are not integers below vocab_size
- * (-1, null or a list: not kept). RoPE scaling (rope_parameters, transformers 5, or
+ * (-1 or null: none), an eos_token_id list longer than CKPT_HF_MAX_EOS_TOKENS or holding
+ * anything but such ids. RoPE scaling (rope_parameters, transformers 5, or
  * rope_scaling, 4; "type" as old configs spell rope_type) is default or llama3 with factor,
  * low_freq_factor, high_freq_factor and original_max_position_embeddings; any other
  * rope_type is refused, listing the known ones. Per family: llama reads attention_bias and
@@ -121,16 +130,38 @@ CKPT_EXTERN(int) ckpt_hf_llama_config_json(const ckpt_hf_llama_dims *d, ckpt_buf
  * or norm_epsilon before megatron-core 0.16), max_position_embeddings, tie_word_embeddings,
  * rope_theta (rotary_base), llama3 RoPE scaling (use_rope_scaling, rope_scaling_factor, and
  * the low/high frequency factors 1 and 4 and original context 8192 that Megatron-LM applies
- * with it), sliding_window (window_size (W - 1, 0)). The family is args.hf_model_type where
+ * with it), sliding_window (window_size (W - 1, 0)), the token ids hf2mcore kept
+ * (hf_bos_token_id, hf_eos_token_id, an int or a list, hf_pad_token_id; none where args lack
+ * them, see ckpt_hf_llama_config_note). The family is args.hf_model_type where
  * hf2mcore recorded it; for args without it (a model Megatron trained) it is decided from
  * what the args compute: add_qkv_bias is qwen2, a window_size mistral, anything else llama.
- * Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL), naming the arg: a recorded family that
- * is not known or that the args contradict (q/k/v biases, a window), and what no config of
- * the family computes: rotary_percent other than 1, rotary_interleaved,
- * rotary_seq_len_interpolation_factor, qk_layernorm, experts, multi-latent attention,
- * window_attn_skip_freq, no_rope_freq, a position_embedding_type other than rope. */
+ * Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL), naming the arg: args that
+ * ckpt_hf_llama_args_check refuses, and a recorded family that is not known or that the args
+ * contradict (q/k/v biases, a window). */
 CKPT_EXTERN(int) ckpt_hf_llama_config(const ckpt_value *megatron_args, int64_t true_vocab, ckpt_dtype dtype,
                                       ckpt_buf *out);
+
+/* Whether Megatron args describe a model a Hugging Face llama, mistral or qwen2 computes
+ * alike: SwiGLU, RMSNorm, RoPE, no add_bias_linear; none of what no such config says
+ * (rotary_percent other than 1, rotary_interleaved, rotary_seq_len_interpolation_factor,
+ * qk_layernorm, experts, multi-latent attention, window_attn_skip_freq, no_rope_freq).
+ * CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL) naming the first arg that is not. */
+CKPT_EXTERN(int) ckpt_hf_llama_args_check(const ckpt_value *megatron_args);
+
+/* What ckpt_hf_llama_config takes from defaults for these args, as a line for the report
+ * (appended to out; nothing when args came from hf2mcore): for args without hf_model_type
+ * (a model Megatron trained) the token ids, which config.json then leaves to transformers'
+ * config class (LlamaConfig and MistralConfig: bos 1, eos 2; Qwen2Config: none). */
+CKPT_EXTERN(int) ckpt_hf_llama_config_note(const ckpt_value *megatron_args, ckpt_buf *out);
+
+/* `dir`/generation_config.json, when there is one, kept byte for byte as
+ * args.hf_generation_config (an attribute Megatron does not read); refused
+ * (CKPT_ERRCLASS_FORMAT, naming the file) when it is no JSON object of at most 1 MiB. */
+CKPT_EXTERN(int) ckpt_hf_generation_config_to_args(ckpt_arena *a, ckpt_value *megatron_args, const char *dir);
+
+/* The generation_config.json text args.hf_generation_config holds (appended to out; nothing
+ * when args have none); refused (CKPT_ERRCLASS_MODEL) when it is no JSON object. */
+CKPT_EXTERN(int) ckpt_hf_generation_config_of(const ckpt_value *megatron_args, ckpt_buf *out);
 
 /* Whether `name` is a tensor that a model of these Megatron args leaves out of its Hugging
  * Face directory: lm_head.weight when the embeddings are tied (Megatron keeps a copy on the
@@ -142,8 +173,9 @@ CKPT_EXTERN(int) ckpt_hf_llama_tied_copy(const ckpt_value *megatron_args, const 
  * rope_scaling_factor), no linear biases (Qwen2's q/k/v ones as add_qkv_bias), kv_channels,
  * num_query_groups, norm_epsilon, max_position_embeddings, window_size (W - 1, 0) for a
  * sliding window, untied unless tie_word_embeddings, params_dtype d->dtype,
- * padded_vocab_size for `tp`, and hf_model_type, the family (an attribute Megatron does not
- * read, kept for the way back). Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL): what
+ * padded_vocab_size for `tp`, and what Megatron does not read, kept for the way back:
+ * hf_model_type, the family, and the token ids the config has (hf_bos_token_id,
+ * hf_eos_token_id, an int or a list, hf_pad_token_id). Refused (CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL): what
  * Megatron's args cannot say -- a LLaMA's attention_bias (an o_proj bias) or mlp_bias, llama3
  * scaling with frequency factors or an original context other than Megatron-LM's fixed 1, 4
  * and 8192. */

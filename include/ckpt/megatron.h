@@ -85,6 +85,9 @@ CKPT_EXTERN(int) ckpt_megatron_args_set_none(ckpt_arena *a, ckpt_value *args, co
 /* A tuple of two ints (window_size) */
 CKPT_EXTERN(int) ckpt_megatron_args_set_int_pair(ckpt_arena *a, ckpt_value *args, const char *name, int64_t x,
                                                  int64_t y);
+/* A list of n ints */
+CKPT_EXTERN(int) ckpt_megatron_args_set_int_list(ckpt_arena *a, ckpt_value *args, const char *name, const int64_t *v,
+                                                 size_t n);
 /* A torch dtype (params_dtype): torch.bfloat16, torch.float32, ... */
 CKPT_EXTERN(int) ckpt_megatron_args_set_dtype(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_dtype dtype);
 /* An attribute of any Megatron args (a checkpoint's or one built here); NULL when absent. */

@@ -96,6 +96,12 @@ CKPT_EXTERN(int) ckpt_plan_check_drop_patterns(const ckpt_plan *p);
 CKPT_EXTERN(size_t) ckpt_plan_dropped_count(const ckpt_plan *p);
 CKPT_EXTERN(const char *) ckpt_plan_dropped_at(const ckpt_plan *p, size_t i, const char **reason);
 
+/* A note on output file `rel` for whoever reads the report (what it takes from defaults):
+ * the report of ckpt_plan_execute carries it as "<rel>: <note>", ckpt_plan_json lists it
+ * (notes). ckpt_plan_notes: all of them, a line each ("" for none). */
+CKPT_EXTERN(int) ckpt_plan_note(ckpt_plan *p, const char *rel, const char *note);
+CKPT_EXTERN(const char *) ckpt_plan_notes(const ckpt_plan *p);
+
 typedef struct ckpt_plan_options {
     unsigned version;
     int force;              /* write into an existing non-empty directory (ckpt_outdir_begin) */
@@ -129,6 +135,7 @@ CKPT_EXTERN(void) ckpt_plan_report_dispose(ckpt_plan_report *r);
  *                    bytes_written (after a run)}], in plan order
  *   tensors, bytes  their sums
  *   dropped        [{name, reason}]: the input tensors left out (ckpt_plan_leave_out)
+ *   notes          ["<rel>: <note>"] (ckpt_plan_note), only when there are some
  *   bytes_written  after a run: the sum of the output file sizes */
 CKPT_EXTERN(int) ckpt_plan_json(const ckpt_plan *p, const ckpt_plan_report *written, ckpt_buf *out);
 

@@ -38,6 +38,7 @@ struct ckpt_plan {
     plan_entry *files;
     size_t n_files, cap_files;
     plan_drops *drops;
+    ckpt_buf notes; /* ckpt_plan_note's, "<rel>: <note>\n" each */
 };
 
 int ckpt_plan_new(ckpt_plan **out)
@@ -68,9 +69,20 @@ void ckpt_plan_free(ckpt_plan *p)
     }
     free(p->files);
     ckpt_plan__drops_free(p->drops);
+    ckpt_buf_dispose(&p->notes);
     ckpt_graph_free(p->graph);
     ckpt_arena_free(p->arena);
     free(p);
+}
+
+int ckpt_plan_note(ckpt_plan *p, const char *rel, const char *note)
+{
+    return ckpt_buf_printf(&p->notes, "%s: %s\n", rel, note);
+}
+
+const char *ckpt_plan_notes(const ckpt_plan *p)
+{
+    return p->notes.len ? (const char *)p->notes.data : "";
 }
 
 plan_drops **ckpt_plan__drops(ckpt_plan *p)
@@ -499,6 +511,7 @@ int ckpt_plan_execute(const ckpt_plan *p, const char *out_dir, const ckpt_plan_o
     if ((rc = ckpt_outdir_begin(&od, out_dir, opts.force)) < 0)
         goto done;
     ckpt_buf_puts(&report->notes, ckpt_outdir_notes(od));
+    ckpt_buf_puts(&report->notes, ckpt_plan_notes(p));
     /* every path first: making directories in the staging tree is not for several threads */
     for (i = 0; i < p->n_files && rc == 0; i++)
         if (!(paths[i] = ckpt_outdir_file(od, p->files[i].info.rel)))

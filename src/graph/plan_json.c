@@ -59,6 +59,31 @@ static int add_dropped(cJSON *o, const ckpt_plan *p)
     return 0;
 }
 
+static int add_notes(cJSON *o, const ckpt_plan *p)
+{
+    const char *line = ckpt_plan_notes(p), *nl;
+    cJSON *list;
+
+    if (!*line)
+        return 0;
+    if (!(list = cJSON_AddArrayToObject(o, "notes")))
+        return -1;
+    for (; *line; line = nl + 1) {
+        char *one;
+        int ok;
+        nl = strchr(line, '\n'); /* every note ends with one */
+        if (!(one = malloc((size_t)(nl - line) + 1)))
+            return -1;
+        memcpy(one, line, (size_t)(nl - line));
+        one[nl - line] = 0;
+        ok = cJSON_AddItemToArray(list, cJSON_CreateString(one));
+        free(one);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
 int ckpt_plan_json(const ckpt_plan *p, const ckpt_plan_report *written, ckpt_buf *out)
 {
     cJSON *o = cJSON_CreateObject();
@@ -66,7 +91,7 @@ int ckpt_plan_json(const ckpt_plan *p, const ckpt_plan_report *written, ckpt_buf
     int rc = 0;
 
     if (!o || !cJSON_AddBoolToObject(o, "dry_run", written == NULL) || add_files(o, p, written) < 0 ||
-        add_dropped(o, p) < 0 ||
+        add_dropped(o, p) < 0 || add_notes(o, p) < 0 ||
         (written && !cJSON_AddNumberToObject(o, "bytes_written", (double)written->bytes_written)) ||
         !(text = cJSON_PrintUnformatted(o)))
         rc = ckpt_error_oom();

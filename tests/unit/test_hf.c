@@ -43,6 +43,9 @@ CKPT_TEST(test_hf_llama_config_round_trip)
     ASSERT_OK(ckpt_megatron_args_set_float(a, args, "norm_epsilon", 1e-5));
     ASSERT_OK(ckpt_megatron_args_set_float(a, args, "rotary_base", 500000.0));
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights", 1));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_hf_llama_config(args, 128256, CKPT_DTYPE_BF16, &json));
+    ASSERT_ERROR_MENTIONS("not a LLaMA-style model: args.swiglu is not True");
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "swiglu", 1));
     ASSERT_OK(ckpt_hf_llama_config(args, 128256, CKPT_DTYPE_BF16, &json));
     ASSERT_TRUE(strstr((const char *)json.data, "\"rope_theta\": 500000.0,\n") != NULL);
     ASSERT_TRUE(strstr((const char *)json.data, "\"rms_norm_eps\": 1e-05,\n") != NULL);
@@ -283,7 +286,8 @@ CKPT_TEST(test_hf_llama_tensors_match_config)
     tiny_build(&m);
     tiny_add(&m, "model.extra.weight", CKPT_DTYPE_F32, 64, 0);
     ASSERT_FAILS(CKPT_EFORMAT, tiny_check(&d, &m));
-    ASSERT_ERROR_MENTIONS("tensor model.extra.weight is not a weight of the LLaMA model cfg/config.json describes");
+    ASSERT_ERROR_MENTIONS("tensor model.extra.weight is not a weight of the LLaMA model cfg/config.json describes; "
+                          "leave it out on purpose with --drop PATTERN");
     tiny_build(&m);
     tiny_add(&m, "model.layers.01.input_layernorm.weight", CKPT_DTYPE_F32, 64, 0);
     ASSERT_FAILS(CKPT_EFORMAT, tiny_check(&d, &m));

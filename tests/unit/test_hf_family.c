@@ -28,6 +28,10 @@ CKPT_TEST(test_hf_family_names)
 
     ASSERT_EQ_STR(ckpt_hf_family_name(CKPT_HF_QWEN2), "qwen2");
     ASSERT_TRUE(ckpt_hf_family_name((ckpt_hf_family)7) == NULL);
+    ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_LLAMA), "LLaMA");
+    ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_MISTRAL), "Mistral");
+    ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_QWEN2), "Qwen2");
+    ASSERT_TRUE(ckpt_hf_family_title((ckpt_hf_family)7) == NULL);
     ASSERT_OK(ckpt_hf_family_parse("x", "mistral", &f));
     ASSERT_EQ_INT(f, CKPT_HF_MISTRAL);
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_hf_family_parse("x", "qwen2_moe", &f));
@@ -195,6 +199,7 @@ static ckpt_value *megatron_args(ckpt_arena *a)
     ckpt_value *args = NULL;
 
     if (ckpt_megatron_args_new(a, &args) < 0 || ckpt_megatron_args_set_int(a, args, "num_layers", 2) < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "swiglu", 1) < 0 ||
         ckpt_megatron_args_set_int(a, args, "hidden_size", 32) < 0 ||
         ckpt_megatron_args_set_int(a, args, "ffn_hidden_size", 64) < 0 ||
         ckpt_megatron_args_set_int(a, args, "num_attention_heads", 4) < 0 ||
@@ -250,6 +255,40 @@ CKPT_TEST(test_hf_family_decided_from_megatron_args)
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_hf_llama_config(args, 128, CKPT_DTYPE_BF16, &json));
     ASSERT_ERROR_MENTIONS("args.rotary_percent is not 1");
     ckpt_buf_dispose(&json);
+    ckpt_arena_free(a);
+}
+
+/* What makes a model no LLaMA-style one, refused before any tensor is read (mcore2hf). */
+CKPT_TEST(test_hf_family_args_check)
+{
+    static const struct {
+        const char *name, *str;
+        int flag;
+        const char *message;
+    } cases[] = {
+        { "swiglu", NULL, 0, "not a LLaMA-style model: args.swiglu is not True" },
+        { "normalization", "LayerNorm", 0, "args.normalization is LayerNorm, not RMSNorm" },
+        { "position_embedding_type", "learned_absolute", 0, "args.position_embedding_type is learned_absolute" },
+        { "add_bias_linear", NULL, 1, "args.add_bias_linear is True (LLaMA has no linear biases)" },
+        { "num_experts", NULL, 1, "args.num_experts is set" },
+    };
+    ckpt_arena *a;
+    ckpt_value *args;
+    size_t i;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_TRUE((args = megatron_args(a)) != NULL);
+    ASSERT_OK(ckpt_hf_llama_args_check(args));
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ASSERT_TRUE((args = megatron_args(a)) != NULL);
+        if (cases[i].str)
+            ASSERT_OK(ckpt_megatron_args_set_str(a, args, cases[i].name, cases[i].str));
+        else
+            ASSERT_OK(ckpt_megatron_args_set_bool(a, args, cases[i].name, cases[i].flag));
+        ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_hf_llama_args_check(args));
+        ASSERT_TRUE(ckpt_error_last()->klass == CKPT_ERRCLASS_MODEL);
+        ASSERT_ERROR_MENTIONS(cases[i].message);
+    }
     ckpt_arena_free(a);
 }
 

@@ -37,3 +37,23 @@ CKPT_TEST(test_plan_json_keys)
     ckpt_buf_dispose(&b);
     ckpt_plan_free(p);
 }
+
+CKPT_TEST(test_plan_json_notes)
+{
+    ckpt_plan *p;
+    ckpt_buf b = CKPT_BUF_INIT;
+
+    ASSERT_OK(ckpt_plan_new(&p));
+    ASSERT_EQ_STR(ckpt_plan_notes(p), "");
+    ASSERT_OK(ckpt_plan_add_bytes(p, "config.json", "{}", 2));
+    ASSERT_OK(ckpt_plan_note(p, "config.json", "no token ids"));
+    ASSERT_OK(ckpt_plan_note(p, "config.json", "a \"second\""));
+    ASSERT_EQ_STR(ckpt_plan_notes(p), "config.json: no token ids\nconfig.json: a \"second\"\n");
+    ASSERT_OK(ckpt_plan_json(p, NULL, &b));
+    ASSERT_EQ_STR((const char *)b.data,
+                  "{\"dry_run\":true,\"files\":[{\"path\":\"config.json\",\"kind\":\"bytes\",\"tensors\":0,"
+                  "\"bytes\":2}],\"tensors\":0,\"bytes\":2,\"dropped\":[],"
+                  "\"notes\":[\"config.json: no token ids\",\"config.json: a \\\"second\\\"\"]}");
+    ckpt_buf_dispose(&b);
+    ckpt_plan_free(p);
+}
