@@ -387,3 +387,53 @@ done:
     free(state_nodes);
     return rc;
 }
+
+static int detect(const ckpt_map *map, const ckpt_whole *w)
+{
+    const char **names = calloc(w->n ? w->n : 1, sizeof *names);
+    size_t i;
+    int rc;
+
+    if (!names)
+        return ckpt_error_oom();
+    for (i = 0; i < w->n; i++)
+        names[i] = w->names[i];
+    rc = ckpt_map_detect(map, names, w->n);
+    free(names);
+    return rc;
+}
+
+/* Names the map cannot place on either side leave it on A, where its rules decide. */
+static int renamed_side(const ckpt_map *map, ckpt_whole *const w[2])
+{
+    int rc = detect(map, w[0]);
+
+    if (rc == 0 || rc == CKPT_ENOMEM)
+        return rc;
+    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && detect(map, w[1]) == 0)
+        return 1;
+    ckpt_error_clear();
+    return 0;
+}
+
+int ckpt_whole_map_pair(ckpt_whole *const w[2], const ckpt_map *map, ckpt_map_params *params, int *mapped)
+{
+    const char *missing;
+    int side, rc;
+
+    if (!w || !w[0] || !w[1] || !map || !params || !mapped)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_whole_map_pair: NULL argument");
+    if ((side = renamed_side(map, w)) < 0)
+        return side;
+    if ((rc = ckpt_whole_map_params(w[side], params)) < 0 || (rc = ckpt_whole_map_params(w[!side], params)) < 0)
+        return rc;
+    if (!ckpt_map_params_complete(map, params, &missing))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
+                               "the map %s needs %s, which neither A (%s: %s) nor B (%s: %s) states; they come "
+                               "from a Hugging Face or PaddleNLP config.json or a Megatron-LM checkpoint's args: "
+                               "give --param NAME=N",
+                               ckpt_map_name(map), missing, w[0]->kind, ckpt_whole_params_source(w[0]), w[1]->kind,
+                               ckpt_whole_params_source(w[1]));
+    *mapped = side;
+    return ckpt_whole_apply_map(w[side], map, params);
+}

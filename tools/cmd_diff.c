@@ -164,11 +164,9 @@ static int parse_args(int argc, char **argv, diff_args *a)
     return 0;
 }
 
-/* --param NAME=N, then what the mapped side, then the other, says of itself (config.json,
- * Megatron-LM args). 0, 2 for a usage error (printed), or a library error. */
-static int load_params(const diff_args *a, const ckpt_whole *const w[2], const ckpt_map *map, ckpt_map_params *p)
+/* --param NAME=N into p. 0, or 2 for a usage error (printed). */
+static int load_params(const diff_args *a, ckpt_map_params *p)
 {
-    const char *missing;
     size_t i;
     int rc;
 
@@ -184,45 +182,6 @@ static int load_params(const diff_args *a, const ckpt_whole *const w[2], const c
         if ((rc = ckpt_map_params_set(p, name, v)) < 0)
             return rc;
     }
-    if ((rc = ckpt_whole_map_params(w[a->mapped], p)) < 0 || (rc = ckpt_whole_map_params(w[!a->mapped], p)) < 0)
-        return rc;
-    if (!ckpt_map_params_complete(map, p, &missing))
-        return cli_usage_error("diff",
-                               "the map %s needs %s, which neither A (%s: %s) nor B (%s: %s) states; they come "
-                               "from a Hugging Face or PaddleNLP config.json or a Megatron-LM checkpoint's args: "
-                               "give --param NAME=N",
-                               ckpt_map_name(map), missing, ckpt_whole_kind(w[0]), ckpt_whole_params_source(w[0]),
-                               ckpt_whole_kind(w[1]), ckpt_whole_params_source(w[1]));
-    return 0;
-}
-
-static int detect(const ckpt_map *map, const ckpt_whole *w)
-{
-    size_t i, n = ckpt_whole_count(w);
-    const char **names = calloc(n ? n : 1, sizeof *names);
-    int rc;
-
-    if (!names)
-        return ckpt_error_oom();
-    for (i = 0; i < n; i++)
-        names[i] = ckpt_whole_at(w, i, NULL);
-    rc = ckpt_map_detect(map, names, n);
-    free(names);
-    return rc;
-}
-
-/* The side the map renames: A, unless A's names are the map's target kind and B's its
- * source kind (diff MEGATRON HF --map hf_llama_megatron), then B. Names the map cannot
- * place on either side leave it on A, where its rules decide. */
-static int pick_side(const ckpt_map *map, const ckpt_whole *const w[2])
-{
-    int rc = detect(map, w[0]);
-
-    if (rc == 0 || rc == CKPT_ENOMEM)
-        return rc == 0 ? 0 : rc;
-    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && detect(map, w[1]) == 0)
-        return 1;
-    ckpt_error_clear();
     return 0;
 }
 
@@ -471,20 +430,17 @@ static int inputs_of(const ckpt_whole *w, ckpt_diff_input **out)
     return 0;
 }
 
-/* Open the map, choose the side it renames, give it its parameters and apply it. 0, 2 for
- * a usage error (printed), or a library error. */
+/* Open the map and bring one side to the other's names. 0, 2 for a usage error (printed),
+ * or a library error. */
 static int apply_map(diff_args *a, ckpt_whole *const w[2])
 {
     ckpt_map *map = NULL;
     ckpt_map_params *params = NULL;
     int rc;
 
-    if ((rc = open_map(a->map, &map)) == 0 && (rc = pick_side(map, (const ckpt_whole *const *)w)) >= 0) {
-        a->mapped = rc;
-        if ((rc = ckpt_map_params_new(&params)) == 0 &&
-            (rc = load_params(a, (const ckpt_whole *const *)w, map, params)) == 0)
-            rc = ckpt_whole_apply_map(w[a->mapped], map, params);
-    }
+    if ((rc = open_map(a->map, &map)) == 0 && (rc = ckpt_map_params_new(&params)) == 0 &&
+        (rc = load_params(a, params)) == 0)
+        rc = ckpt_whole_map_pair(w, map, params, &a->mapped);
     ckpt_map_params_free(params);
     ckpt_map_free(map);
     return rc;

@@ -58,6 +58,15 @@ CKPT_EXTERN(const char *) ckpt_whole_params_source(const ckpt_whole *w);
  * after the mapped tensors. Errors are the map's: a missing parameter, a tensor a strict
  * rule needs. */
 CKPT_EXTERN(int) ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const ckpt_map_params *params);
+/* Bring one of two checkpoints to the other's names through `map`. The side it renames is
+ * A (*mapped 0), unless A's names are the map's target kind and B's its source kind, then
+ * B (*mapped 1): `diff MEGATRON HF --map hf_llama_megatron` works either way round. The
+ * map's parameters are those already in `params` (the caller's), then what the renamed
+ * side, then the other, states of itself (ckpt_whole_map_params). A parameter neither
+ * states is CKPT_EINVALID of class CKPT_ERRCLASS_ARGUMENT, naming it and where it would
+ * come from. */
+CKPT_EXTERN(int) ckpt_whole_map_pair(ckpt_whole *const w[2], const ckpt_map *map, ckpt_map_params *params,
+                                     int *mapped);
 
 /* ---- the comparison ---- */
 

@@ -1,5 +1,6 @@
 /* ckpt_whole over the fixture checkpoints: sets compared at full shape, the reasons a path
- * is refused, a map applied to one side, the map parameters a checkpoint states. */
+ * is refused, a map applied to one side, the map parameters a checkpoint states, the side
+ * of a pair a map renames. */
 #include "test.h"
 
 #include <stdlib.h>
@@ -122,4 +123,33 @@ CKPT_TEST(map_parameters_come_from_the_checkpoints)
     ASSERT_TRUE(!ckpt_map_params_get(p, "padded_vocab_size", &v));
     ckpt_whole_close(w);
     ckpt_map_params_free(p);
+}
+
+CKPT_TEST(a_map_pair_takes_parameters_from_both_sides)
+{
+    ckpt_whole *w[2] = { NULL, NULL };
+    ckpt_map *map = NULL;
+    ckpt_map_params *p = NULL;
+    int mapped = -1;
+    size_t i;
+
+    ASSERT_OK(ckpt_map_builtin(&map, "hf_llama_megatron"));
+    ASSERT_OK(ckpt_whole_open(&w[0], ckpt_test_data("hf/llama_tiny")));
+    ASSERT_OK(ckpt_whole_open(&w[1], ckpt_test_data("hf/llama_tiny")));
+    ASSERT_OK(ckpt_map_params_new(&p));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_whole_map_pair(w, map, p, &mapped));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_ARGUMENT);
+    ASSERT_ERROR_MENTIONS("the map hf_llama_megatron needs padded_vocab_size");
+    ASSERT_EQ_INT(mapped, -1);
+    ASSERT_OK(ckpt_map_params_set(p, "padded_vocab_size", 256));
+    ASSERT_OK(ckpt_whole_map_pair(w, map, p, &mapped));
+    ASSERT_EQ_INT(mapped, 0);
+    for (i = 0; i < ckpt_whole_count(w[0]); i++)
+        if (strcmp(ckpt_whole_at(w[0], i, NULL), "embedding.word_embeddings.weight") == 0)
+            break;
+    ASSERT_TRUE(i < ckpt_whole_count(w[0]));
+    ckpt_map_params_free(p);
+    ckpt_map_free(map);
+    ckpt_whole_close(w[0]);
+    ckpt_whole_close(w[1]);
 }
