@@ -37,6 +37,21 @@ static int config_size(const char *where, const cJSON *json, const char *key, in
     return 1;
 }
 
+/* Every PaddleNLP rule here (names, layouts, the maps) is LLaMA's: a config of another
+ * family would be read as a LLaMA that it is not. */
+static int llama_only(const char *where, const cJSON *model_type)
+{
+    if (!model_type)
+        return 0;
+    if (!cJSON_IsString(model_type))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: model_type is not a string", where);
+    if (strcmp(model_type->valuestring, "llama") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA (model_type llama) only", where,
+                               model_type->valuestring);
+    return 0;
+}
+
 int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
 {
     static const struct {
@@ -69,6 +84,8 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
             *(int64_t *)((char *)d + fields[i].at) = 0;
     d->fuse_qkv = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "fuse_attention_qkv"));
     d->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "tie_word_embeddings"));
+    if (rc >= 0)
+        rc = llama_only(where, cJSON_GetObjectItemCaseSensitive(json, "model_type"));
     cJSON_Delete(json);
     if (rc < 0)
         return rc;

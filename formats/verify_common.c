@@ -104,7 +104,7 @@ static int rope_scaling(const cJSON *s, const char *path, ckpt_model_config *c)
     return 0;
 }
 
-static int llama_fields(const cJSON *j, const char *path, ckpt_model_config *c)
+static int llama_fields(const cJSON *j, const char *path, int llama_only, ckpt_model_config *c)
 {
     const cJSON *act = item(j, "hidden_act"), *tied = item(j, "tie_word_embeddings"), *t;
     ckpt_hf_family family;
@@ -116,6 +116,10 @@ static int llama_fields(const cJSON *j, const char *path, ckpt_model_config *c)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: model_type is not a string", path);
     if (t && (rc = ckpt_hf_family_parse(path, t->valuestring, &family)) < 0)
         return rc;
+    if (t && llama_only && family != CKPT_HF_LLAMA)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: model_type %s: verify reads PaddleNLP's LLaMA (model_type llama) only", path,
+                               t->valuestring);
 
     get_int(j, "num_hidden_layers", &c->num_layers);
     get_int(j, "hidden_size", &c->hidden_size);
@@ -146,7 +150,7 @@ static int llama_fields(const cJSON *j, const char *path, ckpt_model_config *c)
     return 0;
 }
 
-int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path)
+int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path, int llama_only)
 {
     FILE *f = fopen(path, "rb");
     char *text = NULL;
@@ -166,7 +170,7 @@ int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", path);
     }
     if (rc == 0)
-        rc = llama_fields(j, path, ckpt_model_builder_config(b));
+        rc = llama_fields(j, path, llama_only, ckpt_model_builder_config(b));
     if (rc == 0)
         rc = ckpt_model_builder_config_source(b, path);
     cJSON_Delete(j);

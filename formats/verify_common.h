@@ -21,8 +21,9 @@ int ckpt_vsrc__find_config(const char *dir, int up, char *path, size_t cap);
 /* Fill the builder's config from a LLaMA-family config.json (transformers 4 and 5 keys,
  * PaddleNLP's LlamaConfig): sizes, heads, vocabulary, RMSNorm epsilon, RoPE base and
  * Llama 3 scaling, SwiGLU, tied embeddings. CKPT_EUNSUPPORTED naming the key for what verify
- * does not run (another activation, another RoPE scaling). */
-int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *config_path);
+ * does not run (another activation, another RoPE scaling). llama_only: a family other than
+ * LLaMA is refused (PaddleNLP's weights are read by LLaMA's names). */
+int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *config_path, int llama_only);
 /* The integers the verify maps need (head_dim, group_size, head counts) from the config. */
 int ckpt_vsrc__map_params(ckpt_model_builder *b, ckpt_map_params **out);
 

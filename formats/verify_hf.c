@@ -74,7 +74,7 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
     vsrc_parts parts;
     int rc;
 
-    if (config && (rc = ckpt_vsrc__llama_config(b, config)) < 0)
+    if (config && (rc = ckpt_vsrc__llama_config(b, config, 0)) < 0)
         return rc;
     if (!config)
         ckpt_model_builder_config_source(b, "any config.json (none beside the weights or above them)");

@@ -113,7 +113,7 @@ static int paddle_open(ckpt_model_builder *b)
         rc = open_members(b, set, &ranks, &n);
     }
     if (rc == 0 && ckpt_vsrc__find_config(dir, 0, config, sizeof config) == 0)
-        rc = ckpt_vsrc__llama_config(b, config);
+        rc = ckpt_vsrc__llama_config(b, config, 1);
     else if (rc == 0)
         ckpt_model_builder_config_source(b, "config.json (there is none beside the weights)");
     te = n > 0 && has_te_layers(&ranks[0]);

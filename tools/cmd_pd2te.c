@@ -220,6 +220,18 @@ static int default_kv_heads(const pd2te_args *a, ckpt_map_params *p)
     return ckpt_map_params_set(p, "num_key_value_heads", heads);
 }
 
+/* A PaddleNLP config that pd2te reads must describe a LLaMA: its map knows no other model. */
+static int load_config(const pd2te_args *a, const char *path, ckpt_map_params *p)
+{
+    char *text = NULL;
+    int rc = ckpt_map_params_load_json(p, path);
+
+    if (rc == 0 && a->direction == TO_TE && (rc = cli_read_text(path, &text)) == 0)
+        rc = ckpt_paddle_layout_check(path, text, 0, 1, 1);
+    free(text);
+    return rc;
+}
+
 static int load_params(const pd2te_args *a, ckpt_map_params **out)
 {
     char *config = NULL;
@@ -232,11 +244,11 @@ static int load_params(const pd2te_args *a, ckpt_map_params **out)
         (a->kv_heads && (rc = ckpt_map_params_set(*out, "num_key_value_heads", a->kv_heads)) < 0))
         return rc;
     if (a->config)
-        return (rc = ckpt_map_params_load_json(*out, a->config)) < 0 ? rc : default_kv_heads(a, *out);
+        return (rc = load_config(a, a->config, *out)) < 0 ? rc : default_kv_heads(a, *out);
     if (asprintf(&config, "%s/config.json", a->in) < 0)
         return ckpt_error_oom();
     if (stat(config, &st) == 0)
-        rc = ckpt_map_params_load_json(*out, config);
+        rc = load_config(a, config, *out);
     free(config);
     return rc < 0 ? rc : default_kv_heads(a, *out);
 }

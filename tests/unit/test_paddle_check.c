@@ -1,5 +1,5 @@
 /* PaddleNLP checkpoints against what they say of themselves (formats/paddle_check.c): the
- * layouts PaddleNLP's LLaMA can run, config.json's sizes bounded, the rank files and
+ * layouts PaddleNLP's LLaMA can run (and LLaMA only), config.json's sizes bounded, the rank files and
  * sharding ranks the config and model_meta.json call for, every layer and tensor at the
  * shape the config implies, each stage's layers where LlamaForCausalLMPipe puts them. The
  * directories are the PaddleNLP-written fixtures, copied and damaged here. */
@@ -50,6 +50,12 @@ CKPT_TEST(test_paddle_layout_check_paddlenlp_constraints)
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", NULL, 2, 1, 3), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                    "2 decoder layers");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", NULL, 2, 0, 1), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "TP 0");
+    /* every rule here is LLaMA's: another family is refused, a config without model_type is LLaMA's */
+    ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"llama\"}", 4, 1, 1));
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\"}", 4, 1, 1), CKPT_EUNSUPPORTED,
+                   CKPT_ERRCLASS_MODEL, "c: model_type qwen2: ckptconv reads PaddleNLP's LLaMA (model_type llama) only");
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": [1]}", 4, 1, 1), CKPT_EFORMAT,
+                   CKPT_ERRCLASS_FORMAT, "c: model_type is not a string");
 }
 
 /* A tensor of q, k and v cut by KV group (Transformer Engine's layernorm_qkv) needs the KV
