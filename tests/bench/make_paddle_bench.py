@@ -11,7 +11,9 @@ the fixtures of testdata/gen/README_paddlenlp_reshard.md:
 
 - model_state.ppYY.pdparams: paddle.save of the stage's parameters as bfloat16 paddle Tensors
   named after their variables (pickle variant A: numpy uint16 arrays plus the
-  StructuredToParameterName@@ table of single-card variable names);
+  StructuredToParameterName@@ table): the names the stage's process gives them, every stage
+  counting from linear_0.w_0, the head llama_lm_head_0.w_0 as PaddleNLP 2.x (the version
+  config.json claims, paddlenlp_version null) names it;
 - optimizer.ppYY.pdopt: paddle.save of opt.state_dict() (variant B2: (name, ndarray) tuples,
   plain dicts): `<var>_fp32_master_0_moment1_0` for every parameter of the stage, then
   `_moment2_0`, `_beta1_pow_acc_0`, `_beta2_pow_acc_0` ([1]), then `master_weights`
@@ -50,6 +52,8 @@ with warnings.catch_warnings():
     import paddle
 
 NAME_TABLE = "StructuredToParameterName@@"
+# config.json's paddlenlp_version: PaddleNLP 2.x writes null
+PADDLENLP_VERSION = None
 ACCUMULATORS = ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc")
 STEP = 2
 LR = {"last_epoch": STEP, "last_lr": 0.0009045084971874737}
@@ -61,25 +65,40 @@ def default_out():
 
 def layout(a):
     """[(structured name, shape, var name, pp stage)] in LlamaForCausalLM state_dict order,
-    with the single-card variable names PaddleNLP's name table lists."""
+    with the variable names the stage's process gives its parameters: paddle's unique_name
+    counts per class (linear, embedding, create_parameter for the RMSNorm weights, the head's
+    class) and per process, and a pipeline process builds only its stage, so every stage counts
+    from 0."""
     kv = a.hidden // a.heads * a.kv_heads
     per_stage = a.layers // a.pp
-    items = [("llama.embed_tokens.weight", (a.vocab, a.hidden), "embedding_0.w_0", 0)]
-    linear = norm = 0
+    counts = [collections.Counter() for _ in range(a.pp)]
+
+    def var(cls, s):
+        n = counts[s][cls]
+        counts[s][cls] += 1
+        return f"{cls}_{n}.w_0"
+
+    items = [("llama.embed_tokens.weight", (a.vocab, a.hidden), var("embedding", 0), 0)]
     for i in range(a.layers):
         p, s = f"llama.layers.{i}.", i // per_stage
         for proj, shape in (("self_attn.q_proj", (a.hidden, a.hidden)), ("self_attn.k_proj", (a.hidden, kv)),
                             ("self_attn.v_proj", (a.hidden, kv)), ("self_attn.o_proj", (a.hidden, a.hidden)),
                             ("mlp.gate_up_fused_proj", (a.hidden, 2 * a.ffn)),
                             ("mlp.down_proj", (a.ffn, a.hidden))):
-            items.append((f"{p}{proj}.weight", shape, f"linear_{linear}.w_0", s))
-            linear += 1
+            items.append((f"{p}{proj}.weight", shape, var("linear", s), s))
         for ln in ("input_layernorm", "post_attention_layernorm"):
-            items.append((f"{p}{ln}.weight", (a.hidden,), f"create_parameter_{norm}.w_0", s))
-            norm += 1
-    items.append(("llama.norm.weight", (a.hidden,), f"create_parameter_{norm}.w_0", a.pp - 1))
-    items.append(("lm_head.weight", (a.hidden, a.vocab), "llama_lm_head_0.w_0", a.pp - 1))
+            items.append((f"{p}{ln}.weight", (a.hidden,), var("create_parameter", s), s))
+    items.append(("llama.norm.weight", (a.hidden,), var("create_parameter", a.pp - 1), a.pp - 1))
+    items.append(("lm_head.weight", (a.hidden, a.vocab), var(head_class(a), a.pp - 1), a.pp - 1))
     return items
+
+
+def head_class(a):
+    """The head's class as the PaddleNLP that config.json names builds it: PaddleNLP 3's
+    LlamaForCausalLMPipe builds LlamaLMHeadPipe, 2.x's pipes and every single-card model
+    LlamaLMHead."""
+    major = int(PADDLENLP_VERSION.split(".")[0]) if PADDLENLP_VERSION else 2
+    return "llama_lm_head_pipe" if a.pp > 1 and major >= 3 else "llama_lm_head"
 
 
 def config(a):
@@ -107,7 +126,7 @@ def config(a):
         "num_hidden_layers": a.layers,
         "num_key_value_heads": a.kv_heads,
         "pad_token_id": 0,
-        "paddlenlp_version": None,
+        "paddlenlp_version": PADDLENLP_VERSION,
         "pp_recompute_interval": 1,
         "recompute_granularity": "full",
         "rms_norm_eps": 1e-06,

@@ -19,19 +19,26 @@ Reshard:
   gate_up_fused_proj as a naive 2-fuse (rank r holds [gate_r | up_r]); everything else
   (RMSNorm weights) replicated;
 - optimizer moments and master weights follow their parameter, found through the name table
-  (<var>_fp32_master_0_<acc>_0 or <var>_<acc>_0 -> <var> -> structured name); beta pow
-  accumulators ([1]) and LR_Scheduler are copied to every rank;
+  of their own stage (<var>_fp32_master_0_<acc>_0 or <var>_<acc>_0 -> <var> -> structured
+  name: variable names are a process's own, every pipeline stage counting from linear_0.w_0,
+  so they collide across stages); beta pow accumulators ([1]) and LR_Scheduler are copied to
+  every rank;
 - PP stages are joined, then cut again with paddle's SegmentLayers over LlamaForCausalLMPipe's
   layer list (method "layer:LlamaDecoderLayer" when layers % pp == 0, else "uniform"), the
-  method PaddleNLP uses; names keep their global layer numbers;
+  method PaddleNLP uses; structured names keep their global layer numbers;
+- variable names are those each target rank's process gives its parameters: per class
+  (linear, embedding, create_parameter for the RMSNorm weights, the head) a counter from 0 in
+  the stage's state-dict order (the TP ranks of a stage share them); the head is
+  llama_lm_head_pipe_N in a PaddleNLP 3 pipeline, llama_lm_head_N in 2.x's and single-card
+  (the source's pipeline head tells which, else config.json's paddlenlp_version);
 - every target file is written with paddle.save of paddle Tensors carrying their variable names:
   model files as the model's state_dict order plus the name table (variant A), optimizer files
   as opt.state_dict() orders them (every moment1, then moment2, beta1 pows, beta2 pows, each in
   parameter order, then master_weights {var: tensor named <var>_fp32_master_0}, then
   LR_Scheduler; (name, array) tuples when there are master weights, variant B2);
 - config.json: tensor_parallel_degree and architectures as PaddleNLP writes them for the
-  target (LlamaForCausalLMPipe and the degree when pp > 1; LlamaForCausalLM, and the degree
-  only when tp > 1, otherwise); every other regular file of IN is copied.
+  target (LlamaForCausalLMPipe when pp > 1, else LlamaForCausalLM; the degree when tp > 1, and
+  at TP 1 with a pipeline in 2.x); every other regular file of IN is copied.
 
 Compare: the same set of files, equal config.json, and every model/optimizer file equal after
 pickle.load: keys and their order, name table, tuple names, dtypes, shapes and the bytes of
@@ -131,6 +138,62 @@ def stage_of(key, prefixes):
     return hits[0]
 
 
+# ------------------------------------------------------------------------ variable names
+
+LINEARS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+           "self_attn.qkv_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight",
+           "mlp.up_proj.weight", "mlp.gate_up_fused_proj.weight", "mlp.down_proj.weight")
+LAYER_RE = re.compile(r"^llama\.layers\.\d+\.(.+)$")
+
+
+def paddlenlp_major(cfg):
+    """The PaddleNLP major version config.json claims: paddlenlp_version null is 2.x (which
+    writes it so), absent is taken as 3."""
+    v = cfg.get("paddlenlp_version", "3")
+    if v is None:
+        return 2
+    return int(v.split(".")[0]) if isinstance(v, str) and v[:1].isdigit() else 3
+
+
+def head_class(cfg, src_head, spp, pp):
+    """The head's class at the target layout: LlamaLMHead single-card; in a pipeline the one
+    the source's pipeline head shows (PaddleNLP 3's LlamaLMHeadPipe, 2.x's LlamaLMHead), else
+    the one of the PaddleNLP version config.json claims."""
+    if pp <= 1:
+        return "llama_lm_head"
+    if src_head and src_head.startswith("llama_lm_head_pipe_"):
+        return "llama_lm_head_pipe"
+    if src_head and spp > 1 and src_head.startswith("llama_lm_head_"):
+        return "llama_lm_head"
+    return "llama_lm_head_pipe" if paddlenlp_major(cfg) >= 3 else "llama_lm_head"
+
+
+def stage_vars(keys, head, src_var):
+    """{structured name: variable name} of one stage's parameters as its process names them:
+    paddle's unique_name counts per class (linear, embedding, create_parameter for the RMSNorm
+    weights, the head's class) and per process, and a pipeline process builds only its own
+    stage, in state-dict order. A tensor PaddleNLP's LLaMA does not build keeps its name."""
+    counts = collections.Counter()
+    out = {}
+    for k in keys:
+        m = LAYER_RE.match(k)
+        if k == "llama.embed_tokens.weight":
+            cls = "embedding"
+        elif k == "lm_head.weight":
+            cls = head
+        elif k == "llama.norm.weight" or (m and m.group(1) in ("input_layernorm.weight",
+                                                                 "post_attention_layernorm.weight")):
+            cls = "create_parameter"
+        elif m and m.group(1) in LINEARS:
+            cls = "linear"
+        else:
+            out[k] = src_var[k]
+            continue
+        out[k] = f"{cls}_{counts[cls]}.w_0"
+        counts[cls] += 1
+    return out
+
+
 # ------------------------------------------------------------------------ TP rules
 
 def split(a, how, tp, r):
@@ -169,55 +232,64 @@ def reshard(src, dst, tp, pp):
     if layers < pp:
         sys.exit(f"paddle_reshard_python: {layers} layers cannot make {pp} pipeline stages")
 
-    # Load every rank file, merge TP, join PP.
+    # Load every rank file, merge TP, join PP. Variable names are each stage's own (every stage
+    # counts from linear_0.w_0), so the optimizer state is keyed by structured name, found
+    # through the name table of its own stage.
     model = collections.OrderedDict()
-    names = {}              # structured name -> var
+    src_var = {}            # structured name -> the source's variable name
+    stage_key = []          # per source stage: var -> structured name
     for s in range(spp):
         ranks = [load(os.path.join(src, grid[("model", r, s)]), keep_name_table=True) for r in range(stp)]
         table = ranks[0].get(NAME_TABLE)
         if table is None:
             sys.exit(f"paddle_reshard_python: {grid[('model', 0, s)]}: no {NAME_TABLE}")
-        names.update(table)
+        src_var.update(table)
+        stage_key.append({v: k for k, v in table.items()})
         for k in ranks[0]:
             if k != NAME_TABLE:
                 model[k] = merge([x[k] for x in ranks], rule(k, stp, nkv, vocab), k)
         del ranks
-    var_key = {v: k for k, v in names.items()}
     key_order = {k: i for i, k in enumerate(model)}
-    # optimizer: accumulators as (var, master?, kind) -> array; master weights var -> array
-    acc, master, lr, acc_kinds = {}, collections.OrderedDict(), None, []
+    # optimizer: accumulators as (structured name, (master?, kind)) -> array; master weights
+    # structured name -> array
+    acc, master, lr, acc_kinds = {}, {}, None, []
     for s in range(spp):
         if ("optimizer", 0, s) not in grid:
             continue
+        var_key = stage_key[s]
         ranks = [load(os.path.join(src, grid[("optimizer", r, s)])) for r in range(stp)]
         for k, v in ranks[0].items():
             if k == "LR_Scheduler":
                 lr = v
             elif k == "master_weights":
                 for var in v:
-                    master[var] = merge([x[k][var] for x in ranks], rule(var_key[var], stp, nkv, vocab), var)
+                    if var not in var_key:
+                        sys.exit(f"paddle_reshard_python: master weight {var}: no parameter in the name table")
+                    key = var_key[var]
+                    master[key] = merge([x[k][var] for x in ranks], rule(key, stp, nkv, vocab), var)
             elif k != NAME_TABLE:
                 m = ACC_RE.match(k)
                 if not m or m.group(1) not in var_key:
                     sys.exit(f"paddle_reshard_python: optimizer key {k}: no parameter in the name table")
-                var, kind = m.group(1), (m.group(2) or "", m.group(3))
+                key, kind = var_key[m.group(1)], (m.group(2) or "", m.group(3))
                 if kind not in acc_kinds:
                     acc_kinds.append(kind)
                 parts = [x[k] for x in ranks]
-                how = "replicated" if parts[0].shape == (1,) else rule(var_key[var], stp, nkv, vocab)
-                acc[(var, kind)] = merge(parts, how, k)
+                how = "replicated" if parts[0].shape == (1,) else rule(key, stp, nkv, vocab)
+                acc[(key, kind)] = merge(parts, how, k)
         del ranks
     have_opt = bool(acc or master)
     acc_kinds.sort(key=lambda kind: ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc").index(kind[1]))
 
-    # Split to the target layout and save.
+    # Split to the target layout and save, each stage's variables named as its process names them.
     prefixes = pp_prefixes(layers, pp)
+    head = head_class(cfg, src_var.get("lm_head.weight"), spp, pp)
     os.makedirs(dst, exist_ok=True)
     if os.listdir(dst):
         sys.exit(f"paddle_reshard_python: output directory {dst} is not empty")
     for s in range(pp):
         keys = sorted((k for k in model if stage_of(k, prefixes) == s), key=key_order.__getitem__)
-        vars_ = [names[k] for k in keys]
+        names = stage_vars(keys, head, src_var)
         for r in range(tp):
             out = collections.OrderedDict()
             for k in keys:
@@ -228,33 +300,30 @@ def reshard(src, dst, tp, pp):
                 continue
             opt = {}   # a plain dict, as opt.state_dict() is (kept as such in variant B2)
             for kind in acc_kinds:
-                for var in vars_:
-                    a = acc.get((var, kind))
+                for k in keys:
+                    a = acc.get((k, kind))
                     if a is None:
                         continue
-                    key = f"{var}{kind[0]}_{kind[1]}_0"
-                    how = "replicated" if a.shape == (1,) else rule(var_key[var], tp, nkv, vocab)
-                    opt[key] = tensor(split(a, how, tp, r), key)
+                    name = f"{names[k]}{kind[0]}_{kind[1]}_0"
+                    how = "replicated" if a.shape == (1,) else rule(k, tp, nkv, vocab)
+                    opt[name] = tensor(split(a, how, tp, r), name)
             if master:
                 opt["master_weights"] = {
-                    var: tensor(split(master[var], rule(var_key[var], tp, nkv, vocab), tp, r),
-                                var + "_fp32_master_0")
-                    for var in vars_ if var in master}
+                    names[k]: tensor(split(master[k], rule(k, tp, nkv, vocab), tp, r), names[k] + "_fp32_master_0")
+                    for k in keys if k in master}
             if lr is not None:
                 opt["LR_Scheduler"] = dict(lr)
             paddle.save(opt, os.path.join(dst, f"optimizer{suffix(tp, r, pp, s)}.pdopt"))
             del opt
 
+    major = paddlenlp_major(cfg)
     cfg = dict(cfg)
-    if pp > 1:
-        cfg["architectures"] = ["LlamaForCausalLMPipe"]
+    cfg["architectures"] = ["LlamaForCausalLMPipe" if pp > 1 else "LlamaForCausalLM"]
+    # LlamaForCausalLMPipe records 1 at TP 1, which PaddleNLP 3 (1 its default) leaves out
+    if tp > 1 or (pp > 1 and major < 3):
         cfg["tensor_parallel_degree"] = tp
     else:
-        cfg["architectures"] = ["LlamaForCausalLM"]
-        if tp > 1:
-            cfg["tensor_parallel_degree"] = tp
-        else:
-            cfg.pop("tensor_parallel_degree", None)
+        cfg.pop("tensor_parallel_degree", None)
     with open(os.path.join(dst, "config.json"), "w", encoding="utf-8") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
