@@ -109,6 +109,8 @@ void cli_plan_print_dropped(const ckpt_plan *plan, const cli_plan_args *a);
  * seconds. 0 or an error. */
 struct cJSON;
 int cli_plan_report(struct cJSON *job, const ckpt_plan *plan, const ckpt_plan_report *written, double seconds);
+/* Append each non-empty line of text (notes, "a\nb\n"; NULL for none) to a JSON array. */
+void cli_json_add_lines(struct cJSON *array, const char *text);
 
 /* reshard of a PaddleNLP directory (cmd_reshard_paddle.c): the target and what the command
  * line gave. */

@@ -137,6 +137,18 @@ int cli_plan_report(cJSON *job, const ckpt_plan *plan, const ckpt_plan_report *w
     return rc;
 }
 
+void cli_json_add_lines(cJSON *array, const char *text)
+{
+    while (text && *text) {
+        size_t n = strcspn(text, "\n");
+        char *line = n ? strndup(text, n) : NULL;
+        if (line)
+            cJSON_AddItemToArray(array, cJSON_CreateString(line));
+        free(line);
+        text += n + (text[n] == '\n');
+    }
+}
+
 void cli_plan_print_dropped(const ckpt_plan *plan, const cli_plan_args *a)
 {
     if (!a->quiet && !a->json)

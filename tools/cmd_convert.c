@@ -80,8 +80,7 @@ static void print_json(const ckpt_ckpt *in, const char *out_path, const char *fo
                        const ckpt_convert_report *r, double seconds)
 {
     cJSON *o = cJSON_CreateObject(), *notes = cJSON_CreateArray();
-    char *text, *line, *save = NULL;
-    char *copy = r->notes.data ? strdup((const char *)r->notes.data) : NULL;
+    char *text;
 
     cJSON_AddStringToObject(o, "input", ckpt_path(in));
     cJSON_AddStringToObject(o, "input_format", ckpt_format_name(in));
@@ -91,14 +90,12 @@ static void print_json(const ckpt_ckpt *in, const char *out_path, const char *fo
     cJSON_AddNumberToObject(o, "bytes_written", (double)r->bytes_written);
     cJSON_AddNumberToObject(o, "dropped_values", (double)r->dropped_values);
     cJSON_AddNumberToObject(o, "seconds", seconds);
-    for (line = copy ? strtok_r(copy, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
-        cJSON_AddItemToArray(notes, cJSON_CreateString(line));
+    cli_json_add_lines(notes, (const char *)r->notes.data);
     cJSON_AddItemToObject(o, "notes", notes);
     text = cJSON_Print(o);
     if (text)
         printf("%s\n", text);
     free(text);
-    free(copy);
     cJSON_Delete(o);
 }
 

@@ -196,18 +196,6 @@ static void print_plan(const zero_args *a, const zero_plan *p)
            n_files == 1 ? "" : "s", n_tensors, n_tensors == 1 ? "" : "s", cli_human_size(bytes, size, sizeof size));
 }
 
-static void add_notes(cJSON *notes, const char *text)
-{
-    while (text && *text) {
-        size_t n = strcspn(text, "\n");
-        char *line = strndup(text, n);
-        if (line)
-            cJSON_AddItemToArray(notes, cJSON_CreateString(line));
-        free(line);
-        text += n + (text[n] == '\n');
-    }
-}
-
 /* The plan report every job gives (cli_plan_report), with the checkpoint's and the writers'
  * notes, and with --dry-run each file's tensors: name, dtype, shape, bytes (0 for a name tied
  * to an earlier one, alias_of names it). */
@@ -223,7 +211,7 @@ static int print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *
     notes = cJSON_AddArrayToObject(o, "notes");
     for (i = 0; i < ckpt_note_count(in); i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ckpt_note_at(in, i)));
-    add_notes(notes, rep && rep->notes.len ? (const char *)rep->notes.data : NULL);
+    cli_json_add_lines(notes, rep && rep->notes.len ? (const char *)rep->notes.data : NULL);
     if (a->run.dry_run)
         lists = cJSON_AddObjectToObject(o, "tensor_lists");
     for (i = 0; lists && i < p->n_sets; i++) {

@@ -81,14 +81,11 @@ int ckpt_plan_drop_pattern(ckpt_plan *p, const char *pattern)
 
 static int record(plan_drops *d, const char *name, const char *reason)
 {
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? 2 * d->cap : 16;
-        dropped *grown = realloc(d->list, cap * sizeof *grown);
-        if (!grown)
-            return ckpt_error_oom();
-        d->list = grown;
-        d->cap = cap;
-    }
+    dropped *grown = ckpt_array_grow(d->list, &d->cap, d->n, sizeof *grown);
+
+    if (!grown)
+        return CKPT_ENOMEM;
+    d->list = grown;
     d->list[d->n].name = strdup(name);
     d->list[d->n].reason = strdup(reason);
     if (!d->list[d->n].name || !d->list[d->n].reason) {

@@ -300,7 +300,7 @@ int ckpt_writer_read(ckpt_writer *w, size_t blob, uint64_t off, uint64_t len, vo
         return ckpt_error_set(CKPT_EINVALID, "%s: ckpt_writer_read is for formats that encode their data",
                               w->path);
     /* the format's own threads read here: each keeps to its share of the budget */
-    limit = ckpt_storage__cache_limit(cache_share(w, w->threads));
+    limit = ckpt_storage__cache_limit(ckpt_writer_cache_bytes(w));
     rc = read_blob(w, blob, off, len, dst);
     ckpt_storage__cache_limit(limit);
     if (rc < 0)
@@ -479,7 +479,7 @@ static int execute(ckpt_writer *w)
 #endif
     {
         uint8_t *buf = malloc(chunk), *enc = malloc(2 * chunk);
-        uint64_t limit = ckpt_storage__cache_limit(cache_share(w, threads));
+        uint64_t limit = ckpt_storage__cache_limit(ckpt_writer_cache_bytes(w));
         long k;
 
         if (!buf || !enc) {
@@ -554,7 +554,7 @@ int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, cons
         }
     }
     /* what the format reads on this thread, laying out the file or finishing it */
-    limit = ckpt_storage__cache_limit(cache_share(&w, w.threads));
+    limit = ckpt_storage__cache_limit(ckpt_writer_cache_bytes(&w));
     rc = format->write_begin(&w);
     if (rc >= 0)
         rc = execute(&w);
