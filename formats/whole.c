@@ -388,29 +388,14 @@ done:
     return rc;
 }
 
-static int detect(const ckpt_map *map, const ckpt_whole *w)
-{
-    const char **names = calloc(w->n ? w->n : 1, sizeof *names);
-    size_t i;
-    int rc;
-
-    if (!names)
-        return ckpt_error_oom();
-    for (i = 0; i < w->n; i++)
-        names[i] = w->names[i];
-    rc = ckpt_map_detect(map, names, w->n);
-    free(names);
-    return rc;
-}
-
 /* Names the map cannot place on either side leave it on A, where its rules decide. */
 static int renamed_side(const ckpt_map *map, ckpt_whole *const w[2])
 {
-    int rc = detect(map, w[0]);
+    int rc = ckpt_map_detect(map, w[0]->names, w[0]->n);
 
     if (rc == 0 || rc == CKPT_ENOMEM)
         return rc;
-    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && detect(map, w[1]) == 0)
+    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && ckpt_map_detect(map, w[1]->names, w[1]->n) == 0)
         return 1;
     ckpt_error_clear();
     return 0;
