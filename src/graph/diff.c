@@ -99,6 +99,14 @@ static void note_bad(acc *x, int64_t at, double a, double b)
     note_spot(&x->bad, at, a, b);
 }
 
+/* One value NaN and the other not: outside any tolerance. */
+static void note_nan(acc *x, int64_t at, double a, double b)
+{
+    note_unequal(x, at, a, b);
+    x->nan_mismatched++;
+    note_bad(x, at, a, b);
+}
+
 /* One pair of values that are not equal: d = |a - b|, m = |b| (moduli for complex values). */
 static void note_difference(acc *x, const ckpt_diff_options *o, int64_t at, double a, double b, double d, double m,
                             int infinite)
@@ -122,9 +130,7 @@ static void compare_real(acc *x, const ckpt_diff_options *o, const double *a, co
         if (p == q || (isnan(p) && isnan(q)))
             continue;
         if (isnan(p) || isnan(q)) {
-            note_unequal(x, lo + i, p, q);
-            x->nan_mismatched++;
-            note_bad(x, lo + i, p, q);
+            note_nan(x, lo + i, p, q);
             continue;
         }
         note_difference(x, o, lo + i, p, q, fabs(p - q), fabs(q), isinf(p) || isinf(q));
@@ -142,9 +148,7 @@ static void compare_complex(acc *x, const ckpt_diff_options *o, const double *a,
         if ((pr == qr && pi == qi) || (pn && qn))
             continue;
         if (pn || qn) {
-            note_unequal(x, lo + i, pr, qr);
-            x->nan_mismatched++;
-            note_bad(x, lo + i, pr, qr);
+            note_nan(x, lo + i, pr, qr);
             continue;
         }
         note_difference(x, o, lo + i, pr, qr, hypot(pr - qr, pi - qi), hypot(qr, qi),
