@@ -58,6 +58,15 @@ static int alloc_tensors(ckpt_whole *w, size_t n)
     return w->names && w->nodes ? 0 : ckpt_error_oom();
 }
 
+static void drop_tensors(ckpt_whole *w)
+{
+    free(w->names);
+    free(w->nodes);
+    w->names = NULL;
+    w->nodes = NULL;
+    w->n = 0;
+}
+
 static int open_file(ckpt_whole *w, const char *path)
 {
     size_t i;
@@ -133,13 +142,9 @@ static int megatron_dist(ckpt_whole *w, const char *path)
     ckpt_error_clear();
     ckpt_megatron_close(w->megatron);
     ckpt_set_close(w->set);
-    free(w->names);
-    free(w->nodes);
+    drop_tensors(w);
     w->megatron = NULL;
     w->set = NULL;
-    w->names = NULL;
-    w->nodes = NULL;
-    w->n = 0;
     w->kind[0] = '\0';
     return 0;
 }
@@ -365,11 +370,7 @@ int ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const ckpt_map_para
     w->results = kept;
     w->results[w->n_results++] = res;
     n = ckpt_map_result_count(res);
-    free(w->names);
-    free(w->nodes);
-    w->names = NULL;
-    w->nodes = NULL;
-    w->n = 0;
+    drop_tensors(w);
     if ((rc = alloc_tensors(w, n + n_state)) < 0)
         goto done;
     for (i = 0; i < n; i++) {
