@@ -213,7 +213,6 @@ static void print_row(const ckpt_diff_entry *e, int width)
 {
     char dtype[64], shape[160], sa[64], sb[64], n1[32], n2[32], at[96], va[32], vb[32];
     const char *name_a = ckpt_dtype_name(e->dtype_a), *name_b = ckpt_dtype_name(e->dtype_b);
-    int values = e->status == CKPT_DIFF_EQUAL || e->status == CKPT_DIFF_CLOSE || e->status == CKPT_DIFF_DIFFERENT;
 
     ckpt_shape_format(e->shape_a, e->ndim_a, sa, sizeof sa);
     ckpt_shape_format(e->shape_b, e->ndim_b, sb, sizeof sb);
@@ -230,7 +229,8 @@ static void print_row(const ckpt_diff_entry *e, int width)
         else
             snprintf(shape, sizeof shape, "%s->%s", sa, sb);
     }
-    if (!values || e->status == CKPT_DIFF_EQUAL) {
+    /* only values that differ have figures to show */
+    if (e->status != CKPT_DIFF_CLOSE && e->status != CKPT_DIFF_DIFFERENT) {
         printf("%-*s  %-12s  %-18s  %s\n", width, e->name, ckpt_diff_status_name(e->status), dtype, shape);
         return;
     }
