@@ -58,6 +58,15 @@ static int alloc_tensors(ckpt_whole *w, size_t n)
     return w->names && w->nodes ? 0 : ckpt_error_oom();
 }
 
+static void drop_tensors(ckpt_whole *w)
+{
+    free(w->names);
+    free(w->nodes);
+    w->names = NULL;
+    w->nodes = NULL;
+    w->n = 0;
+}
+
 static int open_file(ckpt_whole *w, const char *path)
 {
     size_t i;
@@ -133,13 +142,9 @@ static int megatron_dist(ckpt_whole *w, const char *path)
     ckpt_error_clear();
     ckpt_megatron_close(w->megatron);
     ckpt_set_close(w->set);
-    free(w->names);
-    free(w->nodes);
+    drop_tensors(w);
     w->megatron = NULL;
     w->set = NULL;
-    w->names = NULL;
-    w->nodes = NULL;
-    w->n = 0;
     w->kind[0] = '\0';
     return 0;
 }
@@ -365,11 +370,7 @@ int ckpt_whole_apply_map(ckpt_whole *w, const ckpt_map *map, const ckpt_map_para
     w->results = kept;
     w->results[w->n_results++] = res;
     n = ckpt_map_result_count(res);
-    free(w->names);
-    free(w->nodes);
-    w->names = NULL;
-    w->nodes = NULL;
-    w->n = 0;
+    drop_tensors(w);
     if ((rc = alloc_tensors(w, n + n_state)) < 0)
         goto done;
     for (i = 0; i < n; i++) {
@@ -388,29 +389,14 @@ done:
     return rc;
 }
 
-static int detect(const ckpt_map *map, const ckpt_whole *w)
-{
-    const char **names = calloc(w->n ? w->n : 1, sizeof *names);
-    size_t i;
-    int rc;
-
-    if (!names)
-        return ckpt_error_oom();
-    for (i = 0; i < w->n; i++)
-        names[i] = w->names[i];
-    rc = ckpt_map_detect(map, names, w->n);
-    free(names);
-    return rc;
-}
-
 /* Names the map cannot place on either side leave it on A, where its rules decide. */
 static int renamed_side(const ckpt_map *map, ckpt_whole *const w[2])
 {
-    int rc = detect(map, w[0]);
+    int rc = ckpt_map_detect(map, w[0]->names, w[0]->n);
 
     if (rc == 0 || rc == CKPT_ENOMEM)
         return rc;
-    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && detect(map, w[1]) == 0)
+    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION && ckpt_map_detect(map, w[1]->names, w[1]->n) == 0)
         return 1;
     ckpt_error_clear();
     return 0;

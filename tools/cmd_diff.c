@@ -209,16 +209,10 @@ static const char *num(double v, char *buf, size_t cap)
     return buf;
 }
 
-static const char *index_text(const ckpt_diff_entry *e, char *buf, size_t cap)
-{
-    return ckpt_shape_format(e->first_index, e->ndim_a, buf, cap);
-}
-
 static void print_row(const ckpt_diff_entry *e, int width)
 {
     char dtype[64], shape[160], sa[64], sb[64], n1[32], n2[32], at[96], va[32], vb[32];
     const char *name_a = ckpt_dtype_name(e->dtype_a), *name_b = ckpt_dtype_name(e->dtype_b);
-    int values = e->status == CKPT_DIFF_EQUAL || e->status == CKPT_DIFF_CLOSE || e->status == CKPT_DIFF_DIFFERENT;
 
     ckpt_shape_format(e->shape_a, e->ndim_a, sa, sizeof sa);
     ckpt_shape_format(e->shape_b, e->ndim_b, sb, sizeof sb);
@@ -235,18 +229,17 @@ static void print_row(const ckpt_diff_entry *e, int width)
         else
             snprintf(shape, sizeof shape, "%s->%s", sa, sb);
     }
-    if (!values || e->status == CKPT_DIFF_EQUAL) {
+    /* only values that differ have figures to show */
+    if (e->status != CKPT_DIFF_CLOSE && e->status != CKPT_DIFF_DIFFERENT) {
         printf("%-*s  %-12s  %-18s  %s\n", width, e->name, ckpt_diff_status_name(e->status), dtype, shape);
         return;
     }
     printf("%-*s  %-12s  %-18s  %-16s", width, e->name, ckpt_diff_status_name(e->status), dtype, shape);
-    {
-        snprintf(at, sizeof at, "%s", e->first >= 0 ? index_text(e, sa, sizeof sa) : "-");
-        printf("  %11s  %11s  %12llu  %s", num(e->max_abs, n1, sizeof n1), num(e->max_rel, n2, sizeof n2),
-               (unsigned long long)e->mismatched, at);
-        if (e->first >= 0)
-            printf(" (A %s, B %s)", num(e->first_a, va, sizeof va), num(e->first_b, vb, sizeof vb));
-    }
+    printf("  %11s  %11s  %12llu  %s", num(e->max_abs, n1, sizeof n1), num(e->max_rel, n2, sizeof n2),
+           (unsigned long long)e->mismatched,
+           e->first >= 0 ? ckpt_shape_format(e->first_index, e->ndim_a, at, sizeof at) : "-");
+    if (e->first >= 0)
+        printf(" (A %s, B %s)", num(e->first_a, va, sizeof va), num(e->first_b, vb, sizeof vb));
     printf("\n");
 }
 

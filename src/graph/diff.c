@@ -23,12 +23,17 @@
 #define MIN_PIECE ((int64_t)4096)
 #define MAX_PIECE ((int64_t)1 << 20)
 
+/* The first element of a kind and its two values. */
+typedef struct spot {
+    int64_t at; /* -1: none */
+    double a, b;
+} spot;
+
 /* What one piece (or a whole tensor, merged) found. */
 typedef struct acc {
     uint64_t unequal, mismatched, nan_mismatched;
     double max_abs, max_rel;
-    int64_t first_diff, first_bad; /* -1: none */
-    double diff_a, diff_b, bad_a, bad_b;
+    spot diff, bad;
     int bytes_differ;
 } acc;
 
@@ -58,7 +63,7 @@ typedef struct job {
 static void acc_init(acc *x)
 {
     memset(x, 0, sizeof *x);
-    x->first_diff = x->first_bad = -1;
+    x->diff.at = x->bad.at = -1;
 }
 
 static int is_complex(ckpt_dtype t)
@@ -66,24 +71,40 @@ static int is_complex(ckpt_dtype t)
     return t == CKPT_DTYPE_C64 || t == CKPT_DTYPE_C128;
 }
 
+static void note_spot(spot *s, int64_t at, double a, double b)
+{
+    if (s->at < 0) {
+        s->at = at;
+        s->a = a;
+        s->b = b;
+    }
+}
+
+/* The earlier of two pieces' spots. */
+static void merge_spot(spot *into, const spot *x)
+{
+    if (x->at >= 0 && (into->at < 0 || x->at < into->at))
+        *into = *x;
+}
+
 static void note_unequal(acc *x, int64_t at, double a, double b)
 {
     x->unequal++;
-    if (x->first_diff < 0) {
-        x->first_diff = at;
-        x->diff_a = a;
-        x->diff_b = b;
-    }
+    note_spot(&x->diff, at, a, b);
 }
 
 static void note_bad(acc *x, int64_t at, double a, double b)
 {
     x->mismatched++;
-    if (x->first_bad < 0) {
-        x->first_bad = at;
-        x->bad_a = a;
-        x->bad_b = b;
-    }
+    note_spot(&x->bad, at, a, b);
+}
+
+/* One value NaN and the other not: outside any tolerance. */
+static void note_nan(acc *x, int64_t at, double a, double b)
+{
+    note_unequal(x, at, a, b);
+    x->nan_mismatched++;
+    note_bad(x, at, a, b);
 }
 
 /* One pair of values that are not equal: d = |a - b|, m = |b| (moduli for complex values). */
@@ -109,9 +130,7 @@ static void compare_real(acc *x, const ckpt_diff_options *o, const double *a, co
         if (p == q || (isnan(p) && isnan(q)))
             continue;
         if (isnan(p) || isnan(q)) {
-            note_unequal(x, lo + i, p, q);
-            x->nan_mismatched++;
-            note_bad(x, lo + i, p, q);
+            note_nan(x, lo + i, p, q);
             continue;
         }
         note_difference(x, o, lo + i, p, q, fabs(p - q), fabs(q), isinf(p) || isinf(q));
@@ -129,9 +148,7 @@ static void compare_complex(acc *x, const ckpt_diff_options *o, const double *a,
         if ((pr == qr && pi == qi) || (pn && qn))
             continue;
         if (pn || qn) {
-            note_unequal(x, lo + i, pr, qr);
-            x->nan_mismatched++;
-            note_bad(x, lo + i, pr, qr);
+            note_nan(x, lo + i, pr, qr);
             continue;
         }
         note_difference(x, o, lo + i, pr, qr, hypot(pr - qr, pi - qi), hypot(qr, qi),
@@ -229,16 +246,8 @@ static void merge(acc *into, const acc *x)
     into->max_abs = x->max_abs > into->max_abs ? x->max_abs : into->max_abs;
     into->max_rel = x->max_rel > into->max_rel ? x->max_rel : into->max_rel;
     into->bytes_differ |= x->bytes_differ;
-    if (x->first_diff >= 0 && (into->first_diff < 0 || x->first_diff < into->first_diff)) {
-        into->first_diff = x->first_diff;
-        into->diff_a = x->diff_a;
-        into->diff_b = x->diff_b;
-    }
-    if (x->first_bad >= 0 && (into->first_bad < 0 || x->first_bad < into->first_bad)) {
-        into->first_bad = x->first_bad;
-        into->bad_a = x->bad_a;
-        into->bad_b = x->bad_b;
-    }
+    merge_spot(&into->diff, &x->diff);
+    merge_spot(&into->bad, &x->bad);
 }
 
 static void fail(job *j, int rc)
@@ -504,6 +513,8 @@ static void unravel(int64_t flat, int ndim, const int64_t *shape, int64_t *index
 
 static void finish_entry(ckpt_diff_entry *e, const acc *x)
 {
+    const spot *first = x->bad.at >= 0 ? &x->bad : &x->diff;
+
     if (e->status != CKPT_DIFF_EQUAL)
         return;
     e->unequal = x->unequal;
@@ -511,9 +522,9 @@ static void finish_entry(ckpt_diff_entry *e, const acc *x)
     e->nan_mismatched = x->nan_mismatched;
     e->max_abs = x->max_abs;
     e->max_rel = x->max_rel;
-    e->first = x->first_bad >= 0 ? x->first_bad : x->first_diff;
-    e->first_a = x->first_bad >= 0 ? x->bad_a : x->diff_a;
-    e->first_b = x->first_bad >= 0 ? x->bad_b : x->diff_b;
+    e->first = first->at;
+    e->first_a = first->a;
+    e->first_b = first->b;
     if (e->first >= 0)
         unravel(e->first, e->ndim_a, e->shape_a, e->first_index);
     e->status = x->mismatched ? CKPT_DIFF_DIFFERENT
