@@ -318,6 +318,16 @@ static const char *fields_of(char what)
     }
 }
 
+const char *ckpt_hf_left_out_rule(const char *name)
+{
+    static const char suffix[] = "rotary_emb.inv_freq";
+    size_t n = strlen(name);
+
+    return n >= sizeof suffix - 1 && strcmp(name + n - (sizeof suffix - 1), suffix) == 0
+               ? "a rotary inv_freq buffer, which RoPE recomputes"
+               : NULL;
+}
+
 static int check_one(check_ctx *c, const char *name, const ckpt_node *node, char rows, char cols)
 {
     const int64_t *shape = ckpt_node_shape(node);

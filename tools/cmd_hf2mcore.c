@@ -102,15 +102,6 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
     return 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Left out of every conversion, and listed: transformers recomputes it too. */
-#define INV_FREQ_RULE "a rotary inv_freq buffer, which RoPE recomputes"
-
 static int print_json(const hf2mcore_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -165,8 +156,7 @@ static int run(hf2mcore_args *a)
     }
     for (i = 0; i < ckpt_tensor_count(in) && rc == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(in, i);
-        int left =
-            ckpt_plan_leave_out(plan, t->name, ends_with(t->name, "rotary_emb.inv_freq") ? INV_FREQ_RULE : NULL);
+        int left = ckpt_plan_leave_out(plan, t->name, ckpt_hf_left_out_rule(t->name));
         if (left != 0) {
             rc = left < 0 ? left : 0;
             continue;

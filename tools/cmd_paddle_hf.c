@@ -129,9 +129,6 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
     return 0;
 }
 
-/* Left out of every hf2paddle conversion, and listed: neither side keeps it. */
-#define INV_FREQ_RULE "a rotary inv_freq buffer, which RoPE recomputes"
-
 /* paddle2hf: the merged model through the map, in transformers' order, as safetensors. */
 static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
 {
@@ -254,10 +251,7 @@ static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **
     }
     for (i = 0; i < ckpt_tensor_count(*weights_out) && rc == 0; i++) {
         const ckpt_tensor *ten = ckpt_tensor_at(*weights_out, i);
-        size_t len = strlen(ten->name);
-        int left = ckpt_plan_leave_out(
-            plan, ten->name,
-            len >= 19 && strcmp(ten->name + len - 19, "rotary_emb.inv_freq") == 0 ? INV_FREQ_RULE : NULL);
+        int left = ckpt_plan_leave_out(plan, ten->name, ckpt_hf_left_out_rule(ten->name));
         if (left != 0) {
             rc = left < 0 ? left : 0;
             continue;

@@ -119,6 +119,11 @@ CKPT_EXTERN(int) ckpt_hf_llama_map_params(const ckpt_hf_llama_dims *d, ckpt_map_
 CKPT_EXTERN(int) ckpt_hf_llama_check_tensors(const ckpt_hf_llama_dims *d, const char *config, const char *weights,
                                              const ckpt_map_input *in, size_t n);
 
+/* Why every conversion from Hugging Face leaves the tensor `name` out (for the plan's list of
+ * what was left out): RoPE's inv_freq buffers, which old transformers saved and every reader
+ * recomputes. NULL for a tensor that is converted. */
+CKPT_EXTERN(const char *) ckpt_hf_left_out_rule(const char *name);
+
 /* The config.json of d's family that transformers 4 and 5 read (architectures and
  * model_type of the family, its own fields only; rope_theta, rope_scaling and
  * rope_parameters; torch_dtype and dtype), keys sorted as save_pretrained writes them. */

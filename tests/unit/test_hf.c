@@ -245,6 +245,12 @@ CKPT_TEST(test_hf_llama_tensors_match_config)
     /* RoPE's buffers are let through */
     tiny_add(&m, "model.layers.1.self_attn.rotary_emb.inv_freq", CKPT_DTYPE_F32, 8, 0);
     ASSERT_OK(tiny_check(&d, &m));
+    /* and every conversion leaves them out, saying why */
+    ASSERT_EQ_STR(ckpt_hf_left_out_rule("model.layers.1.self_attn.rotary_emb.inv_freq"),
+                  "a rotary inv_freq buffer, which RoPE recomputes");
+    ASSERT_TRUE(ckpt_hf_left_out_rule("model.rotary_emb.inv_freq") != NULL);
+    ASSERT_TRUE(ckpt_hf_left_out_rule("model.norm.weight") == NULL);
+    ASSERT_TRUE(ckpt_hf_left_out_rule("inv_freq") == NULL);
 
     /* lm_head dropped from an untied model; allowed when tied */
     tiny_build(&m);
