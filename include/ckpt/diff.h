@@ -25,7 +25,7 @@ typedef struct ckpt_whole ckpt_whole;
  * a Hugging Face directory (its model.safetensors[.index.json] or pytorch_model.bin); a
  * Megatron-LM checkpoint root or iteration directory, --ckpt-format torch or torch_dist (the
  * model its ranks make). Errors name the path and why; a directory none of these reads is
- * CKPT_EFORMAT. Nothing but metadata is read. */
+ * CKPT_EUNSUPPORTED of class CKPT_ERRCLASS_LAYOUT. Nothing but metadata is read. */
 CKPT_EXTERN(int) ckpt_whole_open(ckpt_whole **out, const char *path);
 /* NULL-safe. */
 CKPT_EXTERN(void) ckpt_whole_close(ckpt_whole *w);
