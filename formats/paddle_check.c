@@ -102,41 +102,51 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
     return 0;
 }
 
-int ckpt_paddle_layout_check(const char *where, const char *config_json, int64_t num_layers, int tp, int pp)
+static int degrees_in_range(const char *where, int tp, int pp)
 {
-    pd_dims d;
-    int rc;
-
     if (tp < 1 || pp < 1 || tp > DEGREE_MAX || pp > DEGREE_MAX)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: TP %d, PP %d: sizes must be from 1 to %d",
                                where, tp, pp, DEGREE_MAX);
-    if ((rc = ckpt_paddle__dims(where, config_json, &d)) < 0)
-        return rc;
-    if (d.layers)
-        num_layers = d.layers;
+    return 0;
+}
+
+static int layout_fits(const char *where, const pd_dims *d, int64_t num_layers, int tp, int pp)
+{
+    if (d->layers)
+        num_layers = d->layers;
 #define REFUSE(...) ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, __VA_ARGS__)
-    if (d.heads && d.heads % tp)
+    if (d->heads && d->heads % tp)
         return REFUSE("%s: TP %d: %lld attention heads cannot be split over %d tensor-parallel ranks (PaddleNLP's "
                       "LlamaAttention needs num_attention_heads divisible by tensor_parallel_degree)",
-                      where, tp, (long long)d.heads, tp);
-    if (d.kv % tp && tp % d.kv)
+                      where, tp, (long long)d->heads, tp);
+    if (d->kv % tp && tp % d->kv)
         return REFUSE("%s: TP %d: %lld key/value heads can neither be split over nor shared by %d tensor-parallel "
                       "ranks (PaddleNLP needs num_key_value_heads divisible by tensor_parallel_degree, or the "
                       "reverse)",
-                      where, tp, (long long)d.kv, tp);
-    if (d.kv % tp && d.fuse_qkv)
+                      where, tp, (long long)d->kv, tp);
+    if (d->kv % tp && d->fuse_qkv)
         return REFUSE("%s: TP %d: %lld key/value heads are kept whole on every rank, which a fused qkv_proj "
                       "(fuse_attention_qkv) cannot hold (PaddleNLP refuses this layout)",
-                      where, tp, (long long)d.kv);
-    if (d.inter && d.inter % tp)
+                      where, tp, (long long)d->kv);
+    if (d->inter && d->inter % tp)
         return REFUSE("%s: TP %d: intermediate_size %lld cannot be split over %d tensor-parallel ranks (gate, up and "
                       "down projections are column- and row-parallel)",
-                      where, tp, (long long)d.inter, tp);
+                      where, tp, (long long)d->inter, tp);
     if (pp > 1 && pp > num_layers)
         return REFUSE("%s: PP %d: %lld decoder layers cannot fill %d pipeline stages", where, pp,
                       (long long)num_layers, pp);
 #undef REFUSE
     return 0;
+}
+
+int ckpt_paddle_layout_check(const char *where, const char *config_json, int64_t num_layers, int tp, int pp)
+{
+    pd_dims d;
+    int rc;
+
+    if ((rc = degrees_in_range(where, tp, pp)) < 0 || (rc = ckpt_paddle__dims(where, config_json, &d)) < 0)
+        return rc;
+    return layout_fits(where, &d, num_layers, tp, pp);
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -156,7 +166,7 @@ static int refuse_whole_kv(const char *where, int tp, int64_t kv, const char *fu
                            where, tp, (long long)kv, tp, fused);
 }
 
-int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp)
+int ckpt_paddle__check_target(const ckpt_paddle_model *m, int tp, int pp)
 {
     const char *where = m->info.config ? m->info.config : ckpt_paddle__where(m);
     char fused[512];
@@ -164,7 +174,8 @@ int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp)
     size_t i;
     int rc;
 
-    if ((rc = ckpt_paddle__dims(where, m->config_text, &d)) < 0 || !d.kv || d.kv % tp == 0)
+    if ((rc = degrees_in_range(where, tp, pp)) < 0 || (rc = ckpt_paddle__dims(where, m->config_text, &d)) < 0 ||
+        (rc = layout_fits(where, &d, m->info.num_layers, tp, pp)) < 0 || !d.kv || d.kv % tp == 0)
         return rc;
     for (i = 0; i < m->n_entries; i++)
         if (ends_with(m->entries[i].name, ".qkv_proj.weight") || ends_with(m->entries[i].name, ".layernorm_qkv.weight")) {

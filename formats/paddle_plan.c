@@ -82,9 +82,7 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
     if (t->version != CKPT_PADDLE_TARGET_VERSION)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_paddle_target version %u, expected %u", t->version,
                               CKPT_PADDLE_TARGET_VERSION);
-    if ((rc = ckpt_paddle_layout_check(m->info.config ? m->info.config : ckpt_paddle__where(m), m->config_text,
-                                       m->info.num_layers, t->tp, t->pp)) < 0 ||
-        (rc = ckpt_paddle__check_fused_kv(m, t->tp)) < 0)
+    if ((rc = ckpt_paddle__check_target(m, t->tp, t->pp)) < 0)
         return rc;
     c->t = *t;
     if ((rc = ckpt_paddle__layout_params(m, t->tp, &c->params)) < 0)

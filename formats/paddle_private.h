@@ -130,10 +130,11 @@ int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
 int ckpt_paddle__config_major(const ckpt_paddle_model *m);
 /* The model's config.json for layout t (paddle_config.c). */
 int ckpt_paddle__config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out);
-/* Refuses TP tp when it keeps the KV heads whole on every rank and the model holds q, k and v
- * fused in one tensor (qkv_proj, Transformer Engine's layernorm_qkv), which is cut by KV
- * group (paddle_check.c). */
-int ckpt_paddle__check_fused_kv(const ckpt_paddle_model *m, int tp);
+/* Whether the model can be written at TP tp, PP pp: ckpt_paddle_layout_check's rules on its
+ * config.json (read once), and TP tp refused when it keeps the KV heads whole on every rank
+ * and the model holds q, k and v fused in one tensor (qkv_proj, Transformer Engine's
+ * layernorm_qkv), which is cut by KV group (paddle_check.c). */
+int ckpt_paddle__check_target(const ckpt_paddle_model *m, int tp, int pp);
 /* The class of the head's variable in a layout of n_pp stages ("llama_lm_head" or, in
  * PaddleNLP 3's pipeline, "llama_lm_head_pipe") (paddle_names.c). */
 const char *ckpt_paddle__head_class(const ckpt_paddle_model *m, int n_pp);

@@ -47,6 +47,8 @@ import warnings
 
 import numpy as np
 
+from paddle_reshard_python import stage_vars
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import paddle
@@ -65,32 +67,27 @@ def default_out():
 
 def layout(a):
     """[(structured name, shape, var name, pp stage)] in LlamaForCausalLM state_dict order,
-    with the variable names the stage's process gives its parameters: paddle's unique_name
-    counts per class (linear, embedding, create_parameter for the RMSNorm weights, the head's
-    class) and per process, and a pipeline process builds only its stage, so every stage counts
-    from 0."""
+    with the variable names the stage's process gives its parameters (the reference reshard's
+    stage_vars: every stage counts from 0)."""
     kv = a.hidden // a.heads * a.kv_heads
     per_stage = a.layers // a.pp
-    counts = [collections.Counter() for _ in range(a.pp)]
 
-    def var(cls, s):
-        n = counts[s][cls]
-        counts[s][cls] += 1
-        return f"{cls}_{n}.w_0"
-
-    items = [("llama.embed_tokens.weight", (a.vocab, a.hidden), var("embedding", 0), 0)]
+    items = [("llama.embed_tokens.weight", (a.vocab, a.hidden), 0)]
     for i in range(a.layers):
         p, s = f"llama.layers.{i}.", i // per_stage
         for proj, shape in (("self_attn.q_proj", (a.hidden, a.hidden)), ("self_attn.k_proj", (a.hidden, kv)),
                             ("self_attn.v_proj", (a.hidden, kv)), ("self_attn.o_proj", (a.hidden, a.hidden)),
                             ("mlp.gate_up_fused_proj", (a.hidden, 2 * a.ffn)),
                             ("mlp.down_proj", (a.ffn, a.hidden))):
-            items.append((f"{p}{proj}.weight", shape, var("linear", s), s))
+            items.append((f"{p}{proj}.weight", shape, s))
         for ln in ("input_layernorm", "post_attention_layernorm"):
-            items.append((f"{p}{ln}.weight", (a.hidden,), var("create_parameter", s), s))
-    items.append(("llama.norm.weight", (a.hidden,), var("create_parameter", a.pp - 1), a.pp - 1))
-    items.append(("lm_head.weight", (a.hidden, a.vocab), var(head_class(a), a.pp - 1), a.pp - 1))
-    return items
+            items.append((f"{p}{ln}.weight", (a.hidden,), s))
+    items.append(("llama.norm.weight", (a.hidden,), a.pp - 1))
+    items.append(("lm_head.weight", (a.hidden, a.vocab), a.pp - 1))
+    names = {}
+    for s in range(a.pp):
+        names.update(stage_vars([k for k, _, ks in items if ks == s], head_class(a), {}))
+    return [(k, shape, names[k], s) for k, shape, s in items]
 
 
 def head_class(a):
