@@ -7,6 +7,10 @@
 #include <ckpt/megatron.h>
 #include <ckpt/sys/common.h>
 
+/* A parameter's fp32 optimizer state as the distributed optimizer keeps it: the master copy
+ * and Adam's two moments. */
+typedef enum mg_moment { MG_MASTER = 0, MG_EXP_AVG, MG_EXP_AVG_SQ, MG_N_MOMENTS } mg_moment;
+
 /* One key of the model state dict, at its global name. */
 typedef struct mg_entry {
     char *name;                /* global name (layer renumbered) */
@@ -19,6 +23,10 @@ typedef struct mg_entry {
     const ckpt_node **shards;  /* tensors read from rank files: each TP rank's part, as stored */
     const ckpt_value *value;   /* non-tensors: the value of the first TP rank of its stage */
     const ckpt_ckpt *src;      /* the file `value` comes from */
+    /* parameters of a set whose optimizer state is read per parameter (a distributed
+     * optimizer's, or one converted to it): that state at the parameter's full shape, fp32,
+     * built lazily like `full`; NULL otherwise (ckpt_megatron.moments says which) */
+    const ckpt_node *moment[MG_N_MOMENTS];
 } mg_entry;
 
 /* A source file, per (tp, pp, ep), and its model chunks. */
@@ -45,6 +53,7 @@ struct ckpt_megatron {
     int (*leave_out)(void *payload, const char *name); /* ckpt_megatron_options' */
     void *leave_out_payload;
     size_t left_out_params;          /* parameters it left out */
+    int moments;                     /* every parameter entry's moment[] is set */
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)

@@ -16,12 +16,27 @@ CKPT_BEGIN_DECL
 
 typedef struct ckpt_megatron ckpt_megatron;
 
-/* What happens to each rank's optimizer state (`optimizer` in model_optim_rng.pt). */
+/* What happens to each rank's optimizer state (`optimizer` in model_optim_rng.pt, a distributed
+ * optimizer's distrib_optim.pt, torch_dist's optimizer keys). */
 typedef enum ckpt_megatron_optimizer {
-    CKPT_MEGATRON_OPTIM_KEEP = 0, /* resharded with its parameters; an error where it cannot be */
-    CKPT_MEGATRON_OPTIM_DROP      /* model only: no optimizer, no scheduler (load with --finetune
-                                     or --no-load-optim) */
+    CKPT_MEGATRON_OPTIM_KEEP = 0,   /* resharded with its parameters, the source's kind of
+                                       optimizer; an error where it cannot be */
+    CKPT_MEGATRON_OPTIM_DROP,       /* model only: no optimizer, no scheduler (load with --finetune
+                                       or --no-load-optim) */
+    CKPT_MEGATRON_OPTIM_PLAIN,      /* resharded, as the non-distributed optimizer saves it */
+    CKPT_MEGATRON_OPTIM_DISTRIBUTED /* resharded, as the distributed optimizer
+                                       (--use-distributed-optimizer) saves it */
 } ckpt_megatron_optimizer;
+
+/* How a torch_dist target holds a distributed optimizer's state: megatron-core's
+ * metadata['distrib_optim_sharding_type']. */
+typedef enum ckpt_megatron_optim_sharding {
+    CKPT_MEGATRON_SHARDING_AUTO = 0,         /* the source's when it is torch_dist with a distributed
+                                                optimizer, else dp_reshardable */
+    CKPT_MEGATRON_SHARDING_DP_RESHARDABLE,   /* Megatron's default: each grad buffer bucket's flat
+                                                state, sharded over DP */
+    CKPT_MEGATRON_SHARDING_FULLY_RESHARDABLE /* per parameter, sharded like the model */
+} ckpt_megatron_optim_sharding;
 
 /* What happens to `_extra_state` entries (Transformer Engine FP8 metadata, None for local
  * layers). */
@@ -130,11 +145,16 @@ typedef struct ckpt_megatron_target {
     int64_t padded_vocab_size;         /* 0: Megatron's rule from make_vocab_size_divisible_by x tp */
     ckpt_megatron_optimizer optimizer;
     ckpt_megatron_extra_state extra_state;
+    /* version 2 */
+    int dp;                            /* data-parallel size the distributed optimizer's buffers are
+                                          laid out for (bucket padding, dp_reshardable pieces);
+                                          0: the source's */
+    ckpt_megatron_optim_sharding sharding;
 } ckpt_megatron_target;
 
-#define CKPT_MEGATRON_TARGET_VERSION 1
+#define CKPT_MEGATRON_TARGET_VERSION 2
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
-                                    CKPT_MEGATRON_EXTRA_COPY }
+                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO }
 
 /* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
  * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides
