@@ -154,3 +154,25 @@ choose_cache() {
 check_baseline() {
     [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE=$BASELINE is not an executable ckptconv"
 }
+
+# megatron_bench_input DIR TEMPLATE GEN_ARGS: the Megatron-LM input of the reshard benchmarks
+# (make_megatron_bench.py, TP2 PP2, bf16 with the plain optimizer's state), generated into DIR
+# once and again only when the generator, its arguments or the template change. Needs REPO
+# and TORCH_PYTHON.
+megatron_bench_input() {
+    local in="$1" template="$2" gen_args="$3" gen="$REPO/tests/bench/make_megatron_bench.py" id
+    id="$( {
+        echo "$gen_args"
+        cat "$gen" "$REPO/tests/bench/megatron_ckpt.py"
+        find "$template" -type f \( -name '*.pt' -o -name latest_checkpointed_iteration.txt \) -print0 \
+            | sort -z | xargs -0 cat
+    } | sha256sum | cut -c1-16)"
+    if [ ! -f "$in/latest_checkpointed_iteration.txt" ] || [ "$(cat "$in.done" 2>/dev/null)" != "$id" ]; then
+        echo "bench: generating $in (once)"
+        rm -rf "$in" "$in.tmp" "$in.done"
+        # shellcheck disable=SC2086
+        "$TORCH_PYTHON" "$gen" "$in.tmp" --template "$template" $gen_args
+        mv "$in.tmp" "$in"
+        echo "$id" >"$in.done"
+    fi
+}

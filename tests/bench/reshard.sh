@@ -51,7 +51,6 @@ BASELINE="${BENCH_BASELINE:-}"
 # Anonymous memory the budget does not cover: code, libc, tensor tables, pickle trees.
 RSS_ALLOWANCE_MB=64
 TIME=/usr/bin/time
-GEN="$REPO/tests/bench/make_megatron_bench.py"
 # shellcheck source=tests/bench/lib.sh
 . "$REPO/tests/bench/lib.sh"
 
@@ -70,22 +69,7 @@ MEMORY_BYTES=$(size_bytes "$MEMORY") || die "RESHARD_MEMORY=$MEMORY: expected a 
 
 mkdir -p "$BENCH_DIR"
 IN="$BENCH_DIR/megatron_tp2pp2"
-STAMP="$IN.done"
-GEN_ARGS="${RESHARD_GEN_ARGS:-}"
-GEN_ID="$( {
-    echo "$GEN_ARGS"
-    cat "$GEN" "$REPO/tests/bench/megatron_ckpt.py"
-    find "$TEMPLATE" -type f \( -name '*.pt' -o -name latest_checkpointed_iteration.txt \) -print0 \
-        | sort -z | xargs -0 cat
-} | sha256sum | cut -c1-16)"
-if [ ! -f "$IN/latest_checkpointed_iteration.txt" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$GEN_ID" ]; then
-    echo "bench: generating $IN (once)"
-    rm -rf "$IN" "$IN.tmp" "$STAMP"
-    # shellcheck disable=SC2086
-    "$TORCH_PYTHON" "$GEN" "$IN.tmp" --template "$TEMPLATE" $GEN_ARGS
-    mv "$IN.tmp" "$IN"
-    echo "$GEN_ID" >"$STAMP"
-fi
+megatron_bench_input "$IN" "$TEMPLATE" "${RESHARD_GEN_ARGS:-}"
 SIZE=$(du -sb "$IN" | cut -f1)
 NFILES=$(find "$IN" -name model_optim_rng.pt | wc -l)
 
