@@ -34,7 +34,8 @@ VERSION NOTES (what compat() adapts, by the megatron-core version found at run t
 - >= 0.17 (0.19): --enable-gloo-process-groups / --disable-gloo-process-groups set
   args.use_gloo_process_groups (0.16: args.enable_gloo_process_groups), which
   gen_megatron.init_megatron passes to initialize_model_parallel; the old name is set from the
-  new one after parse_args. training.setup_model_and_optimizer takes (model_type,
+  new one after parse_args and removed again once init_megatron has used it (it is not in the
+  saved args). training.setup_model_and_optimizer takes (model_type,
   model_provider_func, ...) (0.16: (model_provider_func, model_type, ...)). unwrap_model is
   megatron.core.utils.unwrap_model (0.16: also exported by megatron.training.utils).
 """
@@ -130,6 +131,18 @@ def compat():
             return args
 
         arguments.parse_args = parse_args_016
+
+        import gen_megatron
+
+        init_megatron = gen_megatron.init_megatron
+
+        def init_megatron_without_alias():
+            # the alias must not reach the saved args
+            args = init_megatron()
+            del args.enable_gloo_process_groups
+            return args
+
+        gen_megatron.init_megatron = init_megatron_without_alias
 
         from megatron.training import training
 
@@ -494,16 +507,28 @@ def cmd_check(opts):
 # the oracle: this version's own reshard of its fixture
 
 
-def oracle_targets(config):
-    """The targets gen_megatron_distopt.ORACLE gives this source config."""
-    return [t for s, t in gd.ORACLE if s == config]
+def oracle_targets(config, series):
+    """The targets gen_megatron_distopt.ORACLE gives this source config that the version can
+    build: megatron-core 0.13 refuses fewer query groups than TP ranks
+    (TransformerConfig.__post_init__: "num_query_groups (2) must be a multiple of
+    tensor_model_parallel_size (4)"; 0.16.1 accepts it), so no TP 4 target there."""
+    groups = int(gd.MODEL[gd.MODEL.index("--num-query-groups") + 1])
+    src = gd.layout_of(gd.CONFIGS[config])
+    out = []
+    for s, t in gd.ORACLE:
+        if s != config:
+            continue
+        if series == "0.13" and gd.target_layout(src["family"], t)["tp"] > groups:
+            continue
+        out.append(t)
+    return out
 
 
 def cmd_oracle_plan(opts):
     """Lines 'OUT NPROC SOURCE TARGET' for the driver (paths relative to WORK)."""
     series = TAGS[opts.tag]
     src = gd.layout_of(gd.CONFIGS[opts.config])
-    for target in oracle_targets(opts.config):
+    for target in oracle_targets(opts.config, series):
         c = gd.target_layout(src["family"], target)
         out = os.path.join("oracle", gd.oracle_dir(opts.config, target))
         print(out, c["tp"] * c["pp"] * c["dp"],
@@ -557,7 +582,7 @@ def cmd_oracle(opts):
             ref[(p["source"].split("/")[2], p["target"])] = p
     pairs = []
     src = gd.layout_of(gd.CONFIGS[opts.config])
-    for target in oracle_targets(opts.config):
+    for target in oracle_targets(opts.config, series):
         d = os.path.join(opts.work, "oracle", gd.oracle_dir(opts.config, target))
         c = gd.target_layout(src["family"], target)
         ranks = []
