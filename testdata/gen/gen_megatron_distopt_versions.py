@@ -600,6 +600,20 @@ def cmd_oracle(opts):
             rec["equals_source_legacy"] = gd.same_tensors(d + "/.", os.path.join(opts.work, opts.config,
                                                                              "legacy"))
         rec.update(dh.describe_dir(d))
+        # the resharded optimizer state merged to full tensors against the source's legacy save
+        # merged the same way (gen_megatron_distopt.py oracle's check)
+        src_ranks = []
+        while os.path.exists(os.path.join(opts.work, f"{opts.config}.layout.rank{len(src_ranks)}.json")):
+            src_ranks.append(json.load(open(os.path.join(
+                opts.work, f"{opts.config}.layout.rank{len(src_ranks)}.json"))))
+        fa = gd.full_states(d, ranks, c)
+        fb = gd.full_states(os.path.join(opts.work, opts.config, "legacy"), src_ranks, src)
+        both = sorted(set(fa) & set(fb))
+        rec["full_state_vs_source_legacy"] = {
+            "compared": len(both),
+            "only_in_target": sorted(set(fa) - set(fb)), "only_in_source": sorted(set(fb) - set(fa)),
+            "differ": [f"{n}/{st}" for n in both for st in ("param", "exp_avg", "exp_avg_sq")
+                       if not torch.equal(fa[n][st], fb[n][st])]}
         r = ref.get((opts.config, target))
         if r is not None:
             rec["tensors_equal_oracle_json_pair"] = (
