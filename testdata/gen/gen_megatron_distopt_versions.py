@@ -31,13 +31,14 @@ VERSION NOTES (what compat() adapts, by the megatron-core version found at run t
   log_max_attention_logit as an eighth). DistributedOptimizer has no
   _init_optimizer_states_with_dummy_values (gen_megatron_distopt.init_states_for_dist_load, for
   the oracle's load): the 0.16.1 method's body is added.
-- >= 0.17 (0.19): --enable-gloo-process-groups / --disable-gloo-process-groups set
+- >= 0.17: --enable-gloo-process-groups / --disable-gloo-process-groups set
   args.use_gloo_process_groups (0.16: args.enable_gloo_process_groups), which
   gen_megatron.init_megatron passes to initialize_model_parallel; the old name is set from the
   new one after parse_args and removed again once init_megatron has used it (it is not in the
-  saved args). training.setup_model_and_optimizer takes (model_type,
-  model_provider_func, ...) (0.16: (model_provider_func, model_type, ...)). unwrap_model is
-  megatron.core.utils.unwrap_model (0.16: also exported by megatron.training.utils).
+  saved args).
+- >= 0.19: training.setup_model_and_optimizer takes (model_type, model_provider_func, ...)
+  (up to 0.18: (model_provider_func, model_type, ...)); unwrap_model is
+  megatron.core.utils.unwrap_model only (0.16: also exported by megatron.training.utils).
 """
 
 import argparse
@@ -120,6 +121,12 @@ def compat():
             return (*out, 0)
 
         training.train_step = train_step_016
+
+        from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+        if not hasattr(DistributedOptimizer, "_init_optimizer_states_with_dummy_values"):
+            DistributedOptimizer._init_optimizer_states_with_dummy_values = \
+                _init_optimizer_states_with_dummy_values
     if v >= (0, 17):
         from megatron.training import arguments
 
@@ -143,7 +150,7 @@ def compat():
             return args
 
         gen_megatron.init_megatron = init_megatron_without_alias
-
+    if v >= (0, 19):
         from megatron.training import training
 
         setup_model_and_optimizer = training.setup_model_and_optimizer
@@ -158,14 +165,6 @@ def compat():
 
         if not hasattr(training_utils, "unwrap_model"):
             training_utils.unwrap_model = core_utils.unwrap_model
-
-
-    if v < (0, 14):
-        from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
-
-        if not hasattr(DistributedOptimizer, "_init_optimizer_states_with_dummy_values"):
-            DistributedOptimizer._init_optimizer_states_with_dummy_values = \
-                _init_optimizer_states_with_dummy_values
 
 
 def _init_optimizer_states_with_dummy_values(self):
@@ -276,9 +275,9 @@ def load_dcp(d, keys=None):
 
 
 def describe_torch_dist_any(root, orig):
-    """gen_megatron_distopt.describe_torch_dist for a directory without common.pt: from 0.17 on
+    """gen_megatron_distopt.describe_torch_dist for a directory without common.pt: from 0.19 on
     dist_checkpointing.save stores the common state dict as the ShardedObject 'common_state'
-    (item common_state/shard_0_1, a torch.save of [dict]) inside the checkpoint, and
+    (item common_state/shard_0_1, a torch.save of [dict]; not in 0.18.2) inside the checkpoint, and
     metadata.json names no common backend. It is recorded under "common_state" instead of
     "common.pt"."""
     import torch
