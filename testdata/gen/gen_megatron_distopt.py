@@ -5,8 +5,11 @@ and Megatron's own reshard of them (the oracle). See README_megatron_distopt.md.
 Driver: testdata/gen/run_megatron.sh distopt (sets the overlay, PYTHONPATH and environment).
 
     gen_megatron_distopt.py train --config NAME          # under torchrun, cwd = work directory
-    gen_megatron_distopt.py reshard --config NAME --source DIR --target LAYOUT
-                                                         # under torchrun: the oracle
+    gen_megatron_distopt.py reshard --config NAME --target LAYOUT [--source DIR]
+                                                         # under torchrun: one oracle pair
+                                                         # (WORK/oracle/NAME__to__LAYOUT)
+    gen_megatron_distopt.py world LAYOUT                 # number of processes
+    gen_megatron_distopt.py oracle-pairs                 # the oracle's (source, target) pairs
     gen_megatron_distopt.py describe WORK OUT NAME... [--tag T]  # OUT/TNAME/expected.json
     gen_megatron_distopt.py oracle WORK OUT              # OUT/oracle.json from WORK/oracle/*
 
