@@ -5,6 +5,7 @@
  * stay per rank where the rank exists, and tensor-parallel streams stay distinct). `args` is rewritten, the model chunks are built from the logical model, the
  * optimizer state is resharded with its parameters (megatron_optim.c) or dropped, and every
  * other entry is carried as it is. */
+#include "megatron_distopt.h"
 #include "megatron_private.h"
 
 #include <stdio.h>
@@ -147,6 +148,15 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                        c->t->vpp > 1 ? ckpt_value_new_int(a, c->t->vpp) : ckpt_value_new(a, CKPT_VAL_NONE))) < 0 ||
         (rc = set_attr(a, d, "padded_vocab_size", ckpt_value_new_int(a, c->padded_vocab))) < 0)
         return rc;
+    /* the DP a distributed optimizer's buffers are laid out for, which its reader takes from
+     * here; the world it implies */
+    if (c->t->dp > 0 && ((rc = set_attr(a, d, "data_parallel_size", ckpt_value_new_int(a, c->t->dp))) < 0 ||
+                         (ckpt_value_dict_get(d, "world_size") &&
+                          (rc = set_attr(a, d, "world_size",
+                                         ckpt_value_new_int(a, (int64_t)c->t->tp * c->t->pp * c->t->dp *
+                                                                   ckpt_megatron__arg_int(d, "context_parallel_size",
+                                                                                          1)))) < 0)))
+        return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
      * embedding stage); kept consistent with it here */
     if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
@@ -249,6 +259,7 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
                 }
                 *params = grown;
                 grown[*n_params].entry = e;
+                grown[*n_params].chunk = vp;
                 grown[(*n_params)++].shard = shard;
             }
         } else {
@@ -263,7 +274,7 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
     return rc;
 }
 
-static int rank_rel(const target_ctx *c, int tp, int pp, int ep, ckpt_buf *out)
+static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *file, ckpt_buf *out)
 {
     int rc = c->m->release ? ckpt_buf_puts(out, "release/")
                          : ckpt_buf_printf(out, "iter_%07lld/", (long long)c->m->info.iteration);
@@ -274,7 +285,13 @@ static int rank_rel(const target_ctx *c, int tp, int pp, int ep, ckpt_buf *out)
         rc = ckpt_buf_printf(out, "_%03d", pp);
     if (rc == 0 && c->m->info.ep > 1)
         rc = ckpt_buf_printf(out, "_%03d", ep);
-    return rc == 0 ? ckpt_buf_puts(out, "/model_optim_rng.pt") : rc;
+    return rc == 0 ? ckpt_buf_printf(out, "/%s", file) : rc;
+}
+
+/* The source's distributed optimizer state kept: distrib_optim.pt beside each rank file. */
+static int distributed_target(const target_ctx *c)
+{
+    return c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && c->m->info.distributed_optimizer && !c->m->dist;
 }
 
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
@@ -291,7 +308,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         return CKPT_ENOMEM;
     root->u.dict.cls = troot->u.dict.cls;
     c->template_rank = tmpl;
-    if ((rc = rank_rel(c, tp, pp, ep, &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
+    if ((rc = rank_rel(c, tp, pp, ep, "model_optim_rng.pt", &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
         goto done;
     for (i = 0; i < troot->u.dict.map.n && rc == 0; i++) {
         const ckpt_value *k = troot->u.dict.map.keys[i], *v = troot->u.dict.map.vals[i];
@@ -318,7 +335,11 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         } else if (strcmp(key, "optimizer") == 0 || strcmp(key, "opt_param_scheduler") == 0) {
             if (c->t->optimizer == CKPT_MEGATRON_OPTIM_DROP || v->kind == CKPT_VAL_NONE)
                 continue;
-            if (strcmp(key, "optimizer") == 0)
+            /* the distributed optimizer's holds no parameter state: hyper-parameters and
+             * steps per group, the grad scaler */
+            if (strcmp(key, "optimizer") == 0 && distributed_target(c))
+                rc = carry(c, tmpl->ck, v, &copy);
+            else if (strcmp(key, "optimizer") == 0)
                 rc = ckpt_megatron__optimizer(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp, c->t,
                                               c->padded_vocab, &copy);
             else
@@ -331,6 +352,12 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
     }
     if (rc == 0)
         rc = ckpt_plan_set_root(c->plan, c->file, root);
+    if (rc == 0 && distributed_target(c)) {
+        ckpt_buf_clear(&rel);
+        if ((rc = rank_rel(c, tp, pp, ep, "distrib_optim.pt", &rel)) == 0)
+            rc = ckpt_megatron__distopt_write(c->m, c->t, c->plan, (const char *)rel.data, params, n_params, tp, pp,
+                                              c->padded_vocab);
+    }
 done:
     free(params);
     ckpt_buf_dispose(&rel);
@@ -378,19 +405,18 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
-static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
+static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
     if (rc < 0)
         return rc;
-    if (m->info.distributed_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the optimizer state is in distrib_optim.pt (distributed optimizer), whose flat "
-                               "buffers are tied to the data-parallel layout and are not resharded yet; "
-                               "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
-                               "--no-load-optim)",
-                               m->set ? ckpt_set_info_of(m->set)->root : "");
+    if (t->dp < 0)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "data-parallel size %d: not positive", t->dp);
+    /* read at open when it could be; again here for the reason it could not */
+    if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
+        (rc = ckpt_megatron__read_distopt(m)) < 0)
+        return rc;
     if (m->left_out_params && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "%s: %zu parameter%s left out (--drop), and the optimizer state follows the "
