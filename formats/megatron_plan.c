@@ -413,6 +413,13 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
         return rc;
     if (t->dp < 0)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "data-parallel size %d: not positive", t->dp);
+    if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer &&
+        t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && ckpt_megatron__arg_int(m->args, "use_distributed_optimizer", 0))
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                               "%s: args.use_distributed_optimizer is set, but no rank directory has its "
+                               "distrib_optim.pt (the parameters' optimizer state); --no-optimizer writes a "
+                               "model-only checkpoint",
+                               m->set ? ckpt_set_info_of(m->set)->root : "");
     /* read at open when it could be; again here for the reason it could not */
     if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
         (rc = ckpt_megatron__read_distopt(m)) < 0)
