@@ -113,8 +113,10 @@ int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, co
  * (megatron_distopt_read.c) and set m->moments; on an error none is set. */
 int ckpt_megatron__read_distopt(ckpt_megatron *m);
 /* Add distrib_optim.pt at `rel` for the target rank (tp, pp) whose parameters are `params`
- * (state-dict order, chunk by chunk), laid out for the target DP (megatron_distopt_write.c). */
-int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, const char *rel,
-                                 const mg_param_out *params, size_t n, int tp, int pp, int64_t padded_vocab);
+ * (state-dict order, chunk by chunk), laid out as the target's args (`targs`: its DP, its
+ * buckets) make its grad buffers (megatron_distopt_write.c). */
+int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
+                                 ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
+                                 int pp, int64_t padded_vocab);
 
 #endif

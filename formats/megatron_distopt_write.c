@@ -140,8 +140,8 @@ static int buffer_value(write_ctx *c, size_t b, ckpt_value **out)
 }
 
 /* The target rank's parameters as the layout takes them. */
-static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, int pp, const mg_param_out *params,
-                         size_t n, const char *where, mg_dopt_layout *l)
+static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs, int pp,
+                         const mg_param_out *params, size_t n, const char *where, mg_dopt_layout *l)
 {
     const mg_entry **entries = calloc(n + 1, sizeof *entries);
     const ckpt_node **shards = calloc(n + 1, sizeof *shards);
@@ -161,7 +161,7 @@ static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, 
             rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                  "%s: no optimizer state for parameter %s", where, params[i].entry->name);
     }
-    if (rc == 0 && (rc = ckpt_megatron__dopt_config(m->args, t->dp, pp, where, &cfg)) == 0 &&
+    if (rc == 0 && (rc = ckpt_megatron__dopt_config(targs, 0, pp, where, &cfg)) == 0 &&
         (rc = ckpt_megatron__dopt_params(m, entries, chunks, shards, n, t->pp, &p)) == 0)
         rc = ckpt_megatron__dopt_layout(p, n, &cfg, l);
     free(p);
@@ -171,8 +171,9 @@ static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, 
     return rc;
 }
 
-int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, const char *rel,
-                                 const mg_param_out *params, size_t n, int tp, int pp, int64_t padded_vocab)
+int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
+                                 ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
+                                 int pp, int64_t padded_vocab)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
     ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *v = NULL;
@@ -183,7 +184,7 @@ int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t
 
     if (!root)
         return CKPT_ENOMEM;
-    if ((rc = target_layout(m, t, pp, params, n, rel, &l)) < 0) {
+    if ((rc = target_layout(m, t, targs, pp, params, n, rel, &l)) < 0) {
         ckpt_megatron__dopt_layout_free(&l);
         return rc;
     }

@@ -157,6 +157,13 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                    ckpt_megatron__arg_int(d, "context_parallel_size",
                                                                                           1)))) < 0)))
         return rc;
+    if (c->t->ddp_bucket_size &&
+        ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, c->t->ddp_bucket_size > 0))) < 0 ||
+         (c->t->ddp_bucket_size > 0 &&
+          ((rc = set_attr(a, d, "ddp_bucket_size", ckpt_value_new_int(a, c->t->ddp_bucket_size))) < 0 ||
+           (ckpt_value_dict_get(d, "ddp_num_buckets") &&
+            (rc = set_attr(a, d, "ddp_num_buckets", ckpt_value_new(a, CKPT_VAL_NONE))) < 0)))))
+        return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
      * embedding stage); kept consistent with it here */
     if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
@@ -300,6 +307,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
     const ckpt_value *troot = tmpl->root;
     ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
     mg_param_out *params = NULL;
+    const ckpt_value *targs = NULL;
     size_t i, n_params = 0;
     ckpt_buf rel = CKPT_BUF_INIT;
     int rc, models_done = 0;
@@ -317,6 +325,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
 
         if (strcmp(key, "args") == 0) {
             rc = rewrite_args(c, v, &copy);
+            targs = copy;
         } else if (strncmp(key, "model", 5) == 0 && (!key[5] || (key[5] >= '0' && key[5] <= '9'))) {
             const ckpt_value *cls = v->kind == CKPT_VAL_DICT ? v->u.dict.cls : NULL;
             int vp;
@@ -355,8 +364,8 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
     if (rc == 0 && distributed_target(c)) {
         ckpt_buf_clear(&rel);
         if ((rc = rank_rel(c, tp, pp, ep, "distrib_optim.pt", &rel)) == 0)
-            rc = ckpt_megatron__distopt_write(c->m, c->t, c->plan, (const char *)rel.data, params, n_params, tp, pp,
-                                              c->padded_vocab);
+            rc = ckpt_megatron__distopt_write(c->m, c->t, targs ? targs : c->m->args, c->plan, (const char *)rel.data,
+                                              params, n_params, tp, pp, c->padded_vocab);
     }
 done:
     free(params);
@@ -411,8 +420,10 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 
     if (rc < 0)
         return rc;
-    if (t->dp < 0)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "data-parallel size %d: not positive", t->dp);
+    if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
+                               "data-parallel size %d, bucket size %lld: out of range", t->dp,
+                               (long long)t->ddp_bucket_size);
     if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer &&
         t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && ckpt_megatron__arg_int(m->args, "use_distributed_optimizer", 0))
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,

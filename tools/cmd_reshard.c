@@ -103,6 +103,11 @@ static void reshard_help(FILE *out)
 "  --dp N                   data-parallel size the target runs with (default: the\n"
 "                           input's args.data_parallel_size): the distributed\n"
 "                           optimizer's buffers are padded for it (Megatron)\n"
+"  --ddp-bucket-size N|none the grad buffer buckets the target runs with: N elements\n"
+"                           (--overlap-grad-reduce --ddp-bucket-size N) or none (no\n"
+"                           --overlap-grad-reduce); they move the distributed optimizer's\n"
+"                           state, so give them when they change (default: the input's;\n"
+"                           args follow; Megatron)\n"
 "  --strategy FILE          the target from a Galvatron-style strategy JSON\n"
 "                           ({\"pp_size\": M, \"tp_size_list\": [N, N, ...]}, uniform TP;\n"
 "                           dp_size_list and other fields are not used)\n"
@@ -174,14 +179,15 @@ static int read_strategy(reshard_args *a)
 
 static int parse_args(int argc, char **argv, reshard_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_DP };
+    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_DP, O_BUCKET };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "strategy", required_argument, NULL, O_STRATEGY },
         { "iteration", required_argument, NULL, O_ITER }, { "padded-vocab-size", required_argument, NULL, O_PADDED },
         { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
         { "extra-state", required_argument, NULL, O_EXTRA }, { "to", required_argument, NULL, O_TO },
-        { "dp", required_argument, NULL, O_DP }, CLI_PLAN_LONGOPTS,
+        { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
+        CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
@@ -201,6 +207,14 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             break;
         case O_VPP: rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp); break;
         case O_DP: rc = cli_option_parallel("reshard", "--dp", optarg, &a->target.dp); break;
+        case O_BUCKET:
+            if (strcmp(optarg, "none") == 0) {
+                a->target.ddp_bucket_size = CKPT_MEGATRON_NO_BUCKETS;
+            } else {
+                rc = cli_option_int("reshard", "--ddp-bucket-size", optarg, 1, LLONG_MAX, &v);
+                a->target.ddp_bucket_size = v;
+            }
+            break;
         case O_STRATEGY: a->strategy = optarg; break;
         case O_ITER: rc = cli_option_int("reshard", "--iteration", optarg, 0, LLONG_MAX, &v); a->iteration = v; break;
         case O_PADDED:
@@ -285,6 +299,7 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
     cli_reshard_job j;
     const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
                                 : a->target.dp                      ? "--dp"
+                                : a->target.ddp_bucket_size         ? "--ddp-bucket-size"
                                 : a->to_dist                        ? "--to torch_dist"
                                 : a->target.padded_vocab_size       ? "--padded-vocab-size"
                                 : a->true_vocab                     ? "--true-vocab-size"
