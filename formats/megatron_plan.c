@@ -431,16 +431,16 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
                                "distrib_optim.pt (the parameters' optimizer state); --no-optimizer writes a "
                                "model-only checkpoint",
                                m->set ? ckpt_set_info_of(m->set)->root : "");
-    /* read at open when it could be; again here for the reason it could not */
-    if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
-        (rc = ckpt_megatron__read_distopt(m)) < 0)
-        return rc;
     if (m->left_out_params && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "%s: %zu parameter%s left out (--drop), and the optimizer state follows the "
                                "parameters in order: --no-optimizer writes a model-only checkpoint",
                                m->set ? ckpt_set_info_of(m->set)->root : "", m->left_out_params,
                                m->left_out_params == 1 ? " is" : "s are");
+    /* read at open when it could be; again here for the reason it could not */
+    if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
+        (rc = ckpt_megatron__read_distopt(m)) < 0)
+        return rc;
     if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "
