@@ -258,9 +258,10 @@ int ckpt_megatron__read_distopt(ckpt_megatron *m)
         mg_entry *e = &m->entries[i];
         if (!e->param || !e->full)
             continue;
-        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
-            rc = ckpt_parallel_merge(m->g, &e->layout, e->name, &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp],
-                                     (size_t)m->info.tp, &e->moment[k]);
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_node *const *row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp];
+            rc = ckpt_parallel_merge(m->g, &e->layout, e->name, row, (size_t)m->info.tp, &e->moment[k]);
+        }
     }
     free(parts);
     for (i = 0; i < m->n_entries && rc < 0; i++)

@@ -51,12 +51,6 @@ static int flat_part(write_ctx *c, size_t i, int k, const ckpt_node **out)
     return ckpt_node_reshape(c->m->g, part, 1, &numel, out);
 }
 
-static int cmp_flat(const void *a, const void *b, const mg_dopt_layout *l)
-{
-    int64_t x = l->ranges[*(const size_t *)a].flat, y = l->ranges[*(const size_t *)b].flat;
-    return (x > y) - (x < y);
-}
-
 /* Insertion sort by flat offset: a buffer's parameters arrive in reverse offset order, so this
  * is linear in practice. */
 static void sort_by_flat(size_t *idx, size_t n, const mg_dopt_layout *l)
@@ -64,7 +58,7 @@ static void sort_by_flat(size_t *idx, size_t n, const mg_dopt_layout *l)
     size_t i, j;
 
     for (i = 1; i < n; i++)
-        for (j = i; j > 0 && cmp_flat(&idx[j - 1], &idx[j], l) > 0; j--) {
+        for (j = i; j > 0 && l->ranges[idx[j - 1]].flat > l->ranges[idx[j]].flat; j--) {
             size_t tmp = idx[j];
             idx[j] = idx[j - 1];
             idx[j - 1] = tmp;
@@ -131,8 +125,11 @@ static int buffer_value(write_ctx *c, size_t b, ckpt_value **out)
     }
     if (rc == 0)
         rc = set_key(a, st, "numel_unpadded", ckpt_value_new_int(a, buf->numel_unpadded));
-    if (rc == 0 && (rc = ckpt_value_append(a, key, ckpt_value_new_global(a, "torch", ckpt_dtype_name(buf->param_dtype)))) == 0 &&
-        (rc = ckpt_value_append(a, key, ckpt_value_new_global(a, "torch", ckpt_dtype_name(buf->grad_dtype)))) == 0)
+    for (k = 0; k < 2 && rc == 0; k++) {
+        ckpt_value *dt = ckpt_value_new_global(a, "torch", ckpt_dtype_name(k ? buf->grad_dtype : buf->param_dtype));
+        rc = dt ? ckpt_value_append(a, key, dt) : CKPT_ENOMEM;
+    }
+    if (rc == 0)
         rc = ckpt_value_dict_set(a, outer, key, st);
     free(idx);
     *out = outer;
@@ -205,8 +202,10 @@ int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t
     if (rc == 0 && (rc = ckpt_plan_add_file(plan, rel, "torch", &c.file)) == 0)
         rc = set_key(a, root, "buckets_coalesced", ckpt_value_new_bool(a, 1));
     for (b = 0; b < l.n_buffers && rc == 0; b++)
-        if ((rc = buffer_value(&c, b, &v)) == 0)
-            rc = ckpt_value_dict_set(a, root, ckpt_value_new_int(a, (int64_t)l.buffers[b].gbuf), v);
+        if ((rc = buffer_value(&c, b, &v)) == 0) {
+            ckpt_value *gbuf = ckpt_value_new_int(a, (int64_t)l.buffers[b].gbuf);
+            rc = gbuf ? ckpt_value_dict_set(a, root, gbuf, v) : CKPT_ENOMEM;
+        }
     if (rc == 0)
         rc = ckpt_plan_set_root(plan, c.file, root);
     ckpt_megatron__dopt_layout_free(&l);
