@@ -26,7 +26,8 @@ rewrite numel/$R/mp_rank_01/distrib_optim.pt data.pkl \
 cp -r "$D" short
 rewrite short/$R/mp_rank_01/distrib_optim.pt /data/1 'd[:len(d) // 2]'
 cp -r "$D" cut
-head -c 20000 "$D/$R/mp_rank_00/distrib_optim.pt" >cut/$R/mp_rank_00/distrib_optim.pt
+head -c $(($(wc -c <"$D/$R/mp_rank_00/distrib_optim.pt") / 2)) "$D/$R/mp_rank_00/distrib_optim.pt" \
+    >cut/$R/mp_rank_00/distrib_optim.pt
 cp -r "$D" legacy2023
 rewrite legacy2023/$R/mp_rank_00/distrib_optim.pt data.pkl 'd.replace(b"buckets_coalesced", b"buckets_coalescex")'
 cp -r "$D" one_missing
