@@ -1,8 +1,8 @@
 /* A distributed optimizer's state read from distrib_optim.pt (formats/megatron_distopt_read.c)
  * and written again (megatron_distopt_write.c), checked by a fact that owes nothing to the
  * buffer layout: an fp32 model's master copy IS its weight (megatron-core's fp32 optimizer
- * keeps no second copy), so after a real training run every parameter's state slice must equal
- * its weight, element for element. A slice cut one element off, a wrong bucket offset or a
+ * keeps no second copy; a bf16 model's weight is its master rounded), so after a real training
+ * run every parameter's state slice must give its weight, element for element. A slice cut one element off, a wrong bucket offset or a
  * misplaced TP part breaks that; so would a writer that puts a parameter's state anywhere but
  * where the target's layout reads it back. */
 #include "test.h"
@@ -49,7 +49,7 @@ static float *read_f32(const ckpt_node *n)
 
 /* Every parameter's master equals its weight; both moments have its shape, exp_avg_sq is not
  * negative and not all zero (three Adam steps ran). The number of parameters checked. */
-static int masters_are_weights(const ckpt_megatron *m, size_t *checked)
+static int masters_are_weights(ckpt_megatron *m, size_t *checked)
 {
     size_t i;
 
@@ -66,9 +66,14 @@ static int masters_are_weights(const ckpt_megatron *m, size_t *checked)
 
         if (!e->param || !e->full)
             continue;
+        const ckpt_node *as_weight = e->moment[MG_MASTER];
         numel = ckpt_node_numel(e->full);
+        /* bf16/fp16 training: the weight is the master rounded to its dtype */
+        if (ckpt_node_dtype(e->full) != CKPT_DTYPE_F32 &&
+            ckpt_node_cast(m->g, e->moment[MG_MASTER], ckpt_node_dtype(e->full), &as_weight) < 0)
+            as_weight = NULL;
         w = read_f32(e->full);
-        master = read_f32(e->moment[MG_MASTER]);
+        master = as_weight ? read_f32(as_weight) : NULL;
         sq = read_f32(e->moment[MG_EXP_AVG_SQ]);
         ok = w && master && sq && ckpt_node_numel(e->moment[MG_MASTER]) == numel &&
              ckpt_node_numel(e->moment[MG_EXP_AVG]) == numel && ckpt_node_numel(e->moment[MG_EXP_AVG_SQ]) == numel &&
