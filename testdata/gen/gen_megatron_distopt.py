@@ -230,6 +230,12 @@ def train_steps(args, model, optimizer, sched, n, first_iteration):
             if len(model) == 1:
                 config.grad_sync_func = config.grad_sync_func[0]
     config.finalize_model_grads_func = finalize_model_grads
+    if args.virtual_pipeline_model_parallel_size:
+        # The interleaved schedule isends a chunk's output (overlapped p2p) and then frees its
+        # storage (deallocate_pipeline_outputs); on a GPU the caching allocator keeps it for the
+        # communication stream, on the CPU gloo may still be reading freed memory: NaN
+        # gradients, not reproducible. Memory management only, not the math.
+        config.deallocate_pipeline_outputs = False
     for m in model:
         m.train()
     nmb = get_num_microbatches()
@@ -432,9 +438,10 @@ def init_states_for_dist_load(optimizer):
 
 def install_fully_reshardable_step_fix():
     """megatron-core 0.16.1 without TransformerEngine or apex: load_parameter_state_from_fully_
-    reshardable leaves out "step" ("Handle torch Adam 'step' state separately": load_state_dict
-    has already set it from param_groups), but _set_main_param_and_optimizer_states copies every
-    key of the torch Adam state, "step" included (KeyError). Keep the step already set."""
+    reshardable (and _from_dp_zero, the legacy load) leave out "step" ("Handle torch Adam 'step'
+    state separately": load_state_dict has already set it from param_groups), but
+    _set_main_param_and_optimizer_states copies every key of the torch Adam state, "step"
+    included (KeyError). Keep the step already set."""
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     orig = DistributedOptimizer._set_main_param_and_optimizer_states
@@ -548,6 +555,100 @@ def describe_torch_dist(root):
     }
 
 
+TE_NORM_NAMES = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
+                 "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight"}
+
+
+def dist_key(name):
+    """(torch_dist key, layer index or None) of a local-spec global parameter name."""
+    import re
+    m = re.match(r"decoder\.layers\.(\d+)\.(.*)$", name)
+    if not m:
+        return name, None
+    return "decoder.layers." + TE_NORM_NAMES.get(m.group(2), m.group(2)), int(m.group(1))
+
+
+def check_fully_vs_legacy(src, ranks, c):
+    """Each parameter's fp32 master and moments as the fully_reshardable save holds them (TP
+    slice of the global tensor) against the legacy distrib_optim.pt of the same state (the
+    buckets' unpadded parts concatenated, placed by the dumped layout). Returns the names of the
+    parameters that differ, per state."""
+    import gen_megatron
+    from torch.distributed.checkpoint import FileSystemReader
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    import distopt_hashes as dh
+
+    d = os.path.join(src, "fully_reshardable", f"iter_{ITERS:07d}")
+    reader = FileSystemReader(d)
+    md = reader.read_metadata()
+    sd = {k: torch.zeros(tuple(m.size), dtype=m.properties.dtype)
+          for k, m in md.state_dict_metadata.items()
+          if isinstance(m, TensorStorageMetadata) and k.startswith("optimizer.state.")}
+    dcp.load(sd, storage_reader=reader, no_dist=True)
+    bad = {}
+    checked = 0
+    for r in ranks:
+        if r["dp"] != 0:
+            continue
+        sub = f"mp_rank_{r['tp']:02d}" + (f"_{r['pp']:03d}" if c["pp"] > 1 else "")
+        legacy = dh.load(os.path.join(src, "legacy", f"iter_{ITERS:07d}", sub, "distrib_optim.pt"))
+        for b in r["buffers"]:
+            world = next(iter(legacy[b["gbuf_index"]].values()))
+            # padded buffer offset -> offset in the unpadded concatenation
+            shift, lead = {}, 0
+            for k in b["buckets"]:
+                shift[k["index"]] = k["start"] - lead
+                lead += k["numel_unpadded"]
+            for p in b["params"]:
+                # the last stage's copy of a tied embedding is saved under the embedding's key
+                gname = ("embedding.word_embeddings.weight"
+                         if c["tied"] and p["global_name"] == "output_layer.weight" else p["global_name"])
+                key, layer = dist_key(gname)
+                for st in ("param", "exp_avg", "exp_avg_sq"):
+                    full = sd[f"optimizer.state.{st}.{key}"]
+                    full = full[layer] if layer is not None else full
+                    want = gen_megatron.tp_slice(p["name"], full, c["tp"], r["tp"], True).reshape(-1)
+                    lo = p["start"] - shift[p["bucket"]]
+                    have = world[st][lo:lo + want.numel()]
+                    checked += 1
+                    if not torch.equal(have, want):
+                        bad.setdefault(st, []).append(f"tp{r['tp']} pp{r['pp']} chunk{b['model_chunk']} {p['global_name']}")
+    return {"compared": checked, "differ": bad}
+
+
+def full_states(root, ranks, c):
+    """{global parameter name: {param, exp_avg, exp_avg_sq}} of a legacy checkpoint, TP-merged
+    (gen_megatron.tp_merge), read from distrib_optim.pt with the dumped layout of its ranks."""
+    import gen_megatron
+
+    import distopt_hashes as dh
+    parts = {}
+    for r in ranks:
+        if r["dp"] != 0:
+            continue
+        sub = f"mp_rank_{r['tp']:02d}" + (f"_{r['pp']:03d}" if c["pp"] > 1 else "")
+        legacy = dh.load(os.path.join(root, f"iter_{ITERS:07d}", sub, "distrib_optim.pt"))
+        for b in r["buffers"]:
+            world = next(iter(legacy[b["gbuf_index"]].values()))
+            shift, lead = {}, 0
+            for k in b["buckets"]:
+                shift[k["index"]] = k["start"] - lead
+                lead += k["numel_unpadded"]
+            for p in b["params"]:
+                lo = p["start"] - shift[p["bucket"]]
+                n = p["end"] - p["start"]
+                for st in ("param", "exp_avg", "exp_avg_sq"):
+                    t = world[st][lo:lo + n].reshape(p["shape"])
+                    parts.setdefault((p["global_name"], st), {})[r["tp"]] = t
+    out = {}
+    for (name, st), by_tp in parts.items():
+        out.setdefault(name, {})[st] = gen_megatron.tp_merge(
+            name, [by_tp[t] for t in sorted(by_tp)], True)
+    return out
+
+
 def cmd_describe(opts):
     import megatron.core
 
@@ -580,6 +681,7 @@ def cmd_describe(opts):
                                          "master_sha256", "buffers")} for x in ranks],
             "forms": {},
         }
+        rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
         for form in FORMS:
             f = {"files": file_list(os.path.join(src, form))}
             if form == "legacy":
@@ -618,6 +720,20 @@ def cmd_oracle(opts):
                "master_sha256_per_rank": [x["master_sha256"] for x in ranks]}
         if target == source:
             rec["equals_source_legacy"] = same_tensors(d + "/.", os.path.join(opts.work, source, "legacy"))
+        # the optimizer state Megatron resharded, merged to full tensors, against the source's
+        # legacy save merged the same way
+        src_ranks = []
+        while os.path.exists(os.path.join(opts.work, f"{source}.layout.rank{len(src_ranks)}.json")):
+            src_ranks.append(json.load(open(os.path.join(
+                opts.work, f"{source}.layout.rank{len(src_ranks)}.json"))))
+        fa = full_states(d, ranks, c)
+        fb = full_states(os.path.join(opts.work, source, "legacy"), src_ranks, src)
+        common = sorted(set(fa) & set(fb))
+        rec["full_state_vs_source_legacy"] = {
+            "compared": len(common),
+            "only_in_target": sorted(set(fa) - set(fb)), "only_in_source": sorted(set(fb) - set(fa)),
+            "differ": [f"{n}/{st}" for n in common for st in ("param", "exp_avg", "exp_avg_sq")
+                       if not torch.equal(fa[n][st], fb[n][st])]}
         rec.update(dh.describe_dir(d))
         pairs.append(rec)
     out = {
