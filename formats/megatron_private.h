@@ -113,6 +113,7 @@ const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int
 typedef struct mg_param_out {
     const mg_entry *entry;
     const ckpt_node *shard; /* the target rank's part of entry->full */
+    int chunk;              /* the target model chunk holding it */
 } mg_param_out;
 
 /* A copy of v (from src) in the plan's arena, its tensors added to plan file `file`. */

@@ -134,8 +134,8 @@ assert not [k for k in d if k.endswith('._extra_state')]\""
 mkdir -p "$OUT/empty"
 cp -r "$MT/tp1" "$WORK/distrib"
 touch "$WORK/distrib/iter_0000010/mp_rank_00/distrib_optim.pt"
-case_run "a distributed optimizer is refused, naming --no-optimizer" \
-    expect_refusal "$OUT/empty" "$WORK/err1" "distrib_optim.pt" "--no-optimizer" -- \
+case_run "a distrib_optim.pt that is not one is refused, naming it" \
+    expect_refusal "$OUT/empty" "$WORK/err1" "mp_rank_00/distrib_optim.pt" "unrecognized checkpoint format" -- \
     "$CKPTCONV" reshard "$WORK/distrib" "$OUT/empty/x" --tp 2
 case_run "layers that do not split over the stages are refused" \
     expect_refusal "$OUT/empty" "$WORK/err2" "4 layers do not split evenly over 3 pipeline stages" -- \
