@@ -1,0 +1,462 @@
+/* The optimizer state of a Megatron torch_dist checkpoint, read into the logical model: each
+ * parameter's fp32 master copy and Adam moments at its full shape (mg_entry.moment[]).
+ *
+ * megatron-core 0.16.1 saves three forms (common.pt's optimizer['param_state_sharding_type']
+ * says which of the distributed optimizer's; the non-distributed optimizer has none):
+ * - plain (optimizer.py sharded_state_dict, dist_checkpointing/optimizer.py): per parameter
+ *   `optimizer.state.{exp_avg,exp_avg_sq}.<model key>` at the model tensor's global shape
+ *   and chunking, plus `optimizer.state.fp32_param.<key>` with bf16/fp16 parameters (an fp32
+ *   model is its own master); the step is common.pt's optimizer[...]['state']['common_step'].
+ * - fully_reshardable (distrib_optimizer.py sharded_param_state_fully_reshardable):
+ *   `optimizer.state.{param,exp_avg,exp_avg_sq}.<model key>`, fp32, shaped and chunked like the
+ *   model tensor; common.pt holds {'optimizer': {'param_groups' (each with 'step')}, ...}.
+ * - dp_reshardable (sharded_param_state_dp_reshardable): per model-parallel rank g = tp + TP * pp
+ *   (the rank in the TP x PP group), grad buffer and bucket,
+ *   `optimizer.distributed.dp_group_idx_<g>.gbuf_idx_<b>.dtype_(<param dtype>, <grad dtype>).
+ *   bucket_idx_<k>.{param,exp_avg,exp_avg_sq}`: 1-D fp32 of the bucket's numel_unpadded, the
+ *   parameters at their buffer offsets less the bucket's start (megatron_distopt.h's layout).
+ *
+ * The fully_reshardable save is wrong for a buffer of several buckets in every megatron-core
+ * up to core_v0.19.0 (fixed by Megatron-LM PR #5077): get_parameter_state_dp_zero gathers
+ * each bucket and concatenates the buckets' UNPADDED parts (a bucket's end padding to
+ * lcm(DP, 128) dropped), but the save then slices that vector at each parameter's PADDED
+ * buffer offset (buffer.param_index_map). A parameter of bucket k > 0 thus gets the elements
+ * that lie (sum of the end paddings of buckets 0..k-1) further on: part of the parameters
+ * that follow it in the buffer, and zeros where the slice runs past the vector's end. The
+ * file does not say which version wrote it; its args do say the layout (DP, bucket size,
+ * overlap_grad_reduce), so the layout is rebuilt for every source rank and a checkpoint in
+ * which any parameter's padded offset differs from its offset in the unpadded vector is
+ * refused with that explanation (a fixed save of such a layout is refused too: never read
+ * silently wrong). */
+#include "megatron_distopt.h"
+#include "megatron_private.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_PREFIX "optimizer.state."
+#define DIST_PREFIX "optimizer.distributed."
+
+static const char *const plain_names[MG_N_MOMENTS] = { "fp32_param", "exp_avg", "exp_avg_sq" };
+static const char *const dist_names[MG_N_MOMENTS] = { "param", "exp_avg", "exp_avg_sq" };
+
+typedef struct read_ctx {
+    ckpt_megatron *m;
+    const ckpt_ckpt *ck;
+    int local;
+    unsigned char *used; /* per tensor of ck: taken by a parameter's state */
+    ckpt_buf key, name;
+    int tp, pp, vpp;     /* the source layout, from args */
+} read_ctx;
+
+static void mark_used(read_ctx *c, const ckpt_tensor *t)
+{
+    c->used[t - ckpt_tensor_at(c->ck, 0)] = 1;
+}
+
+static int same_shape(const ckpt_tensor *t, int skip, const ckpt_node *full)
+{
+    return t->ndim - skip == ckpt_node_ndim(full) &&
+           memcmp(t->shape + skip, ckpt_node_shape(full), (size_t)ckpt_node_ndim(full) * sizeof *t->shape) == 0;
+}
+
+/* `optimizer.state.<moment>.<key of e>` as a full fp32 node: a layer of the stacked tensor,
+ * or the per-layer tensor older versions save; *out NULL when the file has none. */
+static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const ckpt_node **out)
+{
+    const ckpt_tensor *t = NULL;
+    int stacked = 0, rc;
+
+    *out = NULL;
+    ckpt_buf_clear(&c->name);
+    if (ckpt_buf_printf(&c->name, STATE_PREFIX "%s.%s", moment, e->name) < 0)
+        return CKPT_ENOMEM;
+    if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)) && e->layout.layer >= 0) {
+        ckpt_buf_clear(&c->name);
+        if (ckpt_buf_printf(&c->name, STATE_PREFIX "%s.%s", moment, (const char *)c->key.data) < 0)
+            return CKPT_ENOMEM;
+        stacked = (t = ckpt_tensor_find(c->ck, (const char *)c->name.data)) != NULL;
+    }
+    if (!t)
+        return 0;
+    mark_used(c, t);
+    if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' does not have the shape of the parameter '%s' it is the state of",
+                               c->m->dist, t->name, e->name);
+    rc = stacked ? ckpt_megatron__layer_of(c->m, t, e->layout.layer, t->name, out) : ckpt_node_tensor(c->m->g, t, out);
+    if (rc == 0 && ckpt_node_dtype(*out) != CKPT_DTYPE_F32)
+        rc = ckpt_node_cast(c->m->g, *out, CKPT_DTYPE_F32, out);
+    return rc;
+}
+
+static int missing(read_ctx *c, const mg_entry *e, const char *moment)
+{
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                           "%s: no optimizer state '" STATE_PREFIX "%s.%s' for the parameter '%s'", c->m->dist, moment,
+                           (const char *)c->key.data, e->name);
+}
+
+/* Plain and fully_reshardable: a global tensor per parameter and moment. */
+static int read_per_param(read_ctx *c, int form)
+{
+    size_t i;
+    int k, rc = 0;
+
+    for (i = 0; i < c->m->n_entries && rc == 0; i++) {
+        mg_entry *e = &c->m->entries[i];
+        if (!e->param || !e->full)
+            continue;
+        if ((rc = ckpt_megatron__dist_key(e, c->local, &c->key)) < 0)
+            break;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const char *name = form == MG_DIST_PLAIN ? plain_names[k] : dist_names[k];
+            if ((rc = moment_node(c, e, name, &e->moment[k])) < 0)
+                break;
+            /* an fp32 model is its own master copy (no fp32_param in the file) */
+            if (!e->moment[k] && k == MG_MASTER && form == MG_DIST_PLAIN &&
+                ckpt_node_dtype(e->full) == CKPT_DTYPE_F32)
+                e->moment[k] = e->full;
+            if (!e->moment[k])
+                rc = missing(c, e, name);
+        }
+    }
+    return rc;
+}
+
+/* ---- the source's grad buffer layout -------------------------------------------- */
+
+/* The pipeline stage and model chunk of an entry in the source layout. */
+static void place_of(const read_ctx *c, const mg_entry *e, int *pp, int *vp)
+{
+    int64_t per_chunk = c->m->info.num_layers / ((int64_t)c->pp * c->vpp), chunk;
+
+    switch (e->layout.stage) {
+    case CKPT_STAGE_LAYER:
+        chunk = per_chunk > 0 ? e->layout.layer / per_chunk : 0;
+        *pp = (int)(chunk % c->pp);
+        *vp = (int)(chunk / c->pp);
+        break;
+    case CKPT_STAGE_LAST:
+        *pp = c->pp - 1;
+        *vp = c->vpp - 1;
+        break;
+    default:
+        *pp = 0;
+        *vp = 0;
+        break;
+    }
+}
+
+/* A source stage's parameters in named_parameters() order (entries' indices in idx[], -1
+ * for the last stage's copy of a tied embedding) and their grad buffer layout. */
+typedef struct stage_layout {
+    mg_dopt_param *params;
+    long *idx;
+    size_t n;
+    mg_dopt_layout l;
+} stage_layout;
+
+static void stage_free(stage_layout *s)
+{
+    free(s->params);
+    free(s->idx);
+    ckpt_megatron__dopt_layout_free(&s->l);
+    memset(s, 0, sizeof *s);
+}
+
+static int stage_open(read_ctx *c, int pp, stage_layout *s)
+{
+    const ckpt_value *untie = ckpt_megatron_arg(c->m->args, "untie_embeddings_and_output_weights");
+    int tied = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean && c->pp > 1;
+    mg_dopt_config cfg;
+    long emb = -1;
+    size_t i;
+    int rc;
+
+    memset(s, 0, sizeof *s);
+    if ((rc = ckpt_megatron__dopt_config(c->m->args, 0, pp, c->m->dist, &cfg)) < 0)
+        return rc;
+    s->params = calloc(c->m->n_entries + 2, sizeof *s->params);
+    s->idx = calloc(c->m->n_entries + 2, sizeof *s->idx);
+    if (!s->params || !s->idx)
+        return ckpt_error_oom();
+    for (i = 0; i < c->m->n_entries; i++) {
+        const mg_entry *e = &c->m->entries[i];
+        mg_dopt_param *p = &s->params[s->n];
+        int epp, evp;
+        if (!e->param || !e->full)
+            continue;
+        place_of(c, e, &epp, &evp);
+        if (strcmp(e->name, "embedding.word_embeddings.weight") == 0)
+            emb = (long)i;
+        if (epp != pp)
+            continue;
+        p->chunk = evp;
+        p->numel = ckpt_node_numel(e->full) / (e->layout.tp == CKPT_TP_REPLICATED ? 1 : c->tp);
+        p->dtype = ckpt_node_dtype(e->full);
+        p->shared_embedding = tied && (long)i == emb;
+        s->idx[s->n++] = (long)i;
+    }
+    if (tied && pp == c->pp - 1 && emb >= 0) {
+        mg_dopt_param *p = &s->params[s->n];
+        p->chunk = c->vpp - 1;
+        p->numel = ckpt_node_numel(c->m->entries[emb].full) / c->tp;
+        p->dtype = ckpt_node_dtype(c->m->entries[emb].full);
+        p->shared_embedding = 1;
+        s->idx[s->n++] = -1;
+    }
+    return ckpt_megatron__dopt_layout(s->params, s->n, &cfg, &s->l);
+}
+
+/* The defect of the fully_reshardable save (see the top of the file). */
+static int check_fully(read_ctx *c)
+{
+    stage_layout s;
+    size_t i;
+    int pp, rc = 0;
+
+    for (pp = 0; pp < c->pp && rc == 0; pp++) {
+        if ((rc = stage_open(c, pp, &s)) < 0)
+            break;
+        for (i = 0; i < s.n && rc == 0; i++) {
+            const mg_dopt_range *r = &s.l.ranges[i];
+            const mg_dopt_buffer *b = &s.l.buffers[r->buffer];
+            if (r->start == r->flat || s.idx[i] < 0)
+                continue;
+            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: fully_reshardable optimizer state of a grad buffer of %zu buckets (pipeline "
+                                 "stage %d, its args' DP %lld, bucket size and overlap_grad_reduce): megatron-core "
+                                 "before Megatron-LM PR #5077 (every tag up to core_v0.19.0) saved '%s' from offset "
+                                 "%lld of the buckets' unpadded concatenation where it lies at %lld, so its state in "
+                                 "the file is another parameter's; save it again as dp_reshardable "
+                                 "(--dist-ckpt-optim-fully-reshardable off) or in the legacy format, and convert that",
+                                 c->m->dist, b->n_buckets, pp, (long long)ckpt_megatron__arg_int(c->m->args,
+                                 "data_parallel_size", 1), c->m->entries[s.idx[i]].name, (long long)r->start,
+                                 (long long)r->flat);
+        }
+        stage_free(&s);
+    }
+    return rc;
+}
+
+/* ---- dp_reshardable ----------------------------------------------------------- */
+
+static const char *torch_dtype(ckpt_dtype d)
+{
+    switch (d) {
+    case CKPT_DTYPE_F32:
+        return "torch.float32";
+    case CKPT_DTYPE_BF16:
+        return "torch.bfloat16";
+    case CKPT_DTYPE_F16:
+        return "torch.float16";
+    default:
+        return NULL;
+    }
+}
+
+static int dp_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, const char *moment,
+                                 ckpt_buf *out)
+{
+    const char *pd = torch_dtype(b->param_dtype), *gd = torch_dtype(b->grad_dtype);
+
+    ckpt_buf_clear(out);
+    if (!pd || !gd)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "distributed optimizer: a grad buffer of dtype %s is not bf16, fp16 or fp32",
+                               ckpt_dtype_name(b->param_dtype));
+    return ckpt_buf_printf(out, DIST_PREFIX "dp_group_idx_%lld.gbuf_idx_%zu.dtype_(%s, %s).bucket_idx_%zu.%s",
+                           (long long)group, b->gbuf, pd, gd, bucket, moment) < 0
+               ? CKPT_ENOMEM
+               : 0;
+}
+
+/* Bucket tensor `moment` of a buffer of source rank (tp, pp), checked against the layout. */
+static int bucket_tensor(read_ctx *c, int tp, int pp, const stage_layout *s, const mg_dopt_buffer *b, size_t k,
+                         const char *moment, const ckpt_tensor **out)
+{
+    const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + k];
+    const ckpt_tensor *t;
+    int rc = dp_bucket_key(tp + (int64_t)c->tp * pp, b, k, moment, &c->name);
+
+    if (rc < 0)
+        return rc;
+    if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: no '%s': the grad buffer layout of TP rank %d, pipeline stage %d (from its "
+                               "args) has %zu buckets in buffer %zu",
+                               c->m->dist, (const char *)c->name.data, tp, pp, b->n_buckets, b->gbuf);
+    if (t->ndim != 1 || t->shape[0] != bk->numel_unpadded)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' holds %lld elements, the grad buffer layout from its args (DP %lld) has "
+                               "%lld in that bucket",
+                               c->m->dist, t->name, t->ndim == 1 ? (long long)t->shape[0] : -1ll,
+                               (long long)ckpt_megatron__arg_int(c->m->args, "data_parallel_size", 1),
+                               (long long)bk->numel_unpadded);
+    mark_used(c, t);
+    *out = t;
+    return 0;
+}
+
+/* Source rank (tp, pp)'s part of every parameter of the stage, per moment, into
+ * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]. */
+static int read_dp_rank(read_ctx *c, int tp, int pp, const stage_layout *s, const ckpt_node **parts)
+{
+    const ckpt_node **split = calloc((size_t)c->tp, sizeof *split);
+    size_t i;
+    int k, rc = split ? 0 : ckpt_error_oom();
+
+    for (i = 0; i < s->n && rc == 0; i++) {
+        const mg_dopt_range *r = &s->l.ranges[i];
+        const mg_dopt_buffer *b = &s->l.buffers[r->buffer];
+        const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + r->bucket];
+        const mg_entry *e = s->idx[i] >= 0 ? &c->m->entries[s->idx[i]] : NULL;
+        const ckpt_node *flat;
+        if (!e)
+            continue; /* a tied embedding's copy: the embedding's state */
+        if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->tp, split)) < 0)
+            break;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_tensor *t = NULL;
+            const ckpt_node *shard = split[tp];
+            if ((rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t)) < 0 ||
+                (rc = ckpt_node_tensor(c->m->g, t, &flat)) < 0 ||
+                (rc = ckpt_node_slice(c->m->g, flat, 0, r->start - bk->start, r->end - r->start, &flat)) < 0 ||
+                (rc = ckpt_node_reshape(c->m->g, flat, ckpt_node_ndim(shard), ckpt_node_shape(shard), &flat)) < 0)
+                break;
+            if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 && (rc = ckpt_node_cast(c->m->g, flat, CKPT_DTYPE_F32, &flat)) < 0)
+                break;
+            parts[((size_t)s->idx[i] * MG_N_MOMENTS + (size_t)k) * (size_t)c->tp + (size_t)tp] = flat;
+        }
+    }
+    free(split);
+    return rc;
+}
+
+static int read_dp(read_ctx *c)
+{
+    const ckpt_node **parts = calloc(c->m->n_entries * MG_N_MOMENTS * (size_t)c->tp + 1, sizeof *parts);
+    stage_layout s;
+    size_t i;
+    int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
+
+    for (pp = 0; pp < c->pp && rc == 0; pp++) {
+        if ((rc = stage_open(c, pp, &s)) < 0)
+            break;
+        for (i = 0; i < s.l.n_buffers && rc == 0; i++)
+            if (s.l.buffers[i].expert)
+                rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                     "%s: expert grad buffers of a dp_reshardable optimizer are not read yet",
+                                     c->m->dist);
+        for (tp = 0; tp < c->tp && rc == 0; tp++)
+            rc = read_dp_rank(c, tp, pp, &s, parts);
+        stage_free(&s);
+    }
+    for (i = 0; i < c->m->n_entries && rc == 0; i++) {
+        mg_entry *e = &c->m->entries[i];
+        if (!e->param || !e->full)
+            continue;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_node **row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)c->tp];
+            if (!row[0])
+                rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                     "%s: the grad buffer layout from its args places no state of '%s'", c->m->dist,
+                                     e->name);
+            else
+                rc = ckpt_parallel_merge(c->m->g, &e->layout, e->name, row, (size_t)c->tp, &e->moment[k]);
+        }
+    }
+    free(parts);
+    return rc;
+}
+
+/* ---- the whole ---------------------------------------------------------------- */
+
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form)
+{
+    const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type;
+
+    *form = MG_DIST_NONE;
+    if (!opt || opt->kind != CKPT_VAL_DICT)
+        return m->info.has_optimizer ? ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                                                       "%s: optimizer state tensors, but no optimizer dict in "
+                                                       "common.pt",
+                                                       m->dist)
+                                     : 0;
+    if (!(type = ckpt_value_dict_get(opt, "param_state_sharding_type"))) {
+        *form = MG_DIST_PLAIN;
+        return 0;
+    }
+    if (ckpt_value_is_str(type, "fully_reshardable"))
+        *form = MG_DIST_FULLY;
+    else if (ckpt_value_is_str(type, "dp_reshardable"))
+        *form = MG_DIST_DP;
+    else
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: distributed optimizer state of a sharding type other than fully_reshardable and "
+                               "dp_reshardable (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
+                               "--no-optimizer writes a model-only checkpoint",
+                               m->dist, type->kind == CKPT_VAL_STR ? "'" : "",
+                               type->kind == CKPT_VAL_STR ? type->u.str.ptr : "(not a string)",
+                               type->kind == CKPT_VAL_STR ? "'" : "");
+    return 0;
+}
+
+/* Every optimizer tensor must be the state of a parameter: another is a model part this
+ * reader does not know (experts, ...) and would be lost. */
+static int check_all_used(read_ctx *c)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_tensor_count(c->ck); i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(c->ck, i);
+        if (!c->used[i] && !strchr(t->name, '/') && strncmp(t->name, "optimizer.", 10) == 0)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s' is not the optimizer state of a parameter of the model read; "
+                                   "--no-optimizer writes a model-only checkpoint",
+                                   c->m->dist, t->name);
+    }
+    return 0;
+}
+
+int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
+{
+    read_ctx c;
+    int form, rc;
+
+    if ((rc = form_of(m, ckpt_root(ck), &form)) < 0 || form == MG_DIST_NONE)
+        return rc;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.ck = ck;
+    c.local = local;
+    c.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
+    c.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
+    c.vpp = (int)ckpt_megatron__arg_int(m->args, "virtual_pipeline_model_parallel_size", 1);
+    if (c.vpp < 1)
+        c.vpp = 1;
+    if (c.tp < 1 || c.pp < 1 || c.tp > 4096 || c.pp > 4096 || c.vpp > 4096)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args: TP %d, PP %d, VPP %d", m->dist, c.tp,
+                               c.pp, c.vpp);
+    if (!(c.used = calloc(ckpt_tensor_count(ck) + 1, 1)))
+        return ckpt_error_oom();
+    rc = ckpt_megatron__sort(m);
+    if (rc == 0 && form == MG_DIST_FULLY)
+        rc = check_fully(&c);
+    if (rc == 0)
+        rc = form == MG_DIST_DP ? read_dp(&c) : read_per_param(&c, form);
+    if (rc == 0)
+        rc = check_all_used(&c);
+    free(c.used);
+    ckpt_buf_dispose(&c.key);
+    ckpt_buf_dispose(&c.name);
+    if (rc < 0)
+        return rc;
+    m->dist_form = form;
+    m->dist_ck = ck;
+    m->moments = 1;
+    m->info.distributed_optimizer = form != MG_DIST_PLAIN;
+    return 0;
+}
