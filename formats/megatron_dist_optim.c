@@ -31,6 +31,10 @@
 #include "megatron_distopt.h"
 #include "megatron_private.h"
 
+#include <ckpt/sys/io.h>
+#include <ckpt/sys/pickle.h>
+#include <ckpt/sys/zip.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +247,142 @@ static int check_fully(read_ctx *c)
 
 /* ---- dp_reshardable ----------------------------------------------------------- */
 
+static int has_persid(const ckpt_value *v)
+{
+    size_t i;
+
+    if (!v)
+        return 0;
+    switch (v->kind) {
+    case CKPT_VAL_PERSID:
+        return 1;
+    case CKPT_VAL_TUPLE:
+    case CKPT_VAL_LIST:
+        for (i = 0; i < v->u.seq.n; i++)
+            if (has_persid(v->u.seq.items[i]))
+                return 1;
+        return 0;
+    case CKPT_VAL_DICT:
+        for (i = 0; i < v->u.dict.map.n; i++)
+            if (has_persid(v->u.dict.map.keys[i]) || has_persid(v->u.dict.map.vals[i]))
+                return 1;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* ShardedObject `key` ("<name>/shard_0_1"): DCP keeps the torch.save archive of [value] as a
+ * bytes item, unpickled here (nothing imported) into the model's arena; NULL when absent. Only
+ * objects without tensors are expected (param groups, bucket sizes). */
+static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
+{
+    const ckpt_value *b = ckpt_value_dict_get(ckpt_root(c->ck), key);
+    ckpt_pickle_read_options opts = CKPT_PICKLE_READ_OPTIONS_INIT;
+    const ckpt_zip_entry *pkl = NULL;
+    ckpt_buf data = CKPT_BUF_INIT;
+    ckpt_value *v = NULL;
+    ckpt_zip *z = NULL;
+    ckpt_file f;
+    uint8_t *copy = NULL;
+    size_t i, end;
+    int rc;
+
+    *out = NULL;
+    if (!b)
+        return 0;
+    if (b->kind != CKPT_VAL_BYTES)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object", c->m->dist, key);
+    memset(&f, 0, sizeof f);
+    f.path = key;
+    f.fd = -1;
+    f.data = b->u.bytes.ptr;
+    f.size = b->u.bytes.len;
+    if ((rc = ckpt_zip_open(&z, &f)) < 0) {
+        ckpt_error_prefix("%s", c->m->dist);
+        return rc;
+    }
+    for (i = 0; i < ckpt_zip_count(z); i++) {
+        const char *name = ckpt_zip_entry_at(z, i)->name, *slash = strrchr(name, '/');
+        if (slash && strcmp(slash, "/data.pkl") == 0)
+            pkl = ckpt_zip_entry_at(z, i);
+    }
+    if (!pkl)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a torch.save archive (no data.pkl)",
+                             c->m->dist, key);
+    else if ((rc = ckpt_zip_read(z, pkl, 1, &data)) == 0 && !(copy = ckpt_arena_alloc(c->m->arena, data.len + 1)))
+        rc = CKPT_ENOMEM;
+    if (rc == 0) {
+        memcpy(copy, data.data, data.len);
+        opts.source = key;
+        rc = ckpt_pickle_read(&v, &end, c->m->arena, copy, data.len, &opts);
+    }
+    if (rc == 0 && has_persid(v))
+        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT, "%s: '%s' holds tensors, not expected there",
+                             c->m->dist, key);
+    /* megatron-core saves a ShardedObject's data as a list of one */
+    if (rc == 0 && (v->kind != CKPT_VAL_LIST || v->u.seq.n != 1))
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object ([value])",
+                             c->m->dist, key);
+    ckpt_buf_dispose(&data);
+    ckpt_zip_close(z);
+    if (rc < 0)
+        return rc;
+    *out = v->u.seq.items[0];
+    return 0;
+}
+
+/* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list
+ * over grad buffers of {(param dtype, grad dtype): [numel per bucket]}), each against the
+ * layout the args give. */
+static int check_numels(read_ctx *c, int tp, int pp, const stage_layout *s, int unpadded)
+{
+    const char *what = unpadded ? "per_bucket_numel_unpadded" : "per_bucket_numel";
+    const ckpt_value *v, *d, *list;
+    size_t b, k;
+    int rc;
+
+    ckpt_buf_clear(&c->name);
+    if (ckpt_buf_printf(&c->name, DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1", tp + (long long)c->tp * pp, what) < 0)
+        return CKPT_ENOMEM;
+    if ((rc = saved_object(c, (const char *)c->name.data, &v)) < 0)
+        return rc;
+    if (!v)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no '%s' (dp_reshardable bucket sizes)",
+                               c->m->dist, (const char *)c->name.data);
+    if (v->kind != CKPT_VAL_LIST || v->u.seq.n != s->l.n_buffers)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' lists %zu grad buffers, the layout from its args has %zu", c->m->dist,
+                               (const char *)c->name.data, v->kind == CKPT_VAL_LIST ? v->u.seq.n : 0,
+                               s->l.n_buffers);
+    for (b = 0; b < s->l.n_buffers; b++) {
+        const mg_dopt_buffer *buf = &s->l.buffers[b];
+        d = v->u.seq.items[b];
+        list = d->kind == CKPT_VAL_DICT && d->u.dict.map.n == 1 ? d->u.dict.map.vals[0] : NULL;
+        if (!list || list->kind != CKPT_VAL_LIST || list->u.seq.n != buf->n_buckets)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s' buffer %zu: %zu buckets, the layout from its args (DP %lld) has %zu",
+                                   c->m->dist, (const char *)c->name.data, b,
+                                   list && list->kind == CKPT_VAL_LIST ? list->u.seq.n : 0,
+                                   (long long)ckpt_megatron__arg_int(c->m->args, "data_parallel_size", 1),
+                                   buf->n_buckets);
+        for (k = 0; k < buf->n_buckets; k++) {
+            const mg_dopt_bucket *bk = &s->l.buckets[buf->first_bucket + k];
+            const ckpt_value *n = list->u.seq.items[k];
+            int64_t want = unpadded ? bk->numel_unpadded : bk->end - bk->start;
+            if (n->kind != CKPT_VAL_INT || n->u.integer != want)
+                return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                       "%s: '%s' buffer %zu bucket %zu: %lld elements, the layout from its args (DP "
+                                       "%lld) has %lld",
+                                       c->m->dist, (const char *)c->name.data, b, k,
+                                       n->kind == CKPT_VAL_INT ? (long long)n->u.integer : -1ll,
+                                       (long long)ckpt_megatron__arg_int(c->m->args, "data_parallel_size", 1),
+                                       (long long)want);
+        }
+    }
+    return 0;
+}
+
 static const char *torch_dtype(ckpt_dtype d)
 {
     switch (d) {
@@ -314,8 +454,13 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const stage_layout *s, cons
         const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + r->bucket];
         const mg_entry *e = s->idx[i] >= 0 ? &c->m->entries[s->idx[i]] : NULL;
         const ckpt_node *flat;
-        if (!e)
-            continue; /* a tied embedding's copy: the embedding's state */
+        if (!e) {
+            /* a tied embedding's copy: the embedding's state, its bucket checked only */
+            const ckpt_tensor *t;
+            for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
+                rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t);
+            continue;
+        }
         if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->tp, split)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
@@ -351,7 +496,8 @@ static int read_dp(read_ctx *c)
                                      "%s: expert grad buffers of a dp_reshardable optimizer are not read yet",
                                      c->m->dist);
         for (tp = 0; tp < c->tp && rc == 0; tp++)
-            rc = read_dp_rank(c, tp, pp, &s, parts);
+            if ((rc = check_numels(c, tp, pp, &s, 0)) == 0 && (rc = check_numels(c, tp, pp, &s, 1)) == 0)
+                rc = read_dp_rank(c, tp, pp, &s, parts);
         stage_free(&s);
     }
     for (i = 0; i < c->m->n_entries && rc == 0; i++) {
@@ -449,6 +595,13 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int lo
         rc = form == MG_DIST_DP ? read_dp(&c) : read_per_param(&c, form);
     if (rc == 0)
         rc = check_all_used(&c);
+    /* the step and param groups (the same on every rank): model-parallel rank 0's */
+    if (rc == 0 && form == MG_DIST_DP &&
+        (rc = saved_object(&c, DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1", &m->dist_optim_sd)) == 0 &&
+        !m->dist_optim_sd)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                             "%s: no '" DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1' (the step and param groups)",
+                             m->dist);
     free(c.used);
     ckpt_buf_dispose(&c.key);
     ckpt_buf_dispose(&c.name);

@@ -143,6 +143,24 @@ static int distributed_from_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file
     return rc;
 }
 
+/* dp_reshardable keeps DistributedOptimizer.state_dict() in a saved object; fully_reshardable
+ * in common.pt, beside its sharding type. */
+static int fully_from_dp(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    ckpt_value *copy;
+    int rc;
+
+    if (!(*out = ckpt_value_new(a, CKPT_VAL_DICT)))
+        return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, m->dist_optim_sd, &copy)) < 0)
+        return rc;
+    if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), copy) < 0 ||
+        ckpt_value_dict_set(a, *out, new_str(a, "param_state_sharding_type"), new_str(a, "fully_reshardable")) < 0)
+        return CKPT_ENOMEM;
+    return 0;
+}
+
 static int content_metadata(ckpt_arena *a, int form, ckpt_value **out)
 {
     ckpt_value *d = ckpt_value_new(a, CKPT_VAL_DICT);
@@ -174,6 +192,8 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
         return 0;
     if (form == MG_DIST_FULLY && m->dist_form == MG_DIST_PLAIN)
         rc = distributed_from_plain(m, plan, file, opt, &copy);
+    else if (form == MG_DIST_FULLY && m->dist_form == MG_DIST_DP)
+        rc = fully_from_dp(m, plan, file, &copy);
     else if (form == m->dist_form)
         rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, opt, &copy);
     else

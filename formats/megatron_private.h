@@ -58,6 +58,8 @@ struct ckpt_megatron {
        holds its step and param groups (megatron_dist_optim.c) */
     int dist_form;                   /* mg_dist_form */
     const ckpt_ckpt *dist_ck;
+    const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
+                                        that model-parallel rank 0 saved ({'param_groups'}) */
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
