@@ -28,8 +28,7 @@
  * which any parameter's padded offset differs from its offset in the unpadded vector is
  * refused with that explanation (a fixed save of such a layout is refused too: never read
  * silently wrong). */
-#include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "megatron_dist_optim.h"
 
 #include <ckpt/sys/io.h>
 #include <ckpt/sys/pickle.h>
@@ -40,7 +39,7 @@
 #include <string.h>
 
 #define STATE_PREFIX "optimizer.state."
-#define DIST_PREFIX "optimizer.distributed."
+#define DIST_PREFIX CKPT_MEGATRON_DIST_PREFIX
 
 static const char *const plain_names[MG_N_MOMENTS] = { "fp32_param", "exp_avg", "exp_avg_sq" };
 static const char *const dist_names[MG_N_MOMENTS] = { "param", "exp_avg", "exp_avg_sq" };
@@ -51,7 +50,7 @@ typedef struct read_ctx {
     int local;
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
-    int tp, pp, vpp;     /* the source layout, from args */
+    mg_dist_sizes z;     /* the source layout, from args */
 } read_ctx;
 
 static void mark_used(read_ctx *c, const ckpt_tensor *t)
@@ -131,20 +130,20 @@ static int read_per_param(read_ctx *c, int form)
 
 /* ---- the source's grad buffer layout -------------------------------------------- */
 
-/* The pipeline stage and model chunk of an entry in the source layout. */
-static void place_of(const read_ctx *c, const mg_entry *e, int *pp, int *vp)
+/* The pipeline stage and model chunk of an entry at pipeline size pps, vpp chunks a stage. */
+static void place_of(const ckpt_megatron *m, const mg_entry *e, int pps, int vpp, int *pp, int *vp)
 {
-    int64_t per_chunk = c->m->info.num_layers / ((int64_t)c->pp * c->vpp), chunk;
+    int64_t per_chunk = m->info.num_layers / ((int64_t)pps * vpp), chunk;
 
     switch (e->layout.stage) {
     case CKPT_STAGE_LAYER:
         chunk = per_chunk > 0 ? e->layout.layer / per_chunk : 0;
-        *pp = (int)(chunk % c->pp);
-        *vp = (int)(chunk / c->pp);
+        *pp = (int)(chunk % pps);
+        *vp = (int)(chunk / pps);
         break;
     case CKPT_STAGE_LAST:
-        *pp = c->pp - 1;
-        *vp = c->vpp - 1;
+        *pp = pps - 1;
+        *vp = vpp - 1;
         break;
     default:
         *pp = 0;
@@ -153,16 +152,19 @@ static void place_of(const read_ctx *c, const mg_entry *e, int *pp, int *vp)
     }
 }
 
-/* A source stage's parameters in named_parameters() order (entries' indices in idx[], -1
- * for the last stage's copy of a tied embedding) and their grad buffer layout. */
-typedef struct stage_layout {
-    mg_dopt_param *params;
-    long *idx;
-    size_t n;
-    mg_dopt_layout l;
-} stage_layout;
+/* Elements of an entry's part on one TP rank (vocabulary tables at padded_vocab rows). */
+static int64_t shard_numel(const mg_entry *e, int tp, int64_t padded_vocab)
+{
+    int64_t n = ckpt_node_numel(e->full), rows = ckpt_node_ndim(e->full) ? ckpt_node_shape(e->full)[0] : 1;
 
-static void stage_free(stage_layout *s)
+    if (e->layout.tp == CKPT_TP_REPLICATED)
+        return n;
+    if (e->layout.tp == CKPT_TP_VOCAB && padded_vocab > 0 && rows > 0)
+        n = n / rows * padded_vocab;
+    return n / tp;
+}
+
+void ckpt_megatron__dist_stage_free(mg_dist_stage *s)
 {
     free(s->params);
     free(s->idx);
@@ -170,44 +172,44 @@ static void stage_free(stage_layout *s)
     memset(s, 0, sizeof *s);
 }
 
-static int stage_open(read_ctx *c, int pp, stage_layout *s)
+int ckpt_megatron__dist_stage(const ckpt_megatron *m, const mg_dist_sizes *z, int pp, mg_dist_stage *s)
 {
-    const ckpt_value *untie = ckpt_megatron_arg(c->m->args, "untie_embeddings_and_output_weights");
-    int tied = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean && c->pp > 1;
+    const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
+    int tied = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean && z->pp > 1;
     mg_dopt_config cfg;
     long emb = -1;
     size_t i;
     int rc;
 
     memset(s, 0, sizeof *s);
-    if ((rc = ckpt_megatron__dopt_config(c->m->args, 0, pp, c->m->dist, &cfg)) < 0)
+    if ((rc = ckpt_megatron__dopt_config(m->args, z->dp, pp, m->dist ? m->dist : "the model", &cfg)) < 0)
         return rc;
-    s->params = calloc(c->m->n_entries + 2, sizeof *s->params);
-    s->idx = calloc(c->m->n_entries + 2, sizeof *s->idx);
+    s->params = calloc(m->n_entries + 2, sizeof *s->params);
+    s->idx = calloc(m->n_entries + 2, sizeof *s->idx);
     if (!s->params || !s->idx)
         return ckpt_error_oom();
-    for (i = 0; i < c->m->n_entries; i++) {
-        const mg_entry *e = &c->m->entries[i];
+    for (i = 0; i < m->n_entries; i++) {
+        const mg_entry *e = &m->entries[i];
         mg_dopt_param *p = &s->params[s->n];
         int epp, evp;
         if (!e->param || !e->full)
             continue;
-        place_of(c, e, &epp, &evp);
+        place_of(m, e, z->pp, z->vpp, &epp, &evp);
         if (strcmp(e->name, "embedding.word_embeddings.weight") == 0)
             emb = (long)i;
         if (epp != pp)
             continue;
         p->chunk = evp;
-        p->numel = ckpt_node_numel(e->full) / (e->layout.tp == CKPT_TP_REPLICATED ? 1 : c->tp);
+        p->numel = shard_numel(e, z->tp, z->padded_vocab);
         p->dtype = ckpt_node_dtype(e->full);
         p->shared_embedding = tied && (long)i == emb;
         s->idx[s->n++] = (long)i;
     }
-    if (tied && pp == c->pp - 1 && emb >= 0) {
+    if (tied && pp == z->pp - 1 && emb >= 0) {
         mg_dopt_param *p = &s->params[s->n];
-        p->chunk = c->vpp - 1;
-        p->numel = ckpt_node_numel(c->m->entries[emb].full) / c->tp;
-        p->dtype = ckpt_node_dtype(c->m->entries[emb].full);
+        p->chunk = z->vpp - 1;
+        p->numel = shard_numel(&m->entries[emb], z->tp, z->padded_vocab);
+        p->dtype = ckpt_node_dtype(m->entries[emb].full);
         p->shared_embedding = 1;
         s->idx[s->n++] = -1;
     }
@@ -217,12 +219,12 @@ static int stage_open(read_ctx *c, int pp, stage_layout *s)
 /* The defect of the fully_reshardable save (see the top of the file). */
 static int check_fully(read_ctx *c)
 {
-    stage_layout s;
+    mg_dist_stage s;
     size_t i;
     int pp, rc = 0;
 
-    for (pp = 0; pp < c->pp && rc == 0; pp++) {
-        if ((rc = stage_open(c, pp, &s)) < 0)
+    for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
+        if ((rc = ckpt_megatron__dist_stage(c->m, &c->z, pp, &s)) < 0)
             break;
         for (i = 0; i < s.n && rc == 0; i++) {
             const mg_dopt_range *r = &s.l.ranges[i];
@@ -240,7 +242,7 @@ static int check_fully(read_ctx *c)
                                  "data_parallel_size", 1), c->m->entries[s.idx[i]].name, (long long)r->start,
                                  (long long)r->flat);
         }
-        stage_free(&s);
+        ckpt_megatron__dist_stage_free(&s);
     }
     return rc;
 }
@@ -335,7 +337,7 @@ static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
 /* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list
  * over grad buffers of {(param dtype, grad dtype): [numel per bucket]}), each against the
  * layout the args give. */
-static int check_numels(read_ctx *c, int tp, int pp, const stage_layout *s, int unpadded)
+static int check_numels(read_ctx *c, int tp, int pp, const mg_dist_stage *s, int unpadded)
 {
     const char *what = unpadded ? "per_bucket_numel_unpadded" : "per_bucket_numel";
     const ckpt_value *v, *d, *list;
@@ -343,7 +345,7 @@ static int check_numels(read_ctx *c, int tp, int pp, const stage_layout *s, int 
     int rc;
 
     ckpt_buf_clear(&c->name);
-    if (ckpt_buf_printf(&c->name, DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1", tp + (long long)c->tp * pp, what) < 0)
+    if (ckpt_buf_printf(&c->name, DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1", tp + (long long)c->z.tp * pp, what) < 0)
         return CKPT_ENOMEM;
     if ((rc = saved_object(c, (const char *)c->name.data, &v)) < 0)
         return rc;
@@ -383,7 +385,7 @@ static int check_numels(read_ctx *c, int tp, int pp, const stage_layout *s, int 
     return 0;
 }
 
-static const char *torch_dtype(ckpt_dtype d)
+const char *ckpt_megatron__torch_dtype(ckpt_dtype d)
 {
     switch (d) {
     case CKPT_DTYPE_F32:
@@ -397,10 +399,10 @@ static const char *torch_dtype(ckpt_dtype d)
     }
 }
 
-static int dp_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, const char *moment,
-                                 ckpt_buf *out)
+int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, const char *moment,
+                                   ckpt_buf *out)
 {
-    const char *pd = torch_dtype(b->param_dtype), *gd = torch_dtype(b->grad_dtype);
+    const char *pd = ckpt_megatron__torch_dtype(b->param_dtype), *gd = ckpt_megatron__torch_dtype(b->grad_dtype);
 
     ckpt_buf_clear(out);
     if (!pd || !gd)
@@ -414,12 +416,12 @@ static int dp_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, 
 }
 
 /* Bucket tensor `moment` of a buffer of source rank (tp, pp), checked against the layout. */
-static int bucket_tensor(read_ctx *c, int tp, int pp, const stage_layout *s, const mg_dopt_buffer *b, size_t k,
+static int bucket_tensor(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const mg_dopt_buffer *b, size_t k,
                          const char *moment, const ckpt_tensor **out)
 {
     const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + k];
     const ckpt_tensor *t;
-    int rc = dp_bucket_key(tp + (int64_t)c->tp * pp, b, k, moment, &c->name);
+    int rc = ckpt_megatron__dist_bucket_key(tp + (int64_t)c->z.tp * pp, b, k, moment, &c->name);
 
     if (rc < 0)
         return rc;
@@ -442,9 +444,9 @@ static int bucket_tensor(read_ctx *c, int tp, int pp, const stage_layout *s, con
 
 /* Source rank (tp, pp)'s part of every parameter of the stage, per moment, into
  * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]. */
-static int read_dp_rank(read_ctx *c, int tp, int pp, const stage_layout *s, const ckpt_node **parts)
+static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const ckpt_node **parts)
 {
-    const ckpt_node **split = calloc((size_t)c->tp, sizeof *split);
+    const ckpt_node **split = calloc((size_t)c->z.tp, sizeof *split);
     size_t i;
     int k, rc = split ? 0 : ckpt_error_oom();
 
@@ -461,7 +463,7 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const stage_layout *s, cons
                 rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t);
             continue;
         }
-        if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->tp, split)) < 0)
+        if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->z.tp, split)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
             const ckpt_tensor *t = NULL;
@@ -473,7 +475,7 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const stage_layout *s, cons
                 break;
             if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 && (rc = ckpt_node_cast(c->m->g, flat, CKPT_DTYPE_F32, &flat)) < 0)
                 break;
-            parts[((size_t)s->idx[i] * MG_N_MOMENTS + (size_t)k) * (size_t)c->tp + (size_t)tp] = flat;
+            parts[((size_t)s->idx[i] * MG_N_MOMENTS + (size_t)k) * (size_t)c->z.tp + (size_t)tp] = flat;
         }
     }
     free(split);
@@ -482,36 +484,36 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const stage_layout *s, cons
 
 static int read_dp(read_ctx *c)
 {
-    const ckpt_node **parts = calloc(c->m->n_entries * MG_N_MOMENTS * (size_t)c->tp + 1, sizeof *parts);
-    stage_layout s;
+    const ckpt_node **parts = calloc(c->m->n_entries * MG_N_MOMENTS * (size_t)c->z.tp + 1, sizeof *parts);
+    mg_dist_stage s;
     size_t i;
     int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
 
-    for (pp = 0; pp < c->pp && rc == 0; pp++) {
-        if ((rc = stage_open(c, pp, &s)) < 0)
+    for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
+        if ((rc = ckpt_megatron__dist_stage(c->m, &c->z, pp, &s)) < 0)
             break;
         for (i = 0; i < s.l.n_buffers && rc == 0; i++)
             if (s.l.buffers[i].expert)
                 rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                      "%s: expert grad buffers of a dp_reshardable optimizer are not read yet",
                                      c->m->dist);
-        for (tp = 0; tp < c->tp && rc == 0; tp++)
+        for (tp = 0; tp < c->z.tp && rc == 0; tp++)
             if ((rc = check_numels(c, tp, pp, &s, 0)) == 0 && (rc = check_numels(c, tp, pp, &s, 1)) == 0)
                 rc = read_dp_rank(c, tp, pp, &s, parts);
-        stage_free(&s);
+        ckpt_megatron__dist_stage_free(&s);
     }
     for (i = 0; i < c->m->n_entries && rc == 0; i++) {
         mg_entry *e = &c->m->entries[i];
         if (!e->param || !e->full)
             continue;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
-            const ckpt_node **row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)c->tp];
+            const ckpt_node **row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)c->z.tp];
             if (!row[0])
                 rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                      "%s: the grad buffer layout from its args places no state of '%s'", c->m->dist,
                                      e->name);
             else
-                rc = ckpt_parallel_merge(c->m->g, &e->layout, e->name, row, (size_t)c->tp, &e->moment[k]);
+                rc = ckpt_parallel_merge(c->m->g, &e->layout, e->name, row, (size_t)c->z.tp, &e->moment[k]);
         }
     }
     free(parts);
@@ -578,14 +580,14 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int lo
     c.m = m;
     c.ck = ck;
     c.local = local;
-    c.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
-    c.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
-    c.vpp = (int)ckpt_megatron__arg_int(m->args, "virtual_pipeline_model_parallel_size", 1);
-    if (c.vpp < 1)
-        c.vpp = 1;
-    if (c.tp < 1 || c.pp < 1 || c.tp > 4096 || c.pp > 4096 || c.vpp > 4096)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args: TP %d, PP %d, VPP %d", m->dist, c.tp,
-                               c.pp, c.vpp);
+    c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
+    c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
+    c.z.vpp = (int)ckpt_megatron__arg_int(m->args, "virtual_pipeline_model_parallel_size", 1);
+    if (c.z.vpp < 1)
+        c.z.vpp = 1;
+    if (c.z.tp < 1 || c.z.pp < 1 || c.z.tp > 4096 || c.z.pp > 4096 || c.z.vpp > 4096)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args: TP %d, PP %d, VPP %d", m->dist, c.z.tp,
+                               c.z.pp, c.z.vpp);
     if (!(c.used = calloc(ckpt_tensor_count(ck) + 1, 1)))
         return ckpt_error_oom();
     rc = ckpt_megatron__sort(m);
