@@ -7,6 +7,8 @@
 #include "megatron_distopt.h"
 #include "megatron_private.h"
 
+#include <ckpt/dcp.h>
+
 #define CKPT_MEGATRON_DIST_PREFIX "optimizer.distributed."
 
 /* A parallel layout. */
@@ -34,6 +36,15 @@ void ckpt_megatron__dist_stage_free(mg_dist_stage *s);
  * model-parallel rank `group` (tp + TP * pp), into out. */
 int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, const char *moment,
                                    ckpt_buf *out);
+/* DistributedOptimizer.state_dict() for the target, {'param_groups': [... each with 'step']},
+ * from the source's form, and the source's grad scaler state (NULL if none); tensors in them
+ * go to plan file `file` (megatron_dist_optim_write.c). */
+int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
+                                 const ckpt_value **scaler);
+/* The dp_reshardable state of target t: bucket tensors and saved objects per target rank, in
+ * d (megatron_dist_optim_dp.c). Param groups holding tensors are refused (file: see above). */
+int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                                 ckpt_plan *plan, size_t file, ckpt_dcp_out *d);
 /* "torch.float32" etc., or NULL. */
 const char *ckpt_megatron__torch_dtype(ckpt_dtype d);
 

@@ -11,7 +11,7 @@
  *   {'distrib_optim_sharding_type': 'fully_reshardable',
  *   'distrib_optim_fully_reshardable_mem_efficient': False, 'singleton_local_shards': False,
  *   'chained_optim_avoid_prefix': True}. */
-#include "megatron_private.h"
+#include "megatron_dist_optim.h"
 
 #include <string.h>
 
@@ -58,12 +58,6 @@ int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_
         *form = m->dist_form == MG_DIST_FULLY ? MG_DIST_FULLY : MG_DIST_DP;
         break;
     }
-    if (*form == MG_DIST_DP)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the distributed optimizer's dp_reshardable form (Megatron's default) is not "
-                               "written yet; --optim-format fully_reshardable writes the form megatron-core loads at "
-                               "any TP, PP and DP",
-                               src);
     return 0;
 }
 
@@ -106,20 +100,19 @@ static int plain_groups(const ckpt_megatron *m, const ckpt_value *opt, const ckp
     return 0;
 }
 
-/* {'optimizer': {'param_groups': [group + 'step']}, 'param_state_sharding_type': ...} from
- * the non-distributed optimizer's groups, as DistributedOptimizer.state_dict makes it. */
-static int distributed_from_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt,
-                                  ckpt_value **out)
+/* {'param_groups': [group + 'step']} from the non-distributed optimizer's groups, as
+ * DistributedOptimizer.state_dict() makes it. */
+static int groups_from_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt, ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
-    const ckpt_value *groups, *scaler = ckpt_value_dict_get(opt, "grad_scaler");
-    ckpt_value *inner = ckpt_value_new(a, CKPT_VAL_DICT), *list = ckpt_value_new(a, CKPT_VAL_LIST), *copy;
+    const ckpt_value *groups;
+    ckpt_value *list = ckpt_value_new(a, CKPT_VAL_LIST), *copy;
     double step;
     size_t i;
     int rc;
 
     *out = ckpt_value_new(a, CKPT_VAL_DICT);
-    if (!*out || !inner || !list)
+    if (!*out || !list)
         return CKPT_ENOMEM;
     if ((rc = plain_groups(m, opt, &groups, &step)) < 0)
         return rc;
@@ -132,33 +125,51 @@ static int distributed_from_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file
             break;
         rc = ckpt_value_append(a, list, copy);
     }
-    if (rc == 0 && (ckpt_value_dict_set(a, inner, new_str(a, "param_groups"), list) < 0 ||
-                    ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), inner) < 0))
-        rc = CKPT_ENOMEM;
-    if (rc == 0 && scaler && (rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, scaler, &copy)) == 0)
-        rc = ckpt_value_dict_set(a, *out, new_str(a, "grad_scaler"), copy);
-    if (rc == 0 && ckpt_value_dict_set(a, *out, new_str(a, "param_state_sharding_type"),
-                                       new_str(a, "fully_reshardable")) < 0)
+    if (rc == 0 && ckpt_value_dict_set(a, *out, new_str(a, "param_groups"), list) < 0)
         rc = CKPT_ENOMEM;
     return rc;
 }
 
-/* dp_reshardable keeps DistributedOptimizer.state_dict() in a saved object; fully_reshardable
- * in common.pt, beside its sharding type. */
-static int fully_from_dp(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **out)
+int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
+                                 const ckpt_value **scaler)
+{
+    const ckpt_value *opt = ckpt_value_dict_get(ckpt_root(m->dist_ck), "optimizer");
+
+    *scaler = opt ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
+    switch (m->dist_form) {
+    case MG_DIST_PLAIN:
+        return groups_from_plain(m, plan, file, opt, sd);
+    case MG_DIST_FULLY:
+        return ckpt_megatron__carry(plan, file, m->g, m->dist_ck, ckpt_value_dict_get(opt, "optimizer"), sd);
+    default:
+        return ckpt_megatron__carry(plan, file, m->g, m->dist_ck, m->dist_optim_sd, sd);
+    }
+}
+
+/* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
+ * beside its sharding type; dp_reshardable the sharding type only. */
+static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
-    ckpt_value *copy;
+    const ckpt_value *scaler;
+    ckpt_value *sd, *copy;
     int rc;
 
     if (!(*out = ckpt_value_new(a, CKPT_VAL_DICT)))
         return CKPT_ENOMEM;
-    if ((rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, m->dist_optim_sd, &copy)) < 0)
-        return rc;
-    if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), copy) < 0 ||
-        ckpt_value_dict_set(a, *out, new_str(a, "param_state_sharding_type"), new_str(a, "fully_reshardable")) < 0)
-        return CKPT_ENOMEM;
-    return 0;
+    if (form == MG_DIST_FULLY) {
+        if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+            return rc;
+        if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), sd) < 0)
+            return CKPT_ENOMEM;
+        if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, scaler, &copy)) < 0 ||
+                       (rc = ckpt_value_dict_set(a, *out, new_str(a, "grad_scaler"), copy)) < 0))
+            return rc;
+    }
+    return ckpt_value_dict_set(a, *out, new_str(a, "param_state_sharding_type"),
+                               new_str(a, form == MG_DIST_FULLY ? "fully_reshardable" : "dp_reshardable")) < 0
+               ? CKPT_ENOMEM
+               : 0;
 }
 
 static int content_metadata(ckpt_arena *a, int form, ckpt_value **out)
@@ -168,10 +179,12 @@ static int content_metadata(ckpt_arena *a, int form, ckpt_value **out)
     *out = d;
     if (!d)
         return CKPT_ENOMEM;
-    if (form == MG_DIST_FULLY &&
-        (ckpt_value_dict_set(a, d, new_str(a, "distrib_optim_sharding_type"), new_str(a, "fully_reshardable")) < 0 ||
-         ckpt_value_dict_set(a, d, new_str(a, "distrib_optim_fully_reshardable_mem_efficient"),
-                             ckpt_value_new_bool(a, 0)) < 0))
+    if ((form == MG_DIST_FULLY || form == MG_DIST_DP) &&
+        ckpt_value_dict_set(a, d, new_str(a, "distrib_optim_sharding_type"),
+                            new_str(a, form == MG_DIST_FULLY ? "fully_reshardable" : "dp_reshardable")) < 0)
+        return CKPT_ENOMEM;
+    if (form == MG_DIST_FULLY && ckpt_value_dict_set(a, d, new_str(a, "distrib_optim_fully_reshardable_mem_efficient"),
+                                                     ckpt_value_new_bool(a, 0)) < 0)
         return CKPT_ENOMEM;
     if (ckpt_value_dict_set(a, d, new_str(a, "singleton_local_shards"), ckpt_value_new_bool(a, 0)) < 0 ||
         ckpt_value_dict_set(a, d, new_str(a, "chained_optim_avoid_prefix"), ckpt_value_new_bool(a, 1)) < 0)
@@ -190,16 +203,10 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
 
     if (form == MG_DIST_NONE)
         return 0;
-    if (form == MG_DIST_FULLY && m->dist_form == MG_DIST_PLAIN)
-        rc = distributed_from_plain(m, plan, file, opt, &copy);
-    else if (form == MG_DIST_FULLY && m->dist_form == MG_DIST_DP)
-        rc = fully_from_dp(m, plan, file, &copy);
-    else if (form == m->dist_form)
+    if (form == MG_DIST_PLAIN)
         rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, opt, &copy);
     else
-        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                             "%s: the step and param groups of its dp_reshardable optimizer are not carried yet",
-                             m->dist);
+        rc = distributed_common(m, form, plan, file, &copy);
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), copy);
     if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, sched, &copy)) == 0)

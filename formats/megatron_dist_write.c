@@ -14,7 +14,7 @@
  * rng states (load with --no-load-optim --no-load-rng, or --finetune). Facts:
  * megatron/core/dist_checkpointing/strategies/torch.py (_mcore_to_torch_sharded_object),
  * megatron/core/transformer/utils.py (_get_extra_state_offsets). */
-#include "megatron_private.h"
+#include "megatron_dist_optim.h"
 
 #include <ckpt/dcp.h>
 
@@ -121,7 +121,7 @@ static int add_moments(dist_ctx *c, const mg_entry *e)
     ckpt_buf key = CKPT_BUF_INIT, tmp;
     int k, rc = 0;
 
-    for (k = 0; k < MG_N_MOMENTS && rc == 0 && c->form != MG_DIST_NONE; k++) {
+    for (k = 0; k < MG_N_MOMENTS && rc == 0 && (c->form == MG_DIST_PLAIN || c->form == MG_DIST_FULLY); k++) {
         const char *name = ckpt_megatron__dist_moment_name(c->form, e, k);
         if (!name)
             continue;
@@ -197,6 +197,7 @@ static int add_common(dist_ctx *c, const char *dir)
 {
     ckpt_arena *a = ckpt_plan_arena(c->plan);
     ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *args = NULL;
+    const ckpt_value *flops;
     ckpt_buf rel = CKPT_BUF_INIT;
     size_t file;
     int rc;
@@ -216,8 +217,11 @@ static int add_common(dist_ctx *c, const char *dir)
         return CKPT_ENOMEM;
     if ((rc = ckpt_megatron__dist_optim_common(c->m, c->form, c->plan, file, root)) < 0)
         return rc;
+    flops = c->m->dist_ck ? ckpt_value_dict_get(ckpt_root(c->m->dist_ck), "num_floating_point_operations_so_far")
+                          : NULL;
     if (ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "num_floating_point_operations_so_far", 36),
-                            ckpt_value_new_int(a, 0)) < 0)
+                            flops && flops->kind == CKPT_VAL_FLOAT ? ckpt_value_new_float(a, flops->u.real)
+                                                                   : ckpt_value_new_int(a, 0)) < 0)
         return CKPT_ENOMEM;
     if ((rc = ckpt_megatron__dist_content_metadata(c->plan, c->form, root)) < 0)
         return rc;
@@ -266,6 +270,9 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
         else if (ckpt_megatron__is_extra_state(e->name) && t->extra_state != CKPT_MEGATRON_EXTRA_DROP)
             rc = add_extra_state(&c, e);
     }
+    /* no plan file takes tensors of the param groups: common.pt is not added yet */
+    if (rc == 0 && c.form == MG_DIST_DP)
+        rc = ckpt_megatron__dist_write_dp(m, t, c.padded_vocab, plan, (size_t)-1, c.d);
     snprintf(json_rel, sizeof json_rel, "%s/metadata.json", dir);
     if (rc == 0 && (rc = ckpt_dcp_out_finish(c.d)) == 0 && (rc = add_common(&c, dir)) == 0 &&
         (rc = ckpt_plan_add_bytes(plan, json_rel, METADATA_JSON, strlen(METADATA_JSON))) == 0)
