@@ -428,8 +428,9 @@ static int bucket_tensor(read_ctx *c, int tp, int pp, const mg_dist_stage *s, co
     if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: no '%s': the grad buffer layout of TP rank %d, pipeline stage %d (from its "
-                               "args) has %zu buckets in buffer %zu",
-                               c->m->dist, (const char *)c->name.data, tp, pp, b->n_buckets, b->gbuf);
+                               "args) has %zu bucket%s in buffer %zu",
+                               c->m->dist, (const char *)c->name.data, tp, pp, b->n_buckets,
+                               b->n_buckets == 1 ? "" : "s", b->gbuf);
     if (t->ndim != 1 || t->shape[0] != bk->numel_unpadded)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: '%s' holds %lld elements, the grad buffer layout from its args (DP %lld) has "

@@ -10,8 +10,10 @@
  * gate and up halves separate chunks; replicated tensors written once, by TP rank 0).
  * `_extra_state` values are ShardedObjects: `<key>/shard_<layer>_<layers>`, each
  * torch.save([value]). common.pt holds args (rewritten for the layout), checkpoint_version,
- * iteration and num_floating_point_operations_so_far. Not written yet: optimizer state and
- * rng states (load with --no-load-optim --no-load-rng, or --finetune). Facts:
+ * iteration, num_floating_point_operations_so_far and content_metadata; the optimizer state
+ * (optimizer.state.* chunked like its parameter, or dp_reshardable buckets) and common.pt's
+ * optimizer entries come from megatron_dist_optim*.c. Not written: rng states (load with
+ * --no-load-rng). Facts:
  * megatron/core/dist_checkpointing/strategies/torch.py (_mcore_to_torch_sharded_object),
  * megatron/core/transformer/utils.py (_get_extra_state_offsets). */
 #include "megatron_dist_optim.h"
