@@ -172,9 +172,10 @@ void ckpt_megatron__dist_stage_free(mg_dist_stage *s)
     memset(s, 0, sizeof *s);
 }
 
-int ckpt_megatron__dist_stage(const ckpt_megatron *m, const mg_dist_sizes *z, int pp, mg_dist_stage *s)
+int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, const mg_dist_sizes *z, int pp,
+                              mg_dist_stage *s)
 {
-    const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
+    const ckpt_value *untie = ckpt_megatron_arg(args, "untie_embeddings_and_output_weights");
     int tied = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean && z->pp > 1;
     mg_dopt_config cfg;
     long emb = -1;
@@ -182,7 +183,7 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const mg_dist_sizes *z, in
     int rc;
 
     memset(s, 0, sizeof *s);
-    if ((rc = ckpt_megatron__dopt_config(m->args, z->dp, pp, m->dist ? m->dist : "the model", &cfg)) < 0)
+    if ((rc = ckpt_megatron__dopt_config(args, z->dp, pp, m->dist ? m->dist : "the model", &cfg)) < 0)
         return rc;
     s->params = calloc(m->n_entries + 2, sizeof *s->params);
     s->idx = calloc(m->n_entries + 2, sizeof *s->idx);
@@ -224,7 +225,7 @@ static int check_fully(read_ctx *c)
     int pp, rc = 0;
 
     for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(c->m, &c->z, pp, &s)) < 0)
+        if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
             break;
         for (i = 0; i < s.n && rc == 0; i++) {
             const mg_dopt_range *r = &s.l.ranges[i];
@@ -491,7 +492,7 @@ static int read_dp(read_ctx *c)
     int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
 
     for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(c->m, &c->z, pp, &s)) < 0)
+        if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
             break;
         for (i = 0; i < s.l.n_buffers && rc == 0; i++)
             if (s.l.buffers[i].expert)

@@ -27,9 +27,11 @@ typedef struct mg_dist_stage {
     mg_dopt_layout l;
 } mg_dist_stage;
 
-/* The layout of pipeline stage pp at sizes z, by the model's args (bucket size, ...). Free
- * with ckpt_megatron__dist_stage_free, also after an error. */
-int ckpt_megatron__dist_stage(const ckpt_megatron *m, const mg_dist_sizes *z, int pp, mg_dist_stage *s);
+/* The layout of pipeline stage pp at sizes z, by `args` (the model's, or a target's rewritten
+ * ones: bucket size, overlap_grad_reduce, ...). Free with ckpt_megatron__dist_stage_free, also
+ * after an error. */
+int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, const mg_dist_sizes *z, int pp,
+                              mg_dist_stage *s);
 void ckpt_megatron__dist_stage_free(mg_dist_stage *s);
 
 /* The dp_reshardable key of a bucket's state `moment` (param, exp_avg, exp_avg_sq) for

@@ -209,10 +209,11 @@ static int add_stage(dp_out *o, const mg_dist_stage *s, int pp)
 int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
                                  ckpt_plan *plan, size_t file, ckpt_dcp_out *d)
 {
-    mg_dist_sizes z = { t->tp, t->pp, t->vpp < 1 ? 1 : t->vpp, t->dp, padded_vocab };
+    /* the target's args say its data-parallel size and buckets (--dp, --ddp-bucket-size) */
+    mg_dist_sizes z = { t->tp, t->pp, t->vpp < 1 ? 1 : t->vpp, 0, padded_vocab };
     dp_out o;
     mg_dist_stage s;
-    ckpt_value *sd = NULL;
+    ckpt_value *sd = NULL, *targs = NULL;
     int pp, rc;
 
     memset(&o, 0, sizeof o);
@@ -221,11 +222,12 @@ int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t
     o.padded_vocab = padded_vocab;
     o.d = d;
     o.a = ckpt_plan_arena(plan);
-    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &o.scaler)) < 0)
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &o.scaler)) < 0 ||
+        (rc = ckpt_megatron__target_args(m, t, plan, file, &targs)) < 0)
         return rc;
     o.sd = sd;
     for (pp = 0; pp < t->pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(m, &z, pp, &s)) == 0)
+        if ((rc = ckpt_megatron__dist_stage(m, targs, &z, pp, &s)) == 0)
             rc = add_stage(&o, &s, pp);
         ckpt_megatron__dist_stage_free(&s);
     }

@@ -20,24 +20,34 @@ static ckpt_value *new_str(ckpt_arena *a, const char *s)
     return ckpt_value_new_str(a, s, strlen(s));
 }
 
+void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, const ckpt_value **root)
+{
+    const mg_rank *r = m->set && m->ranks ? mg_rank_at(m, 0, 0, 0) : NULL;
+
+    *ck = m->dist_ck ? m->dist_ck : r ? r->ck : NULL;
+    *root = m->dist_ck ? ckpt_root(m->dist_ck) : r ? r->root : NULL;
+}
+
 int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_target *t, int *form)
 {
     const char *src = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
+    /* a legacy distrib_optim.pt read into moment[] (megatron_distopt_read.c) */
+    int legacy = !m->dist_ck && m->info.distributed_optimizer && m->moments;
     int distributed;
 
     *form = MG_DIST_NONE;
     if (t->optimizer == CKPT_MEGATRON_OPTIM_DROP || !(m->info.has_optimizer || m->info.distributed_optimizer))
         return 0;
-    if (!m->moments || !m->dist_ck)
+    if (!m->moments || (!m->dist_ck && !legacy))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: optimizer state is written in the torch_dist format from torch_dist checkpoints "
-                               "only, for now; --no-optimizer writes the model (load it with --no-load-optim, or "
-                               "--finetune)",
+                               "%s: the non-distributed optimizer's state of a legacy checkpoint is not written in "
+                               "the torch_dist format yet; --no-optimizer writes the model (load it with "
+                               "--no-load-optim, or --finetune)",
                                src);
     /* an explicit form of the distributed optimizer's state asks for the distributed optimizer */
     distributed = t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ||
                   (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP &&
-                   (m->dist_form != MG_DIST_PLAIN || t->sharding != CKPT_MEGATRON_SHARDING_AUTO));
+                   (legacy || m->dist_form != MG_DIST_PLAIN || t->sharding != CKPT_MEGATRON_SHARDING_AUTO));
     if (!distributed && m->dist_form != MG_DIST_PLAIN)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the distributed optimizer's state is not written as the non-distributed "
@@ -133,17 +143,33 @@ static int groups_from_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, con
 int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
                                  const ckpt_value **scaler)
 {
-    const ckpt_value *opt = ckpt_value_dict_get(ckpt_root(m->dist_ck), "optimizer");
+    const ckpt_ckpt *ck;
+    const ckpt_value *root, *opt;
 
+    ckpt_megatron__dist_source(m, &ck, &root);
+    opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL;
     *scaler = opt ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
-    switch (m->dist_form) {
-    case MG_DIST_PLAIN:
+    if (m->dist_form == MG_DIST_PLAIN)
         return groups_from_plain(m, plan, file, opt, sd);
-    case MG_DIST_FULLY:
-        return ckpt_megatron__carry(plan, file, m->g, m->dist_ck, ckpt_value_dict_get(opt, "optimizer"), sd);
-    default:
-        return ckpt_megatron__carry(plan, file, m->g, m->dist_ck, m->dist_optim_sd, sd);
-    }
+    if (m->dist_form == MG_DIST_DP)
+        return ckpt_megatron__carry(plan, file, m->g, ck, m->dist_optim_sd, sd);
+    /* fully_reshardable's common.pt and legacy model_optim_rng.pt: DistributedOptimizer.state_dict() */
+    opt = opt ? ckpt_value_dict_get(opt, "optimizer") : NULL;
+    if (!opt || opt->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(opt, "param_groups"))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: no optimizer['optimizer']['param_groups'] (the distributed optimizer's step and "
+                               "hyper-parameters)",
+                               ck ? ckpt_path(ck) : "the model");
+    return ckpt_megatron__carry(plan, file, m->g, ck, opt, sd);
+}
+
+static const ckpt_ckpt *source_ck(const ckpt_megatron *m)
+{
+    const ckpt_ckpt *ck;
+    const ckpt_value *root;
+
+    ckpt_megatron__dist_source(m, &ck, &root);
+    return ck;
 }
 
 /* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
@@ -162,7 +188,7 @@ static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_
             return rc;
         if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), sd) < 0)
             return CKPT_ENOMEM;
-        if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, scaler, &copy)) < 0 ||
+        if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, source_ck(m), scaler, &copy)) < 0 ||
                        (rc = ckpt_value_dict_set(a, *out, new_str(a, "grad_scaler"), copy)) < 0))
             return rc;
     }
@@ -195,21 +221,22 @@ static int content_metadata(ckpt_arena *a, int form, ckpt_value **out)
 int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
-    const ckpt_value *src = m->dist_ck ? ckpt_root(m->dist_ck) : NULL;
-    const ckpt_value *opt = src ? ckpt_value_dict_get(src, "optimizer") : NULL;
-    const ckpt_value *sched = src ? ckpt_value_dict_get(src, "opt_param_scheduler") : NULL;
+    const ckpt_ckpt *ck;
+    const ckpt_value *src, *sched;
     ckpt_value *copy = NULL;
     int rc = 0;
 
     if (form == MG_DIST_NONE)
         return 0;
+    ckpt_megatron__dist_source(m, &ck, &src);
+    sched = src ? ckpt_value_dict_get(src, "opt_param_scheduler") : NULL;
     if (form == MG_DIST_PLAIN)
-        rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, opt, &copy);
+        rc = ckpt_megatron__carry(plan, file, m->g, ck, ckpt_value_dict_get(src, "optimizer"), &copy);
     else
         rc = distributed_common(m, form, plan, file, &copy);
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), copy);
-    if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, sched, &copy)) == 0)
+    if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
     return rc;
 }

@@ -199,7 +199,8 @@ static int add_common(dist_ctx *c, const char *dir)
 {
     ckpt_arena *a = ckpt_plan_arena(c->plan);
     ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *args = NULL;
-    const ckpt_value *flops;
+    const ckpt_value *flops, *src_root;
+    const ckpt_ckpt *src;
     ckpt_buf rel = CKPT_BUF_INIT;
     size_t file;
     int rc;
@@ -219,8 +220,8 @@ static int add_common(dist_ctx *c, const char *dir)
         return CKPT_ENOMEM;
     if ((rc = ckpt_megatron__dist_optim_common(c->m, c->form, c->plan, file, root)) < 0)
         return rc;
-    flops = c->m->dist_ck ? ckpt_value_dict_get(ckpt_root(c->m->dist_ck), "num_floating_point_operations_so_far")
-                          : NULL;
+    ckpt_megatron__dist_source(c->m, &src, &src_root);
+    flops = src_root ? ckpt_value_dict_get(src_root, "num_floating_point_operations_so_far") : NULL;
     if (ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "num_floating_point_operations_so_far", 36),
                             flops && flops->kind == CKPT_VAL_FLOAT ? ckpt_value_new_float(a, flops->u.real)
                                                                    : ckpt_value_new_int(a, 0)) < 0)

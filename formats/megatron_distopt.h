@@ -23,6 +23,8 @@
 #ifndef CKPT_FORMATS_MEGATRON_DISTOPT_H
 #define CKPT_FORMATS_MEGATRON_DISTOPT_H
 
+#include "megatron_private.h"
+
 #include <ckpt/dtype.h>
 #include <ckpt/value.h>
 
@@ -93,5 +95,28 @@ void ckpt_megatron__dopt_layout_free(mg_dopt_layout *l);
  * `file` names the checkpoint in messages. */
 int ckpt_megatron__dopt_config(const ckpt_value *args, int64_t dp, int pp_rank, const char *file,
                                mg_dopt_config *out);
+
+/* Whether parameter `name` of a model with these args at `pp` stages is a shared embedding:
+ * tied embeddings over several stages make the first stage's word embedding and the last
+ * stage's output layer copy one, with a bucket of its own. */
+int ckpt_megatron__dopt_shared_embedding(const ckpt_value *args, int pp, const char *name);
+/* The layout's view of n parameters: entries[i] (its name and layout), its chunk, its part at
+ * this rank `shards[i]` (numel, dtype), for a model of pp_size stages. Free *out. */
+int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *entries, const int *chunks,
+                               const ckpt_node *const *shards, size_t n, int pp_size, mg_dopt_param **out);
+/* The layout of source rank (tp, pp) (EP 0) of a legacy checkpoint: *entries and *shards (its
+ * parts as stored), n of them, in the order of l->ranges. Free *entries, *shards, and l. */
+int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, const mg_entry ***entries,
+                                      const ckpt_node ***shards, size_t *n, mg_dopt_layout *l);
+
+/* Fill every parameter entry's moment[] from the source ranks' distrib_optim.pt
+ * (megatron_distopt_read.c) and set m->moments; on an error none is set. */
+int ckpt_megatron__read_distopt(ckpt_megatron *m);
+/* Add distrib_optim.pt at `rel` for the target rank (tp, pp) whose parameters are `params`
+ * (state-dict order, chunk by chunk), laid out as the target's args (`targs`: its DP, its
+ * buckets) make its grad buffers (megatron_distopt_write.c). */
+int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
+                                 ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
+                                 int pp, int64_t padded_vocab);
 
 #endif

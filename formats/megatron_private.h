@@ -106,6 +106,9 @@ typedef enum mg_dist_form { MG_DIST_NONE = 0, MG_DIST_PLAIN, MG_DIST_FULLY, MG_D
  * model's graph), its form into m->dist_form (megatron_dist_optim.c). `local`: the local
  * layer spec, whose norms torch_dist names as TE's. */
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local);
+/* The checkpoint whose root holds the source's common state (torch_dist: common.pt; legacy:
+ * rank 0's file), or NULLs for a model built tensor by tensor. */
+void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, const ckpt_value **root);
 /* The optimizer form of torch_dist target t (MG_DIST_NONE: none written), or an error for a
  * source or form not written (megatron_dist_optim_write.c). */
 int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_target *t, int *form);
@@ -143,6 +146,7 @@ const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int
 typedef struct mg_param_out {
     const mg_entry *entry;
     const ckpt_node *shard; /* the target rank's part of entry->full */
+    int chunk;              /* the target model chunk holding it */
 } mg_param_out;
 
 /* A copy of v (from src) in the plan's arena, its tensors added to plan file `file`. */

@@ -161,7 +161,7 @@ CKPT_TEST(test_dist_optim_stage_layout)
             want += ckpt_node_numel(o.m->entries[i].full) /
                     (o.m->entries[i].layout.tp == CKPT_TP_REPLICATED ? 1 : 2);
     for (pp = 0; pp < 2; pp++) {
-        ASSERT_OK(ckpt_megatron__dist_stage(o.m, &z, pp, &s));
+        ASSERT_OK(ckpt_megatron__dist_stage(o.m, o.m->args, &z, pp, &s));
         ASSERT_EQ_INT((int)s.l.n_buffers, 1);
         ASSERT_EQ_INT((int)s.l.buffers[0].n_buckets, 1);
         ASSERT_EQ_INT(s.l.buckets[0].end % 128, 0);
