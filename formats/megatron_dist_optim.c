@@ -358,7 +358,8 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, con
                 (rc = ckpt_node_slice(c->m->g, flat, 0, r->start - bk->start, r->end - r->start, &flat)) < 0 ||
                 (rc = ckpt_node_reshape(c->m->g, flat, ckpt_node_ndim(shard), ckpt_node_shape(shard), &flat)) < 0)
                 break;
-            if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 && (rc = ckpt_node_cast(c->m->g, flat, CKPT_DTYPE_F32, &flat)) < 0)
+            if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 &&
+                (rc = ckpt_node_cast(c->m->g, flat, CKPT_DTYPE_F32, &flat)) < 0)
                 break;
             parts[((size_t)s->idx[i] * MG_N_MOMENTS + (size_t)k) * (size_t)c->z.tp + (size_t)tp] = flat;
         }

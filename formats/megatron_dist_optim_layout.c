@@ -6,7 +6,6 @@
  * the last stage's copy of a tied embedding. */
 #include "megatron_dist_optim.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,7 +120,8 @@ int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "distributed optimizer: a grad buffer of dtype %s is not bf16, fp16 or fp32",
                                ckpt_dtype_name(b->param_dtype));
-    return ckpt_buf_printf(out, CKPT_MEGATRON_DIST_PREFIX "dp_group_idx_%lld.gbuf_idx_%zu.dtype_(%s, %s).bucket_idx_%zu.%s",
+    return ckpt_buf_printf(out,
+                           CKPT_MEGATRON_DIST_PREFIX "dp_group_idx_%lld.gbuf_idx_%zu.dtype_(%s, %s).bucket_idx_%zu.%s",
                            (long long)group, b->gbuf, pd, gd, bucket, moment) < 0
                ? CKPT_ENOMEM
                : 0;

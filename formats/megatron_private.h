@@ -119,6 +119,9 @@ const char *ckpt_megatron__dist_moment_name(int form, const mg_entry *e, int k);
  * file `file`); then its `content_metadata`, as megatron-core saves it. */
 int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root);
 int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root);
+/* A legacy rank file's `optimizer` (DistributedOptimizer.state_dict()) and
+ * `opt_param_scheduler` from a torch_dist source's distributed optimizer, added to root. */
+int ckpt_megatron__dist_legacy_common(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value *root);
 /* The torch_dist key of entry e ("decoder.layers.<module key>" for a layer) into out. */
 int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */

@@ -19,3 +19,13 @@ st "$d/a_tp2pp1dp2_buckets/fully_reshardable" megatron; st same same
 ckptconv diff megatron.safetensors same.safetensors --quiet && echo "dp -> fully at TP2: Megatron's own fully_reshardable"
 cp -r "$d/t210_a_tp2pp1dp2_gaps/fully_reshardable" gaps_fully
 ckptconv reshard -q gaps_fully bad --tp 1 --to torch_dist 2>&1 || echo "exit $?"
+# torch_dist -> legacy at the same layout: each rank's distrib_optim.pt is the one megatron-core
+# saved from the same state (bf16 with tied embeddings over PP2; two virtual stages)
+for n in b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2; do
+    case $n in b_*) lay="--tp 2 --pp 2" ;; *) lay="--tp 1 --pp 2 --vpp 2" ;; esac
+    ckptconv reshard -q "$d/$n/dp_reshardable" $n.tolegacy $lay
+    for f in "$d/$n"/legacy/iter_0000003/mp_rank_*/distrib_optim.pt; do
+        r=${f#"$d/$n/legacy/"}
+        ckptconv diff "$f" $n.tolegacy/$r --quiet && echo "$n $r: equal"
+    done
+done
