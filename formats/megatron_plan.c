@@ -464,9 +464,10 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
         return rc;
     if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !dist_distributed(m))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the non-distributed optimizer's state of a torch_dist checkpoint is not written "
-                               "in the legacy format yet (--to torch_dist keeps it); --no-optimizer writes a "
-                               "model-only checkpoint (load it with --finetune or --no-load-optim)",
+                               "%s: the non-distributed optimizer's state of a torch_dist checkpoint (optimizer.state.* "
+                               "keys) is not written in the legacy format yet (--to torch_dist keeps it); "
+                               "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
+                               "--no-load-optim)",
                                m->dist);
     return 0;
 }
