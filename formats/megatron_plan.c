@@ -306,10 +306,18 @@ static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *fil
     return rc == 0 ? ckpt_buf_printf(out, "/%s", file) : rc;
 }
 
+/* A torch_dist source's distributed optimizer state, read per parameter (megatron_dist_optim.c):
+ * its rank files get model_optim_rng.pt's optimizer and scheduler from its common.pt. */
+static int dist_distributed(const ckpt_megatron *m)
+{
+    return m->dist && m->moments && (m->dist_form == MG_DIST_FULLY || m->dist_form == MG_DIST_DP);
+}
+
 /* The source's distributed optimizer state kept: distrib_optim.pt beside each rank file. */
 static int distributed_target(const target_ctx *c)
 {
-    return c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && c->m->info.distributed_optimizer && !c->m->dist;
+    return c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP &&
+           ((c->m->info.distributed_optimizer && !c->m->dist) || dist_distributed(c->m));
 }
 
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
@@ -351,6 +359,8 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
                 if ((rc = build_chunk(c, tp, pp, vp, ep, name, cls, &copy, &params, &n_params)) == 0)
                     rc = set_attr(c->arena, root, name, copy);
             }
+            if (rc == 0 && c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && dist_distributed(c->m))
+                rc = ckpt_megatron__dist_legacy_common(c->m, c->plan, c->file, root);
             continue;
         } else if (strcmp(key, "optimizer") == 0 || strcmp(key, "opt_param_scheduler") == 0) {
             if (c->t->optimizer == CKPT_MEGATRON_OPTIM_DROP || v->kind == CKPT_VAL_NONE)
@@ -452,11 +462,12 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
     if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
         (rc = ckpt_megatron__read_distopt(m)) < 0)
         return rc;
-    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
+    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !dist_distributed(m))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "
-                               "carried to another format yet; --no-optimizer writes a model-only checkpoint (load "
-                               "it with --finetune or --no-load-optim)",
+                               "%s: the non-distributed optimizer's state of a torch_dist checkpoint (optimizer.state.* "
+                               "keys) is not written in the legacy format yet (--to torch_dist keeps it); "
+                               "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
+                               "--no-load-optim)",
                                m->dist);
     return 0;
 }

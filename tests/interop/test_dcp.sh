@@ -12,7 +12,7 @@
 # - a torch_dist root taken like a legacy one: `reshard` to legacy TP1, TP2, PP2 and TP2 PP2
 #   equals megatron-core's legacy files (all but rng_state, which torch_dist keeps as bytes),
 #   `mcore2hf` gives transformers the logits Megatron computed, `verify` finds every layer
-#   equal to the legacy twin; optimizer state is refused without --no-optimizer;
+#   equal to the legacy twin; its plain optimizer is refused (legacy target) without --no-optimizer;
 # - `reshard --to torch_dist` (legacy or torch_dist in, any target layout) writes what we read
 #   back equal to the legacy fixture, bit for bit, under torch.load of the consolidation; one
 #   data file per target rank. (That megatron-core's load_checkpoint takes it at TP1 and
