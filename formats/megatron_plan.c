@@ -147,6 +147,11 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                        c->t->vpp > 1 ? ckpt_value_new_int(a, c->t->vpp) : ckpt_value_new(a, CKPT_VAL_NONE))) < 0 ||
         (rc = set_attr(a, d, "padded_vocab_size", ckpt_value_new_int(a, c->padded_vocab))) < 0)
         return rc;
+    /* Megatron builds the kind of optimizer args name, and loads only the state it saves */
+    if ((c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED) &&
+        (rc = set_attr(a, d, "use_distributed_optimizer",
+                       ckpt_value_new_bool(a, c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED))) < 0)
+        return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
      * embedding stage); kept consistent with it here */
     if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
@@ -318,7 +323,10 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         } else if (strcmp(key, "optimizer") == 0 || strcmp(key, "opt_param_scheduler") == 0) {
             if (c->t->optimizer == CKPT_MEGATRON_OPTIM_DROP || v->kind == CKPT_VAL_NONE)
                 continue;
-            if (strcmp(key, "optimizer") == 0)
+            if (strcmp(key, "optimizer") == 0 && c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
+                rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
+                                                    c->t, c->padded_vocab, &copy);
+            else if (strcmp(key, "optimizer") == 0)
                 rc = ckpt_megatron__optimizer(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp, c->t,
                                               c->padded_vocab, &copy);
             else
@@ -378,12 +386,20 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
-static int check_target(const ckpt_megatron *m, const ckpt_megatron_target *t)
+static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
     if (rc < 0)
         return rc;
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: writing the distributed optimizer's distrib_optim.pt is not supported yet; "
+                               "--no-optimizer writes a model-only checkpoint",
+                               m->set ? ckpt_set_info_of(m->set)->root : "");
+    /* the per-parameter form, tied output layer copies included, before the copies are made */
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN && m->info.has_optimizer)
+        return ckpt_megatron__moments(m);
     if (m->info.distributed_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the optimizer state is in distrib_optim.pt (distributed optimizer), whose flat "

@@ -177,4 +177,16 @@ int ckpt_megatron__optimizer(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckp
                              const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
                              const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
 
+/* The per-parameter form of the non-distributed optimizer (megatron_optim_plain.c): the
+ * moments of every parameter entry read from the rank files' `optimizer`; the common step
+ * count of the source's optimizer, plain or distributed; the `optimizer` entry of a target
+ * rank file as the non-distributed optimizer saves it, from the moments. */
+int ckpt_megatron__read_plain_moments(ckpt_megatron *m);
+int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
+int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
+                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                                   const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
+/* Every parameter entry's moment[] filled from whatever form the source holds (m->moments). */
+int ckpt_megatron__moments(ckpt_megatron *m);
+
 #endif

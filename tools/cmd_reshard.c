@@ -15,6 +15,7 @@ typedef struct reshard_args {
     int64_t iteration, true_vocab;
     int tp_set, pp_set;
     int to_dist; /* --to torch_dist */
+    const char *optimizer_option; /* the option that set target.optimizer */
     cli_plan_args p;
 } reshard_args;
 
@@ -158,15 +159,35 @@ static int read_strategy(reshard_args *a)
     return rc;
 }
 
+/* --no-optimizer, --to-optimizer KIND, --to-distributed-optimizer: one of them, once. */
+static int optimizer_option(const char *option, const char *kind, reshard_args *a)
+{
+    static const char *const kinds[] = { "keep", "none", "plain", "distributed" };
+    size_t k;
+
+    if (a->optimizer_option)
+        return cli_usage_error("reshard", "%s and %s both say what to do with the optimizer state", a->optimizer_option,
+                               option);
+    a->optimizer_option = option;
+    for (k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        if (strcmp(kind, kinds[k]) == 0) {
+            a->target.optimizer = (ckpt_megatron_optimizer)k;
+            return 0;
+        }
+    return cli_usage_error("reshard", "--to-optimizer is keep, none, plain or distributed, not '%s'", kind);
+}
+
 static int parse_args(int argc, char **argv, reshard_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO };
+    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "strategy", required_argument, NULL, O_STRATEGY },
         { "iteration", required_argument, NULL, O_ITER }, { "padded-vocab-size", required_argument, NULL, O_PADDED },
         { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
-        { "extra-state", required_argument, NULL, O_EXTRA }, { "to", required_argument, NULL, O_TO }, CLI_PLAN_LONGOPTS,
+        { "extra-state", required_argument, NULL, O_EXTRA }, { "to", required_argument, NULL, O_TO },
+        { "to-optimizer", required_argument, NULL, O_TO_OPTIM },
+        { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
@@ -192,7 +213,13 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             a->target.padded_vocab_size = v;
             break;
         case O_TRUE: rc = cli_option_int("reshard", "--true-vocab-size", optarg, 1, INT_MAX, &v); a->true_vocab = v; break;
-        case O_NOOPT: a->target.optimizer = CKPT_MEGATRON_OPTIM_DROP; break;
+        case O_NOOPT:
+        case O_TO_DOPT:
+        case O_TO_OPTIM:
+            rc = optimizer_option(c == O_NOOPT ? "--no-optimizer" : c == O_TO_DOPT ? "--to-distributed-optimizer"
+                                                                                 : "--to-optimizer",
+                                  c == O_NOOPT ? "none" : c == O_TO_DOPT ? "distributed" : optarg, a);
+            break;
         case O_EXTRA:
             if (strcmp(optarg, "copy") == 0)
                 a->target.extra_state = CKPT_MEGATRON_EXTRA_COPY;
@@ -244,7 +271,13 @@ static int print_json(const reshard_args *a, const ckpt_megatron_info *in, const
     cJSON_AddStringToObject(to, "format", a->to_dist ? "torch_dist" : "torch");
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
-    cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP);
+    cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer != CKPT_MEGATRON_OPTIM_DROP);
+    if (in->has_optimizer && a->target.optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        cJSON_AddStringToObject(o, "optimizer_kind",
+                                a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN         ? "plain"
+                                : a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ? "distributed"
+                                : in->distributed_optimizer                              ? "distributed"
+                                                                                         : "plain");
     return cli_plan_report(o, plan, a->p.dry_run ? NULL : rep, seconds);
 }
 
@@ -257,6 +290,9 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
                                 : a->true_vocab                     ? "--true-vocab-size"
                                 : a->iteration >= 0                 ? "--iteration"
                                 : a->target.extra_state != CKPT_MEGATRON_EXTRA_COPY ? "--extra-state"
+                                : a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN ||
+                                          a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED
+                                    ? a->optimizer_option
                                                                     : NULL;
 
     if (megatron_only)
@@ -341,8 +377,10 @@ static int run(reshard_args *a)
                 a->out, info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp,
                 a->to_dist ? " (torch_dist)" : "", rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size),
-                info->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP ? ", optimizer state resharded"
-                                                                                        : "",
+                !info->has_optimizer || a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP ? ""
+                : a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN ? ", optimizer state resharded (non-distributed)"
+                : a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ? ", optimizer state resharded (distributed)"
+                                                                          : ", optimizer state resharded",
                 cli_now() - start);
     }
 done:

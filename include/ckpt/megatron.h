@@ -135,6 +135,13 @@ CKPT_EXTERN(const char *) ckpt_megatron_tensor_at(const ckpt_megatron *m, size_t
  * ckpt_megatron_new; the output layer copy a plan adds for tied embeddings). */
 CKPT_EXTERN(const ckpt_node *const *) ckpt_megatron_tensor_shards(const ckpt_megatron *m, size_t i);
 
+/* The fp32 optimizer state of logical tensor i at its full shape, as lazy nodes: out[0] the
+ * master copy (an fp32 model's weight itself), out[1] exp_avg, out[2] exp_avg_sq; NULLs for a
+ * tensor that is not a parameter. Read from whichever form the checkpoint holds on the first
+ * call; CKPT_EINVALID (class LAYOUT) for a checkpoint without optimizer state, CKPT_EUNSUPPORTED
+ * for a form not read yet. */
+CKPT_EXTERN(int) ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out);
+
 /* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
  * make_vocab_size_divisible_by * tp. */
 CKPT_EXTERN(int64_t) ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp);
