@@ -89,8 +89,9 @@ int ckpt_megatron__moments(ckpt_megatron *m)
     return ckpt_megatron__read_plain_moments(m);
 }
 
-int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out)
+int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out, int *tied_copy)
 {
+    const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
     size_t j;
     int k, rc;
 
@@ -102,6 +103,9 @@ int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **
             continue;
         for (k = 0; k < MG_N_MOMENTS; k++)
             out[k] = e->param ? e->moment[k] : NULL;
+        if (tied_copy)
+            *tied_copy = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean &&
+                         strcmp(e->name, "output_layer.weight") == 0;
         return 0;
     }
     return ckpt_error_set(CKPT_EINVALID, "tensor %zu of %zu", i, ckpt_megatron_tensor_count(m));

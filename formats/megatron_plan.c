@@ -398,7 +398,7 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
                                "--no-optimizer writes a model-only checkpoint",
                                m->set ? ckpt_set_info_of(m->set)->root : "");
     /* the per-parameter form, tied output layer copies included, before the copies are made */
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN && m->info.has_optimizer)
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
         return ckpt_megatron__moments(m);
     if (m->info.distributed_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,

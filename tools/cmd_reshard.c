@@ -76,8 +76,12 @@ static void reshard_help(FILE *out)
 "\n"
 "Optimizer state (the non-distributed optimizer's Adam moments and fp32 master copies in\n"
 "model_optim_rng.pt) is resharded with its parameters, in the order Megatron builds its\n"
-"param groups. A distributed optimizer's distrib_optim.pt is not resharded yet: use\n"
-"--no-optimizer for a model-only checkpoint (resume it with --finetune or --no-load-optim).\n"
+"param groups. --to-optimizer plain writes it as Megatron's non-distributed optimizer saves\n"
+"it (per-parameter step, exp_avg, exp_avg_sq in param-group order, fp32_from_fp16_params for\n"
+"bf16/fp16 models) from each parameter's fp32 master and moments, whichever optimizer the\n"
+"input used, and sets args.use_distributed_optimizer to match. A distributed optimizer's\n"
+"distrib_optim.pt is not read or written yet: use --no-optimizer for a model-only\n"
+"checkpoint (resume it with --finetune or --no-load-optim).\n"
 "rng states stay per rank where the rank exists in both layouts; a new rank gets the\n"
 "state of the source rank at its coordinates, each one past the source's sizes taken as\n"
 "0. _extra_state entries are copied from the first source rank of their stage\n"
@@ -99,6 +103,10 @@ static void reshard_help(FILE *out)
 "  --true-vocab-size V      rows that are not padding, when args do not say (Megatron)\n"
 "  --no-optimizer           write the model, args, iteration and rng state only\n"
 "                           (PaddleNLP: the model files and config.json only)\n"
+"  --to-optimizer KIND      keep (default), none, plain or distributed: the kind of optimizer\n"
+"                           whose state is written (plain: the non-distributed optimizer's,\n"
+"                           in model_optim_rng.pt; distributed: not written yet); Megatron\n"
+"  --to-distributed-optimizer  the same as --to-optimizer distributed\n"
 "  --extra-state MODE       copy (default), empty or drop (Megatron)\n"
 "  --to FORMAT              torch (default: the legacy layout above) or torch_dist: the\n"
 "                           iteration as megatron-core's dist_checkpointing saves it\n"
@@ -123,6 +131,7 @@ static void reshard_help(FILE *out)
 "  ckptconv reshard ckpt/ ckpt-tp4/ --tp 4 --pp 1\n"
 "  ckptconv reshard ckpt/ ckpt-pp4-vpp2/ --tp 2 --pp 4 --vpp 2 --dry-run\n"
 "  ckptconv reshard ckpt/iter_0005000 out/ --tp 1 --pp 1 --no-optimizer\n"
+"  ckptconv reshard ckpt/ ckpt-plain/ --to-optimizer plain   # non-distributed optimizer\n"
 "  ckptconv reshard paddle-pp4/ paddle-tp2pp2/ --tp 2 --pp 2   # PaddleNLP, .pdopt too\n");
 }
 
