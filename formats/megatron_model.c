@@ -5,6 +5,7 @@
  * the number of layers of the chunks before, in Megatron's order (for each virtual chunk, for
  * each stage). Counting rather than computing offsets from args also covers uneven splits
  * (--num-layers-in-first-pipeline-stage and the like). */
+#include "megatron_distopt.h"
 #include "megatron_private.h"
 
 #include <stddef.h>
@@ -416,6 +417,10 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
         rc = ckpt_megatron__check_shapes(m);
     if (rc < 0)
         goto fail;
+    /* a model-only plan needs none of it: a plan that keeps the optimizer reads it again and
+     * fails with the reason (ckpt_megatron_plan) */
+    if (m->info.distributed_optimizer && !m->dist && ckpt_megatron__read_distopt(m) < 0)
+        ckpt_error_clear();
     *out = m;
     return 0;
 fail:

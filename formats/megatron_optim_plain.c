@@ -12,6 +12,7 @@
  * state_dict) saves the same param groups without 'params' and with the common 'step' added
  * last, and no state: that is where a distributed source's step count comes from. An fp32
  * model's master copy is the weight itself. */
+#include "megatron_distopt.h"
 #include "megatron_private.h"
 
 #include <stdlib.h>
@@ -79,13 +80,14 @@ int ckpt_megatron__moments(ckpt_megatron *m)
     if (!m->info.has_optimizer)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: the checkpoint holds no optimizer state",
                                root);
-    if (m->dist || m->info.distributed_optimizer || m->left_out_params)
+    if (m->dist || m->left_out_params)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: %s; --no-optimizer writes a model-only checkpoint", root,
                                m->left_out_params ? "parameters were left out (--drop), and the optimizer state "
                                                     "follows the parameters in order"
-                               : m->dist          ? "the optimizer state of a torch_dist checkpoint is not read yet"
-                                                  : "the distributed optimizer's distrib_optim.pt is not read yet");
+                                                  : "the optimizer state of a torch_dist checkpoint is not read yet");
+    if (m->info.distributed_optimizer)
+        return ckpt_megatron__read_distopt(m);
     return ckpt_megatron__read_plain_moments(m);
 }
 
@@ -325,6 +327,52 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
             return rc;
     }
     if ((rc = ckpt_value_dict_set(arena, wrap, new_str(arena, "fp32_from_fp16_params"), masters)) < 0)
+        return rc;
+    *out = wrap;
+    return 0;
+}
+
+/* Param group g of a plain template as the distributed optimizer saves it: no 'params', the
+ * common step added last (a float: megatron-core takes it with .item() from the per-parameter
+ * float32 steps). */
+static int distributed_group(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_ckpt *src,
+                             const ckpt_value *group, double step, ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    plain_out o = { m, plan, file, a, NULL, 0, 0, NULL };
+    int rc = bare_group(&o, src, group, out);
+
+    return rc < 0 ? rc : ckpt_value_dict_set(a, *out, new_str(a, "step"), ckpt_value_new_float(a, step));
+}
+
+int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                         ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer"), *sd, *masters, *groups;
+    const ckpt_value *scaler = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
+    ckpt_value *groups_out = ckpt_value_new(a, CKPT_VAL_LIST), *inner = ckpt_value_new(a, CKPT_VAL_DICT);
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *group, *copy;
+    double step;
+    size_t g;
+    int rc;
+
+    *out = NULL;
+    if (!groups_out || !inner || !wrap)
+        return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__find_state_dict(tmpl->ck, opt, &sd, &masters)) < 0 ||
+        (rc = ckpt_megatron__optim_step(m, &step)) < 0)
+        return rc;
+    groups = ckpt_value_dict_get(sd, "param_groups");
+    for (g = 0; g < ckpt_megatron__seq_len(groups); g++)
+        if ((rc = distributed_group(m, plan, file, tmpl->ck, ckpt_megatron__seq_at(groups, g), step, &group)) < 0 ||
+            (rc = ckpt_value_append(a, groups_out, group)) < 0)
+            return rc;
+    if ((rc = ckpt_value_dict_set(a, inner, new_str(a, "param_groups"), groups_out)) < 0 ||
+        (rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), inner)) < 0)
+        return rc;
+    if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0 ||
+                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
         return rc;
     *out = wrap;
     return 0;

@@ -5,6 +5,7 @@
  * stay per rank where the rank exists, and tensor-parallel streams stay distinct). `args` is rewritten, the model chunks are built from the logical model, the
  * optimizer state is resharded with its parameters (megatron_optim.c) or dropped, and every
  * other entry is carried as it is. */
+#include "megatron_distopt.h"
 #include "megatron_private.h"
 
 #include <stdio.h>
@@ -152,6 +153,22 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
         (rc = set_attr(a, d, "use_distributed_optimizer",
                        ckpt_value_new_bool(a, c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED))) < 0)
         return rc;
+    /* the DP a distributed optimizer's buffers are laid out for, which its reader takes from
+     * here; the world it implies */
+    if (c->t->dp > 0 && ((rc = set_attr(a, d, "data_parallel_size", ckpt_value_new_int(a, c->t->dp))) < 0 ||
+                         (ckpt_value_dict_get(d, "world_size") &&
+                          (rc = set_attr(a, d, "world_size",
+                                         ckpt_value_new_int(a, (int64_t)c->t->tp * c->t->pp * c->t->dp *
+                                                                   ckpt_megatron__arg_int(d, "context_parallel_size",
+                                                                                          1)))) < 0)))
+        return rc;
+    if (c->t->ddp_bucket_size &&
+        ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, c->t->ddp_bucket_size > 0))) < 0 ||
+         (c->t->ddp_bucket_size > 0 &&
+          ((rc = set_attr(a, d, "ddp_bucket_size", ckpt_value_new_int(a, c->t->ddp_bucket_size))) < 0 ||
+           (ckpt_value_dict_get(d, "ddp_num_buckets") &&
+            (rc = set_attr(a, d, "ddp_num_buckets", ckpt_value_new(a, CKPT_VAL_NONE))) < 0)))))
+        return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
      * embedding stage); kept consistent with it here */
     if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
@@ -254,6 +271,7 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
                 }
                 *params = grown;
                 grown[*n_params].entry = e;
+                grown[*n_params].chunk = vp;
                 grown[(*n_params)++].shard = shard;
             }
         } else {
@@ -268,7 +286,7 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
     return rc;
 }
 
-static int rank_rel(const target_ctx *c, int tp, int pp, int ep, ckpt_buf *out)
+static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *file, ckpt_buf *out)
 {
     int rc = c->m->release ? ckpt_buf_puts(out, "release/")
                          : ckpt_buf_printf(out, "iter_%07lld/", (long long)c->m->info.iteration);
@@ -279,7 +297,15 @@ static int rank_rel(const target_ctx *c, int tp, int pp, int ep, ckpt_buf *out)
         rc = ckpt_buf_printf(out, "_%03d", pp);
     if (rc == 0 && c->m->info.ep > 1)
         rc = ckpt_buf_printf(out, "_%03d", ep);
-    return rc == 0 ? ckpt_buf_puts(out, "/model_optim_rng.pt") : rc;
+    return rc == 0 ? ckpt_buf_printf(out, "/%s", file) : rc;
+}
+
+/* The distributed optimizer's state written (the source's kept, or asked for): distrib_optim.pt
+ * beside each rank file. */
+static int distributed_target(const target_ctx *c)
+{
+    return (c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && c->m->info.distributed_optimizer && !c->m->dist) ||
+           c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED;
 }
 
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
@@ -288,6 +314,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
     const ckpt_value *troot = tmpl->root;
     ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
     mg_param_out *params = NULL;
+    const ckpt_value *targs = NULL;
     size_t i, n_params = 0;
     ckpt_buf rel = CKPT_BUF_INIT;
     int rc, models_done = 0;
@@ -296,7 +323,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         return CKPT_ENOMEM;
     root->u.dict.cls = troot->u.dict.cls;
     c->template_rank = tmpl;
-    if ((rc = rank_rel(c, tp, pp, ep, &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
+    if ((rc = rank_rel(c, tp, pp, ep, "model_optim_rng.pt", &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
         goto done;
     for (i = 0; i < troot->u.dict.map.n && rc == 0; i++) {
         const ckpt_value *k = troot->u.dict.map.keys[i], *v = troot->u.dict.map.vals[i];
@@ -305,6 +332,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
 
         if (strcmp(key, "args") == 0) {
             rc = rewrite_args(c, v, &copy);
+            targs = copy;
         } else if (strncmp(key, "model", 5) == 0 && (!key[5] || (key[5] >= '0' && key[5] <= '9'))) {
             const ckpt_value *cls = v->kind == CKPT_VAL_DICT ? v->u.dict.cls : NULL;
             int vp;
@@ -326,6 +354,12 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
             if (strcmp(key, "optimizer") == 0 && c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
                 rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
                                                     c->t, c->padded_vocab, &copy);
+            /* the distributed optimizer's holds no parameter state: hyper-parameters and
+             * steps per group, the grad scaler */
+            else if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
+                rc = carry(c, tmpl->ck, v, &copy);
+            else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
+                rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)
                 rc = ckpt_megatron__optimizer(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp, c->t,
                                               c->padded_vocab, &copy);
@@ -339,6 +373,12 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
     }
     if (rc == 0)
         rc = ckpt_plan_set_root(c->plan, c->file, root);
+    if (rc == 0 && distributed_target(c)) {
+        ckpt_buf_clear(&rel);
+        if ((rc = rank_rel(c, tp, pp, ep, "distrib_optim.pt", &rel)) == 0)
+            rc = ckpt_megatron__distopt_write(c->m, c->t, targs ? targs : c->m->args, c->plan, (const char *)rel.data,
+                                              params, n_params, tp, pp, c->padded_vocab);
+    }
 done:
     free(params);
     ckpt_buf_dispose(&rel);
@@ -392,20 +432,19 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 
     if (rc < 0)
         return rc;
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: writing the distributed optimizer's distrib_optim.pt is not supported yet; "
-                               "--no-optimizer writes a model-only checkpoint",
-                               m->set ? ckpt_set_info_of(m->set)->root : "");
+    if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
+                               "data-parallel size %d, bucket size %lld: out of range", t->dp,
+                               (long long)t->ddp_bucket_size);
     /* the per-parameter form, tied output layer copies included, before the copies are made */
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
         return ckpt_megatron__moments(m);
-    if (m->info.distributed_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the optimizer state is in distrib_optim.pt (distributed optimizer), whose flat "
-                               "buffers are tied to the data-parallel layout and are not resharded yet; "
-                               "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
-                               "--no-load-optim)",
+    if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer &&
+        t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && ckpt_megatron__arg_int(m->args, "use_distributed_optimizer", 0))
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                               "%s: args.use_distributed_optimizer is set, but no rank directory has its "
+                               "distrib_optim.pt (the parameters' optimizer state); --no-optimizer writes a "
+                               "model-only checkpoint",
                                m->set ? ckpt_set_info_of(m->set)->root : "");
     if (m->left_out_params && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
@@ -413,6 +452,10 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
                                "parameters in order: --no-optimizer writes a model-only checkpoint",
                                m->set ? ckpt_set_info_of(m->set)->root : "", m->left_out_params,
                                m->left_out_params == 1 ? " is" : "s are");
+    /* read at open when it could be; again here for the reason it could not */
+    if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
+        (rc = ckpt_megatron__read_distopt(m)) < 0)
+        return rc;
     if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "

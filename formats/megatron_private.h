@@ -113,6 +113,7 @@ const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int
 typedef struct mg_param_out {
     const mg_entry *entry;
     const ckpt_node *shard; /* the target rank's part of entry->full */
+    int chunk;              /* the target model chunk holding it */
 } mg_param_out;
 
 /* A copy of v (from src) in the plan's arena, its tensors added to plan file `file`. */
@@ -186,6 +187,11 @@ int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
                                    const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
+/* The `optimizer` entry of a target rank file as the distributed optimizer saves it (its
+ * param groups without 'params', each with the common step, and the grad scaler) from a
+ * plain source's template rank `tmpl`. */
+int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                         ckpt_value **out);
 /* Every parameter entry's moment[] filled from whatever form the source holds (m->moments). */
 int ckpt_megatron__moments(ckpt_megatron *m);
 

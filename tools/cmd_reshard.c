@@ -76,13 +76,25 @@ static void reshard_help(FILE *out)
 "\n"
 "Optimizer state (the non-distributed optimizer's Adam moments and fp32 master copies in\n"
 "model_optim_rng.pt) is resharded with its parameters, in the order Megatron builds its\n"
-"param groups. --to-optimizer plain writes it as Megatron's non-distributed optimizer saves\n"
-"it (per-parameter step, exp_avg, exp_avg_sq in param-group order, fp32_from_fp16_params for\n"
-"bf16/fp16 models) from each parameter's fp32 master and moments, whichever optimizer the\n"
-"input used, and sets args.use_distributed_optimizer to match. A distributed optimizer's\n"
-"distrib_optim.pt is not read or written yet: use --no-optimizer for a model-only\n"
-"checkpoint (resume it with --finetune or --no-load-optim).\n"
-"rng states stay per rank where the rank exists in both layouts; a new rank gets the\n"
+"param groups. A distributed optimizer's (--use-distributed-optimizer) is too: each rank's\n"
+"distrib_optim.pt holds, per grad buffer, the flat fp32 masters and Adam moments of its\n"
+"parameters where megatron-core's buffer layout puts them (reverse parameter order,\n"
+"64-element starts, buckets of --ddp-bucket-size with --overlap-grad-reduce, the tied\n"
+"embedding in a bucket of its own, bucket ends padded to lcm(DP, 128)); every file is\n"
+"checked against that layout, each parameter's state is cut out, merged and split like\n"
+"the parameter, and laid out again for the target's buffers at --dp N (the DP the run\n"
+"resumes with: it decides the padding, so give it when DP changes; args'\n"
+"data_parallel_size follows). model_optim_rng.pt keeps the optimizer's param groups and\n"
+"step. Megatron itself only changes DP for this state. Not yet: the pre-2024 per-bucket\n"
+"distrib_optim.pt (load and save it once with --ckpt-convert-update-legacy-dist-opt-\n"
+"format), MoE experts' state (the chained optimizer).\n"
+"--to-optimizer plain|distributed converts between the two kinds, since runs switch\n"
+"between them: plain writes the state as the non-distributed optimizer saves it\n"
+"(per-parameter step, exp_avg, exp_avg_sq in param-group order, fp32_from_fp16_params\n"
+"for bf16/fp16 models), distributed writes distrib_optim.pt as above (and\n"
+"model_optim_rng.pt's param groups with the common step), both from each parameter's\n"
+"fp32 master and moments, whichever kind the input used; args.use_distributed_optimizer\n"
+"is set to match.\n""rng states stay per rank where the rank exists in both layouts; a new rank gets the\n"
 "state of the source rank at its coordinates, each one past the source's sizes taken as\n"
 "0. _extra_state entries are copied from the first source rank of their stage\n"
 "(--extra-state empty writes empty uint8 tensors, TE >= 2.0's \"no FP8 state\"; drop\n"
@@ -95,6 +107,14 @@ static void reshard_help(FILE *out)
 "options:\n"
 "  --tp N, --pp M           target tensor- and pipeline-parallel sizes (default: the input's)\n"
 "  --vpp K                  virtual pipeline chunks per stage (default 1; Megatron)\n"
+"  --dp N                   data-parallel size the target runs with (default: the\n"
+"                           input's args.data_parallel_size): the distributed\n"
+"                           optimizer's buffers are padded for it (Megatron)\n"
+"  --ddp-bucket-size N|none the grad buffer buckets the target runs with: N elements\n"
+"                           (--overlap-grad-reduce --ddp-bucket-size N) or none (no\n"
+"                           --overlap-grad-reduce); they move the distributed optimizer's\n"
+"                           state, so give them when they change (default: the input's;\n"
+"                           args follow; Megatron)\n"
 "  --strategy FILE          the target from a Galvatron-style strategy JSON\n"
 "                           ({\"pp_size\": M, \"tp_size_list\": [N, N, ...]}, uniform TP;\n"
 "                           dp_size_list and other fields are not used)\n"
@@ -105,7 +125,7 @@ static void reshard_help(FILE *out)
 "                           (PaddleNLP: the model files and config.json only)\n"
 "  --to-optimizer KIND      keep (default), none, plain or distributed: the kind of optimizer\n"
 "                           whose state is written (plain: the non-distributed optimizer's,\n"
-"                           in model_optim_rng.pt; distributed: not written yet); Megatron\n"
+"                           in model_optim_rng.pt; distributed: distrib_optim.pt); Megatron\n"
 "  --to-distributed-optimizer  the same as --to-optimizer distributed\n"
 "  --extra-state MODE       copy (default), empty or drop (Megatron)\n"
 "  --to FORMAT              torch (default: the legacy layout above) or torch_dist: the\n"
@@ -131,6 +151,7 @@ static void reshard_help(FILE *out)
 "  ckptconv reshard ckpt/ ckpt-tp4/ --tp 4 --pp 1\n"
 "  ckptconv reshard ckpt/ ckpt-pp4-vpp2/ --tp 2 --pp 4 --vpp 2 --dry-run\n"
 "  ckptconv reshard ckpt/iter_0005000 out/ --tp 1 --pp 1 --no-optimizer\n"
+"  ckptconv reshard ckpt/ ckpt-tp4-dp2/ --tp 4 --pp 1 --dp 2   # distrib_optim.pt too\n"
 "  ckptconv reshard ckpt/ ckpt-plain/ --to-optimizer plain   # non-distributed optimizer\n"
 "  ckptconv reshard paddle-pp4/ paddle-tp2pp2/ --tp 2 --pp 2   # PaddleNLP, .pdopt too\n");
 }
@@ -188,7 +209,10 @@ static int optimizer_option(const char *option, const char *kind, reshard_args *
 
 static int parse_args(int argc, char **argv, reshard_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT };
+    enum {
+        O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT,
+        O_DP, O_BUCKET
+    };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "strategy", required_argument, NULL, O_STRATEGY },
@@ -196,7 +220,9 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
         { "extra-state", required_argument, NULL, O_EXTRA }, { "to", required_argument, NULL, O_TO },
         { "to-optimizer", required_argument, NULL, O_TO_OPTIM },
-        { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT }, CLI_PLAN_LONGOPTS,
+        { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT },
+        { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
+        CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
@@ -215,6 +241,15 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             a->pp_set = 1;
             break;
         case O_VPP: rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp); break;
+        case O_DP: rc = cli_option_parallel("reshard", "--dp", optarg, &a->target.dp); break;
+        case O_BUCKET:
+            if (strcmp(optarg, "none") == 0) {
+                a->target.ddp_bucket_size = CKPT_MEGATRON_NO_BUCKETS;
+            } else {
+                rc = cli_option_int("reshard", "--ddp-bucket-size", optarg, 1, LLONG_MAX, &v);
+                a->target.ddp_bucket_size = v;
+            }
+            break;
         case O_STRATEGY: a->strategy = optarg; break;
         case O_ITER: rc = cli_option_int("reshard", "--iteration", optarg, 0, LLONG_MAX, &v); a->iteration = v; break;
         case O_PADDED:
@@ -260,9 +295,22 @@ static int parse_args(int argc, char **argv, reshard_args *a)
     return a->strategy ? read_strategy(a) : 0;
 }
 
-static int print_json(const reshard_args *a, const ckpt_megatron_info *in, const ckpt_plan *plan,
+/* The data-parallel size the input's args record (0 when they do not), and the target's. */
+static int64_t source_dp(const ckpt_megatron *m)
+{
+    const ckpt_value *v = ckpt_megatron_arg(ckpt_megatron_args(m), "data_parallel_size");
+    return v && v->kind == CKPT_VAL_INT ? v->u.integer : 0;
+}
+
+static int64_t target_dp(const reshard_args *a, const ckpt_megatron *m)
+{
+    return a->target.dp ? a->target.dp : source_dp(m);
+}
+
+static int print_json(const reshard_args *a, const ckpt_megatron *m, const ckpt_plan *plan,
                        const ckpt_plan_report *rep, double seconds)
 {
+    const ckpt_megatron_info *in = ckpt_megatron_info_of(m);
     cJSON *o = cJSON_CreateObject();
 
     cJSON_AddStringToObject(o, "command", "reshard");
@@ -273,10 +321,12 @@ static int print_json(const reshard_args *a, const ckpt_megatron_info *in, const
     cJSON_AddNumberToObject(from, "pp", in->pp);
     cJSON_AddNumberToObject(from, "vpp", in->vpp);
     cJSON_AddNumberToObject(from, "ep", in->ep);
+    cJSON_AddNumberToObject(from, "dp", (double)source_dp(m));
     cJSON_AddNumberToObject(from, "padded_vocab_size", (double)in->padded_vocab_size);
     cJSON_AddNumberToObject(to, "tp", a->target.tp);
     cJSON_AddNumberToObject(to, "pp", a->target.pp);
     cJSON_AddNumberToObject(to, "vpp", a->target.vpp);
+    cJSON_AddNumberToObject(to, "dp", (double)target_dp(a, m));
     cJSON_AddStringToObject(to, "format", a->to_dist ? "torch_dist" : "torch");
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
@@ -287,6 +337,7 @@ static int print_json(const reshard_args *a, const ckpt_megatron_info *in, const
                                 : a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ? "distributed"
                                 : in->distributed_optimizer                              ? "distributed"
                                                                                          : "plain");
+    cJSON_AddBoolToObject(o, "distributed_optimizer", in->distributed_optimizer);
     return cli_plan_report(o, plan, a->p.dry_run ? NULL : rep, seconds);
 }
 
@@ -294,6 +345,8 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
 {
     cli_reshard_job j;
     const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
+                                : a->target.dp                      ? "--dp"
+                                : a->target.ddp_bucket_size         ? "--ddp-bucket-size"
                                 : a->to_dist                        ? "--to torch_dist"
                                 : a->target.padded_vocab_size       ? "--padded-vocab-size"
                                 : a->true_vocab                     ? "--true-vocab-size"
@@ -365,7 +418,7 @@ static int run(reshard_args *a)
     if ((rc = a->to_dist ? ckpt_megatron_plan_dist(m, &a->target, plan) : ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
-        rc = print_json(a, info, plan, &rep, 0);
+        rc = print_json(a, m, plan, &rep, 0);
         goto done;
     }
     if (a->p.dry_run) {
@@ -378,13 +431,18 @@ static int run(reshard_args *a)
     if ((rc = cli_plan_execute("reshard", plan, a->out, &a->p, &rep)) < 0)
         goto done;
     if (a->p.json) {
-        rc = print_json(a, info, plan, &rep, cli_now() - start);
+        rc = print_json(a, m, plan, &rep, cli_now() - start);
     } else if (!a->p.quiet) {
         char size[32];
         cli_plan_print_dropped(plan, &a->p);
-        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s, %zu files, %s%s in %.2f s\n",
+        char dp[64] = "";
+        if ((info->distributed_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP) ||
+            a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
+            snprintf(dp, sizeof dp, " (distributed optimizer, DP %lld -> %lld)", (long long)source_dp(m),
+                     (long long)target_dp(a, m));
+        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s%s, %zu files, %s%s in %.2f s\n",
                 a->out, info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp,
-                a->to_dist ? " (torch_dist)" : "", rep.files,
+                a->to_dist ? " (torch_dist)" : "", dp, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size),
                 !info->has_optimizer || a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP ? ""
                 : a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN ? ", optimizer state resharded (non-distributed)"

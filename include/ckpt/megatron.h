@@ -159,11 +159,18 @@ typedef struct ckpt_megatron_target {
                                           laid out for (bucket padding, dp_reshardable pieces);
                                           0: the source's */
     ckpt_megatron_optim_sharding sharding;
+    int64_t ddp_bucket_size;           /* the grad buffers' buckets the target run uses, which
+                                          decide where a distributed optimizer's state lies:
+                                          N elements (--overlap-grad-reduce --ddp-bucket-size N),
+                                          CKPT_MEGATRON_NO_BUCKETS (no --overlap-grad-reduce),
+                                          0: the source's; args follow */
 } ckpt_megatron_target;
+
+#define CKPT_MEGATRON_NO_BUCKETS (-1)
 
 #define CKPT_MEGATRON_TARGET_VERSION 2
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
-                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO }
+                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0 }
 
 /* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
  * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides

@@ -12,6 +12,10 @@
 #   DIST_TAG=215 DIST_LAYOUTS="dist_tp1 dist_tp2" ... run_megatron.sh dist
 #                                                  # the same with another torch: dist215_tp1,
 #                                                  # dist215_tp2 and testdata/dcp215/ beside them
+#   ... run_megatron.sh distopt                    # the distributed-optimizer fixtures
+#                                                  # testdata/megatron/distopt/ (README_megatron_distopt.md);
+#                                                  # DISTOPT_TAG=t210_ DISTOPT_CONFIGS=... for the torch 2.10 set
+#   ... run_megatron.sh distopt-oracle             # Megatron's own reshard of them: distopt/oracle.json
 #   ... run_megatron.sh load-ours CKPTCONV         # megatron-core's load_checkpoint of
 #                                                  # `ckptconv reshard tp2 --to torch_dist` at TP1 and
 #                                                  # TP2 PP2; log in testdata/gen/load_ours_dist.log
@@ -67,13 +71,59 @@ train() {
     "$PY" -c 'import json, sys; [print("   ", c) for c in json.load(open(sys.argv[1]))["checks"]]' \
         "$WORK/$layout.meta.rank0.json"
     case $layout in
-        ref512|gpt2style_tp1|hf_llama_tiny_tp1|load_ours_*) ;;
+        ref512|gpt2style_tp1|hf_llama_tiny_tp1|load_ours_*|tp1_optim) ;;
         tp1) [ "$MODE" != all ] || { rm -rf "${OUT:?}/tp1"; cp -r "$WORK/tp1" "$OUT/tp1"; } ;;
         *) rm -rf "${OUT:?}/$dest"; cp -r "$WORK/$layout" "$OUT/$dest" ;;
     esac
 }
 
 MODE=${1:-all}
+if [ "$MODE" = distopt ]; then
+    # README_megatron_distopt.md: training with the distributed optimizer, three saved forms
+    DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
+    DO_TAG=${DISTOPT_TAG:-}
+    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2}
+    mkdir -p "$DO_OUT"
+    for c in $DO_CONFIGS; do
+        n=$("$PY" -c 'import sys, gen_megatron_distopt as g; c = g.layout_of(g.CONFIGS[sys.argv[1]]); print(c["tp"] * c["pp"] * c["dp"])' "$c")
+        echo "== $c: $n processes"
+        rm -rf "${WORK:?}/$c"
+        if ! (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node "$n" \
+                --master_addr 127.0.0.1 --master_port "$(free_port)" \
+                "$GEN_DIR/gen_megatron_distopt.py" train --config "$c") >"$WORK/$c.log" 2>&1; then
+            grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/$c.log" | tail -40
+            echo "$c failed (log: $WORK/$c.log)" >&2
+            exit 1
+        fi
+        rm -rf "${DO_OUT:?}/$DO_TAG$c"
+        cp -r "$WORK/$c" "$DO_OUT/$DO_TAG$c"
+    done
+    # shellcheck disable=SC2086
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" describe "$WORK" "$DO_OUT" $DO_CONFIGS --tag "$DO_TAG"
+    du -sh "$DO_OUT"/"$DO_TAG"*
+    exit 0
+fi
+if [ "$MODE" = distopt-oracle ]; then
+    # needs the WORK of a `distopt` run (WORK=dir run_megatron.sh distopt)
+    [ -n "$KEEP_WORK" ] || { echo "set WORK to the work directory of a distopt run" >&2; exit 2; }
+    DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
+    mkdir -p "$WORK/oracle"
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs | while read -r src dst; do
+        n=$("$PY" "$GEN_DIR/gen_megatron_distopt.py" world "$dst")
+        echo "== oracle $src -> $dst: $n processes"
+        rm -rf "$WORK/oracle/${src}__to__$dst"
+        if ! (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node "$n" \
+                --master_addr 127.0.0.1 --master_port "$(free_port)" \
+                "$GEN_DIR/gen_megatron_distopt.py" reshard --config "$src" --target "$dst") \
+                >"$WORK/oracle/${src}__to__$dst.log" 2>&1; then
+            grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/oracle/${src}__to__$dst.log" | tail -40
+            echo "$src -> $dst failed" >&2
+            exit 1
+        fi
+    done
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT"
+    exit 0
+fi
 if [ "$MODE" = load-ours ]; then
     CK=${2:?give the ckptconv binary}
     R=(--ref-full tp1_full.pt)

@@ -1,0 +1,271 @@
+/* Reading a legacy distributed optimizer's state (iter_N/mp_rank_TT[_PPP]/distrib_optim.pt,
+ * written by DP rank 0 of each TP x PP rank with DistributedOptimizer.save_parameter_state)
+ * into the logical model: each parameter's fp32 master copy and Adam moments, cut from the
+ * rank's flat tensors at the range the grad buffer layout gives it and merged over TP like the
+ * parameter, lazily.
+ *
+ * The file (get_parameter_state_dp_zero, megatron-core >= 0.6):
+ *   {'buckets_coalesced': True,
+ *    gbuf_idx: {(param dtype, grad dtype): {'param', 'exp_avg', 'exp_avg_sq': fp32 1-D of the
+ *               buffer's numel_unpadded, 'numel_unpadded': int}}}
+ * Everything it says of itself is checked against the layout computed from args and the
+ * model's shapes before a byte of state is trusted. */
+#include "megatron_distopt.h"
+#include "megatron_private.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EMBEDDING_WEIGHT "embedding.word_embeddings.weight"
+#define OUTPUT_WEIGHT "output_layer.weight"
+
+static const char *const state_keys[MG_N_MOMENTS] = { "param", "exp_avg", "exp_avg_sq" };
+
+int ckpt_megatron__dopt_shared_embedding(const ckpt_value *args, int pp, const char *name)
+{
+    const ckpt_value *untie = ckpt_megatron_arg(args, "untie_embeddings_and_output_weights");
+
+    if (pp <= 1 || (untie && untie->kind == CKPT_VAL_BOOL && untie->u.boolean))
+        return 0;
+    return strcmp(name, EMBEDDING_WEIGHT) == 0 || strcmp(name, OUTPUT_WEIGHT) == 0;
+}
+
+int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *entries, const int *chunks,
+                               const ckpt_node *const *shards, size_t n, int pp_size, mg_dopt_param **out)
+{
+    size_t i;
+
+    *out = calloc(n ? n : 1, sizeof **out);
+    if (!*out)
+        return ckpt_error_oom();
+    for (i = 0; i < n; i++) {
+        mg_dopt_param *p = &(*out)[i];
+        p->chunk = chunks[i];
+        p->numel = ckpt_node_numel(shards[i]);
+        p->dtype = ckpt_node_dtype(shards[i]);
+        p->expert = entries[i]->layout.expert;
+        p->shared_embedding = ckpt_megatron__dopt_shared_embedding(m->args, pp_size, entries[i]->name);
+    }
+    return 0;
+}
+
+/* The parameters of source rank (tp, pp): entries in named_parameters() order, chunk by chunk
+ * (the model's entries are in chunk order, each chunk's in its state dict's). */
+static int source_rank(const ckpt_megatron *m, int tp, int pp, const mg_entry ***entries, const ckpt_node ***shards,
+                       int **chunks, size_t *n)
+{
+    size_t i, k = 0;
+
+    *n = 0;
+    *entries = calloc(m->n_entries + 1, sizeof **entries);
+    *shards = calloc(m->n_entries + 1, sizeof **shards);
+    *chunks = calloc(m->n_entries + 1, sizeof **chunks);
+    if (!*entries || !*shards || !*chunks)
+        return ckpt_error_oom();
+    for (i = 0; i < m->n_entries; i++) {
+        const mg_entry *e = &m->entries[i];
+        if (!e->param || !e->full || !e->shards || e->src_pp != pp)
+            continue;
+        (*entries)[k] = e;
+        (*shards)[k] = e->shards[tp];
+        (*chunks)[k++] = e->src_vp;
+    }
+    *n = k;
+    return 0;
+}
+
+int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, const mg_entry ***entries,
+                                      const ckpt_node ***shards, size_t *n, mg_dopt_layout *l)
+{
+    const ckpt_ckpt *ck = mg_rank_at(m, tp, pp, 0)->ck;
+    mg_dopt_param *params = NULL;
+    mg_dopt_config cfg;
+    int *chunks = NULL;
+    int rc;
+
+    memset(l, 0, sizeof *l);
+    if ((rc = source_rank(m, tp, pp, entries, shards, &chunks, n)) == 0 &&
+        (rc = ckpt_megatron__dopt_config(m->args, 0, pp, ckpt_path(ck), &cfg)) == 0 &&
+        (rc = ckpt_megatron__dopt_params(m, *entries, chunks, *shards, *n, m->info.pp, &params)) == 0)
+        rc = ckpt_megatron__dopt_layout(params, *n, &cfg, l);
+    free(params);
+    free(chunks);
+    return rc;
+}
+
+static const ckpt_value *int_key(const ckpt_value *d, int64_t key)
+{
+    size_t i;
+
+    for (i = 0; i < d->u.dict.map.n; i++)
+        if (d->u.dict.map.keys[i]->kind == CKPT_VAL_INT && d->u.dict.map.keys[i]->u.integer == key)
+            return d->u.dict.map.vals[i];
+    return NULL;
+}
+
+static int dtype_pair_is(const ckpt_value *k, const mg_dopt_buffer *b)
+{
+    return k->kind == CKPT_VAL_TUPLE && k->u.seq.n == 2 &&
+           ckpt_value_is_global(k->u.seq.items[0], "torch", ckpt_dtype_name(b->param_dtype)) &&
+           ckpt_value_is_global(k->u.seq.items[1], "torch", ckpt_dtype_name(b->grad_dtype));
+}
+
+/* The file's top level: the coalesced format, with exactly the layout's grad buffers. */
+static int check_top(const ckpt_ckpt *ck, const mg_dopt_layout *l)
+{
+    const ckpt_value *root = ckpt_root(ck), *coalesced;
+    size_t i, ints = 0;
+
+    if (root && (root->kind == CKPT_VAL_LIST || root->kind == CKPT_VAL_TUPLE))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: a list of %zu optimizers' states (the chained optimizer of a mixture-of-experts "
+                               "model); not supported yet",
+                               ckpt_path(ck), root->u.seq.n);
+    if (!root || root->kind != CKPT_VAL_DICT)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: not a distributed optimizer state (the top level is not a dict)", ckpt_path(ck));
+    coalesced = ckpt_value_dict_get(root, "buckets_coalesced");
+    if (!coalesced)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT,
+                               "%s: no 'buckets_coalesced': the per-bucket format megatron-core wrote before "
+                               "February 2024; load it once with Megatron's --ckpt-convert-update-legacy-dist-opt-"
+                               "format and save it again",
+                               ckpt_path(ck));
+    if (coalesced->kind != CKPT_VAL_BOOL || !coalesced->u.boolean)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: 'buckets_coalesced' is not True",
+                               ckpt_path(ck));
+    for (i = 0; i < root->u.dict.map.n; i++)
+        ints += root->u.dict.map.keys[i]->kind == CKPT_VAL_INT;
+    if (ints != l->n_buffers || ints + 1 != root->u.dict.map.n)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %zu grad buffers (and %zu other keys); the model's parameters at this rank make "
+                               "%zu",
+                               ckpt_path(ck), ints, root->u.dict.map.n - ints - 1, l->n_buffers);
+    return 0;
+}
+
+/* The state of grad buffer b: its dict, checked against the layout. */
+static int buffer_state(const ckpt_ckpt *ck, const mg_dopt_layout *l, size_t b, const ckpt_tensor **flat)
+{
+    const mg_dopt_buffer *buf = &l->buffers[b];
+    const ckpt_value *d = int_key(ckpt_root(ck), (int64_t)buf->gbuf), *st, *nu;
+    int k;
+
+    if (!d || d->kind != CKPT_VAL_DICT || d->u.dict.map.n != 1 || !dtype_pair_is(d->u.dict.map.keys[0], buf))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: grad buffer %zu: expected one state keyed (torch.%s, torch.%s) (chunk %d)",
+                               ckpt_path(ck), buf->gbuf, ckpt_dtype_name(buf->param_dtype),
+                               ckpt_dtype_name(buf->grad_dtype), buf->chunk);
+    st = d->u.dict.map.vals[0];
+    nu = st->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(st, "numel_unpadded") : NULL;
+    if (!nu || nu->kind != CKPT_VAL_INT)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: grad buffer %zu: no integer numel_unpadded",
+                               ckpt_path(ck), buf->gbuf);
+    if (nu->u.integer != buf->numel_unpadded)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: grad buffer %zu: numel_unpadded %lld, but the rank's parameters laid out as "
+                               "megatron-core does (args' DP, bucket size, padding) make %lld in %zu bucket%s",
+                               ckpt_path(ck), buf->gbuf, (long long)nu->u.integer, (long long)buf->numel_unpadded,
+                               buf->n_buckets, buf->n_buckets == 1 ? "" : "s");
+    for (k = 0; k < MG_N_MOMENTS; k++) {
+        const ckpt_value *v = ckpt_value_dict_get(st, state_keys[k]);
+        const ckpt_tensor *t = v && v->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(ck, v->u.tensor.index) : NULL;
+        if (!t || t->dtype != CKPT_DTYPE_F32 || t->ndim != 1 || t->shape[0] != buf->numel_unpadded)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: grad buffer %zu: '%s' is %s, expected a float32 tensor of %lld elements",
+                                   ckpt_path(ck), buf->gbuf, state_keys[k],
+                                   !t ? "missing" : t->dtype != CKPT_DTYPE_F32 ? ckpt_dtype_name(t->dtype)
+                                   : t->ndim != 1                         ? "not 1-D"
+                                                                          : "of another size",
+                                   (long long)buf->numel_unpadded);
+        flat[b * MG_N_MOMENTS + (size_t)k] = t;
+    }
+    return 0;
+}
+
+/* Rank (tp, pp)'s part of each of its parameters' state, into parts[entry][moment][tp]. */
+static int read_rank(ckpt_megatron *m, int tp, int pp, const ckpt_node **parts)
+{
+    ckpt_coords at = CKPT_COORDS_NONE;
+    const mg_entry **entries = NULL;
+    const ckpt_node **shards = NULL;
+    const ckpt_tensor **flat = NULL;
+    const ckpt_ckpt *ck;
+    mg_dopt_layout l;
+    size_t i, n = 0;
+    long member;
+    int k, rc;
+
+    at.tp = tp;
+    at.pp = pp;
+    at.ep = 0;
+    member = ckpt_set_find(m->set, &at, "distrib_optim");
+    if (member < 0)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                               "%s: no distrib_optim.pt beside %s (TP %d, PP %d); every rank of a distributed "
+                               "optimizer has one",
+                               ckpt_set_info_of(m->set)->root, ckpt_path(mg_rank_at(m, tp, pp, 0)->ck), tp, pp);
+    if ((rc = ckpt_set_member_open(m->set, (size_t)member, &ck)) < 0 ||
+        (rc = ckpt_megatron__dopt_source_layout(m, tp, pp, &entries, &shards, &n, &l)) < 0 ||
+        (rc = check_top(ck, &l)) < 0)
+        goto done;
+    if (!(flat = calloc(l.n_buffers * MG_N_MOMENTS + 1, sizeof *flat))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < l.n_buffers && rc == 0; i++)
+        rc = buffer_state(ck, &l, i, flat);
+    for (i = 0; i < n && rc == 0; i++) {
+        const mg_dopt_range *r = &l.ranges[i];
+        size_t e = (size_t)(entries[i] - m->entries);
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_node *whole, *cut;
+            if ((rc = ckpt_node_tensor(m->g, flat[r->buffer * MG_N_MOMENTS + (size_t)k], &whole)) == 0 &&
+                (rc = ckpt_node_slice(m->g, whole, 0, r->flat, r->end - r->start, &cut)) == 0)
+                rc = ckpt_node_reshape(m->g, cut, ckpt_node_ndim(shards[i]), ckpt_node_shape(shards[i]),
+                                       &parts[(e * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp + (size_t)tp]);
+        }
+        if (rc < 0)
+            ckpt_error_prefix("%s: %s", ckpt_path(ck), entries[i]->name);
+    }
+done:
+    ckpt_megatron__dopt_layout_free(&l);
+    free(flat);
+    free(entries);
+    free(shards);
+    return rc;
+}
+
+int ckpt_megatron__read_distopt(ckpt_megatron *m)
+{
+    const ckpt_node **parts;
+    size_t i;
+    int tp, pp, k, rc = 0;
+
+    for (i = 0; i < m->n_entries; i++)
+        if (m->entries[i].param && m->entries[i].layout.expert)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: expert parameters (%s): the distributed optimizer state of a "
+                                   "mixture-of-experts model is not read yet",
+                                   ckpt_set_info_of(m->set)->root, m->entries[i].name);
+    parts = calloc(m->n_entries * MG_N_MOMENTS * (size_t)m->info.tp + 1, sizeof *parts);
+    if (!parts)
+        return ckpt_error_oom();
+    for (pp = 0; pp < m->info.pp && rc == 0; pp++)
+        for (tp = 0; tp < m->info.tp && rc == 0; tp++)
+            rc = read_rank(m, tp, pp, parts);
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        mg_entry *e = &m->entries[i];
+        if (!e->param || !e->full)
+            continue;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_node *const *row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp];
+            rc = ckpt_parallel_merge(m->g, &e->layout, e->name, row, (size_t)m->info.tp, &e->moment[k]);
+        }
+    }
+    free(parts);
+    for (i = 0; i < m->n_entries && rc < 0; i++)
+        memset(m->entries[i].moment, 0, sizeof m->entries[i].moment);
+    m->moments = rc == 0;
+    return rc;
+}

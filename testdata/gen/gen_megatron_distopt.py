@@ -1,0 +1,686 @@
+#!/usr/bin/env python3
+"""Megatron-LM checkpoints written with --use-distributed-optimizer after real training steps,
+and Megatron's own reshard of them (the oracle). See README_megatron_distopt.md.
+
+Driver: testdata/gen/run_megatron.sh distopt (sets the overlay, PYTHONPATH and environment).
+
+    gen_megatron_distopt.py train --config NAME          # under torchrun, cwd = work directory
+    gen_megatron_distopt.py reshard --config NAME --source DIR --target LAYOUT
+                                                         # under torchrun: the oracle
+    gen_megatron_distopt.py describe WORK OUT NAME... [--tag T]  # OUT/TNAME/expected.json
+    gen_megatron_distopt.py oracle WORK OUT              # OUT/oracle.json from WORK/oracle/*
+
+`train` runs Megatron-LM's own training code on the CPU (gen_megatron.init_megatron: parse_args,
+validate_args, initialize_model_parallel on gloo, the seed procedure; gen_megatron_cpu maps CUDA
+device placement to the CPU), setup_model_and_optimizer (GPTModel, Megatron DDP, the distributed
+optimizer), a few iterations of training.train_step with Megatron's forward_backward_func (real
+forward, backward, gradient reduce-scatter, Adam step, parameter all-gather) on fixed token data,
+and save_checkpoint three times from the same state: --ckpt-format torch (legacy), torch_dist
+(dp_reshardable, megatron-core's default) and torch_dist with
+--dist-ckpt-optim-fully-reshardable. Before saving each rank dumps its grad buffers' layout from
+the live DDP and optimizer objects (param_index_map, bucket offsets) into
+WORK/NAME.layout.rankR.json.
+
+`reshard` builds the model and optimizer at a target layout, load_checkpoint's the source's
+fully_reshardable save (megatron-core dist_checkpointing; Megatron's way to change TP/PP with a
+distributed optimizer) and saves at the target in the legacy form.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+ITERS = 3
+GLOBAL_BATCH = 4
+SEQ = 16
+VOCAB = 28            # NullTokenizer adds an EOD id: 29 ids, padded to 32 at TP1, TP2 and TP4
+VOCAB_DIVISOR = 8
+SEED = 1234
+
+MODEL = [
+    "--hidden-size", "8", "--ffn-hidden-size", "16", "--num-attention-heads", "4",
+    "--kv-channels", "4", "--group-query-attention", "--num-query-groups", "2",
+    "--swiglu", "--normalization", "RMSNorm", "--norm-epsilon", "1e-5", "--disable-bias-linear",
+    "--position-embedding-type", "rope", "--rotary-base", "10000",
+    "--seq-length", str(SEQ), "--max-position-embeddings", str(SEQ),
+    "--vocab-size", str(VOCAB), "--tokenizer-type", "NullTokenizer",
+    "--make-vocab-size-divisible-by", str(VOCAB_DIVISOR),
+    "--use-cpu-initialization", "--transformer-impl", "local",
+    "--init-method-std", "0.02", "--seed", str(SEED),
+    "--attention-dropout", "0.0", "--hidden-dropout", "0.0",
+]
+TRAIN = [
+    "--micro-batch-size", "1", "--global-batch-size", str(GLOBAL_BATCH),
+    "--train-iters", str(ITERS), "--save-interval", str(ITERS),
+    "--lr", "1e-2", "--min-lr", "1e-3", "--lr-decay-style", "cosine", "--lr-warmup-iters", "1",
+    "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95", "--adam-eps", "1e-8",
+    "--clip-grad", "1.0", "--use-distributed-optimizer",
+    # the rng states (15 kB per rank in torch_dist) would be most of these tiny files
+    "--no-save-rng",
+    "--ckpt-format", "torch", "--distributed-backend", "gloo",
+    # no fused CUDA kernels on the CPU
+    "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-bias-swiglu-fusion",
+    "--no-bias-gelu-fusion", "--no-rope-fusion", "--no-bias-dropout-fusion",
+    "--no-persist-layer-norm",
+]
+
+# name: dict(family, tp, pp, dp, vpl = layers per virtual stage, layers, bf16, tied,
+#            bucket = --ddp-bucket-size with --overlap-grad-reduce)
+FAMILIES = {
+    "a": dict(layers=2, bf16=False, tied=False),
+    "b": dict(layers=2, bf16=True, tied=True),
+    "c": dict(layers=4, bf16=False, tied=False, vpl=1),
+}
+CONFIGS = {
+    "a_tp1pp1dp1": dict(family="a", tp=1, pp=1, dp=1),
+    # four buckets, none padded but the last: megatron-core's fully_reshardable save is right
+    "a_tp2pp1dp2_buckets": dict(family="a", tp=2, pp=1, dp=2, bucket=330),
+    # three buckets, the first padded (576 of 640): the fully_reshardable save slices every
+    # parameter after that padding at the wrong offset (Megatron-LM PR #5077); the torch 2.10 set
+    "a_tp2pp1dp2_gaps": dict(family="a", tp=2, pp=1, dp=2, bucket=400),
+    "a_tp1pp2dp2": dict(family="a", tp=1, pp=2, dp=2),
+    "b_tp2pp2dp1_bf16_tied": dict(family="b", tp=2, pp=2, dp=1),
+    "c_tp1pp2dp1_vpp2": dict(family="c", tp=1, pp=2, dp=1),
+}
+FORMS = ("legacy", "dp_reshardable", "fully_reshardable")
+
+
+def layout_of(config):
+    c = dict(FAMILIES[config["family"]])
+    c.update(config)
+    c.setdefault("vpl", None)
+    c.setdefault("bucket", None)
+    return c
+
+
+def megatron_argv(c, save):
+    argv = list(MODEL) + list(TRAIN)
+    argv += ["--num-layers", str(c["layers"])]
+    argv += ["--tensor-model-parallel-size", str(c["tp"]),
+             "--pipeline-model-parallel-size", str(c["pp"])]
+    if c["vpl"]:
+        argv += ["--num-layers-per-virtual-pipeline-stage", str(c["vpl"])]
+    if c["bf16"]:
+        argv += ["--bf16"]
+    if not c["tied"]:
+        argv += ["--untie-embeddings-and-output-weights"]
+    if c["bucket"]:
+        argv += ["--overlap-grad-reduce", "--ddp-bucket-size", str(c["bucket"])]
+    argv += ["--save", save]
+    return argv
+
+
+def sha256(t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return hashlib.sha256(t.numpy().tobytes()).hexdigest()
+
+
+def dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+
+# ----------------------------------------------------------------------------------------------
+# data and the forward step (what pretrain_gpt.py's forward_step does, with the batch built on
+# every rank instead of broadcast from TP rank 0: the same tokens on all TP ranks of a DP rank)
+
+
+def batches(dp_rank, num_microbatches):
+    """Endless iterator of micro-batches for one DP rank: iteration i, micro-batch m draws token ids
+    from a generator seeded by the global micro-batch index."""
+    i = 0
+    while True:
+        for m in range(num_microbatches):
+            g = torch.Generator().manual_seed(1000 * i + dp_rank * num_microbatches + m)
+            seq = torch.randint(0, VOCAB, (1, SEQ + 1), generator=g)
+            yield {"tokens": seq[:, :-1].clone(), "labels": seq[:, 1:].clone(),
+                   "loss_mask": torch.ones(1, SEQ), "position_ids": torch.arange(SEQ).unsqueeze(0)}
+        i += 1
+
+
+def loss_func(loss_mask, output_tensor):
+    """pretrain_gpt.py loss_func (0.16): sum of per-token losses, token count, report."""
+    losses = output_tensor.view(-1).float()
+    loss_mask = loss_mask.view(-1).float()
+    loss = torch.sum(losses * loss_mask)
+    num_tokens = loss_mask.sum().clone().detach().to(torch.int)
+    report = torch.cat([loss.clone().detach().view(1), num_tokens.view(1)])
+    return loss, num_tokens, {"lm loss": report}
+
+
+def forward_step(data_iterator, model):
+    from functools import partial
+    b = next(data_iterator)
+    out = model(b["tokens"], b["position_ids"], None, labels=b["labels"], loss_mask=b["loss_mask"])
+    return out, partial(loss_func, b["loss_mask"])
+
+
+def install_distopt_cpu():
+    """DistributedOptimizer.__init__ accepts only parameters whose Tensor.type() is a CUDA type
+    name (as Float16OptimizerWithFloat16Params, which gen_megatron_cpu already wraps)."""
+    import gen_megatron_cpu as shim
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    init = DistributedOptimizer.__init__
+    if getattr(init, "__wrapped__", None):
+        return
+
+    def wrapper(*a, **k):
+        with shim.cuda_type_names():
+            return init(*a, **k)
+    wrapper.__wrapped__ = init
+    DistributedOptimizer.__init__ = wrapper
+
+
+def setup(c, save, extra=()):
+    """initialize Megatron at layout c and build model, optimizer, scheduler (no load)."""
+    import gen_megatron
+    import gen_megatron_cpu as shim
+    shim.install()
+    install_distopt_cpu()
+    sys.argv = ["pretrain_gpt.py"] + megatron_argv(c, save) + list(extra)
+    args = gen_megatron.init_megatron()
+
+    from functools import partial
+
+    from megatron.core.enums import ModelType
+    from megatron.training.training import setup_model_and_optimizer
+
+    from gpt_builders import gpt_builder
+    from model_provider import model_provider
+
+    load_dir = args.load
+    args.load = None
+    model, optimizer, sched = setup_model_and_optimizer(partial(model_provider, gpt_builder),
+                                                        ModelType.encoder_or_decoder)
+    args.load = load_dir
+    return args, model, optimizer, sched
+
+
+def train_steps(args, model, optimizer, sched, n, first_iteration):
+    """n iterations of training.train_step as training.train() runs them; returns the losses."""
+    from megatron.core import mpu
+    from megatron.core.distributed import DistributedDataParallel as DDP
+    from megatron.core.distributed import finalize_model_grads
+    from megatron.core.num_microbatches_calculator import get_num_microbatches
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+    from megatron.core.rerun_state_machine import RerunDataIterator
+    from megatron.core.utils import get_model_config
+    from megatron.training.global_vars import get_timers
+    from megatron.training.training import train_step
+
+    config = get_model_config(model[0])
+    # training.train(): "Setup some training config params."
+    config.grad_scale_func = optimizer.scale_loss
+    config.timers = get_timers()
+    if isinstance(model[0], DDP) and args.overlap_grad_reduce:
+        config.no_sync_func = [m.no_sync for m in model]
+        if len(model) == 1:
+            config.no_sync_func = config.no_sync_func[0]
+        if args.align_grad_reduce:
+            config.grad_sync_func = [m.start_grad_sync for m in model]
+            if len(model) == 1:
+                config.grad_sync_func = config.grad_sync_func[0]
+    config.finalize_model_grads_func = finalize_model_grads
+    for m in model:
+        m.train()
+    nmb = get_num_microbatches()
+    dp_rank = mpu.get_data_parallel_rank()
+    data = [batches(dp_rank, nmb) for _ in model]
+    # skip the micro-batches of iterations already run
+    for it in data:
+        for _ in range(first_iteration * nmb):
+            next(it)
+    # training.build_train_valid_test_data_iterators wraps every iterator so
+    data = [RerunDataIterator(it) for it in data]
+    data_iterator = data if len(model) > 1 else data[0]
+    losses = []
+    for it in range(first_iteration, first_iteration + n):
+        args.curr_iteration = it
+        loss, skipped, should_checkpoint, should_exit, exit_code, grad_norm, _, _ = train_step(
+            forward_step, data_iterator, model, optimizer, sched, config, get_forward_backward_func(),
+            iteration=it)
+        assert not skipped and not should_exit
+        args.consumed_train_samples += get_num_microbatches() * args.micro_batch_size * args.data_parallel_size
+        losses.append({k: float(v) for k, v in loss.items()})
+        losses[-1]["grad_norm"] = float(grad_norm)
+    args.iteration = first_iteration + n
+    return losses
+
+
+# ----------------------------------------------------------------------------------------------
+# Megatron's own buffer layout, from the live objects
+
+
+def dump_layout(model, optimizer):
+    from megatron.core import mpu
+    from megatron.training.utils import unwrap_model
+
+    chunks = unwrap_model(model)
+    (opt,) = optimizer.chained_optimizers
+    import gen_megatron
+    names = {}
+    for ci, chunk in enumerate(chunks):
+        gk = gen_megatron.chunk_global_keys(chunk)
+        for k, p in chunk.named_parameters():
+            names[id(p)] = (ci, k, gk[k])
+    expert = {id(b) for m in model for b in m.expert_parallel_buffers}
+    dp = mpu.get_data_parallel_world_size()
+    dp_rank = mpu.get_data_parallel_rank()
+    buffers = []
+    for gi, buf in enumerate(opt.buffers):
+        ci = opt.gbuf_idx_to_model_idx_map[gi]
+        params = []
+        for p, (start, end, bucket) in sorted(buf.param_index_map.items(), key=lambda kv: kv[1][0]):
+            pci, key, gkey = names[id(p)]
+            assert pci == ci
+            params.append({"name": key, "global_name": gkey, "shape": list(p.shape),
+                           "start": start, "end": end,
+                           "bucket": bucket,
+                           "shared_embedding": bool(getattr(p, "shared_embedding", False))})
+        buckets = []
+        for b in buf.buckets:
+            n = b.grad_data.numel()
+            buckets.append({"index": b.bucket_id, "start": b.offset, "end": b.offset + n,
+                            "numel_unpadded": b.numel_unpadded,
+                            "dp_shard": [b.offset + dp_rank * n // dp, b.offset + (dp_rank + 1) * n // dp]})
+        assert [(x["start"], x["end"]) for x in buckets] == [tuple(x) for x in buf.bucket_indices]
+        buffers.append({
+            "gbuf_index": gi, "model_chunk": ci,
+            "param_dtype": dtype_name(buf.param_dtype), "grad_dtype": dtype_name(buf.grad_dtype),
+            "expert": id(buf) in expert,
+            "numel": buf.numel, "numel_unpadded": buf.numel_unpadded,
+            "buckets": buckets, "params": params,
+        })
+    return {
+        "rank": torch.distributed.get_rank(),
+        "tp": mpu.get_tensor_model_parallel_rank(), "pp": mpu.get_pipeline_model_parallel_rank(),
+        "dp": dp_rank,
+        "optimizer": type(opt).__name__, "torch_optimizer": type(opt.optimizer).__name__,
+        "ddp_config": {k: getattr(model[0].ddp_config, k) for k in (
+            "grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
+            "use_distributed_optimizer", "bucket_size", "average_in_collective",
+            "pad_buckets_for_high_nccl_busbw")},
+        "buffers": buffers,
+        "per_bucket_numel_unpadded": jsonable(opt.per_bucket_numel_unpadded),
+    }
+
+
+def jsonable(v):
+    if isinstance(v, dict):
+        return {(k if isinstance(k, str) else repr_key(k)): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, torch.dtype):
+        return dtype_name(v)
+    if isinstance(v, torch.Tensor):
+        return {"dtype": dtype_name(v.dtype), "shape": list(v.shape), "sha256": sha256(v)}
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    return repr(v)
+
+
+def repr_key(k):
+    if isinstance(k, tuple):
+        return "(" + ",".join(repr_key(x) for x in k) + ")"
+    if isinstance(k, torch.dtype):
+        return dtype_name(k)
+    return str(k)
+
+
+def master_hash(optimizer):
+    """sha256 over this rank's fp32 master shards and moments, in optimizer order."""
+    (opt,) = optimizer.chained_optimizers
+    h = hashlib.sha256()
+    for group in opt.optimizer.param_groups:
+        for p in group["params"]:
+            st = opt.optimizer.state[p]
+            for t in (p, st["exp_avg"], st["exp_avg_sq"]):
+                h.update(t.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# train / reshard
+
+
+def save_forms(args, model, optimizer, sched, root, forms=FORMS):
+    from megatron.training.checkpointing import save_checkpoint
+    from megatron.training.training import num_floating_point_operations
+    from megatron.training.utils import update_use_dist_ckpt
+
+    flops = args.iteration * num_floating_point_operations(args, args.global_batch_size)
+    for form in forms:
+        args.save = os.path.join(root, form)
+        args.ckpt_format = "torch" if form == "legacy" else "torch_dist"
+        args.dist_ckpt_optim_fully_reshardable = form == "fully_reshardable"
+        update_use_dist_ckpt(args)
+        save_checkpoint(args.iteration, model, optimizer, sched, flops)
+    return flops
+
+
+def cmd_train(opts):
+    name = opts.config
+    c = layout_of(CONFIGS[name])
+    args, model, optimizer, sched = setup(c, name)
+    import torch.distributed as dist
+    assert args.data_parallel_size == c["dp"], (args.data_parallel_size, c)
+    losses = train_steps(args, model, optimizer, sched, ITERS, 0)
+    meta = dump_layout(model, optimizer)
+    meta["losses"] = losses
+    meta["master_sha256"] = master_hash(optimizer)
+    meta["argv"] = sys.argv[1:]
+    meta["num_floating_point_operations_so_far"] = save_forms(args, model, optimizer, sched, name)
+    with open(f"{name}.layout.rank{meta['rank']}.json", "w") as f:
+        json.dump(meta, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def target_layout(family, spec):
+    """spec: a config name, or 'tpXppYdpZ[vppV]' (no overlapped grad reduce) -> layout dict."""
+    import re
+    if spec in CONFIGS:
+        c = layout_of(CONFIGS[spec])
+        assert c["family"] == family, (spec, family)
+        return c
+    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:vpp(\d+))?", spec)
+    assert m, spec
+    c = dict(FAMILIES[family])
+    c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)))
+    vpp = int(m.group(4) or 1)
+    c["vpl"] = c["layers"] // (c["pp"] * vpp) if vpp > 1 else None
+    c.setdefault("bucket", None)
+    return c
+
+
+# (source fixture, target) pairs of the oracle; the source's fully_reshardable save is loaded
+ORACLE = [
+    ("a_tp1pp1dp1", "a_tp2pp1dp2_buckets"), ("a_tp1pp1dp1", "a_tp1pp2dp2"), ("a_tp1pp1dp1", "tp4pp1dp1"),
+    ("a_tp2pp1dp2_buckets", "a_tp2pp1dp2_buckets"), ("a_tp2pp1dp2_buckets", "a_tp1pp1dp1"),
+    ("a_tp2pp1dp2_buckets", "a_tp1pp2dp2"), ("a_tp2pp1dp2_buckets", "tp4pp1dp1"),
+    ("a_tp1pp2dp2", "a_tp1pp1dp1"), ("a_tp1pp2dp2", "a_tp2pp1dp2_buckets"), ("a_tp1pp2dp2", "tp2pp2dp1"),
+    ("b_tp2pp2dp1_bf16_tied", "b_tp2pp2dp1_bf16_tied"), ("b_tp2pp2dp1_bf16_tied", "tp1pp1dp1"),
+    ("b_tp2pp2dp1_bf16_tied", "tp1pp2dp2"), ("b_tp2pp2dp1_bf16_tied", "tp2pp1dp2"),
+    ("c_tp1pp2dp1_vpp2", "c_tp1pp2dp1_vpp2"), ("c_tp1pp2dp1_vpp2", "tp1pp1dp1"),
+    ("c_tp1pp2dp1_vpp2", "tp1pp2dp1"), ("c_tp1pp2dp1_vpp2", "tp2pp2dp1"), ("c_tp1pp2dp1_vpp2", "tp1pp2dp2vpp2"),
+]
+
+
+def oracle_dir(source, target):
+    return f"{source}__to__{target}"
+
+
+def init_states_for_dist_load(optimizer):
+    """Without TransformerEngine or apex (torch.optim.AdamW, our CPU run) a fresh
+    DistributedOptimizer cannot build its sharded state dict for a dist_checkpointing load:
+    state_dict() takes the step from the per-parameter states (`assert len(steps) == 1`), and
+    there are none before the first step. Megatron's own remedy (used for its FSDP load) makes
+    them: one optimizer step on zero gradients. load_checkpoint then overwrites every state,
+    every master and the step."""
+    for opt in optimizer.chained_optimizers:
+        opt._init_optimizer_states_with_dummy_values()
+
+
+def install_fully_reshardable_step_fix():
+    """megatron-core 0.16.1 without TransformerEngine or apex: load_parameter_state_from_fully_
+    reshardable leaves out "step" ("Handle torch Adam 'step' state separately": load_state_dict
+    has already set it from param_groups), but _set_main_param_and_optimizer_states copies every
+    key of the torch Adam state, "step" included (KeyError). Keep the step already set."""
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    orig = DistributedOptimizer._set_main_param_and_optimizer_states
+    if getattr(orig, "__wrapped__", None):
+        return
+
+    def wrapper(self, model_param, tensors):
+        if "step" not in tensors and not self.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8:
+            gi, go = self.model_param_group_index_map[model_param]
+            st = self.optimizer.state[self.optimizer.param_groups[gi]["params"][go]]
+            if "step" in st:
+                tensors = dict(tensors, step=st["step"])
+        return orig(self, model_param, tensors)
+    wrapper.__wrapped__ = orig
+    DistributedOptimizer._set_main_param_and_optimizer_states = wrapper
+
+
+def cmd_reshard(opts):
+    """Megatron's own reshard: build at the target, load the fully_reshardable save, save legacy."""
+    src = layout_of(CONFIGS[opts.config])
+    c = target_layout(src["family"], opts.target)
+    out = os.path.join("oracle", oracle_dir(opts.config, opts.target))
+    source = opts.source or os.path.join(opts.config, "fully_reshardable")
+    args, model, optimizer, sched = setup(c, out, ["--ckpt-format", "torch_dist", "--load",
+                                                   source, "--no-load-rng"])
+    import torch.distributed as dist
+    from megatron.training.checkpointing import load_checkpoint, save_checkpoint
+    from megatron.training.utils import update_use_dist_ckpt
+
+    init_states_for_dist_load(optimizer)
+    install_fully_reshardable_step_fix()
+    it, flops = load_checkpoint(model, optimizer, sched)
+    assert it == ITERS, it
+    args.iteration = it
+    args.ckpt_format = "torch"
+    update_use_dist_ckpt(args)
+    save_checkpoint(it, model, optimizer, sched, flops)
+    meta = dump_layout(model, optimizer)
+    meta["master_sha256"] = master_hash(optimizer)
+    meta["argv"] = sys.argv[1:]
+    with open(f"{out}.layout.rank{meta['rank']}.json", "w") as f:
+        json.dump(meta, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------------------------
+# describe: expected.json
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for blk in iter(lambda: f.read(1 << 20), b""):
+            h.update(blk)
+    return h.hexdigest()
+
+
+def file_list(root):
+    out = []
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            p = os.path.join(d, f)
+            out.append({"path": os.path.relpath(p, root), "size": os.path.getsize(p),
+                        "sha256": sha256_file(p)})
+    return sorted(out, key=lambda r: r["path"])
+
+
+def describe_torch_dist(root):
+    """common.pt, metadata.json and every item of .metadata: tensors read back whole by
+    torch.distributed.checkpoint (one process) with their chunks, objects unpickled."""
+    import io
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    import distopt_hashes as dh
+
+    it = open(os.path.join(root, "latest_checkpointed_iteration.txt")).read().strip()
+    d = os.path.join(root, f"iter_{int(it):07d}")
+    reader = FileSystemReader(d)
+    md = reader.read_metadata()
+    sd = {}
+    for k, m in md.state_dict_metadata.items():
+        sd[k] = torch.zeros(tuple(m.size), dtype=m.properties.dtype) \
+            if isinstance(m, TensorStorageMetadata) else io.BytesIO()
+    dcp.load(sd, storage_reader=reader, no_dist=True)
+    tensors, objects = {}, {}
+    for k, m in md.state_dict_metadata.items():
+        if isinstance(m, TensorStorageMetadata):
+            r = dh.tensor_record(sd[k])
+            r["chunks"] = [[list(c.offsets), list(c.sizes)] for c in m.chunks]
+            covered = sum(int(torch.tensor(c.sizes).prod()) for c in m.chunks)
+            if covered != sd[k].numel():
+                r["numel_covered_by_chunks"] = covered
+            tensors[k] = r
+        else:
+            v = sd[k]   # the default load planner puts the unpickled object in its place
+            if isinstance(v, io.BytesIO):
+                v.seek(0)
+                v = torch.load(v, weights_only=False)
+            objects[k] = dh.plain(v)
+    common = torch.load(os.path.join(d, "common.pt"), weights_only=False)
+    return {
+        "latest_checkpointed_iteration": it,
+        "metadata.json": json.load(open(os.path.join(d, "metadata.json"))),
+        "common.pt": {"top_keys": list(common),
+                      **{k: dh.plain(v) for k, v in common.items() if k != "args"}},
+        "tensors": tensors, "objects": objects,
+    }
+
+
+def cmd_describe(opts):
+    import megatron.core
+
+    import distopt_hashes as dh
+    import gen_common
+
+    versions = gen_common.versions(torch=torch.__version__, megatron_core=megatron.core.__version__,
+                                   megatron_lm_training="NVIDIA/Megatron-LM tag core_v0.16.1")
+    for name in opts.names:
+        c = layout_of(CONFIGS[name])
+        ranks = []
+        r = 0
+        while os.path.exists(os.path.join(opts.work, f"{name}.layout.rank{r}.json")):
+            ranks.append(json.load(open(os.path.join(opts.work, f"{name}.layout.rank{r}.json"))))
+            r += 1
+        assert len(ranks) == c["tp"] * c["pp"] * c["dp"], (name, len(ranks))
+        src = os.path.join(opts.work, name)
+        dst = os.path.join(opts.out, opts.tag + name)
+        rec = {
+            "fixture": f"megatron/distopt/{opts.tag}{name}",
+            "versions": versions,
+            "megatron_argv": ranks[0]["argv"],
+            "layout": {k: c[k] for k in ("family", "tp", "pp", "dp", "layers", "bf16", "tied")},
+            "vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
+            "overlap_grad_reduce": bool(c["bucket"]), "ddp_bucket_size": c["bucket"],
+            "iterations": ITERS,
+            "losses_last_stage": [x["losses"] for x in ranks if x["losses"]][0],
+            "ranks": [{k: x[k] for k in ("rank", "tp", "pp", "dp", "optimizer", "torch_optimizer",
+                                         "ddp_config", "per_bucket_numel_unpadded",
+                                         "master_sha256", "buffers")} for x in ranks],
+            "forms": {},
+        }
+        for form in FORMS:
+            f = {"files": file_list(os.path.join(src, form))}
+            if form == "legacy":
+                f.update(dh.describe_dir(os.path.join(src, form)))
+            else:
+                f.update(describe_torch_dist(os.path.join(src, form)))
+            rec["forms"][form] = f
+        os.makedirs(dst, exist_ok=True)
+        with open(os.path.join(dst, "expected.json"), "w") as fh:
+            fh.write(dh.dumps(rec) + "\n")
+        print(f"{opts.tag}{name}: expected.json written")
+
+
+def cmd_oracle(opts):
+    """OUT/oracle.json from WORK/oracle/<source>__to__<target>/ (distopt_hashes of each)."""
+    import megatron.core
+
+    import distopt_hashes as dh
+    import gen_common
+
+    pairs = []
+    for source, target in ORACLE:
+        d = os.path.join(opts.work, "oracle", oracle_dir(source, target))
+        src = layout_of(CONFIGS[source])
+        c = target_layout(src["family"], target)
+        ranks = []
+        r = 0
+        while os.path.exists(f"{d}.layout.rank{r}.json"):
+            ranks.append(json.load(open(f"{d}.layout.rank{r}.json")))
+            r += 1
+        rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
+               "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")},
+               "target_vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
+               "target_ddp_bucket_size": c["bucket"],
+               "megatron_argv": ranks[0]["argv"],
+               "master_sha256_per_rank": [x["master_sha256"] for x in ranks]}
+        if target == source:
+            rec["equals_source_legacy"] = same_tensors(d + "/.", os.path.join(opts.work, source, "legacy"))
+        rec.update(dh.describe_dir(d))
+        pairs.append(rec)
+    out = {
+        "producer": "Megatron's own reshard: megatron-core 0.16.1 builds the model and the "
+                    "distributed optimizer at the target layout, load_checkpoint (dist_checkpointing) "
+                    "of the source's fully_reshardable save, save_checkpoint --ckpt-format torch",
+        "versions": gen_common.versions(torch=torch.__version__,
+                                        megatron_core=megatron.core.__version__,
+                                        megatron_lm_training="NVIDIA/Megatron-LM tag core_v0.16.1"),
+        "schema": "README_megatron_distopt.md, oracle.json; files/tensors/values as distopt_hashes.py",
+        "pairs": pairs,
+    }
+    with open(os.path.join(opts.out, "oracle.json"), "w") as f:
+        f.write(dh.dumps(out) + "\n")
+    print(f"oracle.json: {len(pairs)} pairs")
+
+
+def same_tensors(a, b):
+    """True when two legacy checkpoint directories hold the same tensors and values."""
+    import distopt_hashes as dh
+    da, db = dh.describe_dir(a), dh.describe_dir(b)
+    strip = ("args",)
+    for d in (da, db):
+        for f in d["files"].values():
+            for k in list(f["values"]):
+                if k.startswith(strip):
+                    del f["values"][k]
+    return da == db
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    r = sub.add_parser("reshard")
+    r.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    r.add_argument("--target", required=True)
+    r.add_argument("--source", help="default CONFIG/fully_reshardable")
+    w = sub.add_parser("world", help="number of processes of a config or target")
+    w.add_argument("spec")
+    d = sub.add_parser("describe")
+    d.add_argument("work")
+    d.add_argument("out")
+    d.add_argument("names", nargs="+")
+    d.add_argument("--tag", default="", help="prefix of the fixture directories (t210_)")
+    sub.add_parser("oracle-pairs", help="the (source, target) pairs of the oracle")
+    o = sub.add_parser("oracle")
+    o.add_argument("work")
+    o.add_argument("out")
+    opts = ap.parse_args()
+    if opts.cmd == "world":
+        fam = CONFIGS[opts.spec]["family"] if opts.spec in CONFIGS else "a"
+        c = target_layout(fam, opts.spec)
+        print(c["tp"] * c["pp"] * c["dp"])
+        return
+    if opts.cmd == "oracle-pairs":
+        for a, b in ORACLE:
+            print(a, b)
+        return
+    {"train": cmd_train, "reshard": cmd_reshard, "describe": cmd_describe,
+     "oracle": cmd_oracle}[opts.cmd](opts)
+
+
+if __name__ == "__main__":
+    main()
