@@ -230,6 +230,12 @@ def train_steps(args, model, optimizer, sched, n, first_iteration):
             if len(model) == 1:
                 config.grad_sync_func = config.grad_sync_func[0]
     config.finalize_model_grads_func = finalize_model_grads
+    if args.virtual_pipeline_model_parallel_size:
+        # The interleaved schedule isends a chunk's output (overlapped p2p) and then frees its
+        # storage (deallocate_pipeline_outputs); on a GPU the caching allocator keeps it for the
+        # communication stream, on the CPU gloo may still be reading freed memory: NaN
+        # gradients, not reproducible. Memory management only, not the math.
+        config.deallocate_pipeline_outputs = False
     for m in model:
         m.train()
     nmb = get_num_microbatches()
