@@ -91,7 +91,7 @@ int ckpt_megatron__moments(ckpt_megatron *m)
     return ckpt_megatron__read_plain_moments(m);
 }
 
-int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out, int *tied_copy)
+int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out, const char **copy_of)
 {
     const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
     size_t j;
@@ -105,9 +105,11 @@ int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **
             continue;
         for (k = 0; k < MG_N_MOMENTS; k++)
             out[k] = e->param ? e->moment[k] : NULL;
-        if (tied_copy)
-            *tied_copy = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean &&
-                         strcmp(e->name, "output_layer.weight") == 0;
+        if (copy_of)
+            *copy_of = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean &&
+                               strcmp(e->name, "output_layer.weight") == 0
+                           ? "embedding.word_embeddings.weight"
+                           : NULL;
         return 0;
     }
     return ckpt_error_set(CKPT_EINVALID, "tensor %zu of %zu", i, ckpt_megatron_tensor_count(m));

@@ -137,12 +137,13 @@ CKPT_EXTERN(const ckpt_node *const *) ckpt_megatron_tensor_shards(const ckpt_meg
 
 /* The fp32 optimizer state of logical tensor i at its full shape, as lazy nodes: out[0] the
  * master copy (an fp32 model's weight itself), out[1] exp_avg, out[2] exp_avg_sq; NULLs for a
- * tensor that is not a parameter. *tied_copy (when not NULL) is 1 for the last stage's
- * output_layer.weight of tied embeddings, a copy whose state Megatron keeps equal to the
- * embedding's, which a layout with one stage does not have. Read from whichever form the
- * checkpoint holds on the first call; CKPT_EINVALID (class LAYOUT) for a checkpoint without
- * optimizer state, CKPT_EUNSUPPORTED for a form not read yet. */
-CKPT_EXTERN(int) ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out, int *tied_copy);
+ * tensor that is not a parameter. *copy_of (when not NULL) is NULL, or for the last stage's
+ * output_layer.weight of tied embeddings the name of the embedding it copies: Megatron keeps
+ * the two (and their state) equal, and a layout with one stage has the embedding only. Read
+ * from whichever form the checkpoint holds on the first call; CKPT_EINVALID (class LAYOUT)
+ * for a checkpoint without optimizer state, CKPT_EUNSUPPORTED for a form not read yet. */
+CKPT_EXTERN(int) ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out,
+                                                const char **copy_of);
 
 /* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
  * make_vocab_size_divisible_by * tp. */
