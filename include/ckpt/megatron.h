@@ -145,6 +145,30 @@ CKPT_EXTERN(const ckpt_node *const *) ckpt_megatron_tensor_shards(const ckpt_meg
 CKPT_EXTERN(int) ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out,
                                                 const char **copy_of);
 
+/* Where a parameter's optimizer state lies in the files of one rank. */
+typedef struct ckpt_megatron_optim_range {
+    const char *name;        /* the parameter's global name; borrowed from the model */
+    int tp, pp;              /* the rank (EP 0) */
+    int distributed;         /* distrib_optim.pt (the fields below), else the plain state dict */
+    /* the distributed optimizer's: megatron-core's grad buffer layout of the rank */
+    int chunk;               /* model chunk (virtual pipeline stage) */
+    size_t gbuf;             /* the buffer's index in distrib_optim.pt (per dtype pair) */
+    int expert;              /* an expert-parallel buffer */
+    ckpt_dtype param_dtype, grad_dtype;
+    size_t bucket;           /* the buffer's bucket holding it */
+    int64_t start, end;      /* elements of the buffer, padded offsets */
+    int64_t flat;            /* its first element in the saved flat param/exp_avg/exp_avg_sq */
+    /* the non-distributed optimizer's: its key in `state` and its param group */
+    int64_t index;
+    size_t group;
+} ckpt_megatron_optim_range;
+
+/* Every parameter's place in the optimizer files, rank by rank (TP fastest, then PP), in each
+ * rank's order (the buffer layout's, or the state dict's). *out is freed with free(). 0 with
+ * *n 0 for a checkpoint without optimizer state; CKPT_EUNSUPPORTED for a torch_dist one, and
+ * the layout's errors for files megatron-core could not have written. */
+CKPT_EXTERN(int) ckpt_megatron_optimizer_ranges(const ckpt_megatron *m, ckpt_megatron_optim_range **out, size_t *n);
+
 /* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
  * make_vocab_size_divisible_by * tp. */
 CKPT_EXTERN(int64_t) ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp);
