@@ -9,8 +9,7 @@
  * checkpoint: each stacked tensor cut into its layers (views, nothing read), renamed back
  * for local layers; args, iteration and checkpoint_version come from common.pt.
  *
- * Optimizer state (optimizer.state.<moment>.<key>) is seen but not carried: a plan that
- * keeps the optimizer is refused with the way out (--no-optimizer). Facts:
+ * Optimizer state is read into each parameter's moment[] by megatron_dist_optim.c. Facts:
  * megatron/core/transformer/{transformer_block.py, transformer_layer.py} sharded_state_dict,
  * megatron/core/dist_checkpointing/strategies/torch.py. */
 #include "megatron_private.h"
@@ -41,6 +40,23 @@ const char *ckpt_megatron__norm_key(const char *key, int to_dist)
     return key;
 }
 
+int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out)
+{
+    size_t skip = strlen(CKPT_MEGATRON_LAYERS);
+    const char *rest;
+
+    ckpt_buf_clear(out);
+    if (e->layout.layer < 0)
+        return ckpt_buf_puts(out, e->name) < 0 ? CKPT_ENOMEM : 0;
+    if (strncmp(e->name, CKPT_MEGATRON_LAYERS, skip) != 0 || !(rest = strchr(e->name + skip, '.')))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: layer tensors outside decoder.layers are not written as torch_dist yet", e->name);
+    rest++;
+    return ckpt_buf_printf(out, CKPT_MEGATRON_LAYERS "%s", local ? ckpt_megatron__norm_key(rest, 1) : rest) < 0
+               ? CKPT_ENOMEM
+               : 0;
+}
+
 /* A tensor under its legacy name: kept, or left out where the caller says so (the options'
  * leave_out), which is also the way past a name no layout entry takes. */
 static int add_named(ckpt_megatron *m, const char *name, const ckpt_node *full)
@@ -67,42 +83,45 @@ static int add_named(ckpt_megatron *m, const char *name, const ckpt_node *full)
     return ckpt_megatron__add_full(m, name, full);
 }
 
-/* Each layer is a view of the stacked tensor (kept in the model's arena, as the graph's
- * leaves must outlive it), named as the legacy checkpoint names it. */
+int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
+                            const ckpt_node **out)
+{
+    ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
+    int d;
+
+    if (!v)
+        return CKPT_ENOMEM;
+    *v = *t;
+    v->name = ckpt_arena_strndup(m->arena, name, strlen(name));
+    v->ndim = t->ndim - 1;
+    for (d = 0; d < v->ndim; d++) {
+        v->shape[d] = t->shape[d + 1];
+        v->stride[d] = t->stride[d + 1];
+    }
+    v->offset = t->offset + l * t->stride[0];
+    return v->name ? ckpt_node_tensor(m->g, v, out) : CKPT_ENOMEM;
+}
+
+/* Each layer is a view of the stacked tensor, named as the legacy checkpoint names it. */
 static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, int local)
 {
     const ckpt_node *layer;
     ckpt_buf name = CKPT_BUF_INIT;
-    int64_t l, per_layer;
-    int rc = 0, d;
+    int64_t l;
+    int rc = 0;
 
     if (t->ndim < 1 || t->shape[0] != m->info.num_layers)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: '%s' has %lld layers on its first axis, args.num_layers is %lld", m->dist, t->name,
                                t->ndim ? (long long)t->shape[0] : 0ll, (long long)m->info.num_layers);
-    per_layer = t->stride[0];
     for (l = 0; l < t->shape[0] && rc == 0; l++) {
-        ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
         ckpt_buf_clear(&name);
-        if (!v || (rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld.%s", (long long)l,
-                                      local ? ckpt_megatron__norm_key(rest, 0) : rest)) < 0) {
-            rc = rc < 0 ? rc : CKPT_ENOMEM;
+        if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld.%s", (long long)l,
+                                  local ? ckpt_megatron__norm_key(rest, 0) : rest)) < 0 ||
+            (rc = ckpt_megatron__layer_of(m, t, l, (const char *)name.data, &layer)) < 0)
             break;
-        }
-        *v = *t;
-        v->ndim = t->ndim - 1;
-        for (d = 0; d < v->ndim; d++) {
-            v->shape[d] = t->shape[d + 1];
-            v->stride[d] = t->stride[d + 1];
-        }
-        v->offset = t->offset + l * per_layer;
-        if (!(v->name = ckpt_arena_strndup(m->arena, (const char *)name.data, name.len)) ||
-            (rc = ckpt_node_tensor(m->g, v, &layer)) < 0)
-            break;
-        rc = add_named(m, v->name, layer);
+        rc = add_named(m, (const char *)name.data, layer);
     }
-    if (rc == 0 && l < t->shape[0])
-        rc = CKPT_ENOMEM;
     ckpt_buf_dispose(&name);
     return rc;
 }
@@ -175,7 +194,8 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
         m->info.checkpoint_version = v->u.real;
     impl = ckpt_megatron_arg(args, "transformer_impl");
     if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0 ||
-        (rc = ckpt_megatron__check_shapes(m)) < 0)
+        (rc = ckpt_megatron__check_shapes(m)) < 0 ||
+        (rc = ckpt_megatron__read_dist_optim(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0)
         return rc;
     return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
 }

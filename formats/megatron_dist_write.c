@@ -10,11 +10,13 @@
  * gate and up halves separate chunks; replicated tensors written once, by TP rank 0).
  * `_extra_state` values are ShardedObjects: `<key>/shard_<layer>_<layers>`, each
  * torch.save([value]). common.pt holds args (rewritten for the layout), checkpoint_version,
- * iteration and num_floating_point_operations_so_far. Not written yet: optimizer state and
- * rng states (load with --no-load-optim --no-load-rng, or --finetune). Facts:
+ * iteration, num_floating_point_operations_so_far and content_metadata; the optimizer state
+ * (optimizer.state.* chunked like its parameter, or dp_reshardable buckets) and common.pt's
+ * optimizer entries come from megatron_dist_optim*.c. Not written: rng states (load with
+ * --no-load-rng). Facts:
  * megatron/core/dist_checkpointing/strategies/torch.py (_mcore_to_torch_sharded_object),
  * megatron/core/transformer/utils.py (_get_extra_state_offsets). */
-#include "megatron_private.h"
+#include "megatron_dist_optim.h"
 
 #include <ckpt/dcp.h>
 
@@ -32,28 +34,11 @@ typedef struct dist_ctx {
     ckpt_plan *plan;
     ckpt_dcp_out *d;
     int local;             /* local layer spec: norms renamed to TE's */
+    int form;              /* the optimizer state's (mg_dist_form) */
     int64_t padded_vocab;
     int64_t per_stage;     /* layers per pipeline stage */
     ckpt_buf key, bytes;
 } dist_ctx;
-
-/* The torch_dist key of an entry: "decoder.layers.<module key>" for layers. */
-static int dist_key(dist_ctx *c, const mg_entry *e, ckpt_buf *out)
-{
-    size_t skip = strlen(CKPT_MEGATRON_LAYERS);
-    const char *rest;
-
-    ckpt_buf_clear(out);
-    if (e->layout.layer < 0)
-        return ckpt_buf_puts(out, e->name) < 0 ? CKPT_ENOMEM : 0;
-    if (strncmp(e->name, CKPT_MEGATRON_LAYERS, skip) != 0 || !(rest = strchr(e->name + skip, '.')))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: layer tensors outside decoder.layers are not written as torch_dist yet", e->name);
-    rest++;
-    return ckpt_buf_printf(out, CKPT_MEGATRON_LAYERS "%s", c->local ? ckpt_megatron__norm_key(rest, 1) : rest) < 0
-               ? CKPT_ENOMEM
-               : 0;
-}
 
 /* The pipeline stage that holds an entry. */
 static int stage_of(const dist_ctx *c, const mg_entry *e)
@@ -95,14 +80,15 @@ static int chunk(dist_ctx *c, const mg_entry *e, const ckpt_node *part, int64_t 
     return ckpt_dcp_out_chunk(c->d, (const char *)c->key.data, nd + lead, shape, offsets, node, rank);
 }
 
-static int add_param(dist_ctx *c, const mg_entry *e)
+/* The chunks of `full` (the entry's tensor or a moment of it) under c->key. */
+static int add_param(dist_ctx *c, const mg_entry *e, const ckpt_node *full)
 {
     const ckpt_node **parts = calloc((size_t)c->t->tp, sizeof *parts);
     int stage = stage_of(c, e), tp, rc;
 
     if (!parts)
         return ckpt_error_oom();
-    rc = ckpt_megatron__split(c->m, c->t, c->padded_vocab, e, e->full, parts);
+    rc = ckpt_megatron__split(c->m, c->t, c->padded_vocab, e, full, parts);
     for (tp = 0; tp < c->t->tp && rc == 0; tp++) {
         int rank = tp + c->t->tp * stage, axis = e->layout.axis;
         const ckpt_node *part = parts[tp], *gate, *up;
@@ -128,6 +114,33 @@ static int add_param(dist_ctx *c, const mg_entry *e)
     free(parts);
     if (rc < 0)
         ckpt_error_prefix("%s", e->name);
+    return rc;
+}
+
+/* The optimizer state of a parameter: "optimizer.state.<moment>.<key>", chunked like it. */
+static int add_moments(dist_ctx *c, const mg_entry *e)
+{
+    ckpt_buf key = CKPT_BUF_INIT, tmp;
+    int k, rc = 0;
+
+    for (k = 0; k < MG_N_MOMENTS && rc == 0 && (c->form == MG_DIST_PLAIN || c->form == MG_DIST_FULLY); k++) {
+        const char *name = ckpt_megatron__dist_moment_name(c->form, e, k);
+        if (!name)
+            continue;
+        ckpt_buf_clear(&key);
+        if (ckpt_buf_printf(&key, "optimizer.state.%s.%.*s", name, (int)c->key.len, (const char *)c->key.data) < 0) {
+            rc = CKPT_ENOMEM;
+            break;
+        }
+        tmp = key;
+        key = c->key;
+        c->key = tmp;
+        rc = add_param(c, e, e->moment[k]);
+        tmp = key;
+        key = c->key;
+        c->key = tmp;
+    }
+    ckpt_buf_dispose(&key);
     return rc;
 }
 
@@ -171,11 +184,6 @@ static int check(const ckpt_megatron *m, const ckpt_megatron_target *t)
 
     if (rc < 0)
         return rc;
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (m->info.has_optimizer || m->info.distributed_optimizer))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: its optimizer state is not written in the torch_dist format yet; --no-optimizer "
-                               "writes the model (load it with --no-load-optim, or --finetune)",
-                               src);
     if (m->info.ep > 1)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: mixture-of-experts models are not written in the torch_dist format yet", src);
@@ -191,6 +199,8 @@ static int add_common(dist_ctx *c, const char *dir)
 {
     ckpt_arena *a = ckpt_plan_arena(c->plan);
     ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *args = NULL;
+    const ckpt_value *flops, *src_root;
+    const ckpt_ckpt *src;
     ckpt_buf rel = CKPT_BUF_INIT;
     size_t file;
     int rc;
@@ -206,10 +216,18 @@ static int add_common(dist_ctx *c, const char *dir)
     if (ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "args", 4), args) < 0 ||
         ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "checkpoint_version", 18), ckpt_value_new_float(a, 3.0)) < 0 ||
         ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "iteration", 9),
-                            ckpt_value_new_int(a, c->m->info.iteration)) < 0 ||
-        ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "num_floating_point_operations_so_far", 36),
-                            ckpt_value_new_int(a, 0)) < 0)
+                            ckpt_value_new_int(a, c->m->info.iteration)) < 0)
         return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__dist_optim_common(c->m, c->form, c->plan, file, root)) < 0)
+        return rc;
+    ckpt_megatron__dist_source(c->m, &src, &src_root);
+    flops = src_root ? ckpt_value_dict_get(src_root, "num_floating_point_operations_so_far") : NULL;
+    if (ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "num_floating_point_operations_so_far", 36),
+                            flops && flops->kind == CKPT_VAL_FLOAT ? ckpt_value_new_float(a, flops->u.real)
+                                                                   : ckpt_value_new_int(a, 0)) < 0)
+        return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__dist_content_metadata(c->plan, c->form, root)) < 0)
+        return rc;
     return ckpt_plan_set_root(c->plan, file, root);
 }
 
@@ -219,18 +237,20 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
     char dir[32], tracker[32], json_rel[64];
     dist_ctx c;
     size_t i;
-    int rc;
+    int rc, form;
 
     if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
                               CKPT_MEGATRON_TARGET_VERSION);
-    if ((rc = check(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0))
+    if ((rc = check(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0) ||
+        (rc = ckpt_megatron__dist_target_form(m, t, &form)) < 0)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.t = t;
     c.plan = plan;
     c.local = impl && ckpt_value_is_str(impl, "local");
+    c.form = form;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     c.per_stage = m->info.num_layers / t->pp;
     if (m->release) {
@@ -244,13 +264,18 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
         return rc;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const mg_entry *e = &m->entries[i];
-        if ((rc = dist_key(&c, e, &c.key)) < 0)
+        if ((rc = ckpt_megatron__dist_key(e, c.local, &c.key)) < 0)
             break;
         if (e->full && e->param)
-            rc = add_param(&c, e);
+            rc = add_param(&c, e, e->full);
+        if (e->full && e->param && rc == 0)
+            rc = add_moments(&c, e);
         else if (ckpt_megatron__is_extra_state(e->name) && t->extra_state != CKPT_MEGATRON_EXTRA_DROP)
             rc = add_extra_state(&c, e);
     }
+    /* no plan file takes tensors of the param groups: common.pt is not added yet */
+    if (rc == 0 && c.form == MG_DIST_DP)
+        rc = ckpt_megatron__dist_write_dp(m, t, c.padded_vocab, plan, (size_t)-1, c.d);
     snprintf(json_rel, sizeof json_rel, "%s/metadata.json", dir);
     if (rc == 0 && (rc = ckpt_dcp_out_finish(c.d)) == 0 && (rc = add_common(&c, dir)) == 0 &&
         (rc = ckpt_plan_add_bytes(plan, json_rel, METADATA_JSON, strlen(METADATA_JSON))) == 0)

@@ -196,6 +196,7 @@ static int read_rank(ckpt_megatron *m, int tp, int pp, const ckpt_node **parts)
     long member;
     int k, rc;
 
+    memset(&l, 0, sizeof l);
     at.tp = tp;
     at.pp = pp;
     at.ep = 0;

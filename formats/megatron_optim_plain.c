@@ -85,7 +85,7 @@ int ckpt_megatron__moments(ckpt_megatron *m)
                                "%s: %s; --no-optimizer writes a model-only checkpoint", root,
                                m->left_out_params ? "parameters were left out (--drop), and the optimizer state "
                                                     "follows the parameters in order"
-                                                  : "the optimizer state of a torch_dist checkpoint is not read yet");
+                                                  : "its torch_dist optimizer state is in no form read here");
     if (m->info.distributed_optimizer)
         return ckpt_megatron__read_distopt(m);
     return ckpt_megatron__read_plain_moments(m);

@@ -436,6 +436,12 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
                                "data-parallel size %d, bucket size %lld: out of range", t->dp,
                                (long long)t->ddp_bucket_size);
+    if (m->dist && m->info.has_optimizer && t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "
+                               "carried to another format yet; --no-optimizer writes a model-only checkpoint (load "
+                               "it with --finetune or --no-load-optim)",
+                               m->dist);
     /* the per-parameter form, tied output layer copies included, before the copies are made */
     if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
         return ckpt_megatron__moments(m);
@@ -456,12 +462,6 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
     if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
         (rc = ckpt_megatron__read_distopt(m)) < 0)
         return rc;
-    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "
-                               "carried to another format yet; --no-optimizer writes a model-only checkpoint (load "
-                               "it with --finetune or --no-load-optim)",
-                               m->dist);
     return 0;
 }
 

@@ -54,6 +54,12 @@ struct ckpt_megatron {
     void *leave_out_payload;
     size_t left_out_params;          /* parameters it left out */
     int moments;                     /* every parameter entry's moment[] is set */
+    /* torch_dist sources with optimizer state: its form, and the checkpoint whose common.pt
+       holds its step and param groups (megatron_dist_optim.c) */
+    int dist_form;                   /* mg_dist_form */
+    const ckpt_ckpt *dist_ck;
+    const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
+                                        that model-parallel rank 0 saved ({'param_groups'}) */
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
@@ -86,8 +92,35 @@ int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, 
  * the other side (to_dist: local -> torch_dist), or `key` itself (megatron_dist.c). */
 #define CKPT_MEGATRON_LAYERS "decoder.layers."
 const char *ckpt_megatron__norm_key(const char *key, int to_dist);
+/* Layer l of stacked tensor t as a node named `name` (its view kept in the model's arena, as
+ * the graph's leaves must outlive it). */
+int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
+                            const ckpt_node **out);
 /* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
+/* How a torch_dist checkpoint holds optimizer state: the non-distributed optimizer's
+ * per-parameter tensors, or the distributed optimizer's fully_reshardable (per parameter) or
+ * dp_reshardable (per grad buffer bucket) form. */
+typedef enum mg_dist_form { MG_DIST_NONE = 0, MG_DIST_PLAIN, MG_DIST_FULLY, MG_DIST_DP } mg_dist_form;
+/* The optimizer state of torch_dist checkpoint `ck` into the entries' moment[] (built in the
+ * model's graph), its form into m->dist_form (megatron_dist_optim.c). `local`: the local
+ * layer spec, whose norms torch_dist names as TE's. */
+int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local);
+/* The checkpoint whose root holds the source's common state (torch_dist: common.pt; legacy:
+ * rank 0's file), or NULLs for a model built tensor by tensor. */
+void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, const ckpt_value **root);
+/* The optimizer form of torch_dist target t (MG_DIST_NONE: none written), or an error for a
+ * source or form not written (megatron_dist_optim_write.c). */
+int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_target *t, int *form);
+/* The state key ("optimizer.state.<name>.<key>") of moment k of entry e in `form`; NULL for
+ * the master copy of an fp32 model under the non-distributed optimizer (the weight itself). */
+const char *ckpt_megatron__dist_moment_name(int form, const mg_entry *e, int k);
+/* common.pt's `optimizer` and `opt_param_scheduler` entries for `form`, added to root (plan
+ * file `file`); then its `content_metadata`, as megatron-core saves it. */
+int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root);
+int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root);
+/* The torch_dist key of entry e ("decoder.layers.<module key>" for a layer) into out. */
+int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
 int ckpt_megatron__sort(ckpt_megatron *m);
 

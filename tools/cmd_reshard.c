@@ -63,7 +63,11 @@ static void reshard_help(FILE *out)
 "IN may also be a --ckpt-format torch_dist checkpoint (iter_NNNNNNN/.metadata, *.distcp,\n"
 "common.pt; megatron-core's default): its tensors are read at their global shapes from the\n"
 "chunks of every rank, whatever layout wrote them, and written here in the legacy layout.\n"
-"Its optimizer state is not carried yet: give --no-optimizer.\n"
+"Its optimizer state (the non-distributed optimizer's, or the distributed optimizer's\n"
+"fully_reshardable or dp_reshardable form, each parameter's range in the buckets taken\n"
+"from the buffer layout its args give and checked against the per-bucket numel objects)\n"
+"is read per parameter; it is written with --to torch_dist (to the legacy layout: not\n"
+"yet, give --no-optimizer).\n"
 "\n"
 "OUT gets Megatron's layout for the new sizes: the tracker, iter_NNNNNNN/mp_rank_TT[_PPP]/\n"
 "model_optim_rng.pt, `iteration` and `checkpoint_version` kept, `args` rewritten\n"
@@ -132,8 +136,20 @@ static void reshard_help(FILE *out)
 "                           iteration as megatron-core's dist_checkpointing saves it\n"
 "                           (.metadata, one data file per rank of the target layout,\n"
 "                           common.pt, metadata.json), which Megatron loads at any TP/PP;\n"
-"                           model only for now (--no-optimizer; load with\n"
-"                           --no-load-optim --no-load-rng), TE FP8 state not written\n"
+"                           optimizer state of a torch_dist IN or of a legacy\n"
+"                           distributed optimizer (distrib_optim.pt; a legacy\n"
+"                           non-distributed one: not yet, --no-optimizer); rng state\n"
+"                           and TE FP8 state not written (load with --no-load-rng)\n"
+"  --optim-format F         torch_dist: the distributed optimizer's state as F:\n"
+"                           dp_reshardable (Megatron's default: per grad buffer bucket,\n"
+"                           laid out for the target's TP/PP/VPP and --dp) or\n"
+"                           fully_reshardable (per parameter; megatron-core loads it at\n"
+"                           any TP/PP/DP); default: the IN's torch_dist form, else\n"
+"                           dp_reshardable. A non-distributed optimizer's state (fp32\n"
+"                           masters, Adam moments) becomes the distributed optimizer's.\n"
+"                           A fully_reshardable IN whose grad buffers hold several\n"
+"                           padded buckets is refused: megatron-core before Megatron-LM\n"
+"                           PR #5077 saved it at the wrong offsets\n"
 "  --dry-run                print every output file and tensor with its sources; write nothing\n"
 "  --json                   one JSON report on stdout (also with --dry-run)\n"
 "  --drop PATTERN           leave out the input tensors PATTERN matches (a glob over\n"
@@ -211,7 +227,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
 {
     enum {
         O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT,
-        O_DP, O_BUCKET
+        O_DP, O_BUCKET, O_OPTIM_FORMAT
     };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
@@ -222,7 +238,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "to-optimizer", required_argument, NULL, O_TO_OPTIM },
         { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT },
         { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
-        CLI_PLAN_LONGOPTS,
+        { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
@@ -279,6 +295,15 @@ static int parse_args(int argc, char **argv, reshard_args *a)
                 a->to_dist = strcmp(optarg, "torch_dist") == 0;
             else
                 rc = cli_usage_error("reshard", "--to is torch or torch_dist, not '%s'", optarg);
+            break;
+        case O_OPTIM_FORMAT:
+            if (strcmp(optarg, "dp_reshardable") == 0)
+                a->target.sharding = CKPT_MEGATRON_SHARDING_DP_RESHARDABLE;
+            else if (strcmp(optarg, "fully_reshardable") == 0)
+                a->target.sharding = CKPT_MEGATRON_SHARDING_FULLY_RESHARDABLE;
+            else
+                rc = cli_usage_error("reshard", "--optim-format is dp_reshardable or fully_reshardable, not '%s'",
+                                     optarg);
             break;
         case 'h': reshard_help(stdout); return -1;
         default:

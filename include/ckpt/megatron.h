@@ -216,8 +216,10 @@ CKPT_EXTERN(int) ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_m
 CKPT_EXTERN(int) ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan);
 /* The same model as a --ckpt-format torch_dist checkpoint (megatron-core dist_checkpointing),
  * chunked for the target layout: the tracker, iter_NNNNNNN/.metadata, a data file per rank,
- * common.pt (args rewritten) and metadata.json. Model only for now: optimizer state is
- * refused unless dropped, rng states are not written, vpp only changes args. */
+ * common.pt (args rewritten) and metadata.json. The optimizer state of a torch_dist source
+ * is written in its form, or the distributed optimizer's t->sharding names (also for a
+ * non-distributed source); that of a legacy source is refused unless dropped. rng states are
+ * not written; vpp changes args and the distributed optimizer's buffer layout. */
 CKPT_EXTERN(int) ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan);
 
 CKPT_END_DECL

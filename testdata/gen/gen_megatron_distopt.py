@@ -554,6 +554,69 @@ def describe_torch_dist(root):
     }
 
 
+TE_NORM_NAMES = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
+                 "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight"}
+
+
+def dist_key(name):
+    """(torch_dist key, layer index or None) of a local-spec global parameter name."""
+    import re
+    m = re.match(r"decoder\.layers\.(\d+)\.(.*)$", name)
+    if not m:
+        return name, None
+    return "decoder.layers." + TE_NORM_NAMES.get(m.group(2), m.group(2)), int(m.group(1))
+
+
+def check_fully_vs_legacy(src, ranks, c):
+    """Each parameter's fp32 master and moments as the fully_reshardable save holds them (TP
+    slice of the global tensor) against the legacy distrib_optim.pt of the same state (the
+    buckets' unpadded parts concatenated, placed by the dumped layout). Returns the names of the
+    parameters that differ, per state."""
+    import gen_megatron
+    from torch.distributed.checkpoint import FileSystemReader
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    import distopt_hashes as dh
+
+    d = os.path.join(src, "fully_reshardable", f"iter_{ITERS:07d}")
+    reader = FileSystemReader(d)
+    md = reader.read_metadata()
+    sd = {k: torch.zeros(tuple(m.size), dtype=m.properties.dtype)
+          for k, m in md.state_dict_metadata.items()
+          if isinstance(m, TensorStorageMetadata) and k.startswith("optimizer.state.")}
+    dcp.load(sd, storage_reader=reader, no_dist=True)
+    bad = {}
+    checked = 0
+    for r in ranks:
+        if r["dp"] != 0:
+            continue
+        sub = f"mp_rank_{r['tp']:02d}" + (f"_{r['pp']:03d}" if c["pp"] > 1 else "")
+        legacy = dh.load(os.path.join(src, "legacy", f"iter_{ITERS:07d}", sub, "distrib_optim.pt"))
+        for b in r["buffers"]:
+            world = next(iter(legacy[b["gbuf_index"]].values()))
+            # padded buffer offset -> offset in the unpadded concatenation
+            shift, lead = {}, 0
+            for k in b["buckets"]:
+                shift[k["index"]] = k["start"] - lead
+                lead += k["numel_unpadded"]
+            for p in b["params"]:
+                # the last stage's copy of a tied embedding is saved under the embedding's key
+                gname = ("embedding.word_embeddings.weight"
+                         if c["tied"] and p["global_name"] == "output_layer.weight" else p["global_name"])
+                key, layer = dist_key(gname)
+                for st in ("param", "exp_avg", "exp_avg_sq"):
+                    full = sd[f"optimizer.state.{st}.{key}"]
+                    full = full[layer] if layer is not None else full
+                    want = gen_megatron.tp_slice(p["name"], full, c["tp"], r["tp"], True).reshape(-1)
+                    lo = p["start"] - shift[p["bucket"]]
+                    have = world[st][lo:lo + want.numel()]
+                    checked += 1
+                    if not torch.equal(have, want):
+                        bad.setdefault(st, []).append(f"tp{r['tp']} pp{r['pp']} chunk{b['model_chunk']} {p['global_name']}")
+    return {"compared": checked, "differ": bad}
+
+
 def cmd_describe(opts):
     import megatron.core
 
@@ -586,6 +649,7 @@ def cmd_describe(opts):
                                          "master_sha256", "buffers")} for x in ranks],
             "forms": {},
         }
+        rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
         for form in FORMS:
             f = {"files": file_list(os.path.join(src, form))}
             if form == "legacy":

@@ -1,7 +1,7 @@
 # A distributed optimizer's state that does not fit its checkpoint is refused, naming the
 # file, the grad buffer and the numbers, before anything is written: the TP 1 run's
 # distrib_optim.pt in a TP 2 rank (numel_unpadded differs from the layout of its parameters),
-# numel_unpadded alone off by 64 (the tensors as they were), a
+# numel_unpadded alone off by 64 (the tensors as they were), a file cut short, a
 # flat tensor cut short, megatron-core's pre-2024 per-bucket format (no buckets_coalesced),
 # one rank's file missing, every rank's missing while args say the distributed optimizer ran.
 D="$TESTDATA/megatron/distopt/a_tp2pp1dp2_buckets/legacy"
@@ -25,13 +25,16 @@ rewrite numel/$R/mp_rank_01/distrib_optim.pt data.pkl \
     're.sub(rb"(numel_unpadded.{0,3}M)(..)", lambda m: m.group(1) + (int.from_bytes(m.group(2), "little") + 64).to_bytes(2, "little"), d, flags=re.S)'
 cp -r "$D" short
 rewrite short/$R/mp_rank_01/distrib_optim.pt /data/1 'd[:len(d) // 2]'
+cp -r "$D" cut
+head -c $(($(wc -c <"$D/$R/mp_rank_00/distrib_optim.pt") / 2)) "$D/$R/mp_rank_00/distrib_optim.pt" \
+    >cut/$R/mp_rank_00/distrib_optim.pt
 cp -r "$D" legacy2023
 rewrite legacy2023/$R/mp_rank_00/distrib_optim.pt data.pkl 'd.replace(b"buckets_coalesced", b"buckets_coalescex")'
 cp -r "$D" one_missing
 rm one_missing/$R/mp_rank_01/distrib_optim.pt
 cp -r "$D" none
 rm none/$R/mp_rank_0*/distrib_optim.pt
-for set in swapped numel short legacy2023 one_missing none; do
+for set in swapped numel short cut legacy2023 one_missing none; do
     ckptconv reshard "$set" out --tp 1 --pp 1
     echo "$set: exit $?"
 done

@@ -1,5 +1,5 @@
 # --to torch_dist: megatron-core's dist_checkpointing layout, one data file per target rank;
-# read back at global shapes. An optimizer is refused without --no-optimizer; --to names a
+# read back at global shapes. A legacy non-distributed optimizer is refused without --no-optimizer; --to names a
 # format.
 ckptconv reshard -q "$TESTDATA/megatron/tp2" out --tp 1 --pp 2 --to torch_dist --no-optimizer
 (cd out && find . -type f | sort)

@@ -27,3 +27,8 @@ open(path, 'wb').write(data)
 PY
 ckptconv verify mutated plain --optimizer --device cpu --tokens 4 -q
 echo "exit $?"
+# the same run's state in megatron-core's three saved forms, legacy and torch_dist, agrees
+for form in dp_reshardable fully_reshardable; do
+    ckptconv verify "$TESTDATA/megatron/distopt/b_tp2pp2dp1_bf16_tied/$form" "$D" --optimizer --device cpu --tokens 4 -q
+    echo "$form: exit $?"
+done

@@ -1,0 +1,502 @@
+/* The optimizer state of a Megatron torch_dist checkpoint, read into the logical model: each
+ * parameter's fp32 master copy and Adam moments at its full shape (mg_entry.moment[]).
+ *
+ * megatron-core 0.16.1 saves three forms (common.pt's optimizer['param_state_sharding_type']
+ * says which of the distributed optimizer's; the non-distributed optimizer has none):
+ * - plain (optimizer.py sharded_state_dict, dist_checkpointing/optimizer.py): per parameter
+ *   `optimizer.state.{exp_avg,exp_avg_sq}.<model key>` at the model tensor's global shape
+ *   and chunking, plus `optimizer.state.fp32_param.<key>` with bf16/fp16 parameters (an fp32
+ *   model is its own master); the step is common.pt's optimizer[...]['state']['common_step'].
+ * - fully_reshardable (distrib_optimizer.py sharded_param_state_fully_reshardable):
+ *   `optimizer.state.{param,exp_avg,exp_avg_sq}.<model key>`, fp32, shaped and chunked like the
+ *   model tensor; common.pt holds {'optimizer': {'param_groups' (each with 'step')}, ...}.
+ * - dp_reshardable (sharded_param_state_dp_reshardable): per model-parallel rank g = tp + TP * pp
+ *   (the rank in the TP x PP group), grad buffer and bucket,
+ *   `optimizer.distributed.dp_group_idx_<g>.gbuf_idx_<b>.dtype_(<param dtype>, <grad dtype>).
+ *   bucket_idx_<k>.{param,exp_avg,exp_avg_sq}`: 1-D fp32 of the bucket's numel_unpadded, the
+ *   parameters at their buffer offsets less the bucket's start (megatron_distopt.h's layout).
+ *
+ * The fully_reshardable save is wrong for a buffer of several buckets in every megatron-core
+ * up to core_v0.19.0 (fixed by Megatron-LM PR #5077): get_parameter_state_dp_zero gathers
+ * each bucket and concatenates the buckets' UNPADDED parts (a bucket's end padding to
+ * lcm(DP, 128) dropped), but the save then slices that vector at each parameter's PADDED
+ * buffer offset (buffer.param_index_map). A parameter of bucket k > 0 thus gets the elements
+ * that lie (sum of the end paddings of buckets 0..k-1) further on: part of the parameters
+ * that follow it in the buffer, and zeros where the slice runs past the vector's end. The
+ * file does not say which version wrote it; its args do say the layout (DP, bucket size,
+ * overlap_grad_reduce), so the layout is rebuilt for every source rank and a checkpoint in
+ * which any parameter's padded offset differs from its offset in the unpadded vector is
+ * refused with that explanation (a fixed save of such a layout is refused too: never read
+ * silently wrong). */
+#include "megatron_dist_optim.h"
+
+#include <ckpt/sys/io.h>
+#include <ckpt/sys/pickle.h>
+#include <ckpt/sys/zip.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_PREFIX "optimizer.state."
+#define DIST_PREFIX CKPT_MEGATRON_DIST_PREFIX
+
+static const char *const plain_names[MG_N_MOMENTS] = { "fp32_param", "exp_avg", "exp_avg_sq" };
+static const char *const dist_names[MG_N_MOMENTS] = { "param", "exp_avg", "exp_avg_sq" };
+
+typedef struct read_ctx {
+    ckpt_megatron *m;
+    const ckpt_ckpt *ck;
+    int local;
+    unsigned char *used; /* per tensor of ck: taken by a parameter's state */
+    ckpt_buf key, name;
+    mg_dist_sizes z;     /* the source layout, from args */
+} read_ctx;
+
+static void mark_used(read_ctx *c, const ckpt_tensor *t)
+{
+    c->used[t - ckpt_tensor_at(c->ck, 0)] = 1;
+}
+
+static int same_shape(const ckpt_tensor *t, int skip, const ckpt_node *full)
+{
+    return t->ndim - skip == ckpt_node_ndim(full) &&
+           memcmp(t->shape + skip, ckpt_node_shape(full), (size_t)ckpt_node_ndim(full) * sizeof *t->shape) == 0;
+}
+
+/* `optimizer.state.<moment>.<key of e>` as a full fp32 node: a layer of the stacked tensor,
+ * or the per-layer tensor older versions save; *out NULL when the file has none. */
+static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const ckpt_node **out)
+{
+    const ckpt_tensor *t = NULL;
+    int stacked = 0, rc;
+
+    *out = NULL;
+    ckpt_buf_clear(&c->name);
+    if (ckpt_buf_printf(&c->name, STATE_PREFIX "%s.%s", moment, e->name) < 0)
+        return CKPT_ENOMEM;
+    if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)) && e->layout.layer >= 0) {
+        ckpt_buf_clear(&c->name);
+        if (ckpt_buf_printf(&c->name, STATE_PREFIX "%s.%s", moment, (const char *)c->key.data) < 0)
+            return CKPT_ENOMEM;
+        stacked = (t = ckpt_tensor_find(c->ck, (const char *)c->name.data)) != NULL;
+    }
+    if (!t)
+        return 0;
+    mark_used(c, t);
+    if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' does not have the shape of the parameter '%s' it is the state of",
+                               c->m->dist, t->name, e->name);
+    rc = stacked ? ckpt_megatron__layer_of(c->m, t, e->layout.layer, t->name, out) : ckpt_node_tensor(c->m->g, t, out);
+    if (rc == 0 && ckpt_node_dtype(*out) != CKPT_DTYPE_F32)
+        rc = ckpt_node_cast(c->m->g, *out, CKPT_DTYPE_F32, out);
+    return rc;
+}
+
+static int missing(read_ctx *c, const mg_entry *e, const char *moment)
+{
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                           "%s: no optimizer state '" STATE_PREFIX "%s.%s' for the parameter '%s'", c->m->dist, moment,
+                           (const char *)c->key.data, e->name);
+}
+
+/* Plain and fully_reshardable: a global tensor per parameter and moment. */
+static int read_per_param(read_ctx *c, int form)
+{
+    size_t i;
+    int k, rc = 0;
+
+    for (i = 0; i < c->m->n_entries && rc == 0; i++) {
+        mg_entry *e = &c->m->entries[i];
+        if (!e->param || !e->full)
+            continue;
+        if ((rc = ckpt_megatron__dist_key(e, c->local, &c->key)) < 0)
+            break;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const char *name = form == MG_DIST_PLAIN ? plain_names[k] : dist_names[k];
+            if ((rc = moment_node(c, e, name, &e->moment[k])) < 0)
+                break;
+            /* an fp32 model is its own master copy (no fp32_param in the file) */
+            if (!e->moment[k] && k == MG_MASTER && form == MG_DIST_PLAIN &&
+                ckpt_node_dtype(e->full) == CKPT_DTYPE_F32)
+                e->moment[k] = e->full;
+            if (!e->moment[k])
+                rc = missing(c, e, name);
+        }
+    }
+    return rc;
+}
+
+/* ---- the source's grad buffer layout -------------------------------------------- */
+
+/* The defect of the fully_reshardable save (see the top of the file). */
+static int check_fully(read_ctx *c)
+{
+    mg_dist_stage s;
+    size_t i;
+    int pp, rc = 0;
+
+    for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
+        if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
+            break;
+        for (i = 0; i < s.n && rc == 0; i++) {
+            const mg_dopt_range *r = &s.l.ranges[i];
+            const mg_dopt_buffer *b = &s.l.buffers[r->buffer];
+            if (r->start == r->flat || s.idx[i] < 0)
+                continue;
+            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                 "%s: fully_reshardable optimizer state of a grad buffer of %zu buckets (pipeline "
+                                 "stage %d, its args' DP %lld, bucket size and overlap_grad_reduce): megatron-core "
+                                 "before Megatron-LM PR #5077 (every tag up to core_v0.19.0) saved '%s' from offset "
+                                 "%lld of the buckets' unpadded concatenation where it lies at %lld, so its state in "
+                                 "the file is another parameter's; save it again as dp_reshardable "
+                                 "(--dist-ckpt-optim-fully-reshardable off) or in the legacy format, and convert that",
+                                 c->m->dist, b->n_buckets, pp, (long long)ckpt_megatron__arg_int(c->m->args,
+                                 "data_parallel_size", 1), c->m->entries[s.idx[i]].name, (long long)r->start,
+                                 (long long)r->flat);
+        }
+        ckpt_megatron__dist_stage_free(&s);
+    }
+    return rc;
+}
+
+/* ---- dp_reshardable ----------------------------------------------------------- */
+
+static int has_persid(const ckpt_value *v)
+{
+    size_t i;
+
+    if (!v)
+        return 0;
+    switch (v->kind) {
+    case CKPT_VAL_PERSID:
+        return 1;
+    case CKPT_VAL_TUPLE:
+    case CKPT_VAL_LIST:
+        for (i = 0; i < v->u.seq.n; i++)
+            if (has_persid(v->u.seq.items[i]))
+                return 1;
+        return 0;
+    case CKPT_VAL_DICT:
+        for (i = 0; i < v->u.dict.map.n; i++)
+            if (has_persid(v->u.dict.map.keys[i]) || has_persid(v->u.dict.map.vals[i]))
+                return 1;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* ShardedObject `key` ("<name>/shard_0_1"): DCP keeps the torch.save archive of [value] as a
+ * bytes item, unpickled here (nothing imported) into the model's arena; NULL when absent. Only
+ * objects without tensors are expected (param groups, bucket sizes). */
+static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
+{
+    const ckpt_value *b = ckpt_value_dict_get(ckpt_root(c->ck), key);
+    ckpt_pickle_read_options opts = CKPT_PICKLE_READ_OPTIONS_INIT;
+    const ckpt_zip_entry *pkl = NULL;
+    ckpt_buf data = CKPT_BUF_INIT;
+    ckpt_value *v = NULL;
+    ckpt_zip *z = NULL;
+    ckpt_file f;
+    uint8_t *copy = NULL;
+    size_t i, end;
+    int rc;
+
+    *out = NULL;
+    if (!b)
+        return 0;
+    if (b->kind != CKPT_VAL_BYTES)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object", c->m->dist, key);
+    memset(&f, 0, sizeof f);
+    f.path = key;
+    f.fd = -1;
+    f.data = b->u.bytes.ptr;
+    f.size = b->u.bytes.len;
+    if ((rc = ckpt_zip_open(&z, &f)) < 0) {
+        ckpt_error_prefix("%s", c->m->dist);
+        return rc;
+    }
+    for (i = 0; i < ckpt_zip_count(z); i++) {
+        const char *name = ckpt_zip_entry_at(z, i)->name, *slash = strrchr(name, '/');
+        if (slash && strcmp(slash, "/data.pkl") == 0)
+            pkl = ckpt_zip_entry_at(z, i);
+    }
+    if (!pkl)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a torch.save archive (no data.pkl)",
+                             c->m->dist, key);
+    else if ((rc = ckpt_zip_read(z, pkl, 1, &data)) == 0 && !(copy = ckpt_arena_alloc(c->m->arena, data.len + 1)))
+        rc = CKPT_ENOMEM;
+    if (rc == 0) {
+        memcpy(copy, data.data, data.len);
+        opts.source = key;
+        rc = ckpt_pickle_read(&v, &end, c->m->arena, copy, data.len, &opts);
+    }
+    if (rc == 0 && has_persid(v))
+        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT, "%s: '%s' holds tensors, not expected there",
+                             c->m->dist, key);
+    /* megatron-core saves a ShardedObject's data as a list of one */
+    if (rc == 0 && (v->kind != CKPT_VAL_LIST || v->u.seq.n != 1))
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object ([value])",
+                             c->m->dist, key);
+    ckpt_buf_dispose(&data);
+    ckpt_zip_close(z);
+    if (rc < 0)
+        return rc;
+    *out = v->u.seq.items[0];
+    return 0;
+}
+
+/* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list
+ * over grad buffers of {(param dtype, grad dtype): [numel per bucket]}), each against the
+ * layout the args give. */
+static int check_numels(read_ctx *c, int tp, int pp, const mg_dist_stage *s, int unpadded)
+{
+    const char *what = unpadded ? "per_bucket_numel_unpadded" : "per_bucket_numel";
+    const ckpt_value *v, *d, *list;
+    size_t b, k;
+    int rc;
+
+    ckpt_buf_clear(&c->name);
+    if (ckpt_buf_printf(&c->name, DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1", tp + (long long)c->z.tp * pp, what) < 0)
+        return CKPT_ENOMEM;
+    if ((rc = saved_object(c, (const char *)c->name.data, &v)) < 0)
+        return rc;
+    if (!v)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no '%s' (dp_reshardable bucket sizes)",
+                               c->m->dist, (const char *)c->name.data);
+    if (v->kind != CKPT_VAL_LIST || v->u.seq.n != s->l.n_buffers)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' lists %zu grad buffers, the layout from its args has %zu", c->m->dist,
+                               (const char *)c->name.data, v->kind == CKPT_VAL_LIST ? v->u.seq.n : 0,
+                               s->l.n_buffers);
+    for (b = 0; b < s->l.n_buffers; b++) {
+        const mg_dopt_buffer *buf = &s->l.buffers[b];
+        d = v->u.seq.items[b];
+        list = d->kind == CKPT_VAL_DICT && d->u.dict.map.n == 1 ? d->u.dict.map.vals[0] : NULL;
+        if (!list || list->kind != CKPT_VAL_LIST || list->u.seq.n != buf->n_buckets)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s' buffer %zu: %zu buckets, the layout from its args (DP %lld) has %zu",
+                                   c->m->dist, (const char *)c->name.data, b,
+                                   list && list->kind == CKPT_VAL_LIST ? list->u.seq.n : 0,
+                                   (long long)ckpt_megatron__arg_int(c->m->args, "data_parallel_size", 1),
+                                   buf->n_buckets);
+        for (k = 0; k < buf->n_buckets; k++) {
+            const mg_dopt_bucket *bk = &s->l.buckets[buf->first_bucket + k];
+            const ckpt_value *n = list->u.seq.items[k];
+            int64_t want = unpadded ? bk->numel_unpadded : bk->end - bk->start;
+            if (n->kind != CKPT_VAL_INT || n->u.integer != want)
+                return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                       "%s: '%s' buffer %zu bucket %zu: %lld elements, the layout from its args (DP "
+                                       "%lld) has %lld",
+                                       c->m->dist, (const char *)c->name.data, b, k,
+                                       n->kind == CKPT_VAL_INT ? (long long)n->u.integer : -1ll,
+                                       (long long)ckpt_megatron__arg_int(c->m->args, "data_parallel_size", 1),
+                                       (long long)want);
+        }
+    }
+    return 0;
+}
+
+/* Bucket tensor `moment` of a buffer of source rank (tp, pp), checked against the layout. */
+static int bucket_tensor(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const mg_dopt_buffer *b, size_t k,
+                         const char *moment, const ckpt_tensor **out)
+{
+    const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + k];
+    const ckpt_tensor *t;
+    int rc = ckpt_megatron__dist_bucket_key(tp + (int64_t)c->z.tp * pp, b, k, moment, &c->name);
+
+    if (rc < 0)
+        return rc;
+    if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: no '%s': the grad buffer layout of TP rank %d, pipeline stage %d (from its "
+                               "args) has %zu bucket%s in buffer %zu",
+                               c->m->dist, (const char *)c->name.data, tp, pp, b->n_buckets,
+                               b->n_buckets == 1 ? "" : "s", b->gbuf);
+    if (t->ndim != 1 || t->shape[0] != bk->numel_unpadded)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s' holds %lld elements, the grad buffer layout from its args (DP %lld) has "
+                               "%lld in that bucket",
+                               c->m->dist, t->name, t->ndim == 1 ? (long long)t->shape[0] : -1ll,
+                               (long long)ckpt_megatron__arg_int(c->m->args, "data_parallel_size", 1),
+                               (long long)bk->numel_unpadded);
+    mark_used(c, t);
+    *out = t;
+    return 0;
+}
+
+/* Source rank (tp, pp)'s part of every parameter of the stage, per moment, into
+ * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]. */
+static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const ckpt_node **parts)
+{
+    const ckpt_node **split = calloc((size_t)c->z.tp, sizeof *split);
+    size_t i;
+    int k, rc = split ? 0 : ckpt_error_oom();
+
+    for (i = 0; i < s->n && rc == 0; i++) {
+        const mg_dopt_range *r = &s->l.ranges[i];
+        const mg_dopt_buffer *b = &s->l.buffers[r->buffer];
+        const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + r->bucket];
+        const mg_entry *e = s->idx[i] >= 0 ? &c->m->entries[s->idx[i]] : NULL;
+        const ckpt_node *flat;
+        if (!e) {
+            /* a tied embedding's copy: the embedding's state, its bucket checked only */
+            const ckpt_tensor *t;
+            for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
+                rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t);
+            continue;
+        }
+        if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->z.tp, split)) < 0)
+            break;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_tensor *t = NULL;
+            const ckpt_node *shard = split[tp];
+            if ((rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t)) < 0 ||
+                (rc = ckpt_node_tensor(c->m->g, t, &flat)) < 0 ||
+                (rc = ckpt_node_slice(c->m->g, flat, 0, r->start - bk->start, r->end - r->start, &flat)) < 0 ||
+                (rc = ckpt_node_reshape(c->m->g, flat, ckpt_node_ndim(shard), ckpt_node_shape(shard), &flat)) < 0)
+                break;
+            if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 && (rc = ckpt_node_cast(c->m->g, flat, CKPT_DTYPE_F32, &flat)) < 0)
+                break;
+            parts[((size_t)s->idx[i] * MG_N_MOMENTS + (size_t)k) * (size_t)c->z.tp + (size_t)tp] = flat;
+        }
+    }
+    free(split);
+    return rc;
+}
+
+static int read_dp(read_ctx *c)
+{
+    const ckpt_node **parts = calloc(c->m->n_entries * MG_N_MOMENTS * (size_t)c->z.tp + 1, sizeof *parts);
+    mg_dist_stage s;
+    size_t i;
+    int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
+
+    for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
+        if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
+            break;
+        for (i = 0; i < s.l.n_buffers && rc == 0; i++)
+            if (s.l.buffers[i].expert)
+                rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                     "%s: expert grad buffers of a dp_reshardable optimizer are not read yet",
+                                     c->m->dist);
+        for (tp = 0; tp < c->z.tp && rc == 0; tp++)
+            if ((rc = check_numels(c, tp, pp, &s, 0)) == 0 && (rc = check_numels(c, tp, pp, &s, 1)) == 0)
+                rc = read_dp_rank(c, tp, pp, &s, parts);
+        ckpt_megatron__dist_stage_free(&s);
+    }
+    for (i = 0; i < c->m->n_entries && rc == 0; i++) {
+        mg_entry *e = &c->m->entries[i];
+        if (!e->param || !e->full)
+            continue;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
+            const ckpt_node **row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)c->z.tp];
+            if (!row[0])
+                rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                     "%s: the grad buffer layout from its args places no state of '%s'", c->m->dist,
+                                     e->name);
+            else
+                rc = ckpt_parallel_merge(c->m->g, &e->layout, e->name, row, (size_t)c->z.tp, &e->moment[k]);
+        }
+    }
+    free(parts);
+    return rc;
+}
+
+/* ---- the whole ---------------------------------------------------------------- */
+
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form)
+{
+    const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type;
+
+    *form = MG_DIST_NONE;
+    if (!opt || opt->kind != CKPT_VAL_DICT)
+        return m->info.has_optimizer ? ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                                                       "%s: optimizer state tensors, but no optimizer dict in "
+                                                       "common.pt",
+                                                       m->dist)
+                                     : 0;
+    if (!(type = ckpt_value_dict_get(opt, "param_state_sharding_type"))) {
+        *form = MG_DIST_PLAIN;
+        return 0;
+    }
+    if (ckpt_value_is_str(type, "fully_reshardable"))
+        *form = MG_DIST_FULLY;
+    else if (ckpt_value_is_str(type, "dp_reshardable"))
+        *form = MG_DIST_DP;
+    else
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: distributed optimizer state of a sharding type other than fully_reshardable and "
+                               "dp_reshardable (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
+                               "--no-optimizer writes a model-only checkpoint",
+                               m->dist, type->kind == CKPT_VAL_STR ? "'" : "",
+                               type->kind == CKPT_VAL_STR ? type->u.str.ptr : "(not a string)",
+                               type->kind == CKPT_VAL_STR ? "'" : "");
+    return 0;
+}
+
+/* Every optimizer tensor must be the state of a parameter: another is a model part this
+ * reader does not know (experts, ...) and would be lost. */
+static int check_all_used(read_ctx *c)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_tensor_count(c->ck); i++) {
+        const ckpt_tensor *t = ckpt_tensor_at(c->ck, i);
+        if (!c->used[i] && !strchr(t->name, '/') && strncmp(t->name, "optimizer.", 10) == 0)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s' is not the optimizer state of a parameter of the model read; "
+                                   "--no-optimizer writes a model-only checkpoint",
+                                   c->m->dist, t->name);
+    }
+    return 0;
+}
+
+int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
+{
+    read_ctx c;
+    int form, rc;
+
+    if ((rc = form_of(m, ckpt_root(ck), &form)) < 0 || form == MG_DIST_NONE)
+        return rc;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.ck = ck;
+    c.local = local;
+    c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
+    c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
+    c.z.vpp = (int)ckpt_megatron__arg_int(m->args, "virtual_pipeline_model_parallel_size", 1);
+    if (c.z.vpp < 1)
+        c.z.vpp = 1;
+    if (c.z.tp < 1 || c.z.pp < 1 || c.z.tp > 4096 || c.z.pp > 4096 || c.z.vpp > 4096)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args: TP %d, PP %d, VPP %d", m->dist, c.z.tp,
+                               c.z.pp, c.z.vpp);
+    if (!(c.used = calloc(ckpt_tensor_count(ck) + 1, 1)))
+        return ckpt_error_oom();
+    rc = ckpt_megatron__sort(m);
+    if (rc == 0 && form == MG_DIST_FULLY)
+        rc = check_fully(&c);
+    if (rc == 0)
+        rc = form == MG_DIST_DP ? read_dp(&c) : read_per_param(&c, form);
+    if (rc == 0)
+        rc = check_all_used(&c);
+    /* the step and param groups (the same on every rank): model-parallel rank 0's */
+    if (rc == 0 && form == MG_DIST_DP &&
+        (rc = saved_object(&c, DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1", &m->dist_optim_sd)) == 0 &&
+        !m->dist_optim_sd)
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                             "%s: no '" DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1' (the step and param groups)",
+                             m->dist);
+    free(c.used);
+    ckpt_buf_dispose(&c.key);
+    ckpt_buf_dispose(&c.name);
+    if (rc < 0)
+        return rc;
+    m->dist_form = form;
+    m->dist_ck = ck;
+    m->moments = 1;
+    m->info.distributed_optimizer = form != MG_DIST_PLAIN;
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* torch_dist optimizer state, inside: the distributed optimizer's grad buffer layout of a
+ * pipeline stage of the model at some TP/PP/VPP/DP (megatron_dist_optim.c), shared by the
+ * dp_reshardable reader and writer. */
+#ifndef CKPT_FORMATS_MEGATRON_DIST_OPTIM_H
+#define CKPT_FORMATS_MEGATRON_DIST_OPTIM_H
+
+#include "megatron_distopt.h"
+#include "megatron_private.h"
+
+#include <ckpt/dcp.h>
+
+#define CKPT_MEGATRON_DIST_PREFIX "optimizer.distributed."
+
+/* A parallel layout. */
+typedef struct mg_dist_sizes {
+    int tp, pp, vpp;
+    int64_t dp;           /* 0: args.data_parallel_size */
+    int64_t padded_vocab; /* vocabulary rows; 0: as the model stores them */
+} mg_dist_sizes;
+
+/* A stage's parameters in named_parameters() order (entries' indices in idx[], -1 for the
+ * last stage's copy of a tied embedding) and their grad buffer layout. */
+typedef struct mg_dist_stage {
+    mg_dopt_param *params;
+    long *idx;
+    size_t n;
+    mg_dopt_layout l;
+} mg_dist_stage;
+
+/* The layout of pipeline stage pp at sizes z, by `args` (the model's, or a target's rewritten
+ * ones: bucket size, overlap_grad_reduce, ...). Free with ckpt_megatron__dist_stage_free, also
+ * after an error. */
+int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, const mg_dist_sizes *z, int pp,
+                              mg_dist_stage *s);
+void ckpt_megatron__dist_stage_free(mg_dist_stage *s);
+
+/* The dp_reshardable key of a bucket's state `moment` (param, exp_avg, exp_avg_sq) for
+ * model-parallel rank `group` (tp + TP * pp), into out. */
+int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, const char *moment,
+                                   ckpt_buf *out);
+/* DistributedOptimizer.state_dict() for the target, {'param_groups': [... each with 'step']},
+ * from the source's form, and the source's grad scaler state (NULL if none); tensors in them
+ * go to plan file `file` (megatron_dist_optim_write.c). */
+int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
+                                 const ckpt_value **scaler);
+/* The dp_reshardable state of target t: bucket tensors and saved objects per target rank, in
+ * d (megatron_dist_optim_dp.c). Param groups holding tensors are refused (file: see above). */
+int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                                 ckpt_plan *plan, size_t file, ckpt_dcp_out *d);
+/* "torch.float32" etc., or NULL. */
+const char *ckpt_megatron__torch_dtype(ckpt_dtype d);
+
+#endif

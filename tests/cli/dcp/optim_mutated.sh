@@ -1,0 +1,24 @@
+# Distributed-optimizer state whose files do not match what its args say is refused (exit 1),
+# naming the file, the key or bucket and the numbers: a dp_reshardable bucket missing from
+# .metadata; per-bucket numel objects that disagree with the layout args give (DP changed);
+# a fully_reshardable save of a buffer of several buckets (megatron-core's padded-offset
+# slicing before Megatron-LM PR #5077); an unknown --optim-format.
+src="$TESTDATA/megatron/dist_tp2_optim"
+ckptconv reshard -q "$src" dp --tp 2 --to torch_dist --optim-format dp_reshardable
+cp -r dp nobucket
+python3 - nobucket/iter_0000010/.metadata <<'PY'
+import sys
+p = sys.argv[1]
+b = open(p, 'rb').read()
+old = b'dp_group_idx_1.gbuf_idx_0.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg_sq'
+assert old in b
+open(p, 'wb').write(b.replace(old, old[:-2] + b'xx'))
+PY
+ckptconv reshard -q nobucket out1 --tp 1 --to torch_dist 2>&1 || echo "exit $?"
+cp -r dp dp3
+python3 "$CLI_DIR/set_args.py" dp3/iter_0000010/common.pt data_parallel_size=3
+ckptconv reshard -q dp3 out2 --tp 1 --to torch_dist 2>&1 || echo "exit $?"
+ckptconv reshard -q "$src" fully --tp 1 --to torch_dist --optim-format fully_reshardable
+python3 "$CLI_DIR/set_args.py" fully/iter_0000010/common.pt overlap_grad_reduce=True ddp_bucket_size=10000
+ckptconv reshard -q fully out3 --tp 1 --to torch_dist 2>&1 || echo "exit $?"
+ckptconv reshard -q "$src" out4 --tp 1 --to torch_dist --optim-format dp 2>&1 || echo "exit $?"
