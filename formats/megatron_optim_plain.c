@@ -12,6 +12,7 @@
  * state_dict) saves the same param groups without 'params' and with the common 'step' added
  * last, and no state: that is where a distributed source's step count comes from. An fp32
  * model's master copy is the weight itself. */
+#include "megatron_dist_optim.h"
 #include "megatron_distopt.h"
 #include "megatron_private.h"
 
@@ -285,6 +286,40 @@ static int plain_groups(plain_out *o, const ckpt_ckpt *src, const ckpt_value *gr
     return rc;
 }
 
+/* The plain form for the target rank from the source's param groups (of src: a state dict's,
+ * or the distributed optimizer's), its grad scaler (NULL: none) and its step. */
+static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, const ckpt_value *scaler,
+                      double step, const mg_param_out *params, size_t n_params, ckpt_value **out)
+{
+    ckpt_arena *a = o->a;
+    int half = ckpt_megatron__arg_int(o->m->args, "bf16", 0) || ckpt_megatron__arg_int(o->m->args, "fp16", 0);
+    ckpt_value *state = ckpt_value_new(a, CKPT_VAL_DICT), *groups_out = ckpt_value_new(a, CKPT_VAL_LIST);
+    ckpt_value *masters = half ? ckpt_value_new(a, CKPT_VAL_LIST) : NULL, *sd = ckpt_value_new(a, CKPT_VAL_DICT);
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *copy;
+    int rc = state && groups_out && sd && wrap && (!half || masters) ? 0 : CKPT_ENOMEM;
+
+    *out = NULL;
+    if (rc == 0)
+        rc = ckpt_node_full(o->m->g, CKPT_DTYPE_F32, 0, NULL, step, &o->step);
+    if (rc == 0)
+        rc = plain_groups(o, src, groups, params, n_params, state, groups_out, masters);
+    if (rc == 0 && (rc = ckpt_value_dict_set(a, sd, new_str(a, "state"), state)) == 0)
+        rc = ckpt_value_dict_set(a, sd, new_str(a, "param_groups"), groups_out);
+    if (rc < 0 || !half) {
+        *out = rc == 0 ? sd : NULL;
+        return rc;
+    }
+    if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), sd)) < 0)
+        return rc;
+    if (scaler && ((rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, scaler, &copy)) < 0 ||
+                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
+        return rc;
+    if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "fp32_from_fp16_params"), masters)) < 0)
+        return rc;
+    *out = wrap;
+    return 0;
+}
+
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
                                    const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out)
@@ -292,46 +327,54 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
     plain_out o = { m, plan, file, arena, t, padded_vocab, tp, NULL };
     const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
     const ckpt_value *sd = opt, *scaler = NULL;
-    int half = ckpt_megatron__arg_int(m->args, "bf16", 0) || ckpt_megatron__arg_int(m->args, "fp16", 0);
-    ckpt_value *state = ckpt_value_new(arena, CKPT_VAL_DICT), *groups = ckpt_value_new(arena, CKPT_VAL_LIST);
-    ckpt_value *masters = half ? ckpt_value_new(arena, CKPT_VAL_LIST) : NULL, *sd_out = NULL, *wrap = NULL;
     double step;
-    int rc = state && groups && (!half || masters) ? 0 : CKPT_ENOMEM;
+    int rc;
 
     *out = NULL;
-    if (rc == 0 && opt && opt->kind == CKPT_VAL_DICT && !ckpt_value_dict_get(opt, "param_groups")) {
+    if (opt && opt->kind == CKPT_VAL_DICT && !ckpt_value_dict_get(opt, "param_groups")) {
         sd = ckpt_value_dict_get(opt, "optimizer");
         scaler = ckpt_value_dict_get(opt, "grad_scaler");
     }
-    if (rc == 0 && (!sd || sd->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(sd, "param_groups")))
-        rc = ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
-    if (rc == 0 && (rc = ckpt_megatron__optim_step(m, &step)) == 0)
-        rc = ckpt_node_full(m->g, CKPT_DTYPE_F32, 0, NULL, step, &o.step);
-    if (rc == 0)
-        rc = plain_groups(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), params, n_params, state, groups,
-                          masters);
-    if (rc == 0 && !(sd_out = ckpt_value_new(arena, CKPT_VAL_DICT)))
+    if (!sd || sd->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(sd, "param_groups"))
+        return ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
+    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0)
+        return rc;
+    return plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, out);
+}
+
+int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_param_out *params,
+                                       size_t n_params, int tp, const ckpt_megatron_target *t, int64_t padded_vocab,
+                                       ckpt_value *root)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    plain_out o = { m, plan, file, a, t, padded_vocab, tp, NULL };
+    const ckpt_value *scaler, *common, *sched;
+    const ckpt_ckpt *ck;
+    ckpt_value *sd, *opt = NULL, *copy;
+    double step;
+    int rc;
+
+    ckpt_megatron__dist_source(m, &ck, &common);
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+        return rc;
+    if (number_of(ckpt_value_dict_get(ckpt_megatron__seq_at(ckpt_value_dict_get(sd, "param_groups"), 0), "step"),
+                  &step) < 0)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: no step count in its param groups",
+                               m->dist);
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN) {
+        rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, &opt);
+    } else if (!(opt = ckpt_value_new(a, CKPT_VAL_DICT))) {
         rc = CKPT_ENOMEM;
-    if (rc == 0 && (rc = ckpt_value_dict_set(arena, sd_out, new_str(arena, "state"), state)) == 0)
-        rc = ckpt_value_dict_set(arena, sd_out, new_str(arena, "param_groups"), groups);
-    if (rc < 0 || !half) {
-        *out = rc == 0 ? sd_out : NULL;
-        return rc;
+    } else if ((rc = ckpt_value_dict_set(a, opt, new_str(a, "optimizer"), sd)) == 0 && scaler &&
+               (rc = ckpt_megatron__carry(plan, file, m->g, ck, scaler, &copy)) == 0) {
+        rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), copy);
     }
-    if (!(wrap = ckpt_value_new(arena, CKPT_VAL_DICT)))
-        return CKPT_ENOMEM;
-    if ((rc = ckpt_value_dict_set(arena, wrap, new_str(arena, "optimizer"), sd_out)) < 0)
-        return rc;
-    if (scaler) {
-        ckpt_value *copy;
-        if ((rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0 ||
-            (rc = ckpt_value_dict_set(arena, wrap, new_str(arena, "grad_scaler"), copy)) < 0)
-            return rc;
-    }
-    if ((rc = ckpt_value_dict_set(arena, wrap, new_str(arena, "fp32_from_fp16_params"), masters)) < 0)
-        return rc;
-    *out = wrap;
-    return 0;
+    if (rc == 0)
+        rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), opt);
+    sched = common ? ckpt_value_dict_get(common, "opt_param_scheduler") : NULL;
+    if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
+        rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
+    return rc;
 }
 
 /* Param group g of a plain template as the distributed optimizer saves it: no 'params', the

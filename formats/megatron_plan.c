@@ -371,6 +371,10 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         if (rc == 0)
             rc = ckpt_value_dict_set(c->arena, root, (ckpt_value *)k, copy);
     }
+    /* a model built from a torch_dist checkpoint: its optimizer is not in the template */
+    if (rc == 0 && c->m->dist && c->m->moments && c->t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        rc = ckpt_megatron__optimizer_from_dist(c->m, c->plan, c->file, params, n_params, tp, c->t, c->padded_vocab,
+                                                root);
     if (rc == 0)
         rc = ckpt_plan_set_root(c->plan, c->file, root);
     if (rc == 0 && distributed_target(c)) {
@@ -436,11 +440,11 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
                                "data-parallel size %d, bucket size %lld: out of range", t->dp,
                                (long long)t->ddp_bucket_size);
-    if (m->dist && m->info.has_optimizer && t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
+    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the optimizer state of a torch_dist checkpoint (optimizer.state.* keys) is not "
-                               "carried to another format yet; --no-optimizer writes a model-only checkpoint (load "
-                               "it with --finetune or --no-load-optim)",
+                               "%s: the legacy layout keeps a torch_dist checkpoint's optimizer state as the kind "
+                               "of optimizer you name: --to-optimizer plain or distributed (or --no-optimizer for "
+                               "a model-only checkpoint)",
                                m->dist);
     /* the per-parameter form, tied output layer copies included, before the copies are made */
     if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)

@@ -225,6 +225,12 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
  * plain source's template rank `tmpl`. */
 int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
                                          ckpt_value **out);
+/* A torch_dist source's optimizer in a legacy target rank file `root` (t->optimizer plain or
+ * distributed: the `optimizer` entry either kind saves, from the source's param groups and
+ * step), and the source's `opt_param_scheduler`. */
+int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_param_out *params,
+                                       size_t n_params, int tp, const ckpt_megatron_target *t, int64_t padded_vocab,
+                                       ckpt_value *root);
 /* Every parameter entry's moment[] filled from whatever form the source holds (m->moments). */
 int ckpt_megatron__moments(ckpt_megatron *m);
 
