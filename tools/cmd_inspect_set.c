@@ -94,7 +94,7 @@ static void print_ranges(const logical *l)
     if (!l->n_ranges)
         return;
     if (l->ranges[0].distributed) {
-        printf("\noptimizer state (distributed optimizer, distrib_optim.pt): %zu parameter ranges\n\n", l->n_ranges);
+        printf("\noptimizer state (distributed optimizer's grad buffers): %zu parameter ranges\n\n", l->n_ranges);
         printf("%-56s %3s %3s %5s %4s %-18s %6s %9s %9s %9s\n", "name", "tp", "pp", "chunk", "gbuf", "dtypes",
                "bucket", "start", "end", "flat");
     } else {

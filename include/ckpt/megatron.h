@@ -163,10 +163,12 @@ typedef struct ckpt_megatron_optim_range {
     size_t group;
 } ckpt_megatron_optim_range;
 
-/* Every parameter's place in the optimizer files, rank by rank (TP fastest, then PP), in each
- * rank's order (the buffer layout's, or the state dict's). *out is freed with free(). 0 with
- * *n 0 for a checkpoint without optimizer state; CKPT_EUNSUPPORTED for a torch_dist one, and
- * the layout's errors for files megatron-core could not have written. */
+/* Every parameter's place in the optimizer files, rank by rank (TP fastest, then PP; a
+ * torch_dist dp_reshardable checkpoint: the ranks of the layout its args name), each rank's
+ * parameters in named_parameters() order (the distributed optimizer's), or state-dict order.
+ * *out is freed with free(). 0 with *n 0 for a checkpoint without optimizer state;
+ * CKPT_EUNSUPPORTED for torch_dist's per-parameter forms (nothing to place), and the
+ * layout's errors for files megatron-core could not have written. */
 CKPT_EXTERN(int) ckpt_megatron_optimizer_ranges(const ckpt_megatron *m, ckpt_megatron_optim_range **out, size_t *n);
 
 /* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
