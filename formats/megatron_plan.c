@@ -442,9 +442,9 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
                                (long long)t->ddp_bucket_size);
     if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the legacy layout keeps a torch_dist checkpoint's optimizer state as the kind "
-                               "of optimizer you name: --to-optimizer plain or distributed (or --no-optimizer for "
-                               "a model-only checkpoint)",
+                               "%s: the legacy layout takes a torch_dist checkpoint's optimizer state "
+                               "(optimizer.state.* keys) as the kind of optimizer named: --to-optimizer plain or "
+                               "distributed (--no-optimizer writes a model-only checkpoint)",
                                m->dist);
     /* the per-parameter form, tied output layer copies included, before the copies are made */
     if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
