@@ -126,6 +126,31 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
     return key && v ? ckpt_value_dict_set(a, dict, key, v) : CKPT_ENOMEM;
 }
 
+/* The data-parallel settings a distributed optimizer's buffers are laid out by, which its
+ * reader takes from args: the DP (and the world it implies) and the buckets. */
+static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
+{
+    ckpt_arena *a = c->arena;
+    int64_t bucket = c->t->ddp_bucket_size;
+    int rc = 0;
+
+    if (c->t->dp > 0) {
+        int64_t world = (int64_t)c->t->tp * c->t->pp * c->t->dp * ckpt_megatron__arg_int(d, "context_parallel_size", 1);
+        if ((rc = set_attr(a, d, "data_parallel_size", ckpt_value_new_int(a, c->t->dp))) == 0 &&
+            ckpt_value_dict_get(d, "world_size"))
+            rc = set_attr(a, d, "world_size", ckpt_value_new_int(a, world));
+    }
+    if (rc < 0 || !bucket)
+        return rc;
+    if ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, bucket > 0))) < 0 || bucket < 0)
+        return rc;
+    /* Megatron takes either a bucket size or a number of buckets */
+    if ((rc = set_attr(a, d, "ddp_bucket_size", ckpt_value_new_int(a, bucket))) == 0 &&
+        ckpt_value_dict_get(d, "ddp_num_buckets"))
+        rc = set_attr(a, d, "ddp_num_buckets", ckpt_value_new(a, CKPT_VAL_NONE));
+    return rc;
+}
+
 static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
 {
     ckpt_arena *a = c->arena;
@@ -153,21 +178,7 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
         (rc = set_attr(a, d, "use_distributed_optimizer",
                        ckpt_value_new_bool(a, c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED))) < 0)
         return rc;
-    /* the DP a distributed optimizer's buffers are laid out for, which its reader takes from
-     * here; the world it implies */
-    if (c->t->dp > 0 && ((rc = set_attr(a, d, "data_parallel_size", ckpt_value_new_int(a, c->t->dp))) < 0 ||
-                         (ckpt_value_dict_get(d, "world_size") &&
-                          (rc = set_attr(a, d, "world_size",
-                                         ckpt_value_new_int(a, (int64_t)c->t->tp * c->t->pp * c->t->dp *
-                                                                   ckpt_megatron__arg_int(d, "context_parallel_size",
-                                                                                          1)))) < 0)))
-        return rc;
-    if (c->t->ddp_bucket_size &&
-        ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, c->t->ddp_bucket_size > 0))) < 0 ||
-         (c->t->ddp_bucket_size > 0 &&
-          ((rc = set_attr(a, d, "ddp_bucket_size", ckpt_value_new_int(a, c->t->ddp_bucket_size))) < 0 ||
-           (ckpt_value_dict_get(d, "ddp_num_buckets") &&
-            (rc = set_attr(a, d, "ddp_num_buckets", ckpt_value_new(a, CKPT_VAL_NONE))) < 0)))))
+    if ((rc = rewrite_ddp_args(c, d)) < 0)
         return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
      * embedding stage); kept consistent with it here */

@@ -438,9 +438,10 @@ def init_states_for_dist_load(optimizer):
 
 def install_fully_reshardable_step_fix():
     """megatron-core 0.16.1 without TransformerEngine or apex: load_parameter_state_from_fully_
-    reshardable leaves out "step" ("Handle torch Adam 'step' state separately": load_state_dict
-    has already set it from param_groups), but _set_main_param_and_optimizer_states copies every
-    key of the torch Adam state, "step" included (KeyError). Keep the step already set."""
+    reshardable (and _from_dp_zero, the legacy load) leave out "step" ("Handle torch Adam 'step'
+    state separately": load_state_dict has already set it from param_groups), but
+    _set_main_param_and_optimizer_states copies every key of the torch Adam state, "step"
+    included (KeyError). Keep the step already set."""
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     orig = DistributedOptimizer._set_main_param_and_optimizer_states
@@ -617,6 +618,37 @@ def check_fully_vs_legacy(src, ranks, c):
     return {"compared": checked, "differ": bad}
 
 
+def full_states(root, ranks, c):
+    """{global parameter name: {param, exp_avg, exp_avg_sq}} of a legacy checkpoint, TP-merged
+    (gen_megatron.tp_merge), read from distrib_optim.pt with the dumped layout of its ranks."""
+    import gen_megatron
+
+    import distopt_hashes as dh
+    parts = {}
+    for r in ranks:
+        if r["dp"] != 0:
+            continue
+        sub = f"mp_rank_{r['tp']:02d}" + (f"_{r['pp']:03d}" if c["pp"] > 1 else "")
+        legacy = dh.load(os.path.join(root, f"iter_{ITERS:07d}", sub, "distrib_optim.pt"))
+        for b in r["buffers"]:
+            world = next(iter(legacy[b["gbuf_index"]].values()))
+            shift, lead = {}, 0
+            for k in b["buckets"]:
+                shift[k["index"]] = k["start"] - lead
+                lead += k["numel_unpadded"]
+            for p in b["params"]:
+                lo = p["start"] - shift[p["bucket"]]
+                n = p["end"] - p["start"]
+                for st in ("param", "exp_avg", "exp_avg_sq"):
+                    t = world[st][lo:lo + n].reshape(p["shape"])
+                    parts.setdefault((p["global_name"], st), {})[r["tp"]] = t
+    out = {}
+    for (name, st), by_tp in parts.items():
+        out.setdefault(name, {})[st] = gen_megatron.tp_merge(
+            name, [by_tp[t] for t in sorted(by_tp)], True)
+    return out
+
+
 def cmd_describe(opts):
     import megatron.core
 
@@ -688,6 +720,20 @@ def cmd_oracle(opts):
                "master_sha256_per_rank": [x["master_sha256"] for x in ranks]}
         if target == source:
             rec["equals_source_legacy"] = same_tensors(d + "/.", os.path.join(opts.work, source, "legacy"))
+        # the optimizer state Megatron resharded, merged to full tensors, against the source's
+        # legacy save merged the same way
+        src_ranks = []
+        while os.path.exists(os.path.join(opts.work, f"{source}.layout.rank{len(src_ranks)}.json")):
+            src_ranks.append(json.load(open(os.path.join(
+                opts.work, f"{source}.layout.rank{len(src_ranks)}.json"))))
+        fa = full_states(d, ranks, c)
+        fb = full_states(os.path.join(opts.work, source, "legacy"), src_ranks, src)
+        common = sorted(set(fa) & set(fb))
+        rec["full_state_vs_source_legacy"] = {
+            "compared": len(common),
+            "only_in_target": sorted(set(fa) - set(fb)), "only_in_source": sorted(set(fb) - set(fa)),
+            "differ": [f"{n}/{st}" for n in common for st in ("param", "exp_avg", "exp_avg_sq")
+                       if not torch.equal(fa[n][st], fb[n][st])]}
         rec.update(dh.describe_dir(d))
         pairs.append(rec)
     out = {

@@ -25,7 +25,7 @@ hf_py() { "$VENV_PYTHON" "$INTEROP_DIR/hf_llama_check.py" "$@"; }
 # layout NAME: "--tp N --pp M --vpp K" of a fixture
 layout() {
     case "$1" in
-        tp1 | tp1_optim) echo "--tp 1 --pp 1 --vpp 1" ;;
+        tp1) echo "--tp 1 --pp 1 --vpp 1" ;;
         tp2 | tp2_optim | tp2_bf16 | gpt2style_tp2) echo "--tp 2 --pp 1 --vpp 1" ;;
         pp2) echo "--tp 1 --pp 2 --vpp 1" ;;
         tp2pp2 | tp2pp2_bf16_optim) echo "--tp 2 --pp 2 --vpp 1" ;;
@@ -64,12 +64,13 @@ for to in tp1 tp2 tp2pp2; do
 done
 
 # Optimizer state: moments and masters resharded with their parameters.
-case_run "reshard tp1_optim -> tp2" reshard tp1_optim tp2 "$OUT/optim-tp2"
-queue mcore "tp1_optim -> tp2 equals megatron-core's tp2_optim, optimizer included" \
+# (megatron-core's TP1 twin of tp2_optim, whose exact TP slices tp2_optim holds, is checked when
+# the fixtures are generated and no longer committed: README_megatron.md)
+case_run "reshard tp2_optim -> tp1 -> tp2" \
+    sh -c "'$CKPTCONV' reshard '$MT/tp2_optim' '$OUT/optim-tp1' --tp 1 --pp 1 -q &&
+           '$CKPTCONV' reshard '$OUT/optim-tp1' '$OUT/optim-tp2' --tp 2 --pp 1 -q"
+queue mcore "tp2_optim -> tp1 -> tp2 equals megatron-core's tp2_optim, optimizer included" \
     same "$OUT/optim-tp2" "$MT/tp2_optim" optim
-case_run "reshard tp2_optim -> tp1" reshard tp2_optim tp1 "$OUT/optim-tp1"
-queue mcore "tp2_optim -> tp1 equals megatron-core's tp1_optim, optimizer included" \
-    same "$OUT/optim-tp1" "$MT/tp1_optim" optim
 case_run "reshard tp2_optim -> TP2 PP2 -> TP2" \
     sh -c "'$CKPTCONV' reshard '$MT/tp2_optim' '$OUT/rt1a' --tp 2 --pp 2 -q &&
            '$CKPTCONV' reshard '$OUT/rt1a' '$OUT/rt1' --tp 2 --pp 1 -q"
@@ -111,7 +112,7 @@ queue mcore "a naive dim-0 chunk of linear_fc1 is not megatron-core's TP2 shard;
 
 # Megatron's args and the model-only mode.
 case_run "--no-optimizer leaves out optimizer and scheduler" sh -c "
-    '$CKPTCONV' reshard '$MT/tp1_optim' '$OUT/noopt' --tp 2 --no-optimizer -q &&
+    '$CKPTCONV' reshard '$MT/tp2_optim' '$OUT/noopt' --tp 2 --no-optimizer -q &&
     '$TORCH_PYTHON' -c \"
 import sys; sys.path.insert(0, '$INTEROP_DIR')
 import mcore_check as m
@@ -133,8 +134,8 @@ assert not [k for k in d if k.endswith('._extra_state')]\""
 mkdir -p "$OUT/empty"
 cp -r "$MT/tp1" "$WORK/distrib"
 touch "$WORK/distrib/iter_0000010/mp_rank_00/distrib_optim.pt"
-case_run "a distributed optimizer is refused, naming --no-optimizer" \
-    expect_refusal "$OUT/empty" "$WORK/err1" "distrib_optim.pt" "--no-optimizer" -- \
+case_run "a distrib_optim.pt that is not one is refused, naming it" \
+    expect_refusal "$OUT/empty" "$WORK/err1" "mp_rank_00/distrib_optim.pt" "unrecognized checkpoint format" -- \
     "$CKPTCONV" reshard "$WORK/distrib" "$OUT/empty/x" --tp 2
 case_run "layers that do not split over the stages are refused" \
     expect_refusal "$OUT/empty" "$WORK/err2" "4 layers do not split evenly over 3 pipeline stages" -- \

@@ -9,6 +9,7 @@
 
 #include "../../formats/megatron_distopt.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,21 +95,32 @@ static int masters_are_weights(ckpt_megatron *m, size_t *checked)
     return 0;
 }
 
+/* Every fixture's legacy save (fp32 and bf16, TP, PP, buckets, tied embeddings, VPP). */
 CKPT_TEST(test_distopt_read_masters_are_the_weights)
 {
-    static const char *const fixtures[] = { "a_tp1pp1dp1", "a_tp2pp1dp2_buckets" };
-    size_t f, checked;
+    DIR *d = opendir(ckpt_test_data("megatron/distopt"));
+    struct dirent *de;
+    size_t checked;
+    int fixtures = 0;
 
-    for (f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
-        char rel[128];
+    ASSERT_TRUE(d != NULL);
+    while ((de = readdir(d)) != NULL) {
+        char rel[320];
         opened o;
-        snprintf(rel, sizeof rel, "megatron/distopt/%s/legacy", fixtures[f]);
-        ASSERT_OK(open_ckpt(&o, ckpt_test_data(rel)));
-        ASSERT_TRUE(ckpt_megatron_info_of(o.m)->distributed_optimizer);
-        ASSERT_OK(masters_are_weights(o.m, &checked));
-        ASSERT_TRUE(checked >= 10);
+        if (de->d_name[0] == '.' || strchr(de->d_name, '.'))
+            continue;
+        snprintf(rel, sizeof rel, "megatron/distopt/%s/legacy", de->d_name);
+        if (open_ckpt(&o, ckpt_test_data(rel)) < 0 || !ckpt_megatron_info_of(o.m)->distributed_optimizer ||
+            masters_are_weights(o.m, &checked) < 0 || checked < 10) {
+            ckpt_test_fail(__FILE__, __LINE__, "%s: %s", rel, ckpt_error_last()->message);
+            close_ckpt(&o);
+            break;
+        }
         close_ckpt(&o);
+        fixtures++;
     }
+    closedir(d);
+    ASSERT_TRUE(fixtures >= 2);
 }
 
 /* Written at other layouts (TP, PP, DP, buckets) and read back: masters are still the

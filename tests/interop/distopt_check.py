@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""One pair of testdata/megatron/distopt/oracle.json against ckptconv.
+
+    distopt_check.py CKPTCONV TESTDATA INDEX WORKDIR
+
+Pair INDEX of oracle.json is Megatron's own reshard of a fixture X (megatron-core built at
+layout Y, load_checkpoint of X's fully_reshardable save, save_checkpoint --ckpt-format torch),
+described per file by testdata/gen/distopt_hashes.py (the sha256 of every tensor, the
+non-tensor values a reshard carries). Here ckptconv reshards X's legacy save to Y (TP, PP,
+VPP, DP and the target's buckets) and the same description of its output must equal the
+oracle's: every tensor bit for bit (model, fp32 masters, both Adam moments), numel_unpadded,
+buckets_coalesced, the optimizer's param groups and step, the scheduler, the iteration."""
+import json
+import os
+import subprocess
+import sys
+
+
+def main():
+    ckptconv, testdata, index, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    sys.path.insert(0, os.path.join(testdata, "gen"))
+    import distopt_hashes as dh
+
+    with open(os.path.join(testdata, "megatron", "distopt", "oracle.json")) as f:
+        pair = json.load(f)["pairs"][index]
+    source = pair["source"]
+    if source.endswith("/fully_reshardable"):
+        source = source[: -len("fully_reshardable")] + "legacy"
+    y = pair["target_layout"]
+    bucket = pair.get("target_ddp_bucket_size")
+    out = os.path.join(work, f"pair{index}")
+    cmd = [ckptconv, "reshard", os.path.join(testdata, source), out, "-q",
+           "--tp", str(y["tp"]), "--pp", str(y["pp"]), "--vpp", str(pair.get("target_vpp") or 1),
+           "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none"]
+    print(" ".join(cmd[1:]))
+    subprocess.run(cmd, check=True)
+    ours = dh.describe_dir(out)
+    bad = []
+    if sorted(ours["files"]) != sorted(pair["files"]):
+        bad.append(f"files: ours {sorted(ours['files'])}, Megatron's {sorted(pair['files'])}")
+    for rel, want in sorted(pair["files"].items()):
+        got = ours["files"].get(rel)
+        if got is None:
+            continue
+        for key, rec in sorted(want["tensors"].items()):
+            if got["tensors"].get(key) != rec:
+                bad.append(f"{rel}: tensor {key}: ours {got['tensors'].get(key)}, Megatron's {rec}")
+        for key in sorted(set(got["tensors"]) - set(want["tensors"])):
+            bad.append(f"{rel}: tensor {key} only ours")
+        for key, val in sorted(want["values"].items()):
+            if got["values"].get(key) != val:
+                bad.append(f"{rel}: {key}: ours {got['values'].get(key)!r}, Megatron's {val!r}")
+    for line in bad[:40]:
+        print(line)
+    n = sum(len(f["tensors"]) for f in pair["files"].values())
+    print(f"{pair['source']} -> {pair['target']}: {n} tensors, {len(bad)} differences")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
