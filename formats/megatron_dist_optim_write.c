@@ -173,8 +173,7 @@ static const ckpt_ckpt *source_ck(const ckpt_megatron *m)
 }
 
 /* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
- * beside its sharding type; dp_reshardable the sharding type only; legacy (form NONE)
- * model_optim_rng.pt the state dict only. */
+ * beside its sharding type; dp_reshardable the sharding type only. */
 static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
@@ -193,8 +192,6 @@ static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_
                        (rc = ckpt_value_dict_set(a, *out, new_str(a, "grad_scaler"), copy)) < 0))
             return rc;
     }
-    if (form == MG_DIST_NONE)
-        return 0;
     return ckpt_value_dict_set(a, *out, new_str(a, "param_state_sharding_type"),
                                new_str(a, form == MG_DIST_FULLY ? "fully_reshardable" : "dp_reshardable")) < 0
                ? CKPT_ENOMEM
@@ -242,25 +239,6 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
     if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
     return rc;
-}
-
-int ckpt_megatron__dist_legacy_common(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value *root)
-{
-    ckpt_arena *a = ckpt_plan_arena(plan);
-    const ckpt_ckpt *ck;
-    const ckpt_value *src, *sched;
-    ckpt_value *copy;
-    int rc;
-
-    ckpt_megatron__dist_source(m, &ck, &src);
-    sched = src ? ckpt_value_dict_get(src, "opt_param_scheduler") : NULL;
-    if ((rc = distributed_common(m, MG_DIST_NONE, plan, file, &copy)) < 0 ||
-        (rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), copy)) < 0)
-        return rc;
-    if (sched && ((rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) < 0 ||
-                  (rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy)) < 0))
-        return rc;
-    return 0;
 }
 
 int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root)

@@ -173,6 +173,11 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                        c->t->vpp > 1 ? ckpt_value_new_int(a, c->t->vpp) : ckpt_value_new(a, CKPT_VAL_NONE))) < 0 ||
         (rc = set_attr(a, d, "padded_vocab_size", ckpt_value_new_int(a, c->padded_vocab))) < 0)
         return rc;
+    /* Megatron builds the kind of optimizer args name, and loads only the state it saves */
+    if ((c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED) &&
+        (rc = set_attr(a, d, "use_distributed_optimizer",
+                       ckpt_value_new_bool(a, c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED))) < 0)
+        return rc;
     if ((rc = rewrite_ddp_args(c, d)) < 0)
         return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
@@ -313,11 +318,13 @@ static int dist_distributed(const ckpt_megatron *m)
     return m->dist && m->moments && (m->dist_form == MG_DIST_FULLY || m->dist_form == MG_DIST_DP);
 }
 
-/* The source's distributed optimizer state kept: distrib_optim.pt beside each rank file. */
+/* The distributed optimizer's state written (the source's kept, or asked for): distrib_optim.pt
+ * beside each rank file. */
 static int distributed_target(const target_ctx *c)
 {
-    return c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP &&
-           ((c->m->info.distributed_optimizer && !c->m->dist) || dist_distributed(c->m));
+    return (c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP &&
+            ((c->m->info.distributed_optimizer && !c->m->dist) || dist_distributed(c->m))) ||
+           c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED;
 }
 
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
@@ -359,16 +366,19 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
                 if ((rc = build_chunk(c, tp, pp, vp, ep, name, cls, &copy, &params, &n_params)) == 0)
                     rc = set_attr(c->arena, root, name, copy);
             }
-            if (rc == 0 && c->t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && dist_distributed(c->m))
-                rc = ckpt_megatron__dist_legacy_common(c->m, c->plan, c->file, root);
             continue;
         } else if (strcmp(key, "optimizer") == 0 || strcmp(key, "opt_param_scheduler") == 0) {
             if (c->t->optimizer == CKPT_MEGATRON_OPTIM_DROP || v->kind == CKPT_VAL_NONE)
                 continue;
+            if (strcmp(key, "optimizer") == 0 && c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
+                rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
+                                                    c->t, c->padded_vocab, &copy);
             /* the distributed optimizer's holds no parameter state: hyper-parameters and
              * steps per group, the grad scaler */
-            if (strcmp(key, "optimizer") == 0 && distributed_target(c))
+            else if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
                 rc = carry(c, tmpl->ck, v, &copy);
+            else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
+                rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)
                 rc = ckpt_megatron__optimizer(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp, c->t,
                                               c->padded_vocab, &copy);
@@ -380,6 +390,10 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         if (rc == 0)
             rc = ckpt_value_dict_set(c->arena, root, (ckpt_value *)k, copy);
     }
+    /* a model built from a torch_dist checkpoint: its optimizer is not in the template */
+    if (rc == 0 && c->m->dist && c->m->moments && c->t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        rc = ckpt_megatron__optimizer_from_dist(c->m, c->plan, c->file, params, n_params, tp, c->t, c->padded_vocab,
+                                                root);
     if (rc == 0)
         rc = ckpt_plan_set_root(c->plan, c->file, root);
     if (rc == 0 && distributed_target(c)) {
@@ -445,6 +459,15 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
                                "data-parallel size %d, bucket size %lld: out of range", t->dp,
                                (long long)t->ddp_bucket_size);
+    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !dist_distributed(m))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the legacy layout takes the non-distributed optimizer's state of a torch_dist "
+                               "checkpoint (optimizer.state.* keys) as the kind of optimizer named: --to-optimizer "
+                               "plain or distributed (--no-optimizer writes a model-only checkpoint)",
+                               m->dist);
+    /* the per-parameter form, tied output layer copies included, before the copies are made */
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
+        return ckpt_megatron__moments(m);
     if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer &&
         t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && ckpt_megatron__arg_int(m->args, "use_distributed_optimizer", 0))
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
@@ -462,13 +485,6 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
     if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
         (rc = ckpt_megatron__read_distopt(m)) < 0)
         return rc;
-    if (m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !dist_distributed(m))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the non-distributed optimizer's state of a torch_dist checkpoint (optimizer.state.* "
-                               "keys) is not written in the legacy format yet (--to torch_dist keeps it); "
-                               "--no-optimizer writes a model-only checkpoint (load it with --finetune or "
-                               "--no-load-optim)",
-                               m->dist);
     return 0;
 }
 

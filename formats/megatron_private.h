@@ -119,9 +119,6 @@ const char *ckpt_megatron__dist_moment_name(int form, const mg_entry *e, int k);
  * file `file`); then its `content_metadata`, as megatron-core saves it. */
 int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root);
 int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root);
-/* A legacy rank file's `optimizer` (DistributedOptimizer.state_dict()) and
- * `opt_param_scheduler` from a torch_dist source's distributed optimizer, added to root. */
-int ckpt_megatron__dist_legacy_common(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value *root);
 /* The torch_dist key of entry e ("decoder.layers.<module key>" for a layer) into out. */
 int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
@@ -161,6 +158,51 @@ int ckpt_megatron__carry(ckpt_plan *plan, size_t file, ckpt_graph *g, const ckpt
 int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
                          const mg_entry *e, const ckpt_node *full, const ckpt_node **outs);
 
+/* A source rank's non-distributed optimizer state matched to its parameters
+ * (megatron_optim_view.c): per parameter of its model chunks, in state-dict order, its key,
+ * chunk, state index, param group and place in the group. */
+typedef struct mg_optim_view {
+    const ckpt_ckpt *ck;
+    const ckpt_value *sd;      /* {state, param_groups} */
+    const ckpt_value *masters; /* fp32_from_fp16_params: a list per group, or NULL */
+    size_t n;
+    const char **keys;
+    int *vp;
+    int64_t *index;
+    size_t *group, *pos;
+} mg_optim_view;
+
+int ckpt_megatron__optim_view_open(const ckpt_megatron *m, const mg_rank *r, mg_optim_view *v);
+void ckpt_megatron__optim_view_free(mg_optim_view *v);
+
+/* The views of every source rank, opened on first use. */
+typedef struct mg_optim_views {
+    const ckpt_megatron *m;
+    mg_optim_view *views; /* [ep][pp][tp] like the ranks */
+    int *opened;
+    size_t n;
+} mg_optim_views;
+
+int ckpt_megatron__optim_views_init(mg_optim_views *c, const ckpt_megatron *m);
+void ckpt_megatron__optim_views_dispose(mg_optim_views *c);
+/* The state of entry e on source TP rank tp: its state dict entry (NULL when it has none)
+ * and its master copy (NULL without fp32_from_fp16_params). */
+int ckpt_megatron__optim_state(mg_optim_views *c, const mg_entry *e, int tp, const mg_optim_view **view,
+                               const ckpt_value **entry, const ckpt_value **master);
+/* {state, param_groups} in `opt`, bare or in the fp16 wrapper (then *masters is its
+ * fp32_from_fp16_params, if any). */
+int ckpt_megatron__find_state_dict(const ckpt_ckpt *ck, const ckpt_value *opt, const ckpt_value **sd,
+                                   const ckpt_value **masters);
+/* Megatron's weight-decay split: whether a parameter goes to the no-weight-decay group, and
+ * per group (n of `groups`) 2 (the only group), 1 (no weight decay), 0 (weight decay) or -1
+ * (neither, or a second group of a kind). */
+int ckpt_megatron__no_weight_decay(const char *key, int ndim);
+void ckpt_megatron__group_flags(const ckpt_value *groups, int *flags);
+int ckpt_megatron__optim_unsupported(const ckpt_ckpt *ck, const char *why);
+const ckpt_value *ckpt_megatron__int_key_get(const ckpt_value *dict, int64_t key);
+const ckpt_value *ckpt_megatron__seq_at(const ckpt_value *v, size_t i);
+size_t ckpt_megatron__seq_len(const ckpt_value *v);
+
 /* The `optimizer` entry of a target rank file (megatron_optim.c): the template's structure,
  * hyper-parameters and step counts, with each parameter's state (Adam moments, fp32 master
  * copies) merged from the source ranks and split for this rank, in the order of `params`
@@ -168,5 +210,28 @@ int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, 
 int ckpt_megatron__optimizer(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
                              const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
                              const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
+
+/* The per-parameter form of the non-distributed optimizer (megatron_optim_plain.c): the
+ * moments of every parameter entry read from the rank files' `optimizer`; the common step
+ * count of the source's optimizer, plain or distributed; the `optimizer` entry of a target
+ * rank file as the non-distributed optimizer saves it, from the moments. */
+int ckpt_megatron__read_plain_moments(ckpt_megatron *m);
+int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
+int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
+                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                                   const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
+/* The `optimizer` entry of a target rank file as the distributed optimizer saves it (its
+ * param groups without 'params', each with the common step, and the grad scaler) from a
+ * plain source's template rank `tmpl`. */
+int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                         ckpt_value **out);
+/* A torch_dist source's optimizer in a legacy target rank file `root` (t->optimizer plain or
+ * distributed: the `optimizer` entry either kind saves, from the source's param groups and
+ * step), and the source's `opt_param_scheduler`. */
+int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_param_out *params,
+                                       size_t n_params, int tp, const ckpt_megatron_target *t, int64_t padded_vocab,
+                                       ckpt_value *root);
+/* Every parameter entry's moment[] filled from whatever form the source holds (m->moments). */
+int ckpt_megatron__moments(ckpt_megatron *m);
 
 #endif

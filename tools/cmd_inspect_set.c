@@ -18,6 +18,9 @@ typedef struct logical {
     ckpt_megatron *megatron;
     size_t n;
     const char *what;             /* "PaddleNLP model", "Megatron model" */
+    ckpt_megatron_optim_range *ranges; /* a Megatron model's optimizer state, parameter by parameter */
+    size_t n_ranges;
+    char *ranges_error;           /* why they could not be listed */
 } logical;
 
 static const char *tensor_at(const logical *l, size_t i, const ckpt_node **full, ckpt_tensor_layout *layout)
@@ -48,12 +51,18 @@ static int open_logical(ckpt_set *set, logical *l)
             return rc;
         l->n = ckpt_megatron_tensor_count(l->megatron);
         l->what = "Megatron model";
+        /* a listing of what does not fit the layout rules still shows the rest */
+        if (ckpt_megatron_optimizer_ranges(l->megatron, &l->ranges, &l->n_ranges) < 0 &&
+            !(l->ranges_error = strdup(ckpt_error_last()->message)))
+            return CKPT_ENOMEM;
     }
     return 0;
 }
 
 static void close_logical(logical *l)
 {
+    free(l->ranges);
+    free(l->ranges_error);
     ckpt_paddle_model_close(l->paddle);
     ckpt_megatron_close(l->megatron);
     ckpt_plan_free(l->plan);
@@ -71,6 +80,38 @@ static void coord(char *buf, size_t cap, int v)
         snprintf(buf, cap, "-");
     else
         snprintf(buf, cap, "%d", v);
+}
+
+/* Each parameter's optimizer state, rank by rank: its range in the distributed optimizer's
+ * grad buffers, or its key and param group in the plain state dict. */
+static void print_ranges(const logical *l)
+{
+    size_t i;
+    char dtypes[48];
+
+    if (l->ranges_error)
+        printf("\noptimizer state: not listed: %s\n", l->ranges_error);
+    if (!l->n_ranges)
+        return;
+    if (l->ranges[0].distributed) {
+        printf("\noptimizer state (distributed optimizer's grad buffers): %zu parameter ranges\n\n", l->n_ranges);
+        printf("%-56s %3s %3s %5s %4s %-18s %6s %9s %9s %9s\n", "name", "tp", "pp", "chunk", "gbuf", "dtypes",
+               "bucket", "start", "end", "flat");
+    } else {
+        printf("\noptimizer state (non-distributed optimizer, model_optim_rng.pt): %zu parameters\n\n", l->n_ranges);
+        printf("%-56s %3s %3s %5s %5s %5s\n", "name", "tp", "pp", "chunk", "group", "state");
+    }
+    for (i = 0; i < l->n_ranges; i++) {
+        const ckpt_megatron_optim_range *r = &l->ranges[i];
+        if (!r->distributed) {
+            printf("%-56s %3d %3d %5d %5zu %5lld\n", r->name, r->tp, r->pp, r->chunk, r->group, (long long)r->index);
+            continue;
+        }
+        snprintf(dtypes, sizeof dtypes, "%s/%s%s", ckpt_dtype_name(r->param_dtype), ckpt_dtype_name(r->grad_dtype),
+                 r->expert ? " exp" : "");
+        printf("%-56s %3d %3d %5d %4zu %-18s %6zu %9lld %9lld %9lld\n", r->name, r->tp, r->pp, r->chunk, r->gbuf,
+               dtypes, r->bucket, (long long)r->start, (long long)r->end, (long long)r->flat);
+    }
 }
 
 static void print_text(const ckpt_set *set, const logical *l)
@@ -108,6 +149,7 @@ static void print_text(const ckpt_set *set, const logical *l)
                ckpt_shape_format(ckpt_node_shape(full), ckpt_node_ndim(full), shape, sizeof shape),
                kind_names[lay.tp], stage_names[lay.stage]);
     }
+    print_ranges(l);
 }
 
 static cJSON *int_array(const int64_t *v, int n)
@@ -118,6 +160,44 @@ static cJSON *int_array(const int64_t *v, int n)
     for (i = 0; i < n; i++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
     return a;
+}
+
+static void json_ranges(cJSON *o, const logical *l)
+{
+    cJSON *opt, *list;
+    size_t i;
+
+    if (!l->n_ranges && !l->ranges_error)
+        return;
+    opt = cJSON_AddObjectToObject(o, "optimizer");
+    if (l->ranges_error)
+        cJSON_AddStringToObject(opt, "error", l->ranges_error);
+    if (!l->n_ranges)
+        return;
+    cJSON_AddStringToObject(opt, "kind", l->ranges[0].distributed ? "distributed" : "plain");
+    list = cJSON_AddArrayToObject(opt, "params");
+    for (i = 0; i < l->n_ranges; i++) {
+        const ckpt_megatron_optim_range *r = &l->ranges[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "name", r->name);
+        cJSON_AddNumberToObject(j, "tp", r->tp);
+        cJSON_AddNumberToObject(j, "pp", r->pp);
+        cJSON_AddNumberToObject(j, "chunk", r->chunk);
+        if (r->distributed) {
+            cJSON_AddNumberToObject(j, "gbuf", (double)r->gbuf);
+            cJSON_AddStringToObject(j, "param_dtype", ckpt_dtype_name(r->param_dtype));
+            cJSON_AddStringToObject(j, "grad_dtype", ckpt_dtype_name(r->grad_dtype));
+            cJSON_AddBoolToObject(j, "expert", r->expert);
+            cJSON_AddNumberToObject(j, "bucket", (double)r->bucket);
+            cJSON_AddNumberToObject(j, "start", (double)r->start);
+            cJSON_AddNumberToObject(j, "end", (double)r->end);
+            cJSON_AddNumberToObject(j, "flat", (double)r->flat);
+        } else {
+            cJSON_AddNumberToObject(j, "group", (double)r->group);
+            cJSON_AddNumberToObject(j, "state", (double)r->index);
+        }
+        cJSON_AddItemToArray(list, j);
+    }
 }
 
 static void print_json(const ckpt_set *set, const logical *l)
@@ -163,6 +243,7 @@ static void print_json(const ckpt_set *set, const logical *l)
             cJSON_AddStringToObject(t, "stage", stage_names[lay.stage]);
             cJSON_AddItemToArray(tensors, t);
         }
+        json_ranges(o, l);
     }
     text = cJSON_Print(o);
     if (text)

@@ -15,6 +15,7 @@ typedef struct reshard_args {
     int64_t iteration, true_vocab;
     int tp_set, pp_set;
     int to_dist; /* --to torch_dist */
+    const char *optimizer_option; /* the option that set target.optimizer */
     cli_plan_args p;
 } reshard_args;
 
@@ -66,8 +67,8 @@ static void reshard_help(FILE *out)
 "fully_reshardable or dp_reshardable form, each parameter's range in the buckets taken\n"
 "from the buffer layout its args give and checked against the per-bucket numel objects)\n"
 "is read per parameter; it is written with --to torch_dist in any form, and in the\n"
-"legacy layout as distrib_optim.pt (the non-distributed optimizer's: not yet, give\n"
-"--no-optimizer).\n"
+"legacy layout as distrib_optim.pt (a non-distributed optimizer's as the kind\n"
+"--to-optimizer plain|distributed names).\n"
 "\n"
 "OUT gets Megatron's layout for the new sizes: the tracker, iter_NNNNNNN/mp_rank_TT[_PPP]/\n"
 "model_optim_rng.pt, `iteration` and `checkpoint_version` kept, `args` rewritten\n"
@@ -92,7 +93,13 @@ static void reshard_help(FILE *out)
 "step. Megatron itself only changes DP for this state. Not yet: the pre-2024 per-bucket\n"
 "distrib_optim.pt (load and save it once with --ckpt-convert-update-legacy-dist-opt-\n"
 "format), MoE experts' state (the chained optimizer).\n"
-"rng states stay per rank where the rank exists in both layouts; a new rank gets the\n"
+"--to-optimizer plain|distributed converts between the two kinds, since runs switch\n"
+"between them: plain writes the state as the non-distributed optimizer saves it\n"
+"(per-parameter step, exp_avg, exp_avg_sq in param-group order, fp32_from_fp16_params\n"
+"for bf16/fp16 models), distributed writes distrib_optim.pt as above (and\n"
+"model_optim_rng.pt's param groups with the common step), both from each parameter's\n"
+"fp32 master and moments, whichever kind the input used; args.use_distributed_optimizer\n"
+"is set to match.\n""rng states stay per rank where the rank exists in both layouts; a new rank gets the\n"
 "state of the source rank at its coordinates, each one past the source's sizes taken as\n"
 "0. _extra_state entries are copied from the first source rank of their stage\n"
 "(--extra-state empty writes empty uint8 tensors, TE >= 2.0's \"no FP8 state\"; drop\n"
@@ -121,6 +128,10 @@ static void reshard_help(FILE *out)
 "  --true-vocab-size V      rows that are not padding, when args do not say (Megatron)\n"
 "  --no-optimizer           write the model, args, iteration and rng state only\n"
 "                           (PaddleNLP: the model files and config.json only)\n"
+"  --to-optimizer KIND      keep (default), none, plain or distributed: the kind of optimizer\n"
+"                           whose state is written (plain: the non-distributed optimizer's,\n"
+"                           in model_optim_rng.pt; distributed: distrib_optim.pt); Megatron\n"
+"  --to-distributed-optimizer  the same as --to-optimizer distributed\n"
 "  --extra-state MODE       copy (default), empty or drop (Megatron)\n"
 "  --to FORMAT              torch (default: the legacy layout above) or torch_dist: the\n"
 "                           iteration as megatron-core's dist_checkpointing saves it\n"
@@ -158,6 +169,7 @@ static void reshard_help(FILE *out)
 "  ckptconv reshard ckpt/ ckpt-pp4-vpp2/ --tp 2 --pp 4 --vpp 2 --dry-run\n"
 "  ckptconv reshard ckpt/iter_0005000 out/ --tp 1 --pp 1 --no-optimizer\n"
 "  ckptconv reshard ckpt/ ckpt-tp4-dp2/ --tp 4 --pp 1 --dp 2   # distrib_optim.pt too\n"
+"  ckptconv reshard ckpt/ ckpt-plain/ --to-optimizer plain   # non-distributed optimizer\n"
 "  ckptconv reshard paddle-pp4/ paddle-tp2pp2/ --tp 2 --pp 2   # PaddleNLP, .pdopt too\n");
 }
 
@@ -194,11 +206,29 @@ static int read_strategy(reshard_args *a)
     return rc;
 }
 
+/* --no-optimizer, --to-optimizer KIND, --to-distributed-optimizer: one of them, once. */
+static int optimizer_option(const char *option, const char *kind, reshard_args *a)
+{
+    static const char *const kinds[] = { "keep", "none", "plain", "distributed" };
+    size_t k;
+
+    if (a->optimizer_option)
+        return cli_usage_error("reshard", "%s and %s both say what to do with the optimizer state", a->optimizer_option,
+                               option);
+    a->optimizer_option = option;
+    for (k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        if (strcmp(kind, kinds[k]) == 0) {
+            a->target.optimizer = (ckpt_megatron_optimizer)k;
+            return 0;
+        }
+    return cli_usage_error("reshard", "--to-optimizer is keep, none, plain or distributed, not '%s'", kind);
+}
+
 static int parse_args(int argc, char **argv, reshard_args *a)
 {
     enum {
-        O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_DP, O_BUCKET,
-        O_OPTIM_FORMAT
+        O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT,
+        O_DP, O_BUCKET, O_OPTIM_FORMAT
     };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
@@ -206,6 +236,8 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "iteration", required_argument, NULL, O_ITER }, { "padded-vocab-size", required_argument, NULL, O_PADDED },
         { "true-vocab-size", required_argument, NULL, O_TRUE }, { "no-optimizer", no_argument, NULL, O_NOOPT },
         { "extra-state", required_argument, NULL, O_EXTRA }, { "to", required_argument, NULL, O_TO },
+        { "to-optimizer", required_argument, NULL, O_TO_OPTIM },
+        { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT },
         { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
         { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
@@ -242,7 +274,13 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             a->target.padded_vocab_size = v;
             break;
         case O_TRUE: rc = cli_option_int("reshard", "--true-vocab-size", optarg, 1, INT_MAX, &v); a->true_vocab = v; break;
-        case O_NOOPT: a->target.optimizer = CKPT_MEGATRON_OPTIM_DROP; break;
+        case O_NOOPT:
+        case O_TO_DOPT:
+        case O_TO_OPTIM:
+            rc = optimizer_option(c == O_NOOPT ? "--no-optimizer" : c == O_TO_DOPT ? "--to-distributed-optimizer"
+                                                                                 : "--to-optimizer",
+                                  c == O_NOOPT ? "none" : c == O_TO_DOPT ? "distributed" : optarg, a);
+            break;
         case O_EXTRA:
             if (strcmp(optarg, "copy") == 0)
                 a->target.extra_state = CKPT_MEGATRON_EXTRA_COPY;
@@ -318,7 +356,13 @@ static int print_json(const reshard_args *a, const ckpt_megatron *m, const ckpt_
     cJSON_AddStringToObject(to, "format", a->to_dist ? "torch_dist" : "torch");
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
     cJSON_AddNumberToObject(o, "iteration", (double)in->iteration);
-    cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP);
+    cJSON_AddBoolToObject(o, "optimizer", in->has_optimizer && a->target.optimizer != CKPT_MEGATRON_OPTIM_DROP);
+    if (in->has_optimizer && a->target.optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        cJSON_AddStringToObject(o, "optimizer_kind",
+                                a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN         ? "plain"
+                                : a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ? "distributed"
+                                : in->distributed_optimizer                              ? "distributed"
+                                                                                         : "plain");
     cJSON_AddBoolToObject(o, "distributed_optimizer", in->distributed_optimizer);
     return cli_plan_report(o, plan, a->p.dry_run ? NULL : rep, seconds);
 }
@@ -334,6 +378,9 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
                                 : a->true_vocab                     ? "--true-vocab-size"
                                 : a->iteration >= 0                 ? "--iteration"
                                 : a->target.extra_state != CKPT_MEGATRON_EXTRA_COPY ? "--extra-state"
+                                : a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN ||
+                                          a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED
+                                    ? a->optimizer_option
                                                                     : NULL;
 
     if (megatron_only)
@@ -415,15 +462,18 @@ static int run(reshard_args *a)
         char size[32];
         cli_plan_print_dropped(plan, &a->p);
         char dp[64] = "";
-        if (info->distributed_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP)
+        if ((info->distributed_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP) ||
+            a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
             snprintf(dp, sizeof dp, " (distributed optimizer, DP %lld -> %lld)", (long long)source_dp(m),
                      (long long)target_dp(a, m));
         fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s%s, %zu files, %s%s in %.2f s\n",
                 a->out, info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp,
                 a->to_dist ? " (torch_dist)" : "", dp, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size),
-                info->has_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP ? ", optimizer state resharded"
-                                                                                        : "",
+                !info->has_optimizer || a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP ? ""
+                : a->target.optimizer == CKPT_MEGATRON_OPTIM_PLAIN ? ", optimizer state resharded (non-distributed)"
+                : a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ? ", optimizer state resharded (distributed)"
+                                                                          : ", optimizer state resharded",
                 cli_now() - start);
     }
 done:

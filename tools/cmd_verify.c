@@ -1,6 +1,7 @@
 /* ckptconv verify A [B]: run two checkpoints of one model layer by layer on the same inputs
  * and say which layer differs. */
 #include "cli.h"
+#include "verify_optim.h"
 
 #include <ckpt/verify.h>
 #include <cjson/cJSON.h>
@@ -16,6 +17,8 @@ typedef struct verify_args {
     ckpt_verify_options v;
     int64_t *layers;
     int json, quiet;
+    int optimizer;           /* --optimizer */
+    double optimizer_rtol;
 } verify_args;
 
 static void verify_help(FILE *out)
@@ -63,6 +66,11 @@ static void verify_help(FILE *out)
 "  --merge-tp               run tensor-parallel checkpoints merged instead of rank by rank\n"
 "  --tag TAG                DeepSpeed: the tag directory (default: the one `latest` names)\n"
 "  --iteration I            Megatron: the iteration (default: the tracker's)\n"
+"  --optimizer              Megatron-LM: also compare each parameter's fp32 master copy,\n"
+"                           exp_avg and exp_avg_sq by name (B needed), whatever the layout,\n"
+"                           format and optimizer (plain or distributed) of each side; exact\n"
+"                           unless --optimizer-rtol\n"
+"  --optimizer-rtol R       the optimizer state passes when |A - B| <= R |B| per element\n"
 "  --json                   one JSON object on stdout\n"
 "  --threads N, -q/--quiet, -h/--help\n"
 "\n"
@@ -73,14 +81,16 @@ static void verify_help(FILE *out)
 "  --rope-interleaved  --norm rmsnorm|layernorm  --activation swiglu|gelu|gelu_tanh|relu|silu\n"
 "  --position rope|learned|none  --qk-norm  --tied-embeddings\n"
 "\n"
-"Exit status: 0 when every layer passes, 1 when one fails (it is named) or on an error,\n"
+"Exit status: 0 when every layer (and with --optimizer every state) passes, 1 when one\n"
+"fails (it is named) or on an error,\n"
 "2 on a usage error.\n"
 "\n"
 "examples:\n"
 "  ckptconv verify llama-hf/ llama-mcore/                  # hf2mcore's output against its input\n"
 "  ckptconv verify ckpt/ ckpt-tp4/ --layers 0,31 --tokens 256\n"
 "  ckptconv verify ckpt-tp4/                               # TP ranks against their merge\n"
-"  ckptconv verify paddle_ckpt/ te_ckpt/ --json | jq '.layers[] | select(.pass | not)'\n");
+"  ckptconv verify paddle_ckpt/ te_ckpt/ --json | jq '.layers[] | select(.pass | not)'\n"
+"  ckptconv verify ckpt-distopt/ ckpt-plain-tp1/ --optimizer  # masters and moments too\n");
 }
 
 /* "all", or indices and ranges: "0,5,8-10". */
@@ -136,7 +146,7 @@ static int keyword(const char *arg, const char *const *words, int n)
 enum {
     O_LAYERS = 256, O_TOKENS, O_SEED, O_TOL, O_DEVICE, O_KEEP, O_MERGE, O_TAG, O_ITER, O_JSON, O_THREADS,
     O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_HEAD_DIM, O_FFN, O_VOCAB, O_EPS, O_THETA, O_ROTARY, O_INTERLEAVED,
-    O_NORM, O_ACT, O_POS, O_QK, O_TIED
+    O_NORM, O_ACT, O_POS, O_QK, O_TIED, O_OPTIM, O_OPTIM_RTOL
 };
 
 static const char *const norms[] = { "rmsnorm", "layernorm" };
@@ -197,6 +207,7 @@ static int parse_args(int argc, char **argv, verify_args *a)
         { "rope-interleaved", no_argument, NULL, O_INTERLEAVED }, { "norm", required_argument, NULL, O_NORM },
         { "activation", required_argument, NULL, O_ACT }, { "position", required_argument, NULL, O_POS },
         { "qk-norm", no_argument, NULL, O_QK }, { "tied-embeddings", no_argument, NULL, O_TIED },
+        { "optimizer", no_argument, NULL, O_OPTIM }, { "optimizer-rtol", required_argument, NULL, O_OPTIM_RTOL },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     char *end;
@@ -236,6 +247,14 @@ static int parse_args(int argc, char **argv, verify_args *a)
                 return cli_usage_error("verify", "--device is auto, cpu or cuda, not '%s'", optarg);
             a->v.device = (ckpt_device)k;
             break;
+        case O_OPTIM: a->optimizer = 1; break;
+        case O_OPTIM_RTOL:
+            d = strtod(optarg, &end);
+            if (!*optarg || *end || !(d >= 0) || isinf(d))
+                return cli_usage_error("verify", "--optimizer-rtol needs a number >= 0, not '%s'", optarg);
+            a->optimizer_rtol = d;
+            a->optimizer = 1;
+            break;
         case O_KEEP: a->v.keep_precision = 1; break;
         case O_MERGE: a->model.merge_tp = 1; break;
         case O_TAG: a->model.tag = optarg; break;
@@ -263,6 +282,8 @@ static int parse_args(int argc, char **argv, verify_args *a)
         return cli_usage_error("verify", "expected A [B], got %d argument(s)", argc - optind);
     a->a = argv[optind];
     a->b = argc - optind == 2 ? argv[optind + 1] : NULL;
+    if (a->optimizer && !a->b)
+        return cli_usage_error("verify", "--optimizer compares two checkpoints: give A and B");
     return 0;
 }
 
@@ -278,13 +299,13 @@ static cJSON *json_number_or_null(double x)
 }
 
 static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_model *mb, double seconds_open,
-                       const ckpt_verify_report *r)
+                       const ckpt_verify_report *r, const verify_optim *vo)
 {
     cJSON *o = cJSON_CreateObject(), *layers, *notes, *side;
     size_t i;
     char *text;
 
-    cJSON_AddBoolToObject(o, "pass", r->pass);
+    cJSON_AddBoolToObject(o, "pass", r->pass && (!vo || verify_optim_pass(vo)));
     cJSON_AddStringToObject(o, "device", r->device);
     layers = cJSON_AddArrayToObject(o, "layers");
     for (i = 0; i < r->n_entries; i++) {
@@ -329,6 +350,8 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
     cJSON_AddNumberToObject(side, "a", r->seconds_a);
     cJSON_AddNumberToObject(side, "b", r->seconds_b);
     cJSON_AddNumberToObject(side, "compare", r->seconds_compare);
+    if (vo)
+        verify_optim_json(vo, o);
     text = cJSON_Print(o);
     if (text)
         printf("%s\n", text);
@@ -373,6 +396,7 @@ static int run(verify_args *a)
 {
     ckpt_model *ma = NULL, *mb = NULL;
     ckpt_verify_report *r = NULL;
+    verify_optim *vo = NULL;
     const char *label = "verify";
     double start = cli_now(), seconds_open;
     int rc, pass = 0;
@@ -390,16 +414,23 @@ static int run(verify_args *a)
     rc = ckpt_verify(ma, mb, &a->v, &r);
     if (!a->quiet && !a->json)
         cli_progress_done();
-    if (rc < 0)
+    if (rc < 0 || (a->optimizer && (rc = verify_optim_run(a->a, a->b, a->model.iteration, a->optimizer_rtol, &vo)) < 0))
         goto done;
-    pass = r->pass;
-    if (a->json)
-        print_json(a, ma, mb, seconds_open, r);
-    else if (!a->quiet)
+    pass = r->pass && (!vo || verify_optim_pass(vo));
+    if (a->json) {
+        print_json(a, ma, mb, seconds_open, r, vo);
+    } else if (!a->quiet) {
         print_table(ma, mb, seconds_open, r);
-    else if (!r->pass)
-        fprintf(stderr, "ckptconv verify: %s differs first\n", r->first_failure->name);
+        if (vo)
+            verify_optim_print(vo);
+    } else {
+        if (!r->pass)
+            fprintf(stderr, "ckptconv verify: %s differs first\n", r->first_failure->name);
+        if (vo && !verify_optim_pass(vo))
+            fprintf(stderr, "ckptconv verify: optimizer state %s differs first\n", verify_optim_first_failure(vo));
+    }
 done:
+    verify_optim_free(vo);
     ckpt_verify_report_free(r);
     ckpt_model_close(mb);
     ckpt_model_close(ma);

@@ -30,6 +30,10 @@ CKPT_EXTERN(int) ckpt_node_tensor(ckpt_graph *g, const ckpt_tensor *t, const ckp
 /* All-zero tensor. */
 CKPT_EXTERN(int) ckpt_node_zeros(ckpt_graph *g, ckpt_dtype dtype, int ndim, const int64_t *shape,
                                  const ckpt_node **out);
+/* A tensor whose every element is `value` rounded to dtype (a scalar step count, a constant
+ * fill): zeros when value is 0. */
+CKPT_EXTERN(int) ckpt_node_full(ckpt_graph *g, ckpt_dtype dtype, int ndim, const int64_t *shape, double value,
+                                const ckpt_node **out);
 
 /* ---- operations (each returns a new node; axes may be negative, counting from the end) ---- */
 

@@ -135,6 +135,42 @@ CKPT_EXTERN(const char *) ckpt_megatron_tensor_at(const ckpt_megatron *m, size_t
  * ckpt_megatron_new; the output layer copy a plan adds for tied embeddings). */
 CKPT_EXTERN(const ckpt_node *const *) ckpt_megatron_tensor_shards(const ckpt_megatron *m, size_t i);
 
+/* The fp32 optimizer state of logical tensor i at its full shape, as lazy nodes: out[0] the
+ * master copy (an fp32 model's weight itself), out[1] exp_avg, out[2] exp_avg_sq; NULLs for a
+ * tensor that is not a parameter. *copy_of (when not NULL) is NULL, or for the last stage's
+ * output_layer.weight of tied embeddings the name of the embedding it copies: Megatron keeps
+ * the two (and their state) equal, and a layout with one stage has the embedding only. Read
+ * from whichever form the checkpoint holds on the first call; CKPT_EINVALID (class LAYOUT)
+ * for a checkpoint without optimizer state, CKPT_EUNSUPPORTED for a form not read yet. */
+CKPT_EXTERN(int) ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out,
+                                                const char **copy_of);
+
+/* Where a parameter's optimizer state lies in the files of one rank. */
+typedef struct ckpt_megatron_optim_range {
+    const char *name;        /* the parameter's global name; borrowed from the model */
+    int tp, pp;              /* the rank (EP 0) */
+    int distributed;         /* distrib_optim.pt (the fields below), else the plain state dict */
+    /* the distributed optimizer's: megatron-core's grad buffer layout of the rank */
+    int chunk;               /* model chunk (virtual pipeline stage) */
+    size_t gbuf;             /* the buffer's index in distrib_optim.pt (per dtype pair) */
+    int expert;              /* an expert-parallel buffer */
+    ckpt_dtype param_dtype, grad_dtype;
+    size_t bucket;           /* the buffer's bucket holding it */
+    int64_t start, end;      /* elements of the buffer, padded offsets */
+    int64_t flat;            /* its first element in the saved flat param/exp_avg/exp_avg_sq */
+    /* the non-distributed optimizer's: its key in `state` and its param group */
+    int64_t index;
+    size_t group;
+} ckpt_megatron_optim_range;
+
+/* Every parameter's place in the optimizer files, rank by rank (TP fastest, then PP; a
+ * torch_dist dp_reshardable checkpoint: the ranks of the layout its args name), each rank's
+ * parameters in named_parameters() order (the distributed optimizer's), or state-dict order.
+ * *out is freed with free(). 0 with *n 0 for a checkpoint without optimizer state;
+ * CKPT_EUNSUPPORTED for torch_dist's per-parameter forms (nothing to place), and the
+ * layout's errors for files megatron-core could not have written. */
+CKPT_EXTERN(int) ckpt_megatron_optimizer_ranges(const ckpt_megatron *m, ckpt_megatron_optim_range **out, size_t *n);
+
 /* Megatron's padded vocabulary size for a true vocabulary size: rounded up to a multiple of
  * make_vocab_size_divisible_by * tp. */
 CKPT_EXTERN(int64_t) ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp);

@@ -143,6 +143,20 @@ int ckpt_node_tensor(ckpt_graph *g, const ckpt_tensor *t, const ckpt_node **out)
     return 0;
 }
 
+int ckpt_node_full(ckpt_graph *g, ckpt_dtype dtype, int ndim, const int64_t *shape, double value,
+                   const ckpt_node **out)
+{
+    ckpt_node *x;
+    int rc = ckpt_node_zeros(g, dtype, ndim, shape, out);
+
+    if (rc < 0 || value == 0)
+        return rc;
+    x = (ckpt_node *)*out;
+    if (ckpt_dtype_size(dtype) > sizeof x->fill || !ckpt_dtype_can_convert(dtype, CKPT_DTYPE_F64))
+        return ckpt_error_set(CKPT_EUNSUPPORTED, "full: cannot fill %s with %g", ckpt_dtype_name(dtype), value);
+    return ckpt_dtype_convert(dtype, x->fill, CKPT_DTYPE_F64, &value, 1);
+}
+
 int ckpt_node_zeros(ckpt_graph *g, ckpt_dtype dtype, int ndim, const int64_t *shape, const ckpt_node **out)
 {
     ckpt_node *x;
@@ -200,6 +214,9 @@ static int cast_core(ckpt_graph *g, const ckpt_node *x, ckpt_dtype dtype, ckpt_n
         y->casts[y->n_casts++] = dtype;
     } else if (x->kind == NODE_CONCAT) {
         rc = cast_children(g, y, dtype);
+    } else if (x->kind == NODE_ZEROS) {
+        memset(y->fill, 0, sizeof y->fill);
+        rc = ckpt_dtype_convert(dtype, y->fill, x->dtype, x->fill, 1);
     }
     *out = y;
     return rc;
@@ -356,8 +373,12 @@ static int describe(const ckpt_node *x, ckpt_buf *out, int depth)
     if (!x->op) {
         if (x->kind == NODE_LEAF)
             return ckpt_buf_puts(out, x->source->name ? x->source->name : "?");
-        if (x->kind == NODE_ZEROS)
-            return ckpt_buf_puts(out, "zeros");
+        if (x->kind == NODE_ZEROS) {
+            static const unsigned char zero[sizeof x->fill];
+            if (memcmp(x->fill, zero, sizeof zero) == 0)
+                return ckpt_buf_puts(out, "zeros");
+            return ckpt_buf_printf(out, "full(%g)", ckpt_dtype_load_f64(x->dtype, x->fill));
+        }
         return ckpt_buf_puts(out, "concat");
     }
     if ((rc = ckpt_buf_puts(out, x->op)) < 0 || (rc = ckpt_buf_putc(out, '(')) < 0)

@@ -41,6 +41,9 @@ struct ckpt_node {
     int n_casts;
     ckpt_dtype casts[NODE_MAX_CASTS];
 
+    /* NODE_ZEROS: every element is `fill` (one element of dtype; all-zero bits for zeros). */
+    unsigned char fill[16];
+
     /* NODE_CONCAT: children whose logical shapes equal pshape except along axis. */
     int axis;
     size_t n_children;

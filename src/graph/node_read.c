@@ -15,6 +15,25 @@
 /* A concatenation along an inner axis is read this many bytes of whole rows at a time. */
 #define CONCAT_BAND ((uint64_t)1 << 20)
 
+static int read_fill(const ckpt_node *x, int64_t count, ckpt_dtype dtype, unsigned char *dst)
+{
+    static const unsigned char zero[sizeof x->fill];
+    size_t ds = ckpt_dtype_size(dtype);
+    int64_t i;
+    int rc;
+
+    /* zero is all-zero bits in every supported type */
+    if (memcmp(x->fill, zero, sizeof zero) == 0) {
+        memset(dst, 0, (size_t)count * ds);
+        return 0;
+    }
+    if ((rc = ckpt_dtype_convert(dtype, dst, x->dtype, x->fill, 1)) < 0)
+        return rc;
+    for (i = 1; i < count; i++)
+        memcpy(dst + (size_t)i * ds, dst, ds);
+    return 0;
+}
+
 static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst);
 
 static int read_rounded(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
@@ -149,9 +168,7 @@ static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtyp
     case NODE_LEAF:
         return read_leaf(x, first, count, dtype, dst);
     case NODE_ZEROS:
-        /* zero is all-zero bits in every supported type */
-        memset(dst, 0, (size_t)count * ckpt_dtype_size(dtype));
-        return 0;
+        return read_fill(x, count, dtype, dst);
     case NODE_CONCAT:
         return read_concat(x, first, count, dtype, dst);
     }

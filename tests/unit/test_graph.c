@@ -275,6 +275,40 @@ CKPT_TEST(pad_cast_and_errors)
     fixture_close(&f);
 }
 
+CKPT_TEST(full_reads_its_value_through_views_and_casts)
+{
+    static const float want[6] = { 10, 10, 10, 10, 10, 10 };
+    const int64_t shape[2] = { 2, 3 };
+    const ckpt_node *x, *y, *parts[2];
+    ckpt_buf d = CKPT_BUF_INIT;
+    float got[6];
+    fixture f;
+
+    fixture_open(&f);
+    ASSERT_OK(ckpt_node_full(f.g, CKPT_DTYPE_F32, 2, shape, 10.0, &x));
+    ASSERT_TRUE(check_values(x, want, 6));
+    ASSERT_OK(ckpt_node_slice(f.g, x, 1, 1, 2, &y));
+    ASSERT_TRUE(check_values(y, want, 4));
+    ASSERT_OK(ckpt_node_transpose(f.g, x, 0, 1, &y));
+    ASSERT_TRUE(check_values(y, want, 6));
+    /* 10.3 rounds to 10.3125 as a bfloat16, and stays that when widened again */
+    ASSERT_OK(ckpt_node_full(f.g, CKPT_DTYPE_F32, 0, shape, 10.3, &x));
+    ASSERT_OK(ckpt_node_cast(f.g, x, CKPT_DTYPE_BF16, &y));
+    ASSERT_OK(ckpt_node_cast(f.g, y, CKPT_DTYPE_F32, &y));
+    ASSERT_OK(ckpt_node_read(y, 0, 1, CKPT_DTYPE_F32, got));
+    ASSERT_TRUE(got[0] == 10.3125f);
+    ASSERT_OK(ckpt_node_describe(y, &d));
+    ASSERT_TRUE(strstr((const char *)d.data, "full(10.3") != NULL);
+    ckpt_buf_dispose(&d);
+    /* zeros and a fill side by side */
+    ASSERT_OK(ckpt_node_full(f.g, CKPT_DTYPE_F32, 2, shape, 0.0, &parts[0]));
+    ASSERT_OK(ckpt_node_full(f.g, CKPT_DTYPE_F32, 2, shape, 10.0, &parts[1]));
+    ASSERT_OK(ckpt_node_concat(f.g, parts, 2, 0, &y));
+    ASSERT_OK(ckpt_node_read(y, 5, 2, CKPT_DTYPE_F32, got));
+    ASSERT_TRUE(got[0] == 0.0f && got[1] == 10.0f);
+    fixture_close(&f);
+}
+
 CKPT_TEST(write_and_reopen)
 {
     const ckpt_node *x, *y;

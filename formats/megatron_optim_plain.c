@@ -1,0 +1,424 @@
+/* The non-distributed optimizer's state in the per-parameter form (mg_entry.moment[]), both
+ * ways: read from a plain source's model_optim_rng.pt files, and written for a target rank
+ * from that form, whatever kind of optimizer the source used.
+ *
+ * The form Megatron's non-distributed optimizer saves (megatron-core 0.16.1
+ * optimizer/optimizer.py): FP32Optimizer saves the torch optimizer's state dict
+ * {state, param_groups}; Float16OptimizerWithFloat16Params (bf16, fp16) wraps it as
+ * {optimizer, grad_scaler (when it has one), fp32_from_fp16_params (a list per param group of
+ * the fp32 masters)}. Adam's state is per parameter {step (a float32 scalar tensor), exp_avg,
+ * exp_avg_sq}, keyed by the parameter's position over the param groups; each group lists those
+ * positions under 'params', its last key. The distributed optimizer (distrib_optimizer.py
+ * state_dict) saves the same param groups without 'params' and with the common 'step' added
+ * last, and no state: that is where a distributed source's step count comes from. An fp32
+ * model's master copy is the weight itself. */
+#include "megatron_dist_optim.h"
+#include "megatron_distopt.h"
+#include "megatron_private.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const moment_keys[MG_N_MOMENTS] = { "fp32_from_fp16_params", "exp_avg", "exp_avg_sq" };
+
+/* Moment k of entry e, merged over the source TP ranks, as fp32. */
+static int read_moment(mg_optim_views *views, ckpt_megatron *m, mg_entry *e, mg_moment k, const ckpt_node **out)
+{
+    int n = m->info.tp, tp, rc = 0;
+    const ckpt_node **shards = calloc((size_t)n, sizeof *shards);
+
+    if (!shards)
+        return ckpt_error_oom();
+    for (tp = 0; tp < n && rc == 0; tp++) {
+        const mg_optim_view *v;
+        const ckpt_value *entry, *master, *leaf;
+        if ((rc = ckpt_megatron__optim_state(views, e, tp, &v, &entry, &master)) < 0)
+            break;
+        leaf = k == MG_MASTER ? master : entry ? ckpt_value_dict_get(entry, moment_keys[k]) : NULL;
+        if (k == MG_MASTER && !v->masters && e->shards)
+            shards[tp] = e->shards[tp]; /* an fp32 model: the weight is the master */
+        else if (!leaf || leaf->kind != CKPT_VAL_TENSOR || !ckpt_tensor_at(v->ck, leaf->u.tensor.index))
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer state '%s' of '%s' is missing",
+                                 ckpt_path(v->ck), moment_keys[k], e->local);
+        else
+            rc = ckpt_node_tensor(m->g, ckpt_tensor_at(v->ck, leaf->u.tensor.index), &shards[tp]);
+        if (rc == 0 && ckpt_node_dtype(shards[tp]) != CKPT_DTYPE_F32)
+            rc = ckpt_node_cast(m->g, shards[tp], CKPT_DTYPE_F32, &shards[tp]);
+    }
+    if (rc == 0)
+        rc = ckpt_parallel_merge(m->g, &e->layout, e->name, shards, (size_t)n, out);
+    free(shards);
+    return rc;
+}
+
+int ckpt_megatron__read_plain_moments(ckpt_megatron *m)
+{
+    mg_optim_views views;
+    size_t i;
+    int k, rc;
+
+    if ((rc = ckpt_megatron__optim_views_init(&views, m)) < 0)
+        return rc;
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        mg_entry *e = &m->entries[i];
+        if (!e->param || !e->full)
+            continue;
+        for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
+            rc = read_moment(&views, m, e, (mg_moment)k, &e->moment[k]);
+    }
+    ckpt_megatron__optim_views_dispose(&views);
+    if (rc == 0)
+        m->moments = 1;
+    return rc;
+}
+
+int ckpt_megatron__moments(ckpt_megatron *m)
+{
+    const char *root = m->set ? ckpt_set_info_of(m->set)->root : m->dist ? m->dist : "the model";
+
+    if (m->moments)
+        return 0;
+    if (!m->info.has_optimizer)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: the checkpoint holds no optimizer state",
+                               root);
+    if (m->dist || m->left_out_params)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %s; --no-optimizer writes a model-only checkpoint", root,
+                               m->left_out_params ? "parameters were left out (--drop), and the optimizer state "
+                                                    "follows the parameters in order"
+                                                  : "its torch_dist optimizer state is in no form read here");
+    if (m->info.distributed_optimizer)
+        return ckpt_megatron__read_distopt(m);
+    return ckpt_megatron__read_plain_moments(m);
+}
+
+int ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const ckpt_node **out, const char **copy_of)
+{
+    const ckpt_value *untie = ckpt_megatron_arg(m->args, "untie_embeddings_and_output_weights");
+    size_t j;
+    int k, rc;
+
+    if ((rc = ckpt_megatron__moments(m)) < 0)
+        return rc;
+    for (j = 0; j < m->n_entries; j++) {
+        const mg_entry *e = &m->entries[j];
+        if (!e->full || i--)
+            continue;
+        for (k = 0; k < MG_N_MOMENTS; k++)
+            out[k] = e->param ? e->moment[k] : NULL;
+        if (copy_of)
+            *copy_of = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean &&
+                               strcmp(e->name, "output_layer.weight") == 0
+                           ? "embedding.word_embeddings.weight"
+                           : NULL;
+        return 0;
+    }
+    return ckpt_error_set(CKPT_EINVALID, "tensor %zu of %zu", i, ckpt_megatron_tensor_count(m));
+}
+
+static int number_of(const ckpt_value *v, double *out)
+{
+    if (v && v->kind == CKPT_VAL_INT)
+        *out = (double)v->u.integer;
+    else if (v && v->kind == CKPT_VAL_FLOAT)
+        *out = v->u.real;
+    else
+        return -1;
+    return 0;
+}
+
+int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step)
+{
+    const mg_rank *r = mg_rank_at(m, 0, 0, 0);
+    const ckpt_value *opt = ckpt_value_dict_get(r->root, "optimizer"), *sd, *masters, *state, *v;
+    const ckpt_node *node;
+
+    if (ckpt_megatron__find_state_dict(r->ck, opt, &sd, &masters) == 0) {
+        state = ckpt_value_dict_get(sd, "state");
+        v = state && state->kind == CKPT_VAL_DICT && state->u.dict.map.n
+                ? ckpt_value_dict_get(state->u.dict.map.vals[0], "step")
+                : NULL;
+        if (v && v->kind == CKPT_VAL_TENSOR && ckpt_tensor_at(r->ck, v->u.tensor.index) &&
+            ckpt_node_tensor(m->g, ckpt_tensor_at(r->ck, v->u.tensor.index), &node) == 0 &&
+            ckpt_node_numel(node) == 1)
+            return ckpt_node_read(node, 0, 1, CKPT_DTYPE_F64, step);
+    } else {
+        ckpt_error_clear();
+        sd = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "optimizer") : NULL;
+        v = ckpt_value_dict_get(ckpt_megatron__seq_at(ckpt_value_dict_get(sd, "param_groups"), 0), "step");
+    }
+    if (number_of(v, step) == 0)
+        return 0;
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                           "%s: optimizer: no step count (neither a parameter's 'step' nor a param group's)",
+                           ckpt_path(r->ck));
+}
+
+typedef struct plain_out {
+    ckpt_megatron *m;
+    ckpt_plan *plan;
+    size_t file;
+    ckpt_arena *a;
+    const ckpt_megatron_target *t;
+    int64_t padded_vocab;
+    int tp;
+    const ckpt_node *step;
+} plain_out;
+
+static ckpt_value *new_str(ckpt_arena *a, const char *s)
+{
+    return ckpt_value_new_str(a, s, strlen(s));
+}
+
+/* The target rank's part of moment k of e, as a tensor of the plan file. */
+static int moment_part(plain_out *o, const mg_entry *e, mg_moment k, const char *what, ckpt_value **out)
+{
+    const ckpt_node **outs = calloc((size_t)o->t->tp, sizeof *outs);
+    ckpt_buf name = CKPT_BUF_INIT;
+    size_t index;
+    int rc = outs ? 0 : ckpt_error_oom();
+
+    *out = NULL;
+    if (rc == 0 && !e->moment[k])
+        rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: no optimizer state '%s' read for it",
+                             e->name, what);
+    if (rc == 0)
+        rc = ckpt_megatron__split(o->m, o->t, o->padded_vocab, e, e->moment[k], outs);
+    if (rc == 0)
+        rc = ckpt_buf_printf(&name, "optimizer/%s/%s", e->name, what);
+    if (rc == 0)
+        rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, outs[o->tp], 0, &index);
+    if (rc == 0 && !(*out = ckpt_value_new_tensor(o->a, index)))
+        rc = CKPT_ENOMEM;
+    ckpt_buf_dispose(&name);
+    free(outs);
+    return rc;
+}
+
+/* Adam's state of one parameter: {step, exp_avg, exp_avg_sq}, as torch orders it. */
+static int adam_state(plain_out *o, const mg_entry *e, ckpt_value **out)
+{
+    ckpt_value *dict = ckpt_value_new(o->a, CKPT_VAL_DICT), *v;
+    ckpt_buf name = CKPT_BUF_INIT;
+    size_t index;
+    int rc = dict ? ckpt_buf_printf(&name, "optimizer/%s/step", e->name) : CKPT_ENOMEM;
+
+    if (rc == 0)
+        rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, o->step, 0, &index);
+    ckpt_buf_dispose(&name);
+    if (rc == 0)
+        rc = ckpt_value_dict_set(o->a, dict, new_str(o->a, "step"), ckpt_value_new_tensor(o->a, index));
+    if (rc == 0 && (rc = moment_part(o, e, MG_EXP_AVG, "exp_avg", &v)) == 0)
+        rc = ckpt_value_dict_set(o->a, dict, new_str(o->a, "exp_avg"), v);
+    if (rc == 0 && (rc = moment_part(o, e, MG_EXP_AVG_SQ, "exp_avg_sq", &v)) == 0)
+        rc = ckpt_value_dict_set(o->a, dict, new_str(o->a, "exp_avg_sq"), v);
+    *out = dict;
+    return rc;
+}
+
+/* A param group of the template without its 'params' and 'step' (the distributed
+ * optimizer's), to which the target's 'params' is added. */
+static int bare_group(plain_out *o, const ckpt_ckpt *src, const ckpt_value *group, ckpt_value **out)
+{
+    ckpt_value *dict = ckpt_value_new(o->a, CKPT_VAL_DICT);
+    size_t i;
+    int rc = dict ? 0 : CKPT_ENOMEM;
+
+    if (rc == 0 && (!group || group->kind != CKPT_VAL_DICT))
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: a param group is not a dict",
+                             ckpt_path(src));
+    for (i = 0; rc == 0 && i < group->u.dict.map.n; i++) {
+        const ckpt_value *k = group->u.dict.map.keys[i];
+        ckpt_value *copy;
+        if (ckpt_value_is_str(k, "params") || ckpt_value_is_str(k, "step"))
+            continue;
+        if ((rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, group->u.dict.map.vals[i], &copy)) == 0)
+            rc = ckpt_value_dict_set(o->a, dict, (ckpt_value *)k, copy);
+    }
+    *out = dict;
+    return rc;
+}
+
+/* state, param_groups and (half-precision models) the masters per group, for the target
+ * rank's parameters, dealt to the template's groups by Megatron's weight-decay split. */
+static int plain_groups(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, const mg_param_out *params,
+                        size_t n_params, ckpt_value *state, ckpt_value *groups_out, ckpt_value *masters_out)
+{
+    size_t g, i, n_groups = ckpt_megatron__seq_len(groups);
+    int *flags = calloc(n_groups + 1, sizeof *flags);
+    int64_t next = 0;
+    int rc = flags ? 0 : ckpt_error_oom();
+
+    if (rc == 0)
+        ckpt_megatron__group_flags(groups, flags);
+    for (g = 0; rc == 0 && g < n_groups; g++) {
+        ckpt_value *group, *ids = ckpt_value_new(o->a, CKPT_VAL_LIST);
+        ckpt_value *masters = masters_out ? ckpt_value_new(o->a, CKPT_VAL_LIST) : NULL;
+        if (!ids || (masters_out && !masters) || (rc = bare_group(o, src, ckpt_megatron__seq_at(groups, g), &group)) < 0) {
+            rc = rc < 0 ? rc : CKPT_ENOMEM;
+            break;
+        }
+        for (i = 0; rc == 0 && i < n_params; i++) {
+            const mg_entry *e = params[i].entry;
+            int want = ckpt_megatron__no_weight_decay(e->name, ckpt_node_ndim(params[i].shard));
+            ckpt_value *entry, *master;
+            if (flags[g] != 2 && flags[g] != want)
+                continue;
+            if ((rc = ckpt_value_append(o->a, ids, ckpt_value_new_int(o->a, next))) < 0 ||
+                (rc = adam_state(o, e, &entry)) < 0 ||
+                (rc = ckpt_value_dict_set(o->a, state, ckpt_value_new_int(o->a, next), entry)) < 0)
+                break;
+            next++;
+            if (masters && (rc = moment_part(o, e, MG_MASTER, "fp32_from_fp16_params", &master)) == 0)
+                rc = ckpt_value_append(o->a, masters, master);
+        }
+        if (rc == 0)
+            rc = ckpt_value_dict_set(o->a, group, new_str(o->a, "params"), ids);
+        if (rc == 0)
+            rc = ckpt_value_append(o->a, groups_out, group);
+        if (rc == 0 && masters)
+            rc = ckpt_value_append(o->a, masters_out, masters);
+    }
+    if (rc == 0 && (size_t)next != n_params)
+        rc = ckpt_megatron__optim_unsupported(src, "the target's parameters do not all fall into the source's "
+                                                   "param groups");
+    free(flags);
+    return rc;
+}
+
+/* The plain form for the target rank from the source's param groups (of src: a state dict's,
+ * or the distributed optimizer's), its grad scaler (NULL: none) and its step. */
+static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, const ckpt_value *scaler,
+                      double step, const mg_param_out *params, size_t n_params, ckpt_value **out)
+{
+    ckpt_arena *a = o->a;
+    int half = ckpt_megatron__arg_int(o->m->args, "bf16", 0) || ckpt_megatron__arg_int(o->m->args, "fp16", 0);
+    ckpt_value *state = ckpt_value_new(a, CKPT_VAL_DICT), *groups_out = ckpt_value_new(a, CKPT_VAL_LIST);
+    ckpt_value *masters = half ? ckpt_value_new(a, CKPT_VAL_LIST) : NULL, *sd = ckpt_value_new(a, CKPT_VAL_DICT);
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *copy;
+    int rc = state && groups_out && sd && wrap && (!half || masters) ? 0 : CKPT_ENOMEM;
+
+    *out = NULL;
+    if (rc == 0)
+        rc = ckpt_node_full(o->m->g, CKPT_DTYPE_F32, 0, NULL, step, &o->step);
+    if (rc == 0)
+        rc = plain_groups(o, src, groups, params, n_params, state, groups_out, masters);
+    if (rc == 0 && (rc = ckpt_value_dict_set(a, sd, new_str(a, "state"), state)) == 0)
+        rc = ckpt_value_dict_set(a, sd, new_str(a, "param_groups"), groups_out);
+    if (rc < 0 || !half) {
+        *out = rc == 0 ? sd : NULL;
+        return rc;
+    }
+    if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), sd)) < 0)
+        return rc;
+    if (scaler && ((rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, scaler, &copy)) < 0 ||
+                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
+        return rc;
+    if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "fp32_from_fp16_params"), masters)) < 0)
+        return rc;
+    *out = wrap;
+    return 0;
+}
+
+int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
+                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                                   const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out)
+{
+    plain_out o = { m, plan, file, arena, t, padded_vocab, tp, NULL };
+    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
+    const ckpt_value *sd = opt, *scaler = NULL;
+    double step;
+    int rc;
+
+    *out = NULL;
+    if (opt && opt->kind == CKPT_VAL_DICT && !ckpt_value_dict_get(opt, "param_groups")) {
+        sd = ckpt_value_dict_get(opt, "optimizer");
+        scaler = ckpt_value_dict_get(opt, "grad_scaler");
+    }
+    if (!sd || sd->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(sd, "param_groups"))
+        return ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
+    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0)
+        return rc;
+    return plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, out);
+}
+
+int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_param_out *params,
+                                       size_t n_params, int tp, const ckpt_megatron_target *t, int64_t padded_vocab,
+                                       ckpt_value *root)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    plain_out o = { m, plan, file, a, t, padded_vocab, tp, NULL };
+    const ckpt_value *scaler, *common, *sched;
+    const ckpt_ckpt *ck;
+    ckpt_value *sd, *opt = NULL, *copy;
+    double step;
+    int rc;
+
+    ckpt_megatron__dist_source(m, &ck, &common);
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+        return rc;
+    if (number_of(ckpt_value_dict_get(ckpt_megatron__seq_at(ckpt_value_dict_get(sd, "param_groups"), 0), "step"),
+                  &step) < 0)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: no step count in its param groups",
+                               m->dist);
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN) {
+        rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, &opt);
+    } else if (!(opt = ckpt_value_new(a, CKPT_VAL_DICT))) {
+        rc = CKPT_ENOMEM;
+    } else if ((rc = ckpt_value_dict_set(a, opt, new_str(a, "optimizer"), sd)) == 0 && scaler &&
+               (rc = ckpt_megatron__carry(plan, file, m->g, ck, scaler, &copy)) == 0) {
+        rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), copy);
+    }
+    if (rc == 0)
+        rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), opt);
+    sched = common ? ckpt_value_dict_get(common, "opt_param_scheduler") : NULL;
+    if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
+        rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
+    return rc;
+}
+
+/* Param group g of a plain template as the distributed optimizer saves it: no 'params', the
+ * common step added last (a float: megatron-core takes it with .item() from the per-parameter
+ * float32 steps). */
+static int distributed_group(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_ckpt *src,
+                             const ckpt_value *group, double step, ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    plain_out o = { m, plan, file, a, NULL, 0, 0, NULL };
+    int rc = bare_group(&o, src, group, out);
+
+    return rc < 0 ? rc : ckpt_value_dict_set(a, *out, new_str(a, "step"), ckpt_value_new_float(a, step));
+}
+
+int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                         ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer"), *sd, *masters, *groups;
+    const ckpt_value *scaler = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
+    ckpt_value *groups_out = ckpt_value_new(a, CKPT_VAL_LIST), *inner = ckpt_value_new(a, CKPT_VAL_DICT);
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *group, *copy;
+    double step;
+    size_t g;
+    int rc;
+
+    *out = NULL;
+    if (!groups_out || !inner || !wrap)
+        return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__find_state_dict(tmpl->ck, opt, &sd, &masters)) < 0 ||
+        (rc = ckpt_megatron__optim_step(m, &step)) < 0)
+        return rc;
+    groups = ckpt_value_dict_get(sd, "param_groups");
+    for (g = 0; g < ckpt_megatron__seq_len(groups); g++)
+        if ((rc = distributed_group(m, plan, file, tmpl->ck, ckpt_megatron__seq_at(groups, g), step, &group)) < 0 ||
+            (rc = ckpt_value_append(a, groups_out, group)) < 0)
+            return rc;
+    if ((rc = ckpt_value_dict_set(a, inner, new_str(a, "param_groups"), groups_out)) < 0 ||
+        (rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), inner)) < 0)
+        return rc;
+    if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0 ||
+                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
+        return rc;
+    *out = wrap;
+    return 0;
+}

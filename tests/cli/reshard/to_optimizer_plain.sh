@@ -1,0 +1,18 @@
+# --to-optimizer plain writes the non-distributed optimizer's state from the per-parameter
+# form (read here from a plain source): every rank file equal, tensor for tensor, to the
+# direct reshard of the same state, and its masters and moments equal to the input's by name.
+ckptconv reshard "$TESTDATA/megatron/tp2pp2_bf16_optim" keep --tp 1 --pp 2 -q
+ckptconv reshard "$TESTDATA/megatron/tp2pp2_bf16_optim" plain --tp 1 --pp 2 --to-optimizer plain
+echo "exit $?"
+for f in $(cd keep && find . -name model_optim_rng.pt | sort); do
+    ckptconv diff "keep/$f" "plain/$f" | tail -1
+done
+ckptconv verify "$TESTDATA/megatron/tp2pp2_bf16_optim" plain --optimizer --device cpu --tokens 4 -q
+echo "exit $?"
+ckptconv reshard "$TESTDATA/megatron/tp2_optim" fp32 --tp 1 --to-optimizer plain -q
+ckptconv verify "$TESTDATA/megatron/tp2_optim" fp32 --optimizer --device cpu --tokens 4 -q
+echo "exit $?"
+ckptconv reshard "$TESTDATA/megatron/tp2_optim" fp32.json --tp 1 --to-optimizer plain --dry-run --json | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+print(o["optimizer"], o["optimizer_kind"])'

@@ -1,0 +1,189 @@
+/* The per-parameter optimizer state of Megatron checkpoints (ckpt_megatron_optimizer_state)
+ * from the non-distributed optimizer's and the distributed optimizer's files, and plans that
+ * write either kind from it, on the checkpoints megatron-core wrote (testdata/megatron). */
+#include "test.h"
+
+#include <stdlib.h>
+
+typedef struct opened {
+    ckpt_set *set;
+    ckpt_plan *plan;
+    ckpt_megatron *m;
+} opened;
+
+static int open_path(opened *o, const char *path)
+{
+    int rc;
+
+    memset(o, 0, sizeof *o);
+    if ((rc = ckpt_set_open(&o->set, path, NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
+        return rc;
+    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
+}
+
+static int open_fixture(opened *o, const char *name)
+{
+    char path[256];
+
+    snprintf(path, sizeof path, "megatron/%s", name);
+    return open_path(o, ckpt_test_data(path));
+}
+
+static void close_fixture(opened *o)
+{
+    ckpt_megatron_close(o->m);
+    ckpt_plan_free(o->plan);
+    ckpt_set_close(o->set);
+}
+
+/* Whether two nodes hold the same float32 values. */
+static int same_values(const ckpt_node *a, const ckpt_node *b)
+{
+    int64_t n = ckpt_node_numel(a);
+    float *x = malloc((size_t)n * sizeof *x + 1), *y = malloc((size_t)n * sizeof *y + 1);
+    int same = x && y && n == ckpt_node_numel(b) && ckpt_node_read(a, 0, n, CKPT_DTYPE_F32, x) == 0 &&
+               ckpt_node_read(b, 0, n, CKPT_DTYPE_F32, y) == 0 && memcmp(x, y, (size_t)n * sizeof *x) == 0;
+
+    free(x);
+    free(y);
+    return same;
+}
+
+static long find(const ckpt_megatron *m, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_megatron_tensor_count(m); i++)
+        if (strcmp(ckpt_megatron_tensor_at(m, i, NULL, NULL), name) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* Every parameter of a has the state of the same name in b, value for value. */
+static int same_state(ckpt_megatron *a, ckpt_megatron *b)
+{
+    size_t i;
+    int k;
+
+    for (i = 0; i < ckpt_megatron_tensor_count(a); i++) {
+        const ckpt_node *sa[3], *sb[3];
+        long j = find(b, ckpt_megatron_tensor_at(a, i, NULL, NULL));
+        if (ckpt_megatron_optimizer_state(a, i, sa, NULL) < 0 || !sa[0])
+            continue;
+        if (j < 0 || ckpt_megatron_optimizer_state(b, (size_t)j, sb, NULL) < 0 || !sb[0])
+            return 0;
+        for (k = 0; k < 3; k++)
+            if (!same_values(sa[k], sb[k]))
+                return 0;
+    }
+    return 1;
+}
+
+CKPT_TEST(plain_state_at_full_shape_fp32_master_is_the_weight)
+{
+    const ckpt_node *state[3], *full;
+    const char *copy_of = "unset";
+    size_t i, params = 0;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp2_optim"));
+    for (i = 0; i < ckpt_megatron_tensor_count(o.m); i++) {
+        ckpt_megatron_tensor_at(o.m, i, &full, NULL);
+        ASSERT_OK(ckpt_megatron_optimizer_state(o.m, i, state, &copy_of));
+        ASSERT_TRUE(copy_of == NULL);
+        if (!state[0])
+            continue;
+        params++;
+        ASSERT_EQ_INT(ckpt_node_dtype(state[1]), CKPT_DTYPE_F32);
+        ASSERT_EQ_INT(ckpt_node_ndim(state[1]), ckpt_node_ndim(full));
+        ASSERT_TRUE(memcmp(ckpt_node_shape(state[2]), ckpt_node_shape(full),
+                           (size_t)ckpt_node_ndim(full) * sizeof(int64_t)) == 0);
+        /* an fp32 model trains its weights themselves */
+        ASSERT_TRUE(same_values(state[0], full));
+    }
+    ASSERT_EQ_INT(params, 27);
+    close_fixture(&o);
+}
+
+CKPT_TEST(bf16_masters_are_fp32_from_fp16_params)
+{
+    const ckpt_node *state[3], *full;
+    long i;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp2pp2_bf16_optim"));
+    i = find(o.m, "decoder.layers.3.mlp.linear_fc1.weight");
+    ASSERT_TRUE(i >= 0);
+    ckpt_megatron_tensor_at(o.m, (size_t)i, &full, NULL);
+    ASSERT_OK(ckpt_megatron_optimizer_state(o.m, (size_t)i, state, NULL));
+    ASSERT_EQ_INT(ckpt_node_dtype(full), CKPT_DTYPE_BF16);
+    ASSERT_EQ_INT(ckpt_node_dtype(state[0]), CKPT_DTYPE_F32);
+    ASSERT_EQ_INT(ckpt_node_shape(state[0])[0], 192);
+    /* the bf16 weight is the master rounded, not the master */
+    ASSERT_TRUE(!same_values(state[0], full));
+    close_fixture(&o);
+}
+
+/* src written at the target through the per-parameter form, read again: the same state. */
+static void through_plan(const char *src, ckpt_megatron_optimizer kind, int tp, int pp, const char *out)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+    ckpt_plan_report rep;
+    opened o, back;
+
+    memset(&rep, 0, sizeof rep);
+    t.tp = tp;
+    t.pp = pp;
+    t.optimizer = kind;
+    ASSERT_OK(open_fixture(&o, src));
+    ASSERT_OK(ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_OK(ckpt_plan_execute(o.plan, out, &po, &rep));
+    ckpt_plan_report_dispose(&rep);
+    ASSERT_OK(open_path(&back, out));
+    ASSERT_EQ_INT(ckpt_megatron_info_of(back.m)->distributed_optimizer, kind == CKPT_MEGATRON_OPTIM_DISTRIBUTED);
+    ASSERT_TRUE(same_state(o.m, back.m));
+    ASSERT_TRUE(same_state(back.m, o.m));
+    close_fixture(&back);
+    close_fixture(&o);
+}
+
+CKPT_TEST(plain_to_distributed_and_distributed_to_plain_keep_every_state)
+{
+    through_plan("tp2pp2_bf16_optim", CKPT_MEGATRON_OPTIM_DISTRIBUTED, 1, 2, "dist");
+    through_plan("distopt/b_tp2pp2dp1_bf16_tied/legacy", CKPT_MEGATRON_OPTIM_PLAIN, 2, 2, "plain");
+    through_plan("tp2_optim", CKPT_MEGATRON_OPTIM_PLAIN, 1, 1, "plain_tp1");
+}
+
+CKPT_TEST(a_tied_output_layer_copy_names_the_embedding)
+{
+    const char *copy_of = NULL;
+    const ckpt_node *state[3];
+    long i;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "distopt/b_tp2pp2dp1_bf16_tied/legacy"));
+    i = find(o.m, "output_layer.weight");
+    ASSERT_TRUE(i >= 0);
+    ASSERT_OK(ckpt_megatron_optimizer_state(o.m, (size_t)i, state, &copy_of));
+    ASSERT_EQ_STR(copy_of, "embedding.word_embeddings.weight");
+    close_fixture(&o);
+}
+
+CKPT_TEST(refusals_name_the_checkpoint_and_the_reason)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    const ckpt_node *state[3];
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "tp1"));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_optimizer_state(o.m, 0, state, NULL));
+    ASSERT_ERROR_MENTIONS("no optimizer state");
+    t.optimizer = CKPT_MEGATRON_OPTIM_PLAIN;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_ERROR_MENTIONS("megatron/tp1");
+    close_fixture(&o);
+    ASSERT_OK(open_fixture(&o, "tp2_optim"));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_optimizer_state(o.m, ckpt_megatron_tensor_count(o.m), state, NULL));
+    close_fixture(&o);
+}
