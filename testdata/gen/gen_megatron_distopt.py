@@ -467,15 +467,15 @@ def target_layout(family, spec):
         c = layout_of(CONFIGS[spec])
         assert c["family"] == family, (spec, family)
         return c
-    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:vpp(\d+))?", spec)
+    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:vpp(\d+))?", spec)
     assert m, spec
     c = dict(FAMILIES[family])
-    c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)))
-    vpp = int(m.group(4) or 1)
+    c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)),
+             ep=int(m.group(4) or 1))
+    vpp = int(m.group(5) or 1)
     c["vpl"] = c["layers"] // (c["pp"] * vpp) if vpp > 1 else None
     c.setdefault("bucket", None)
     c.setdefault("experts", None)
-    c.setdefault("ep", 1)
     return c
 
 
@@ -490,6 +490,13 @@ ORACLE = [
     ("c_tp1pp2dp1_vpp2", "c_tp1pp2dp1_vpp2"), ("c_tp1pp2dp1_vpp2", "tp1pp1dp1"),
     ("c_tp1pp2dp1_vpp2", "tp1pp2dp1"), ("c_tp1pp2dp1_vpp2", "tp2pp2dp1"), ("c_tp1pp2dp1_vpp2", "tp1pp2dp2vpp2"),
 ]
+
+# the mixture-of-experts fixture to other TP/PP at the same EP: OUT/oracle_moe.json
+ORACLE_MOE = [
+    ("m_tp1pp1dp2_ep2", "m_tp1pp1dp2_ep2"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2"),
+    ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
+]
+ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE}
 
 
 def oracle_dir(source, target):
@@ -715,9 +722,12 @@ def full_states(root, ranks, c):
                     t = world[st][lo:lo + n].reshape(p["shape"])
                     parts.setdefault((p["global_name"], st), {})[r["tp"]] = t
     out = {}
+    import re
     for (name, st), by_tp in parts.items():
+        # an expert's linear layers are cut over TP as the dense MLP's
+        kind = re.sub(r"\.experts\.local_experts\.\d+\.", ".", name)
         out.setdefault(name, {})[st] = gen_megatron.tp_merge(
-            name, [by_tp[t] for t in sorted(by_tp)], True)
+            kind, [by_tp[t] for t in sorted(by_tp)], True)
     return out
 
 
@@ -784,7 +794,7 @@ def cmd_oracle(opts):
     import gen_common
 
     pairs = []
-    for source, target in ORACLE:
+    for source, target in ORACLE_SETS[opts.set]:
         d = os.path.join(opts.work, "oracle", oracle_dir(source, target))
         src = layout_of(CONFIGS[source])
         c = target_layout(src["family"], target)
@@ -794,7 +804,8 @@ def cmd_oracle(opts):
             ranks.append(json.load(open(f"{d}.layout.rank{r}.json")))
             r += 1
         rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
-               "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")},
+               "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")
+                                 + (("experts", "ep") if c["experts"] else ())},
                "target_vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
                "target_ddp_bucket_size": c["bucket"],
                "megatron_argv": ranks[0]["argv"],
@@ -827,9 +838,9 @@ def cmd_oracle(opts):
         "schema": "README_megatron_distopt.md, oracle.json; files/tensors/values as distopt_hashes.py",
         "pairs": pairs,
     }
-    with open(os.path.join(opts.out, "oracle.json"), "w") as f:
+    with open(os.path.join(opts.out, opts.set), "w") as f:
         f.write(dh.dumps(out) + "\n")
-    print(f"oracle.json: {len(pairs)} pairs")
+    print(f"{opts.set}: {len(pairs)} pairs")
 
 
 def same_tensors(a, b):
@@ -861,10 +872,13 @@ def main():
     d.add_argument("out")
     d.add_argument("names", nargs="+")
     d.add_argument("--tag", default="", help="prefix of the fixture directories (t210_)")
-    sub.add_parser("oracle-pairs", help="the (source, target) pairs of the oracle")
+    op = sub.add_parser("oracle-pairs", help="the (source, target) pairs of the oracle")
     o = sub.add_parser("oracle")
     o.add_argument("work")
     o.add_argument("out")
+    for x in (op, o):
+        x.add_argument("--set", default="oracle.json", choices=sorted(ORACLE_SETS),
+                       help="which oracle file (oracle_moe.json: the MoE fixture at the same EP)")
     opts = ap.parse_args()
     if opts.cmd == "world":
         fam = CONFIGS[opts.spec]["family"] if opts.spec in CONFIGS else "a"
@@ -872,7 +886,7 @@ def main():
         print(c["tp"] * c["pp"] * c["dp"])
         return
     if opts.cmd == "oracle-pairs":
-        for a, b in ORACLE:
+        for a, b in ORACLE_SETS[opts.set]:
             print(a, b)
         return
     {"train": cmd_train, "reshard": cmd_reshard, "describe": cmd_describe,

@@ -112,7 +112,8 @@ if [ "$MODE" = distopt-oracle ]; then
     [ -n "$KEEP_WORK" ] || { echo "set WORK to the work directory of a distopt run" >&2; exit 2; }
     DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
     mkdir -p "$WORK/oracle"
-    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs | while read -r src dst; do
+    DO_ORACLE=${DISTOPT_ORACLE:-oracle.json}     # oracle_moe.json: the MoE fixture's pairs
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs --set "$DO_ORACLE" | while read -r src dst; do
         n=$("$PY" "$GEN_DIR/gen_megatron_distopt.py" world "$dst")
         echo "== oracle $src -> $dst: $n processes"
         rm -rf "$WORK/oracle/${src}__to__$dst"
@@ -125,7 +126,7 @@ if [ "$MODE" = distopt-oracle ]; then
             exit 1
         fi
     done
-    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT"
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT" --set "$DO_ORACLE"
     exit 0
 fi
 if [ "$MODE" = load-ours ]; then
