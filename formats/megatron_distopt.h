@@ -104,19 +104,20 @@ int ckpt_megatron__dopt_shared_embedding(const ckpt_value *args, int pp, const c
  * this rank `shards[i]` (numel, dtype), for a model of pp_size stages. Free *out. */
 int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *entries, const int *chunks,
                                const ckpt_node *const *shards, size_t n, int pp_size, mg_dopt_param **out);
-/* The layout of source rank (tp, pp) (EP 0) of a legacy checkpoint: *entries and *shards (its
- * parts as stored), n of them, in the order of l->ranges. Free *entries, *shards, and l. */
-int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, const mg_entry ***entries,
+/* The layout of source rank (tp, pp, ep) of a legacy checkpoint (the dense parameters and EP
+ * rank ep's experts): *entries and *shards (its parts as stored), n of them, in the order of
+ * l->ranges. Free *entries, *shards, and l. */
+int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, int ep, const mg_entry ***entries,
                                       const ckpt_node ***shards, size_t *n, mg_dopt_layout *l);
 
 /* Fill every parameter entry's moment[] from the source ranks' distrib_optim.pt
  * (megatron_distopt_read.c) and set m->moments; on an error none is set. */
 int ckpt_megatron__read_distopt(ckpt_megatron *m);
-/* Add distrib_optim.pt at `rel` for the target rank (tp, pp) whose parameters are `params`
+/* Add distrib_optim.pt at `rel` for the target rank (tp, pp, ep) whose parameters are `params`
  * (state-dict order, chunk by chunk), laid out as the target's args (`targs`: its DP, its
  * buckets) make its grad buffers (megatron_distopt_write.c). */
 int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
                                  ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
-                                 int pp, int64_t padded_vocab);
+                                 int pp, int ep, int64_t padded_vocab);
 
 #endif

@@ -1,5 +1,5 @@
-/* Reading a legacy distributed optimizer's state (iter_N/mp_rank_TT[_PPP]/distrib_optim.pt,
- * written by DP rank 0 of each TP x PP rank with DistributedOptimizer.save_parameter_state)
+/* Reading a legacy distributed optimizer's state (iter_N/mp_rank_TT[_PPP][_EEE]/distrib_optim.pt,
+ * written by DP rank 0 of each TP x PP (x EP) rank with DistributedOptimizer.save_parameter_state)
  * into the logical model: each parameter's fp32 master copy and Adam moments, cut from the
  * rank's flat tensors at the range the grad buffer layout gives it and merged over TP like the
  * parameter, lazily.
@@ -8,6 +8,10 @@
  *   {'buckets_coalesced': True,
  *    gbuf_idx: {(param dtype, grad dtype): {'param', 'exp_avg', 'exp_avg_sq': fp32 1-D of the
  *               buffer's numel_unpadded, 'numel_unpadded': int}}}
+ * A mixture-of-experts model trains dense and expert parameters with two optimizers
+ * (ChainedOptimizer); its file is the list [dense state, expert state], an entry None where the
+ * rank is not that optimizer's data-parallel rank 0: EP rank 0 writes [dense, expert], the others
+ * [None, expert] (the dense state is EP rank 0's; each EP rank's experts are its own).
  * Everything it says of itself is checked against the layout computed from args and the
  * model's shapes before a byte of state is trusted. */
 #include "megatron_distopt.h"
@@ -49,10 +53,11 @@ int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *en
     return 0;
 }
 
-/* The parameters of source rank (tp, pp): entries in named_parameters() order, chunk by chunk
- * (the model's entries are in chunk order, each chunk's in its state dict's). */
-static int source_rank(const ckpt_megatron *m, int tp, int pp, const mg_entry ***entries, const ckpt_node ***shards,
-                       int **chunks, size_t *n)
+/* The parameters of source rank (tp, pp, ep): entries in named_parameters() order, chunk by
+ * chunk (the model's entries are in chunk order, each chunk's in its state dict's; the dense
+ * ones before an EP rank's experts, which only the order within a buffer sees). */
+static int source_rank(const ckpt_megatron *m, int tp, int pp, int ep, const mg_entry ***entries,
+                       const ckpt_node ***shards, int **chunks, size_t *n)
 {
     size_t i, k = 0;
 
@@ -64,7 +69,7 @@ static int source_rank(const ckpt_megatron *m, int tp, int pp, const mg_entry **
         return ckpt_error_oom();
     for (i = 0; i < m->n_entries; i++) {
         const mg_entry *e = &m->entries[i];
-        if (!e->param || !e->full || !e->shards || e->src_pp != pp)
+        if (!e->param || !e->full || !e->shards || e->src_pp != pp || (e->ep >= 0 && e->ep != ep))
             continue;
         (*entries)[k] = e;
         (*shards)[k] = e->shards[tp];
@@ -74,17 +79,17 @@ static int source_rank(const ckpt_megatron *m, int tp, int pp, const mg_entry **
     return 0;
 }
 
-int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, const mg_entry ***entries,
+int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, int ep, const mg_entry ***entries,
                                       const ckpt_node ***shards, size_t *n, mg_dopt_layout *l)
 {
-    const ckpt_ckpt *ck = mg_rank_at(m, tp, pp, 0)->ck;
+    const ckpt_ckpt *ck = mg_rank_at(m, tp, pp, ep)->ck;
     mg_dopt_param *params = NULL;
     mg_dopt_config cfg;
     int *chunks = NULL;
     int rc;
 
     memset(l, 0, sizeof *l);
-    if ((rc = source_rank(m, tp, pp, entries, shards, &chunks, n)) == 0 &&
+    if ((rc = source_rank(m, tp, pp, ep, entries, shards, &chunks, n)) == 0 &&
         (rc = ckpt_megatron__dopt_config(m->args, 0, pp, ckpt_path(ck), &cfg)) == 0 &&
         (rc = ckpt_megatron__dopt_params(m, *entries, chunks, *shards, *n, m->info.pp, &params)) == 0)
         rc = ckpt_megatron__dopt_layout(params, *n, &cfg, l);
@@ -110,20 +115,15 @@ static int dtype_pair_is(const ckpt_value *k, const mg_dopt_buffer *b)
            ckpt_value_is_global(k->u.seq.items[1], "torch", ckpt_dtype_name(b->grad_dtype));
 }
 
-/* The file's top level: the coalesced format, with exactly the layout's grad buffers. */
-static int check_top(const ckpt_ckpt *ck, const mg_dopt_layout *l)
+/* One optimizer's state: the coalesced format, with exactly `want` grad buffers. */
+static int check_state(const ckpt_ckpt *ck, const ckpt_value *root, const char *which, size_t want)
 {
-    const ckpt_value *root = ckpt_root(ck), *coalesced;
+    const ckpt_value *coalesced;
     size_t i, ints = 0;
 
-    if (root && (root->kind == CKPT_VAL_LIST || root->kind == CKPT_VAL_TUPLE))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: a list of %zu optimizers' states (the chained optimizer of a mixture-of-experts "
-                               "model); not supported yet",
-                               ckpt_path(ck), root->u.seq.n);
     if (!root || root->kind != CKPT_VAL_DICT)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
-                               "%s: not a distributed optimizer state (the top level is not a dict)", ckpt_path(ck));
+                               "%s: not a distributed optimizer state (the %s is not a dict)", ckpt_path(ck), which);
     coalesced = ckpt_value_dict_get(root, "buckets_coalesced");
     if (!coalesced)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT,
@@ -136,19 +136,65 @@ static int check_top(const ckpt_ckpt *ck, const mg_dopt_layout *l)
                                ckpt_path(ck));
     for (i = 0; i < root->u.dict.map.n; i++)
         ints += root->u.dict.map.keys[i]->kind == CKPT_VAL_INT;
-    if (ints != l->n_buffers || ints + 1 != root->u.dict.map.n)
+    if (ints != want || ints + 1 != root->u.dict.map.n)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                               "%s: %zu grad buffers (and %zu other keys); the model's parameters at this rank make "
-                               "%zu",
-                               ckpt_path(ck), ints, root->u.dict.map.n - ints - 1, l->n_buffers);
+                               "%s: %s: %zu grad buffers (and %zu other keys); the model's parameters at this rank "
+                               "make %zu",
+                               ckpt_path(ck), which, ints, root->u.dict.map.n - ints - 1, want);
+    return 0;
+}
+
+/* The file's top level: states[0] the dense optimizer's, states[1] the expert one's (one dict
+ * for both when the rank's parameters are of one kind; NULL for what EP rank `ep` does not
+ * hold: the dense state of EP ranks > 0). */
+static int check_top(const ckpt_ckpt *ck, const mg_dopt_layout *l, int ep, const ckpt_value **states)
+{
+    const ckpt_value *root = ckpt_root(ck);
+    size_t n_expert = l->n_buffers - l->n_dense;
+    int rc;
+
+    states[0] = states[1] = NULL;
+    if (!l->n_dense || !n_expert) {
+        if (root && (root->kind == CKPT_VAL_LIST || root->kind == CKPT_VAL_TUPLE))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: a list of %zu optimizers' states, but the rank has only %s parameters (one "
+                                   "optimizer)",
+                                   ckpt_path(ck), root->u.seq.n, l->n_dense ? "dense" : "expert");
+        if ((rc = check_state(ck, root, "top level", l->n_buffers)) < 0)
+            return rc;
+        states[0] = states[1] = root;
+        return 0;
+    }
+    if (!root || root->kind != CKPT_VAL_LIST || root->u.seq.n != 2)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the rank has dense and expert parameters, so its state is the chained optimizer's "
+                               "list [dense, expert]; the top level is %s",
+                               ckpt_path(ck),
+                               !root                                                        ? "missing"
+                               : root->kind == CKPT_VAL_LIST || root->kind == CKPT_VAL_TUPLE ? "a list of another length"
+                                                                                            : "not a list");
+    /* EP ranks > 0 are not the dense optimizer's data-parallel rank 0: Megatron writes None */
+    if (ep == 0 && (rc = check_state(ck, root->u.seq.items[0], "dense optimizer's state (list entry 0)",
+                                     l->n_dense)) < 0)
+        return rc;
+    if (ep > 0 && root->u.seq.items[0]->kind != CKPT_VAL_NONE)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: list entry 0 (the dense optimizer's state) is not None at EP rank %d; Megatron "
+                               "saves it at EP rank 0 only",
+                               ckpt_path(ck), ep);
+    if ((rc = check_state(ck, root->u.seq.items[1], "expert optimizer's state (list entry 1)", n_expert)) < 0)
+        return rc;
+    states[0] = ep == 0 ? root->u.seq.items[0] : NULL;
+    states[1] = root->u.seq.items[1];
     return 0;
 }
 
 /* The state of grad buffer b: its dict, checked against the layout. */
-static int buffer_state(const ckpt_ckpt *ck, const mg_dopt_layout *l, size_t b, const ckpt_tensor **flat)
+static int buffer_state(const ckpt_ckpt *ck, const mg_dopt_layout *l, const ckpt_value *const *states, size_t b,
+                        const ckpt_tensor **flat)
 {
     const mg_dopt_buffer *buf = &l->buffers[b];
-    const ckpt_value *d = int_key(ckpt_root(ck), (int64_t)buf->gbuf), *st, *nu;
+    const ckpt_value *d = int_key(states[buf->expert != 0], (int64_t)buf->gbuf), *st, *nu;
     int k;
 
     if (!d || d->kind != CKPT_VAL_DICT || d->u.dict.map.n != 1 || !dtype_pair_is(d->u.dict.map.keys[0], buf))
@@ -183,9 +229,11 @@ static int buffer_state(const ckpt_ckpt *ck, const mg_dopt_layout *l, size_t b, 
     return 0;
 }
 
-/* Rank (tp, pp)'s part of each of its parameters' state, into parts[entry][moment][tp]. */
-static int read_rank(ckpt_megatron *m, int tp, int pp, const ckpt_node **parts)
+/* Rank (tp, pp, ep)'s part of each of its parameters' state, into parts[entry][moment][tp]
+ * (dense parameters from EP rank 0). */
+static int read_rank(ckpt_megatron *m, int tp, int pp, int ep, const ckpt_node **parts)
 {
+    const ckpt_value *states[2];
     ckpt_coords at = CKPT_COORDS_NONE;
     const mg_entry **entries = NULL;
     const ckpt_node **shards = NULL;
@@ -199,26 +247,29 @@ static int read_rank(ckpt_megatron *m, int tp, int pp, const ckpt_node **parts)
     memset(&l, 0, sizeof l);
     at.tp = tp;
     at.pp = pp;
-    at.ep = 0;
+    at.ep = ep;
     member = ckpt_set_find(m->set, &at, "distrib_optim");
     if (member < 0)
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
-                               "%s: no distrib_optim.pt beside %s (TP %d, PP %d); every rank of a distributed "
+                               "%s: no distrib_optim.pt beside %s (TP %d, PP %d, EP %d); every rank of a distributed "
                                "optimizer has one",
-                               ckpt_set_info_of(m->set)->root, ckpt_path(mg_rank_at(m, tp, pp, 0)->ck), tp, pp);
+                               ckpt_set_info_of(m->set)->root, ckpt_path(mg_rank_at(m, tp, pp, ep)->ck), tp, pp, ep);
     if ((rc = ckpt_set_member_open(m->set, (size_t)member, &ck)) < 0 ||
-        (rc = ckpt_megatron__dopt_source_layout(m, tp, pp, &entries, &shards, &n, &l)) < 0 ||
-        (rc = check_top(ck, &l)) < 0)
+        (rc = ckpt_megatron__dopt_source_layout(m, tp, pp, ep, &entries, &shards, &n, &l)) < 0 ||
+        (rc = check_top(ck, &l, ep, states)) < 0)
         goto done;
     if (!(flat = calloc(l.n_buffers * MG_N_MOMENTS + 1, sizeof *flat))) {
         rc = ckpt_error_oom();
         goto done;
     }
     for (i = 0; i < l.n_buffers && rc == 0; i++)
-        rc = buffer_state(ck, &l, i, flat);
+        if (states[l.buffers[i].expert != 0])
+            rc = buffer_state(ck, &l, states, i, flat);
     for (i = 0; i < n && rc == 0; i++) {
         const mg_dopt_range *r = &l.ranges[i];
         size_t e = (size_t)(entries[i] - m->entries);
+        if (!states[l.buffers[r->buffer].expert != 0])
+            continue;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
             const ckpt_node *whole, *cut;
             if ((rc = ckpt_node_tensor(m->g, flat[r->buffer * MG_N_MOMENTS + (size_t)k], &whole)) == 0 &&
@@ -241,20 +292,15 @@ int ckpt_megatron__read_distopt(ckpt_megatron *m)
 {
     const ckpt_node **parts;
     size_t i;
-    int tp, pp, k, rc = 0;
+    int tp, pp, ep, k, rc = 0;
 
-    for (i = 0; i < m->n_entries; i++)
-        if (m->entries[i].param && m->entries[i].layout.expert)
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                   "%s: expert parameters (%s): the distributed optimizer state of a "
-                                   "mixture-of-experts model is not read yet",
-                                   ckpt_set_info_of(m->set)->root, m->entries[i].name);
     parts = calloc(m->n_entries * MG_N_MOMENTS * (size_t)m->info.tp + 1, sizeof *parts);
     if (!parts)
         return ckpt_error_oom();
     for (pp = 0; pp < m->info.pp && rc == 0; pp++)
-        for (tp = 0; tp < m->info.tp && rc == 0; tp++)
-            rc = read_rank(m, tp, pp, parts);
+        for (ep = 0; ep < m->info.ep && rc == 0; ep++)
+            for (tp = 0; tp < m->info.tp && rc == 0; tp++)
+                rc = read_rank(m, tp, pp, ep, parts);
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         mg_entry *e = &m->entries[i];
         if (!e->param || !e->full)

@@ -118,7 +118,9 @@ static int buffer_value(write_ctx *c, size_t b, ckpt_value **out)
     for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
         const ckpt_node *flat;
         char name[96];
-        snprintf(name, sizeof name, "distrib_optim/%zu/%s", buf->gbuf, state_keys[k]);
+        /* the chained optimizer's expert state numbers its buffers from 0 as well */
+        snprintf(name, sizeof name, "distrib_optim/%s%zu/%s", buf->expert ? "expert/" : "", buf->gbuf,
+                 state_keys[k]);
         if ((rc = flat_tensor(c, b, k, idx, n, &flat)) == 0 &&
             (rc = ckpt_plan_add_tensor(c->plan, c->file, name, flat, 0, &index)) == 0)
             rc = set_key(a, st, state_keys[k], ckpt_value_new_tensor(a, index));
@@ -168,19 +170,62 @@ static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, 
     return rc;
 }
 
-int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
-                                 ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
-                                 int pp, int64_t padded_vocab)
+/* One optimizer's state: the buffers of one kind (expert or dense), as
+ * get_parameter_state_dp_zero returns it. */
+static int optimizer_state(write_ctx *c, int expert, ckpt_value **out)
 {
-    ckpt_arena *a = ckpt_plan_arena(plan);
+    ckpt_arena *a = ckpt_plan_arena(c->plan);
     ckpt_value *root = ckpt_value_new(a, CKPT_VAL_DICT), *v = NULL;
-    mg_dopt_layout l;
-    write_ctx c;
     size_t b;
     int rc;
 
+    *out = root;
     if (!root)
         return CKPT_ENOMEM;
+    rc = set_key(a, root, "buckets_coalesced", ckpt_value_new_bool(a, 1));
+    for (b = 0; b < c->l->n_buffers && rc == 0; b++)
+        if (!c->l->buffers[b].expert == !expert && (rc = buffer_value(c, b, &v)) == 0) {
+            ckpt_value *gbuf = ckpt_value_new_int(a, (int64_t)c->l->buffers[b].gbuf);
+            rc = gbuf ? ckpt_value_dict_set(a, root, gbuf, v) : CKPT_ENOMEM;
+        }
+    return rc;
+}
+
+/* A rank with dense and expert parameters (a mixture of experts) has two optimizers
+ * (ChainedOptimizer.save_parameter_state): the list [dense, expert], the dense state None but
+ * at EP rank 0, the dense optimizer's data-parallel rank 0 (the file's writer, expert-DP rank
+ * 0, is dense DP rank `ep`). */
+static int chained_state(write_ctx *c, int ep, ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(c->plan);
+    ckpt_value *dense = NULL, *expert = NULL;
+    int rc;
+
+    *out = ckpt_value_new(a, CKPT_VAL_LIST);
+    if (!*out)
+        return CKPT_ENOMEM;
+    if (ep == 0)
+        rc = optimizer_state(c, 0, &dense);
+    else
+        rc = (dense = ckpt_value_new(a, CKPT_VAL_NONE)) ? 0 : CKPT_ENOMEM;
+    if (rc == 0)
+        rc = optimizer_state(c, 1, &expert);
+    if (rc == 0)
+        rc = ckpt_value_append(a, *out, dense);
+    if (rc == 0)
+        rc = ckpt_value_append(a, *out, expert);
+    return rc;
+}
+
+int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
+                                 ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
+                                 int pp, int ep, int64_t padded_vocab)
+{
+    ckpt_value *root = NULL;
+    mg_dopt_layout l;
+    write_ctx c;
+    int rc;
+
     if ((rc = target_layout(m, t, targs, pp, params, n, rel, &l)) < 0) {
         ckpt_megatron__dopt_layout_free(&l);
         return rc;
@@ -194,18 +239,12 @@ int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t
     c.params = params;
     c.n = n;
     c.l = &l;
-    if (l.n_buffers > l.n_dense)
-        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                             "%s: expert parameters: the chained optimizer's state of a mixture-of-experts model is "
-                             "not written yet",
-                             rel);
-    if (rc == 0 && (rc = ckpt_plan_add_file(plan, rel, "torch", &c.file)) == 0)
-        rc = set_key(a, root, "buckets_coalesced", ckpt_value_new_bool(a, 1));
-    for (b = 0; b < l.n_buffers && rc == 0; b++)
-        if ((rc = buffer_value(&c, b, &v)) == 0) {
-            ckpt_value *gbuf = ckpt_value_new_int(a, (int64_t)l.buffers[b].gbuf);
-            rc = gbuf ? ckpt_value_dict_set(a, root, gbuf, v) : CKPT_ENOMEM;
-        }
+    if ((rc = ckpt_plan_add_file(plan, rel, "torch", &c.file)) == 0) {
+        if (l.n_dense && l.n_buffers > l.n_dense)
+            rc = chained_state(&c, ep, &root);
+        else
+            rc = optimizer_state(&c, l.n_dense == 0, &root);
+    }
     if (rc == 0)
         rc = ckpt_plan_set_root(plan, c.file, root);
     ckpt_megatron__dopt_layout_free(&l);

@@ -28,7 +28,7 @@ static void dims_of(const ckpt_value *args, mg_dims *d)
                     ? ckpt_megatron__arg_int(args, "num_query_groups", d->heads)
                     : d->heads;
     d->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", hidden > 0 && hidden <= INT64_MAX / 4 ? 4 * hidden : 0);
-    d->moe_ffn = ckpt_megatron__arg_int(args, "num_moe_experts", 0) > 0
+    d->moe_ffn = ckpt_megatron__num_experts(args) > 0
                      ? ckpt_megatron__arg_int(args, "moe_ffn_hidden_size", 0)
                      : 0;
 }

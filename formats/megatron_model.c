@@ -36,6 +36,12 @@ int64_t ckpt_megatron__arg_int(const ckpt_value *args, const char *name, int64_t
     return fallback;
 }
 
+int64_t ckpt_megatron__num_experts(const ckpt_value *args)
+{
+    /* Megatron-LM's --num-experts; num_moe_experts is the TransformerConfig's name for it */
+    return ckpt_megatron__arg_int(args, "num_experts", ckpt_megatron__arg_int(args, "num_moe_experts", 0));
+}
+
 const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int vp)
 {
     char key[32];
@@ -159,7 +165,7 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
     v = ckpt_value_dict_get(r0->root, "optimizer");
     m->info.has_optimizer = v && v->kind != CKPT_VAL_NONE;
     /* experts are cut over the expert tensor-parallel ranks, which this reads as the TP ranks */
-    if (ckpt_megatron__arg_int(m->args, "num_moe_experts", 0) > 0 &&
+    if (ckpt_megatron__num_experts(m->args) > 0 &&
         ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", m->info.tp) != m->info.tp)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: expert_tensor_parallel_size %lld differs from the tensor-parallel size %d; "

@@ -51,19 +51,23 @@ static void fill(ckpt_megatron_optim_range *o, const char *name, int tp, int pp,
     o->index = -1;
 }
 
-static int distributed_rank(const ckpt_megatron *m, int tp, int pp, ranges *r)
+/* EP rank ep's directory repeats the dense parameters, listed at EP 0 only. */
+static int distributed_rank(const ckpt_megatron *m, int tp, int pp, int ep, ranges *r)
 {
     const mg_entry **entries = NULL;
     const ckpt_node **shards = NULL;
     mg_dopt_layout l;
     size_t i, n = 0;
-    int rc = ckpt_megatron__dopt_source_layout(m, tp, pp, &entries, &shards, &n, &l);
+    int rc = ckpt_megatron__dopt_source_layout(m, tp, pp, ep, &entries, &shards, &n, &l);
 
     for (i = 0; rc == 0 && i < n; i++) {
         ckpt_megatron_optim_range *o = NULL;
+        if (ep > 0 && !l.buffers[l.ranges[i].buffer].expert)
+            continue;
         if ((rc = push(r, &o)) < 0)
             break;
         fill(o, entries[i]->name, tp, pp, &l, &l.ranges[i]);
+        o->ep = ep;
     }
     ckpt_megatron__dopt_layout_free(&l);
     free(entries);
@@ -128,7 +132,7 @@ static int dp_reshardable(const ckpt_megatron *m, ranges *r)
 int ckpt_megatron_optimizer_ranges(const ckpt_megatron *m, ckpt_megatron_optim_range **out, size_t *n)
 {
     ranges r = { NULL, 0, 0 };
-    int tp, pp, rc = 0;
+    int tp, pp, ep, rc = 0;
 
     *out = NULL;
     *n = 0;
@@ -141,9 +145,11 @@ int ckpt_megatron_optimizer_ranges(const ckpt_megatron *m, ckpt_megatron_optim_r
     } else if (!m->set || !m->info.has_optimizer) {
         return 0;
     }
-    for (pp = 0; pp < m->info.pp && rc == 0 && !m->dist; pp++)
-        for (tp = 0; tp < m->info.tp && rc == 0; tp++)
-            rc = m->info.distributed_optimizer ? distributed_rank(m, tp, pp, &r) : plain_rank(m, tp, pp, &r);
+    for (ep = 0; ep < m->info.ep && rc == 0 && !m->dist; ep++)
+        for (pp = 0; pp < m->info.pp && rc == 0; pp++)
+            for (tp = 0; tp < m->info.tp && rc == 0; tp++)
+                rc = !m->info.distributed_optimizer ? (ep == 0 ? plain_rank(m, tp, pp, &r) : 0)
+                                                    : distributed_rank(m, tp, pp, ep, &r);
     if (rc < 0) {
         free(r.v);
         return rc;

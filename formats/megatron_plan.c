@@ -400,7 +400,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         ckpt_buf_clear(&rel);
         if ((rc = rank_rel(c, tp, pp, ep, "distrib_optim.pt", &rel)) == 0)
             rc = ckpt_megatron__distopt_write(c->m, c->t, targs ? targs : c->m->args, c->plan, (const char *)rel.data,
-                                              params, n_params, tp, pp, c->padded_vocab);
+                                              params, n_params, tp, pp, ep, c->padded_vocab);
     }
 done:
     free(params);

@@ -136,6 +136,8 @@ int ckpt_megatron__check_shapes(const ckpt_megatron *m);
 const ckpt_value *ckpt_megatron__namespace_dict(const ckpt_value *ns);
 /* An integer attribute of args (bools count), or `fallback` when absent or not an integer. */
 int64_t ckpt_megatron__arg_int(const ckpt_value *args, const char *name, int64_t fallback);
+/* The number of experts args give (0: a dense model). */
+int64_t ckpt_megatron__num_experts(const ckpt_value *args);
 /* The vocabulary rows that are not padding, from args (0 when args do not say). */
 int64_t ckpt_megatron__true_vocab(const ckpt_value *args);
 /* The model dict of a chunk: "model" when vpp == 1, else "model<vp>". */

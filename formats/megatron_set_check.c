@@ -384,7 +384,7 @@ int ckpt_megatron__check_shapes(const ckpt_megatron *m)
             }
     }
     if (rc == 0)
-        rc = check_present(m, seen, any, ckpt_megatron__arg_int(m->args, "num_moe_experts", 0) > 0);
+        rc = check_present(m, seen, any, ckpt_megatron__num_experts(m->args) > 0);
     free(seen);
     return rc;
 }

@@ -95,8 +95,8 @@ static void print_ranges(const logical *l)
         return;
     if (l->ranges[0].distributed) {
         printf("\noptimizer state (distributed optimizer's grad buffers): %zu parameter ranges\n\n", l->n_ranges);
-        printf("%-56s %3s %3s %5s %4s %-18s %6s %9s %9s %9s\n", "name", "tp", "pp", "chunk", "gbuf", "dtypes",
-               "bucket", "start", "end", "flat");
+        printf("%-56s %3s %3s %3s %5s %4s %-18s %6s %9s %9s %9s\n", "name", "tp", "pp", "ep", "chunk", "gbuf",
+               "dtypes", "bucket", "start", "end", "flat");
     } else {
         printf("\noptimizer state (non-distributed optimizer, model_optim_rng.pt): %zu parameters\n\n", l->n_ranges);
         printf("%-56s %3s %3s %5s %5s %5s\n", "name", "tp", "pp", "chunk", "group", "state");
@@ -109,8 +109,8 @@ static void print_ranges(const logical *l)
         }
         snprintf(dtypes, sizeof dtypes, "%s/%s%s", ckpt_dtype_name(r->param_dtype), ckpt_dtype_name(r->grad_dtype),
                  r->expert ? " exp" : "");
-        printf("%-56s %3d %3d %5d %4zu %-18s %6zu %9lld %9lld %9lld\n", r->name, r->tp, r->pp, r->chunk, r->gbuf,
-               dtypes, r->bucket, (long long)r->start, (long long)r->end, (long long)r->flat);
+        printf("%-56s %3d %3d %3d %5d %4zu %-18s %6zu %9lld %9lld %9lld\n", r->name, r->tp, r->pp, r->ep, r->chunk,
+               r->gbuf, dtypes, r->bucket, (long long)r->start, (long long)r->end, (long long)r->flat);
     }
 }
 
@@ -182,6 +182,7 @@ static void json_ranges(cJSON *o, const logical *l)
         cJSON_AddStringToObject(j, "name", r->name);
         cJSON_AddNumberToObject(j, "tp", r->tp);
         cJSON_AddNumberToObject(j, "pp", r->pp);
+        cJSON_AddNumberToObject(j, "ep", r->ep);
         cJSON_AddNumberToObject(j, "chunk", r->chunk);
         if (r->distributed) {
             cJSON_AddNumberToObject(j, "gbuf", (double)r->gbuf);

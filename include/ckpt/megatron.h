@@ -148,7 +148,7 @@ CKPT_EXTERN(int) ckpt_megatron_optimizer_state(ckpt_megatron *m, size_t i, const
 /* Where a parameter's optimizer state lies in the files of one rank. */
 typedef struct ckpt_megatron_optim_range {
     const char *name;        /* the parameter's global name; borrowed from the model */
-    int tp, pp;              /* the rank (EP 0) */
+    int tp, pp, ep;          /* the rank (expert parameters at their EP rank, the others at EP 0) */
     int distributed;         /* distrib_optim.pt (the fields below), else the plain state dict */
     /* the distributed optimizer's: megatron-core's grad buffer layout of the rank */
     int chunk;               /* model chunk (virtual pipeline stage) */
@@ -163,7 +163,7 @@ typedef struct ckpt_megatron_optim_range {
     size_t group;
 } ckpt_megatron_optim_range;
 
-/* Every parameter's place in the optimizer files, rank by rank (TP fastest, then PP; a
+/* Every parameter's place in the optimizer files, rank by rank (TP fastest, then PP, then EP; a
  * torch_dist dp_reshardable checkpoint: the ranks of the layout its args name), each rank's
  * parameters in named_parameters() order (the distributed optimizer's), or state-dict order.
  * *out is freed with free(). 0 with *n 0 for a checkpoint without optimizer state;

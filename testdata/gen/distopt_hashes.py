@@ -131,11 +131,17 @@ SKIP = ("args", "rng_state")
 def describe_file(path):
     sd = load(path)
     tensors, values = {}, {}
-    for k, v in sd.items():
+    # a mixture of experts' chained optimizer saves a list: one state per optimizer, None where
+    # this rank is not that optimizer's data-parallel rank 0
+    items = list(enumerate(sd)) if isinstance(sd, list) else list(sd.items())
+    for k, v in items:
         if k in SKIP:
             continue
         walk(v, [key_str(k)], tensors, values)
-    return {"top_keys": [key_str(k) for k in sd], "tensors": tensors, "values": values}
+    out = {"top_keys": [key_str(k) for k, _ in items], "tensors": tensors, "values": values}
+    if isinstance(sd, list):
+        out["list"] = [v is not None for v in sd]
+    return out
 
 
 def describe_dir(root):

@@ -80,6 +80,9 @@ FAMILIES = {
     "a": dict(layers=2, bf16=False, tied=False),
     "b": dict(layers=2, bf16=True, tied=True),
     "c": dict(layers=4, bf16=False, tied=False, vpl=1),
+    # mixture of experts: 4 experts (SequentialMLP of the local spec, no grouped GEMM), top-2
+    # routing; dense and expert parameters in separate buffers and optimizers (ChainedOptimizer)
+    "m": dict(layers=2, bf16=False, tied=False, experts=4),
 }
 CONFIGS = {
     "a_tp1pp1dp1": dict(family="a", tp=1, pp=1, dp=1),
@@ -91,8 +94,30 @@ CONFIGS = {
     "a_tp1pp2dp2": dict(family="a", tp=1, pp=2, dp=2),
     "b_tp2pp2dp1_bf16_tied": dict(family="b", tp=2, pp=2, dp=1),
     "c_tp1pp2dp1_vpp2": dict(family="c", tp=1, pp=2, dp=1),
+    # EP 2 inside DP 2: expert data parallel size 1, dense DP 2
+    "m_tp1pp1dp2_ep2": dict(family="m", tp=1, pp=1, dp=2, ep=2),
 }
 FORMS = ("legacy", "dp_reshardable", "fully_reshardable")
+
+
+def forms_kept(c):
+    """the forms committed: the MoE fixture keeps only legacy (testdata budget; its torch_dist
+    saves stay in WORK for the oracle)"""
+    return ("legacy",) if c["experts"] else FORMS
+
+
+def rank_dir(c, r):
+    """mp_rank_TT[_PPP][_EEE] of a dumped rank"""
+    return (f"mp_rank_{r['tp']:02d}" + (f"_{r['pp']:03d}" if c["pp"] > 1 else "")
+            + (f"_{r['ep']:03d}" if c["ep"] > 1 else ""))
+
+
+def buffer_state(legacy, b):
+    """a dumped buffer's {(param dtype, grad dtype): state} in a loaded distrib_optim.pt (the
+    chained optimizer's list: the buffer's optimizer's entry)"""
+    if "optimizer_index" in b:
+        legacy = legacy[b["optimizer_index"]]
+    return next(iter(legacy[b["gbuf_index"]].values()))
 
 
 def layout_of(config):
@@ -100,6 +125,8 @@ def layout_of(config):
     c.update(config)
     c.setdefault("vpl", None)
     c.setdefault("bucket", None)
+    c.setdefault("experts", None)
+    c.setdefault("ep", 1)
     return c
 
 
@@ -116,6 +143,9 @@ def megatron_argv(c, save):
         argv += ["--untie-embeddings-and-output-weights"]
     if c["bucket"]:
         argv += ["--overlap-grad-reduce", "--ddp-bucket-size", str(c["bucket"])]
+    if c["experts"]:
+        argv += ["--num-experts", str(c["experts"]), "--moe-router-topk", "2",
+                 "--expert-model-parallel-size", str(c["ep"])]
     argv += ["--save", save]
     return argv
 
@@ -189,6 +219,13 @@ def setup(c, save, extra=()):
     import gen_megatron_cpu as shim
     shim.install()
     install_distopt_cpu()
+    if c.get("experts"):
+        # megatron-core 0.16.1's moe_utils imports te_general_gemm from Transformer Engine and
+        # tests it against None, but without Transformer Engine the name is never bound (a
+        # NameError in the router); None is the value its fallback path expects
+        from megatron.core.transformer.moe import moe_utils
+        if not hasattr(moe_utils, "te_general_gemm"):
+            moe_utils.te_general_gemm = None
     sys.argv = ["pretrain_gpt.py"] + megatron_argv(c, save) + list(extra)
     args = gen_megatron.init_megatron()
 
@@ -274,52 +311,81 @@ def dump_layout(model, optimizer):
     from megatron.training.utils import unwrap_model
 
     chunks = unwrap_model(model)
-    (opt,) = optimizer.chained_optimizers
+    # one optimizer, or a mixture of experts' [dense, expert] (ChainedOptimizer): the expert one
+    # is laid out over the expert data parallel group
+    opts = optimizer.chained_optimizers
     import gen_megatron
     names = {}
     for ci, chunk in enumerate(chunks):
         gk = gen_megatron.chunk_global_keys(chunk)
         for k, p in chunk.named_parameters():
-            names[id(p)] = (ci, k, gk[k])
+            names[id(p)] = (ci, k, global_expert(gk[k], chunk.config))
     expert = {id(b) for m in model for b in m.expert_parallel_buffers}
-    dp = mpu.get_data_parallel_world_size()
-    dp_rank = mpu.get_data_parallel_rank()
     buffers = []
-    for gi, buf in enumerate(opt.buffers):
-        ci = opt.gbuf_idx_to_model_idx_map[gi]
-        params = []
-        for p, (start, end, bucket) in sorted(buf.param_index_map.items(), key=lambda kv: kv[1][0]):
-            pci, key, gkey = names[id(p)]
-            assert pci == ci
-            params.append({"name": key, "global_name": gkey, "shape": list(p.shape),
-                           "start": start, "end": end,
-                           "bucket": bucket,
-                           "shared_embedding": bool(getattr(p, "shared_embedding", False))})
-        buckets = []
-        for b in buf.buckets:
-            n = b.grad_data.numel()
-            buckets.append({"index": b.bucket_id, "start": b.offset, "end": b.offset + n,
-                            "numel_unpadded": b.numel_unpadded,
-                            "dp_shard": [b.offset + dp_rank * n // dp, b.offset + (dp_rank + 1) * n // dp]})
-        assert [(x["start"], x["end"]) for x in buckets] == [tuple(x) for x in buf.bucket_indices]
-        buffers.append({
-            "gbuf_index": gi, "model_chunk": ci,
-            "param_dtype": dtype_name(buf.param_dtype), "grad_dtype": dtype_name(buf.grad_dtype),
-            "expert": id(buf) in expert,
-            "numel": buf.numel, "numel_unpadded": buf.numel_unpadded,
-            "buckets": buckets, "params": params,
-        })
-    return {
+    for oi, opt in enumerate(opts):
+        dp = opt.data_parallel_group.size()
+        dp_rank = opt.data_parallel_group.rank()
+        for gi, buf in enumerate(opt.buffers):
+            buffers.append(dump_buffer(opt, gi, buf, names, dp, dp_rank, id(buf) in expert))
+            if len(opts) > 1:
+                buffers[-1].update(optimizer_index=oi, dp_size=dp, dp_rank=dp_rank)
+    out = {
         "rank": torch.distributed.get_rank(),
         "tp": mpu.get_tensor_model_parallel_rank(), "pp": mpu.get_pipeline_model_parallel_rank(),
-        "dp": dp_rank,
-        "optimizer": type(opt).__name__, "torch_optimizer": type(opt.optimizer).__name__,
+        "dp": mpu.get_data_parallel_rank(),
+        "optimizer": type(opts[0]).__name__, "torch_optimizer": type(opts[0].optimizer).__name__,
         "ddp_config": {k: getattr(model[0].ddp_config, k) for k in (
             "grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather",
             "use_distributed_optimizer", "bucket_size", "average_in_collective",
             "pad_buckets_for_high_nccl_busbw")},
         "buffers": buffers,
-        "per_bucket_numel_unpadded": jsonable(opt.per_bucket_numel_unpadded),
+        "per_bucket_numel_unpadded": jsonable(opts[0].per_bucket_numel_unpadded) if len(opts) == 1
+        else [jsonable(o.per_bucket_numel_unpadded) for o in opts],
+    }
+    if len(opts) > 1:
+        out.update(ep=mpu.get_expert_model_parallel_rank(),
+                   expert_dp=mpu.get_expert_data_parallel_rank(),
+                   n_optimizers=len(opts))
+    return out
+
+
+def global_expert(key, config):
+    """local_experts.I of this expert-parallel rank -> the global expert index (the experts are
+    split evenly over the EP ranks in order)"""
+    import re
+
+    from megatron.core import mpu
+    m = re.search(r"\.local_experts\.(\d+)\.", key)
+    if not m:
+        return key
+    ep = mpu.get_expert_model_parallel_world_size()
+    g = mpu.get_expert_model_parallel_rank() * (config.num_moe_experts // ep) + int(m.group(1))
+    return key[:m.start()] + f".local_experts.{g}." + key[m.end():]
+
+
+def dump_buffer(opt, gi, buf, names, dp, dp_rank, expert):
+    ci = opt.gbuf_idx_to_model_idx_map[gi]
+    params = []
+    for p, (start, end, bucket) in sorted(buf.param_index_map.items(), key=lambda kv: kv[1][0]):
+        pci, key, gkey = names[id(p)]
+        assert pci == ci
+        params.append({"name": key, "global_name": gkey, "shape": list(p.shape),
+                       "start": start, "end": end,
+                       "bucket": bucket,
+                       "shared_embedding": bool(getattr(p, "shared_embedding", False))})
+    buckets = []
+    for b in buf.buckets:
+        n = b.grad_data.numel()
+        buckets.append({"index": b.bucket_id, "start": b.offset, "end": b.offset + n,
+                        "numel_unpadded": b.numel_unpadded,
+                        "dp_shard": [b.offset + dp_rank * n // dp, b.offset + (dp_rank + 1) * n // dp]})
+    assert [(x["start"], x["end"]) for x in buckets] == [tuple(x) for x in buf.bucket_indices]
+    return {
+        "gbuf_index": gi, "model_chunk": ci,
+        "param_dtype": dtype_name(buf.param_dtype), "grad_dtype": dtype_name(buf.grad_dtype),
+        "expert": expert,
+        "numel": buf.numel, "numel_unpadded": buf.numel_unpadded,
+        "buckets": buckets, "params": params,
     }
 
 
@@ -347,13 +413,13 @@ def repr_key(k):
 
 def master_hash(optimizer):
     """sha256 over this rank's fp32 master shards and moments, in optimizer order."""
-    (opt,) = optimizer.chained_optimizers
     h = hashlib.sha256()
-    for group in opt.optimizer.param_groups:
-        for p in group["params"]:
-            st = opt.optimizer.state[p]
-            for t in (p, st["exp_avg"], st["exp_avg_sq"]):
-                h.update(t.detach().float().contiguous().numpy().tobytes())
+    for opt in optimizer.chained_optimizers:
+        for group in opt.optimizer.param_groups:
+            for p in group["params"]:
+                st = opt.optimizer.state[p]
+                for t in (p, st["exp_avg"], st["exp_avg_sq"]):
+                    h.update(t.detach().float().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 
@@ -401,13 +467,15 @@ def target_layout(family, spec):
         c = layout_of(CONFIGS[spec])
         assert c["family"] == family, (spec, family)
         return c
-    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:vpp(\d+))?", spec)
+    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:vpp(\d+))?", spec)
     assert m, spec
     c = dict(FAMILIES[family])
-    c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)))
-    vpp = int(m.group(4) or 1)
+    c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)),
+             ep=int(m.group(4) or 1))
+    vpp = int(m.group(5) or 1)
     c["vpl"] = c["layers"] // (c["pp"] * vpp) if vpp > 1 else None
     c.setdefault("bucket", None)
+    c.setdefault("experts", None)
     return c
 
 
@@ -422,6 +490,13 @@ ORACLE = [
     ("c_tp1pp2dp1_vpp2", "c_tp1pp2dp1_vpp2"), ("c_tp1pp2dp1_vpp2", "tp1pp1dp1"),
     ("c_tp1pp2dp1_vpp2", "tp1pp2dp1"), ("c_tp1pp2dp1_vpp2", "tp2pp2dp1"), ("c_tp1pp2dp1_vpp2", "tp1pp2dp2vpp2"),
 ]
+
+# the mixture-of-experts fixture to other TP/PP at the same EP: OUT/oracle_moe.json
+ORACLE_MOE = [
+    ("m_tp1pp1dp2_ep2", "m_tp1pp1dp2_ep2"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2"),
+    ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
+]
+ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE}
 
 
 def oracle_dir(source, target):
@@ -629,12 +704,13 @@ def full_states(root, ranks, c):
     import distopt_hashes as dh
     parts = {}
     for r in ranks:
-        if r["dp"] != 0:
+        if all(b.get("dp_rank", r["dp"]) != 0 for b in r["buffers"]):
             continue
-        sub = f"mp_rank_{r['tp']:02d}" + (f"_{r['pp']:03d}" if c["pp"] > 1 else "")
-        legacy = dh.load(os.path.join(root, f"iter_{ITERS:07d}", sub, "distrib_optim.pt"))
+        legacy = dh.load(os.path.join(root, f"iter_{ITERS:07d}", rank_dir(c, r), "distrib_optim.pt"))
         for b in r["buffers"]:
-            world = next(iter(legacy[b["gbuf_index"]].values()))
+            if b.get("dp_rank", r["dp"]) != 0:
+                continue
+            world = buffer_state(legacy, b)
             shift, lead = {}, 0
             for k in b["buckets"]:
                 shift[k["index"]] = k["start"] - lead
@@ -646,9 +722,12 @@ def full_states(root, ranks, c):
                     t = world[st][lo:lo + n].reshape(p["shape"])
                     parts.setdefault((p["global_name"], st), {})[r["tp"]] = t
     out = {}
+    import re
     for (name, st), by_tp in parts.items():
+        # an expert's linear layers are cut over TP as the dense MLP's
+        kind = re.sub(r"\.experts\.local_experts\.\d+\.", ".", name)
         out.setdefault(name, {})[st] = gen_megatron.tp_merge(
-            name, [by_tp[t] for t in sorted(by_tp)], True)
+            kind, [by_tp[t] for t in sorted(by_tp)], True)
     return out
 
 
@@ -684,8 +763,17 @@ def cmd_describe(opts):
                                          "master_sha256", "buffers")} for x in ranks],
             "forms": {},
         }
-        rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
-        for form in FORMS:
+        if c["experts"]:
+            rec["layout"].update(experts=c["experts"], ep=c["ep"])
+            for x, y in zip(rec["ranks"], ranks):
+                x.update(ep=y["ep"], expert_dp=y["expert_dp"], n_optimizers=y["n_optimizers"])
+            # every parameter's state read from distrib_optim.pt by the dumped layout (the
+            # torch_dist forms are not committed)
+            full = full_states(os.path.join(src, "legacy"), ranks, c)
+            rec["legacy_state_sha256"] = {n: {st: sha256(t) for st, t in v.items()} for n, v in full.items()}
+        else:
+            rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
+        for form in forms_kept(c):
             f = {"files": file_list(os.path.join(src, form))}
             if form == "legacy":
                 f.update(dh.describe_dir(os.path.join(src, form)))
@@ -706,7 +794,7 @@ def cmd_oracle(opts):
     import gen_common
 
     pairs = []
-    for source, target in ORACLE:
+    for source, target in ORACLE_SETS[opts.set]:
         d = os.path.join(opts.work, "oracle", oracle_dir(source, target))
         src = layout_of(CONFIGS[source])
         c = target_layout(src["family"], target)
@@ -716,7 +804,8 @@ def cmd_oracle(opts):
             ranks.append(json.load(open(f"{d}.layout.rank{r}.json")))
             r += 1
         rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
-               "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")},
+               "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")
+                                 + (("experts", "ep") if c["experts"] else ())},
                "target_vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
                "target_ddp_bucket_size": c["bucket"],
                "megatron_argv": ranks[0]["argv"],
@@ -749,9 +838,9 @@ def cmd_oracle(opts):
         "schema": "README_megatron_distopt.md, oracle.json; files/tensors/values as distopt_hashes.py",
         "pairs": pairs,
     }
-    with open(os.path.join(opts.out, "oracle.json"), "w") as f:
+    with open(os.path.join(opts.out, opts.set), "w") as f:
         f.write(dh.dumps(out) + "\n")
-    print(f"oracle.json: {len(pairs)} pairs")
+    print(f"{opts.set}: {len(pairs)} pairs")
 
 
 def same_tensors(a, b):
@@ -783,10 +872,13 @@ def main():
     d.add_argument("out")
     d.add_argument("names", nargs="+")
     d.add_argument("--tag", default="", help="prefix of the fixture directories (t210_)")
-    sub.add_parser("oracle-pairs", help="the (source, target) pairs of the oracle")
+    op = sub.add_parser("oracle-pairs", help="the (source, target) pairs of the oracle")
     o = sub.add_parser("oracle")
     o.add_argument("work")
     o.add_argument("out")
+    for x in (op, o):
+        x.add_argument("--set", default="oracle.json", choices=sorted(ORACLE_SETS),
+                       help="which oracle file (oracle_moe.json: the MoE fixture at the same EP)")
     opts = ap.parse_args()
     if opts.cmd == "world":
         fam = CONFIGS[opts.spec]["family"] if opts.spec in CONFIGS else "a"
@@ -794,7 +886,7 @@ def main():
         print(c["tp"] * c["pp"] * c["dp"])
         return
     if opts.cmd == "oracle-pairs":
-        for a, b in ORACLE:
+        for a, b in ORACLE_SETS[opts.set]:
             print(a, b)
         return
     {"train": cmd_train, "reshard": cmd_reshard, "describe": cmd_describe,

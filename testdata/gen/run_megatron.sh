@@ -82,7 +82,7 @@ if [ "$MODE" = distopt ]; then
     # README_megatron_distopt.md: training with the distributed optimizer, three saved forms
     DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
     DO_TAG=${DISTOPT_TAG:-}
-    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2}
+    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2 m_tp1pp1dp2_ep2}
     mkdir -p "$DO_OUT"
     for c in $DO_CONFIGS; do
         n=$("$PY" -c 'import sys, gen_megatron_distopt as g; c = g.layout_of(g.CONFIGS[sys.argv[1]]); print(c["tp"] * c["pp"] * c["dp"])' "$c")
@@ -96,7 +96,11 @@ if [ "$MODE" = distopt ]; then
             exit 1
         fi
         rm -rf "${DO_OUT:?}/$DO_TAG$c"
-        cp -r "$WORK/$c" "$DO_OUT/$DO_TAG$c"
+        mkdir -p "$DO_OUT/$DO_TAG$c"
+        # the forms committed (the MoE fixture: legacy only; gen_megatron_distopt.forms_kept)
+        for f in $("$PY" -c 'import sys, gen_megatron_distopt as g; print(*g.forms_kept(g.layout_of(g.CONFIGS[sys.argv[1]])))' "$c"); do
+            cp -r "$WORK/$c/$f" "$DO_OUT/$DO_TAG$c/$f"
+        done
     done
     # shellcheck disable=SC2086
     "$PY" "$GEN_DIR/gen_megatron_distopt.py" describe "$WORK" "$DO_OUT" $DO_CONFIGS --tag "$DO_TAG"
@@ -108,7 +112,8 @@ if [ "$MODE" = distopt-oracle ]; then
     [ -n "$KEEP_WORK" ] || { echo "set WORK to the work directory of a distopt run" >&2; exit 2; }
     DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
     mkdir -p "$WORK/oracle"
-    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs | while read -r src dst; do
+    DO_ORACLE=${DISTOPT_ORACLE:-oracle.json}     # oracle_moe.json: the MoE fixture's pairs
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs --set "$DO_ORACLE" | while read -r src dst; do
         n=$("$PY" "$GEN_DIR/gen_megatron_distopt.py" world "$dst")
         echo "== oracle $src -> $dst: $n processes"
         rm -rf "$WORK/oracle/${src}__to__$dst"
@@ -121,7 +126,7 @@ if [ "$MODE" = distopt-oracle ]; then
             exit 1
         fi
     done
-    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT"
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT" --set "$DO_ORACLE"
     exit 0
 fi
 if [ "$MODE" = load-ours ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""One pair of testdata/megatron/distopt/oracle.json against ckptconv.
+"""One pair of testdata/megatron/distopt/oracle.json (or ORACLE: oracle_moe.json, the
+mixture-of-experts fixture at the same EP) against ckptconv.
 
-    distopt_check.py CKPTCONV TESTDATA INDEX WORKDIR
+    distopt_check.py CKPTCONV TESTDATA INDEX WORKDIR [ORACLE]
 
 Pair INDEX of oracle.json is Megatron's own reshard of a fixture X (megatron-core built at
 layout Y, load_checkpoint of X's fully_reshardable save, save_checkpoint --ckpt-format torch),
@@ -18,17 +19,18 @@ import sys
 
 def main():
     ckptconv, testdata, index, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    oracle = sys.argv[5] if len(sys.argv) > 5 else "oracle.json"
     sys.path.insert(0, os.path.join(testdata, "gen"))
     import distopt_hashes as dh
 
-    with open(os.path.join(testdata, "megatron", "distopt", "oracle.json")) as f:
+    with open(os.path.join(testdata, "megatron", "distopt", oracle)) as f:
         pair = json.load(f)["pairs"][index]
     source = pair["source"]
     if source.endswith("/fully_reshardable"):
         source = source[: -len("fully_reshardable")] + "legacy"
     y = pair["target_layout"]
     bucket = pair.get("target_ddp_bucket_size")
-    out = os.path.join(work, f"pair{index}")
+    out = os.path.join(work, f"{oracle}.pair{index}")
     cmd = [ckptconv, "reshard", os.path.join(testdata, source), out, "-q",
            "--tp", str(y["tp"]), "--pp", str(y["pp"]), "--vpp", str(pair.get("target_vpp") or 1),
            "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none"]

@@ -303,6 +303,9 @@ static int compare_buffer(const dump_ctx *c, int64_t tp, int64_t pp, const mg_do
 
     if (json_int(jb, "model_chunk", &v) || v != buf->chunk)
         return dump_fails(c, tp, pp, "a buffer's chunk", buf->chunk, v);
+    if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(jb, "expert")) ||
+        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jb, "expert")) != !buf->expert)
+        return dump_fails(c, tp, pp, "a buffer's expert flag", buf->expert, !buf->expert);
     if (!cJSON_IsString(pdt) || strcmp(pdt->valuestring, ckpt_dtype_name(buf->param_dtype)) != 0 ||
         !cJSON_IsString(gdt) || strcmp(gdt->valuestring, ckpt_dtype_name(buf->grad_dtype)) != 0)
         return dump_fails(c, tp, pp, "a buffer's dtypes", buf->param_dtype, buf->grad_dtype);
@@ -333,14 +336,19 @@ static int compare_buffer(const dump_ctx *c, int64_t tp, int64_t pp, const mg_do
 static int compare_dumps(dump_ctx *c, const cJSON *j)
 {
     const cJSON *buffers = cJSON_GetObjectItemCaseSensitive(j, "buffers"), *x;
-    int64_t tp, pp;
+    int64_t tp, pp, ep;
 
     if (cJSON_IsArray(buffers) && json_int(j, "tp", &tp) == 0 && json_int(j, "pp", &pp) == 0) {
         const mg_entry **entries = NULL;
         const ckpt_node **shards = NULL;
         mg_dopt_layout l;
         size_t n = 0, b = 0;
-        int rc = ckpt_megatron__dopt_source_layout(c->m, (int)tp, (int)pp, &entries, &shards, &n, &l);
+        int rc;
+
+        /* a mixture of experts' dumps name their EP rank (the dense buffers, then its experts') */
+        if (json_int(j, "ep", &ep) < 0)
+            ep = 0;
+        rc = ckpt_megatron__dopt_source_layout(c->m, (int)tp, (int)pp, (int)ep, &entries, &shards, &n, &l);
 
         if (rc < 0)
             ckpt_test_fail(__FILE__, __LINE__, "%s TP %lld PP %lld: %s", c->fixture, (long long)tp, (long long)pp,
