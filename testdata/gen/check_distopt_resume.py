@@ -6,8 +6,8 @@ By hand in the fixture venv, never in CI (README_megatron_distopt.md, "Resume ch
     PYTHONPATH=OVERLAY:testdata/gen python -m torch.distributed.run --nproc_per_node N \\
         testdata/gen/check_distopt_resume.py --family a --layout tp1pp1dp1 --load DIR
 
-DIR holds a legacy checkpoint (model_optim_rng.pt + distrib_optim.pt per TP/PP rank) of the
-family's model at LAYOUT (a config name of gen_megatron_distopt.py or tpXppYdpZ[vppV]).
+DIR holds a legacy checkpoint (model_optim_rng.pt + distrib_optim.pt per TP/PP rank; with
+--ckpt-format torch_dist a dist_checkpointing save, either optimizer form) of the family's model at LAYOUT (a config name of gen_megatron_distopt.py or tpXppYdpZ[vppV]).
 Megatron builds the model and its DistributedOptimizer at that layout, load_checkpoint's DIR
 (--ckpt-format torch, model + optimizer, no rng), runs training.train_step once on the next
 batch of the fixtures' data, and prints the loss and, per rank, the sha256 of its fp32 master
@@ -30,10 +30,12 @@ def main():
     ap.add_argument("--family", required=True, choices=sorted(g.FAMILIES))
     ap.add_argument("--layout", required=True)
     ap.add_argument("--load", required=True)
+    ap.add_argument("--ckpt-format", default="torch", choices=("torch", "torch_dist"),
+                    help="torch: legacy DIR; torch_dist: DIR in dp_reshardable or fully_reshardable form")
     opts = ap.parse_args()
     c = g.target_layout(opts.family, opts.layout)
     args, model, optimizer, sched = g.setup(c, "resume_unused", [
-        "--load", opts.load, "--no-load-rng", "--ckpt-format", "torch"])
+        "--load", opts.load, "--no-load-rng", "--ckpt-format", opts.ckpt_format])
     import torch
     import torch.distributed as dist
     from megatron.core import mpu
@@ -47,8 +49,14 @@ def main():
     # autograd.
     DistributedOptimizer.load_parameter_state_from_dp_zero = torch.no_grad()(
         DistributedOptimizer.load_parameter_state_from_dp_zero)
+    # the same in the torch_dist dp_reshardable load (load_parameter_state_from_dp_reshardable,
+    # also without the decorator; seen: the same RuntimeError on a dp_reshardable load)
+    DistributedOptimizer.load_parameter_state_from_dp_reshardable = torch.no_grad()(
+        DistributedOptimizer.load_parameter_state_from_dp_reshardable)
     # and, like its fully_reshardable twin, it leaves "step" out of the states it sets
     g.install_fully_reshardable_step_fix()
+    if opts.ckpt_format == "torch_dist":
+        g.init_states_for_dist_load(optimizer)
     it, _ = load_checkpoint(model, optimizer, sched)
     before = g.master_hash(optimizer)
     losses = g.train_steps(args, model, optimizer, sched, 1, it)

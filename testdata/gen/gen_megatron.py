@@ -90,12 +90,12 @@ LAYOUTS = {
     "tp2_optim": ("llama", 2, 1, None, False, 2, "ref_dist", 128),
     "tp2pp2_bf16_optim": ("llama", 2, 2, None, True, 2, "ref_dist", 128),
     "gpt2style_tp2": ("gpt2", 2, 1, None, False, 0, None, 128),
-    # torch_dist twins (megatron-core dist_checkpointing.save): the weights of tp1, tp2,
-    # tp2_bf16 and tp2_optim, loaded from ref_dist and saved with --ckpt-format torch_dist
+    # torch_dist twins (megatron-core dist_checkpointing.save): the weights of tp1, tp2 and
+    # tp2_bf16, loaded from ref_dist and saved with --ckpt-format torch_dist (the plain
+    # optimizer's torch_dist twin is distopt/a_tp2pp1dp1_plain: gen_megatron_distopt.py)
     "dist_tp1": ("llama", 1, 1, None, False, 0, "ref_dist", 128),
     "dist_tp2": ("llama", 2, 1, None, False, 0, "ref_dist", 128),
     "dist_tp2_bf16": ("llama", 2, 1, None, True, 0, "ref_dist", 128),
-    "dist_tp2_optim": ("llama", 2, 1, None, False, 2, "ref_dist", 128),
     # megatron-core loading what ckptconv wrote (`reshard --to torch_dist` of tp2, in
     # WORK/ours_dist) at two other layouts; run by run_megatron.sh load-ours, not committed
     "load_ours_tp1": ("llama", 1, 1, None, False, 0, "ours_dist", 128),

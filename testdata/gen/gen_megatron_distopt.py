@@ -96,14 +96,23 @@ CONFIGS = {
     "c_tp1pp2dp1_vpp2": dict(family="c", tp=1, pp=2, dp=1),
     # EP 2 inside DP 2: expert data parallel size 1, dense DP 2
     "m_tp1pp1dp2_ep2": dict(family="m", tp=1, pp=1, dp=2, ep=2),
+    # the same model with the non-distributed optimizer (no --use-distributed-optimizer): the
+    # plain torch_dist optimizer state (optimizer.state.exp_avg.<key>) and its legacy twin
+    "a_tp2pp1dp1_plain": dict(family="a", tp=2, pp=1, dp=1, plain=True),
 }
 FORMS = ("legacy", "dp_reshardable", "fully_reshardable")
+PLAIN_FORMS = ("legacy", "torch_dist")
+
+
+def forms_of(c):
+    """the forms saved: the plain optimizer's two, or the distributed optimizer's three"""
+    return PLAIN_FORMS if c["plain"] else FORMS
 
 
 def forms_kept(c):
     """the forms committed: the MoE fixture keeps only legacy (testdata budget; its torch_dist
     saves stay in WORK for the oracle)"""
-    return ("legacy",) if c["experts"] else FORMS
+    return ("legacy",) if c["experts"] else forms_of(c)
 
 
 def rank_dir(c, r):
@@ -127,11 +136,14 @@ def layout_of(config):
     c.setdefault("bucket", None)
     c.setdefault("experts", None)
     c.setdefault("ep", 1)
+    c.setdefault("plain", False)
     return c
 
 
 def megatron_argv(c, save):
     argv = list(MODEL) + list(TRAIN)
+    if c.get("plain"):
+        argv.remove("--use-distributed-optimizer")
     argv += ["--num-layers", str(c["layers"])]
     argv += ["--tensor-model-parallel-size", str(c["tp"]),
              "--pipeline-model-parallel-size", str(c["pp"])]
@@ -389,6 +401,23 @@ def dump_buffer(opt, gi, buf, names, dp, dp_rank, expert):
     }
 
 
+def plain_meta(model, optimizer):
+    """the non-distributed optimizer has no grad-buffer layout: ranks, optimizer types and the
+    parameter names of each param group (torch numbers the parameters in the saved state)"""
+    from megatron.core import mpu
+    from megatron.training.utils import unwrap_model
+
+    (opt,) = optimizer.chained_optimizers
+    names = {id(p): k for chunk in unwrap_model(model) for k, p in chunk.named_parameters()}
+    return {
+        "rank": torch.distributed.get_rank(),
+        "tp": mpu.get_tensor_model_parallel_rank(), "pp": mpu.get_pipeline_model_parallel_rank(),
+        "dp": mpu.get_data_parallel_rank(),
+        "optimizer": type(opt).__name__, "torch_optimizer": type(opt.optimizer).__name__,
+        "param_names": [[names[id(p)] for p in g["params"]] for g in opt.optimizer.param_groups],
+    }
+
+
 def jsonable(v):
     if isinstance(v, dict):
         return {(k if isinstance(k, str) else repr_key(k)): jsonable(x) for k, x in v.items()}
@@ -436,6 +465,7 @@ def save_forms(args, model, optimizer, sched, root, forms=FORMS):
     for form in forms:
         args.save = os.path.join(root, form)
         args.ckpt_format = "torch" if form == "legacy" else "torch_dist"
+        # a plain optimizer has one torch_dist form: the per-parameter optimizer.state.*
         args.dist_ckpt_optim_fully_reshardable = form == "fully_reshardable"
         update_use_dist_ckpt(args)
         save_checkpoint(args.iteration, model, optimizer, sched, flops)
@@ -449,11 +479,12 @@ def cmd_train(opts):
     import torch.distributed as dist
     assert args.data_parallel_size == c["dp"], (args.data_parallel_size, c)
     losses = train_steps(args, model, optimizer, sched, ITERS, 0)
-    meta = dump_layout(model, optimizer)
+    meta = plain_meta(model, optimizer) if c["plain"] else dump_layout(model, optimizer)
     meta["losses"] = losses
     meta["master_sha256"] = master_hash(optimizer)
     meta["argv"] = sys.argv[1:]
-    meta["num_floating_point_operations_so_far"] = save_forms(args, model, optimizer, sched, name)
+    meta["num_floating_point_operations_so_far"] = save_forms(args, model, optimizer, sched, name,
+                                                              forms_of(c))
     with open(f"{name}.layout.rank{meta['rank']}.json", "w") as f:
         json.dump(meta, f, indent=1)
     dist.barrier()
@@ -760,7 +791,7 @@ def cmd_describe(opts):
             "losses_last_stage": [x["losses"] for x in ranks if x["losses"]][0],
             "ranks": [{k: x[k] for k in ("rank", "tp", "pp", "dp", "optimizer", "torch_optimizer",
                                          "ddp_config", "per_bucket_numel_unpadded",
-                                         "master_sha256", "buffers")} for x in ranks],
+                                         "master_sha256", "buffers", "param_names") if k in x} for x in ranks],
             "forms": {},
         }
         if c["experts"]:
@@ -771,7 +802,7 @@ def cmd_describe(opts):
             # torch_dist forms are not committed)
             full = full_states(os.path.join(src, "legacy"), ranks, c)
             rec["legacy_state_sha256"] = {n: {st: sha256(t) for st, t in v.items()} for n, v in full.items()}
-        else:
+        elif not c["plain"]:
             rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
         for form in forms_kept(c):
             f = {"files": file_list(os.path.join(src, form))}

@@ -33,7 +33,7 @@ TESTDATA=$(cd "$GEN_DIR/.." && pwd)
 OUT=${MEGATRON_OUT:-$TESTDATA/megatron}      # override these (and DCP_OUT) to regenerate elsewhere
 HF_OUT=${HF_OUT:-$TESTDATA/hf/llama_tiny}
 DIST_TAG=${DIST_TAG:-}                      # dist_* are copied as dist${DIST_TAG}_*, dcp as dcp${DIST_TAG}
-DIST_LAYOUTS=${DIST_LAYOUTS:-dist_tp1 dist_tp2 dist_tp2_bf16 dist_tp2_optim}
+DIST_LAYOUTS=${DIST_LAYOUTS:-dist_tp1 dist_tp2 dist_tp2_bf16}
 DCP=${DCP_OUT:-$TESTDATA/dcp$DIST_TAG}
 KEEP_WORK=${WORK:-}
 WORK=${WORK:-$(mktemp -d)}
@@ -82,7 +82,7 @@ if [ "$MODE" = distopt ]; then
     # README_megatron_distopt.md: training with the distributed optimizer, three saved forms
     DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
     DO_TAG=${DISTOPT_TAG:-}
-    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2 m_tp1pp1dp2_ep2}
+    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2 m_tp1pp1dp2_ep2 a_tp2pp1dp1_plain}
     mkdir -p "$DO_OUT"
     for c in $DO_CONFIGS; do
         n=$("$PY" -c 'import sys, gen_megatron_distopt as g; c = g.layout_of(g.CONFIGS[sys.argv[1]]); print(c["tp"] * c["pp"] * c["dp"])' "$c")

@@ -79,12 +79,22 @@ def legacy_ranks(legacy_dir):
     the generator in expected.json: torch numbers the parameters)."""
     files = sorted(glob.glob(os.path.join(legacy_dir, "iter_*", "mp_rank_*", "model_optim_rng.pt")))
     assert files, legacy_dir
-    expected = json.load(open(os.path.join(legacy_dir, "expected.json")))["files"]
     ranks = []
-    for f in files:
+    if os.path.exists(os.path.join(legacy_dir, "expected.json")):
+        expected = json.load(open(os.path.join(legacy_dir, "expected.json")))["files"]
+        for f in files:
+            r = load_megatron(f)
+            groups = expected[os.path.relpath(f, legacy_dir)].get("optimizer", {}).get("param_groups", [])
+            r["param_names"] = [n for g in groups for n in g.get("param_names", [])]
+            ranks.append(r)
+        return ranks
+    # a distopt fixture's legacy/ form: its expected.json (one level up) lists the names per
+    # rank (rank = TP rank at PP 1 DP 1, as the mp_rank_TT files sort)
+    expected = json.load(open(os.path.join(legacy_dir, "..", "expected.json")))["ranks"]
+    assert len(expected) == len(files), legacy_dir
+    for f, e in zip(files, expected):
         r = load_megatron(f)
-        groups = expected[os.path.relpath(f, legacy_dir)].get("optimizer", {}).get("param_groups", [])
-        r["param_names"] = [n for g in groups for n in g.get("param_names", [])]
+        r["param_names"] = [n for g in e.get("param_names", []) for n in g]
         ranks.append(r)
     return ranks
 

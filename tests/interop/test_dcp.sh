@@ -33,10 +33,12 @@ plain() {
 }
 
 megatron() {
-    local dist="$1" legacy="$2"
+    local dist="$1" legacy="$2" it out
     shift 2
-    ckpt convert -q "$TESTDATA/megatron/$dist/iter_0000010" "$WORK/$dist.pt"
-    "$TORCH_PYTHON" "$CHECK" megatron "$WORK/$dist.pt" "$TESTDATA/megatron/$legacy" "$@"
+    it=$(cat "$TESTDATA/megatron/$dist/latest_checkpointed_iteration.txt")
+    out="$WORK/${dist//\//_}.pt"
+    ckpt convert -q "$TESTDATA/megatron/$dist/$(printf 'iter_%07d' "$it")" "$out"
+    "$TORCH_PYTHON" "$CHECK" megatron "$out" "$TESTDATA/megatron/$legacy" "$@"
 }
 
 case_run "plain DCP (world size 2) -> .safetensors equals DCP's own read" plain dcp
@@ -46,7 +48,7 @@ for g in "" 215; do
     case_run "dist${g}_tp2 equals tp2 (TP-merged)" megatron "dist${g}_tp2" tp2
 done
 case_run "dist_tp2_bf16 equals tp2_bf16 (TP-merged)" megatron dist_tp2_bf16 tp2_bf16
-case_run "dist_tp2_optim equals tp2_optim, exp_avg and exp_avg_sq included" megatron dist_tp2_optim tp2_optim --optimizer
+case_run "distopt/a_tp2pp1dp1_plain: torch_dist equals its legacy twin, exp_avg and exp_avg_sq included" megatron distopt/a_tp2pp1dp1_plain/torch_dist distopt/a_tp2pp1dp1_plain/legacy --optimizer
 reshard_to() {
     local dist="$1" to="$2" tp="$3" pp="$4" legacy="$5"
     ckpt reshard -q "$TESTDATA/megatron/$dist" "$WORK/$dist-$to" --tp "$tp" --pp "$pp" --no-optimizer
@@ -56,7 +58,7 @@ reshard_to() {
 optimizer_refused() {
     mkdir -p "$WORK/refused"
     expect_refusal "$WORK/refused" "$WORK/refused.log" "optimizer.state" "--no-optimizer" -- \
-        "$CKPTCONV" reshard "$TESTDATA/megatron/dist_tp2_optim" "$WORK/refused" --tp 1
+        "$CKPTCONV" reshard "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/torch_dist" "$WORK/refused" --tp 1
 }
 
 to_hf() {

@@ -1,5 +1,5 @@
 /* The optimizer state of torch_dist checkpoints (formats/megatron_dist_optim*.c): the
- * non-distributed optimizer of testdata/megatron/dist_tp2_optim (megatron-core 0.16) read per
+ * non-distributed optimizer of testdata/megatron/distopt/a_tp2pp1dp1_plain (megatron-core 0.16) read per
  * parameter and layer, the target form chosen from the target, the dp_reshardable keys and
  * the grad buffer layout of a stage. Round trips through every form run in tests/cli/dcp. */
 #include "test.h"
@@ -65,7 +65,7 @@ CKPT_TEST(test_dist_optim_plain_read_per_layer)
     size_t i, params = 0;
     opened o;
 
-    ASSERT_OK(open_fixture(&o, "dist_tp2_optim"));
+    ASSERT_OK(open_fixture(&o, "distopt/a_tp2pp1dp1_plain/torch_dist"));
     ASSERT_TRUE(o.m->moments);
     ASSERT_EQ_INT(o.m->dist_form, MG_DIST_PLAIN);
     ASSERT_TRUE(!o.m->info.distributed_optimizer);
@@ -82,15 +82,15 @@ CKPT_TEST(test_dist_optim_plain_read_per_layer)
                            (size_t)ckpt_node_ndim(e->full) * sizeof(int64_t)) == 0);
         ASSERT_EQ_INT(ckpt_node_dtype(e->moment[MG_EXP_AVG]), CKPT_DTYPE_F32);
     }
-    ASSERT_EQ_INT((int)params, 27);
-    /* layer 2's moments are layer 2 of the stacked keys, local norms under TE's names */
-    ASSERT_TRUE((e = entry(o.m, "decoder.layers.2.self_attention.linear_proj.weight")) != NULL);
+    ASSERT_EQ_INT((int)params, 15);
+    /* layer 1's moments are layer 1 of the stacked keys, local norms under TE's names */
+    ASSERT_TRUE((e = entry(o.m, "decoder.layers.1.self_attention.linear_proj.weight")) != NULL);
     ASSERT_TRUE(same_as_layer(o.m, e->moment[MG_EXP_AVG],
-                              "optimizer.state.exp_avg.decoder.layers.self_attention.linear_proj.weight", 2));
-    ASSERT_TRUE((e = entry(o.m, "decoder.layers.3.input_layernorm.weight")) != NULL);
+                              "optimizer.state.exp_avg.decoder.layers.self_attention.linear_proj.weight", 1));
+    ASSERT_TRUE((e = entry(o.m, "decoder.layers.1.input_layernorm.weight")) != NULL);
     ASSERT_TRUE(same_as_layer(o.m, e->moment[MG_EXP_AVG_SQ],
                               "optimizer.state.exp_avg_sq.decoder.layers.self_attention.linear_qkv.layer_norm_weight",
-                              3));
+                              1));
     close_fixture(&o);
 }
 
@@ -100,7 +100,7 @@ CKPT_TEST(test_dist_optim_target_form)
     int form = -1;
     opened o;
 
-    ASSERT_OK(open_fixture(&o, "dist_tp2_optim"));
+    ASSERT_OK(open_fixture(&o, "distopt/a_tp2pp1dp1_plain/torch_dist"));
     ASSERT_OK(ckpt_megatron__dist_target_form(o.m, &t, &form));
     ASSERT_EQ_INT(form, MG_DIST_PLAIN);
     /* a form of the distributed optimizer's state asks for the distributed optimizer */
@@ -143,7 +143,7 @@ CKPT_TEST(test_dist_optim_bucket_key)
     ckpt_buf_dispose(&key);
 }
 
-/* dist_tp2_optim at TP2, PP2, DP2 (one bucket per buffer: no overlap_grad_reduce in its
+/* distopt/a_tp2pp1dp1_plain at TP2, PP2, DP2 (one bucket per buffer: no overlap_grad_reduce in its
  * args): each stage's parameters are those of its layers, each range a shard's size, the
  * flat offsets the padded ones. */
 CKPT_TEST(test_dist_optim_stage_layout)
@@ -155,7 +155,7 @@ CKPT_TEST(test_dist_optim_stage_layout)
     int pp;
     opened o;
 
-    ASSERT_OK(open_fixture(&o, "dist_tp2_optim"));
+    ASSERT_OK(open_fixture(&o, "distopt/a_tp2pp1dp1_plain/torch_dist"));
     for (i = 0; i < o.m->n_entries; i++)
         if (o.m->entries[i].param && o.m->entries[i].full)
             want += ckpt_node_numel(o.m->entries[i].full) /

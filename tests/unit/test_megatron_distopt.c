@@ -106,8 +106,12 @@ CKPT_TEST(test_distopt_read_masters_are_the_weights)
     ASSERT_TRUE(d != NULL);
     while ((de = readdir(d)) != NULL) {
         char rel[320];
+        size_t len = strlen(de->d_name);
         opened o;
         if (de->d_name[0] == '.' || strchr(de->d_name, '.'))
+            continue;
+        /* a_tp2pp1dp1_plain: the same model with the non-distributed optimizer */
+        if (len > 6 && strcmp(de->d_name + len - 6, "_plain") == 0)
             continue;
         snprintf(rel, sizeof rel, "megatron/distopt/%s/legacy", de->d_name);
         if (open_ckpt(&o, ckpt_test_data(rel)) < 0 || !ckpt_megatron_info_of(o.m)->distributed_optimizer ||

@@ -3,10 +3,10 @@
 # .metadata; per-bucket numel objects that disagree with the layout args give (DP changed);
 # a fully_reshardable save of a buffer of several buckets (megatron-core's padded-offset
 # slicing before Megatron-LM PR #5077); an unknown --optim-format.
-src="$TESTDATA/megatron/dist_tp2_optim"
+src="$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/torch_dist"
 ckptconv reshard -q "$src" dp --tp 2 --to torch_dist --optim-format dp_reshardable
 cp -r dp nobucket
-python3 - nobucket/iter_0000010/.metadata <<'PY'
+python3 - nobucket/iter_0000003/.metadata <<'PY'
 import sys
 p = sys.argv[1]
 b = open(p, 'rb').read()
@@ -16,9 +16,9 @@ open(p, 'wb').write(b.replace(old, old[:-2] + b'xx'))
 PY
 ckptconv reshard -q nobucket out1 --tp 1 --to torch_dist 2>&1 || echo "exit $?"
 cp -r dp dp3
-python3 "$CLI_DIR/set_args.py" dp3/iter_0000010/common.pt data_parallel_size=3
+python3 "$CLI_DIR/set_args.py" dp3/iter_0000003/common.pt data_parallel_size=3
 ckptconv reshard -q dp3 out2 --tp 1 --to torch_dist 2>&1 || echo "exit $?"
 ckptconv reshard -q "$src" fully --tp 1 --to torch_dist --optim-format fully_reshardable
-python3 "$CLI_DIR/set_args.py" fully/iter_0000010/common.pt overlap_grad_reduce=True ddp_bucket_size=10000
+python3 "$CLI_DIR/set_args.py" fully/iter_0000003/common.pt overlap_grad_reduce=True ddp_bucket_size=500
 ckptconv reshard -q fully out3 --tp 1 --to torch_dist 2>&1 || echo "exit $?"
 ckptconv reshard -q "$src" out4 --tp 1 --to torch_dist --optim-format dp 2>&1 || echo "exit $?"
