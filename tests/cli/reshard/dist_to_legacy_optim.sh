@@ -15,8 +15,8 @@ echo "dp_reshardable -> legacy distributed: $n rank files"
 ckptconv reshard -q "$B/fully_reshardable" plain --tp 1 --pp 1 --to-optimizer plain
 ckptconv verify -q "$B/legacy" plain --optimizer --device cpu --tokens 4
 echo "fully_reshardable -> legacy plain: exit $?"
-ckptconv reshard -q "$TESTDATA/megatron/dist_tp2_optim" plain_tp2 --tp 2 --to-optimizer plain
-ckptconv verify -q "$TESTDATA/megatron/dist_tp2_optim" plain_tp2 --optimizer --device cpu --tokens 4
+ckptconv reshard -q "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/torch_dist" plain_tp2 --tp 2 --to-optimizer plain
+ckptconv verify -q "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/torch_dist" plain_tp2 --optimizer --device cpu --tokens 4
 echo "torch_dist plain -> legacy plain: exit $?"
-ckptconv reshard -q "$TESTDATA/megatron/dist_tp2_optim" keep --tp 2
+ckptconv reshard -q "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/torch_dist" keep --tp 2
 echo "exit $?"
