@@ -30,9 +30,6 @@
  * silently wrong). */
 #include "megatron_dist_optim.h"
 
-#include <ckpt/sys/io.h>
-#include <ckpt/sys/pickle.h>
-#include <ckpt/sys/zip.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +44,7 @@ static const char *const dist_names[MG_N_MOMENTS] = { "param", "exp_avg", "exp_a
 typedef struct read_ctx {
     ckpt_megatron *m;
     const ckpt_ckpt *ck;
+    const ckpt_value *root; /* ck's, with its common state */
     int local;
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
@@ -163,89 +161,9 @@ static int check_fully(read_ctx *c)
 
 /* ---- dp_reshardable ----------------------------------------------------------- */
 
-static int has_persid(const ckpt_value *v)
-{
-    size_t i;
-
-    if (!v)
-        return 0;
-    switch (v->kind) {
-    case CKPT_VAL_PERSID:
-        return 1;
-    case CKPT_VAL_TUPLE:
-    case CKPT_VAL_LIST:
-        for (i = 0; i < v->u.seq.n; i++)
-            if (has_persid(v->u.seq.items[i]))
-                return 1;
-        return 0;
-    case CKPT_VAL_DICT:
-        for (i = 0; i < v->u.dict.map.n; i++)
-            if (has_persid(v->u.dict.map.keys[i]) || has_persid(v->u.dict.map.vals[i]))
-                return 1;
-        return 0;
-    default:
-        return 0;
-    }
-}
-
-/* ShardedObject `key` ("<name>/shard_0_1"): DCP keeps the torch.save archive of [value] as a
- * bytes item, unpickled here (nothing imported) into the model's arena; NULL when absent. Only
- * objects without tensors are expected (param groups, bucket sizes). */
 static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
 {
-    const ckpt_value *b = ckpt_value_dict_get(ckpt_root(c->ck), key);
-    ckpt_pickle_read_options opts = CKPT_PICKLE_READ_OPTIONS_INIT;
-    const ckpt_zip_entry *pkl = NULL;
-    ckpt_buf data = CKPT_BUF_INIT;
-    ckpt_value *v = NULL;
-    ckpt_zip *z = NULL;
-    ckpt_file f;
-    uint8_t *copy = NULL;
-    size_t i, end;
-    int rc;
-
-    *out = NULL;
-    if (!b)
-        return 0;
-    if (b->kind != CKPT_VAL_BYTES)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object", c->m->dist, key);
-    memset(&f, 0, sizeof f);
-    f.path = key;
-    f.fd = -1;
-    f.data = b->u.bytes.ptr;
-    f.size = b->u.bytes.len;
-    if ((rc = ckpt_zip_open(&z, &f)) < 0) {
-        ckpt_error_prefix("%s", c->m->dist);
-        return rc;
-    }
-    for (i = 0; i < ckpt_zip_count(z); i++) {
-        const char *name = ckpt_zip_entry_at(z, i)->name, *slash = strrchr(name, '/');
-        if (slash && strcmp(slash, "/data.pkl") == 0)
-            pkl = ckpt_zip_entry_at(z, i);
-    }
-    if (!pkl)
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a torch.save archive (no data.pkl)",
-                             c->m->dist, key);
-    else if ((rc = ckpt_zip_read(z, pkl, 1, &data)) == 0 && !(copy = ckpt_arena_alloc(c->m->arena, data.len + 1)))
-        rc = CKPT_ENOMEM;
-    if (rc == 0) {
-        memcpy(copy, data.data, data.len);
-        opts.source = key;
-        rc = ckpt_pickle_read(&v, &end, c->m->arena, copy, data.len, &opts);
-    }
-    if (rc == 0 && has_persid(v))
-        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT, "%s: '%s' holds tensors, not expected there",
-                             c->m->dist, key);
-    /* megatron-core saves a ShardedObject's data as a list of one */
-    if (rc == 0 && (v->kind != CKPT_VAL_LIST || v->u.seq.n != 1))
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object ([value])",
-                             c->m->dist, key);
-    ckpt_buf_dispose(&data);
-    ckpt_zip_close(z);
-    if (rc < 0)
-        return rc;
-    *out = v->u.seq.items[0];
-    return 0;
+    return ckpt_megatron__saved_object(c->m->dist, c->m->arena, c->root, key, out);
 }
 
 /* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list
@@ -455,16 +373,17 @@ static int check_all_used(read_ctx *c)
     return 0;
 }
 
-int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
+int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local)
 {
     read_ctx c;
     int form, rc;
 
-    if ((rc = form_of(m, ckpt_root(ck), &form)) < 0 || form == MG_DIST_NONE)
+    if ((rc = form_of(m, root, &form)) < 0 || form == MG_DIST_NONE)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.ck = ck;
+    c.root = root;
     c.local = local;
     c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
     c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
