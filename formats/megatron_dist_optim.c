@@ -45,6 +45,7 @@ typedef struct read_ctx {
     ckpt_megatron *m;
     const ckpt_ckpt *ck;
     const ckpt_value *root; /* ck's, with its common state */
+    int nd;                 /* fully_sharded_model_space: items N-D flattened, read as fully_reshardable */
     int local;
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
@@ -82,11 +83,14 @@ static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const
     if (!t)
         return 0;
     mark_used(c, t);
-    if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
+    if (c->nd)
+        rc = ckpt_megatron__nd_flattened(c->m, t, stacked ? e->layout.layer : -1, e->full, out);
+    else if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: '%s' does not have the shape of the parameter '%s' it is the state of",
                                c->m->dist, t->name, e->name);
-    rc = stacked ? ckpt_megatron__layer_of(c->m, t, e->layout.layer, t->name, out) : ckpt_node_tensor(c->m->g, t, out);
+    else
+        rc = stacked ? ckpt_megatron__layer_of(c->m, t, e->layout.layer, t->name, out) : ckpt_node_tensor(c->m->g, t, out);
     if (rc == 0 && ckpt_node_dtype(*out) != CKPT_DTYPE_F32)
         rc = ckpt_node_cast(c->m->g, *out, CKPT_DTYPE_F32, out);
     return rc;
@@ -112,7 +116,7 @@ static int read_per_param(read_ctx *c, int form)
         if ((rc = ckpt_megatron__dist_key(e, c->local, &c->key)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
-            const char *name = form == MG_DIST_PLAIN ? plain_names[k] : dist_names[k];
+            const char *name = form == MG_DIST_PLAIN || c->nd ? plain_names[k] : dist_names[k];
             if ((rc = moment_node(c, e, name, &e->moment[k])) < 0)
                 break;
             /* an fp32 model is its own master copy (no fp32_param in the file) */
@@ -326,7 +330,7 @@ static int read_dp(read_ctx *c)
 
 /* ---- the whole ---------------------------------------------------------------- */
 
-static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form)
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd)
 {
     const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type;
 
@@ -341,14 +345,17 @@ static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form)
         *form = MG_DIST_PLAIN;
         return 0;
     }
-    if (ckpt_value_is_str(type, "fully_reshardable"))
+    /* megatron-core 0.13's default: per parameter as fully_reshardable, N-D flattened, the
+       step and param groups where fully_reshardable keeps them (optimizer['optimizer']) */
+    *nd = ckpt_value_is_str(type, "fully_sharded_model_space");
+    if (ckpt_value_is_str(type, "fully_reshardable") || *nd)
         *form = MG_DIST_FULLY;
     else if (ckpt_value_is_str(type, "dp_reshardable"))
         *form = MG_DIST_DP;
     else
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: distributed optimizer state of a sharding type other than fully_reshardable and "
-                               "dp_reshardable (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
+                               "%s: distributed optimizer state of a sharding type other than fully_reshardable, "
+                               "dp_reshardable and fully_sharded_model_space (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
                                "--no-optimizer writes a model-only checkpoint",
                                m->dist, type->kind == CKPT_VAL_STR ? "'" : "",
                                type->kind == CKPT_VAL_STR ? type->u.str.ptr : "(not a string)",
@@ -376,14 +383,15 @@ static int check_all_used(read_ctx *c)
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local)
 {
     read_ctx c;
-    int form, rc;
+    int form, nd = 0, rc;
 
-    if ((rc = form_of(m, root, &form)) < 0 || form == MG_DIST_NONE)
+    if ((rc = form_of(m, root, &form, &nd)) < 0 || form == MG_DIST_NONE)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.ck = ck;
     c.root = root;
+    c.nd = nd;
     c.local = local;
     c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
     c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
@@ -396,7 +404,7 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     if (!(c.used = calloc(ckpt_tensor_count(ck) + 1, 1)))
         return ckpt_error_oom();
     rc = ckpt_megatron__sort(m);
-    if (rc == 0 && form == MG_DIST_FULLY)
+    if (rc == 0 && form == MG_DIST_FULLY && !nd) /* each rank sliced its own parameters: no defect */
         rc = check_fully(&c);
     if (rc == 0)
         rc = form == MG_DIST_DP ? read_dp(&c) : read_per_param(&c, form);
@@ -415,6 +423,7 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     if (rc < 0)
         return rc;
     m->dist_form = form;
+    m->dist_nd = nd;
     m->dist_ck = ck;
     m->moments = 1;
     m->info.distributed_optimizer = form != MG_DIST_PLAIN;

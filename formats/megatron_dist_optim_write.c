@@ -64,8 +64,8 @@ int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_
     case CKPT_MEGATRON_SHARDING_DP_RESHARDABLE:
         *form = MG_DIST_DP;
         break;
-    default:
-        *form = m->dist_form == MG_DIST_FULLY ? MG_DIST_FULLY : MG_DIST_DP;
+    default: /* megatron-core 0.13's fully_sharded_model_space: today's default form */
+        *form = m->dist_form == MG_DIST_FULLY && !m->dist_nd ? MG_DIST_FULLY : MG_DIST_DP;
         break;
     }
     return 0;

@@ -57,6 +57,7 @@ struct ckpt_megatron {
     /* torch_dist sources with optimizer state: its form, and the checkpoint whose common.pt
        holds its step and param groups (megatron_dist_optim.c) */
     int dist_form;                   /* mg_dist_form */
+    int dist_nd;                     /* FULLY read from megatron-core 0.13's fully_sharded_model_space */
     const ckpt_ckpt *dist_ck;
     const ckpt_value *dist_root;     /* its root with the common state (ckpt_megatron__dist_common) */
     const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
@@ -120,6 +121,11 @@ typedef enum mg_dist_form { MG_DIST_NONE = 0, MG_DIST_PLAIN, MG_DIST_FULLY, MG_D
  * common state (ckpt_megatron__dist_common). `local`: the local
  * layer spec, whose norms torch_dist names as TE's. */
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local);
+/* Optimizer state item t of megatron-core 0.13's fully_sharded_model_space form (stored N-D
+ * flattened) as a node of the parameter's shape (that of `full`); layer >= 0: t is the
+ * stacked item of the decoder layers and the node that layer's (megatron_dist_optim_nd.c). */
+int ckpt_megatron__nd_flattened(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, const ckpt_node *full,
+                                const ckpt_node **out);
 /* The checkpoint whose root holds the source's common state (torch_dist: common.pt; legacy:
  * rank 0's file), or NULLs for a model built tensor by tensor. */
 void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, const ckpt_value **root);
