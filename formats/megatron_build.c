@@ -50,7 +50,7 @@ int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t 
     m->info.true_vocab_size = opts->true_vocab_size ? opts->true_vocab_size : ckpt_megatron__true_vocab(args);
     if (!(m->ranks = calloc(1, sizeof *m->ranks)))
         return ckpt_error_oom();
-    if ((rc = ckpt_arena_new(&m->arena)) < 0 || (!m->spec && (rc = ckpt_megatron__load_spec(m, opts)) < 0) ||
+    if ((!m->arena && (rc = ckpt_arena_new(&m->arena)) < 0) || (!m->spec && (rc = ckpt_megatron__load_spec(m, opts)) < 0) ||
         (rc = ckpt_megatron__load_params(m)) < 0 || (rc = template_root(m, iteration, &root)) < 0)
         return rc;
     m->ranks[0].root = root;

@@ -7,7 +7,8 @@
  * (TransformerLayer's sharded_state_dict_keys_map: input_layernorm. ->
  * self_attention.linear_qkv.layer_norm_). The model here is that of a legacy TP 1, PP 1
  * checkpoint: each stacked tensor cut into its layers (views, nothing read), renamed back
- * for local layers; args, iteration and checkpoint_version come from common.pt.
+ * for local layers; args, iteration and checkpoint_version come from common.pt, or from the
+ * common_state object where megatron-core 0.19 keeps them instead.
  *
  * Optimizer state is read into each parameter's moment[] by megatron_dist_optim.c. Facts:
  * megatron/core/transformer/{transformer_block.py, transformer_layer.py} sharded_state_dict,
@@ -177,25 +178,36 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
         return rc;
     m->dist = ckpt_path(ck);
     m->set = NULL; /* a model of global tensors, as if built tensor by tensor */
-    root = ckpt_root(ck);
+    /* the model's arena, made early: the common state is unpickled into it */
+    if ((rc = ckpt_arena_new(&m->arena)) < 0 || (rc = ckpt_megatron__dist_common(m->dist, m->arena, ckpt_root(ck), &root)) < 0)
+        return rc;
+    m->dist_root = root;
     args = root ? ckpt_value_dict_get(root, "args") : NULL;
-    if (!args && !has_common(m->dist))
+    if (!args && !has_common(m->dist) && !(root && ckpt_value_dict_get(root, CKPT_MEGATRON_COMMON_STATE)))
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
-                               "%s: no common.pt, where megatron-core keeps args (incomplete checkpoint?)", m->dist);
+                               "%s: no common.pt and no '" CKPT_MEGATRON_COMMON_STATE "' item, where megatron-core "
+                               "keeps args (incomplete checkpoint?)",
+                               m->dist);
     if (!ckpt_megatron__namespace_dict(args))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                               "%s: no args Namespace in common.pt (not written by Megatron-LM?)", m->dist);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no args Namespace in %s (not written by "
+                               "Megatron-LM?)", m->dist, has_common(m->dist) ? "common.pt" : "'" CKPT_MEGATRON_COMMON_STATE "'");
     if ((v = ckpt_value_dict_get(root, "iteration")) && v->kind == CKPT_VAL_INT)
         iteration = v->u.integer;
     if ((rc = ckpt_megatron__init_built(m, args, iteration, opts)) < 0)
         return rc;
+    /* carried to a legacy target like the iteration (the template says 0) */
+    if ((v = ckpt_value_dict_get(root, "num_floating_point_operations_so_far")) && v->kind == CKPT_VAL_FLOAT &&
+        ckpt_value_dict_set(m->arena, (ckpt_value *)m->ranks[0].root,
+                            ckpt_value_new_str(m->arena, "num_floating_point_operations_so_far", 36),
+                            (ckpt_value *)v) < 0)
+        return CKPT_ENOMEM;
     m->release = ckpt_set_info_of(set)->release;
     if ((v = ckpt_value_dict_get(root, "checkpoint_version")) && v->kind == CKPT_VAL_FLOAT)
         m->info.checkpoint_version = v->u.real;
     impl = ckpt_megatron_arg(args, "transformer_impl");
     if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0 ||
         (rc = ckpt_megatron__check_shapes(m)) < 0 ||
-        (rc = ckpt_megatron__read_dist_optim(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0)
+        (rc = ckpt_megatron__read_dist_optim(m, ck, root, impl && ckpt_value_is_str(impl, "local"))) < 0)
         return rc;
     return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
 }

@@ -30,9 +30,6 @@
  * silently wrong). */
 #include "megatron_dist_optim.h"
 
-#include <ckpt/sys/io.h>
-#include <ckpt/sys/pickle.h>
-#include <ckpt/sys/zip.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +44,8 @@ static const char *const dist_names[MG_N_MOMENTS] = { "param", "exp_avg", "exp_a
 typedef struct read_ctx {
     ckpt_megatron *m;
     const ckpt_ckpt *ck;
+    const ckpt_value *root; /* ck's, with its common state */
+    int nd;                 /* fully_sharded_model_space: items N-D flattened, read as fully_reshardable */
     int local;
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
@@ -84,11 +83,14 @@ static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const
     if (!t)
         return 0;
     mark_used(c, t);
-    if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
+    if (c->nd)
+        rc = ckpt_megatron__nd_flattened(c->m, t, stacked ? e->layout.layer : -1, e->full, out);
+    else if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: '%s' does not have the shape of the parameter '%s' it is the state of",
                                c->m->dist, t->name, e->name);
-    rc = stacked ? ckpt_megatron__layer_of(c->m, t, e->layout.layer, t->name, out) : ckpt_node_tensor(c->m->g, t, out);
+    else
+        rc = stacked ? ckpt_megatron__layer_of(c->m, t, e->layout.layer, t->name, out) : ckpt_node_tensor(c->m->g, t, out);
     if (rc == 0 && ckpt_node_dtype(*out) != CKPT_DTYPE_F32)
         rc = ckpt_node_cast(c->m->g, *out, CKPT_DTYPE_F32, out);
     return rc;
@@ -114,7 +116,7 @@ static int read_per_param(read_ctx *c, int form)
         if ((rc = ckpt_megatron__dist_key(e, c->local, &c->key)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
-            const char *name = form == MG_DIST_PLAIN ? plain_names[k] : dist_names[k];
+            const char *name = form == MG_DIST_PLAIN || c->nd ? plain_names[k] : dist_names[k];
             if ((rc = moment_node(c, e, name, &e->moment[k])) < 0)
                 break;
             /* an fp32 model is its own master copy (no fp32_param in the file) */
@@ -163,89 +165,9 @@ static int check_fully(read_ctx *c)
 
 /* ---- dp_reshardable ----------------------------------------------------------- */
 
-static int has_persid(const ckpt_value *v)
-{
-    size_t i;
-
-    if (!v)
-        return 0;
-    switch (v->kind) {
-    case CKPT_VAL_PERSID:
-        return 1;
-    case CKPT_VAL_TUPLE:
-    case CKPT_VAL_LIST:
-        for (i = 0; i < v->u.seq.n; i++)
-            if (has_persid(v->u.seq.items[i]))
-                return 1;
-        return 0;
-    case CKPT_VAL_DICT:
-        for (i = 0; i < v->u.dict.map.n; i++)
-            if (has_persid(v->u.dict.map.keys[i]) || has_persid(v->u.dict.map.vals[i]))
-                return 1;
-        return 0;
-    default:
-        return 0;
-    }
-}
-
-/* ShardedObject `key` ("<name>/shard_0_1"): DCP keeps the torch.save archive of [value] as a
- * bytes item, unpickled here (nothing imported) into the model's arena; NULL when absent. Only
- * objects without tensors are expected (param groups, bucket sizes). */
 static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
 {
-    const ckpt_value *b = ckpt_value_dict_get(ckpt_root(c->ck), key);
-    ckpt_pickle_read_options opts = CKPT_PICKLE_READ_OPTIONS_INIT;
-    const ckpt_zip_entry *pkl = NULL;
-    ckpt_buf data = CKPT_BUF_INIT;
-    ckpt_value *v = NULL;
-    ckpt_zip *z = NULL;
-    ckpt_file f;
-    uint8_t *copy = NULL;
-    size_t i, end;
-    int rc;
-
-    *out = NULL;
-    if (!b)
-        return 0;
-    if (b->kind != CKPT_VAL_BYTES)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object", c->m->dist, key);
-    memset(&f, 0, sizeof f);
-    f.path = key;
-    f.fd = -1;
-    f.data = b->u.bytes.ptr;
-    f.size = b->u.bytes.len;
-    if ((rc = ckpt_zip_open(&z, &f)) < 0) {
-        ckpt_error_prefix("%s", c->m->dist);
-        return rc;
-    }
-    for (i = 0; i < ckpt_zip_count(z); i++) {
-        const char *name = ckpt_zip_entry_at(z, i)->name, *slash = strrchr(name, '/');
-        if (slash && strcmp(slash, "/data.pkl") == 0)
-            pkl = ckpt_zip_entry_at(z, i);
-    }
-    if (!pkl)
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a torch.save archive (no data.pkl)",
-                             c->m->dist, key);
-    else if ((rc = ckpt_zip_read(z, pkl, 1, &data)) == 0 && !(copy = ckpt_arena_alloc(c->m->arena, data.len + 1)))
-        rc = CKPT_ENOMEM;
-    if (rc == 0) {
-        memcpy(copy, data.data, data.len);
-        opts.source = key;
-        rc = ckpt_pickle_read(&v, &end, c->m->arena, copy, data.len, &opts);
-    }
-    if (rc == 0 && has_persid(v))
-        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT, "%s: '%s' holds tensors, not expected there",
-                             c->m->dist, key);
-    /* megatron-core saves a ShardedObject's data as a list of one */
-    if (rc == 0 && (v->kind != CKPT_VAL_LIST || v->u.seq.n != 1))
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object ([value])",
-                             c->m->dist, key);
-    ckpt_buf_dispose(&data);
-    ckpt_zip_close(z);
-    if (rc < 0)
-        return rc;
-    *out = v->u.seq.items[0];
-    return 0;
+    return ckpt_megatron__saved_object(c->m->dist, c->m->arena, c->root, key, out);
 }
 
 /* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list
@@ -408,7 +330,7 @@ static int read_dp(read_ctx *c)
 
 /* ---- the whole ---------------------------------------------------------------- */
 
-static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form)
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd)
 {
     const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type;
 
@@ -423,14 +345,17 @@ static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form)
         *form = MG_DIST_PLAIN;
         return 0;
     }
-    if (ckpt_value_is_str(type, "fully_reshardable"))
+    /* megatron-core 0.13's default: per parameter as fully_reshardable, N-D flattened, the
+       step and param groups where fully_reshardable keeps them (optimizer['optimizer']) */
+    *nd = ckpt_value_is_str(type, "fully_sharded_model_space");
+    if (ckpt_value_is_str(type, "fully_reshardable") || *nd)
         *form = MG_DIST_FULLY;
     else if (ckpt_value_is_str(type, "dp_reshardable"))
         *form = MG_DIST_DP;
     else
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: distributed optimizer state of a sharding type other than fully_reshardable and "
-                               "dp_reshardable (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
+                               "%s: distributed optimizer state of a sharding type other than fully_reshardable, "
+                               "dp_reshardable and fully_sharded_model_space (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
                                "--no-optimizer writes a model-only checkpoint",
                                m->dist, type->kind == CKPT_VAL_STR ? "'" : "",
                                type->kind == CKPT_VAL_STR ? type->u.str.ptr : "(not a string)",
@@ -455,16 +380,18 @@ static int check_all_used(read_ctx *c)
     return 0;
 }
 
-int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
+int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local)
 {
     read_ctx c;
-    int form, rc;
+    int form, nd = 0, rc;
 
-    if ((rc = form_of(m, ckpt_root(ck), &form)) < 0 || form == MG_DIST_NONE)
+    if ((rc = form_of(m, root, &form, &nd)) < 0 || form == MG_DIST_NONE)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.ck = ck;
+    c.root = root;
+    c.nd = nd;
     c.local = local;
     c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
     c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
@@ -477,7 +404,7 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int lo
     if (!(c.used = calloc(ckpt_tensor_count(ck) + 1, 1)))
         return ckpt_error_oom();
     rc = ckpt_megatron__sort(m);
-    if (rc == 0 && form == MG_DIST_FULLY)
+    if (rc == 0 && form == MG_DIST_FULLY && !nd) /* each rank sliced its own parameters: no defect */
         rc = check_fully(&c);
     if (rc == 0)
         rc = form == MG_DIST_DP ? read_dp(&c) : read_per_param(&c, form);
@@ -496,6 +423,7 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int lo
     if (rc < 0)
         return rc;
     m->dist_form = form;
+    m->dist_nd = nd;
     m->dist_ck = ck;
     m->moments = 1;
     m->info.distributed_optimizer = form != MG_DIST_PLAIN;

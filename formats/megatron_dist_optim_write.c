@@ -25,7 +25,7 @@ void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, co
     const mg_rank *r = m->set && m->ranks ? mg_rank_at(m, 0, 0, 0) : NULL;
 
     *ck = m->dist_ck ? m->dist_ck : r ? r->ck : NULL;
-    *root = m->dist_ck ? ckpt_root(m->dist_ck) : r ? r->root : NULL;
+    *root = m->dist_ck ? m->dist_root : r ? r->root : NULL;
 }
 
 int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_target *t, int *form)
@@ -64,8 +64,8 @@ int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_
     case CKPT_MEGATRON_SHARDING_DP_RESHARDABLE:
         *form = MG_DIST_DP;
         break;
-    default:
-        *form = m->dist_form == MG_DIST_FULLY ? MG_DIST_FULLY : MG_DIST_DP;
+    default: /* megatron-core 0.13's fully_sharded_model_space: today's default form */
+        *form = m->dist_form == MG_DIST_FULLY && !m->dist_nd ? MG_DIST_FULLY : MG_DIST_DP;
         break;
     }
     return 0;

@@ -57,7 +57,9 @@ struct ckpt_megatron {
     /* torch_dist sources with optimizer state: its form, and the checkpoint whose common.pt
        holds its step and param groups (megatron_dist_optim.c) */
     int dist_form;                   /* mg_dist_form */
+    int dist_nd;                     /* FULLY read from megatron-core 0.13's fully_sharded_model_space */
     const ckpt_ckpt *dist_ck;
+    const ckpt_value *dist_root;     /* its root with the common state (ckpt_megatron__dist_common) */
     const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
                                         that model-parallel rank 0 saved ({'param_groups'}) */
 };
@@ -98,14 +100,32 @@ int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, c
                             const ckpt_node **out);
 /* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
+/* ShardedObject `key` ("<name>/shard_0_1") of a torch_dist checkpoint whose root is `root`,
+ * unpickled into arena a; *out NULL when absent. Objects holding tensors are refused; `file`
+ * names the checkpoint in messages (megatron_dist_object.c). */
+int ckpt_megatron__saved_object(const char *file, ckpt_arena *a, const ckpt_value *root, const char *key,
+                                const ckpt_value **out);
+/* megatron-core 0.19 keeps the common state (args, iteration, optimizer, ...) in the
+ * checkpoint as this object, not in common.pt. */
+#define CKPT_MEGATRON_COMMON_STATE "common_state/shard_0_1"
+/* The root of a torch_dist checkpoint with its common state in it: `root` itself when it has
+ * args (common.pt read), else a copy with the keys of CKPT_MEGATRON_COMMON_STATE added; `root`
+ * when neither is there. */
+int ckpt_megatron__dist_common(const char *file, ckpt_arena *a, const ckpt_value *root, const ckpt_value **out);
 /* How a torch_dist checkpoint holds optimizer state: the non-distributed optimizer's
  * per-parameter tensors, or the distributed optimizer's fully_reshardable (per parameter) or
  * dp_reshardable (per grad buffer bucket) form. */
 typedef enum mg_dist_form { MG_DIST_NONE = 0, MG_DIST_PLAIN, MG_DIST_FULLY, MG_DIST_DP } mg_dist_form;
 /* The optimizer state of torch_dist checkpoint `ck` into the entries' moment[] (built in the
- * model's graph), its form into m->dist_form (megatron_dist_optim.c). `local`: the local
+ * model's graph), its form into m->dist_form (megatron_dist_optim.c); `root`: ck's with its
+ * common state (ckpt_megatron__dist_common). `local`: the local
  * layer spec, whose norms torch_dist names as TE's. */
-int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, int local);
+int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local);
+/* Optimizer state item t of megatron-core 0.13's fully_sharded_model_space form (stored N-D
+ * flattened) as a node of the parameter's shape (that of `full`); layer >= 0: t is the
+ * stacked item of the decoder layers and the node that layer's (megatron_dist_optim_nd.c). */
+int ckpt_megatron__nd_flattened(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, const ckpt_node *full,
+                                const ckpt_node **out);
 /* The checkpoint whose root holds the source's common state (torch_dist: common.pt; legacy:
  * rank 0's file), or NULLs for a model built tensor by tensor. */
 void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, const ckpt_value **root);

@@ -5,7 +5,8 @@
  * OrderedDict, set/frozenset/bytearray, _codecs.encode, numpy array reconstruction, the
  * metadata classes of PyTorch Distributed Checkpoint) or
  * reads past it as data (the save and load plans of Distributed Checkpoint's planner,
- * which megatron-core stores in `.metadata` as `all_local_plans`) or
+ * which megatron-core stores in `.metadata` as `all_local_plans`, megatron-core 0.13's
+ * MCoreSavePlan among them) or
  * carries it through verbatim as an opaque, round-trippable object (argparse.Namespace,
  * enums and config classes of Megatron, DeepSpeed and Transformer Engine). Nothing is
  * ever imported or called, known or not. The set exists so that a checkpoint can be
@@ -61,6 +62,7 @@ static const known_global known[] = {
     { "deepspeed.runtime.zero.config", "ZeroStageEnum" },
     { "deepspeed.utils.tensor_fragment", "fragment_address" },
     { "io", "BytesIO" },
+    { "megatron.core.dist_checkpointing.strategies.torch", "MCoreSavePlan" },
     { "megatron.core.enums", "ModelType" },
     { "megatron.core.extensions.transformer_engine", "TEDelayedScaling" },
     { "megatron.core.model_parallel_config", "ModelParallelConfig" },

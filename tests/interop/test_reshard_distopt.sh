@@ -4,12 +4,14 @@
 # README_megatron_distopt.md): each fixture X, resharded by ckptconv from its legacy save to
 # each oracle layout Y (TP, PP, VPP, DP, buckets), equals what megatron-core wrote at Y after
 # loading X's fully_reshardable save, bit for bit: the model, the fp32 masters, both Adam
-# moments, numel_unpadded, the param groups and step, the scheduler.
+# moments, numel_unpadded, the param groups and step, the scheduler. The same against
+# oracle_versions.json (megatron-core 0.13.1's and 0.19's own reshards), from each committed
+# form ckptconv reads of those versions' saves.
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_torch
 
-pair() { "$TORCH_PYTHON" "$INTEROP_DIR/distopt_check.py" "$CKPTCONV" "$TESTDATA" "$2" "$WORK" "$1"; }
+pair() { "$TORCH_PYTHON" "$INTEROP_DIR/distopt_check.py" "$CKPTCONV" "$TESTDATA" "$1" "$WORK" "${2:-oracle.json}" "${3:-legacy}"; }
 
 # oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP
 for file in oracle.json oracle_moe.json; do
@@ -19,7 +21,21 @@ for file in oracle.json oracle_moe.json; do
     [ "$N" -gt 0 ] || die "$ORACLE holds no pairs"
     for ((i = 0; i < N; i++)); do
         name=$("$TORCH_PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["pairs"][int(sys.argv[2])]; print(p["source"].split("/")[2], "->", p["target"])' "$ORACLE" "$i")
-        case_run "distopt $name" pair "$file" "$i"
+        case_run "distopt $name" pair "$i" "$file"
+    done
+done
+
+VERSIONS="$TESTDATA/megatron/distopt/oracle_versions.json"
+[ -f "$VERSIONS" ] || die "$VERSIONS is missing"
+N=$("$TORCH_PYTHON" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["pairs"]))' "$VERSIONS")
+for ((i = 0; i < N; i++)); do
+    name=$("$TORCH_PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["pairs"][int(sys.argv[2])]; print(p["source"].split("/")[2], "->", p["target"])' "$VERSIONS" "$i")
+    case "$name" in
+    core019*) forms="legacy dp_reshardable" ;;
+    *) forms="legacy fully_sharded_model_space" ;;
+    esac
+    for form in $forms; do
+        case_run "distopt $name ($form)" pair "$i" oracle_versions.json "$form"
     done
 done
 finish
