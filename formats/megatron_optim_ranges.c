@@ -17,14 +17,11 @@ typedef struct ranges {
 
 static int push(ranges *r, ckpt_megatron_optim_range **out)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 64;
-        ckpt_megatron_optim_range *grown = realloc(r->v, cap * sizeof *grown);
-        if (!grown)
-            return ckpt_error_oom();
-        r->v = grown;
-        r->cap = cap;
-    }
+    ckpt_megatron_optim_range *grown = ckpt_array_grow(r->v, &r->cap, r->n, sizeof *grown);
+
+    if (!grown)
+        return CKPT_ENOMEM;
+    r->v = grown;
     *out = &r->v[r->n++];
     memset(*out, 0, sizeof **out);
     return 0;

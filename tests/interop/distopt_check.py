@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""One pair of testdata/megatron/distopt/oracle.json (or ORACLE: oracle_moe.json, the
-mixture-of-experts fixture at the same EP) against ckptconv.
+"""One pair of testdata/megatron/distopt/oracle.json (or of ORACLE) against ckptconv.
 
     distopt_check.py CKPTCONV TESTDATA INDEX WORKDIR [ORACLE [FORM]]
 
@@ -12,7 +11,8 @@ VPP, DP and the target's buckets) and the same description of its output must eq
 oracle's: every tensor bit for bit (model, fp32 masters, both Adam moments), numel_unpadded,
 buckets_coalesced, the optimizer's param groups and step, the scheduler, the iteration.
 
-ORACLE (default oracle.json) may be oracle_versions.json, megatron-core 0.13.1's and 0.19's own
+ORACLE (default oracle.json) may be oracle_moe.json (the mixture-of-experts fixture at its EP)
+or oracle_versions.json, megatron-core 0.13.1's and 0.19's own
 reshards (README_megatron_distopt_versions.md); FORM (default legacy) picks which committed
 save of X ckptconv reads (each holds the same state). The values under rerun_state_machine
 (0.13.1's legacy files) are not compared: Megatron's load resets current_iteration, and
