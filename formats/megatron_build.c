@@ -133,6 +133,7 @@ static const char *const layer_order[] = {
     "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
     "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias",
     "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.layer_norm_bias",
+    "mlp.router.weight", "mlp.experts.local_experts.",
     "mlp.linear_fc1.weight", "mlp.linear_fc1.bias", "mlp.linear_fc1._extra_state",
     "mlp.linear_fc2.weight", "mlp.linear_fc2.bias", "mlp.linear_fc2._extra_state",
 };
@@ -141,14 +142,39 @@ typedef struct sort_key {
     int stage; /* 0 first, 1 layers, 2 every, 3 last */
     int64_t layer;
     size_t within, index;
+    int64_t expert; /* a local expert's index, its modules in layer_order after it */
+    size_t expert_within;
 } sort_key;
+
+/* Where the rest of a layer key goes in layer_order: the experts of a MoE layer (SequentialMLP's
+ * local_experts.<i>.linear_fc1/2) at their marker, by index, then by their modules' order. */
+static size_t order_of(const char *rest, int64_t *expert, size_t *expert_within)
+{
+    static const char experts[] = "mlp.experts.local_experts.";
+    size_t i, n = sizeof layer_order / sizeof layer_order[0];
+    char module[256], *end;
+    int64_t none;
+    size_t unused;
+
+    *expert = -1;
+    *expert_within = 0;
+    if (strncmp(rest, experts, sizeof experts - 1) == 0) {
+        *expert = strtoll(rest + sizeof experts - 1, &end, 10);
+        if (*end == '.' && (size_t)snprintf(module, sizeof module, "mlp.%s", end + 1) < sizeof module)
+            *expert_within = order_of(module, &none, &unused);
+        rest = experts;
+    }
+    for (i = 0; i < n; i++)
+        if (strcmp(rest, layer_order[i]) == 0)
+            break;
+    return i;
+}
 
 static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t index)
 {
-    sort_key k = { 1, e->layout.layer, 0, index };
+    sort_key k = { .stage = 1, .layer = e->layout.layer, .index = index, .expert = -1 };
     static const char prefix[] = "decoder.layers.";
     const char *dot;
-    size_t i;
 
     switch (e->layout.stage) {
     case CKPT_STAGE_FIRST: k.stage = 0; break;
@@ -158,12 +184,8 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
     }
     (void)m;
     if (e->layout.layer >= 0 && strncmp(e->name, prefix, sizeof prefix - 1) == 0 &&
-        (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL) {
-        for (i = 0; i < sizeof layer_order / sizeof layer_order[0]; i++)
-            if (strcmp(dot + 1, layer_order[i]) == 0)
-                break;
-        k.within = i;
-    }
+        (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL)
+        k.within = order_of(dot + 1, &k.expert, &k.expert_within);
     return k;
 }
 
@@ -176,6 +198,10 @@ static int by_key(const void *a, const void *b)
         return x->layer < y->layer ? -1 : 1;
     if (x->within != y->within)
         return x->within < y->within ? -1 : 1;
+    if (x->expert != y->expert)
+        return x->expert < y->expert ? -1 : 1;
+    if (x->expert_within != y->expert_within)
+        return x->expert_within < y->expert_within ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
@@ -211,7 +237,7 @@ static const char *const local_extra[] = { "self_attention.linear_proj._extra_st
                                            "self_attention.linear_qkv._extra_state", "mlp.linear_fc1._extra_state",
                                            "mlp.linear_fc2._extra_state" };
 
-static int add_extra(ckpt_megatron *m, const char *name, int te)
+int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep)
 {
     mg_entry *e = NULL;
     int64_t zero = 0;
@@ -219,6 +245,7 @@ static int add_extra(ckpt_megatron *m, const char *name, int te)
 
     if ((rc = new_entry(m, name, te ? 1 : 0, &e)) < 0)
         return rc;
+    e->ep = ep;
     if (te)
         return ckpt_node_zeros(m->g, CKPT_DTYPE_U8, 1, &zero, &e->full);
     e->value = ckpt_value_new(m->arena, CKPT_VAL_NONE);
@@ -239,10 +266,10 @@ int ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine)
     for (layer = 0; layer < m->info.num_layers; layer++)
         for (i = 0; i < n; i++) {
             snprintf(name, sizeof name, "decoder.layers.%lld.%s", (long long)layer, keys[i]);
-            if ((rc = add_extra(m, name, transformer_engine)) < 0)
+            if ((rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1)) < 0)
                 return rc;
         }
-    if (!transformer_engine && (rc = add_extra(m, "output_layer._extra_state", 0)) < 0)
+    if (!transformer_engine && (rc = ckpt_megatron__add_extra(m, "output_layer._extra_state", 0, -1)) < 0)
         return rc;
     return ckpt_megatron__sort(m);
 }

@@ -60,7 +60,7 @@ int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out)
 
 /* A tensor under its legacy name: kept, or left out where the caller says so (the options'
  * leave_out), which is also the way past a name no layout entry takes. */
-static int add_named(ckpt_megatron *m, const char *name, const ckpt_node *full)
+int ckpt_megatron__dist_add_named(ckpt_megatron *m, const char *name, const ckpt_node *full)
 {
     ckpt_tensor_layout layout;
     int left = m->leave_out ? m->leave_out(m->leave_out_payload, name) : 0;
@@ -121,7 +121,7 @@ static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, 
                                   local ? ckpt_megatron__norm_key(rest, 0) : rest)) < 0 ||
             (rc = ckpt_megatron__layer_of(m, t, l, (const char *)name.data, &layer)) < 0)
             break;
-        rc = add_named(m, (const char *)name.data, layer);
+        rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, layer);
     }
     ckpt_buf_dispose(&name);
     return rc;
@@ -139,13 +139,20 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
 
         if (strchr(t->name, '/'))
             continue; /* common.pt's own tensors (optimizer/state/common_step) */
-        if (strncmp(t->name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0) {
+        /* a MoE model's chained optimizer prefixes its items with "chained_<i>." */
+        if (strncmp(t->name, OPTIMIZER_PREFIX, strlen(OPTIMIZER_PREFIX)) == 0 ||
+            (strncmp(t->name, "chained_", 8) == 0 && strstr(t->name, "." OPTIMIZER_PREFIX))) {
             m->info.has_optimizer = 1;
+            continue;
+        }
+        if (ckpt_megatron__dist_is_expert(t->name)) {
+            rc = ckpt_megatron__dist_add_experts(m, t);
             continue;
         }
         if (strstr(t->name, ".experts."))
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                   "%s: '%s': mixture-of-experts tensors of torch_dist checkpoints are not read yet",
+                                   "%s: '%s': mixture-of-experts tensors other than SequentialMLP's (the local "
+                                   "spec's experts) are not read from torch_dist checkpoints yet",
                                    m->dist, t->name);
         /* stacked layers; per-layer keys (older versions) are the legacy names already */
         if (strncmp(t->name, CKPT_MEGATRON_LAYERS, skip) == 0 && (t->name[skip] < '0' || t->name[skip] > '9')) {
@@ -153,7 +160,7 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
             continue;
         }
         if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)
-            rc = add_named(m, t->name, full);
+            rc = ckpt_megatron__dist_add_named(m, t->name, full);
     }
     return rc;
 }
@@ -193,7 +200,7 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
                                "Megatron-LM?)", m->dist, has_common(m->dist) ? "common.pt" : "'" CKPT_MEGATRON_COMMON_STATE "'");
     if ((v = ckpt_value_dict_get(root, "iteration")) && v->kind == CKPT_VAL_INT)
         iteration = v->u.integer;
-    if ((rc = ckpt_megatron__init_built(m, args, iteration, opts)) < 0)
+    if ((rc = ckpt_megatron__init_built(m, args, iteration, opts)) < 0 || (rc = ckpt_megatron__dist_moe_setup(m)) < 0)
         return rc;
     /* carried to a legacy target like the iteration (the template says 0) */
     if ((v = ckpt_value_dict_get(root, "num_floating_point_operations_so_far")) && v->kind == CKPT_VAL_FLOAT &&
@@ -209,5 +216,7 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
         (rc = ckpt_megatron__check_shapes(m)) < 0 ||
         (rc = ckpt_megatron__read_dist_optim(m, ck, root, impl && ckpt_value_is_str(impl, "local"))) < 0)
         return rc;
+    if (ckpt_megatron__num_experts(args) > 0)
+        return ckpt_megatron__dist_moe_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
     return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
 }

@@ -50,6 +50,9 @@ typedef struct read_ctx {
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
     mg_dist_sizes z;     /* the source layout, from args */
+    int chained;         /* a MoE model's ChainedOptimizer: [dense, expert] */
+    const char *prefix[2]; /* the items' prefix per inner optimizer ("chained_<i>." or "") */
+    int64_t ep;          /* the EP size */
 } read_ctx;
 
 static void mark_used(read_ctx *c, const ckpt_tensor *t)
@@ -67,23 +70,35 @@ static int same_shape(const ckpt_tensor *t, int skip, const ckpt_node *full)
  * or the per-layer tensor older versions save; *out NULL when the file has none. */
 static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const ckpt_node **out)
 {
+    const char *prefix = c->prefix[e->layout.expert ? 1 : 0];
     const ckpt_tensor *t = NULL;
+    int64_t expert = -1;
     int stacked = 0, rc;
 
     *out = NULL;
     ckpt_buf_clear(&c->name);
-    if (ckpt_buf_printf(&c->name, STATE_PREFIX "%s.%s", moment, e->name) < 0)
+    if ((rc = ckpt_megatron__dist_expert_key(c->m, e, &c->key, &expert)) < 0)
+        return rc;
+    if (!rc && ckpt_buf_printf(&c->name, "%s" STATE_PREFIX "%s.%s", prefix, moment, e->name) < 0)
         return CKPT_ENOMEM;
-    if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)) && e->layout.layer >= 0) {
+    if ((expert >= 0 || !(t = ckpt_tensor_find(c->ck, (const char *)c->name.data))) && e->layout.layer >= 0) {
         ckpt_buf_clear(&c->name);
-        if (ckpt_buf_printf(&c->name, STATE_PREFIX "%s.%s", moment, (const char *)c->key.data) < 0)
+        if (ckpt_buf_printf(&c->name, "%s" STATE_PREFIX "%s.%s", prefix, moment, (const char *)c->key.data) < 0)
             return CKPT_ENOMEM;
         stacked = (t = ckpt_tensor_find(c->ck, (const char *)c->name.data)) != NULL;
     }
     if (!t)
         return 0;
     mark_used(c, t);
-    if (c->nd)
+    if (expert >= 0) {
+        /* [num_layers, num_experts, <the expert's shape>] */
+        if (c->nd || t->ndim < 2 || t->shape[0] != c->m->info.num_layers ||
+            t->shape[1] != ckpt_megatron__num_experts(c->m->args) || !same_shape(t, 2, e->full))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s' is not [num_layers, num_experts] of the expert '%s' it is the state of",
+                                   c->m->dist, t->name, e->name);
+        rc = ckpt_megatron__expert_of(c->m, t, e->layout.layer, expert, t->name, out);
+    } else if (c->nd)
         rc = ckpt_megatron__nd_flattened(c->m, t, stacked ? e->layout.layer : -1, e->full, out);
     else if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
@@ -99,8 +114,8 @@ static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const
 static int missing(read_ctx *c, const mg_entry *e, const char *moment)
 {
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                           "%s: no optimizer state '" STATE_PREFIX "%s.%s' for the parameter '%s'", c->m->dist, moment,
-                           (const char *)c->key.data, e->name);
+                           "%s: no optimizer state '%s" STATE_PREFIX "%s.%s' for the parameter '%s'", c->m->dist,
+                           c->prefix[e->layout.expert ? 1 : 0], moment, (const char *)c->key.data, e->name);
 }
 
 /* Plain and fully_reshardable: a global tensor per parameter and moment. */
@@ -170,31 +185,41 @@ static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
     return ckpt_megatron__saved_object(c->m->dist, c->m->arena, c->root, key, out);
 }
 
+/* The dp_reshardable items' data-parallel group index: the rank in the dense optimizer's
+ * model-parallel group (TP x PP, tp + TP * pp), or in the expert one's (expert TP x EP x PP,
+ * expert TP = TP here: tp + TP * ep + TP * EP * pp; megatron-core 0.16.1
+ * optimizer/__init__.py get_megatron_optimizer, parallel_state.py RankGenerator 'tp-ep-pp'). */
+static int64_t group_idx(const read_ctx *c, int tp, int pp, int expert)
+{
+    return expert ? tp + (int64_t)c->z.tp * (c->z.ep + c->ep * pp) : tp + (int64_t)c->z.tp * pp;
+}
+
 /* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list
  * over grad buffers of {(param dtype, grad dtype): [numel per bucket]}), each against the
  * layout the args give. */
-static int check_numels(read_ctx *c, int tp, int pp, const mg_dist_stage *s, int unpadded)
+static int check_numels(read_ctx *c, int tp, int pp, const mg_dist_stage *s, int expert, int unpadded)
 {
     const char *what = unpadded ? "per_bucket_numel_unpadded" : "per_bucket_numel";
+    size_t first = expert ? s->l.n_dense : 0, nb = expert ? s->l.n_buffers - s->l.n_dense : s->l.n_dense;
     const ckpt_value *v, *d, *list;
     size_t b, k;
     int rc;
 
     ckpt_buf_clear(&c->name);
-    if (ckpt_buf_printf(&c->name, DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1", tp + (long long)c->z.tp * pp, what) < 0)
+    if (ckpt_buf_printf(&c->name, "%s" DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1", c->prefix[expert],
+                        (long long)group_idx(c, tp, pp, expert), what) < 0)
         return CKPT_ENOMEM;
     if ((rc = saved_object(c, (const char *)c->name.data, &v)) < 0)
         return rc;
     if (!v)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no '%s' (dp_reshardable bucket sizes)",
                                c->m->dist, (const char *)c->name.data);
-    if (v->kind != CKPT_VAL_LIST || v->u.seq.n != s->l.n_buffers)
+    if (v->kind != CKPT_VAL_LIST || v->u.seq.n != nb)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: '%s' lists %zu grad buffers, the layout from its args has %zu", c->m->dist,
-                               (const char *)c->name.data, v->kind == CKPT_VAL_LIST ? v->u.seq.n : 0,
-                               s->l.n_buffers);
-    for (b = 0; b < s->l.n_buffers; b++) {
-        const mg_dopt_buffer *buf = &s->l.buffers[b];
+                               (const char *)c->name.data, v->kind == CKPT_VAL_LIST ? v->u.seq.n : 0, nb);
+    for (b = 0; b < nb; b++) {
+        const mg_dopt_buffer *buf = &s->l.buffers[first + b];
         d = v->u.seq.items[b];
         list = d->kind == CKPT_VAL_DICT && d->u.dict.map.n == 1 ? d->u.dict.map.vals[0] : NULL;
         if (!list || list->kind != CKPT_VAL_LIST || list->u.seq.n != buf->n_buckets)
@@ -227,10 +252,13 @@ static int bucket_tensor(read_ctx *c, int tp, int pp, const mg_dist_stage *s, co
 {
     const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + k];
     const ckpt_tensor *t;
-    int rc = ckpt_megatron__dist_bucket_key(tp + (int64_t)c->z.tp * pp, b, k, moment, &c->name);
+    int rc = ckpt_megatron__dist_bucket_key(group_idx(c, tp, pp, b->expert), b, k, moment, &c->key);
 
     if (rc < 0)
         return rc;
+    ckpt_buf_clear(&c->name);
+    if (ckpt_buf_printf(&c->name, "%s%s", c->prefix[b->expert != 0], (const char *)c->key.data) < 0)
+        return CKPT_ENOMEM;
     if (!(t = ckpt_tensor_find(c->ck, (const char *)c->name.data)))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                "%s: no '%s': the grad buffer layout of TP rank %d, pipeline stage %d (from its "
@@ -263,6 +291,8 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, con
         const mg_dopt_bucket *bk = &s->l.buckets[b->first_bucket + r->bucket];
         const mg_entry *e = s->idx[i] >= 0 ? &c->m->entries[s->idx[i]] : NULL;
         const ckpt_node *flat;
+        if (c->z.ep > 0 && !b->expert)
+            continue; /* the dense state: EP rank 0's */
         if (!e) {
             /* a tied embedding's copy: the embedding's state, its bucket checked only */
             const ckpt_tensor *t;
@@ -297,19 +327,24 @@ static int read_dp(read_ctx *c)
     size_t i;
     int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
 
-    for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
-            break;
-        for (i = 0; i < s.l.n_buffers && rc == 0; i++)
-            if (s.l.buffers[i].expert)
-                rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                     "%s: expert grad buffers of a dp_reshardable optimizer are not read yet",
-                                     c->m->dist);
-        for (tp = 0; tp < c->z.tp && rc == 0; tp++)
-            if ((rc = check_numels(c, tp, pp, &s, 0)) == 0 && (rc = check_numels(c, tp, pp, &s, 1)) == 0)
-                rc = read_dp_rank(c, tp, pp, &s, parts);
-        ckpt_megatron__dist_stage_free(&s);
-    }
+    for (c->z.ep = 0; c->z.ep < c->ep && rc == 0; c->z.ep++)
+        for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
+            if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
+                break;
+            if (!c->chained && s.l.n_buffers > s.l.n_dense)
+                rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                     "%s: the model has experts, common.pt's optimizer is not the chained "
+                                     "optimizer's {0: dense, 1: expert}", c->m->dist);
+            for (tp = 0; tp < c->z.tp && rc == 0; tp++) {
+                for (k = c->z.ep > 0; k < 1 + c->chained && rc == 0; k++)
+                    if ((rc = check_numels(c, tp, pp, &s, k, 0)) == 0)
+                        rc = check_numels(c, tp, pp, &s, k, 1);
+                if (rc == 0)
+                    rc = read_dp_rank(c, tp, pp, &s, parts);
+            }
+            ckpt_megatron__dist_stage_free(&s);
+        }
+    c->z.ep = 0;
     for (i = 0; i < c->m->n_entries && rc == 0; i++) {
         mg_entry *e = &c->m->entries[i];
         if (!e->param || !e->full)
@@ -328,13 +363,57 @@ static int read_dp(read_ctx *c)
     return rc;
 }
 
+/* DistributedOptimizer.state_dict() of model-parallel rank 0, a saved object; a chained
+ * optimizer's as the list [dense, expert]. */
+static int step_and_groups(read_ctx *c)
+{
+    ckpt_value *list = c->chained ? ckpt_value_new(c->m->arena, CKPT_VAL_LIST) : NULL;
+    const ckpt_value *sd;
+    int k, rc = 0;
+
+    if (c->chained && !list)
+        return CKPT_ENOMEM;
+    for (k = 0; k < 1 + c->chained && rc == 0; k++) {
+        ckpt_buf_clear(&c->name);
+        if (ckpt_buf_printf(&c->name, "%s" DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1", c->prefix[k]) < 0)
+            return CKPT_ENOMEM;
+        if ((rc = saved_object(c, (const char *)c->name.data, &sd)) < 0)
+            break;
+        if (!sd)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: no '%s' (the step and param groups)",
+                                   c->m->dist, (const char *)c->name.data);
+        if (!c->chained)
+            c->m->dist_optim_sd = sd;
+        else if (ckpt_value_append(c->m->arena, list, (ckpt_value *)sd) < 0)
+            return CKPT_ENOMEM;
+    }
+    if (rc == 0 && c->chained)
+        c->m->dist_optim_sd = list;
+    return rc;
+}
+
 /* ---- the whole ---------------------------------------------------------------- */
 
-static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd)
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd, int *chained)
 {
-    const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type;
+    const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type, *expert;
 
     *form = MG_DIST_NONE;
+    /* ChainedOptimizer of a MoE model: {0: the dense optimizer's, 1: the expert one's} */
+    if ((expert = ckpt_megatron__int_key_get(opt, 1)) != NULL) {
+        const ckpt_value *t0, *t1;
+        opt = ckpt_megatron__int_key_get(opt, 0);
+        t0 = opt ? ckpt_value_dict_get(opt, "param_state_sharding_type") : NULL;
+        t1 = ckpt_value_dict_get(expert, "param_state_sharding_type");
+        if (!opt || ckpt_megatron__int_key_get(root ? ckpt_value_dict_get(root, "optimizer") : NULL, 2) || !t0 ||
+            !t1 || t0->kind != CKPT_VAL_STR || !ckpt_value_is_str(t1, t0->u.str.ptr))
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: common.pt optimizer is a chained optimizer other than a distributed "
+                                   "optimizer's [dense, expert] of one sharding type; --no-optimizer writes a "
+                                   "model-only checkpoint",
+                                   m->dist);
+        *chained = 1;
+    }
     if (!opt || opt->kind != CKPT_VAL_DICT)
         return m->info.has_optimizer ? ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                                        "%s: optimizer state tensors, but no optimizer dict in "
@@ -371,7 +450,8 @@ static int check_all_used(read_ctx *c)
 
     for (i = 0; i < ckpt_tensor_count(c->ck); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(c->ck, i);
-        if (!c->used[i] && !strchr(t->name, '/') && strncmp(t->name, "optimizer.", 10) == 0)
+        if (!c->used[i] && !strchr(t->name, '/') &&
+            (strncmp(t->name, "optimizer.", 10) == 0 || strncmp(t->name, "chained_", 8) == 0))
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                    "%s: '%s' is not the optimizer state of a parameter of the model read; "
                                    "--no-optimizer writes a model-only checkpoint",
@@ -383,11 +463,18 @@ static int check_all_used(read_ctx *c)
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local)
 {
     read_ctx c;
-    int form, nd = 0, rc;
+    int form, nd = 0, chained = 0, rc;
 
-    if ((rc = form_of(m, root, &form, &nd)) < 0 || form == MG_DIST_NONE)
+    if ((rc = form_of(m, root, &form, &nd, &chained)) < 0 || form == MG_DIST_NONE)
         return rc;
     memset(&c, 0, sizeof c);
+    c.chained = chained;
+    c.ep = m->info.ep > 1 ? m->info.ep : 1;
+    c.prefix[0] = c.prefix[1] = "";
+    if (chained && ckpt_megatron__dist_chained_prefix(root, form)) {
+        c.prefix[0] = "chained_0.";
+        c.prefix[1] = "chained_1.";
+    }
     c.m = m;
     c.ck = ck;
     c.root = root;
@@ -411,12 +498,8 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     if (rc == 0)
         rc = check_all_used(&c);
     /* the step and param groups (the same on every rank): model-parallel rank 0's */
-    if (rc == 0 && form == MG_DIST_DP &&
-        (rc = saved_object(&c, DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1", &m->dist_optim_sd)) == 0 &&
-        !m->dist_optim_sd)
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
-                             "%s: no '" DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1' (the step and param groups)",
-                             m->dist);
+    if (rc == 0 && form == MG_DIST_DP)
+        rc = step_and_groups(&c);
     free(c.used);
     ckpt_buf_dispose(&c.key);
     ckpt_buf_dispose(&c.name);
@@ -424,6 +507,7 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
         return rc;
     m->dist_form = form;
     m->dist_nd = nd;
+    m->dist_chained = chained;
     m->dist_ck = ck;
     m->moments = 1;
     m->info.distributed_optimizer = form != MG_DIST_PLAIN;

@@ -16,6 +16,7 @@ typedef struct mg_dist_sizes {
     int tp, pp, vpp;
     int64_t dp;           /* 0: args.data_parallel_size */
     int64_t padded_vocab; /* vocabulary rows; 0: as the model stores them */
+    int ep;               /* a MoE model's EP rank: the dense parameters and its experts */
 } mg_dist_sizes;
 
 /* A stage's parameters in named_parameters() order (entries' indices in idx[], -1 for the
@@ -43,6 +44,10 @@ int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_
  * go to plan file `file` (megatron_dist_optim_write.c). */
 int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
                                  const ckpt_value **scaler);
+/* A chained optimizer's DistributedOptimizer.state_dict()s, the list [dense, expert], from
+ * fully_reshardable's common.pt optimizer {0: {'optimizer': ...}, 1: ...} (megatron_dist_moe.c). */
+int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt,
+                                   ckpt_value **sd);
 /* The dp_reshardable state of target t: bucket tensors and saved objects per target rank, in
  * d (megatron_dist_optim_dp.c). Param groups holding tensors are refused (file: see above). */
 int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,

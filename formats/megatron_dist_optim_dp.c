@@ -210,7 +210,7 @@ int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t
                                  ckpt_plan *plan, size_t file, ckpt_dcp_out *d)
 {
     /* the target's args say its data-parallel size and buckets (--dp, --ddp-bucket-size) */
-    mg_dist_sizes z = { t->tp, t->pp, t->vpp < 1 ? 1 : t->vpp, 0, padded_vocab };
+    mg_dist_sizes z = { t->tp, t->pp, t->vpp < 1 ? 1 : t->vpp, 0, padded_vocab, 0 };
     dp_out o;
     mg_dist_stage s;
     ckpt_value *sd = NULL, *targs = NULL;

@@ -72,7 +72,7 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, co
         const mg_entry *e = &m->entries[i];
         mg_dopt_param *p = &s->params[s->n];
         int epp, evp;
-        if (!e->param || !e->full)
+        if (!e->param || !e->full || (e->ep >= 0 && e->ep != z->ep))
             continue;
         place_of(m, e, z->pp, z->vpp, &epp, &evp);
         if (strcmp(e->name, "embedding.word_embeddings.weight") == 0)
@@ -82,6 +82,7 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, co
         p->chunk = evp;
         p->numel = shard_numel(e, z->tp, z->padded_vocab);
         p->dtype = ckpt_node_dtype(e->full);
+        p->expert = e->layout.expert;
         p->shared_embedding = tied && (long)i == emb;
         s->idx[s->n++] = (long)i;
     }

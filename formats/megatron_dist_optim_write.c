@@ -153,6 +153,8 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
         return groups_from_plain(m, plan, file, opt, sd);
     if (m->dist_form == MG_DIST_DP)
         return ckpt_megatron__carry(plan, file, m->g, ck, m->dist_optim_sd, sd);
+    if (m->dist_chained)
+        return ckpt_megatron__dist_chained_sd(m, plan, file, opt, sd);
     /* fully_reshardable's common.pt and legacy model_optim_rng.pt: DistributedOptimizer.state_dict() */
     opt = opt ? ckpt_value_dict_get(opt, "optimizer") : NULL;
     if (!opt || opt->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(opt, "param_groups"))

@@ -357,11 +357,27 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
     ckpt_megatron__dist_source(m, &ck, &common);
     if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
         return rc;
-    if (number_of(ckpt_value_dict_get(ckpt_megatron__seq_at(ckpt_value_dict_get(sd, "param_groups"), 0), "step"),
+    if (m->dist_chained) {
+        /* ChainedOptimizer.state_dict(): [{'optimizer': dense}, {'optimizer': expert}] */
+        if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: a mixture-of-experts model's chained optimizer is not written as the "
+                                   "non-distributed optimizer yet",
+                                   m->dist);
+        if (!(opt = ckpt_value_new(a, CKPT_VAL_LIST)))
+            return CKPT_ENOMEM;
+        for (size_t i = 0; i < ckpt_megatron__seq_len(sd) && rc == 0; i++) {
+            ckpt_value *inner = ckpt_value_new(a, CKPT_VAL_DICT);
+            if (!inner || ckpt_value_dict_set(a, inner, new_str(a, "optimizer"),
+                                              (ckpt_value *)ckpt_megatron__seq_at(sd, i)) < 0 ||
+                ckpt_value_append(a, opt, inner) < 0)
+                rc = CKPT_ENOMEM;
+        }
+    } else if (number_of(ckpt_value_dict_get(ckpt_megatron__seq_at(ckpt_value_dict_get(sd, "param_groups"), 0), "step"),
                   &step) < 0)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: no step count in its param groups",
                                m->dist);
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN) {
+    else if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN) {
         rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, &opt);
     } else if (!(opt = ckpt_value_new(a, CKPT_VAL_DICT))) {
         rc = CKPT_ENOMEM;

@@ -112,17 +112,23 @@ static int dp_reshardable(const ckpt_megatron *m, ranges *r)
     z.vpp = (int)ckpt_megatron__arg_int(m->args, "virtual_pipeline_model_parallel_size", 1);
     if (z.vpp < 1)
         z.vpp = 1;
-    for (pp = 0; pp < z.pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(m, m->args, &z, pp, &s)) == 0)
-            for (tp = 0; tp < z.tp && rc == 0; tp++)
-                for (i = 0; i < s.n && rc == 0; i++) {
-                    ckpt_megatron_optim_range *o = NULL;
-                    if ((rc = push(r, &o)) == 0)
-                        fill(o, s.idx[i] >= 0 ? m->entries[s.idx[i]].name : "output_layer.weight", tp, pp, &s.l,
-                             &s.l.ranges[i]);
-                }
-        ckpt_megatron__dist_stage_free(&s);
-    }
+    /* a MoE model: EP rank 0 lists the dense parameters and its experts, the others their experts */
+    for (z.ep = 0; z.ep < (m->info.ep > 1 ? m->info.ep : 1) && rc == 0; z.ep++)
+        for (pp = 0; pp < z.pp && rc == 0; pp++) {
+            if ((rc = ckpt_megatron__dist_stage(m, m->args, &z, pp, &s)) == 0)
+                for (tp = 0; tp < z.tp && rc == 0; tp++)
+                    for (i = 0; i < s.n && rc == 0; i++) {
+                        ckpt_megatron_optim_range *o = NULL;
+                        if (z.ep > 0 && !s.l.buffers[s.l.ranges[i].buffer].expert)
+                            continue;
+                        if ((rc = push(r, &o)) == 0) {
+                            fill(o, s.idx[i] >= 0 ? m->entries[s.idx[i]].name : "output_layer.weight", tp, pp,
+                                 &s.l, &s.l.ranges[i]);
+                            o->ep = z.ep;
+                        }
+                    }
+            ckpt_megatron__dist_stage_free(&s);
+        }
     return rc;
 }
 

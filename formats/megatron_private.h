@@ -58,6 +58,8 @@ struct ckpt_megatron {
        holds its step and param groups (megatron_dist_optim.c) */
     int dist_form;                   /* mg_dist_form */
     int dist_nd;                     /* FULLY read from megatron-core 0.13's fully_sharded_model_space */
+    int dist_chained;                /* a MoE model's ChainedOptimizer [dense, expert]: its step and
+                                        param groups (dist_optim_sd, common.pt) per inner optimizer */
     const ckpt_ckpt *dist_ck;
     const ckpt_value *dist_root;     /* its root with the common state (ckpt_megatron__dist_common) */
     const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
@@ -98,6 +100,29 @@ const char *ckpt_megatron__norm_key(const char *key, int to_dist);
  * the graph's leaves must outlive it). */
 int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
                             const ckpt_node **out);
+/* An `_extra_state` entry of a built model (None, or TE's empty tensor), of EP rank ep (-1: all). */
+int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep);
+/* A tensor of a torch_dist model under its legacy name (megatron_dist.c): kept, or left out
+ * where the options say so. */
+int ckpt_megatron__dist_add_named(ckpt_megatron *m, const char *name, const ckpt_node *full);
+/* Mixture-of-experts torch_dist models (megatron_dist_moe.c): whether `name` is an expert item
+ * ([num_layers, num_experts, ...]); the EP size from args (m->info.ep, a template per EP rank);
+ * each expert of each layer as an entry of its EP rank under its legacy local name; the
+ * experts of an EP rank; expert (global index) `expert` of layer `layer` of item t; for an
+ * expert entry its item key into `key` and its global index (1; 0: not an expert); the
+ * `_extra_state` entries of a MoE model. */
+int ckpt_megatron__dist_is_expert(const char *name);
+int ckpt_megatron__dist_moe_setup(ckpt_megatron *m);
+int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t);
+int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m);
+int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
+                             const ckpt_node **out);
+int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global);
+int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine);
+/* Whether a chained optimizer's items carry "chained_<i>." (megatron-core 0.16.1 optimizer.py
+ * ChainedOptimizer.sharded_state_dict): unless the form is fully reshardable and the save's
+ * content_metadata has chained_optim_avoid_prefix True. */
+int ckpt_megatron__dist_chained_prefix(const ckpt_value *root, int form);
 /* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);
 /* ShardedObject `key` ("<name>/shard_0_1") of a torch_dist checkpoint whose root is `root`,

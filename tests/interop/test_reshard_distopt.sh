@@ -13,7 +13,8 @@ need_torch
 
 pair() { "$TORCH_PYTHON" "$INTEROP_DIR/distopt_check.py" "$CKPTCONV" "$TESTDATA" "$1" "$WORK" "${2:-oracle.json}" "${3:-legacy}"; }
 
-# oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP
+# oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP,
+# from its legacy and its torch_dist dp_reshardable save
 for file in oracle.json oracle_moe.json; do
     ORACLE="$TESTDATA/megatron/distopt/$file"
     [ -f "$ORACLE" ] || die "$ORACLE is missing"
@@ -22,6 +23,10 @@ for file in oracle.json oracle_moe.json; do
     for ((i = 0; i < N; i++)); do
         name=$("$TORCH_PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["pairs"][int(sys.argv[2])]; print(p["source"].split("/")[2], "->", p["target"])' "$ORACLE" "$i")
         case_run "distopt $name" pair "$i" "$file"
+        # the MoE fixture's torch_dist save too (chained optimizer, expert grad buffers)
+        if [ "$file" = oracle_moe.json ]; then
+            case_run "distopt $name (dp_reshardable)" pair "$i" "$file" dp_reshardable
+        fi
     done
 done
 

@@ -148,7 +148,7 @@ CKPT_TEST(test_dist_optim_bucket_key)
  * flat offsets the padded ones. */
 CKPT_TEST(test_dist_optim_stage_layout)
 {
-    mg_dist_sizes z = { 2, 2, 1, 2, 0 };
+    mg_dist_sizes z = { 2, 2, 1, 2, 0, 0 };
     mg_dist_stage s;
     int64_t total[2] = { 0, 0 }, want = 0;
     size_t i;

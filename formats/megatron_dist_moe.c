@@ -1,0 +1,194 @@
+/* Mixture-of-experts models in torch_dist checkpoints (megatron-core 0.16.1
+ * transformer/moe/experts.py SequentialMLP.sharded_state_dict, the local spec's experts):
+ * every expert tensor is one item "decoder.layers.mlp.experts.experts.<module key>" of shape
+ * [num_layers, num_experts, <the expert's own shape>], the experts at their GLOBAL index
+ * (EP rank r holds experts r * E/EP .. (r + 1) * E/EP - 1 as its local experts 0 ..); their
+ * `_extra_state` are sharded objects per (layer, expert). The legacy model names them
+ * "decoder.layers.<l>.mlp.experts.local_experts.<local index>.<module key>" in the file of
+ * their EP rank; this is that model: each expert of each layer a view of the item, an entry
+ * of its EP rank. The distributed optimizer keeps its state per parameter under the same key
+ * (fully_reshardable: "optimizer.state.<moment>.decoder.layers.mlp.experts.experts.<key>"). */
+#include "megatron_dist_optim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DIST_EXPERTS CKPT_MEGATRON_LAYERS "mlp.experts.experts."
+#define LOCAL_EXPERTS "mlp.experts.local_experts."
+
+int ckpt_megatron__dist_is_expert(const char *name)
+{
+    return strncmp(name, DIST_EXPERTS, strlen(DIST_EXPERTS)) == 0;
+}
+
+int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m)
+{
+    int64_t experts = ckpt_megatron__num_experts(m->args);
+    return m->info.ep > 0 && experts > 0 ? experts / m->info.ep : 0;
+}
+
+int ckpt_megatron__dist_moe_setup(ckpt_megatron *m)
+{
+    int64_t experts = ckpt_megatron__num_experts(m->args);
+    int64_t ep = ckpt_megatron__arg_int(m->args, "expert_model_parallel_size", 1);
+    mg_rank *ranks;
+    int64_t r;
+
+    if (experts <= 0)
+        return 0;
+    if (ep < 1 || ep > 4096 || experts % ep != 0)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: args: %lld experts over expert_model_parallel_size %lld", m->dist,
+                               (long long)experts, (long long)ep);
+    if (ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", 1) !=
+        ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: expert_tensor_parallel_size %lld differs from the tensor-parallel size %lld; "
+                               "resharding experts with their own TP size is not supported yet",
+                               m->dist, (long long)ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", 1),
+                               (long long)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1));
+    /* a legacy target is written per EP rank from the one template a built model has */
+    if (!(ranks = calloc((size_t)ep, sizeof *ranks)))
+        return ckpt_error_oom();
+    for (r = 0; r < ep; r++)
+        ranks[r] = m->ranks[0];
+    free(m->ranks);
+    m->ranks = ranks;
+    m->info.ep = (int)ep;
+    return 0;
+}
+
+int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
+                             const ckpt_node **out)
+{
+    ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
+    int d;
+
+    if (!v)
+        return CKPT_ENOMEM;
+    *v = *t;
+    v->name = ckpt_arena_strndup(m->arena, name, strlen(name));
+    v->ndim = t->ndim - 2;
+    for (d = 0; d < v->ndim; d++) {
+        v->shape[d] = t->shape[d + 2];
+        v->stride[d] = t->stride[d + 2];
+    }
+    v->offset = t->offset + layer * t->stride[0] + expert * t->stride[1];
+    return v->name ? ckpt_node_tensor(m->g, v, out) : CKPT_ENOMEM;
+}
+
+int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t)
+{
+    const char *rest = t->name + strlen(DIST_EXPERTS);
+    int64_t per_rank = ckpt_megatron__experts_per_rank(m), l, g;
+    ckpt_buf name = CKPT_BUF_INIT;
+    const ckpt_node *view;
+    int rc = 0;
+
+    if (per_rank < 1 || t->ndim < 3 || t->shape[0] != m->info.num_layers ||
+        t->shape[1] != ckpt_megatron__num_experts(m->args))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: '%s' is not [num_layers %lld, num_experts %lld, ...] as its args say", m->dist,
+                               t->name, (long long)m->info.num_layers,
+                               (long long)ckpt_megatron__num_experts(m->args));
+    for (l = 0; l < t->shape[0] && rc == 0; l++)
+        for (g = 0; g < t->shape[1] && rc == 0; g++) {
+            size_t before = m->n_entries;
+            ckpt_buf_clear(&name);
+            if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld." LOCAL_EXPERTS "%lld.%s", (long long)l,
+                                      (long long)(g % per_rank), rest)) < 0 ||
+                (rc = ckpt_megatron__expert_of(m, t, l, g, (const char *)name.data, &view)) < 0 ||
+                (rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, view)) < 0)
+                break;
+            if (m->n_entries > before)
+                m->entries[m->n_entries - 1].ep = m->info.ep > 1 ? (int)(g / per_rank) : -1;
+        }
+    ckpt_buf_dispose(&name);
+    return rc;
+}
+
+int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global)
+{
+    static const char layers[] = CKPT_MEGATRON_LAYERS;
+    const char *p = strncmp(e->name, layers, sizeof layers - 1) == 0 ? strchr(e->name + sizeof layers - 1, '.') : NULL;
+    char *end;
+    long long local;
+
+    if (!p || strncmp(p + 1, LOCAL_EXPERTS, strlen(LOCAL_EXPERTS)) != 0)
+        return 0;
+    p += 1 + strlen(LOCAL_EXPERTS);
+    local = strtoll(p, &end, 10);
+    if (end == p || *end != '.')
+        return 0;
+    *global = (int64_t)(e->ep > 0 ? e->ep : 0) * ckpt_megatron__experts_per_rank(m) + local;
+    ckpt_buf_clear(key);
+    return ckpt_buf_printf(key, DIST_EXPERTS "%s", end + 1) < 0 ? CKPT_ENOMEM : 1;
+}
+
+/* The local spec's experts keep None as their linears' _extra_state, TE's an empty tensor;
+ * a MoE layer has no dense MLP linears. */
+int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine)
+{
+    static const char *const attn[] = { "self_attention.core_attention._extra_state",
+                                        "self_attention.linear_proj._extra_state",
+                                        "self_attention.linear_qkv._extra_state" };
+    size_t i, n = m->n_entries;
+    ckpt_buf name = CKPT_BUF_INIT;
+    int64_t l;
+    int rc = 0;
+
+    for (l = 0; l < m->info.num_layers && rc == 0; l++)
+        for (i = transformer_engine ? 0 : 1; i < sizeof attn / sizeof *attn && rc == 0; i++) {
+            ckpt_buf_clear(&name);
+            if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld.%s", (long long)l, attn[i])) == 0)
+                rc = ckpt_megatron__add_extra(m, (const char *)name.data, transformer_engine, -1);
+        }
+    for (i = 0; i < n && rc == 0; i++) {
+        const mg_entry *e = &m->entries[i];
+        size_t len = strlen(e->name);
+        if (!strstr(e->name, "." LOCAL_EXPERTS) || len < 7 || strcmp(e->name + len - 7, ".weight") != 0)
+            continue;
+        ckpt_buf_clear(&name);
+        if ((rc = ckpt_buf_printf(&name, "%.*s._extra_state", (int)(len - 7), e->name)) == 0)
+            rc = ckpt_megatron__add_extra(m, (const char *)name.data, transformer_engine, e->ep);
+    }
+    if (rc == 0 && !transformer_engine)
+        rc = ckpt_megatron__add_extra(m, "output_layer._extra_state", 0, -1);
+    ckpt_buf_dispose(&name);
+    return rc < 0 ? rc : ckpt_megatron__sort(m);
+}
+
+int ckpt_megatron__dist_chained_prefix(const ckpt_value *root, int form)
+{
+    const ckpt_value *md = root ? ckpt_value_dict_get(root, "content_metadata") : NULL;
+    const ckpt_value *avoid = md && md->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(md, "chained_optim_avoid_prefix") : NULL;
+
+    /* megatron-core 0.13 has no avoid flag: it always prefixes */
+    return form != MG_DIST_FULLY || !avoid || avoid->kind != CKPT_VAL_BOOL || !avoid->u.boolean;
+}
+
+int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt,
+                                   ckpt_value **sd)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    ckpt_value *copy;
+    int64_t i;
+    int rc;
+
+    if (!(*sd = ckpt_value_new(a, CKPT_VAL_LIST)))
+        return CKPT_ENOMEM;
+    for (i = 0; i < 2; i++) {
+        const ckpt_value *inner = ckpt_megatron__int_key_get(opt, i);
+        inner = inner && inner->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(inner, "optimizer") : NULL;
+        if (!inner || inner->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(inner, "param_groups"))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                                   "%s: no optimizer[%lld]['optimizer']['param_groups'] (the chained optimizer's "
+                                   "step and hyper-parameters)",
+                                   m->dist, (long long)i);
+        if ((rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, inner, &copy)) < 0)
+            return rc;
+        if (ckpt_value_append(a, *sd, copy) < 0)
+            return CKPT_ENOMEM;
+    }
+    return 0;
+}
