@@ -171,24 +171,39 @@ int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t fil
                                    ckpt_value **sd)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
+    const ckpt_ckpt *ck;
+    const ckpt_value *root;
     ckpt_value *copy;
     int64_t i;
     int rc;
 
+    ckpt_megatron__dist_source(m, &ck, &root);
     if (!(*sd = ckpt_value_new(a, CKPT_VAL_LIST)))
         return CKPT_ENOMEM;
     for (i = 0; i < 2; i++) {
-        const ckpt_value *inner = ckpt_megatron__int_key_get(opt, i);
+        /* torch_dist common.pt: {0: ..., 1: ...}; legacy model_optim_rng.pt: [..., ...] */
+        const ckpt_value *inner = opt && opt->kind == CKPT_VAL_LIST ? ckpt_megatron__seq_at(opt, (size_t)i)
+                                                                     : ckpt_megatron__int_key_get(opt, i);
         inner = inner && inner->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(inner, "optimizer") : NULL;
         if (!inner || inner->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(inner, "param_groups"))
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                    "%s: no optimizer[%lld]['optimizer']['param_groups'] (the chained optimizer's "
                                    "step and hyper-parameters)",
-                                   m->dist, (long long)i);
-        if ((rc = ckpt_megatron__carry(plan, file, m->g, m->dist_ck, inner, &copy)) < 0)
+                                   ck ? ckpt_path(ck) : "the model", (long long)i);
+        if ((rc = ckpt_megatron__carry(plan, file, m->g, ck, inner, &copy)) < 0)
             return rc;
         if (ckpt_value_append(a, *sd, copy) < 0)
             return CKPT_ENOMEM;
     }
     return 0;
+}
+
+int64_t ckpt_megatron__dist_group(int tp_size, int64_t ep_size, int tp, int ep, int pp, int expert)
+{
+    return expert ? tp + (int64_t)tp_size * (ep + ep_size * pp) : tp + (int64_t)tp_size * pp;
+}
+
+const char *ckpt_megatron__chained_prefix(int chained, int expert)
+{
+    return !chained ? "" : expert ? "chained_1." : "chained_0.";
 }

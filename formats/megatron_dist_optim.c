@@ -185,13 +185,9 @@ static int saved_object(read_ctx *c, const char *key, const ckpt_value **out)
     return ckpt_megatron__saved_object(c->m->dist, c->m->arena, c->root, key, out);
 }
 
-/* The dp_reshardable items' data-parallel group index: the rank in the dense optimizer's
- * model-parallel group (TP x PP, tp + TP * pp), or in the expert one's (expert TP x EP x PP,
- * expert TP = TP here: tp + TP * ep + TP * EP * pp; megatron-core 0.16.1
- * optimizer/__init__.py get_megatron_optimizer, parallel_state.py RankGenerator 'tp-ep-pp'). */
 static int64_t group_idx(const read_ctx *c, int tp, int pp, int expert)
 {
-    return expert ? tp + (int64_t)c->z.tp * (c->z.ep + c->ep * pp) : tp + (int64_t)c->z.tp * pp;
+    return ckpt_megatron__dist_group(c->z.tp, c->ep, tp, c->z.ep, pp, expert);
 }
 
 /* The sizes a dp_reshardable save records per bucket (per_bucket_numel[_unpadded]: a list

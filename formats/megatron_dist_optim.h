@@ -44,8 +44,17 @@ int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_
  * go to plan file `file` (megatron_dist_optim_write.c). */
 int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
                                  const ckpt_value **scaler);
+/* The dp_reshardable items' data-parallel group index of rank (tp, ep, pp) of a model at TP
+ * tp_size and EP ep_size: its rank in the dense optimizer's model-parallel group (TP x PP:
+ * tp + TP * pp), or in the expert one's (expert TP x EP x PP, expert TP = TP here: tp + TP * ep +
+ * TP * EP * pp; megatron-core 0.16.1 optimizer/__init__.py get_megatron_optimizer,
+ * parallel_state.py RankGenerator 'tp-ep-pp'), and the items' prefix: "chained_<i>." for inner
+ * optimizer i of a chained one (dense 0, expert 1) in the dp_reshardable form, else "". */
+int64_t ckpt_megatron__dist_group(int tp_size, int64_t ep_size, int tp, int ep, int pp, int expert);
+const char *ckpt_megatron__chained_prefix(int chained, int expert);
 /* A chained optimizer's DistributedOptimizer.state_dict()s, the list [dense, expert], from
- * fully_reshardable's common.pt optimizer {0: {'optimizer': ...}, 1: ...} (megatron_dist_moe.c). */
+ * fully_reshardable's common.pt optimizer {0: {'optimizer': ...}, 1: ...} or a legacy
+ * model_optim_rng.pt's [{'optimizer': ...}, ...] (megatron_dist_moe.c). */
 int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt,
                                    ckpt_value **sd);
 /* The dp_reshardable state of target t: bucket tensors and saved objects per target rank, in

@@ -10,7 +10,10 @@
  * dp_group_idx_<g>.optimizer ({'param_groups': [... each with 'step']}), .per_bucket_numel and
  * .per_bucket_numel_unpadded ([{(param dtype, grad dtype): [numel per bucket]}] per buffer).
  * Megatron's DP ranks each save their slice of a bucket; here each bucket is one chunk in the
- * data file of the rank's DP rank 0, which DCP loads the same at any DP. */
+ * data file of the rank's DP rank 0, which DCP loads the same at any DP.
+ * A MoE model's chained optimizer writes the dense optimizer's state so with the prefix
+ * "chained_0." and the expert one's, per EP rank, with "chained_1." (its group index
+ * ckpt_megatron__dist_group's), each with its own saved objects. */
 #include "megatron_dist_optim.h"
 
 #include <ckpt/dcp.h>
@@ -24,9 +27,16 @@ typedef struct dp_out {
     int64_t padded_vocab;
     ckpt_dcp_out *d;
     ckpt_arena *a;
-    const ckpt_value *sd, *scaler;
+    const ckpt_value *sd, *scaler; /* sd: a chained optimizer's the list [dense, expert] */
+    int chained, ep;               /* ep: the EP rank being written */
+    int64_t ep_size;
     ckpt_buf key, bytes;
 } dp_out;
+
+static int64_t group(const dp_out *o, int tp, int pp, int expert)
+{
+    return ckpt_megatron__dist_group(o->t->tp, o->ep_size, tp, o->ep, pp, expert);
+}
 
 typedef struct by_start {
     int64_t start;
@@ -113,8 +123,12 @@ static int add_bucket(dp_out *o, const mg_dist_stage *s, const ckpt_node **parts
                                "distributed optimizer bucket %zu of TP rank %d, stage %d: %lld elements laid out, "
                                "%lld expected",
                                bk, tp, pp, (long long)ckpt_node_numel(flat), (long long)len);
-    if ((rc = ckpt_megatron__dist_bucket_key(tp + (int64_t)o->t->tp * pp, b, bk, names[k], &o->key)) < 0)
+    if ((rc = ckpt_megatron__dist_bucket_key(group(o, tp, pp, b->expert), b, bk, names[k], &o->bytes)) < 0)
         return rc;
+    ckpt_buf_clear(&o->key);
+    if (ckpt_buf_printf(&o->key, "%s%s", ckpt_megatron__chained_prefix(o->chained, b->expert),
+                        (const char *)o->bytes.data) < 0)
+        return CKPT_ENOMEM;
     return ckpt_dcp_out_chunk(o->d, (const char *)o->key.data, 1, &len, &zero, flat, tp + o->t->tp * pp);
 }
 
@@ -130,8 +144,8 @@ static ckpt_value *torch_dtype_value(ckpt_arena *a, ckpt_dtype d)
     return v;
 }
 
-/* [{(param dtype, grad dtype): [numel per bucket]}] over the stage's buffers. */
-static int numels_value(dp_out *o, const mg_dist_stage *s, int unpadded, ckpt_value **out)
+/* [{(param dtype, grad dtype): [numel per bucket]}] over the stage's buffers of one optimizer. */
+static int numels_value(dp_out *o, const mg_dist_stage *s, int expert, int unpadded, ckpt_value **out)
 {
     ckpt_value *list = ckpt_value_new(o->a, CKPT_VAL_LIST);
     size_t b, k;
@@ -139,6 +153,8 @@ static int numels_value(dp_out *o, const mg_dist_stage *s, int unpadded, ckpt_va
     *out = list;
     for (b = 0; list && b < s->l.n_buffers; b++) {
         const mg_dopt_buffer *buf = &s->l.buffers[b];
+        if (!buf->expert != !expert)
+            continue;
         ckpt_value *d = ckpt_value_new(o->a, CKPT_VAL_DICT), *key = ckpt_value_new(o->a, CKPT_VAL_TUPLE);
         ckpt_value *sizes = ckpt_value_new(o->a, CKPT_VAL_LIST);
         if (!d || !key || !sizes || ckpt_value_append(o->a, key, torch_dtype_value(o->a, buf->param_dtype)) < 0 ||
@@ -156,8 +172,8 @@ static int numels_value(dp_out *o, const mg_dist_stage *s, int unpadded, ckpt_va
     return list ? 0 : CKPT_ENOMEM;
 }
 
-/* Saved object `name` of rank (tp, pp): torch.save([v]). */
-static int add_object(dp_out *o, int tp, int pp, const char *name, const ckpt_value *v)
+/* Saved object `name` of rank (tp, pp) of one optimizer: torch.save([v]). */
+static int add_object(dp_out *o, int tp, int pp, int expert, const char *name, const ckpt_value *v)
 {
     ckpt_value *wrap = ckpt_value_new(o->a, CKPT_VAL_LIST);
     int rc;
@@ -166,8 +182,9 @@ static int add_object(dp_out *o, int tp, int pp, const char *name, const ckpt_va
         return CKPT_ENOMEM;
     ckpt_buf_clear(&o->key);
     ckpt_buf_clear(&o->bytes);
-    if (ckpt_buf_printf(&o->key, CKPT_MEGATRON_DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1",
-                        tp + (long long)o->t->tp * pp, name) < 0)
+    if (ckpt_buf_printf(&o->key, "%s" CKPT_MEGATRON_DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1",
+                        ckpt_megatron__chained_prefix(o->chained, expert), (long long)group(o, tp, pp, expert),
+                        name) < 0)
         return CKPT_ENOMEM;
     if ((rc = ckpt_dcp_saved_value(wrap, &o->bytes)) < 0)
         return rc;
@@ -180,25 +197,33 @@ static int add_stage(dp_out *o, const mg_dist_stage *s, int pp)
     const ckpt_node **parts = calloc(n, sizeof *parts), **pieces = calloc(2 * s->n + 2, sizeof *pieces);
     by_start *order = calloc(s->n + 1, sizeof *order);
     ckpt_value *numel = NULL, *unpadded = NULL;
-    int tp, k, rc = parts && pieces && order ? 0 : ckpt_error_oom();
+    int tp, k, x, rc = parts && pieces && order ? 0 : ckpt_error_oom();
 
-    for (b = 0; rc == 0 && b < s->l.n_buffers; b++)
-        if (s->l.buffers[b].expert)
-            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                 "expert grad buffers are not written as dp_reshardable yet");
+    if (!o->chained && s->l.n_buffers > s->l.n_dense)
+        rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                             "expert grad buffers without the chained optimizer's [dense, expert] state");
     if (rc == 0)
         rc = split_moments(o, s, parts);
-    if (rc == 0 && (rc = numels_value(o, s, 0, &numel)) == 0)
-        rc = numels_value(o, s, 1, &unpadded);
     for (tp = 0; tp < o->t->tp && rc == 0; tp++) {
         for (b = 0; b < s->l.n_buffers && rc == 0; b++)
             for (bk = 0; bk < s->l.buffers[b].n_buckets && rc == 0; bk++)
-                for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
+                for (k = 0; k < MG_N_MOMENTS && rc == 0 && (o->ep == 0 || s->l.buffers[b].expert); k++)
                     rc = add_bucket(o, s, parts, &s->l.buffers[b], bk, k, tp, pp, order, pieces);
-        if (rc == 0 && (rc = add_object(o, tp, pp, "optimizer", o->sd)) == 0 && o->scaler)
-            rc = add_object(o, tp, pp, "grad_scaler", o->scaler);
-        if (rc == 0 && (rc = add_object(o, tp, pp, "per_bucket_numel", numel)) == 0)
-            rc = add_object(o, tp, pp, "per_bucket_numel_unpadded", unpadded);
+        /* per optimizer: the dense one's at EP rank 0 only, the expert one's at every EP rank */
+        for (x = o->ep > 0; x < 1 + o->chained && rc == 0; x++) {
+            const ckpt_value *sd = o->chained ? ckpt_megatron__seq_at(o->sd, (size_t)x) : o->sd;
+            if (!sd) {
+                rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                     "the source's chained optimizer has no state of optimizer %d", x);
+                break;
+            }
+            if ((rc = numels_value(o, s, x, 0, &numel)) < 0 || (rc = numels_value(o, s, x, 1, &unpadded)) < 0)
+                break;
+            if ((rc = add_object(o, tp, pp, x, "optimizer", sd)) == 0 && o->scaler)
+                rc = add_object(o, tp, pp, x, "grad_scaler", o->scaler);
+            if (rc == 0 && (rc = add_object(o, tp, pp, x, "per_bucket_numel", numel)) == 0)
+                rc = add_object(o, tp, pp, x, "per_bucket_numel_unpadded", unpadded);
+        }
     }
     free(parts);
     free(pieces);
@@ -226,11 +251,15 @@ int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t
         (rc = ckpt_megatron__target_args(m, t, plan, file, &targs)) < 0)
         return rc;
     o.sd = sd;
-    for (pp = 0; pp < t->pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(m, targs, &z, pp, &s)) == 0)
-            rc = add_stage(&o, &s, pp);
-        ckpt_megatron__dist_stage_free(&s);
-    }
+    o.chained = sd && sd->kind == CKPT_VAL_LIST;
+    o.ep_size = m->info.ep > 1 ? m->info.ep : 1;
+    for (o.ep = 0; o.ep < o.ep_size && rc == 0; o.ep++)
+        for (pp = 0; pp < t->pp && rc == 0; pp++) {
+            z.ep = o.ep;
+            if ((rc = ckpt_megatron__dist_stage(m, targs, &z, pp, &s)) == 0)
+                rc = add_stage(&o, &s, pp);
+            ckpt_megatron__dist_stage_free(&s);
+        }
     ckpt_buf_dispose(&o.key);
     ckpt_buf_dispose(&o.bytes);
     return rc;

@@ -153,7 +153,7 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
         return groups_from_plain(m, plan, file, opt, sd);
     if (m->dist_form == MG_DIST_DP)
         return ckpt_megatron__carry(plan, file, m->g, ck, m->dist_optim_sd, sd);
-    if (m->dist_chained)
+    if (m->dist_chained || (opt && opt->kind == CKPT_VAL_LIST))
         return ckpt_megatron__dist_chained_sd(m, plan, file, opt, sd);
     /* fully_reshardable's common.pt and legacy model_optim_rng.pt: DistributedOptimizer.state_dict() */
     opt = opt ? ckpt_value_dict_get(opt, "optimizer") : NULL;
@@ -175,19 +175,33 @@ static const ckpt_ckpt *source_ck(const ckpt_megatron *m)
 }
 
 /* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
- * beside its sharding type; dp_reshardable the sharding type only. */
+ * beside its sharding type; dp_reshardable the sharding type only. A chained optimizer's is
+ * {0: the dense one's, 1: the expert one's}. */
 static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
     const ckpt_value *scaler;
-    ckpt_value *sd, *copy;
+    ckpt_value *sd, *copy, *inner;
+    int64_t i;
     int rc;
 
     if (!(*out = ckpt_value_new(a, CKPT_VAL_DICT)))
         return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+        return rc;
+    if (sd->kind == CKPT_VAL_LIST) {
+        for (i = 0; i < (int64_t)sd->u.seq.n; i++) {
+            if (!(inner = ckpt_value_new(a, CKPT_VAL_DICT)) ||
+                (form != MG_DIST_DP &&
+                 ckpt_value_dict_set(a, inner, new_str(a, "optimizer"), sd->u.seq.items[i]) < 0) ||
+                ckpt_value_dict_set(a, inner, new_str(a, "param_state_sharding_type"),
+                                    new_str(a, form == MG_DIST_FULLY ? "fully_reshardable" : "dp_reshardable")) < 0 ||
+                ckpt_value_dict_set(a, *out, ckpt_value_new_int(a, i), inner) < 0)
+                return CKPT_ENOMEM;
+        }
+        return 0;
+    }
     if (form != MG_DIST_DP) {
-        if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
-            return rc;
         if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), sd) < 0)
             return CKPT_ENOMEM;
         if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, source_ck(m), scaler, &copy)) < 0 ||

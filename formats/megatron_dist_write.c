@@ -37,6 +37,7 @@ typedef struct dist_ctx {
     int form;              /* the optimizer state's (mg_dist_form) */
     int64_t padded_vocab;
     int64_t per_stage;     /* layers per pipeline stage */
+    int64_t expert;        /* the entry's global expert index (a MoE item [layers, experts, ...]); -1 */
     ckpt_buf key, bytes;
 } dist_ctx;
 
@@ -53,12 +54,13 @@ static int stage_of(const dist_ctx *c, const mg_entry *e)
     }
 }
 
-/* One chunk: for a layer, with the layer axis put in front. */
+/* One chunk: for a layer, with the layer axis put in front (and an expert's, the expert axis
+ * after it). */
 static int chunk(dist_ctx *c, const mg_entry *e, const ckpt_node *part, int64_t axis_off, int axis, int rank)
 {
     const int64_t *full = ckpt_node_shape(e->full), *ps = ckpt_node_shape(part);
     int64_t shape[CKPT_MAX_DIMS], offsets[CKPT_MAX_DIMS], pshape[CKPT_MAX_DIMS];
-    int nd = ckpt_node_ndim(e->full), lead = e->layout.layer >= 0, a, rc;
+    int nd = ckpt_node_ndim(e->full), lead = (e->layout.layer >= 0) + (c->expert >= 0), a, rc;
     const ckpt_node *node = part;
 
     if (nd + lead > CKPT_MAX_DIMS)
@@ -74,7 +76,12 @@ static int chunk(dist_ctx *c, const mg_entry *e, const ckpt_node *part, int64_t 
         shape[0] = c->m->info.num_layers;
         offsets[0] = e->layout.layer;
         pshape[0] = 1;
-        if ((rc = ckpt_node_reshape(c->m->g, part, nd + 1, pshape, &node)) < 0)
+        if (c->expert >= 0) {
+            shape[1] = ckpt_megatron__num_experts(c->m->args);
+            offsets[1] = c->expert;
+            pshape[1] = 1;
+        }
+        if ((rc = ckpt_node_reshape(c->m->g, part, nd + lead, pshape, &node)) < 0)
             return rc;
     }
     return ckpt_dcp_out_chunk(c->d, (const char *)c->key.data, nd + lead, shape, offsets, node, rank);
@@ -166,7 +173,10 @@ static int add_extra_state(dist_ctx *c, const mg_entry *e)
                           e->name);
         return rc;
     }
-    if (e->layout.layer >= 0)
+    if (c->expert >= 0)
+        rc = ckpt_buf_printf(&c->key, "/shard_%lld.%lld_%lld.%lld", (long long)e->layout.layer, (long long)c->expert,
+                             (long long)c->m->info.num_layers, (long long)ckpt_megatron__num_experts(c->m->args));
+    else if (e->layout.layer >= 0)
         rc = ckpt_buf_printf(&c->key, "/shard_%lld_%lld", (long long)e->layout.layer, (long long)c->m->info.num_layers);
     else
         rc = ckpt_buf_puts(&c->key, "/shard_0_1");
@@ -184,9 +194,6 @@ static int check(const ckpt_megatron *m, const ckpt_megatron_target *t)
 
     if (rc < 0)
         return rc;
-    if (m->info.ep > 1)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: mixture-of-experts models are not written in the torch_dist format yet", src);
     if (untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: tied embeddings (no --untie-embeddings-and-output-weights) are not written in "
@@ -264,8 +271,12 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
         return rc;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const mg_entry *e = &m->entries[i];
-        if ((rc = ckpt_megatron__dist_key(e, c.local, &c.key)) < 0)
+        c.expert = -1;
+        if ((rc = ckpt_megatron__dist_expert_key(m, e, &c.key, &c.expert)) == 0)
+            rc = ckpt_megatron__dist_key(e, c.local, &c.key);
+        if (rc < 0)
             break;
+        rc = 0;
         if (e->full && e->param)
             rc = add_param(&c, e, e->full);
         if (e->full && e->param && rc == 0)
