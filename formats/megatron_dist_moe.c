@@ -167,6 +167,14 @@ int ckpt_megatron__dist_chained_prefix(const ckpt_value *root, int form)
     return form != MG_DIST_FULLY || !avoid || avoid->kind != CKPT_VAL_BOOL || !avoid->u.boolean;
 }
 
+int ckpt_megatron__chained_scaler(const char *file)
+{
+    return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                           "%s: a mixture-of-experts model's chained optimizer with a grad scaler (fp16) is not "
+                           "converted yet; --no-optimizer writes the model",
+                           file);
+}
+
 int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt,
                                    ckpt_value **sd)
 {
@@ -184,6 +192,8 @@ int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t fil
         /* torch_dist common.pt: {0: ..., 1: ...}; legacy model_optim_rng.pt: [..., ...] */
         const ckpt_value *inner = opt && opt->kind == CKPT_VAL_LIST ? ckpt_megatron__seq_at(opt, (size_t)i)
                                                                      : ckpt_megatron__int_key_get(opt, i);
+        if (inner && inner->kind == CKPT_VAL_DICT && ckpt_value_dict_get(inner, "grad_scaler"))
+            return ckpt_megatron__chained_scaler(ck ? ckpt_path(ck) : "the model");
         inner = inner && inner->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(inner, "optimizer") : NULL;
         if (!inner || inner->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(inner, "param_groups"))
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,

@@ -378,6 +378,16 @@ static int step_and_groups(read_ctx *c)
         if (!sd)
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: no '%s' (the step and param groups)",
                                    c->m->dist, (const char *)c->name.data);
+        if (c->chained) {
+            const ckpt_value *scaler;
+            ckpt_buf_clear(&c->name);
+            if (ckpt_buf_printf(&c->name, "%s" DIST_PREFIX "dp_group_idx_0.grad_scaler/shard_0_1", c->prefix[k]) < 0)
+                return CKPT_ENOMEM;
+            if ((rc = saved_object(c, (const char *)c->name.data, &scaler)) < 0)
+                break;
+            if (scaler)
+                return ckpt_megatron__chained_scaler(c->m->dist);
+        }
         if (!c->chained)
             c->m->dist_optim_sd = sd;
         else if (ckpt_value_append(c->m->arena, list, (ckpt_value *)sd) < 0)

@@ -57,6 +57,9 @@ const char *ckpt_megatron__chained_prefix(int chained, int expert);
  * model_optim_rng.pt's [{'optimizer': ...}, ...] (megatron_dist_moe.c). */
 int ckpt_megatron__dist_chained_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *opt,
                                    ckpt_value **sd);
+/* The refusal of a chained optimizer's grad scaler (its place per inner optimizer is not
+ * carried), naming `file`. */
+int ckpt_megatron__chained_scaler(const char *file);
 /* The dp_reshardable state of target t: bucket tensors and saved objects per target rank, in
  * d (megatron_dist_optim_dp.c). Param groups holding tensors are refused (file: see above). */
 int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,

@@ -110,9 +110,9 @@ def forms_of(c):
 
 
 def forms_kept(c):
-    """the forms committed: the MoE fixture keeps only legacy (testdata budget; its torch_dist
-    saves stay in WORK for the oracle)"""
-    return ("legacy",) if c["experts"] else forms_of(c)
+    """the forms committed: the MoE fixture keeps legacy and dp_reshardable (testdata budget;
+    its fully_reshardable save stays in WORK for the oracle)"""
+    return ("legacy", "dp_reshardable") if c["experts"] else forms_of(c)
 
 
 def rank_dir(c, r):
@@ -798,8 +798,8 @@ def cmd_describe(opts):
             rec["layout"].update(experts=c["experts"], ep=c["ep"])
             for x, y in zip(rec["ranks"], ranks):
                 x.update(ep=y["ep"], expert_dp=y["expert_dp"], n_optimizers=y["n_optimizers"])
-            # every parameter's state read from distrib_optim.pt by the dumped layout (the
-            # torch_dist forms are not committed)
+            # every parameter's state read from distrib_optim.pt by the dumped layout (a
+            # torch_dist reader's output converted to legacy must give the same)
             full = full_states(os.path.join(src, "legacy"), ranks, c)
             rec["legacy_state_sha256"] = {n: {st: sha256(t) for st, t in v.items()} for n, v in full.items()}
         elif not c["plain"]:

@@ -97,7 +97,7 @@ if [ "$MODE" = distopt ]; then
         fi
         rm -rf "${DO_OUT:?}/$DO_TAG$c"
         mkdir -p "$DO_OUT/$DO_TAG$c"
-        # the forms committed (the MoE fixture: legacy only; gen_megatron_distopt.forms_kept)
+        # the forms committed (the MoE fixture: legacy and dp_reshardable; gen_megatron_distopt.forms_kept)
         for f in $("$PY" -c 'import sys, gen_megatron_distopt as g; print(*g.forms_kept(g.layout_of(g.CONFIGS[sys.argv[1]])))' "$c"); do
             cp -r "$WORK/$c/$f" "$DO_OUT/$DO_TAG$c/$f"
         done
