@@ -183,6 +183,10 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
     default: break;
     }
     (void)m;
+    /* the last stage: the final norm, then the output layer (a file's item order is no guide:
+       megatron-core 0.13 lists output_layer first) */
+    if (k.stage == 3)
+        k.within = strncmp(e->name, "output_layer.", strlen("output_layer.")) == 0;
     if (e->layout.layer >= 0 && strncmp(e->name, prefix, sizeof prefix - 1) == 0 &&
         (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL)
         k.within = order_of(dot + 1, &k.expert, &k.expert_within);

@@ -58,8 +58,8 @@ int ckpt_megatron__dist_moe_setup(ckpt_megatron *m)
     return 0;
 }
 
-int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
-                             const ckpt_node **out)
+int ckpt_megatron__expert_view(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert,
+                               const char *name, const ckpt_tensor **out)
 {
     ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
     int d;
@@ -74,7 +74,17 @@ int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t lay
         v->stride[d] = t->stride[d + 2];
     }
     v->offset = t->offset + layer * t->stride[0] + expert * t->stride[1];
-    return v->name ? ckpt_node_tensor(m->g, v, out) : CKPT_ENOMEM;
+    *out = v;
+    return v->name ? 0 : CKPT_ENOMEM;
+}
+
+int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
+                             const ckpt_node **out)
+{
+    const ckpt_tensor *v;
+    int rc = ckpt_megatron__expert_view(m, t, layer, expert, name, &v);
+
+    return rc < 0 ? rc : ckpt_node_tensor(m->g, v, out);
 }
 
 int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t)

@@ -91,13 +91,16 @@ static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const
         return 0;
     mark_used(c, t);
     if (expert >= 0) {
-        /* [num_layers, num_experts, <the expert's shape>] */
-        if (c->nd || t->ndim < 2 || t->shape[0] != c->m->info.num_layers ||
-            t->shape[1] != ckpt_megatron__num_experts(c->m->args) || !same_shape(t, 2, e->full))
+        /* [num_layers, num_experts, <the expert's shape>]; megatron-core 0.13's N-D flattened
+           form: [num_layers, num_experts, <the expert's fragment grid>, fragment elements] */
+        const ckpt_tensor *v;
+        if (t->ndim < 3 || t->shape[0] != c->m->info.num_layers ||
+            t->shape[1] != ckpt_megatron__num_experts(c->m->args) || (!c->nd && !same_shape(t, 2, e->full)))
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                    "%s: '%s' is not [num_layers, num_experts] of the expert '%s' it is the state of",
                                    c->m->dist, t->name, e->name);
-        rc = ckpt_megatron__expert_of(c->m, t, e->layout.layer, expert, t->name, out);
+        if ((rc = ckpt_megatron__expert_view(c->m, t, e->layout.layer, expert, t->name, &v)) == 0)
+            rc = c->nd ? ckpt_megatron__nd_flattened(c->m, v, -1, e->full, out) : ckpt_node_tensor(c->m->g, v, out);
     } else if (c->nd)
         rc = ckpt_megatron__nd_flattened(c->m, t, stacked ? e->layout.layer : -1, e->full, out);
     else if (!same_shape(t, stacked, e->full) || (stacked && t->shape[0] != c->m->info.num_layers))

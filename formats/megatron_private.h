@@ -117,6 +117,9 @@ int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t);
 int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m);
 int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
                              const ckpt_node **out);
+/* The same [layer, expert] part of t as a tensor view (kept in the model's arena). */
+int ckpt_megatron__expert_view(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert,
+                               const char *name, const ckpt_tensor **out);
 int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global);
 int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine);
 /* Whether a chained optimizer's items carry "chained_<i>." (megatron-core 0.16.1 optimizer.py

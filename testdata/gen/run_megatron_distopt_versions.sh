@@ -69,7 +69,7 @@ MODE=${1:-train}
 case $MODE in
 train)
     rm -rf "${WORK:?}/$CONFIG"
-    run "$CONFIG" 4 train --tag "$TAG" --config "$CONFIG"
+    run "$CONFIG" "$("$PY" "$GEN_DIR/gen_megatron_distopt.py" world "$CONFIG")" train --tag "$TAG" --config "$CONFIG"
     rm -rf "${OUT:?}/$NAME"
     mkdir -p "$OUT/$NAME"
     for form in $("$PY" "${G[@]}" keep --tag "$TAG" --config "$CONFIG"); do
@@ -94,7 +94,7 @@ oracle)
 check)
     # the fully_reshardable check of another config's run (e.g. CONFIG=a_tp2pp1dp2_gaps)
     rm -rf "${WORK:?}/$CONFIG"
-    run "$CONFIG" 4 train --tag "$TAG" --config "$CONFIG"
+    run "$CONFIG" "$("$PY" "$GEN_DIR/gen_megatron_distopt.py" world "$CONFIG")" train --tag "$TAG" --config "$CONFIG"
     "$PY" "${G[@]}" check --tag "$TAG" --config "$CONFIG" "$WORK"
     ;;
 *)

@@ -20,6 +20,13 @@ for f in lg/iter_0000003/mp_rank_*/distrib_optim.pt; do
     cmp "$f" back/$r && echo "legacy -> torch_dist TP 2, PP 2, TP 1 -> legacy $r: same bytes"
 done
 ls td_dp/iter_0000003 td_fully/iter_0000003
+# the file's item order is not the model's: megatron-core 0.13 lists output_layer before
+# decoder.final_layernorm, and the grad buffer follows named_parameters() all the same
+cp -r "$d/dp_reshardable" reordered
+python3 "$CLI_DIR/reorder_items.py" reordered/iter_0000003/.metadata decoder.final_layernorm.weight output_layer.weight
+ckptconv reshard -q reordered reordered_legacy --tp 1
+ckptconv diff "$d/legacy/iter_0000003/mp_rank_00_000/distrib_optim.pt" \
+    reordered_legacy/iter_0000003/mp_rank_00_000/distrib_optim.pt --quiet && echo "items in another order: equal"
 # the files must fit their args: a missing expert bucket, an EP the items do not have
 cp -r "$d/dp_reshardable" nobucket
 python3 - nobucket/iter_0000003/.metadata <<'PY'
