@@ -112,7 +112,9 @@ def forms_of(c):
 def forms_kept(c):
     """the forms committed: the MoE fixture keeps legacy and dp_reshardable (testdata budget;
     its fully_reshardable save stays in WORK for the oracle)"""
-    return ("legacy", "dp_reshardable") if c["experts"] else forms_of(c)
+    if c["experts"]:  # (of the forms this version saves: gen_megatron_distopt_versions sets FORMS)
+        return tuple(f for f in forms_of(c) if f in ("legacy", "dp_reshardable"))
+    return forms_of(c)
 
 
 def rank_dir(c, r):
