@@ -174,7 +174,7 @@ int ckpt_megatron__dist_chained_prefix(const ckpt_value *root, int form)
     const ckpt_value *avoid = md && md->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(md, "chained_optim_avoid_prefix") : NULL;
 
     /* megatron-core 0.13 has no avoid flag: it always prefixes */
-    return form != MG_DIST_FULLY || !avoid || avoid->kind != CKPT_VAL_BOOL || !avoid->u.boolean;
+    return form == MG_DIST_DP || !avoid || avoid->kind != CKPT_VAL_BOOL || !avoid->u.boolean;
 }
 
 int ckpt_megatron__chained_scaler(const char *file)

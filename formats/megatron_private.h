@@ -123,8 +123,8 @@ int ckpt_megatron__expert_view(ckpt_megatron *m, const ckpt_tensor *t, int64_t l
 int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global);
 int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine);
 /* Whether a chained optimizer's items carry "chained_<i>." (megatron-core 0.16.1 optimizer.py
- * ChainedOptimizer.sharded_state_dict): unless the form is fully reshardable and the save's
- * content_metadata has chained_optim_avoid_prefix True. */
+ * ChainedOptimizer.sharded_state_dict): always in the dp_reshardable form, in the others
+ * unless the save's content_metadata has chained_optim_avoid_prefix True. */
 int ckpt_megatron__dist_chained_prefix(const ckpt_value *root, int form);
 /* The model of a torch_dist checkpoint, the one member of `set` (megatron_dist.c). */
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts);

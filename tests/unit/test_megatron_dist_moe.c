@@ -132,5 +132,7 @@ CKPT_TEST(test_dist_moe_fully_prefix_by_content_metadata)
                                   ckpt_value_new_bool(a, 1)));
     ASSERT_TRUE(!ckpt_megatron__dist_chained_prefix(root, MG_DIST_FULLY));
     ASSERT_TRUE(ckpt_megatron__dist_chained_prefix(root, MG_DIST_DP));
+    /* the non-distributed optimizer's items have no sharding type: the flag alone decides */
+    ASSERT_TRUE(!ckpt_megatron__dist_chained_prefix(root, MG_DIST_PLAIN));
     ckpt_arena_free(a);
 }
