@@ -62,7 +62,9 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, co
     int rc;
 
     memset(s, 0, sizeof *s);
-    if ((rc = ckpt_megatron__dopt_config(args, z->dp, pp, m->dist ? m->dist : "the model", &cfg)) < 0)
+    if ((rc = ckpt_megatron__dopt_config(args, z->dp, pp,
+                                         m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
+                                         &cfg)) < 0)
         return rc;
     s->params = calloc(m->n_entries + 2, sizeof *s->params);
     s->idx = calloc(m->n_entries + 2, sizeof *s->idx);

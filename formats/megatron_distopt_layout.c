@@ -225,6 +225,15 @@ int ckpt_megatron__dopt_config(const ckpt_value *args, int64_t dp, int pp_rank, 
                                "%s: args.overlap_param_gather_with_optimizer_step: one optimizer per model chunk, "
                                "not supported",
                                file);
+    /* the expert-parallel size is kept (a MoE reshard changes TP, PP and DP only) */
+    if (cp >= 1 && tp >= 1 && etp >= 1 && ep > 1 && dp >= 1 && dp <= MG_DOPT_MAX_NUMEL / 65536 / cp &&
+        (dp * cp * tp) % (etp * ep) != 0)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: data-parallel size %lld with expert-parallel size %lld (tensor %lld, expert "
+                               "tensor %lld, context %lld): the experts' data-parallel group DP x CP x TP / (expert "
+                               "TP x EP) is no whole number; the EP is kept (changing it is not supported), give a "
+                               "--dp that fits it",
+                               file, (long long)dp, (long long)ep, (long long)tp, (long long)etp, (long long)cp);
     if (cp < 1 || tp < 1 || etp < 1 || ep < 1 || dp < 1 || dp > MG_DOPT_MAX_NUMEL / 65536 / cp ||
         (dp * cp * tp) % (etp * ep) != 0)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
