@@ -108,6 +108,13 @@ CONFIGS = {
     # at DP 3: three optimizer instances of DP 1 each, whose buckets are padded for DP 1 (to
     # 128; DP 3 would pad to 384); buckets of 1024, 896 and 448 elements, so the fully_
     # reshardable save has no PR #5077 shift
+    # one optimizer for model chunk 0 and one for the other chunks (legacy only: Megatron-LM
+    # refuses the option with distributed checkpointing); not committed (ckptconv refuses it),
+    # see the README
+    "c_tp1pp2dp1_vpp2_ovstep": dict(family="c", tp=1, pp=2, dp=1, bucket=100000,
+                                    extra=("--overlap-param-gather",
+                                           "--overlap-param-gather-with-optimizer-step"),
+                                    forms=("legacy",)),
     "f_tp1pp1dp3_fp16_inst3": dict(family="f", tp=1, pp=1, dp=3, inst=3, bucket=800,
                                    keep=("legacy", "dp_reshardable")),
 }
@@ -117,7 +124,7 @@ PLAIN_FORMS = ("legacy", "torch_dist")
 
 def forms_of(c):
     """the forms saved: the plain optimizer's two, or the distributed optimizer's three"""
-    return PLAIN_FORMS if c["plain"] else FORMS
+    return PLAIN_FORMS if c["plain"] else c.get("forms") or FORMS
 
 
 def forms_kept(c):
@@ -172,6 +179,7 @@ def megatron_argv(c, save):
                  "--hysteresis", "2", "--min-loss-scale", "1"]
     if c.get("inst", 1) > 1:
         argv += ["--num-distributed-optimizer-instances", str(c["inst"])]
+    argv += list(c.get("extra", ()))
     if not c["tied"]:
         argv += ["--untie-embeddings-and-output-weights"]
     if c["bucket"]:
@@ -831,7 +839,7 @@ def cmd_describe(opts):
             # torch_dist forms are not committed)
             full = full_states(os.path.join(src, "legacy"), ranks, c)
             rec["legacy_state_sha256"] = {n: {st: sha256(t) for st, t in v.items()} for n, v in full.items()}
-        elif not c["plain"]:
+        elif "fully_reshardable" in forms_of(c):
             rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
         for form in forms_kept(c):
             f = {"files": file_list(os.path.join(src, form))}
