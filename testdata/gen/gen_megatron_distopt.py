@@ -83,9 +83,8 @@ FAMILIES = {
     # mixture of experts: 4 experts (SequentialMLP of the local spec, no grouped GEMM), top-2
     # routing; dense and expert parameters in separate buffers and optimizers (ChainedOptimizer)
     "m": dict(layers=2, bf16=False, tied=False, experts=4),
-    # fp16 (--fp16): fp32 masters and a dynamic grad scaler (scale 512 at first, grown after 2
-    # steps without overflow: its state differs from the defaults when saved); global batch 6,
-    # a multiple of DP 3 (the scheduler's steps follow it: every layout of the family keeps it)
+    # fp16: fp32 masters, a dynamic grad scaler (512, grown after 2 steps: not its defaults);
+    # global batch 6, a multiple of DP 3 (the scheduler follows it: every layout keeps it)
     "f": dict(layers=2, bf16=False, fp16=True, tied=False, gbs=6),
 }
 CONFIGS = {
@@ -108,9 +107,7 @@ CONFIGS = {
     # at DP 3: three optimizer instances of DP 1 each, whose buckets are padded for DP 1 (to
     # 128; DP 3 would pad to 384); buckets of 1024, 896 and 448 elements, so the fully_
     # reshardable save has no PR #5077 shift
-    # one optimizer for model chunk 0 and one for the other chunks (legacy only: Megatron-LM
-    # refuses the option with distributed checkpointing); not committed (ckptconv refuses it),
-    # see the README
+    # one optimizer for model chunk 0, one for the others (legacy only); not committed
     "c_tp1pp2dp1_vpp2_ovstep": dict(family="c", tp=1, pp=2, dp=1, bucket=100000,
                                     extra=("--overlap-param-gather",
                                            "--overlap-param-gather-with-optimizer-step"),
@@ -558,8 +555,7 @@ ORACLE_MOE = [
     ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
 ]
 # the fp16 fixture with three optimizer instances: to itself, and to TP 2 DP 2 with two
-# instances of DP 1 (tp2pp1dp1 and tp1pp2dp2 were run too and equal ckptconv's: left out for
-# the testdata budget)
+# instances of DP 1 (tp2pp1dp1, tp1pp2dp2 equal ckptconv's too: left out, testdata budget)
 ORACLE_FP16_INST = [
     ("f_tp1pp1dp3_fp16_inst3", "f_tp1pp1dp3_fp16_inst3"), ("f_tp1pp1dp3_fp16_inst3", "tp2pp1dp2inst2"),
 ]
