@@ -137,6 +137,15 @@ static const char *const layer_order[] = {
     "mlp.linear_fc2.weight", "mlp.linear_fc2.bias", "mlp.linear_fc2._extra_state",
 };
 
+/* Megatron's order of the parameters outside the layers (GPTModel: embedding, decoder's final
+ * norm, output layer): a torch_dist checkpoint's items come in whatever order its save
+ * planner gave them (megatron-core 0.16.1 with several data-parallel ranks saving). */
+static const char *const edge_order[] = {
+    "embedding.word_embeddings.weight", "embedding.position_embeddings.weight",
+    "decoder.final_layernorm.weight",   "decoder.final_layernorm.bias",
+    "output_layer.weight",              "output_layer.bias",
+};
+
 typedef struct sort_key {
     int stage; /* 0 first, 1 layers, 2 every, 3 last */
     int64_t layer;
@@ -161,6 +170,11 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
         (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL) {
         for (i = 0; i < sizeof layer_order / sizeof layer_order[0]; i++)
             if (strcmp(dot + 1, layer_order[i]) == 0)
+                break;
+        k.within = i;
+    } else if (e->layout.layer < 0) {
+        for (i = 0; i < sizeof edge_order / sizeof edge_order[0]; i++)
+            if (strcmp(e->name, edge_order[i]) == 0)
                 break;
         k.within = i;
     }

@@ -417,6 +417,8 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
         rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                              "%s: no '" DIST_PREFIX "dp_group_idx_0.optimizer/shard_0_1' (the step and param groups)",
                              m->dist);
+    if (rc == 0 && form == MG_DIST_DP)
+        rc = ckpt_megatron__read_dp_scaler(m, c.root);
     free(c.used);
     ckpt_buf_dispose(&c.key);
     ckpt_buf_dispose(&c.name);

@@ -156,7 +156,7 @@ static int numels_value(dp_out *o, const mg_dist_stage *s, int unpadded, ckpt_va
     return list ? 0 : CKPT_ENOMEM;
 }
 
-/* Saved object `name` of rank (tp, pp): torch.save([v]). */
+/* Saved object `name` of rank (tp, pp): torch.save([v]); the grad scaler's with its tensors. */
 static int add_object(dp_out *o, int tp, int pp, const char *name, const ckpt_value *v)
 {
     ckpt_value *wrap = ckpt_value_new(o->a, CKPT_VAL_LIST);
@@ -169,7 +169,8 @@ static int add_object(dp_out *o, int tp, int pp, const char *name, const ckpt_va
     if (ckpt_buf_printf(&o->key, CKPT_MEGATRON_DIST_PREFIX "dp_group_idx_%lld.%s/shard_0_1",
                         tp + (long long)o->t->tp * pp, name) < 0)
         return CKPT_ENOMEM;
-    if ((rc = ckpt_dcp_saved_value(wrap, &o->bytes)) < 0)
+    if ((rc = v == o->scaler ? ckpt_megatron__scaler_object(o->m, wrap, &o->bytes)
+                             : ckpt_dcp_saved_value(wrap, &o->bytes)) < 0)
         return rc;
     return ckpt_dcp_out_bytes(o->d, (const char *)o->key.data, o->bytes.data, o->bytes.len, tp + o->t->tp * pp);
 }

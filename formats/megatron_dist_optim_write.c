@@ -145,10 +145,12 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
 {
     const ckpt_ckpt *ck;
     const ckpt_value *root, *opt;
+    int rc;
 
     ckpt_megatron__dist_source(m, &ck, &root);
     opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL;
-    *scaler = opt ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
+    if ((rc = ckpt_megatron__dist_scaler(m, scaler)) < 0)
+        return rc;
     if (m->dist_form == MG_DIST_PLAIN)
         return groups_from_plain(m, plan, file, opt, sd);
     if (m->dist_form == MG_DIST_DP)
@@ -161,15 +163,6 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
                                "hyper-parameters)",
                                ck ? ckpt_path(ck) : "the model");
     return ckpt_megatron__carry(plan, file, m->g, ck, opt, sd);
-}
-
-static const ckpt_ckpt *source_ck(const ckpt_megatron *m)
-{
-    const ckpt_ckpt *ck;
-    const ckpt_value *root;
-
-    ckpt_megatron__dist_source(m, &ck, &root);
-    return ck;
 }
 
 /* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
@@ -188,7 +181,7 @@ static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_
             return rc;
         if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), sd) < 0)
             return CKPT_ENOMEM;
-        if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, source_ck(m), scaler, &copy)) < 0 ||
+        if (scaler && ((rc = ckpt_megatron__scaler_carry(m, plan, file, scaler, &copy)) < 0 ||
                        (rc = ckpt_value_dict_set(a, *out, new_str(a, "grad_scaler"), copy)) < 0))
             return rc;
     }

@@ -287,15 +287,16 @@ static int plain_groups(plain_out *o, const ckpt_ckpt *src, const ckpt_value *gr
 }
 
 /* The plain form for the target rank from the source's param groups (of src: a state dict's,
- * or the distributed optimizer's), its grad scaler (NULL: none) and its step. */
-static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, const ckpt_value *scaler,
-                      double step, const mg_param_out *params, size_t n_params, ckpt_value **out)
+ * or the distributed optimizer's), its grad scaler (carried into the plan; NULL: none) and
+ * its step. */
+static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, ckpt_value *scaler, double step,
+                      const mg_param_out *params, size_t n_params, ckpt_value **out)
 {
     ckpt_arena *a = o->a;
     int half = ckpt_megatron__arg_int(o->m->args, "bf16", 0) || ckpt_megatron__arg_int(o->m->args, "fp16", 0);
     ckpt_value *state = ckpt_value_new(a, CKPT_VAL_DICT), *groups_out = ckpt_value_new(a, CKPT_VAL_LIST);
     ckpt_value *masters = half ? ckpt_value_new(a, CKPT_VAL_LIST) : NULL, *sd = ckpt_value_new(a, CKPT_VAL_DICT);
-    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *copy;
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT);
     int rc = state && groups_out && sd && wrap && (!half || masters) ? 0 : CKPT_ENOMEM;
 
     *out = NULL;
@@ -311,8 +312,7 @@ static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *grou
     }
     if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), sd)) < 0)
         return rc;
-    if (scaler && ((rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, scaler, &copy)) < 0 ||
-                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
+    if (scaler && (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), scaler)) < 0)
         return rc;
     if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "fp32_from_fp16_params"), masters)) < 0)
         return rc;
@@ -327,6 +327,7 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
     plain_out o = { m, plan, file, arena, t, padded_vocab, tp, NULL };
     const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
     const ckpt_value *sd = opt, *scaler = NULL;
+    ckpt_value *copy = NULL;
     double step;
     int rc;
 
@@ -337,9 +338,10 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
     }
     if (!sd || sd->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(sd, "param_groups"))
         return ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
-    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0)
+    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0 ||
+        (scaler && (rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0))
         return rc;
-    return plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, out);
+    return plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), copy, step, params, n_params, out);
 }
 
 int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_param_out *params,
@@ -350,24 +352,24 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
     plain_out o = { m, plan, file, a, t, padded_vocab, tp, NULL };
     const ckpt_value *scaler, *common, *sched;
     const ckpt_ckpt *ck;
-    ckpt_value *sd, *opt = NULL, *copy;
+    ckpt_value *sd, *opt = NULL, *copy = NULL, *scaler_copy = NULL;
     double step;
     int rc;
 
     ckpt_megatron__dist_source(m, &ck, &common);
-    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0 ||
+        (scaler && (rc = ckpt_megatron__scaler_carry(m, plan, file, scaler, &scaler_copy)) < 0))
         return rc;
     if (number_of(ckpt_value_dict_get(ckpt_megatron__seq_at(ckpt_value_dict_get(sd, "param_groups"), 0), "step"),
                   &step) < 0)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: no step count in its param groups",
                                m->dist);
     if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN) {
-        rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, &opt);
+        rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler_copy, step, params, n_params, &opt);
     } else if (!(opt = ckpt_value_new(a, CKPT_VAL_DICT))) {
         rc = CKPT_ENOMEM;
-    } else if ((rc = ckpt_value_dict_set(a, opt, new_str(a, "optimizer"), sd)) == 0 && scaler &&
-               (rc = ckpt_megatron__carry(plan, file, m->g, ck, scaler, &copy)) == 0) {
-        rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), copy);
+    } else if ((rc = ckpt_value_dict_set(a, opt, new_str(a, "optimizer"), sd)) == 0 && scaler_copy) {
+        rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), scaler_copy);
     }
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), opt);

@@ -127,7 +127,8 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 }
 
 /* The data-parallel settings a distributed optimizer's buffers are laid out by, which its
- * reader takes from args: the DP (and the world it implies) and the buckets. */
+ * reader takes from args: the DP (and the world it implies), the optimizer instances and the
+ * buckets. */
 static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
 {
     ckpt_arena *a = c->arena;
@@ -140,6 +141,8 @@ static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
             ckpt_value_dict_get(d, "world_size"))
             rc = set_attr(a, d, "world_size", ckpt_value_new_int(a, world));
     }
+    if (rc == 0 && c->t->dist_opt_instances > 0)
+        rc = set_attr(a, d, "num_distributed_optimizer_instances", ckpt_value_new_int(a, c->t->dist_opt_instances));
     if (rc < 0 || !bucket)
         return rc;
     if ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, bucket > 0))) < 0 || bucket < 0)

@@ -6,6 +6,7 @@
 
 #include <ckpt/megatron.h>
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/zip.h>
 
 /* A parameter's fp32 optimizer state as the distributed optimizer keeps it: the master copy
  * and Adam's two moments. */
@@ -62,6 +63,12 @@ struct ckpt_megatron {
     const ckpt_value *dist_root;     /* its root with the common state (ckpt_megatron__dist_common) */
     const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
                                         that model-parallel rank 0 saved ({'param_groups'}) */
+    /* the grad scaler's state (fp16), its tensors as leaves 0.. of scaler_nodes
+       (megatron_dist_scaler.c); scaler_read: looked for */
+    const ckpt_value *scaler;
+    const ckpt_node **scaler_nodes;
+    size_t n_scaler_nodes;
+    int scaler_read;
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
@@ -105,6 +112,11 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
  * names the checkpoint in messages (megatron_dist_object.c). */
 int ckpt_megatron__saved_object(const char *file, ckpt_arena *a, const ckpt_value *root, const char *key,
                                 const ckpt_value **out);
+/* The unpickled object of bytes item b (`key`: its name): the torch.save archive's data.pkl,
+ * tensors left as their rebuild calls; *keep (when not NULL) gets the open archive, for its
+ * storages (close it with ckpt_zip_close). */
+int ckpt_megatron__unpickle_object(const char *file, ckpt_arena *a, const char *key, const ckpt_value *b,
+                                   ckpt_value **out, ckpt_zip **keep);
 /* megatron-core 0.19 keeps the common state (args, iteration, optimizer, ...) in the
  * checkpoint as this object, not in common.pt. */
 #define CKPT_MEGATRON_COMMON_STATE "common_state/shard_0_1"

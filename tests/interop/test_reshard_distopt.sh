@@ -13,8 +13,10 @@ need_torch
 
 pair() { "$TORCH_PYTHON" "$INTEROP_DIR/distopt_check.py" "$CKPTCONV" "$TESTDATA" "$1" "$WORK" "${2:-oracle.json}" "${3:-legacy}"; }
 
-# oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP
-for file in oracle.json oracle_moe.json; do
+# oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP;
+# oracle_fp16_inst.json: fp16 (the grad scaler) with three optimizer instances, to other
+# TP/PP/DP and instances
+for file in oracle.json oracle_moe.json oracle_fp16_inst.json; do
     ORACLE="$TESTDATA/megatron/distopt/$file"
     [ -f "$ORACLE" ] || die "$ORACLE is missing"
     N=$("$TORCH_PYTHON" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["pairs"]))' "$ORACLE")
