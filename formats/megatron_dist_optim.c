@@ -15,6 +15,11 @@
  *   `optimizer.distributed.dp_group_idx_<g>.gbuf_idx_<b>.dtype_(<param dtype>, <grad dtype>).
  *   bucket_idx_<k>.{param,exp_avg,exp_avg_sq}`: 1-D fp32 of the bucket's numel_unpadded, the
  *   parameters at their buffer offsets less the bucket's start (megatron_distopt.h's layout).
+ * megatron-core 0.13 adds fully_sharded_model_space (per parameter, N-D flattened items:
+ * megatron_dist_optim_nd.c) and dp_zero_gather_scatter (per rank a legacy distrib_optim.pt
+ * state as a saved object, placed by the same layout as dp_reshardable's buckets:
+ * megatron_dist_optim_zero.c). A state that cannot be read leaves its error for what needs
+ * the state (ckpt_megatron__dist_optim_unread): a model-only target goes on without it.
  *
  * The fully_reshardable save is wrong for a buffer of several buckets in every megatron-core
  * up to core_v0.19.0 (fixed by Megatron-LM PR #5077): get_parameter_state_dp_zero gathers
