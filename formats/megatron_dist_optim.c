@@ -460,6 +460,8 @@ int ckpt_megatron__dist_optim_failed(ckpt_megatron *m, int rc)
     const ckpt_error *e = ckpt_error_last();
     size_t i;
 
+    if (rc == CKPT_ENOMEM)
+        return rc;
     for (i = 0; i < m->n_entries; i++)
         memset(m->entries[i].moment, 0, sizeof m->entries[i].moment);
     m->moments = 0;

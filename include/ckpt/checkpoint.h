@@ -37,8 +37,8 @@ CKPT_EXTERN(void) ckpt_close(ckpt_ckpt *c);
  * that lies in one of outer's input files (a Distributed Checkpoint's bytes item, which
  * megatron-core fills with torch.save archives), read in place, nothing copied. It is named
  * "<that file>, item '<name>'" in messages, belongs to outer and is closed with it; the same
- * item opened again gives the same checkpoint. Bytes that lie in no input file (built in
- * memory) are refused, CKPT_EINVALID. */
+ * item opened again gives the same checkpoint (not safe while another thread opens an item
+ * of outer). Bytes that lie in no input file (built in memory) are refused, CKPT_EINVALID. */
 CKPT_EXTERN(int) ckpt_open_item(const ckpt_ckpt **out, const ckpt_ckpt *outer, const ckpt_value *item,
                                 const char *name, const ckpt_open_options *opts);
 

@@ -449,11 +449,13 @@ done:
 /* The input file of c whose mapping holds [p, p + len), or NULL. */
 static const ckpt_file *file_holding(const ckpt_ckpt *c, const uint8_t *p, size_t len)
 {
+    uintptr_t at = (uintptr_t)p;
     size_t i;
 
     for (i = 0; i < c->n_files; i++) {
         const ckpt_file *f = c->files[i];
-        if (f->data && p >= f->data && (uint64_t)(p - f->data) <= f->size && len <= f->size - (uint64_t)(p - f->data))
+        uintptr_t base = (uintptr_t)f->data;
+        if (f->data && at >= base && at - base <= f->size && len <= f->size - (at - base))
             return f;
     }
     return NULL;
@@ -469,7 +471,7 @@ static int open_window(ckpt_ckpt *c, const ckpt_file *f, const uint8_t *p, size_
     w->path = c->path;
     w->data = len ? p : NULL;
     w->size = len;
-    w->fd_offset = f->fd_offset + (uint64_t)(p - f->data);
+    w->fd_offset = f->fd_offset + (uint64_t)((uintptr_t)p - (uintptr_t)f->data);
     c->files[0] = w;
     c->n_files = 1;
     c->borrowed = 1;
