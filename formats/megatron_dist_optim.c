@@ -15,6 +15,11 @@
  *   `optimizer.distributed.dp_group_idx_<g>.gbuf_idx_<b>.dtype_(<param dtype>, <grad dtype>).
  *   bucket_idx_<k>.{param,exp_avg,exp_avg_sq}`: 1-D fp32 of the bucket's numel_unpadded, the
  *   parameters at their buffer offsets less the bucket's start (megatron_distopt.h's layout).
+ * megatron-core 0.13 adds fully_sharded_model_space (per parameter, N-D flattened items:
+ * megatron_dist_optim_nd.c) and dp_zero_gather_scatter (per rank a legacy distrib_optim.pt
+ * state as a saved object, placed by the same layout as dp_reshardable's buckets:
+ * megatron_dist_optim_zero.c). A state that cannot be read leaves its error for what needs
+ * the state (ckpt_megatron__dist_optim_unread): a model-only target goes on without it.
  *
  * The fully_reshardable save is wrong for a buffer of several buckets in every megatron-core
  * up to core_v0.19.0 (fixed by Megatron-LM PR #5077): get_parameter_state_dp_zero gathers
@@ -46,6 +51,7 @@ typedef struct read_ctx {
     const ckpt_ckpt *ck;
     const ckpt_value *root; /* ck's, with its common state */
     int nd;                 /* fully_sharded_model_space: items N-D flattened, read as fully_reshardable */
+    int zero;               /* dp_zero_gather_scatter: per rank a legacy state, read as dp_reshardable */
     int local;
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
@@ -250,8 +256,10 @@ static int bucket_tensor(read_ctx *c, int tp, int pp, const mg_dist_stage *s, co
 }
 
 /* Source rank (tp, pp)'s part of every parameter of the stage, per moment, into
- * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]. */
-static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const ckpt_node **parts)
+ * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]: from its bucket tensors, or from the
+ * flat tensors of its buffers (zflat: dp_zero_gather_scatter). */
+static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const ckpt_tensor *const *zflat,
+                        const ckpt_node **parts)
 {
     const ckpt_node **split = calloc((size_t)c->z.tp, sizeof *split);
     size_t i;
@@ -266,18 +274,19 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, con
         if (!e) {
             /* a tied embedding's copy: the embedding's state, its bucket checked only */
             const ckpt_tensor *t;
-            for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
+            for (k = 0; k < MG_N_MOMENTS && rc == 0 && !zflat; k++)
                 rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t);
             continue;
         }
         if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->z.tp, split)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
-            const ckpt_tensor *t = NULL;
+            const ckpt_tensor *t = zflat ? zflat[r->buffer * MG_N_MOMENTS + (size_t)k] : NULL;
             const ckpt_node *shard = split[tp];
-            if ((rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t)) < 0 ||
+            if ((!zflat && (rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t)) < 0) ||
                 (rc = ckpt_node_tensor(c->m->g, t, &flat)) < 0 ||
-                (rc = ckpt_node_slice(c->m->g, flat, 0, r->start - bk->start, r->end - r->start, &flat)) < 0 ||
+                (rc = ckpt_node_slice(c->m->g, flat, 0, zflat ? r->flat : r->start - bk->start, r->end - r->start,
+                                      &flat)) < 0 ||
                 (rc = ckpt_node_reshape(c->m->g, flat, ckpt_node_ndim(shard), ckpt_node_shape(shard), &flat)) < 0)
                 break;
             if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 &&
@@ -293,6 +302,7 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, con
 static int read_dp(read_ctx *c)
 {
     const ckpt_node **parts = calloc(c->m->n_entries * MG_N_MOMENTS * (size_t)c->z.tp + 1, sizeof *parts);
+    const ckpt_tensor **zflat = NULL;
     mg_dist_stage s;
     size_t i;
     int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
@@ -303,13 +313,22 @@ static int read_dp(read_ctx *c)
         for (i = 0; i < s.l.n_buffers && rc == 0; i++)
             if (s.l.buffers[i].expert)
                 rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                     "%s: expert grad buffers of a dp_reshardable optimizer are not read yet",
-                                     c->m->dist);
-        for (tp = 0; tp < c->z.tp && rc == 0; tp++)
-            if ((rc = check_numels(c, tp, pp, &s, 0)) == 0 && (rc = check_numels(c, tp, pp, &s, 1)) == 0)
-                rc = read_dp_rank(c, tp, pp, &s, parts);
+                                     "%s: expert grad buffers of a %s optimizer are not read yet", c->m->dist,
+                                     c->zero ? "dp_zero_gather_scatter" : "dp_reshardable");
+        free(zflat);
+        if (rc == 0 && c->zero && !(zflat = calloc(s.l.n_buffers * MG_N_MOMENTS + 1, sizeof *zflat)))
+            rc = ckpt_error_oom();
+        for (tp = 0; tp < c->z.tp && rc == 0; tp++) {
+            if (c->zero)
+                rc = ckpt_megatron__dist_zero_flat(c->m, c->ck, c->root, tp + (int64_t)c->z.tp * pp, &s.l, zflat);
+            else if ((rc = check_numels(c, tp, pp, &s, 0)) == 0)
+                rc = check_numels(c, tp, pp, &s, 1);
+            if (rc == 0)
+                rc = read_dp_rank(c, tp, pp, &s, zflat, parts);
+        }
         ckpt_megatron__dist_stage_free(&s);
     }
+    free(zflat);
     for (i = 0; i < c->m->n_entries && rc == 0; i++) {
         mg_entry *e = &c->m->entries[i];
         if (!e->param || !e->full)
@@ -330,7 +349,7 @@ static int read_dp(read_ctx *c)
 
 /* ---- the whole ---------------------------------------------------------------- */
 
-static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd)
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd, int *zero)
 {
     const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type;
 
@@ -348,14 +367,18 @@ static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, in
     /* megatron-core 0.13's default: per parameter as fully_reshardable, N-D flattened, the
        step and param groups where fully_reshardable keeps them (optimizer['optimizer']) */
     *nd = ckpt_value_is_str(type, "fully_sharded_model_space");
+    /* megatron-core 0.13's dp_zero_gather_scatter: the legacy state per rank, placed by the
+       same buffer layout as dp_reshardable's buckets, its param groups saved as dp_reshardable's */
+    *zero = ckpt_value_is_str(type, "dp_zero_gather_scatter");
     if (ckpt_value_is_str(type, "fully_reshardable") || *nd)
         *form = MG_DIST_FULLY;
-    else if (ckpt_value_is_str(type, "dp_reshardable"))
+    else if (ckpt_value_is_str(type, "dp_reshardable") || *zero)
         *form = MG_DIST_DP;
     else
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: distributed optimizer state of a sharding type other than fully_reshardable, "
-                               "dp_reshardable and fully_sharded_model_space (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
+                               "dp_reshardable, fully_sharded_model_space and dp_zero_gather_scatter (common.pt "
+                               "optimizer['param_state_sharding_type'] %s%s%s) is not read; "
                                "--no-optimizer writes a model-only checkpoint",
                                m->dist, type->kind == CKPT_VAL_STR ? "'" : "",
                                type->kind == CKPT_VAL_STR ? type->u.str.ptr : "(not a string)",
@@ -383,15 +406,16 @@ static int check_all_used(read_ctx *c)
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local)
 {
     read_ctx c;
-    int form, nd = 0, rc;
+    int form, nd = 0, zero = 0, rc;
 
-    if ((rc = form_of(m, root, &form, &nd)) < 0 || form == MG_DIST_NONE)
+    if ((rc = form_of(m, root, &form, &nd, &zero)) < 0 || form == MG_DIST_NONE)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.ck = ck;
     c.root = root;
     c.nd = nd;
+    c.zero = zero;
     c.local = local;
     c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
     c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
@@ -429,5 +453,30 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     m->dist_ck = ck;
     m->moments = 1;
     m->info.distributed_optimizer = form != MG_DIST_PLAIN;
+    m->info.has_optimizer |= zero; /* its state is in saved objects, no tensor names it */
     return 0;
+}
+
+int ckpt_megatron__dist_optim_failed(ckpt_megatron *m, int rc)
+{
+    const ckpt_error *e = ckpt_error_last();
+    size_t i;
+
+    if (rc == CKPT_ENOMEM)
+        return rc;
+    for (i = 0; i < m->n_entries; i++)
+        memset(m->entries[i].moment, 0, sizeof m->entries[i].moment);
+    m->moments = 0;
+    m->dist_optim_sd = NULL;
+    m->dist_optim_rc = rc;
+    m->dist_optim_class = e->klass;
+    if (!(m->dist_optim_why = ckpt_arena_strndup(m->arena, e->message, strlen(e->message))))
+        return CKPT_ENOMEM;
+    ckpt_error_clear();
+    return 0;
+}
+
+int ckpt_megatron__dist_optim_unread(const ckpt_megatron *m)
+{
+    return m->dist_optim_why ? ckpt_error_setc(m->dist_optim_rc, m->dist_optim_class, "%s", m->dist_optim_why) : 0;
 }

@@ -57,6 +57,12 @@ int ckpt_megatron__dist_scaler(ckpt_megatron *m, const ckpt_value **out);
 int ckpt_megatron__scaler_carry(const ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *v,
                                 ckpt_value **out);
 int ckpt_megatron__scaler_object(const ckpt_megatron *m, const ckpt_value *v, ckpt_buf *out);
+/* megatron-core 0.13's dp_zero_gather_scatter: the flat state tensors of model-parallel rank
+ * `group` (its legacy distrib_optim.pt dict, saved as an object), checked against its stage's
+ * layout l, into flat as ckpt_megatron__dopt_flat gives them; ck the torch_dist checkpoint,
+ * root its root (megatron_dist_optim_zero.c). */
+int ckpt_megatron__dist_zero_flat(const ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int64_t group,
+                                  const mg_dopt_layout *l, const ckpt_tensor **flat);
 /* "torch.float32" etc., or NULL. */
 const char *ckpt_megatron__torch_dtype(ckpt_dtype d);
 

@@ -33,11 +33,13 @@ int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_
     const char *src = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
     /* a legacy distrib_optim.pt read into moment[] (megatron_distopt_read.c) */
     int legacy = !m->dist_ck && m->info.distributed_optimizer && m->moments;
-    int distributed;
+    int distributed, rc;
 
     *form = MG_DIST_NONE;
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_DROP || !(m->info.has_optimizer || m->info.distributed_optimizer))
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_DROP)
         return 0;
+    if ((rc = ckpt_megatron__dist_optim_unread(m)) < 0 || !(m->info.has_optimizer || m->info.distributed_optimizer))
+        return rc;
     if (!m->moments || (!m->dist_ck && !legacy))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the non-distributed optimizer's state of a legacy checkpoint is not written in "

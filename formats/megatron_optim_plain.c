@@ -75,9 +75,12 @@ int ckpt_megatron__read_plain_moments(ckpt_megatron *m)
 int ckpt_megatron__moments(ckpt_megatron *m)
 {
     const char *root = m->set ? ckpt_set_info_of(m->set)->root : m->dist ? m->dist : "the model";
+    int rc;
 
     if (m->moments)
         return 0;
+    if ((rc = ckpt_megatron__dist_optim_unread(m)) < 0)
+        return rc;
     if (!m->info.has_optimizer)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: the checkpoint holds no optimizer state",
                                root);

@@ -456,7 +456,7 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
-    if (rc < 0)
+    if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0))
         return rc;
     if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,

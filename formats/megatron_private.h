@@ -69,6 +69,10 @@ struct ckpt_megatron {
     const ckpt_node **scaler_nodes;
     size_t n_scaler_nodes;
     int scaler_read;
+    /* a torch_dist source whose optimizer state could not be read at open: the model is read
+       without it (a model-only target needs none), and what needs it fails with this error */
+    int dist_optim_rc, dist_optim_class;
+    const char *dist_optim_why;
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
@@ -133,6 +137,12 @@ typedef enum mg_dist_form { MG_DIST_NONE = 0, MG_DIST_PLAIN, MG_DIST_FULLY, MG_D
  * common state (ckpt_megatron__dist_common). `local`: the local
  * layer spec, whose norms torch_dist names as TE's. */
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local);
+/* After ckpt_megatron__read_dist_optim failed with rc: keep its error for later (no entry
+ * keeps a moment) and go on; < 0 only when that fails. */
+int ckpt_megatron__dist_optim_failed(ckpt_megatron *m, int rc);
+/* 0, or the error the optimizer state's read at open met, set again: call it where the
+ * optimizer state is needed (megatron_dist_optim.c). */
+int ckpt_megatron__dist_optim_unread(const ckpt_megatron *m);
 /* Optimizer state item t of megatron-core 0.13's fully_sharded_model_space form (stored N-D
  * flattened) as a node of the parameter's shape (that of `full`); layer >= 0: t is the
  * stacked item of the decoder layers and the node that layer's (megatron_dist_optim_nd.c). */

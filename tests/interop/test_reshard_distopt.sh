@@ -34,7 +34,7 @@ for ((i = 0; i < N; i++)); do
     name=$("$TORCH_PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["pairs"][int(sys.argv[2])]; print(p["source"].split("/")[2], "->", p["target"])' "$VERSIONS" "$i")
     case "$name" in
     core019*) forms="legacy dp_reshardable" ;;
-    *) forms="legacy fully_sharded_model_space" ;;
+    *) forms="legacy fully_sharded_model_space dp_zero_gather_scatter" ;;
     esac
     for form in $forms; do
         case_run "distopt $name ($form)" pair "$i" oracle_versions.json "$form"
