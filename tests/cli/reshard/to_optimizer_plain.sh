@@ -9,10 +9,10 @@ for f in $(cd keep && find . -name model_optim_rng.pt | sort); do
 done
 ckptconv verify "$TESTDATA/megatron/tp2pp2_bf16_optim" plain --optimizer --device cpu --tokens 4 -q
 echo "exit $?"
-ckptconv reshard "$TESTDATA/megatron/tp2_optim" fp32 --tp 1 --to-optimizer plain -q
-ckptconv verify "$TESTDATA/megatron/tp2_optim" fp32 --optimizer --device cpu --tokens 4 -q
+ckptconv reshard "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/legacy" fp32 --tp 1 --to-optimizer plain -q
+ckptconv verify "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/legacy" fp32 --optimizer --device cpu --tokens 4 -q
 echo "exit $?"
-ckptconv reshard "$TESTDATA/megatron/tp2_optim" fp32.json --tp 1 --to-optimizer plain --dry-run --json | python3 -c '
+ckptconv reshard "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/legacy" fp32.json --tp 1 --to-optimizer plain --dry-run --json | python3 -c '
 import json, sys
 o = json.load(sys.stdin)
 print(o["optimizer"], o["optimizer_kind"])'
