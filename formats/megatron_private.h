@@ -1,6 +1,6 @@
 /* Megatron-LM legacy checkpoints, inside: the logical model shared by the files that read it
  * (megatron_model.c), write it at a new layout (megatron_plan.c) and reshard the optimizer
- * (megatron_optim.c). */
+ * (megatron_optim_plain.c, megatron_optim_view.c). */
 #ifndef CKPT_FORMATS_MEGATRON_PRIVATE_H
 #define CKPT_FORMATS_MEGATRON_PRIVATE_H
 
@@ -185,8 +185,8 @@ int64_t ckpt_megatron__true_vocab(const ckpt_value *args);
 /* The model dict of a chunk: "model" when vpp == 1, else "model<vp>". */
 const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int vp);
 
-/* The optimizer state of a target rank (megatron_optim.c): `model_entries` are the entries the
- * rank holds, in the order of its state dict, with their target shards. */
+/* The parameters of a target rank, in the order of its state dict, with their target shards:
+ * what its optimizer state is written for. */
 typedef struct mg_param_out {
     const mg_entry *entry;
     const ckpt_node *shard; /* the target rank's part of entry->full */
@@ -247,18 +247,12 @@ const ckpt_value *ckpt_megatron__int_key_get(const ckpt_value *dict, int64_t key
 const ckpt_value *ckpt_megatron__seq_at(const ckpt_value *v, size_t i);
 size_t ckpt_megatron__seq_len(const ckpt_value *v);
 
-/* The `optimizer` entry of a target rank file (megatron_optim.c): the template's structure,
- * hyper-parameters and step counts, with each parameter's state (Adam moments, fp32 master
- * copies) merged from the source ranks and split for this rank, in the order of `params`
- * (the rank's parameters in state-dict order). Tensors are added to plan file `file`. */
-int ckpt_megatron__optimizer(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
-                             const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
-                             const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
-
 /* The per-parameter form of the non-distributed optimizer (megatron_optim_plain.c): the
  * moments of every parameter entry read from the rank files' `optimizer`; the common step
  * count of the source's optimizer, plain or distributed; the `optimizer` entry of a target
- * rank file as the non-distributed optimizer saves it, from the moments. */
+ * rank file as the non-distributed optimizer saves it, from the moments, for the parameters
+ * `params` (in state-dict order), its param groups and grad scaler from template rank `tmpl`;
+ * tensors are added to plan file `file`. */
 int ckpt_megatron__read_plain_moments(ckpt_megatron *m);
 int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
