@@ -138,6 +138,16 @@ static const char *const layer_order[] = {
     "mlp.linear_fc2.weight", "mlp.linear_fc2.bias", "mlp.linear_fc2._extra_state",
 };
 
+/* Megatron's order of the parameters outside the layers (GPTModel: embedding, decoder's final
+ * norm, output layer): a torch_dist checkpoint's items come in whatever order its save
+ * planner gave them (megatron-core 0.16.1 with several data-parallel ranks saving; 0.13 lists
+ * output_layer before the final norm). */
+static const char *const edge_order[] = {
+    "embedding.word_embeddings.weight", "embedding.position_embeddings.weight",
+    "decoder.final_layernorm.weight",   "decoder.final_layernorm.bias",
+    "output_layer.weight",              "output_layer.bias",
+};
+
 typedef struct sort_key {
     int stage; /* 0 first, 1 layers, 2 every, 3 last */
     int64_t layer;
@@ -175,6 +185,7 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
     sort_key k = { .stage = 1, .layer = e->layout.layer, .index = index, .expert = -1 };
     static const char prefix[] = "decoder.layers.";
     const char *dot;
+    size_t i;
 
     switch (e->layout.stage) {
     case CKPT_STAGE_FIRST: k.stage = 0; break;
@@ -183,13 +194,15 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
     default: break;
     }
     (void)m;
-    /* the last stage: the final norm, then the output layer (a file's item order is no guide:
-       megatron-core 0.13 lists output_layer first) */
-    if (k.stage == 3)
-        k.within = strncmp(e->name, "output_layer.", strlen("output_layer.")) == 0;
     if (e->layout.layer >= 0 && strncmp(e->name, prefix, sizeof prefix - 1) == 0 &&
-        (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL)
+        (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL) {
         k.within = order_of(dot + 1, &k.expert, &k.expert_within);
+    } else if (e->layout.layer < 0) {
+        for (i = 0; i < sizeof edge_order / sizeof edge_order[0]; i++)
+            if (strcmp(e->name, edge_order[i]) == 0)
+                break;
+        k.within = i;
+    }
     return k;
 }
 

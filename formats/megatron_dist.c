@@ -213,8 +213,12 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
         m->info.checkpoint_version = v->u.real;
     impl = ckpt_megatron_arg(args, "transformer_impl");
     if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0 ||
-        (rc = ckpt_megatron__check_shapes(m)) < 0 ||
-        (rc = ckpt_megatron__read_dist_optim(m, ck, root, impl && ckpt_value_is_str(impl, "local"))) < 0)
+        (rc = ckpt_megatron__check_shapes(m)) < 0)
+        return rc;
+    /* a form not read, or state that does not fit, fails only what needs it: a model-only
+       target reads none of it */
+    if ((rc = ckpt_megatron__read_dist_optim(m, ck, root, impl && ckpt_value_is_str(impl, "local"))) < 0 &&
+        (rc = ckpt_megatron__dist_optim_failed(m, rc)) < 0)
         return rc;
     if (ckpt_megatron__num_experts(args) > 0)
         return ckpt_megatron__dist_moe_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));

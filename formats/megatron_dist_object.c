@@ -38,7 +38,8 @@ static int has_persid(const ckpt_value *v)
     }
 }
 
-static int unpickle(const char *file, ckpt_arena *a, const char *key, const ckpt_value *b, ckpt_value **out)
+int ckpt_megatron__unpickle_object(const char *file, ckpt_arena *a, const char *key, const ckpt_value *b,
+                                   ckpt_value **out, ckpt_zip **keep)
 {
     ckpt_pickle_read_options opts = CKPT_PICKLE_READ_OPTIONS_INIT;
     const ckpt_zip_entry *pkl = NULL;
@@ -77,7 +78,10 @@ static int unpickle(const char *file, ckpt_arena *a, const char *key, const ckpt
             ckpt_error_prefix("%s", file);
     }
     ckpt_buf_dispose(&data);
-    ckpt_zip_close(z);
+    if (keep && rc == 0)
+        *keep = z;
+    else
+        ckpt_zip_close(z);
     return rc;
 }
 
@@ -93,7 +97,7 @@ int ckpt_megatron__saved_object(const char *file, ckpt_arena *a, const ckpt_valu
         return 0;
     if (b->kind != CKPT_VAL_BYTES)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object", file, key);
-    if ((rc = unpickle(file, a, key, b, &v)) < 0)
+    if ((rc = ckpt_megatron__unpickle_object(file, a, key, b, &v, NULL)) < 0)
         return rc;
     if (has_persid(v))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_FORMAT, "%s: '%s' holds tensors, not expected there",

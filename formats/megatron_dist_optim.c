@@ -15,6 +15,11 @@
  *   `optimizer.distributed.dp_group_idx_<g>.gbuf_idx_<b>.dtype_(<param dtype>, <grad dtype>).
  *   bucket_idx_<k>.{param,exp_avg,exp_avg_sq}`: 1-D fp32 of the bucket's numel_unpadded, the
  *   parameters at their buffer offsets less the bucket's start (megatron_distopt.h's layout).
+ * megatron-core 0.13 adds fully_sharded_model_space (per parameter, N-D flattened items:
+ * megatron_dist_optim_nd.c) and dp_zero_gather_scatter (per rank a legacy distrib_optim.pt
+ * state as a saved object, placed by the same layout as dp_reshardable's buckets:
+ * megatron_dist_optim_zero.c). A state that cannot be read leaves its error for what needs
+ * the state (ckpt_megatron__dist_optim_unread): a model-only target goes on without it.
  *
  * The fully_reshardable save is wrong for a buffer of several buckets in every megatron-core
  * up to core_v0.19.0 (fixed by Megatron-LM PR #5077): get_parameter_state_dp_zero gathers
@@ -46,6 +51,7 @@ typedef struct read_ctx {
     const ckpt_ckpt *ck;
     const ckpt_value *root; /* ck's, with its common state */
     int nd;                 /* fully_sharded_model_space: items N-D flattened, read as fully_reshardable */
+    int zero;               /* dp_zero_gather_scatter: per rank a legacy state, read as dp_reshardable */
     int local;
     unsigned char *used; /* per tensor of ck: taken by a parameter's state */
     ckpt_buf key, name;
@@ -277,8 +283,10 @@ static int bucket_tensor(read_ctx *c, int tp, int pp, const mg_dist_stage *s, co
 }
 
 /* Source rank (tp, pp)'s part of every parameter of the stage, per moment, into
- * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]. */
-static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const ckpt_node **parts)
+ * parts[entry * MG_N_MOMENTS * TP + moment * TP + tp]: from its bucket tensors, or from the
+ * flat tensors of its buffers (zflat: dp_zero_gather_scatter). */
+static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, const ckpt_tensor *const *zflat,
+                        const ckpt_node **parts)
 {
     const ckpt_node **split = calloc((size_t)c->z.tp, sizeof *split);
     size_t i;
@@ -295,18 +303,19 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, con
         if (!e) {
             /* a tied embedding's copy: the embedding's state, its bucket checked only */
             const ckpt_tensor *t;
-            for (k = 0; k < MG_N_MOMENTS && rc == 0; k++)
+            for (k = 0; k < MG_N_MOMENTS && rc == 0 && !zflat; k++)
                 rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t);
             continue;
         }
         if ((rc = ckpt_parallel_split(c->m->g, &e->layout, e->name, e->full, (size_t)c->z.tp, split)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
-            const ckpt_tensor *t = NULL;
+            const ckpt_tensor *t = zflat ? zflat[r->buffer * MG_N_MOMENTS + (size_t)k] : NULL;
             const ckpt_node *shard = split[tp];
-            if ((rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t)) < 0 ||
+            if ((!zflat && (rc = bucket_tensor(c, tp, pp, s, b, r->bucket, dist_names[k], &t)) < 0) ||
                 (rc = ckpt_node_tensor(c->m->g, t, &flat)) < 0 ||
-                (rc = ckpt_node_slice(c->m->g, flat, 0, r->start - bk->start, r->end - r->start, &flat)) < 0 ||
+                (rc = ckpt_node_slice(c->m->g, flat, 0, zflat ? r->flat : r->start - bk->start, r->end - r->start,
+                                      &flat)) < 0 ||
                 (rc = ckpt_node_reshape(c->m->g, flat, ckpt_node_ndim(shard), ckpt_node_shape(shard), &flat)) < 0)
                 break;
             if (ckpt_node_dtype(flat) != CKPT_DTYPE_F32 &&
@@ -322,6 +331,7 @@ static int read_dp_rank(read_ctx *c, int tp, int pp, const mg_dist_stage *s, con
 static int read_dp(read_ctx *c)
 {
     const ckpt_node **parts = calloc(c->m->n_entries * MG_N_MOMENTS * (size_t)c->z.tp + 1, sizeof *parts);
+    const ckpt_tensor **zflat = NULL;
     mg_dist_stage s;
     size_t i;
     int pp, tp, k, rc = parts ? 0 : ckpt_error_oom();
@@ -334,16 +344,24 @@ static int read_dp(read_ctx *c)
                 rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                      "%s: the model has experts, common.pt's optimizer is not the chained "
                                      "optimizer's {0: dense, 1: expert}", c->m->dist);
+            free(zflat);
+            zflat = NULL;
+            if (rc == 0 && c->zero && !(zflat = calloc(s.l.n_buffers * MG_N_MOMENTS + 1, sizeof *zflat)))
+                rc = ckpt_error_oom();
             for (tp = 0; tp < c->z.tp && rc == 0; tp++) {
-                for (k = c->z.ep > 0; k < 1 + c->chained && rc == 0; k++)
+                if (c->zero)
+                    rc = ckpt_megatron__dist_zero_flat(c->m, c->ck, c->root, tp + (int64_t)c->z.tp * pp, &s.l,
+                                                       zflat);
+                for (k = c->z.ep > 0; k < 1 + c->chained && rc == 0 && !c->zero; k++)
                     if ((rc = check_numels(c, tp, pp, &s, k, 0)) == 0)
                         rc = check_numels(c, tp, pp, &s, k, 1);
                 if (rc == 0)
-                    rc = read_dp_rank(c, tp, pp, &s, parts);
+                    rc = read_dp_rank(c, tp, pp, &s, zflat, parts);
             }
             ckpt_megatron__dist_stage_free(&s);
         }
     c->z.ep = 0;
+    free(zflat);
     for (i = 0; i < c->m->n_entries && rc == 0; i++) {
         mg_entry *e = &c->m->entries[i];
         if (!e->param || !e->full)
@@ -403,7 +421,7 @@ static int step_and_groups(read_ctx *c)
 
 /* ---- the whole ---------------------------------------------------------------- */
 
-static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd, int *chained)
+static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, int *nd, int *zero, int *chained)
 {
     const ckpt_value *opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL, *type, *expert;
 
@@ -436,14 +454,24 @@ static int form_of(const ckpt_megatron *m, const ckpt_value *root, int *form, in
     /* megatron-core 0.13's default: per parameter as fully_reshardable, N-D flattened, the
        step and param groups where fully_reshardable keeps them (optimizer['optimizer']) */
     *nd = ckpt_value_is_str(type, "fully_sharded_model_space");
+    /* megatron-core 0.13's dp_zero_gather_scatter: the legacy state per rank, placed by the
+       same buffer layout as dp_reshardable's buckets, its param groups saved as dp_reshardable's */
+    *zero = ckpt_value_is_str(type, "dp_zero_gather_scatter");
+    if (*zero && *chained)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: a mixture-of-experts model's chained optimizer saved as dp_zero_gather_scatter "
+                               "is not read (its expert grad buffers' per-rank state); --no-optimizer writes a "
+                               "model-only checkpoint",
+                               m->dist);
     if (ckpt_value_is_str(type, "fully_reshardable") || *nd)
         *form = MG_DIST_FULLY;
-    else if (ckpt_value_is_str(type, "dp_reshardable"))
+    else if (ckpt_value_is_str(type, "dp_reshardable") || *zero)
         *form = MG_DIST_DP;
     else
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: distributed optimizer state of a sharding type other than fully_reshardable, "
-                               "dp_reshardable and fully_sharded_model_space (common.pt optimizer['param_state_sharding_type'] %s%s%s) is not read; "
+                               "dp_reshardable, fully_sharded_model_space and dp_zero_gather_scatter (common.pt "
+                               "optimizer['param_state_sharding_type'] %s%s%s) is not read; "
                                "--no-optimizer writes a model-only checkpoint",
                                m->dist, type->kind == CKPT_VAL_STR ? "'" : "",
                                type->kind == CKPT_VAL_STR ? type->u.str.ptr : "(not a string)",
@@ -472,9 +500,9 @@ static int check_all_used(read_ctx *c)
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local)
 {
     read_ctx c;
-    int form, nd = 0, chained = 0, rc;
+    int form, nd = 0, zero = 0, chained = 0, rc;
 
-    if ((rc = form_of(m, root, &form, &nd, &chained)) < 0 || form == MG_DIST_NONE)
+    if ((rc = form_of(m, root, &form, &nd, &zero, &chained)) < 0 || form == MG_DIST_NONE)
         return rc;
     memset(&c, 0, sizeof c);
     c.chained = chained;
@@ -488,6 +516,7 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     c.ck = ck;
     c.root = root;
     c.nd = nd;
+    c.zero = zero;
     c.local = local;
     c.z.tp = (int)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
     c.z.pp = (int)ckpt_megatron__arg_int(m->args, "pipeline_model_parallel_size", 1);
@@ -507,8 +536,8 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     if (rc == 0)
         rc = check_all_used(&c);
     /* the step and param groups (the same on every rank): model-parallel rank 0's */
-    if (rc == 0 && form == MG_DIST_DP)
-        rc = step_and_groups(&c);
+    if (rc == 0 && form == MG_DIST_DP && (rc = step_and_groups(&c)) == 0)
+        rc = ckpt_megatron__read_dp_scaler(m, c.root);
     free(c.used);
     ckpt_buf_dispose(&c.key);
     ckpt_buf_dispose(&c.name);
@@ -520,5 +549,30 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     m->dist_ck = ck;
     m->moments = 1;
     m->info.distributed_optimizer = form != MG_DIST_PLAIN;
+    m->info.has_optimizer |= zero; /* its state is in saved objects, no tensor names it */
     return 0;
+}
+
+int ckpt_megatron__dist_optim_failed(ckpt_megatron *m, int rc)
+{
+    const ckpt_error *e = ckpt_error_last();
+    size_t i;
+
+    if (rc == CKPT_ENOMEM)
+        return rc;
+    for (i = 0; i < m->n_entries; i++)
+        memset(m->entries[i].moment, 0, sizeof m->entries[i].moment);
+    m->moments = 0;
+    m->dist_optim_sd = NULL;
+    m->dist_optim_rc = rc;
+    m->dist_optim_class = e->klass;
+    if (!(m->dist_optim_why = ckpt_arena_strndup(m->arena, e->message, strlen(e->message))))
+        return CKPT_ENOMEM;
+    ckpt_error_clear();
+    return 0;
+}
+
+int ckpt_megatron__dist_optim_unread(const ckpt_megatron *m)
+{
+    return m->dist_optim_why ? ckpt_error_setc(m->dist_optim_rc, m->dist_optim_class, "%s", m->dist_optim_why) : 0;
 }

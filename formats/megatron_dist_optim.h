@@ -40,8 +40,8 @@ void ckpt_megatron__dist_stage_free(mg_dist_stage *s);
 int ckpt_megatron__dist_bucket_key(int64_t group, const mg_dopt_buffer *b, size_t bucket, const char *moment,
                                    ckpt_buf *out);
 /* DistributedOptimizer.state_dict() for the target, {'param_groups': [... each with 'step']},
- * from the source's form, and the source's grad scaler state (NULL if none); tensors in them
- * go to plan file `file` (megatron_dist_optim_write.c). */
+ * from the source's form (tensors in it go to plan file `file`), and the source's grad scaler
+ * state (NULL if none; ckpt_megatron__dist_scaler) (megatron_dist_optim_write.c). */
 int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **sd,
                                  const ckpt_value **scaler);
 /* The dp_reshardable items' data-parallel group index of rank (tp, ep, pp) of a model at TP
@@ -64,6 +64,22 @@ int ckpt_megatron__chained_scaler(const char *file);
  * d (megatron_dist_optim_dp.c). Param groups holding tensors are refused (file: see above). */
 int ckpt_megatron__dist_write_dp(ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
                                  ckpt_plan *plan, size_t file, ckpt_dcp_out *d);
+/* The grad scaler's state (fp16; megatron_dist_scaler.c): read from a dp_reshardable
+ * checkpoint's saved objects (`root`: its items), else found in the source's
+ * root['optimizer'] on first use; *out NULL when the source has none. Its tensors are leaves
+ * of m->scaler_nodes: carry it into plan file `file`, or make it a saved object's bytes
+ * (v: the value to save, the state or a list holding it). */
+int ckpt_megatron__read_dp_scaler(ckpt_megatron *m, const ckpt_value *root);
+int ckpt_megatron__dist_scaler(ckpt_megatron *m, const ckpt_value **out);
+int ckpt_megatron__scaler_carry(const ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_value *v,
+                                ckpt_value **out);
+int ckpt_megatron__scaler_object(const ckpt_megatron *m, const ckpt_value *v, ckpt_buf *out);
+/* megatron-core 0.13's dp_zero_gather_scatter: the flat state tensors of model-parallel rank
+ * `group` (its legacy distrib_optim.pt dict, saved as an object), checked against its stage's
+ * layout l, into flat as ckpt_megatron__dopt_flat gives them; ck the torch_dist checkpoint,
+ * root its root (megatron_dist_optim_zero.c). */
+int ckpt_megatron__dist_zero_flat(const ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int64_t group,
+                                  const mg_dopt_layout *l, const ckpt_tensor **flat);
 /* "torch.float32" etc., or NULL. */
 const char *ckpt_megatron__torch_dtype(ckpt_dtype d);
 

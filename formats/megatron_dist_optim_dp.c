@@ -172,7 +172,8 @@ static int numels_value(dp_out *o, const mg_dist_stage *s, int expert, int unpad
     return list ? 0 : CKPT_ENOMEM;
 }
 
-/* Saved object `name` of rank (tp, pp) of one optimizer: torch.save([v]). */
+/* Saved object `name` of rank (tp, pp) of one optimizer: torch.save([v]); the grad scaler's with
+ * its tensors. */
 static int add_object(dp_out *o, int tp, int pp, int expert, const char *name, const ckpt_value *v)
 {
     ckpt_value *wrap = ckpt_value_new(o->a, CKPT_VAL_LIST);
@@ -186,7 +187,8 @@ static int add_object(dp_out *o, int tp, int pp, int expert, const char *name, c
                         ckpt_megatron__chained_prefix(o->chained, expert), (long long)group(o, tp, pp, expert),
                         name) < 0)
         return CKPT_ENOMEM;
-    if ((rc = ckpt_dcp_saved_value(wrap, &o->bytes)) < 0)
+    if ((rc = v == o->scaler ? ckpt_megatron__scaler_object(o->m, wrap, &o->bytes)
+                             : ckpt_dcp_saved_value(wrap, &o->bytes)) < 0)
         return rc;
     return ckpt_dcp_out_bytes(o->d, (const char *)o->key.data, o->bytes.data, o->bytes.len, tp + o->t->tp * pp);
 }

@@ -33,11 +33,13 @@ int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_
     const char *src = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
     /* a legacy distrib_optim.pt read into moment[] (megatron_distopt_read.c) */
     int legacy = !m->dist_ck && m->info.distributed_optimizer && m->moments;
-    int distributed;
+    int distributed, rc;
 
     *form = MG_DIST_NONE;
-    if (t->optimizer == CKPT_MEGATRON_OPTIM_DROP || !(m->info.has_optimizer || m->info.distributed_optimizer))
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_DROP)
         return 0;
+    if ((rc = ckpt_megatron__dist_optim_unread(m)) < 0 || !(m->info.has_optimizer || m->info.distributed_optimizer))
+        return rc;
     if (!m->moments || (!m->dist_ck && !legacy))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the non-distributed optimizer's state of a legacy checkpoint is not written in "
@@ -145,10 +147,12 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
 {
     const ckpt_ckpt *ck;
     const ckpt_value *root, *opt;
+    int rc;
 
     ckpt_megatron__dist_source(m, &ck, &root);
     opt = root ? ckpt_value_dict_get(root, "optimizer") : NULL;
-    *scaler = opt ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
+    if ((rc = ckpt_megatron__dist_scaler(m, scaler)) < 0)
+        return rc;
     if (m->dist_form == MG_DIST_PLAIN)
         return groups_from_plain(m, plan, file, opt, sd);
     if (m->dist_form == MG_DIST_DP)
@@ -163,15 +167,6 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
                                "hyper-parameters)",
                                ck ? ckpt_path(ck) : "the model");
     return ckpt_megatron__carry(plan, file, m->g, ck, opt, sd);
-}
-
-static const ckpt_ckpt *source_ck(const ckpt_megatron *m)
-{
-    const ckpt_ckpt *ck;
-    const ckpt_value *root;
-
-    ckpt_megatron__dist_source(m, &ck, &root);
-    return ck;
 }
 
 /* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
@@ -204,7 +199,7 @@ static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_
     if (form != MG_DIST_DP) {
         if (ckpt_value_dict_set(a, *out, new_str(a, "optimizer"), sd) < 0)
             return CKPT_ENOMEM;
-        if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, source_ck(m), scaler, &copy)) < 0 ||
+        if (scaler && ((rc = ckpt_megatron__scaler_carry(m, plan, file, scaler, &copy)) < 0 ||
                        (rc = ckpt_value_dict_set(a, *out, new_str(a, "grad_scaler"), copy)) < 0))
             return rc;
     }

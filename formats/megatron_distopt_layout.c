@@ -210,20 +210,19 @@ int ckpt_megatron__dopt_config(const ckpt_value *args, int64_t dp, int pp_rank, 
     int64_t tp = ckpt_megatron__arg_int(args, "tensor_model_parallel_size", 1);
     int64_t etp = ckpt_megatron__arg_int(args, "expert_tensor_parallel_size", tp);
     int64_t ep = ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1);
+    int64_t inst = ckpt_megatron__arg_int(args, "num_distributed_optimizer_instances", 1);
     const ckpt_value *bucket = ckpt_megatron_arg(args, "ddp_bucket_size");
 
     memset(out, 0, sizeof *out);
     if (dp <= 0)
         dp = ckpt_megatron__arg_int(args, "data_parallel_size", 1);
-    if (ckpt_megatron__arg_int(args, "num_distributed_optimizer_instances", 1) > 1)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: args.num_distributed_optimizer_instances > 1 (partial distributed optimizer): "
-                               "its grad buffers are laid out over part of the data-parallel group, not supported",
-                               file);
+    /* one optimizer per model chunk 0 and per the other chunks (megatron-core 0.16.1
+       get_megatron_optimizer): distrib_optim.pt is their list, buffers numbered per optimizer */
     if (arg_set(args, "overlap_param_gather_with_optimizer_step"))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: args.overlap_param_gather_with_optimizer_step: one optimizer per model chunk, "
-                               "not supported",
+                               "%s: args.overlap_param_gather_with_optimizer_step: megatron-core gives model chunk 0 "
+                               "a distributed optimizer of its own and the other chunks another, so distrib_optim.pt "
+                               "is a list of two states with grad buffers numbered per optimizer; not read",
                                file);
     /* the expert-parallel size is kept (a MoE reshard changes TP, PP and DP only) */
     if (cp >= 1 && tp >= 1 && etp >= 1 && ep > 1 && dp >= 1 && dp <= MG_DOPT_MAX_NUMEL / 65536 / cp &&
@@ -240,10 +239,19 @@ int ckpt_megatron__dopt_config(const ckpt_value *args, int64_t dp, int pp_rank, 
                                "%s: args: data-parallel size %lld, context %lld, tensor %lld, expert tensor %lld, "
                                "expert %lld do not make a layout",
                                file, (long long)dp, (long long)cp, (long long)tp, (long long)etp, (long long)ep);
-    out->dp = dp * cp;
-    out->expert_dp = dp * cp * tp / (etp * ep);
+    /* --num-distributed-optimizer-instances N: N replicas of the optimizer, each sharding over
+       1/N of the data-parallel group, whose buffers are laid out (padded, split into DP
+       shards) for that part (DDP's intra_dp_cp_group, parallel_state.py) */
+    if (inst < 1 || (dp * cp) % inst != 0 || (dp * cp * tp / (etp * ep)) % inst != 0)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "%s: args: num_distributed_optimizer_instances %lld does not divide the data-parallel "
+                               "size %lld (x context %lld; expert data-parallel %lld)",
+                               file, (long long)inst, (long long)dp, (long long)cp,
+                               (long long)(dp * cp * tp / (etp * ep)));
+    out->dp = dp * cp / inst;
+    out->expert_dp = dp * cp * tp / (etp * ep) / inst;
     out->num_buckets = ckpt_megatron__arg_int(args, "ddp_num_buckets", 0);
-    /* Megatron's default scales with the whole DP x CP group */
+    /* Megatron's default scales with the whole DP x CP group, every instance's */
     if (bucket && bucket->kind == CKPT_VAL_INT)
         out->bucket_size = bucket->u.integer;
     else

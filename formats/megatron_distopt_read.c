@@ -147,9 +147,9 @@ static int check_state(const ckpt_ckpt *ck, const ckpt_value *root, const char *
 /* The file's top level: states[0] the dense optimizer's, states[1] the expert one's (one dict
  * for both when the rank's parameters are of one kind; NULL for what EP rank `ep` does not
  * hold: the dense state of EP ranks > 0). */
-static int check_top(const ckpt_ckpt *ck, const mg_dopt_layout *l, int ep, const ckpt_value **states)
+static int check_top(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int ep,
+                     const ckpt_value **states)
 {
-    const ckpt_value *root = ckpt_root(ck);
     size_t n_expert = l->n_buffers - l->n_dense;
     int rc;
 
@@ -229,11 +229,23 @@ static int buffer_state(const ckpt_ckpt *ck, const mg_dopt_layout *l, const ckpt
     return 0;
 }
 
+int ckpt_megatron__dopt_flat(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int ep,
+                             const ckpt_tensor **flat)
+{
+    const ckpt_value *states[2];
+    size_t i;
+    int rc = check_top(ck, root, l, ep, states);
+
+    for (i = 0; i < l->n_buffers && rc == 0; i++)
+        if (states[l->buffers[i].expert != 0])
+            rc = buffer_state(ck, l, states, i, flat);
+    return rc;
+}
+
 /* Rank (tp, pp, ep)'s part of each of its parameters' state, into parts[entry][moment][tp]
  * (dense parameters from EP rank 0). */
 static int read_rank(ckpt_megatron *m, int tp, int pp, int ep, const ckpt_node **parts)
 {
-    const ckpt_value *states[2];
     ckpt_coords at = CKPT_COORDS_NONE;
     const mg_entry **entries = NULL;
     const ckpt_node **shards = NULL;
@@ -255,20 +267,18 @@ static int read_rank(ckpt_megatron *m, int tp, int pp, int ep, const ckpt_node *
                                "optimizer has one",
                                ckpt_set_info_of(m->set)->root, ckpt_path(mg_rank_at(m, tp, pp, ep)->ck), tp, pp, ep);
     if ((rc = ckpt_set_member_open(m->set, (size_t)member, &ck)) < 0 ||
-        (rc = ckpt_megatron__dopt_source_layout(m, tp, pp, ep, &entries, &shards, &n, &l)) < 0 ||
-        (rc = check_top(ck, &l, ep, states)) < 0)
+        (rc = ckpt_megatron__dopt_source_layout(m, tp, pp, ep, &entries, &shards, &n, &l)) < 0)
         goto done;
     if (!(flat = calloc(l.n_buffers * MG_N_MOMENTS + 1, sizeof *flat))) {
         rc = ckpt_error_oom();
         goto done;
     }
-    for (i = 0; i < l.n_buffers && rc == 0; i++)
-        if (states[l.buffers[i].expert != 0])
-            rc = buffer_state(ck, &l, states, i, flat);
+    if ((rc = ckpt_megatron__dopt_flat(ck, ckpt_root(ck), &l, ep, flat)) < 0)
+        goto done;
     for (i = 0; i < n && rc == 0; i++) {
         const mg_dopt_range *r = &l.ranges[i];
         size_t e = (size_t)(entries[i] - m->entries);
-        if (!states[l.buffers[r->buffer].expert != 0])
+        if (!flat[r->buffer * MG_N_MOMENTS])
             continue;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
             const ckpt_node *whole, *cut;

@@ -35,7 +35,10 @@ static int read_moment(mg_optim_views *views, ckpt_megatron *m, mg_entry *e, mg_
         if ((rc = ckpt_megatron__optim_state(views, e, tp, &v, &entry, &master)) < 0)
             break;
         leaf = k == MG_MASTER ? master : entry ? ckpt_value_dict_get(entry, moment_keys[k]) : NULL;
-        if (k == MG_MASTER && !v->masters && e->shards)
+        if (entry && entry->kind != CKPT_VAL_DICT)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: the optimizer state of '%s' is not a dict",
+                                 ckpt_path(v->ck), e->local);
+        else if (k == MG_MASTER && !v->masters && e->shards)
             shards[tp] = e->shards[tp]; /* an fp32 model: the weight is the master */
         else if (!leaf || leaf->kind != CKPT_VAL_TENSOR || !ckpt_tensor_at(v->ck, leaf->u.tensor.index))
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer state '%s' of '%s' is missing",
@@ -75,9 +78,12 @@ int ckpt_megatron__read_plain_moments(ckpt_megatron *m)
 int ckpt_megatron__moments(ckpt_megatron *m)
 {
     const char *root = m->set ? ckpt_set_info_of(m->set)->root : m->dist ? m->dist : "the model";
+    int rc;
 
     if (m->moments)
         return 0;
+    if ((rc = ckpt_megatron__dist_optim_unread(m)) < 0)
+        return rc;
     if (!m->info.has_optimizer)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: the checkpoint holds no optimizer state",
                                root);
@@ -162,7 +168,9 @@ typedef struct plain_out {
     const ckpt_megatron_target *t;
     int64_t padded_vocab;
     int tp;
-    const ckpt_node *step;
+    double step;
+    mg_optim_views *views; /* a plain source's, else NULL */
+    const ckpt_value *wrap, *sd; /* the template's optimizer entry and its state dict, or NULL */
 } plain_out;
 
 static ckpt_value *new_str(ckpt_arena *a, const char *s)
@@ -195,23 +203,53 @@ static int moment_part(plain_out *o, const mg_entry *e, mg_moment k, const char 
     return rc;
 }
 
-/* Adam's state of one parameter: {step, exp_avg, exp_avg_sq}, as torch orders it. */
+/* Key `s` of `dict` when it has one (the output then shares that string with the rest of the
+ * template it is built from, as the source file did), else a new string. */
+static ckpt_value *key_of(plain_out *o, const ckpt_value *dict, const char *s)
+{
+    size_t i;
+
+    for (i = 0; dict && dict->kind == CKPT_VAL_DICT && i < dict->u.dict.map.n; i++)
+        if (ckpt_value_is_str(dict->u.dict.map.keys[i], s))
+            return dict->u.dict.map.keys[i];
+    return new_str(o->a, s);
+}
+
+/* The key `s` of a plain source's state entry of e, so that the file shares its strings the
+ * way the source's does; a new string for any other source. */
+static ckpt_value *state_key(plain_out *o, const mg_entry *e, const char *s)
+{
+    const mg_optim_view *v;
+    const ckpt_value *entry = NULL, *master;
+
+    if (o->views && ckpt_megatron__optim_state(o->views, e, 0, &v, &entry, &master) < 0) {
+        ckpt_error_clear();
+        entry = NULL;
+    }
+    return key_of(o, entry, s);
+}
+
+/* Adam's state of one parameter: {step, exp_avg, exp_avg_sq}, as torch orders it. Each
+ * parameter's step is a tensor of its own: torch's Adam adds to it in place. */
 static int adam_state(plain_out *o, const mg_entry *e, ckpt_value **out)
 {
     ckpt_value *dict = ckpt_value_new(o->a, CKPT_VAL_DICT), *v;
     ckpt_buf name = CKPT_BUF_INIT;
+    const ckpt_node *step;
     size_t index;
     int rc = dict ? ckpt_buf_printf(&name, "optimizer/%s/step", e->name) : CKPT_ENOMEM;
 
     if (rc == 0)
-        rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, o->step, 0, &index);
+        rc = ckpt_node_full(o->m->g, CKPT_DTYPE_F32, 0, NULL, o->step, &step);
+    if (rc == 0)
+        rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, step, 0, &index);
     ckpt_buf_dispose(&name);
     if (rc == 0)
-        rc = ckpt_value_dict_set(o->a, dict, new_str(o->a, "step"), ckpt_value_new_tensor(o->a, index));
+        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, "step"), ckpt_value_new_tensor(o->a, index));
     if (rc == 0 && (rc = moment_part(o, e, MG_EXP_AVG, "exp_avg", &v)) == 0)
-        rc = ckpt_value_dict_set(o->a, dict, new_str(o->a, "exp_avg"), v);
+        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, "exp_avg"), v);
     if (rc == 0 && (rc = moment_part(o, e, MG_EXP_AVG_SQ, "exp_avg_sq", &v)) == 0)
-        rc = ckpt_value_dict_set(o->a, dict, new_str(o->a, "exp_avg_sq"), v);
+        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, "exp_avg_sq"), v);
     *out = dict;
     return rc;
 }
@@ -239,6 +277,29 @@ static int bare_group(plain_out *o, const ckpt_ckpt *src, const ckpt_value *grou
     return rc;
 }
 
+/* A param group of the template as the plain form saves it: copied whole (values shared
+ * inside it stay shared), without 'params' and 'step', to which the target's 'params' is
+ * added. */
+static int plain_group(plain_out *o, const ckpt_ckpt *src, const ckpt_value *group, ckpt_value **out)
+{
+    ckpt_value *dict = ckpt_value_new(o->a, CKPT_VAL_DICT), *copy = NULL;
+    size_t i;
+    int rc = dict ? 0 : CKPT_ENOMEM;
+
+    if (rc == 0 && (!group || group->kind != CKPT_VAL_DICT))
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: a param group is not a dict",
+                             ckpt_path(src));
+    if (rc == 0)
+        rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, group, &copy);
+    for (i = 0; rc == 0 && i < copy->u.dict.map.n; i++) {
+        ckpt_value *k = copy->u.dict.map.keys[i];
+        if (!ckpt_value_is_str(k, "params") && !ckpt_value_is_str(k, "step"))
+            rc = ckpt_value_dict_set(o->a, dict, k, copy->u.dict.map.vals[i]);
+    }
+    *out = dict;
+    return rc;
+}
+
 /* state, param_groups and (half-precision models) the masters per group, for the target
  * rank's parameters, dealt to the template's groups by Megatron's weight-decay split. */
 static int plain_groups(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, const mg_param_out *params,
@@ -254,7 +315,7 @@ static int plain_groups(plain_out *o, const ckpt_ckpt *src, const ckpt_value *gr
     for (g = 0; rc == 0 && g < n_groups; g++) {
         ckpt_value *group, *ids = ckpt_value_new(o->a, CKPT_VAL_LIST);
         ckpt_value *masters = masters_out ? ckpt_value_new(o->a, CKPT_VAL_LIST) : NULL;
-        if (!ids || (masters_out && !masters) || (rc = bare_group(o, src, ckpt_megatron__seq_at(groups, g), &group)) < 0) {
+        if (!ids || (masters_out && !masters) || (rc = plain_group(o, src, ckpt_megatron__seq_at(groups, g), &group)) < 0) {
             rc = rc < 0 ? rc : CKPT_ENOMEM;
             break;
         }
@@ -287,34 +348,33 @@ static int plain_groups(plain_out *o, const ckpt_ckpt *src, const ckpt_value *gr
 }
 
 /* The plain form for the target rank from the source's param groups (of src: a state dict's,
- * or the distributed optimizer's), its grad scaler (NULL: none) and its step. */
-static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, const ckpt_value *scaler,
-                      double step, const mg_param_out *params, size_t n_params, ckpt_value **out)
+ * or the distributed optimizer's), its grad scaler (carried into the plan; NULL: none) and
+ * its step. */
+static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *groups, ckpt_value *scaler, double step,
+                      const mg_param_out *params, size_t n_params, ckpt_value **out)
 {
     ckpt_arena *a = o->a;
     int half = ckpt_megatron__arg_int(o->m->args, "bf16", 0) || ckpt_megatron__arg_int(o->m->args, "fp16", 0);
     ckpt_value *state = ckpt_value_new(a, CKPT_VAL_DICT), *groups_out = ckpt_value_new(a, CKPT_VAL_LIST);
     ckpt_value *masters = half ? ckpt_value_new(a, CKPT_VAL_LIST) : NULL, *sd = ckpt_value_new(a, CKPT_VAL_DICT);
-    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *copy;
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT);
     int rc = state && groups_out && sd && wrap && (!half || masters) ? 0 : CKPT_ENOMEM;
 
     *out = NULL;
-    if (rc == 0)
-        rc = ckpt_node_full(o->m->g, CKPT_DTYPE_F32, 0, NULL, step, &o->step);
+    o->step = step;
     if (rc == 0)
         rc = plain_groups(o, src, groups, params, n_params, state, groups_out, masters);
-    if (rc == 0 && (rc = ckpt_value_dict_set(a, sd, new_str(a, "state"), state)) == 0)
-        rc = ckpt_value_dict_set(a, sd, new_str(a, "param_groups"), groups_out);
+    if (rc == 0 && (rc = ckpt_value_dict_set(a, sd, key_of(o, o->sd, "state"), state)) == 0)
+        rc = ckpt_value_dict_set(a, sd, key_of(o, o->sd, "param_groups"), groups_out);
     if (rc < 0 || !half) {
         *out = rc == 0 ? sd : NULL;
         return rc;
     }
-    if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), sd)) < 0)
+    if ((rc = ckpt_value_dict_set(a, wrap, key_of(o, o->wrap, "optimizer"), sd)) < 0)
         return rc;
-    if (scaler && ((rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, scaler, &copy)) < 0 ||
-                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
+    if (scaler && (rc = ckpt_value_dict_set(a, wrap, key_of(o, o->wrap, "grad_scaler"), scaler)) < 0)
         return rc;
-    if ((rc = ckpt_value_dict_set(a, wrap, new_str(a, "fp32_from_fp16_params"), masters)) < 0)
+    if ((rc = ckpt_value_dict_set(a, wrap, key_of(o, o->wrap, "fp32_from_fp16_params"), masters)) < 0)
         return rc;
     *out = wrap;
     return 0;
@@ -324,9 +384,11 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
                                    const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out)
 {
-    plain_out o = { m, plan, file, arena, t, padded_vocab, tp, NULL };
+    mg_optim_views views;
+    plain_out o = { m, plan, file, arena, t, padded_vocab, tp, 0, NULL, NULL, NULL };
     const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
     const ckpt_value *sd = opt, *scaler = NULL;
+    ckpt_value *copy = NULL;
     double step;
     int rc;
 
@@ -334,12 +396,23 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
     if (opt && opt->kind == CKPT_VAL_DICT && !ckpt_value_dict_get(opt, "param_groups")) {
         sd = ckpt_value_dict_get(opt, "optimizer");
         scaler = ckpt_value_dict_get(opt, "grad_scaler");
+        o.wrap = opt;
     }
+    o.sd = sd;
     if (!sd || sd->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(sd, "param_groups"))
         return ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
-    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0)
+    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0 ||
+        (scaler && (rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0))
         return rc;
-    return plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, out);
+    if (!m->info.distributed_optimizer && !m->dist) {
+        if ((rc = ckpt_megatron__optim_views_init(&views, m)) < 0)
+            return rc;
+        o.views = &views;
+    }
+    rc = plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), copy, step, params, n_params, out);
+    if (o.views)
+        ckpt_megatron__optim_views_dispose(o.views);
+    return rc;
 }
 
 int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_param_out *params,
@@ -347,15 +420,16 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
                                        ckpt_value *root)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
-    plain_out o = { m, plan, file, a, t, padded_vocab, tp, NULL };
+    plain_out o = { m, plan, file, a, t, padded_vocab, tp, 0, NULL, NULL, NULL };
     const ckpt_value *scaler, *common, *sched;
     const ckpt_ckpt *ck;
-    ckpt_value *sd, *opt = NULL, *copy;
+    ckpt_value *sd, *opt = NULL, *copy = NULL, *scaler_copy = NULL;
     double step;
     int rc;
 
     ckpt_megatron__dist_source(m, &ck, &common);
-    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0 ||
+        (scaler && (rc = ckpt_megatron__scaler_carry(m, plan, file, scaler, &scaler_copy)) < 0))
         return rc;
     if (m->dist_chained) {
         /* ChainedOptimizer.state_dict(): [{'optimizer': dense}, {'optimizer': expert}] */
@@ -378,12 +452,11 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: no step count in its param groups",
                                m->dist);
     else if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN) {
-        rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler, step, params, n_params, &opt);
+        rc = plain_form(&o, ck, ckpt_value_dict_get(sd, "param_groups"), scaler_copy, step, params, n_params, &opt);
     } else if (!(opt = ckpt_value_new(a, CKPT_VAL_DICT))) {
         rc = CKPT_ENOMEM;
-    } else if ((rc = ckpt_value_dict_set(a, opt, new_str(a, "optimizer"), sd)) == 0 && scaler &&
-               (rc = ckpt_megatron__carry(plan, file, m->g, ck, scaler, &copy)) == 0) {
-        rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), copy);
+    } else if ((rc = ckpt_value_dict_set(a, opt, new_str(a, "optimizer"), sd)) == 0 && scaler_copy) {
+        rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), scaler_copy);
     }
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), opt);
@@ -400,7 +473,7 @@ static int distributed_group(ckpt_megatron *m, ckpt_plan *plan, size_t file, con
                              const ckpt_value *group, double step, ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
-    plain_out o = { m, plan, file, a, NULL, 0, 0, NULL };
+    plain_out o = { m, plan, file, a, NULL, 0, 0, 0, NULL, NULL, NULL };
     int rc = bare_group(&o, src, group, out);
 
     return rc < 0 ? rc : ckpt_value_dict_set(a, *out, new_str(a, "step"), ckpt_value_new_float(a, step));

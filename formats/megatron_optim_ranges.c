@@ -139,6 +139,8 @@ int ckpt_megatron_optimizer_ranges(const ckpt_megatron *m, ckpt_megatron_optim_r
 
     *out = NULL;
     *n = 0;
+    if ((rc = ckpt_megatron__dist_optim_unread(m)) < 0)
+        return rc;
     if (m->dist && m->dist_form == MG_DIST_DP) {
         rc = dp_reshardable(m, &r);
     } else if (m->dist && m->dist_form != MG_DIST_NONE) {

@@ -7,8 +7,8 @@
  * parameters (norms) have none (wd_mult 0), the others wd_mult 1. So each rank's positions are
  * matched to its state-dict keys by walking the parameters in order and dealing them to the
  * groups by that rule; every moment must then have its parameter's shape, which is checked.
- * Both the resharding of that state (megatron_optim.c) and its reading into the per-parameter
- * form (megatron_optim_plain.c) go through this matching. */
+ * Its reading into the per-parameter form (megatron_optim_plain.c) goes through this
+ * matching. */
 #include "megatron_private.h"
 
 #include <stdlib.h>

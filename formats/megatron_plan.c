@@ -3,8 +3,9 @@
  * Each target rank file takes its top-level entries from a template: the source rank file
  * at the same coordinates, a coordinate beyond the source's layout taken as 0 (so rng states
  * stay per rank where the rank exists, and tensor-parallel streams stay distinct). `args` is rewritten, the model chunks are built from the logical model, the
- * optimizer state is resharded with its parameters (megatron_optim.c) or dropped, and every
- * other entry is carried as it is. */
+ * optimizer state is written from its parameters' moments (megatron_optim_plain.c, the
+ * distributed optimizer's megatron_distopt_write.c) or dropped, and every other entry is
+ * carried as it is. */
 #include "megatron_distopt.h"
 #include "megatron_private.h"
 
@@ -127,7 +128,8 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 }
 
 /* The data-parallel settings a distributed optimizer's buffers are laid out by, which its
- * reader takes from args: the DP (and the world it implies) and the buckets. */
+ * reader takes from args: the DP (and the world it implies), the optimizer instances and the
+ * buckets. */
 static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
 {
     ckpt_arena *a = c->arena;
@@ -140,6 +142,8 @@ static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
             ckpt_value_dict_get(d, "world_size"))
             rc = set_attr(a, d, "world_size", ckpt_value_new_int(a, world));
     }
+    if (rc == 0 && c->t->dist_opt_instances > 0)
+        rc = set_attr(a, d, "num_distributed_optimizer_instances", ckpt_value_new_int(a, c->t->dist_opt_instances));
     if (rc < 0 || !bucket)
         return rc;
     if ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, bucket > 0))) < 0 || bucket < 0)
@@ -370,18 +374,15 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         } else if (strcmp(key, "optimizer") == 0 || strcmp(key, "opt_param_scheduler") == 0) {
             if (c->t->optimizer == CKPT_MEGATRON_OPTIM_DROP || v->kind == CKPT_VAL_NONE)
                 continue;
-            if (strcmp(key, "optimizer") == 0 && c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN)
-                rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
-                                                    c->t, c->padded_vocab, &copy);
             /* the distributed optimizer's holds no parameter state: hyper-parameters and
              * steps per group, the grad scaler */
-            else if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
+            if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
                 rc = carry(c, tmpl->ck, v, &copy);
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
                 rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)
-                rc = ckpt_megatron__optimizer(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp, c->t,
-                                              c->padded_vocab, &copy);
+                rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
+                                                    c->t, c->padded_vocab, &copy);
             else
                 rc = carry(c, tmpl->ck, v, &copy);
         } else {
@@ -453,7 +454,7 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
-    if (rc < 0)
+    if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0))
         return rc;
     if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
@@ -481,6 +482,9 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
                                "parameters in order: --no-optimizer writes a model-only checkpoint",
                                m->set ? ckpt_set_info_of(m->set)->root : "", m->left_out_params,
                                m->left_out_params == 1 ? " is" : "s are");
+    /* a plain source's state is written from the per-parameter form too */
+    if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
+        return ckpt_megatron__moments(m);
     /* read at open when it could be; again here for the reason it could not */
     if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
         (rc = ckpt_megatron__read_distopt(m)) < 0)

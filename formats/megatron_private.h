@@ -1,11 +1,12 @@
 /* Megatron-LM legacy checkpoints, inside: the logical model shared by the files that read it
  * (megatron_model.c), write it at a new layout (megatron_plan.c) and reshard the optimizer
- * (megatron_optim.c). */
+ * (megatron_optim_plain.c, megatron_optim_view.c). */
 #ifndef CKPT_FORMATS_MEGATRON_PRIVATE_H
 #define CKPT_FORMATS_MEGATRON_PRIVATE_H
 
 #include <ckpt/megatron.h>
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/zip.h>
 
 /* A parameter's fp32 optimizer state as the distributed optimizer keeps it: the master copy
  * and Adam's two moments. */
@@ -64,6 +65,16 @@ struct ckpt_megatron {
     const ckpt_value *dist_root;     /* its root with the common state (ckpt_megatron__dist_common) */
     const ckpt_value *dist_optim_sd; /* dp_reshardable: the DistributedOptimizer.state_dict()
                                         that model-parallel rank 0 saved ({'param_groups'}) */
+    /* the grad scaler's state (fp16), its tensors as leaves 0.. of scaler_nodes
+       (megatron_dist_scaler.c); scaler_read: looked for */
+    const ckpt_value *scaler;
+    const ckpt_node **scaler_nodes;
+    size_t n_scaler_nodes;
+    int scaler_read;
+    /* a torch_dist source whose optimizer state could not be read at open: the model is read
+       without it (a model-only target needs none), and what needs it fails with this error */
+    int dist_optim_rc, dist_optim_class;
+    const char *dist_optim_why;
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
@@ -133,6 +144,11 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
  * names the checkpoint in messages (megatron_dist_object.c). */
 int ckpt_megatron__saved_object(const char *file, ckpt_arena *a, const ckpt_value *root, const char *key,
                                 const ckpt_value **out);
+/* The unpickled object of bytes item b (`key`: its name): the torch.save archive's data.pkl,
+ * tensors left as their rebuild calls; *keep (when not NULL) gets the open archive, for its
+ * storages (close it with ckpt_zip_close). */
+int ckpt_megatron__unpickle_object(const char *file, ckpt_arena *a, const char *key, const ckpt_value *b,
+                                   ckpt_value **out, ckpt_zip **keep);
 /* megatron-core 0.19 keeps the common state (args, iteration, optimizer, ...) in the
  * checkpoint as this object, not in common.pt. */
 #define CKPT_MEGATRON_COMMON_STATE "common_state/shard_0_1"
@@ -149,6 +165,12 @@ typedef enum mg_dist_form { MG_DIST_NONE = 0, MG_DIST_PLAIN, MG_DIST_FULLY, MG_D
  * common state (ckpt_megatron__dist_common). `local`: the local
  * layer spec, whose norms torch_dist names as TE's. */
 int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int local);
+/* After ckpt_megatron__read_dist_optim failed with rc: keep its error for later (no entry
+ * keeps a moment) and go on; < 0 only when that fails. */
+int ckpt_megatron__dist_optim_failed(ckpt_megatron *m, int rc);
+/* 0, or the error the optimizer state's read at open met, set again: call it where the
+ * optimizer state is needed (megatron_dist_optim.c). */
+int ckpt_megatron__dist_optim_unread(const ckpt_megatron *m);
 /* Optimizer state item t of megatron-core 0.13's fully_sharded_model_space form (stored N-D
  * flattened) as a node of the parameter's shape (that of `full`); layer >= 0: t is the
  * stacked item of the decoder layers and the node that layer's (megatron_dist_optim_nd.c). */
@@ -191,8 +213,8 @@ int64_t ckpt_megatron__true_vocab(const ckpt_value *args);
 /* The model dict of a chunk: "model" when vpp == 1, else "model<vp>". */
 const ckpt_value *ckpt_megatron__chunk_dict(const ckpt_value *root, int vpp, int vp);
 
-/* The optimizer state of a target rank (megatron_optim.c): `model_entries` are the entries the
- * rank holds, in the order of its state dict, with their target shards. */
+/* The parameters of a target rank, in the order of its state dict, with their target shards:
+ * what its optimizer state is written for. */
 typedef struct mg_param_out {
     const mg_entry *entry;
     const ckpt_node *shard; /* the target rank's part of entry->full */
@@ -253,18 +275,12 @@ const ckpt_value *ckpt_megatron__int_key_get(const ckpt_value *dict, int64_t key
 const ckpt_value *ckpt_megatron__seq_at(const ckpt_value *v, size_t i);
 size_t ckpt_megatron__seq_len(const ckpt_value *v);
 
-/* The `optimizer` entry of a target rank file (megatron_optim.c): the template's structure,
- * hyper-parameters and step counts, with each parameter's state (Adam moments, fp32 master
- * copies) merged from the source ranks and split for this rank, in the order of `params`
- * (the rank's parameters in state-dict order). Tensors are added to plan file `file`. */
-int ckpt_megatron__optimizer(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
-                             const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
-                             const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
-
 /* The per-parameter form of the non-distributed optimizer (megatron_optim_plain.c): the
  * moments of every parameter entry read from the rank files' `optimizer`; the common step
  * count of the source's optimizer, plain or distributed; the `optimizer` entry of a target
- * rank file as the non-distributed optimizer saves it, from the moments. */
+ * rank file as the non-distributed optimizer saves it, from the moments, for the parameters
+ * `params` (in state-dict order), its param groups and grad scaler from template rank `tmpl`;
+ * tensors are added to plan file `file`. */
 int ckpt_megatron__read_plain_moments(ckpt_megatron *m);
 int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,

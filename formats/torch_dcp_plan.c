@@ -154,16 +154,69 @@ int ckpt_dcp_out_bytes(ckpt_dcp_out *d, const char *key, const void *data, size_
     return ckpt_buf_append(&d->bytes, data, len) < 0 ? CKPT_ENOMEM : 0;
 }
 
-int ckpt_dcp_saved_value(const ckpt_value *v, ckpt_buf *out)
+typedef struct saved_tensors {
+    const ckpt_node *const *nodes;
+    size_t n;
+} saved_tensors;
+
+/* Tensor leaf i is nodes[i], contiguous, in storage "i" of the archive. */
+static int saved_tensor(ckpt_pickler *p, const ckpt_value *leaf, void *payload)
 {
+    const saved_tensors *s = payload;
+    size_t i = leaf->u.tensor.index;
+    int64_t stride[CKPT_MAX_DIMS];
+    char key[32];
+    const ckpt_node *x;
+    int ndim, a;
+
+    if (i >= s->n)
+        return ckpt_error_set(CKPT_EINVALID, "saved object: tensor #%zu of %zu", i, s->n);
+    x = s->nodes[i];
+    ndim = ckpt_node_ndim(x);
+    for (a = ndim - 1; a >= 0; a--)
+        stride[a] = a == ndim - 1 ? 1 : stride[a + 1] * ckpt_node_shape(x)[a + 1];
+    snprintf(key, sizeof key, "%zu", i);
+    return ckpt_torch__pickle_tensor(p, ckpt_node_dtype(x), key,
+                                     (uint64_t)ckpt_node_numel(x) * ckpt_dtype_size(ckpt_node_dtype(x)), 0, ndim,
+                                     ckpt_node_shape(x), stride, 0);
+}
+
+/* The storages of the archive, in torch's order (after byteorder, before version). */
+static int saved_storages(ckpt_zip_writer *zw, const ckpt_node *const *nodes, size_t n)
+{
+    ckpt_buf data = CKPT_BUF_INIT;
+    char name[48];
+    size_t i;
+    int rc = 0;
+
+    for (i = 0; i < n && rc >= 0; i++) {
+        int64_t numel = ckpt_node_numel(nodes[i]);
+        size_t len = (size_t)numel * ckpt_dtype_size(ckpt_node_dtype(nodes[i]));
+        ckpt_buf_clear(&data);
+        if ((rc = ckpt_buf_reserve(&data, len ? len : 1)) < 0)
+            break;
+        if ((rc = ckpt_node_read(nodes[i], 0, numel, ckpt_node_dtype(nodes[i]), data.data)) < 0)
+            break;
+        snprintf(name, sizeof name, "archive/data/%zu", i);
+        rc = ckpt_zip_writer_add_bytes(zw, name, data.data, len);
+    }
+    ckpt_buf_dispose(&data);
+    return rc;
+}
+
+int ckpt_dcp_saved_value_tensors(const ckpt_value *v, const ckpt_node *const *nodes, size_t n, ckpt_buf *out)
+{
+    saved_tensors s = { nodes, n };
     ckpt_buf pkl = CKPT_BUF_INIT, archive = CKPT_BUF_INIT;
     ckpt_zip_writer *zw = NULL;
-    int rc = ckpt_torch__pickle_value(v, 2, NULL, NULL, &pkl);
+    int rc = ckpt_torch__pickle_value(v, 2, n ? saved_tensor : NULL, &s, &pkl);
 
     if (rc >= 0)
         rc = ckpt_zip_writer_new_mem(&zw, &archive, 64);
     if (rc >= 0)
         rc = ckpt_torch__archive_head(zw, "archive/", pkl.data, pkl.len);
+    if (rc >= 0)
+        rc = saved_storages(zw, nodes, n);
     if (rc >= 0)
         rc = ckpt_torch__archive_tail(zw, "archive/");
     if (rc >= 0)
@@ -174,6 +227,11 @@ int ckpt_dcp_saved_value(const ckpt_value *v, ckpt_buf *out)
     ckpt_buf_dispose(&pkl);
     ckpt_buf_dispose(&archive);
     return rc;
+}
+
+int ckpt_dcp_saved_value(const ckpt_value *v, ckpt_buf *out)
+{
+    return ckpt_dcp_saved_value_tensors(v, NULL, 0, out);
 }
 
 /* ---- checks and layout ------------------------------------------------------------ */

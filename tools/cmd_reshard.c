@@ -65,10 +65,12 @@ static void reshard_help(FILE *out)
 "chunks of every rank, whatever layout wrote them, and written here in the legacy layout.\n"
 "Its optimizer state (the non-distributed optimizer's, or the distributed optimizer's\n"
 "fully_reshardable or dp_reshardable form, each parameter's range in the buckets taken\n"
-"from the buffer layout its args give and checked against the per-bucket numel objects)\n"
+"from the buffer layout its args give and checked against the per-bucket numel objects;\n"
+"megatron-core 0.13's fully_sharded_model_space and dp_zero_gather_scatter too)\n"
 "is read per parameter; it is written with --to torch_dist in any form, and in the\n"
 "legacy layout as distrib_optim.pt (a non-distributed optimizer's as the kind\n"
-"--to-optimizer plain|distributed names).\n"
+"--to-optimizer plain|distributed names). A form not read fails only a reshard that\n"
+"keeps the optimizer: --no-optimizer writes the model.\n"
 "\n"
 "OUT gets Megatron's layout for the new sizes: the tracker, iter_NNNNNNN/mp_rank_TT[_PPP]/\n"
 "model_optim_rng.pt, `iteration` and `checkpoint_version` kept, `args` rewritten\n"
@@ -121,6 +123,10 @@ static void reshard_help(FILE *out)
 "                           (--overlap-grad-reduce --ddp-bucket-size N) or none (no\n"
 "                           --overlap-grad-reduce); they move the distributed optimizer's\n"
 "                           state, so give them when they change (default: the input's;\n"
+"                           args follow; Megatron)\n"
+"  --num-distributed-optimizer-instances N\n"
+"                           the optimizer instances the target runs with: its buffers\n"
+"                           are padded and sharded for DP / N (default: the input's;\n"
 "                           args follow; Megatron)\n"
 "  --strategy FILE          the target from a Galvatron-style strategy JSON\n"
 "                           ({\"pp_size\": M, \"tp_size_list\": [N, N, ...]}, uniform TP;\n"
@@ -230,7 +236,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
 {
     enum {
         O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT,
-        O_DP, O_BUCKET, O_OPTIM_FORMAT
+        O_DP, O_BUCKET, O_OPTIM_FORMAT, O_INSTANCES
     };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
@@ -241,6 +247,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "to-optimizer", required_argument, NULL, O_TO_OPTIM },
         { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT },
         { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
+        { "num-distributed-optimizer-instances", required_argument, NULL, O_INSTANCES },
         { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
@@ -261,6 +268,10 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             break;
         case O_VPP: rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp); break;
         case O_DP: rc = cli_option_parallel("reshard", "--dp", optarg, &a->target.dp); break;
+        case O_INSTANCES:
+            rc = cli_option_parallel("reshard", "--num-distributed-optimizer-instances", optarg,
+                                     &a->target.dist_opt_instances);
+            break;
         case O_BUCKET:
             if (strcmp(optarg, "none") == 0) {
                 a->target.ddp_bucket_size = CKPT_MEGATRON_NO_BUCKETS;
@@ -375,6 +386,7 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
     const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
                                 : a->target.dp                      ? "--dp"
                                 : a->target.ddp_bucket_size         ? "--ddp-bucket-size"
+                                : a->target.dist_opt_instances      ? "--num-distributed-optimizer-instances"
                                 : a->to_dist                        ? "--to torch_dist"
                                 : a->target.padded_vocab_size       ? "--padded-vocab-size"
                                 : a->true_vocab                     ? "--true-vocab-size"

@@ -33,6 +33,14 @@ typedef struct ckpt_open_options {
  * the reason; CKPT_EFORMAT "unrecognized checkpoint format" when no format bids. */
 CKPT_EXTERN(int) ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts);
 CKPT_EXTERN(void) ckpt_close(ckpt_ckpt *c);
+/* A checkpoint whose bytes are an item of `outer`: `item` a CKPT_VAL_BYTES value of outer's tree
+ * that lies in one of outer's input files (a Distributed Checkpoint's bytes item, which
+ * megatron-core fills with torch.save archives), read in place, nothing copied. It is named
+ * "<that file>, item '<name>'" in messages, belongs to outer and is closed with it; the same
+ * item opened again gives the same checkpoint (not safe while another thread opens an item
+ * of outer). Bytes that lie in no input file (built in memory) are refused, CKPT_EINVALID. */
+CKPT_EXTERN(int) ckpt_open_item(const ckpt_ckpt **out, const ckpt_ckpt *outer, const ckpt_value *item,
+                                const char *name, const ckpt_open_options *opts);
 
 CKPT_EXTERN(const char *) ckpt_path(const ckpt_ckpt *c);
 CKPT_EXTERN(const char *) ckpt_format_name(const ckpt_ckpt *c);

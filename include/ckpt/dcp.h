@@ -31,6 +31,10 @@ CKPT_EXTERN(int) ckpt_dcp_out_chunk(ckpt_dcp_out *d, const char *key, int ndim, 
 CKPT_EXTERN(int) ckpt_dcp_out_bytes(ckpt_dcp_out *d, const char *key, const void *data, size_t len, int rank);
 /* The bytes torch.save writes for `v`, a value tree without tensors (appended to out). */
 CKPT_EXTERN(int) ckpt_dcp_saved_value(const ckpt_value *v, ckpt_buf *out);
+/* The same for a value whose tensor leaf i is nodes[i] (of n), saved as storage "i" of the
+ * archive (a grad scaler's scale in a saved optimizer object). */
+CKPT_EXTERN(int) ckpt_dcp_saved_value_tensors(const ckpt_value *v, const ckpt_node *const *nodes, size_t n,
+                                              ckpt_buf *out);
 
 /* Add the files: per rank `__<rank>_0.distcp` (its chunks, each a torch.save archive, in
  * the order given) and `__<rank>_1.distcp` (its bytes items), then `.metadata`. */

@@ -191,13 +191,16 @@ typedef struct ckpt_megatron_target {
                                           N elements (--overlap-grad-reduce --ddp-bucket-size N),
                                           CKPT_MEGATRON_NO_BUCKETS (no --overlap-grad-reduce),
                                           0: the source's; args follow */
+    int dist_opt_instances;            /* --num-distributed-optimizer-instances of the target run:
+                                          the distributed optimizer's buffers are laid out for
+                                          dp / this; 0: the source's; args follow */
 } ckpt_megatron_target;
 
 #define CKPT_MEGATRON_NO_BUCKETS (-1)
 
 #define CKPT_MEGATRON_TARGET_VERSION 2
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
-                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0 }
+                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0 }
 
 /* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
  * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides

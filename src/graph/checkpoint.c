@@ -49,9 +49,13 @@ void ckpt_close(ckpt_ckpt *c)
 
     if (!c)
         return;
+    /* they read this one's mapping */
+    for (i = 0; i < c->n_items; i++)
+        ckpt_close(c->items[i].ck);
+    free(c->items);
     if (c->format && c->format->close)
         c->format->close(&c->reader);
-    for (i = 0; i < c->n_files; i++)
+    for (i = c->borrowed ? 1 : 0; i < c->n_files; i++)
         ckpt_file_close(c->files[i]);
     ckpt_inputs__release(c);
     free(c->files);
@@ -433,6 +437,95 @@ int ckpt_open(ckpt_ckpt **out, const char *path, const ckpt_open_options *opts)
     rc = finish_open(c);
     if (rc == 0)
         note_zstd(c);
+done:
+    if (rc < 0) {
+        ckpt_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* The input file of c whose mapping holds [p, p + len), or NULL. */
+static const ckpt_file *file_holding(const ckpt_ckpt *c, const uint8_t *p, size_t len)
+{
+    uintptr_t at = (uintptr_t)p;
+    size_t i;
+
+    for (i = 0; i < c->n_files; i++) {
+        const ckpt_file *f = c->files[i];
+        uintptr_t base = (uintptr_t)f->data;
+        if (f->data && at >= base && at - base <= f->size && len <= f->size - (at - base))
+            return f;
+    }
+    return NULL;
+}
+
+static int open_window(ckpt_ckpt *c, const ckpt_file *f, const uint8_t *p, size_t len)
+{
+    ckpt_file *w = ckpt_arena_alloc(c->arena, sizeof *w);
+
+    if (!w || !(c->files = malloc(sizeof *c->files)))
+        return ckpt_error_oom();
+    *w = *f;
+    w->path = c->path;
+    w->data = len ? p : NULL;
+    w->size = len;
+    w->fd_offset = f->fd_offset + (uint64_t)((uintptr_t)p - (uintptr_t)f->data);
+    c->files[0] = w;
+    c->n_files = 1;
+    c->borrowed = 1;
+    return 0;
+}
+
+int ckpt_open_item(const ckpt_ckpt **out, const ckpt_ckpt *outer, const ckpt_value *item, const char *name,
+                   const ckpt_open_options *opts)
+{
+    ckpt_ckpt *o = (ckpt_ckpt *)outer, *c = NULL;
+    struct ckpt_item *grown;
+    const ckpt_file *f;
+    ckpt_probe probe;
+    ckpt_buf path = CKPT_BUF_INIT;
+    open_args a;
+    size_t i;
+    int rc;
+
+    *out = NULL;
+    /* latin-1 text's bytes are not the item's bytes as they lie in the file */
+    if (!outer || !item || item->kind != CKPT_VAL_BYTES || (item->flags & CKPT_BYTES_LATIN1_UTF8) || !name)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s: item '%s' is not bytes as stored",
+                               outer ? outer->path : "(no checkpoint)", name ? name : "");
+    for (i = 0; i < o->n_items; i++)
+        if (o->items[i].item == item) {
+            *out = o->items[i].ck;
+            return 0;
+        }
+    if (!(f = file_holding(o, item->u.bytes.ptr, item->u.bytes.len)))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
+                               "%s: item '%s' lies in no input file (only those are opened in place)", o->path, name);
+    if (ckpt_buf_printf(&path, "%s, item '%s'", f->path, name) < 0)
+        return CKPT_ENOMEM;
+    rc = ckpt_alloc(&c, (const char *)path.data, opts);
+    ckpt_buf_dispose(&path);
+    if (rc < 0)
+        return rc;
+    if ((rc = open_window(c, f, item->u.bytes.ptr, item->u.bytes.len)) < 0)
+        goto done;
+    probe.path = c->path;
+    probe.file = c->files[0];
+    probe.is_dir = 0;
+    probe.partial = 0;
+    a.c = c;
+    a.probe = &probe;
+    if ((rc = ckpt_file_guard(NULL, choose_and_open, &a)) < 0 || (rc = finish_open(c)) < 0)
+        goto done;
+    if (!(grown = realloc(o->items, (o->n_items + 1) * sizeof *grown))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    o->items = grown;
+    o->items[o->n_items].item = item;
+    o->items[o->n_items++].ck = c;
 done:
     if (rc < 0) {
         ckpt_close(c);

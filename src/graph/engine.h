@@ -38,6 +38,13 @@ struct ckpt_ckpt {
     size_t n_globals;
     ckpt_name_index names;
     void *state; /* the format's */
+    /* checkpoints opened over items of this one (ckpt_open_item), closed with it */
+    struct ckpt_item {
+        const ckpt_value *item;
+        struct ckpt_ckpt *ck;
+    } *items;
+    size_t n_items;
+    int borrowed; /* files[0] is a window on another checkpoint's file: not closed here */
 };
 
 #include "../../formats/registry.h"

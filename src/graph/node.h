@@ -71,6 +71,12 @@ int ckpt_node__history(ckpt_graph *g, ckpt_node *x, const char *op, const ckpt_n
 /* The strided view a leaf reads with no rounding, else NULL: what the writer can copy
  * or stream without going through ckpt_node_read. */
 const ckpt_tensor *ckpt_node__plain_view(const ckpt_node *x);
+/* From element `first` of x (at most `count`): the run of elements stored as they are, in
+ * `dtype`, contiguous in one mapped input file, at least `min_run` long: returns its length,
+ * with *file and the byte offset *off where it starts. Otherwise *file is NULL and the
+ * length returned is of elements to read with ckpt_node_read before asking again. */
+int64_t ckpt_node__direct_run(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, int64_t min_run,
+                              const ckpt_file **file, uint64_t *off);
 /* Hand back the mapped input pages a node reads (after its bytes were written), so that
  * strided reads do not keep whole tensors resident. */
 void ckpt_node__release(const ckpt_node *x);

@@ -18,8 +18,13 @@
 #endif
 
 #define DEFAULT_MEMORY (512ull << 20)
-#define MAX_CHUNK (16ull << 20)
+/* A thread moves a placement in steps of at most this many bytes: the step read into its
+ * buffer is still in the core's cache when it is written out, which on a few-core machine
+ * makes the difference between disk speed and memory speed. */
+#define MAX_CHUNK (256ull << 10)
 #define MIN_CHUNK (64ull << 10)
+/* Shorter runs of input bytes are not worth a system call of their own. */
+#define MIN_DIRECT_RUN (64ull << 10)
 
 typedef struct placement {
     size_t blob;
@@ -345,26 +350,6 @@ int ckpt_writer_encoded_size(ckpt_writer *w, size_t blob, uint64_t blob_off, uin
     return 0;
 }
 
-/* Bytes straight from a mapped file: RAW extent, no conversion, no byte swap. */
-static int direct_source(const ckpt_writer *w, const placement *p, const ckpt_file **file, uint64_t *off)
-{
-    const ckpt_tensor *view = ckpt_node__plain_view(w->sources[p->blob].node);
-    const ckpt_storage *s = view ? view->storage : NULL;
-    uint64_t start;
-
-    if (!view || p->encoding != CKPT_EXTENT_RAW || (w->format->caps & CKPT_FORMAT_CRC) || !s || s->n_extents != 1 ||
-        s->byteswap || s->extents[0].encoding != CKPT_EXTENT_RAW || s->extents[0].shuffle > 1 ||
-        s->extents[0].flags || !s->extents[0].file ||
-        view->dtype != w->out->blobs[p->blob].dtype || !ckpt_tensor_is_contiguous(view))
-        return 0;
-    start = (uint64_t)view->offset * ckpt_dtype_size(view->dtype) + p->blob_off;
-    if (start + p->len > s->extents[0].size)
-        return 0;
-    *file = s->extents[0].file;
-    *off = s->extents[0].offset + start;
-    return 1;
-}
-
 static int has_failed(const run_state *rs)
 {
     return __atomic_load_n(&rs->failed, __ATOMIC_RELAXED);
@@ -397,43 +382,98 @@ static void report_progress(const ckpt_writer *w, run_state *rs, uint64_t n)
     }
 }
 
+/* Bytes [done, done + n) of p from where they lie in a mapped input as they are (*src set),
+ * or, *src NULL, how many of them to read through the graph first: consecutive runs that
+ * are not direct are gathered into one read. */
+static uint64_t next_span(const ckpt_writer *w, const placement *p, uint64_t done, uint64_t n, const ckpt_file **src,
+                          uint64_t *src_off)
+{
+    const ckpt_node *node = w->sources[p->blob].node;
+    ckpt_dtype dtype = w->out->blobs[p->blob].dtype;
+    uint64_t es = ckpt_dtype_size(dtype);
+    int64_t first = (int64_t)((p->blob_off + done) / es), count = (int64_t)(n / es), min = (int64_t)(MIN_DIRECT_RUN / es);
+    int64_t total = ckpt_node__direct_run(node, first, count, dtype, min, src, src_off);
+
+    if (*src)
+        return (uint64_t)total * es;
+    while (total < count) {
+        const ckpt_file *next;
+        uint64_t next_off;
+        int64_t run = ckpt_node__direct_run(node, first + total, count - total, dtype, min, &next, &next_off);
+        if (next)
+            break;
+        total += run;
+    }
+    return (uint64_t)total * es;
+}
+
+typedef struct mapped_write {
+    ckpt_outfile *out;
+    uint64_t out_off;
+    const uint8_t *data;
+    size_t len;
+    uint32_t *crc; /* NULL: the format keeps no checksum */
+} mapped_write;
+
+static int write_mapped(void *arg)
+{
+    mapped_write *m = arg;
+
+    if (m->crc)
+        *m->crc = ckpt_crc32(*m->crc, m->data, m->len);
+    return ckpt_outfile_pwrite(m->out, m->out_off, m->data, m->len);
+}
+
+/* Input bytes written as they are: file to file in the kernel, or, where the format keeps a
+ * checksum of them, from the mapping (checksummed while they are in cache), so that they are
+ * copied once rather than into a buffer and out of it. */
+static int write_direct(const ckpt_writer *w, const ckpt_file *src, uint64_t src_off, uint64_t out_off, uint64_t n,
+                        uint32_t *crc)
+{
+    mapped_write m = { w->file, out_off, src->data + src_off, (size_t)n, crc };
+    int rc;
+
+    if (w->format->caps & CKPT_FORMAT_CRC)
+        rc = ckpt_file_guard(src, write_mapped, &m);
+    else
+        rc = ckpt_outfile_copy(w->file, out_off, src, src_off, n);
+    ckpt_file_release(src, src_off, n);
+    return rc;
+}
+
 static int write_placement(const ckpt_writer *w, placement *p, uint8_t *buf, uint8_t *enc, uint64_t chunk,
                            run_state *rs)
 {
-    const ckpt_file *src;
-    uint64_t src_off, done = 0, cursor = p->file_off;
+    uint64_t done = 0, cursor = p->file_off, es = ckpt_dtype_size(w->out->blobs[p->blob].dtype);
     uint32_t crc = 0;
     blob_reader reader;
-    int rc = 0;
+    int direct, rc = 0;
 
-    if (direct_source(w, p, &src, &src_off)) {
-        while (done < p->len && !has_failed(rs)) {
-            uint64_t n = p->len - done < chunk ? p->len - done : chunk;
-            rc = ckpt_outfile_copy(w->file, p->file_off + done, src, src_off + done, n);
-            if (rc < 0)
-                return rc;
-            ckpt_file_release(src, src_off + done, n);
-            done += n;
-            report_progress(w, rs, n);
-        }
-        return 0;
-    }
     blob_reader_open(&reader, w, p->blob, p->blob_off);
+    direct = !reader.sequential && p->encoding == CKPT_EXTENT_RAW && p->blob_off % es == 0 && p->len % es == 0;
     while (done < p->len && !has_failed(rs)) {
-        uint64_t n = p->len - done < chunk ? p->len - done : chunk;
+        uint64_t n = p->len - done < chunk ? p->len - done : chunk, size;
+        const ckpt_file *src = NULL;
+        uint64_t src_off = 0;
         const uint8_t *data = buf;
-        uint64_t size = n;
 
-        rc = blob_reader_read(&reader, p->blob_off + done, n, buf);
-        if (rc < 0)
-            break;
-        if (w->format->caps & CKPT_FORMAT_CRC)
-            crc = ckpt_crc32(crc, buf, (size_t)n);
-        if (p->encoding == CKPT_EXTENT_LATIN1_UTF8) {
-            size = latin1_to_utf8(buf, (size_t)n, enc);
-            data = enc;
+        if (direct)
+            n = next_span(w, p, done, n, &src, &src_off);
+        size = n;
+        if (src) {
+            rc = write_direct(w, src, src_off, cursor, n, (w->format->caps & CKPT_FORMAT_CRC) ? &crc : NULL);
+        } else {
+            rc = blob_reader_read(&reader, p->blob_off + done, n, buf);
+            if (rc < 0)
+                break;
+            if (w->format->caps & CKPT_FORMAT_CRC)
+                crc = ckpt_crc32(crc, buf, (size_t)n);
+            if (p->encoding == CKPT_EXTENT_LATIN1_UTF8) {
+                size = latin1_to_utf8(buf, (size_t)n, enc);
+                data = enc;
+            }
+            rc = ckpt_outfile_pwrite(w->file, cursor, data, (size_t)size);
         }
-        rc = ckpt_outfile_pwrite(w->file, cursor, data, (size_t)size);
         if (rc < 0)
             break;
         cursor += size;

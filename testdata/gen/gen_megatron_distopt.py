@@ -83,6 +83,9 @@ FAMILIES = {
     # mixture of experts: 4 experts (SequentialMLP of the local spec, no grouped GEMM), top-2
     # routing; dense and expert parameters in separate buffers and optimizers (ChainedOptimizer)
     "m": dict(layers=2, bf16=False, tied=False, experts=4),
+    # fp16: fp32 masters, a dynamic grad scaler (512, grown after 2 steps: not its defaults);
+    # global batch 6, a multiple of DP 3 (the scheduler follows it: every layout keeps it)
+    "f": dict(layers=2, bf16=False, fp16=True, tied=False, gbs=6),
 }
 CONFIGS = {
     "a_tp1pp1dp1": dict(family="a", tp=1, pp=1, dp=1),
@@ -90,7 +93,8 @@ CONFIGS = {
     "a_tp2pp1dp2_buckets": dict(family="a", tp=2, pp=1, dp=2, bucket=330),
     # three buckets, the first padded (576 of 640): the fully_reshardable save slices every
     # parameter after that padding at the wrong offset (Megatron-LM PR #5077); the torch 2.10 set
-    "a_tp2pp1dp2_gaps": dict(family="a", tp=2, pp=1, dp=2, bucket=400),
+    "a_tp2pp1dp2_gaps": dict(family="a", tp=2, pp=1, dp=2, bucket=400,
+                             keep=("legacy", "fully_reshardable")),
     "a_tp1pp2dp2": dict(family="a", tp=1, pp=2, dp=2),
     "b_tp2pp2dp1_bf16_tied": dict(family="b", tp=2, pp=2, dp=1),
     "c_tp1pp2dp1_vpp2": dict(family="c", tp=1, pp=2, dp=1),
@@ -99,6 +103,17 @@ CONFIGS = {
     # the same model with the non-distributed optimizer (no --use-distributed-optimizer): the
     # plain torch_dist optimizer state (optimizer.state.exp_avg.<key>) and its legacy twin
     "a_tp2pp1dp1_plain": dict(family="a", tp=2, pp=1, dp=1, plain=True),
+    # fp16 (the grad scaler's state in every form) with --num-distributed-optimizer-instances 3
+    # at DP 3: three optimizer instances of DP 1 each, whose buckets are padded for DP 1 (to
+    # 128; DP 3 would pad to 384); buckets of 1024, 896 and 448 elements, so the fully_
+    # reshardable save has no PR #5077 shift
+    # one optimizer for model chunk 0, one for the others (legacy only); not committed
+    "c_tp1pp2dp1_vpp2_ovstep": dict(family="c", tp=1, pp=2, dp=1, bucket=100000,
+                                    extra=("--overlap-param-gather",
+                                           "--overlap-param-gather-with-optimizer-step"),
+                                    forms=("legacy",)),
+    "f_tp1pp1dp3_fp16_inst3": dict(family="f", tp=1, pp=1, dp=3, inst=3, bucket=800,
+                                   keep=("legacy", "dp_reshardable")),
 }
 FORMS = ("legacy", "dp_reshardable", "fully_reshardable")
 PLAIN_FORMS = ("legacy", "torch_dist")
@@ -106,15 +121,17 @@ PLAIN_FORMS = ("legacy", "torch_dist")
 
 def forms_of(c):
     """the forms saved: the plain optimizer's two, or the distributed optimizer's three"""
-    return PLAIN_FORMS if c["plain"] else FORMS
+    return PLAIN_FORMS if c["plain"] else c.get("forms") or FORMS
 
 
 def forms_kept(c):
-    """the forms committed: the MoE fixture keeps legacy and dp_reshardable (testdata budget;
-    its fully_reshardable save stays in WORK for the oracle)"""
-    if c["experts"]:  # (of the forms this version saves: gen_megatron_distopt_versions sets FORMS)
+    """the forms committed: the MoE fixture keeps legacy and dp_reshardable (of the forms this
+    version saves: gen_megatron_distopt_versions sets FORMS), the fp16 one no fully_reshardable,
+    the PR #5077 one no dp_reshardable (testdata budget; those saves stay in WORK, the oracle
+    loads them)"""
+    if c["experts"]:
         return tuple(f for f in forms_of(c) if f in ("legacy", "dp_reshardable"))
-    return forms_of(c)
+    return c.get("keep") or forms_of(c)
 
 
 def rank_dir(c, r):
@@ -139,6 +156,8 @@ def layout_of(config):
     c.setdefault("experts", None)
     c.setdefault("ep", 1)
     c.setdefault("plain", False)
+    c.setdefault("fp16", False)
+    c.setdefault("inst", 1)
     return c
 
 
@@ -147,12 +166,20 @@ def megatron_argv(c, save):
     if c.get("plain"):
         argv.remove("--use-distributed-optimizer")
     argv += ["--num-layers", str(c["layers"])]
+    if c.get("gbs"):
+        argv[argv.index("--global-batch-size") + 1] = str(c["gbs"])
     argv += ["--tensor-model-parallel-size", str(c["tp"]),
              "--pipeline-model-parallel-size", str(c["pp"])]
     if c["vpl"]:
         argv += ["--num-layers-per-virtual-pipeline-stage", str(c["vpl"])]
     if c["bf16"]:
         argv += ["--bf16"]
+    if c.get("fp16"):
+        argv += ["--fp16", "--initial-loss-scale", "512", "--loss-scale-window", "2",
+                 "--hysteresis", "2", "--min-loss-scale", "1"]
+    if c.get("inst", 1) > 1:
+        argv += ["--num-distributed-optimizer-instances", str(c["inst"])]
+    argv += list(c.get("extra", ()))
     if not c["tied"]:
         argv += ["--untie-embeddings-and-output-weights"]
     if c["bucket"]:
@@ -494,18 +521,19 @@ def cmd_train(opts):
 
 
 def target_layout(family, spec):
-    """spec: a config name, or 'tpXppYdpZ[vppV]' (no overlapped grad reduce) -> layout dict."""
+    """spec: a config name, or 'tpXppYdpZ[epE][instN][vppV]' (no overlapped grad reduce; instN:
+    --num-distributed-optimizer-instances N) -> layout dict."""
     import re
     if spec in CONFIGS:
         c = layout_of(CONFIGS[spec])
         assert c["family"] == family, (spec, family)
         return c
-    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:vpp(\d+))?", spec)
+    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:inst(\d+))?(?:vpp(\d+))?", spec)
     assert m, spec
     c = dict(FAMILIES[family])
     c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)),
-             ep=int(m.group(4) or 1))
-    vpp = int(m.group(5) or 1)
+             ep=int(m.group(4) or 1), inst=int(m.group(5) or 1))
+    vpp = int(m.group(6) or 1)
     c["vpl"] = c["layers"] // (c["pp"] * vpp) if vpp > 1 else None
     c.setdefault("bucket", None)
     c.setdefault("experts", None)
@@ -529,7 +557,12 @@ ORACLE_MOE = [
     ("m_tp1pp1dp2_ep2", "m_tp1pp1dp2_ep2"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2"),
     ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
 ]
-ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE}
+# the fp16 fixture with three optimizer instances: to itself, and to TP 2 DP 2 with two
+# instances of DP 1 (tp2pp1dp1, tp1pp2dp2 equal ckptconv's too: left out, testdata budget)
+ORACLE_FP16_INST = [
+    ("f_tp1pp1dp3_fp16_inst3", "f_tp1pp1dp3_fp16_inst3"), ("f_tp1pp1dp3_fp16_inst3", "tp2pp1dp2inst2"),
+]
+ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE, "oracle_fp16_inst.json": ORACLE_FP16_INST}
 
 
 def oracle_dir(source, target):
@@ -786,7 +819,8 @@ def cmd_describe(opts):
             "fixture": f"megatron/distopt/{opts.tag}{name}",
             "versions": versions,
             "megatron_argv": ranks[0]["argv"],
-            "layout": {k: c[k] for k in ("family", "tp", "pp", "dp", "layers", "bf16", "tied")},
+            "layout": {k: c[k] for k in ("family", "tp", "pp", "dp", "layers", "bf16", "tied")
+                       + (("fp16",) if c["fp16"] else ()) + (("inst",) if c["inst"] > 1 else ())},
             "vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
             "overlap_grad_reduce": bool(c["bucket"]), "ddp_bucket_size": c["bucket"],
             "iterations": ITERS,
@@ -804,7 +838,7 @@ def cmd_describe(opts):
             # torch_dist reader's output converted to legacy must give the same)
             full = full_states(os.path.join(src, "legacy"), ranks, c)
             rec["legacy_state_sha256"] = {n: {st: sha256(t) for st, t in v.items()} for n, v in full.items()}
-        elif not c["plain"]:
+        elif "fully_reshardable" in forms_of(c):
             rec["fully_reshardable_vs_legacy"] = check_fully_vs_legacy(src, ranks, c)
         for form in forms_kept(c):
             f = {"files": file_list(os.path.join(src, form))}
@@ -838,7 +872,9 @@ def cmd_oracle(opts):
             r += 1
         rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
                "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")
-                                 + (("experts", "ep") if c["experts"] else ())},
+                                 + (("experts", "ep") if c["experts"] else ())
+                                 + (("fp16",) if c.get("fp16") else ())
+                                 + (("inst",) if c.get("inst", 1) > 1 else ())},
                "target_vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
                "target_ddp_bucket_size": c["bucket"],
                "megatron_argv": ranks[0]["argv"],

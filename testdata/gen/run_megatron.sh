@@ -82,7 +82,7 @@ if [ "$MODE" = distopt ]; then
     # README_megatron_distopt.md: training with the distributed optimizer, three saved forms
     DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
     DO_TAG=${DISTOPT_TAG:-}
-    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2 m_tp1pp1dp2_ep2 a_tp2pp1dp1_plain}
+    DO_CONFIGS=${DISTOPT_CONFIGS:-a_tp1pp1dp1 a_tp2pp1dp2_buckets a_tp1pp2dp2 b_tp2pp2dp1_bf16_tied c_tp1pp2dp1_vpp2 m_tp1pp1dp2_ep2 a_tp2pp1dp1_plain f_tp1pp1dp3_fp16_inst3}
     mkdir -p "$DO_OUT"
     for c in $DO_CONFIGS; do
         n=$("$PY" -c 'import sys, gen_megatron_distopt as g; c = g.layout_of(g.CONFIGS[sys.argv[1]]); print(c["tp"] * c["pp"] * c["dp"])' "$c")

@@ -37,7 +37,7 @@ TIME=/usr/bin/time
 . "$REPO/tests/bench/lib.sh"
 
 [ -x "$CKPTCONV" ] || die "no ckptconv binary at $CKPTCONV (build first, or pass its path)"
-"$CKPTCONV" reshard --help 2>/dev/null | grep -q -- --to-distributed-optimizer \
+"$CKPTCONV" reshard --help 2>/dev/null | grep -- --to-distributed-optimizer >/dev/null \
     || die "$CKPTCONV reshard has no --to-distributed-optimizer: build a newer ckptconv"
 [ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"
 "$TORCH_PYTHON" -c 'import torch, numpy' 2>/dev/null || die "torch and numpy do not import in $TORCH_PYTHON"

@@ -11,8 +11,9 @@ VPP, DP and the target's buckets) and the same description of its output must eq
 oracle's: every tensor bit for bit (model, fp32 masters, both Adam moments), numel_unpadded,
 buckets_coalesced, the optimizer's param groups and step, the scheduler, the iteration.
 
-ORACLE (default oracle.json) may be oracle_moe.json (the mixture-of-experts fixture at its EP)
-or oracle_versions.json, megatron-core 0.13.1's and 0.19's own
+ORACLE (default oracle.json) may be oracle_moe.json (the mixture-of-experts fixture at its EP),
+oracle_fp16_inst.json (fp16 with its grad scaler, distributed-optimizer instances) or
+oracle_versions.json, megatron-core 0.13.1's and 0.19's own
 reshards (README_megatron_distopt_versions.md); FORM (default legacy) picks which committed
 save of X ckptconv reads (each holds the same state). The values under rerun_state_machine
 (0.13.1's legacy files) are not compared: Megatron's load resets current_iteration, and
@@ -43,7 +44,8 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     cmd = [ckptconv, "reshard", os.path.join(testdata, source), out, "-q",
            "--tp", str(y["tp"]), "--pp", str(y["pp"]), "--vpp", str(pair.get("target_vpp") or 1),
-           "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none"]
+           "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none",
+           "--num-distributed-optimizer-instances", str(y.get("inst", 1))]
     print(" ".join(cmd[1:]))
     subprocess.run(cmd, check=True)
     ours = dh.describe_dir(out)

@@ -26,7 +26,7 @@ hf_py() { "$VENV_PYTHON" "$INTEROP_DIR/hf_llama_check.py" "$@"; }
 layout() {
     case "$1" in
         tp1) echo "--tp 1 --pp 1 --vpp 1" ;;
-        tp2 | tp2_optim | tp2_bf16 | gpt2style_tp2) echo "--tp 2 --pp 1 --vpp 1" ;;
+        tp2 | tp2_bf16 | gpt2style_tp2) echo "--tp 2 --pp 1 --vpp 1" ;;
         pp2) echo "--tp 1 --pp 2 --vpp 1" ;;
         tp2pp2 | tp2pp2_bf16_optim) echo "--tp 2 --pp 2 --vpp 1" ;;
         pp2_vpp2) echo "--tp 1 --pp 2 --vpp 2" ;;
@@ -63,18 +63,24 @@ for to in tp1 tp2 tp2pp2; do
     queue mcore "tp4_ng2 -> $to equals megatron-core's $to" same "$OUT/tp4-$to" "$MT/$to"
 done
 
-# Optimizer state: moments and masters resharded with their parameters.
-# (megatron-core's TP1 twin of tp2_optim, whose exact TP slices tp2_optim holds, is checked when
-# the fixtures are generated and no longer committed: README_megatron.md)
-case_run "reshard tp2_optim -> tp1 -> tp2" \
-    sh -c "'$CKPTCONV' reshard '$MT/tp2_optim' '$OUT/optim-tp1' --tp 1 --pp 1 -q &&
+# Optimizer state: moments and masters resharded with their parameters. The fp32 TP2 fixture
+# with the non-distributed optimizer (FP32Optimizer) is the distopt set's tiny plain one
+# (README_megatron_distopt.md); its layouts' Megatron reshard is checked in test_reshard_distopt.
+OPT="$MT/distopt/a_tp2pp1dp1_plain/legacy"
+case_run "reshard the fp32 TP2 optimizer fixture -> tp1 -> tp2" \
+    sh -c "'$CKPTCONV' reshard '$OPT' '$OUT/optim-tp1' --tp 1 --pp 1 -q &&
            '$CKPTCONV' reshard '$OUT/optim-tp1' '$OUT/optim-tp2' --tp 2 --pp 1 -q"
-queue mcore "tp2_optim -> tp1 -> tp2 equals megatron-core's tp2_optim, optimizer included" \
-    same "$OUT/optim-tp2" "$MT/tp2_optim" optim
-case_run "reshard tp2_optim -> TP2 PP2 -> TP2" \
-    sh -c "'$CKPTCONV' reshard '$MT/tp2_optim' '$OUT/rt1a' --tp 2 --pp 2 -q &&
+queue mcore "fp32 TP2 -> tp1 -> tp2 equals megatron-core's TP2 files, optimizer included" \
+    same "$OUT/optim-tp2" "$OPT" optim
+case_run "reshard the fp32 TP2 optimizer fixture -> TP2 PP2 -> TP2" \
+    sh -c "'$CKPTCONV' reshard '$OPT' '$OUT/rt1a' --tp 2 --pp 2 -q &&
            '$CKPTCONV' reshard '$OUT/rt1a' '$OUT/rt1' --tp 2 --pp 1 -q"
-queue mcore "TP2 -> TP2 PP2 -> TP2 gives back everything (optimizer, rng)" roundtrip "$OUT/rt1" "$MT/tp2_optim"
+queue mcore "TP2 -> TP2 PP2 -> TP2 gives back everything (optimizer)" roundtrip "$OUT/rt1" "$OPT"
+# (the optimizer fixture was saved without rng states: those of tp2 make the same round trip)
+case_run "reshard tp2 -> TP2 PP2 -> TP2" \
+    sh -c "'$CKPTCONV' reshard '$MT/tp2' '$OUT/rt0a' --tp 2 --pp 2 -q &&
+           '$CKPTCONV' reshard '$OUT/rt0a' '$OUT/rt0' --tp 2 --pp 1 -q"
+queue mcore "TP2 -> TP2 PP2 -> TP2 gives back everything (rng included)" roundtrip "$OUT/rt0" "$MT/tp2"
 case_run "reshard tp2pp2_bf16_optim -> TP4 PP1 -> TP2 PP2" \
     sh -c "'$CKPTCONV' reshard '$MT/tp2pp2_bf16_optim' '$OUT/rt2a' --tp 4 --pp 1 -q &&
            '$CKPTCONV' reshard '$OUT/rt2a' '$OUT/rt2' --tp 2 --pp 2 -q"
@@ -112,12 +118,12 @@ queue mcore "a naive dim-0 chunk of linear_fc1 is not megatron-core's TP2 shard;
 
 # Megatron's args and the model-only mode.
 case_run "--no-optimizer leaves out optimizer and scheduler" sh -c "
-    '$CKPTCONV' reshard '$MT/tp2_optim' '$OUT/noopt' --tp 2 --no-optimizer -q &&
+    '$CKPTCONV' reshard '$OPT' '$OUT/noopt' --tp 2 --no-optimizer -q &&
     '$TORCH_PYTHON' -c \"
 import sys; sys.path.insert(0, '$INTEROP_DIR')
 import mcore_check as m
-d = m.load('$OUT/noopt/iter_0000010/mp_rank_01/model_optim_rng.pt')
-assert 'optimizer' not in d and 'opt_param_scheduler' not in d and 'rng_state' in d, list(d)\""
+d = m.load('$OUT/noopt/iter_0000003/mp_rank_01/model_optim_rng.pt')
+assert 'optimizer' not in d and 'opt_param_scheduler' not in d and 'model' in d, list(d)\""
 case_run "--extra-state empty and drop" sh -c "
     '$CKPTCONV' reshard '$MT/tp1' '$OUT/xe' --tp 2 --extra-state empty -q &&
     '$CKPTCONV' reshard '$MT/tp1' '$OUT/xd' --tp 2 --extra-state drop -q &&
@@ -148,20 +154,20 @@ case_run "a missing rank directory is refused" \
     "$CKPTCONV" reshard "$WORK/missing" "$OUT/empty/x" --tp 1
 
 # Malformed values where reshard expects a Namespace, a dict or one tensor: an error naming
-# the file, never a crash. Copies of tp2_optim are rewritten through mcore_check's stand-ins;
+# the file, never a crash. Copies of the fp32 TP2 optimizer fixture are rewritten through mcore_check's stand-ins;
 # the one rewritten unchanged must still reshard.
 corrupted_copies() {
     local how
     for how in none args_int state_list nul_key; do
         rm -rf "${WORK:?}/$how"
-        cp -r "$MT/tp2_optim" "$WORK/$how"
+        cp -r "$OPT" "$WORK/$how"
     done
     mcore_py corrupt "$WORK/none" none
     mcore_py corrupt "$WORK/args_int" args_int 1
     mcore_py corrupt "$WORK/state_list" state_list
     mcore_py corrupt "$WORK/nul_key" nul_key
 }
-case_run "malformed copies of tp2_optim" corrupted_copies
+case_run "malformed copies of the fp32 TP2 optimizer fixture" corrupted_copies
 case_run "the copy rewritten unchanged reshards" ckpt reshard "$WORK/none" "$OUT/none" --tp 1 -q
 case_run "args that are not a Namespace (rank 1) are refused, naming the file" \
     expect_refusal "$OUT/empty" "$WORK/err4" "mp_rank_01" "args is not a Namespace" -- \

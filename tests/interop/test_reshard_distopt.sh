@@ -14,8 +14,9 @@ need_torch
 pair() { "$TORCH_PYTHON" "$INTEROP_DIR/distopt_check.py" "$CKPTCONV" "$TESTDATA" "$1" "$WORK" "${2:-oracle.json}" "${3:-legacy}"; }
 
 # oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP,
-# from its legacy and its torch_dist dp_reshardable save
-for file in oracle.json oracle_moe.json; do
+# from its legacy and its torch_dist dp_reshardable save; oracle_fp16_inst.json: fp16 (the grad
+# scaler) with three optimizer instances, to other TP/PP/DP and instances
+for file in oracle.json oracle_moe.json oracle_fp16_inst.json; do
     ORACLE="$TESTDATA/megatron/distopt/$file"
     [ -f "$ORACLE" ] || die "$ORACLE is missing"
     N=$("$TORCH_PYTHON" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["pairs"]))' "$ORACLE")
@@ -37,7 +38,7 @@ for ((i = 0; i < N; i++)); do
     name=$("$TORCH_PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["pairs"][int(sys.argv[2])]; print(p["source"].split("/")[2], "->", p["target"])' "$VERSIONS" "$i")
     case "$name" in
     core019*) forms="legacy dp_reshardable" ;;
-    *) forms="legacy fully_sharded_model_space" ;;
+    *) forms="legacy fully_sharded_model_space dp_zero_gather_scatter" ;;
     esac
     for form in $forms; do
         case_run "distopt $name ($form)" pair "$i" oracle_versions.json "$form"

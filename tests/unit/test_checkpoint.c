@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static ckpt_ckpt *open_fixture(const char *rel, const char *format)
@@ -195,4 +196,52 @@ CKPT_TEST(test_checkpoint_format_registry)
     ASSERT_TRUE(ckpt_format_for_path("model.weights") == NULL);
     ASSERT_EQ_STR(ckpt_format_find("torch_dist"), "torch_dcp");
     ASSERT_EQ_STR(ckpt_format_find("dcp"), "torch_dcp");
+}
+
+/* A bytes item of a Distributed Checkpoint read as a checkpoint of its own, in place: megatron-
+ * core 0.13.1's dp_zero_gather_scatter keeps each rank's distrib_optim.pt dict there, and it
+ * gives the same tensors as the legacy file of the same run. */
+CKPT_TEST(test_checkpoint_open_item_reads_in_place)
+{
+    static const char key[] = "optimizer.distributed.dp_group_idx_1.param_state/shard_0_1";
+    ckpt_ckpt *dcp = open_fixture("megatron/distopt/core013_a_tp2pp1dp2_buckets/dp_zero_gather_scatter/iter_0000003",
+                                  NULL);
+    ckpt_ckpt *legacy = open_fixture("megatron/distopt/core013_a_tp2pp1dp2_buckets/legacy/iter_0000003/mp_rank_01/"
+                                     "distrib_optim.pt",
+                                     NULL);
+    const ckpt_value *item, *root;
+    const ckpt_ckpt *in = NULL, *again = NULL;
+    const ckpt_tensor *a, *b;
+    ckpt_value fake;
+    float x[1344], y[1344];
+
+    ASSERT_TRUE(dcp != NULL && legacy != NULL);
+    item = ckpt_value_dict_get(ckpt_root(dcp), key);
+    ASSERT_TRUE(item != NULL && item->kind == CKPT_VAL_BYTES);
+    ASSERT_OK(ckpt_open_item(&in, dcp, item, key, NULL));
+    ASSERT_EQ_STR(ckpt_format_name(in), "torch");
+    ASSERT_TRUE(strstr(ckpt_path(in), "__1_1.distcp, item 'optimizer.distributed.dp_group_idx_1.param_state/"
+                                      "shard_0_1'") != NULL);
+    root = ckpt_root(in);
+    ASSERT_TRUE(root && root->kind == CKPT_VAL_LIST && root->u.seq.n == 1);
+    ASSERT_EQ_INT(ckpt_tensor_count(in), 3);
+    a = ckpt_tensor_find(in, "0/0/(torch.float32, torch.float32)/exp_avg_sq");
+    b = ckpt_tensor_find(legacy, "0/(torch.float32, torch.float32)/exp_avg_sq");
+    ASSERT_TRUE(a != NULL && b != NULL && ckpt_tensor_numel(a) == 1344 && ckpt_tensor_numel(b) == 1344);
+    ASSERT_OK(ckpt_tensor_read(a, 0, 1344, CKPT_DTYPE_F32, x));
+    ASSERT_OK(ckpt_tensor_read(b, 0, 1344, CKPT_DTYPE_F32, y));
+    ASSERT_TRUE(memcmp(x, y, sizeof x) == 0);
+    /* opened once: the same item gives the same checkpoint */
+    ASSERT_OK(ckpt_open_item(&again, dcp, item, key, NULL));
+    ASSERT_TRUE(again == in);
+    /* bytes that no input file holds are not opened */
+    memset(&fake, 0, sizeof fake);
+    fake.kind = CKPT_VAL_BYTES;
+    fake.u.bytes.ptr = (const uint8_t *)x;
+    fake.u.bytes.len = sizeof x;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_open_item(&again, dcp, &fake, "fake", NULL));
+    ASSERT_ERROR_MENTIONS("item 'fake' lies in no input file");
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_open_item(&again, dcp, root, "a list", NULL));
+    ckpt_close(legacy);
+    ckpt_close(dcp); /* closes `in` */
 }

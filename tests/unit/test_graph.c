@@ -309,6 +309,72 @@ CKPT_TEST(full_reads_its_value_through_views_and_casts)
     fixture_close(&f);
 }
 
+/* A flat tensor built the way optimizer buffers are: long contiguous pieces of an input
+ * (written straight from the input's mapping), a strided piece and a rounded one (read
+ * through a buffer), zeros between. Every byte and, in the zip, every checksum must come
+ * out as if the whole tensor had been read through the buffer. */
+CKPT_TEST(direct_runs_of_a_flat_concatenation)
+{
+    enum { ROWS = 256, COLS = 512, N = ROWS * COLS };
+    static float vals[N], got[N];
+    const ckpt_node *x, *p[6], *flat;
+    ckpt_graph_output out;
+    ckpt_convert_options opts = CKPT_CONVERT_OPTIONS_INIT;
+    ckpt_open_options oopts = CKPT_OPEN_OPTIONS_INIT;
+    ckpt_convert_report report;
+    const char *paths[2] = { "flat.pt", "flat.safetensors" };
+    int64_t flat_shape = 0, zeros = 37, n, k;
+    ckpt_tensor t;
+    fixture f;
+    size_t i, j;
+
+    for (k = 0; k < N; k++)
+        vals[k] = (float)k;
+    fixture_open(&f);
+    ckpt_test_write_file("big.bin", vals, sizeof vals);
+    ckpt_file_close(f.file);
+    ASSERT_OK(ckpt_file_open(&f.file, "big.bin"));
+    f.e.file = f.file;
+    f.e.stored_size = f.e.size = f.s.nbytes = sizeof vals;
+    matrix(&t, &f, "w", 0, ROWS, COLS);
+    ASSERT_OK(ckpt_node_tensor(f.g, &t, &x));
+    ASSERT_OK(ckpt_node_slice(f.g, x, 0, 0, 96, &p[0]));        /* rows 0..95: one run */
+    ASSERT_OK(ckpt_node_slice(f.g, x, 1, 0, COLS / 2, &p[1]));  /* half of each row: strided */
+    ASSERT_OK(ckpt_node_slice(f.g, p[1], 0, 96, 32, &p[1]));
+    ASSERT_OK(ckpt_node_zeros(f.g, CKPT_DTYPE_F32, 1, &zeros, &p[2]));
+    ASSERT_OK(ckpt_node_slice(f.g, x, 0, 128, 64, &p[3]));      /* a run that starts mid-file */
+    ASSERT_OK(ckpt_node_slice(f.g, x, 0, 192, 32, &p[4]));
+    ASSERT_OK(ckpt_node_cast(f.g, p[4], CKPT_DTYPE_F64, &p[4])); /* converted: read through a buffer */
+    ASSERT_OK(ckpt_node_cast(f.g, p[4], CKPT_DTYPE_F32, &p[4]));
+    ASSERT_OK(ckpt_node_slice(f.g, x, 0, 224, 32, &p[5]));
+    for (i = 0; i < 6; i++) {
+        n = ckpt_node_numel(p[i]);
+        ASSERT_OK(ckpt_node_reshape(f.g, p[i], 1, &n, &p[i]));
+        flat_shape += n;
+    }
+    ASSERT_OK(ckpt_node_concat(f.g, p, 6, 0, &flat));
+    ASSERT_EQ_INT((int)ckpt_node_numel(flat), (int)flat_shape);
+    out = (ckpt_graph_output){ "flat", flat, 0 };
+    oopts.verify_crc = 1;
+    for (j = 0; j < 2; j++) {
+        float *want = vals, *at = got;
+        ckpt_ckpt *c;
+        ASSERT_OK(ckpt_graph_write(&out, 1, paths[j], &opts, &report));
+        ckpt_convert_report_dispose(&report);
+        ASSERT_OK(ckpt_open(&c, paths[j], &oopts));
+        ASSERT_OK(ckpt_tensor_read(ckpt_tensor_find(c, "flat"), 0, flat_shape, CKPT_DTYPE_F32, got));
+        ckpt_close(c);
+        ASSERT_TRUE(memcmp(at, want, 96 * COLS * sizeof *got) == 0);
+        at += 96 * COLS;
+        for (k = 96; k < 128; k++, at += COLS / 2)
+            ASSERT_TRUE(memcmp(at, want + k * COLS, COLS / 2 * sizeof *got) == 0);
+        for (k = 0; k < zeros; k++)
+            ASSERT_TRUE(*at++ == 0.0f);
+        ASSERT_TRUE(memcmp(at, want + 128 * COLS, 128 * COLS * sizeof *got) == 0);
+    }
+    fixture_close(&f);
+}
+
 CKPT_TEST(write_and_reopen)
 {
     const ckpt_node *x, *y;

@@ -136,3 +136,31 @@ CKPT_TEST(test_dist_moe_fully_prefix_by_content_metadata)
     ASSERT_TRUE(!ckpt_megatron__dist_chained_prefix(root, MG_DIST_PLAIN));
     ckpt_arena_free(a);
 }
+
+CKPT_TEST(test_dist_moe_zero_gather_scatter_refused)
+{
+    /* common.pt's optimizer {0: dense, 1: expert}, both dp_zero_gather_scatter: the expert
+       buffers' per-rank legacy state is not read, and that is said before any item is looked at */
+    ckpt_arena *a = NULL;
+    ckpt_value *root, *opt, *inner;
+    opened o;
+    int64_t i;
+
+    ASSERT_OK(open_fixture(&o, "distopt/m_tp1pp1dp2_ep2/dp_reshardable"));
+    ASSERT_OK(ckpt_arena_new(&a));
+    root = ckpt_value_new(a, CKPT_VAL_DICT);
+    opt = ckpt_value_new(a, CKPT_VAL_DICT);
+    ASSERT_TRUE(root && opt);
+    ASSERT_OK(ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "optimizer", 9), opt));
+    for (i = 0; i < 2; i++) {
+        ASSERT_TRUE((inner = ckpt_value_new(a, CKPT_VAL_DICT)) != NULL);
+        ASSERT_OK(ckpt_value_dict_set(a, inner, ckpt_value_new_str(a, "param_state_sharding_type", 25),
+                                      ckpt_value_new_str(a, "dp_zero_gather_scatter", 22)));
+        ASSERT_OK(ckpt_value_dict_set(a, opt, ckpt_value_new_int(a, i), inner));
+    }
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_megatron__read_dist_optim(o.m, NULL, root, 0));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_ERROR_MENTIONS("chained optimizer saved as dp_zero_gather_scatter");
+    ckpt_arena_free(a);
+    close_fixture(&o);
+}

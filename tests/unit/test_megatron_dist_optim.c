@@ -118,7 +118,7 @@ CKPT_TEST(test_dist_optim_target_form)
     close_fixture(&o);
 
     /* a legacy source's optimizer has no per-parameter state yet */
-    ASSERT_OK(open_fixture(&o, "tp2_optim"));
+    ASSERT_OK(open_fixture(&o, "distopt/a_tp2pp1dp1_plain/legacy"));
     t.optimizer = CKPT_MEGATRON_OPTIM_KEEP;
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_megatron__dist_target_form(o.m, &t, &form));
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);

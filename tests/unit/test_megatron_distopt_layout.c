@@ -198,8 +198,9 @@ CKPT_TEST(test_layout_refuses_chunks_out_of_order)
 
 /* The config from args: the default bucket size max(40e6, 1e6 x DP x CP); the expert DP
  * (DP x CP x TP over expert TP x EP: 32 x 2 x 2 / (2 x 4)); no bucketing without
- * overlap_grad_reduce or after the first stage; the target DP replaces args'; the
- * partial distributed optimizer refused. */
+ * overlap_grad_reduce or after the first stage; the target DP replaces args'; N optimizer
+ * instances lay out for 1/N of the group, and must divide it (expert DP 16 too: 32 does not);
+ * one optimizer per chunk (overlap_param_gather_with_optimizer_step) refused. */
 CKPT_TEST(test_layout_config_from_args)
 {
     ckpt_arena *a;
@@ -230,7 +231,20 @@ CKPT_TEST(test_layout_config_from_args)
     ASSERT_OK(ckpt_megatron__dopt_config(args, 0, 0, "x", &cfg));
     ASSERT_EQ_INT(cfg.bucket_size, 1000);
     ASSERT_EQ_INT(cfg.bucketing, 0);
-    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_distributed_optimizer_instances", 2));
+    /* N optimizer instances: the buffers of DP x CP / N (and expert DP / N), the default
+       bucket size still the whole group's */
+    ASSERT_OK(ckpt_megatron_args_set_none(a, args, "ddp_bucket_size"));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_distributed_optimizer_instances", 4));
+    ASSERT_OK(ckpt_megatron__dopt_config(args, 0, 0, "x", &cfg));
+    ASSERT_EQ_INT(cfg.dp, 16);
+    ASSERT_EQ_INT(cfg.expert_dp, 4);
+    ASSERT_EQ_INT(cfg.bucket_size, 64000000);
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_distributed_optimizer_instances", 3));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron__dopt_config(args, 0, 0, "x", &cfg));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_distributed_optimizer_instances", 32));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron__dopt_config(args, 0, 0, "x", &cfg));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_distributed_optimizer_instances", 1));
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "overlap_param_gather_with_optimizer_step", 1));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_megatron__dopt_config(args, 0, 0, "x", &cfg));
     ckpt_arena_free(a);
 }

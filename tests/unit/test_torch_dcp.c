@@ -111,7 +111,7 @@ static void megatron_common_state_first(const char *fixture)
 
 CKPT_TEST(test_torch_dcp_megatron_common_state_first)
 {
-    megatron_common_state_first("megatron/dist_tp2/iter_0000010");
+    megatron_common_state_first("megatron/dist_tp2_bf16/iter_0000010");
     megatron_common_state_first("megatron/dist215_tp2/iter_0000010");
 }
 
@@ -138,7 +138,7 @@ CKPT_TEST(test_torch_dcp_megatron_save_plans_are_data)
 {
     static const char planner[] = "\x8c\x24torch.distributed.checkpoint.planner";
     static const char save_plan[] = "\x8c\x08SavePlan";
-    ckpt_ckpt *old = open_dir(ckpt_test_data("megatron/dist_tp2/iter_0000010"));
+    ckpt_ckpt *old = open_dir(ckpt_test_data("megatron/dist_tp1/iter_0000010"));
     ckpt_ckpt *c = open_dir(ckpt_test_data("megatron/dist215_tp2/iter_0000010"));
     unsigned char *meta;
     size_t i, len;

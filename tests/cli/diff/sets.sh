@@ -5,9 +5,9 @@
 ckptconv reshard -q "$TESTDATA/megatron/tp2" tp1 --tp 1
 ckptconv diff "$TESTDATA/megatron/tp2" tp1 | sed "s|$TESTDATA|TESTDATA|"
 echo "exit ${PIPESTATUS[0]}"
-ckptconv diff -q "$TESTDATA/megatron/dist_tp2" "$TESTDATA/megatron/tp2"
+ckptconv diff -q "$TESTDATA/megatron/dist215_tp2" "$TESTDATA/megatron/tp2"
 echo "torch_dist against torch: exit $?"
-ckptconv diff -q "$TESTDATA/megatron/dist_tp2/iter_0000010" "$TESTDATA/megatron/tp2"
+ckptconv diff -q "$TESTDATA/megatron/dist215_tp2/iter_0000010" "$TESTDATA/megatron/tp2"
 echo "torch_dist iteration directory against torch: exit $?"
 ckptconv diff "$TESTDATA/dcp" "$TESTDATA/dcp" | head -n 1 | sed "s|$TESTDATA|TESTDATA|"
 echo "a plain Distributed Checkpoint: exit ${PIPESTATUS[0]}"

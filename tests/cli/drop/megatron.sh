@@ -17,6 +17,6 @@ ckptconv reshard m r --tp 2 --drop '*._extra_stat3' --json | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 print(r["command"], r["to"]["tp"], r["dropped"], r["bytes_written"] > 0)'
-ckptconv reshard "$TESTDATA/megatron/tp2_optim" o --drop decoder.final_layernorm.weight 2>&1 | sed "s|$TESTDATA|TESTDATA|"
-ckptconv reshard "$TESTDATA/megatron/tp2_optim" o --drop decoder.final_layernorm.weight --no-optimizer -q; echo "exit $?"
+ckptconv reshard "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/legacy" o --drop decoder.final_layernorm.weight 2>&1 | sed "s|$TESTDATA|TESTDATA|"
+ckptconv reshard "$TESTDATA/megatron/distopt/a_tp2pp1dp1_plain/legacy" o --drop decoder.final_layernorm.weight --no-optimizer -q; echo "exit $?"
 ckptconv inspect o | grep -c final_layernorm || true

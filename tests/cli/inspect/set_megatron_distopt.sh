@@ -1,9 +1,10 @@
 # A distributed-optimizer checkpoint lists each parameter's optimizer state by name with its
 # range per rank (grad buffer, bucket, start, end): the same ranges megatron-core's own
 # buffers gave it, as the fixture generator dumped them (expected.json), for every fixture,
-# legacy (distrib_optim.pt) and torch_dist dp_reshardable alike.
+# legacy (distrib_optim.pt), torch_dist dp_reshardable and megatron-core 0.13.1's
+# dp_zero_gather_scatter alike.
 for d in "$TESTDATA"/megatron/distopt/*/; do
-  for form in legacy dp_reshardable; do
+  for form in legacy dp_reshardable dp_zero_gather_scatter; do
     test -d "$d/$form" || continue
     ckptconv inspect --json "$d/$form" | python3 -c '
 import json, sys

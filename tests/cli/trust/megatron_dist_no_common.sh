@@ -1,7 +1,8 @@
 # A torch_dist iteration without common.pt (where megatron-core keeps args), as torch 2.10 and
 # torch 2.15 write it: refused, naming the directory and the missing file.
 for g in "" 215; do
-  cp -r "$TESTDATA/megatron/dist${g}_tp2" "dist$g"
+  [ -z "$g" ] && src=dist_tp1 || src=dist215_tp2
+  cp -r "$TESTDATA/megatron/$src" "dist$g"
   rm "dist$g/iter_0000010/common.pt"
   ckptconv reshard "dist$g" "out$g" --tp 1 --no-optimizer
   echo "exit $?"

@@ -6,9 +6,9 @@ ckptconv reshard "$TESTDATA/megatron/tp1" out --pp 3
 echo "uneven stages: exit $?"
 ckptconv reshard "$TESTDATA/megatron/pp2_vpp2" out --pp 2 --vpp 4
 echo "uneven chunks: exit $?"
-for g in "" 215; do
-  ckptconv reshard "$TESTDATA/megatron/dist${g}_tp1" out --pp 3 --to torch_dist --no-optimizer
-  echo "torch_dist$g: exit $?"
+for d in dist_tp1 dist215_tp2; do
+  ckptconv reshard "$TESTDATA/megatron/$d" out --pp 3 --to torch_dist --no-optimizer
+  echo "$d: exit $?"
 done
 ckptconv hf2mcore "$TESTDATA/hf/llama_tiny" out --pp 3
 echo "hf2mcore: exit $?"

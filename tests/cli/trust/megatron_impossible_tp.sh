@@ -4,9 +4,9 @@ ckptconv reshard "$TESTDATA/megatron/tp2" out --tp 8
 echo "legacy: exit $?"
 ckptconv reshard "$TESTDATA/megatron/tp2" out --tp 8 --to torch_dist --no-optimizer
 echo "to torch_dist: exit $?"
-for g in "" 215; do
-  ckptconv reshard "$TESTDATA/megatron/dist${g}_tp2" out --tp 8 --no-optimizer
-  echo "from torch_dist$g: exit $?"
+for d in dist_tp1 dist215_tp2; do
+  ckptconv reshard "$TESTDATA/megatron/$d" out --tp 8 --no-optimizer
+  echo "from $d: exit $?"
 done
 ckptconv hf2mcore "$TESTDATA/hf/llama_tiny" out --tp 8
 echo "hf2mcore: exit $?"
