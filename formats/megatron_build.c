@@ -42,6 +42,7 @@ int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t 
 
     m->args = args;
     m->info.tp = m->info.pp = m->info.ep = m->info.vpp = 1;
+    m->info.run_tp = m->info.run_pp = m->info.run_vpp = 1;
     m->info.iteration = iteration;
     m->info.checkpoint_version = 3.0;
     m->info.num_layers = ckpt_megatron__arg_int(args, "num_layers", 0);

@@ -174,6 +174,24 @@ static int has_common(const char *dir)
            S_ISREG(st.st_mode);
 }
 
+/* The files hold global shapes (info TP/PP/VPP 1); the run's layout is in its args. */
+static int run_layout(ckpt_megatron *m)
+{
+    static const char *const names[3] = { "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                          "virtual_pipeline_model_parallel_size" };
+    int *to[3] = { &m->info.run_tp, &m->info.run_pp, &m->info.run_vpp };
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        int64_t v = ckpt_megatron__arg_int(m->args, names[i], 1); /* VPP: None without virtual stages */
+        if (v < 1 || v > 4096)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args.%s %lld is not a parallel size",
+                                   m->dist, names[i], (long long)v);
+        *to[i] = (int)v;
+    }
+    return 0;
+}
+
 int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatron_options *opts)
 {
     const ckpt_ckpt *ck;
@@ -200,7 +218,8 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
                                "Megatron-LM?)", m->dist, has_common(m->dist) ? "common.pt" : "'" CKPT_MEGATRON_COMMON_STATE "'");
     if ((v = ckpt_value_dict_get(root, "iteration")) && v->kind == CKPT_VAL_INT)
         iteration = v->u.integer;
-    if ((rc = ckpt_megatron__init_built(m, args, iteration, opts)) < 0 || (rc = ckpt_megatron__dist_moe_setup(m)) < 0)
+    if ((rc = ckpt_megatron__init_built(m, args, iteration, opts)) < 0 || (rc = ckpt_megatron__dist_moe_setup(m)) < 0 ||
+        (rc = run_layout(m)) < 0)
         return rc;
     /* carried to a legacy target like the iteration (the template says 0) */
     if ((v = ckpt_value_dict_get(root, "num_floating_point_operations_so_far")) && v->kind == CKPT_VAL_FLOAT &&

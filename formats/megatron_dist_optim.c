@@ -28,11 +28,8 @@
  * buffer offset (buffer.param_index_map). A parameter of bucket k > 0 thus gets the elements
  * that lie (sum of the end paddings of buckets 0..k-1) further on: part of the parameters
  * that follow it in the buffer, and zeros where the slice runs past the vector's end. The
- * file does not say which version wrote it; its args do say the layout (DP, bucket size,
- * overlap_grad_reduce), so the layout is rebuilt for every source rank and a checkpoint in
- * which any parameter's padded offset differs from its offset in the unpadded vector is
- * refused with that explanation (a fixed save of such a layout is refused too: never read
- * silently wrong). */
+ * file does not say which version wrote it: megatron_dist_optim_pr5077.c tells a defective
+ * save from a right one by its content. */
 #include "megatron_dist_optim.h"
 
 
@@ -150,39 +147,6 @@ static int read_per_param(read_ctx *c, int form)
             if (!e->moment[k])
                 rc = missing(c, e, name);
         }
-    }
-    return rc;
-}
-
-/* ---- the source's grad buffer layout -------------------------------------------- */
-
-/* The defect of the fully_reshardable save (see the top of the file). */
-static int check_fully(read_ctx *c)
-{
-    mg_dist_stage s;
-    size_t i;
-    int pp, rc = 0;
-
-    for (pp = 0; pp < c->z.pp && rc == 0; pp++) {
-        if ((rc = ckpt_megatron__dist_stage(c->m, c->m->args, &c->z, pp, &s)) < 0)
-            break;
-        for (i = 0; i < s.n && rc == 0; i++) {
-            const mg_dopt_range *r = &s.l.ranges[i];
-            const mg_dopt_buffer *b = &s.l.buffers[r->buffer];
-            if (r->start == r->flat || s.idx[i] < 0)
-                continue;
-            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                                 "%s: fully_reshardable optimizer state of a grad buffer of %zu buckets (pipeline "
-                                 "stage %d, its args' DP %lld, bucket size and overlap_grad_reduce): megatron-core "
-                                 "before Megatron-LM PR #5077 (every tag up to core_v0.19.0) saved '%s' from offset "
-                                 "%lld of the buckets' unpadded concatenation where it lies at %lld, so its state in "
-                                 "the file is another parameter's; save it again as dp_reshardable "
-                                 "(--dist-ckpt-optim-fully-reshardable off) or in the legacy format, and convert that",
-                                 c->m->dist, b->n_buckets, pp, (long long)ckpt_megatron__arg_int(c->m->args,
-                                 "data_parallel_size", 1), c->m->entries[s.idx[i]].name, (long long)r->start,
-                                 (long long)r->flat);
-        }
-        ckpt_megatron__dist_stage_free(&s);
     }
     return rc;
 }
@@ -529,10 +493,10 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
     if (!(c.used = calloc(ckpt_tensor_count(ck) + 1, 1)))
         return ckpt_error_oom();
     rc = ckpt_megatron__sort(m);
-    if (rc == 0 && form == MG_DIST_FULLY && !nd) /* each rank sliced its own parameters: no defect */
-        rc = check_fully(&c);
     if (rc == 0)
         rc = form == MG_DIST_DP ? read_dp(&c) : read_per_param(&c, form);
+    if (rc == 0 && form == MG_DIST_FULLY && !nd) /* each rank sliced its own parameters: no defect */
+        rc = ckpt_megatron__dist_check_pr5077(m, &c.z);
     if (rc == 0)
         rc = check_all_used(&c);
     /* the step and param groups (the same on every rank): model-parallel rank 0's */

@@ -80,6 +80,9 @@ int ckpt_megatron__scaler_object(const ckpt_megatron *m, const ckpt_value *v, ck
  * root its root (megatron_dist_optim_zero.c). */
 int ckpt_megatron__dist_zero_flat(const ckpt_megatron *m, const ckpt_ckpt *ck, const ckpt_value *root, int64_t group,
                                   const mg_dopt_layout *l, const ckpt_tensor **flat);
+/* Refuses a fully_reshardable state (read into m's entries, source sizes z) that has the
+ * save defect of megatron-core before Megatron-LM PR #5077 (megatron_dist_optim_pr5077.c). */
+int ckpt_megatron__dist_check_pr5077(const ckpt_megatron *m, const mg_dist_sizes *z);
 /* "torch.float32" etc., or NULL. */
 const char *ckpt_megatron__torch_dtype(ckpt_dtype d);
 

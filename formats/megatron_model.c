@@ -157,6 +157,9 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
                                    ckpt_path(r0->ck));
         m->info.vpp = vp;
     }
+    m->info.run_tp = m->info.tp;
+    m->info.run_pp = m->info.pp;
+    m->info.run_vpp = m->info.vpp;
     m->info.num_layers = ckpt_megatron__arg_int(m->args, "num_layers", 0);
     m->info.padded_vocab_size = ckpt_megatron__arg_int(m->args, "padded_vocab_size", 0);
     m->info.make_vocab_size_divisible_by = ckpt_megatron__arg_int(m->args, "make_vocab_size_divisible_by", 128);

@@ -13,7 +13,7 @@ typedef struct reshard_args {
     const char *in, *out, *strategy;
     ckpt_megatron_target target;
     int64_t iteration, true_vocab;
-    int tp_set, pp_set;
+    int tp_set, pp_set, vpp_set;
     int to_dist; /* --to torch_dist */
     const char *optimizer_option; /* the option that set target.optimizer */
     cli_plan_args p;
@@ -114,8 +114,11 @@ static void reshard_help(FILE *out)
 "needs --force.\n"
 "\n"
 "options:\n"
-"  --tp N, --pp M           target tensor- and pipeline-parallel sizes (default: the input's)\n"
-"  --vpp K                  virtual pipeline chunks per stage (default 1; Megatron)\n"
+"  --tp N, --pp M           target tensor- and pipeline-parallel sizes (default: the\n"
+"                           run's; a torch_dist IN, stored at global shapes: the TP and\n"
+"                           PP its args name)\n"
+"  --vpp K                  virtual pipeline chunks per stage (default: the run's when\n"
+"                           --pp is not given, else 1; Megatron)\n"
 "  --dp N                   data-parallel size the target runs with (default: the\n"
 "                           input's args.data_parallel_size): the distributed\n"
 "                           optimizer's buffers are padded for it (Megatron)\n"
@@ -156,9 +159,14 @@ static void reshard_help(FILE *out)
 "                           any TP/PP/DP); default: the IN's torch_dist form, else\n"
 "                           dp_reshardable. A non-distributed optimizer's state (fp32\n"
 "                           masters, Adam moments) becomes the distributed optimizer's.\n"
-"                           A fully_reshardable IN whose grad buffers hold several\n"
-"                           padded buckets is refused: megatron-core before Megatron-LM\n"
-"                           PR #5077 saved it at the wrong offsets\n"
+"                           megatron-core before Megatron-LM PR #5077 saved\n"
+"                           fully_reshardable state at the wrong offsets in grad buffers\n"
+"                           of several buckets whose inner buckets are padded: such an\n"
+"                           IN is refused when a parameter it would have moved has a\n"
+"                           saved master that is not its weight (rounded for bf16/fp16);\n"
+"                           a right one (ckptconv's, or a megatron-core with the fix) is\n"
+"                           read. The loader never had the defect: fully_reshardable is\n"
+"                           written for any layout\n"
 "  --dry-run                print every output file and tensor with its sources; write nothing\n"
 "  --json                   one JSON report on stdout (also with --dry-run)\n"
 "  --drop PATTERN           leave out the input tensors PATTERN matches (a glob over\n"
@@ -266,7 +274,10 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             rc = cli_option_parallel("reshard", "--pp", optarg, &a->target.pp);
             a->pp_set = 1;
             break;
-        case O_VPP: rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp); break;
+        case O_VPP:
+            rc = cli_option_parallel("reshard", "--vpp", optarg, &a->target.vpp);
+            a->vpp_set = 1;
+            break;
         case O_DP: rc = cli_option_parallel("reshard", "--dp", optarg, &a->target.dp); break;
         case O_INSTANCES:
             rc = cli_option_parallel("reshard", "--num-distributed-optimizer-instances", optarg,
@@ -356,9 +367,9 @@ static int print_json(const reshard_args *a, const ckpt_megatron *m, const ckpt_
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
     cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
-    cJSON_AddNumberToObject(from, "tp", in->tp);
-    cJSON_AddNumberToObject(from, "pp", in->pp);
-    cJSON_AddNumberToObject(from, "vpp", in->vpp);
+    cJSON_AddNumberToObject(from, "tp", in->run_tp);
+    cJSON_AddNumberToObject(from, "pp", in->run_pp);
+    cJSON_AddNumberToObject(from, "vpp", in->run_vpp);
     cJSON_AddNumberToObject(from, "ep", in->ep);
     cJSON_AddNumberToObject(from, "dp", (double)source_dp(m));
     cJSON_AddNumberToObject(from, "padded_vocab_size", (double)in->padded_vocab_size);
@@ -451,10 +462,13 @@ static int run(reshard_args *a)
         (rc = ckpt_plan_check_drop_patterns(plan)) < 0)
         goto done;
     info = ckpt_megatron_info_of(m);
+    /* the run's layout (a torch_dist IN's args), its virtual stages with its stages */
     if (!a->tp_set)
-        a->target.tp = info->tp;
+        a->target.tp = info->run_tp;
     if (!a->pp_set)
-        a->target.pp = info->pp;
+        a->target.pp = info->run_pp;
+    if (!a->pp_set && !a->vpp_set)
+        a->target.vpp = info->run_vpp;
     if ((rc = a->to_dist ? ckpt_megatron_plan_dist(m, &a->target, plan) : ckpt_megatron_plan(m, &a->target, plan)) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
@@ -464,7 +478,7 @@ static int run(reshard_args *a)
     if (a->p.dry_run) {
         char summary[512];
         snprintf(summary, sizeof summary, "reshard %s (TP %d, PP %d, VPP %d) -> %s (TP %d, PP %d, VPP %d)", a->in,
-                 info->tp, info->pp, info->vpp, a->out, a->target.tp, a->target.pp, a->target.vpp);
+                 info->run_tp, info->run_pp, info->run_vpp, a->out, a->target.tp, a->target.pp, a->target.vpp);
         rc = cli_plan_dry_run(plan, summary);
         goto done;
     }
@@ -481,7 +495,7 @@ static int run(reshard_args *a)
             snprintf(dp, sizeof dp, " (distributed optimizer, DP %lld -> %lld)", (long long)source_dp(m),
                      (long long)target_dp(a, m));
         fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s%s, %zu files, %s%s in %.2f s\n",
-                a->out, info->tp, info->pp, info->vpp, a->target.tp, a->target.pp, a->target.vpp,
+                a->out, info->run_tp, info->run_pp, info->run_vpp, a->target.tp, a->target.pp, a->target.vpp,
                 a->to_dist ? " (torch_dist)" : "", dp, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size),
                 !info->has_optimizer || a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP ? ""

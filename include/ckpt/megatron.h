@@ -110,7 +110,9 @@ CKPT_EXTERN(const ckpt_value *) ckpt_megatron_arg(const ckpt_value *args, const 
 CKPT_EXTERN(const ckpt_value *) ckpt_megatron_args(const ckpt_megatron *m);
 
 typedef struct ckpt_megatron_info {
-    int tp, pp, vpp, ep;
+    int tp, pp, vpp, ep;         /* the layout of the files: torch_dist stores global shapes (1) */
+    int run_tp, run_pp, run_vpp; /* the layout the run trained with (torch_dist: its args), the
+                                    default target of a reshard */
     int64_t num_layers;
     int64_t padded_vocab_size;   /* rows of the vocabulary tables as stored */
     int64_t true_vocab_size;     /* 0 when unknown */
