@@ -221,7 +221,7 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
     ckpt_arena *a = ckpt_plan_arena(plan);
     const ckpt_ckpt *ck;
     const ckpt_value *src, *sched;
-    ckpt_value *copy = NULL;
+    ckpt_value *copy = NULL, *args;
     int rc = 0;
 
     if (form == MG_DIST_NONE)
@@ -236,6 +236,12 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
         rc = distributed_common(m, form, plan, file, &copy);
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), copy);
+    /* Megatron builds the kind of optimizer args name: the form written, also when only
+     * --optim-format asked for the distributed one */
+    if (rc == 0 && (args = (ckpt_value *)ckpt_megatron__namespace_dict(ckpt_value_dict_get(root, "args"))) &&
+        ckpt_value_dict_get(args, "use_distributed_optimizer"))
+        rc = ckpt_value_dict_set(a, args, new_str(a, "use_distributed_optimizer"),
+                                 ckpt_value_new_bool(a, form != MG_DIST_PLAIN));
     if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
     return rc;
