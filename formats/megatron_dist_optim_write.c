@@ -4,8 +4,9 @@
  * FP32Optimizer / Float16OptimizerWithFloat16Params sharded_state_dict, Megatron-LM
  * training/checkpointing.py _build_sharded_state_dict_metadata):
  * - plain: optimizer = the torch optimizer's {'param_groups' (without 'params'), 'state':
- *   {'common_step': tensor}} (wrapped as {'optimizer': ..., 'fp32_from_fp16_params': ...} for
- *   bf16/fp16 models), kept as the source has it;
+ *   {'common_step': tensor}} (wrapped as {'optimizer': ..., 'grad_scaler'?} for bf16/fp16
+ *   models), kept as a torch_dist source has it, made from a legacy source's
+ *   (megatron_dist_optim_legacy_plain.c);
  * - fully_reshardable: optimizer = {'optimizer': {'param_groups': [... each with 'step']},
  *   'param_state_sharding_type': 'fully_reshardable'}; content_metadata =
  *   {'distrib_optim_sharding_type': 'fully_reshardable',
@@ -28,11 +29,11 @@ void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, co
     *root = m->dist_ck ? m->dist_root : r ? r->root : NULL;
 }
 
-int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_target *t, int *form)
+int ckpt_megatron__dist_target_form(ckpt_megatron *m, const ckpt_megatron_target *t, int *form)
 {
     const char *src = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
-    /* a legacy distrib_optim.pt read into moment[] (megatron_distopt_read.c) */
-    int legacy = !m->dist_ck && m->info.distributed_optimizer && m->moments;
+    /* the source's state, torch_dist or legacy (then read into moment[] here), is the plain form */
+    int plain = m->dist_ck ? m->dist_form == MG_DIST_PLAIN : !m->info.distributed_optimizer;
     int distributed, rc;
 
     *form = MG_DIST_NONE;
@@ -40,17 +41,17 @@ int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_
         return 0;
     if ((rc = ckpt_megatron__dist_optim_unread(m)) < 0 || !(m->info.has_optimizer || m->info.distributed_optimizer))
         return rc;
-    if (!m->moments || (!m->dist_ck && !legacy))
+    if (!m->dist_ck && ((rc = ckpt_megatron__distopt_missing(m)) < 0 || (rc = ckpt_megatron__moments(m)) < 0))
+        return rc;
+    if (!m->moments)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: the non-distributed optimizer's state of a legacy checkpoint is not written in "
-                               "the torch_dist format yet; --no-optimizer writes the model (load it with "
-                               "--no-load-optim, or --finetune)",
+                               "%s: its optimizer state is in no form read here; --no-optimizer writes the model "
+                               "(load it with --no-load-optim, or --finetune)",
                                src);
     /* an explicit form of the distributed optimizer's state asks for the distributed optimizer */
     distributed = t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED ||
-                  (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP &&
-                   (legacy || m->dist_form != MG_DIST_PLAIN || t->sharding != CKPT_MEGATRON_SHARDING_AUTO));
-    if (!distributed && m->dist_form != MG_DIST_PLAIN)
+                  (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (!plain || t->sharding != CKPT_MEGATRON_SHARDING_AUTO));
+    if (!distributed && !plain)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: the distributed optimizer's state is not written as the non-distributed "
                                "optimizer's in the torch_dist format yet",
@@ -155,6 +156,8 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
         return rc;
     if (m->dist_form == MG_DIST_PLAIN)
         return groups_from_plain(m, plan, file, opt, sd);
+    if (!m->dist_ck && !m->info.distributed_optimizer)
+        return ckpt_megatron__distributed_groups(m, plan, file, mg_rank_at(m, 0, 0, 0), sd);
     if (m->dist_form == MG_DIST_DP)
         return ckpt_megatron__carry(plan, file, m->g, ck, m->dist_optim_sd, sd);
     if (m->dist_chained || (opt && opt->kind == CKPT_VAL_LIST))
@@ -234,19 +237,27 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
     ckpt_arena *a = ckpt_plan_arena(plan);
     const ckpt_ckpt *ck;
     const ckpt_value *src, *sched;
-    ckpt_value *copy = NULL;
+    ckpt_value *copy = NULL, *args;
     int rc = 0;
 
     if (form == MG_DIST_NONE)
         return 0;
     ckpt_megatron__dist_source(m, &ck, &src);
     sched = src ? ckpt_value_dict_get(src, "opt_param_scheduler") : NULL;
-    if (form == MG_DIST_PLAIN)
+    if (form == MG_DIST_PLAIN && !m->dist_ck)
+        rc = ckpt_megatron__dist_plain_common_legacy(m, plan, file, &copy);
+    else if (form == MG_DIST_PLAIN)
         rc = ckpt_megatron__carry(plan, file, m->g, ck, ckpt_value_dict_get(src, "optimizer"), &copy);
     else
         rc = distributed_common(m, form, plan, file, &copy);
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), copy);
+    /* Megatron builds the kind of optimizer args name: the form written, also when only
+     * --optim-format asked for the distributed one */
+    if (rc == 0 && (args = (ckpt_value *)ckpt_megatron__namespace_dict(ckpt_value_dict_get(root, "args"))) &&
+        ckpt_value_dict_get(args, "use_distributed_optimizer"))
+        rc = ckpt_value_dict_set(a, args, new_str(a, "use_distributed_optimizer"),
+                                 ckpt_value_new_bool(a, form != MG_DIST_PLAIN));
     if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
     return rc;

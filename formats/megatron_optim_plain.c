@@ -479,20 +479,18 @@ static int distributed_group(ckpt_megatron *m, ckpt_plan *plan, size_t file, con
     return rc < 0 ? rc : ckpt_value_dict_set(a, *out, new_str(a, "step"), ckpt_value_new_float(a, step));
 }
 
-int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
-                                         ckpt_value **out)
+int ckpt_megatron__distributed_groups(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                      ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
     const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer"), *sd, *masters, *groups;
-    const ckpt_value *scaler = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
-    ckpt_value *groups_out = ckpt_value_new(a, CKPT_VAL_LIST), *inner = ckpt_value_new(a, CKPT_VAL_DICT);
-    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *group, *copy;
+    ckpt_value *groups_out = ckpt_value_new(a, CKPT_VAL_LIST), *group;
     double step;
     size_t g;
     int rc;
 
-    *out = NULL;
-    if (!groups_out || !inner || !wrap)
+    *out = ckpt_value_new(a, CKPT_VAL_DICT);
+    if (!groups_out || !*out)
         return CKPT_ENOMEM;
     if ((rc = ckpt_megatron__find_state_dict(tmpl->ck, opt, &sd, &masters)) < 0 ||
         (rc = ckpt_megatron__optim_step(m, &step)) < 0)
@@ -502,7 +500,22 @@ int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size
         if ((rc = distributed_group(m, plan, file, tmpl->ck, ckpt_megatron__seq_at(groups, g), step, &group)) < 0 ||
             (rc = ckpt_value_append(a, groups_out, group)) < 0)
             return rc;
-    if ((rc = ckpt_value_dict_set(a, inner, new_str(a, "param_groups"), groups_out)) < 0 ||
+    return ckpt_value_dict_set(a, *out, new_str(a, "param_groups"), groups_out);
+}
+
+int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                         ckpt_value **out)
+{
+    ckpt_arena *a = ckpt_plan_arena(plan);
+    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
+    const ckpt_value *scaler = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
+    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *inner, *copy;
+    int rc;
+
+    *out = NULL;
+    if (!wrap)
+        return CKPT_ENOMEM;
+    if ((rc = ckpt_megatron__distributed_groups(m, plan, file, tmpl, &inner)) < 0 ||
         (rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), inner)) < 0)
         return rc;
     if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0 ||

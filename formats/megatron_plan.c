@@ -469,13 +469,8 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
     /* the per-parameter form, tied output layer copies included, before the copies are made */
     if (t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
         return ckpt_megatron__moments(m);
-    if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer &&
-        t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && ckpt_megatron__arg_int(m->args, "use_distributed_optimizer", 0))
-        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
-                               "%s: args.use_distributed_optimizer is set, but no rank directory has its "
-                               "distrib_optim.pt (the parameters' optimizer state); --no-optimizer writes a "
-                               "model-only checkpoint",
-                               m->set ? ckpt_set_info_of(m->set)->root : "");
+    if (t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && (rc = ckpt_megatron__distopt_missing(m)) < 0)
+        return rc;
     if (m->left_out_params && m->info.has_optimizer && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "%s: %zu parameter%s left out (--drop), and the optimizer state follows the "
@@ -489,6 +484,18 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
     if (m->info.distributed_optimizer && !m->dist && t->optimizer == CKPT_MEGATRON_OPTIM_KEEP && !m->moments &&
         (rc = ckpt_megatron__read_distopt(m)) < 0)
         return rc;
+    return 0;
+}
+
+int ckpt_megatron__distopt_missing(const ckpt_megatron *m)
+{
+    if (!m->info.distributed_optimizer && !m->dist && m->info.has_optimizer &&
+        ckpt_megatron__arg_int(m->args, "use_distributed_optimizer", 0))
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                               "%s: args.use_distributed_optimizer is set, but no rank directory has its "
+                               "distrib_optim.pt (the parameters' optimizer state); --no-optimizer writes a "
+                               "model-only checkpoint",
+                               m->set ? ckpt_set_info_of(m->set)->root : "");
     return 0;
 }
 

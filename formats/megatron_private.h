@@ -180,15 +180,23 @@ int ckpt_megatron__nd_flattened(ckpt_megatron *m, const ckpt_tensor *t, int64_t 
  * rank 0's file), or NULLs for a model built tensor by tensor. */
 void ckpt_megatron__dist_source(const ckpt_megatron *m, const ckpt_ckpt **ck, const ckpt_value **root);
 /* The optimizer form of torch_dist target t (MG_DIST_NONE: none written), or an error for a
- * source or form not written (megatron_dist_optim_write.c). */
-int ckpt_megatron__dist_target_form(const ckpt_megatron *m, const ckpt_megatron_target *t, int *form);
+ * source or form not written (megatron_dist_optim_write.c); a legacy source's state is read
+ * into moment[] for it. */
+int ckpt_megatron__dist_target_form(ckpt_megatron *m, const ckpt_megatron_target *t, int *form);
+/* A legacy source whose args say the distributed optimizer but whose rank directories have no
+ * distrib_optim.pt: refused naming it (megatron_plan.c). */
+int ckpt_megatron__distopt_missing(const ckpt_megatron *m);
 /* The state key ("optimizer.state.<name>.<key>") of moment k of entry e in `form`; NULL for
  * the master copy of an fp32 model under the non-distributed optimizer (the weight itself). */
 const char *ckpt_megatron__dist_moment_name(int form, const mg_entry *e, int k);
 /* common.pt's `optimizer` and `opt_param_scheduler` entries for `form`, added to root (plan
- * file `file`); then its `content_metadata`, as megatron-core saves it. */
+ * file `file`, its `args` already there: use_distributed_optimizer set to the form); then its
+ * `content_metadata`, as megatron-core saves it. */
 int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root);
 int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root);
+/* common.pt's `optimizer` keeping a legacy source's non-distributed optimizer (its step and
+ * param groups; megatron_dist_optim_legacy_plain.c). */
+int ckpt_megatron__dist_plain_common_legacy(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **out);
 /* The torch_dist key of entry e ("decoder.layers.<module key>" for a layer) into out. */
 int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
@@ -291,6 +299,9 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
  * plain source's template rank `tmpl`. */
 int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
                                          ckpt_value **out);
+/* Its {'param_groups': [...]} alone (DistributedOptimizer.state_dict()['optimizer']). */
+int ckpt_megatron__distributed_groups(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
+                                      ckpt_value **out);
 /* A torch_dist source's optimizer in a legacy target rank file `root` (t->optimizer plain or
  * distributed: the `optimizer` entry either kind saves, from the source's param groups and
  * step), and the source's `opt_param_scheduler`. */

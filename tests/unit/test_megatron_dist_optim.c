@@ -1,7 +1,8 @@
 /* The optimizer state of torch_dist checkpoints (formats/megatron_dist_optim*.c): the
  * non-distributed optimizer of testdata/megatron/distopt/a_tp2pp1dp1_plain (megatron-core 0.16) read per
- * parameter and layer, the target form chosen from the target, the dp_reshardable keys and
- * the grad buffer layout of a stage. Round trips through every form run in tests/cli/dcp. */
+ * parameter and layer, the target form chosen from the target, the dp_reshardable keys, the
+ * grad buffer layout of a stage, and common.pt's optimizer of a legacy plain source. Round
+ * trips through every form run in tests/cli/dcp. */
 #include "test.h"
 
 #include "../../formats/megatron_dist_optim.h"
@@ -117,12 +118,56 @@ CKPT_TEST(test_dist_optim_target_form)
     ASSERT_EQ_INT(form, MG_DIST_NONE);
     close_fixture(&o);
 
-    /* a legacy source's optimizer has no per-parameter state yet */
+    /* a legacy source's non-distributed optimizer: its state read per parameter, kept plain */
     ASSERT_OK(open_fixture(&o, "distopt/a_tp2pp1dp1_plain/legacy"));
     t.optimizer = CKPT_MEGATRON_OPTIM_KEEP;
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_megatron__dist_target_form(o.m, &t, &form));
-    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_OK(ckpt_megatron__dist_target_form(o.m, &t, &form));
+    ASSERT_EQ_INT(form, MG_DIST_PLAIN);
+    ASSERT_TRUE(o.m->moments);
+    t.optimizer = CKPT_MEGATRON_OPTIM_DISTRIBUTED;
+    ASSERT_OK(ckpt_megatron__dist_target_form(o.m, &t, &form));
+    ASSERT_EQ_INT(form, MG_DIST_DP);
+    t.optimizer = CKPT_MEGATRON_OPTIM_KEEP;
+    t.sharding = CKPT_MEGATRON_SHARDING_FULLY_RESHARDABLE;
+    ASSERT_OK(ckpt_megatron__dist_target_form(o.m, &t, &form));
+    ASSERT_EQ_INT(form, MG_DIST_FULLY);
     close_fixture(&o);
+}
+
+/* common.pt's optimizer from a legacy plain source: the state dict without per-parameter
+ * state ({'state': {'common_step'}, 'param_groups'} without 'params'), unwrapped from the fp16
+ * wrapper's masters. */
+static void check_plain_common(const char *fixture, int wrapped)
+{
+    const ckpt_value *sd, *groups, *state, *step;
+    ckpt_value *out;
+    size_t file, g;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, fixture));
+    ASSERT_OK(ckpt_plan_add_file(o.plan, "common.pt", "torch", &file));
+    ASSERT_OK(ckpt_megatron__dist_plain_common_legacy(o.m, o.plan, file, &out));
+    ASSERT_TRUE(out->kind == CKPT_VAL_DICT);
+    ASSERT_TRUE(!ckpt_value_dict_get(out, "fp32_from_fp16_params"));
+    sd = wrapped ? ckpt_value_dict_get(out, "optimizer") : out;
+    ASSERT_TRUE(sd && sd->kind == CKPT_VAL_DICT && sd->u.dict.map.n == 2);
+    ASSERT_TRUE(ckpt_value_is_str(sd->u.dict.map.keys[0], "state"));
+    state = ckpt_value_dict_get(sd, "state");
+    step = ckpt_value_dict_get(state, "common_step");
+    ASSERT_TRUE(state->u.dict.map.n == 1 && step && step->kind == CKPT_VAL_TENSOR);
+    groups = ckpt_value_dict_get(sd, "param_groups");
+    ASSERT_EQ_INT((int)groups->u.seq.n, 2);
+    for (g = 0; g < groups->u.seq.n; g++) {
+        ASSERT_TRUE(!ckpt_value_dict_get(groups->u.seq.items[g], "params"));
+        ASSERT_TRUE(ckpt_value_dict_get(groups->u.seq.items[g], "weight_decay") != NULL);
+    }
+    close_fixture(&o);
+}
+
+CKPT_TEST(test_dist_optim_plain_common_legacy)
+{
+    check_plain_common("distopt/a_tp2pp1dp1_plain/legacy", 0);
+    check_plain_common("tp2pp2_bf16_optim", 1);
 }
 
 CKPT_TEST(test_dist_optim_bucket_key)
