@@ -1,34 +1,9 @@
 /* Megatron checkpoints as one logical model, and plans at other layouts, on the checkpoints
  * megatron-core wrote (testdata/megatron). Values are checked by interop.test_reshard; here
  * the shapes, names, layouts and refusals. */
-#include "test.h"
+#include "megatron_fixture.h"
 
 #include <stdlib.h>
-
-typedef struct opened {
-    ckpt_set *set;
-    ckpt_plan *plan;
-    ckpt_megatron *m;
-} opened;
-
-static int open_fixture(opened *o, const char *name)
-{
-    char path[256];
-    int rc;
-
-    memset(o, 0, sizeof *o);
-    snprintf(path, sizeof path, "megatron/%s", name);
-    if ((rc = ckpt_set_open(&o->set, ckpt_test_data(path), NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
-        return rc;
-    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
-}
-
-static void close_fixture(opened *o)
-{
-    ckpt_megatron_close(o->m);
-    ckpt_plan_free(o->plan);
-    ckpt_set_close(o->set);
-}
 
 static const ckpt_node *find(const ckpt_megatron *m, const char *name, ckpt_tensor_layout *l)
 {

@@ -3,36 +3,10 @@
  * (EP 2, 4 experts, the chained optimizer) read at its EP, each expert a view of the item at
  * its global index; the chained optimizer's items, group indices and prefixes. The whole
  * reshard, against megatron-core's own saves, runs in tests/cli/dcp/optim_moe.sh. */
-#include "test.h"
-
 #include "../../formats/megatron_dist_optim.h"
+#include "megatron_fixture.h"
 
 #include <stdlib.h>
-
-typedef struct opened {
-    ckpt_set *set;
-    ckpt_plan *plan;
-    ckpt_megatron *m;
-} opened;
-
-static int open_fixture(opened *o, const char *name)
-{
-    char path[256];
-    int rc;
-
-    memset(o, 0, sizeof *o);
-    snprintf(path, sizeof path, "megatron/%s", name);
-    if ((rc = ckpt_set_open(&o->set, ckpt_test_data(path), NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
-        return rc;
-    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
-}
-
-static void close_fixture(opened *o)
-{
-    ckpt_megatron_close(o->m);
-    ckpt_plan_free(o->plan);
-    ckpt_set_close(o->set);
-}
 
 static const mg_entry *entry(const ckpt_megatron *m, const char *name, int ep)
 {

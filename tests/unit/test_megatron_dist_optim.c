@@ -3,46 +3,10 @@
  * parameter and layer, the target form chosen from the target, the dp_reshardable keys, the
  * grad buffer layout of a stage, and common.pt's optimizer of a legacy plain source. Round
  * trips through every form run in tests/cli/dcp. */
-#include "test.h"
-
 #include "../../formats/megatron_dist_optim.h"
+#include "megatron_fixture.h"
 
 #include <stdlib.h>
-
-typedef struct opened {
-    ckpt_set *set;
-    ckpt_plan *plan;
-    ckpt_megatron *m;
-} opened;
-
-static int open_fixture(opened *o, const char *name)
-{
-    char path[256];
-    int rc;
-
-    memset(o, 0, sizeof *o);
-    snprintf(path, sizeof path, "megatron/%s", name);
-    if ((rc = ckpt_set_open(&o->set, ckpt_test_data(path), NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
-        return rc;
-    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
-}
-
-static void close_fixture(opened *o)
-{
-    ckpt_megatron_close(o->m);
-    ckpt_plan_free(o->plan);
-    ckpt_set_close(o->set);
-}
-
-static const mg_entry *entry(const ckpt_megatron *m, const char *name)
-{
-    size_t i;
-
-    for (i = 0; i < m->n_entries; i++)
-        if (strcmp(m->entries[i].name, name) == 0)
-            return &m->entries[i];
-    return NULL;
-}
 
 /* Whether node x holds the elements of stacked tensor `stacked` of checkpoint ck at layer l. */
 static int same_as_layer(const ckpt_megatron *m, const ckpt_node *x, const char *stacked, int64_t l)
@@ -85,10 +49,10 @@ CKPT_TEST(test_dist_optim_plain_read_per_layer)
     }
     ASSERT_EQ_INT((int)params, 15);
     /* layer 1's moments are layer 1 of the stacked keys, local norms under TE's names */
-    ASSERT_TRUE((e = entry(o.m, "decoder.layers.1.self_attention.linear_proj.weight")) != NULL);
+    ASSERT_TRUE((e = entry_named(o.m, "decoder.layers.1.self_attention.linear_proj.weight")) != NULL);
     ASSERT_TRUE(same_as_layer(o.m, e->moment[MG_EXP_AVG],
                               "optimizer.state.exp_avg.decoder.layers.self_attention.linear_proj.weight", 1));
-    ASSERT_TRUE((e = entry(o.m, "decoder.layers.1.input_layernorm.weight")) != NULL);
+    ASSERT_TRUE((e = entry_named(o.m, "decoder.layers.1.input_layernorm.weight")) != NULL);
     ASSERT_TRUE(same_as_layer(o.m, e->moment[MG_EXP_AVG_SQ],
                               "optimizer.state.exp_avg_sq.decoder.layers.self_attention.linear_qkv.layer_norm_weight",
                               1));

@@ -4,48 +4,12 @@
  * holds it beside the legacy save of the same state; every parameter's master and moments read
  * from one equal those read from the other, and a state that does not fit its layout is
  * refused naming the data file and the item. */
-#include "test.h"
-
 #include "../../formats/megatron_dist_optim.h"
+#include "megatron_fixture.h"
 
 #include <stdlib.h>
 
-#define FIXTURE "megatron/distopt/core013_a_tp2pp1dp2_buckets/"
-
-typedef struct opened {
-    ckpt_set *set;
-    ckpt_plan *plan;
-    ckpt_megatron *m;
-} opened;
-
-static int open_fixture(opened *o, const char *form)
-{
-    char path[256];
-    int rc;
-
-    memset(o, 0, sizeof *o);
-    snprintf(path, sizeof path, FIXTURE "%s", form);
-    if ((rc = ckpt_set_open(&o->set, ckpt_test_data(path), NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
-        return rc;
-    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
-}
-
-static void close_fixture(opened *o)
-{
-    ckpt_megatron_close(o->m);
-    ckpt_plan_free(o->plan);
-    ckpt_set_close(o->set);
-}
-
-static const mg_entry *entry(const ckpt_megatron *m, const char *name)
-{
-    size_t i;
-
-    for (i = 0; i < m->n_entries; i++)
-        if (strcmp(m->entries[i].name, name) == 0)
-            return &m->entries[i];
-    return NULL;
-}
+#define FIXTURE "distopt/core013_a_tp2pp1dp2_buckets/"
 
 static int same_nodes(const ckpt_node *x, const ckpt_node *y)
 {
@@ -65,8 +29,8 @@ CKPT_TEST(test_dist_optim_zero_equals_legacy)
     size_t i, params = 0;
     int k;
 
-    ASSERT_OK(open_fixture(&z, "dp_zero_gather_scatter"));
-    ASSERT_OK(open_fixture(&l, "legacy"));
+    ASSERT_OK(open_fixture(&z, FIXTURE "dp_zero_gather_scatter"));
+    ASSERT_OK(open_fixture(&l, FIXTURE "legacy"));
     ASSERT_TRUE(z.m->moments && l.m->moments);
     /* read as dp_reshardable: its param groups are the same saved object */
     ASSERT_EQ_INT(z.m->dist_form, MG_DIST_DP);
@@ -76,7 +40,7 @@ CKPT_TEST(test_dist_optim_zero_equals_legacy)
         const mg_entry *b = &l.m->entries[i], *a;
         if (!b->param || !b->full)
             continue;
-        a = entry(z.m, b->name);
+        a = entry_named(z.m, b->name);
         ASSERT_TRUE(a != NULL);
         for (k = 0; k < MG_N_MOMENTS; k++)
             if (!same_nodes(a->moment[k], b->moment[k]))
@@ -96,7 +60,7 @@ CKPT_TEST(test_dist_optim_zero_checks_the_layout)
     mg_dist_stage s;
     opened z;
 
-    ASSERT_OK(open_fixture(&z, "dp_zero_gather_scatter"));
+    ASSERT_OK(open_fixture(&z, FIXTURE "dp_zero_gather_scatter"));
     ck = z.m->dist_ck;
     memset(&zs, 0, sizeof zs);
     zs.tp = 2;

@@ -1,40 +1,9 @@
 /* The per-parameter optimizer state of Megatron checkpoints (ckpt_megatron_optimizer_state)
  * from the non-distributed optimizer's and the distributed optimizer's files, and plans that
  * write either kind from it, on the checkpoints megatron-core wrote (testdata/megatron). */
-#include "test.h"
+#include "megatron_fixture.h"
 
 #include <stdlib.h>
-
-typedef struct opened {
-    ckpt_set *set;
-    ckpt_plan *plan;
-    ckpt_megatron *m;
-} opened;
-
-static int open_path(opened *o, const char *path)
-{
-    int rc;
-
-    memset(o, 0, sizeof *o);
-    if ((rc = ckpt_set_open(&o->set, path, NULL)) < 0 || (rc = ckpt_plan_new(&o->plan)) < 0)
-        return rc;
-    return ckpt_megatron_open(&o->m, o->set, ckpt_plan_graph(o->plan), NULL);
-}
-
-static int open_fixture(opened *o, const char *name)
-{
-    char path[256];
-
-    snprintf(path, sizeof path, "megatron/%s", name);
-    return open_path(o, ckpt_test_data(path));
-}
-
-static void close_fixture(opened *o)
-{
-    ckpt_megatron_close(o->m);
-    ckpt_plan_free(o->plan);
-    ckpt_set_close(o->set);
-}
 
 /* Whether two nodes hold the same float32 values. */
 static int same_values(const ckpt_node *a, const ckpt_node *b)

@@ -74,37 +74,13 @@ ckptconv reshard -q inst1 inst1_back --tp 1 --pp 1 --num-distributed-optimizer-i
 same inst1_back distrib_optim.pt
 # Megatron's dp_reshardable save, its args saying one instance: its buckets do not fit
 cp -r "$F/dp_reshardable" one_instance
-python3 - one_instance/$R/common.pt <<'PY'
-import re, sys, zipfile
-path = sys.argv[1]
-z = zipfile.ZipFile(path)
-items = [(i, z.read(i.filename)) for i in z.infolist()]
-z.close()
-with zipfile.ZipFile(path, "w") as out:
-    for i, d in items:
-        if i.filename.endswith("data.pkl"):
-            d, n = re.subn(rb"(num_distributed_optimizer_instances(?:q.|r....)K)\x03", lambda m: m.group(1) + b"\x01", d)
-            assert n == 1, n
-        out.writestr(i, d)
-PY
+python3 "$CLI_DIR/poke_pickle.py" one_instance/$R/common.pt '(num_distributed_optimizer_instances(?:q.|r....)K)\x03' '\x01'
 ckptconv reshard -q one_instance out --tp 1 --pp 1
 echo "one instance: exit $?"
 ckptconv reshard -q "$F/legacy" out --tp 1 --pp 1 --dp 2
 echo "DP 2, three instances: exit $?"
 cp -r "$F/legacy" overlap_step
-python3 - overlap_step/$R/mp_rank_00/model_optim_rng.pt <<'PY'
-import re, sys, zipfile
-path = sys.argv[1]
-z = zipfile.ZipFile(path)
-items = [(i, z.read(i.filename)) for i in z.infolist()]
-z.close()
-with zipfile.ZipFile(path, "w") as out:
-    for i, d in items:
-        if i.filename.endswith("data.pkl"):
-            d, n = re.subn(rb"(overlap_param_gather_with_optimizer_step(?:q.|r....))\x89", lambda m: m.group(1) + b"\x88", d)
-            assert n == 1, n
-        out.writestr(i, d)
-PY
+python3 "$CLI_DIR/poke_pickle.py" overlap_step/$R/mp_rank_00/model_optim_rng.pt '(overlap_param_gather_with_optimizer_step(?:q.|r....))\x89' '\x88'
 ckptconv reshard -q overlap_step out --tp 1 --pp 1
 echo "overlap with the optimizer step: exit $?"
 ckptconv reshard -q overlap_step out --tp 1 --pp 1 --no-optimizer && echo "model only: exit 0"
