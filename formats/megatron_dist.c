@@ -84,8 +84,8 @@ int ckpt_megatron__dist_add_named(ckpt_megatron *m, const char *name, const ckpt
     return ckpt_megatron__add_full(m, name, full);
 }
 
-int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
-                            const ckpt_node **out)
+int ckpt_megatron__stacked_view(ckpt_megatron *m, const ckpt_tensor *t, int n, const int64_t *index, const char *name,
+                                const ckpt_tensor **out)
 {
     ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
     int d;
@@ -94,13 +94,24 @@ int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, c
         return CKPT_ENOMEM;
     *v = *t;
     v->name = ckpt_arena_strndup(m->arena, name, strlen(name));
-    v->ndim = t->ndim - 1;
+    v->ndim = t->ndim - n;
     for (d = 0; d < v->ndim; d++) {
-        v->shape[d] = t->shape[d + 1];
-        v->stride[d] = t->stride[d + 1];
+        v->shape[d] = t->shape[d + n];
+        v->stride[d] = t->stride[d + n];
     }
-    v->offset = t->offset + l * t->stride[0];
-    return v->name ? ckpt_node_tensor(m->g, v, out) : CKPT_ENOMEM;
+    for (d = 0; d < n; d++)
+        v->offset += index[d] * t->stride[d];
+    *out = v;
+    return v->name ? 0 : CKPT_ENOMEM;
+}
+
+int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
+                            const ckpt_node **out)
+{
+    const ckpt_tensor *v;
+    int rc = ckpt_megatron__stacked_view(m, t, 1, &l, name, &v);
+
+    return rc < 0 ? rc : ckpt_node_tensor(m->g, v, out);
 }
 
 /* Each layer is a view of the stacked tensor, named as the legacy checkpoint names it. */

@@ -58,31 +58,12 @@ int ckpt_megatron__dist_moe_setup(ckpt_megatron *m)
     return 0;
 }
 
-int ckpt_megatron__expert_view(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert,
-                               const char *name, const ckpt_tensor **out)
-{
-    ckpt_tensor *v = ckpt_arena_alloc(m->arena, sizeof *v);
-    int d;
-
-    if (!v)
-        return CKPT_ENOMEM;
-    *v = *t;
-    v->name = ckpt_arena_strndup(m->arena, name, strlen(name));
-    v->ndim = t->ndim - 2;
-    for (d = 0; d < v->ndim; d++) {
-        v->shape[d] = t->shape[d + 2];
-        v->stride[d] = t->stride[d + 2];
-    }
-    v->offset = t->offset + layer * t->stride[0] + expert * t->stride[1];
-    *out = v;
-    return v->name ? 0 : CKPT_ENOMEM;
-}
-
 int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
                              const ckpt_node **out)
 {
     const ckpt_tensor *v;
-    int rc = ckpt_megatron__expert_view(m, t, layer, expert, name, &v);
+    int64_t at[2] = { layer, expert };
+    int rc = ckpt_megatron__stacked_view(m, t, 2, at, name, &v);
 
     return rc < 0 ? rc : ckpt_node_tensor(m->g, v, out);
 }

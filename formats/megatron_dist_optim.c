@@ -97,12 +97,13 @@ static int moment_node(read_ctx *c, const mg_entry *e, const char *moment, const
         /* [num_layers, num_experts, <the expert's shape>]; megatron-core 0.13's N-D flattened
            form: [num_layers, num_experts, <the expert's fragment grid>, fragment elements] */
         const ckpt_tensor *v;
+        int64_t at[2] = { e->layout.layer, expert };
         if (t->ndim < 3 || t->shape[0] != c->m->info.num_layers ||
             t->shape[1] != ckpt_megatron__num_experts(c->m->args) || (!c->nd && !same_shape(t, 2, e->full)))
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
                                    "%s: '%s' is not [num_layers, num_experts] of the expert '%s' it is the state of",
                                    c->m->dist, t->name, e->name);
-        if ((rc = ckpt_megatron__expert_view(c->m, t, e->layout.layer, expert, t->name, &v)) == 0)
+        if ((rc = ckpt_megatron__stacked_view(c->m, t, 2, at, t->name, &v)) == 0)
             rc = c->nd ? ckpt_megatron__nd_flattened(c->m, v, -1, e->full, out) : ckpt_node_tensor(c->m->g, v, out);
     } else if (c->nd)
         rc = ckpt_megatron__nd_flattened(c->m, t, stacked ? e->layout.layer : -1, e->full, out);

@@ -107,8 +107,11 @@ int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, 
  * the other side (to_dist: local -> torch_dist), or `key` itself (megatron_dist.c). */
 #define CKPT_MEGATRON_LAYERS "decoder.layers."
 const char *ckpt_megatron__norm_key(const char *key, int to_dist);
-/* Layer l of stacked tensor t as a node named `name` (its view kept in the model's arena, as
- * the graph's leaves must outlive it). */
+/* Part index[0..n) of stacked tensor t (torch_dist stacks layers, and a MoE layer's experts,
+ * on its first axes) as a view named `name`, kept in the model's arena as the graph's leaves
+ * must outlive it; layer l as a node. */
+int ckpt_megatron__stacked_view(ckpt_megatron *m, const ckpt_tensor *t, int n, const int64_t *index, const char *name,
+                                const ckpt_tensor **out);
 int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
                             const ckpt_node **out);
 /* An `_extra_state` entry of a built model (None, or TE's empty tensor), of EP rank ep (-1: all). */
@@ -128,9 +131,6 @@ int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t);
 int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m);
 int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
                              const ckpt_node **out);
-/* The same [layer, expert] part of t as a tensor view (kept in the model's arena). */
-int ckpt_megatron__expert_view(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert,
-                               const char *name, const ckpt_tensor **out);
 int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global);
 int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine);
 /* Whether a chained optimizer's items carry "chained_<i>." (megatron-core 0.16.1 optimizer.py
