@@ -1,9 +1,9 @@
-/* Mixture-of-experts models in torch_dist checkpoints (formats/megatron_dist_moe.c):
+/* Mixture-of-experts models in torch_dist checkpoints (formats/megatron/megatron_dist_moe.c):
  * megatron-core 0.16.1's dp_reshardable save of testdata/megatron/distopt/m_tp1pp1dp2_ep2
  * (EP 2, 4 experts, the chained optimizer) read at its EP, each expert a view of the item at
  * its global index; the chained optimizer's items, group indices and prefixes. The whole
  * reshard, against megatron-core's own saves, runs in tests/cli/dcp/optim_moe.sh. */
-#include "../../formats/megatron_dist_optim.h"
+#include "../../formats/megatron/optimizer/megatron_dist_optim.h"
 #include "megatron_fixture.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * parameter and layer, the target form chosen from the target, the dp_reshardable keys, the
  * grad buffer layout of a stage, and common.pt's optimizer of a legacy plain source. Round
  * trips through every form run in tests/cli/dcp. */
-#include "../../formats/megatron_dist_optim.h"
+#include "../../formats/megatron/optimizer/megatron_dist_optim.h"
 #include "megatron_fixture.h"
 
 #include <stdlib.h>

@@ -1,11 +1,11 @@
-/* The PR #5077 save-defect check of fully_reshardable state (formats/megatron_dist_optim_pr5077.c)
+/* The PR #5077 save-defect check of fully_reshardable state (formats/megatron/optimizer/megatron_dist_optim_pr5077.c)
  * on megatron-core 0.16.1's defective save of testdata/megatron/distopt/t210_a_tp2pp1dp2_gaps
  * (bucket 0 end-padded, so the parameters of the later buckets are moved): refused as saved;
  * with each master set to its weight (a right save) passed, in fp32 and with bf16 weights that
  * are the masters rounded; a bf16 weight that is not its master rounded refused. */
 #include "test.h"
 
-#include "../../formats/megatron_dist_optim.h"
+#include "../../formats/megatron/optimizer/megatron_dist_optim.h"
 
 typedef struct opened {
     ckpt_set *set;

@@ -1,10 +1,10 @@
 /* megatron-core 0.13.1's torch_dist optimizer form dp_zero_gather_scatter
- * (formats/megatron_dist_optim_zero.c): each model-parallel rank's legacy distrib_optim.pt
+ * (formats/megatron/optimizer/megatron_dist_optim_zero.c): each model-parallel rank's legacy distrib_optim.pt
  * state as a saved object, read in place. testdata/megatron/distopt/core013_a_tp2pp1dp2_buckets
  * holds it beside the legacy save of the same state; every parameter's master and moments read
  * from one equal those read from the other, and a state that does not fit its layout is
  * refused naming the data file and the item. */
-#include "../../formats/megatron_dist_optim.h"
+#include "../../formats/megatron/optimizer/megatron_dist_optim.h"
 #include "megatron_fixture.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The fp16 grad scaler's state (formats/megatron_dist_scaler.c) of megatron-core's own saves
+/* The fp16 grad scaler's state (formats/megatron/optimizer/megatron_dist_scaler.c) of megatron-core's own saves
  * (testdata/megatron/distopt/f_tp1pp1dp3_fp16_inst3: scale 1024, growth_tracker 1,
  * hysteresis_tracker 2): found in legacy model_optim_rng.pt and in dp_reshardable's saved
  * objects alike, written as a saved object with its tensor and read back, and a saved object
@@ -6,7 +6,7 @@
  * tests/cli/reshard/distopt_fp16_inst.sh. */
 #include "test.h"
 
-#include "../../formats/megatron_dist_optim.h"
+#include "../../formats/megatron/optimizer/megatron_dist_optim.h"
 
 #include <ckpt/dcp.h>
 

@@ -1,4 +1,4 @@
-/* A distributed optimizer's state read from distrib_optim.pt (formats/megatron_distopt_read.c)
+/* A distributed optimizer's state read from distrib_optim.pt (formats/megatron/optimizer/megatron_distopt_read.c)
  * and written again (megatron_distopt_write.c), checked by a fact that owes nothing to the
  * buffer layout: an fp32 model's master copy IS its weight (megatron-core's fp32 optimizer
  * keeps no second copy; a bf16 model's weight is its master rounded), so after a real training
@@ -7,7 +7,7 @@
  * where the target's layout reads it back. */
 #include "test.h"
 
-#include "../../formats/megatron_distopt.h"
+#include "../../formats/megatron/optimizer/megatron_distopt.h"
 
 #include <dirent.h>
 #include <stdlib.h>

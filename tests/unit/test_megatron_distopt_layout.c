@@ -1,11 +1,11 @@
-/* The distributed optimizer's grad buffer layout (formats/megatron_distopt_layout.c) on cases
+/* The distributed optimizer's grad buffer layout (formats/megatron/optimizer/megatron_distopt_layout.c) on cases
  * worked by hand from megatron-core 0.16.1's _ParamAndGradBuffer: reverse order, 64-element
  * starts, the bucket close rule, the shared embedding's own bucket, lcm(DP, 128) bucket ends,
  * buffers per chunk and dtype, dense before expert, one bucket on later chunks; and the config
  * Megatron's args imply. */
 #include "test.h"
 
-#include "../../formats/megatron_distopt.h"
+#include "../../formats/megatron/optimizer/megatron_distopt.h"
 
 #include <ckpt/megatron.h>
 

@@ -1,4 +1,4 @@
-/* PaddleNLP checkpoints against what they say of themselves (formats/paddle_check.c): the
+/* PaddleNLP checkpoints against what they say of themselves (formats/paddle/paddle_check.c): the
  * layouts PaddleNLP's LLaMA can run (and LLaMA only), config.json's sizes bounded, the rank files and
  * sharding ranks the config and model_meta.json call for, every layer and tensor at the
  * shape the config implies, each stage's layers where LlamaForCausalLMPipe puts them. The

@@ -1,11 +1,11 @@
-/* The variable names PaddleNLP's LLaMA gives each process's parameters (formats/paddle_names.c),
+/* The variable names PaddleNLP's LLaMA gives each process's parameters (formats/paddle/paddle_names.c),
  * against the names PaddleNLP 3 wrote itself (testdata/paddlenlp/fleet3_*, one process per
  * rank) and the 2.8.1 fixtures: counters per class from 0 in every pipeline stage, the head's
  * class by version, names the source gives kept for tensors PaddleNLP's LLaMA does not have,
  * and two parameters of one process with one name refused. */
 #include "test.h"
 
-#include "../../formats/paddle_private.h"
+#include "../../formats/paddle/paddle_private.h"
 
 #include <stdlib.h>
 #include <string.h>

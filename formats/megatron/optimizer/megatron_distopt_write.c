@@ -6,7 +6,7 @@
  * numel_unpadded. The state of each parameter is its logical moment[] split for the target
  * TP rank exactly like the parameter. */
 #include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * the number of layers of the chunks before, in Megatron's order (for each virtual chunk, for
  * each stage). Counting rather than computing offsets from args also covers uneven splits
  * (--num-layers-in-first-pipeline-stage and the like). */
-#include "megatron_distopt.h"
+#include "optimizer/megatron_distopt.h"
 #include "megatron_private.h"
 
 #include <stddef.h>

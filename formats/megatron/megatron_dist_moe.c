@@ -8,7 +8,7 @@
  * their EP rank; this is that model: each expert of each layer a view of the item, an entry
  * of its EP rank. The distributed optimizer keeps its state per parameter under the same key
  * (fully_reshardable: "optimizer.state.<moment>.decoder.layers.mlp.experts.experts.<key>"). */
-#include "megatron_dist_optim.h"
+#include "optimizer/megatron_dist_optim.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -23,7 +23,7 @@
 #ifndef CKPT_FORMATS_MEGATRON_DISTOPT_H
 #define CKPT_FORMATS_MEGATRON_DISTOPT_H
 
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <ckpt/dtype.h>
 #include <ckpt/value.h>

@@ -16,7 +16,7 @@
  * --no-load-rng). Facts:
  * megatron/core/dist_checkpointing/strategies/torch.py (_mcore_to_torch_sharded_object),
  * megatron/core/transformer/utils.py (_get_extra_state_offsets). */
-#include "megatron_dist_optim.h"
+#include "optimizer/megatron_dist_optim.h"
 
 #include <ckpt/dcp.h>
 

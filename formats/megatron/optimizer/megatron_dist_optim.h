@@ -5,7 +5,7 @@
 #define CKPT_FORMATS_MEGATRON_DIST_OPTIM_H
 
 #include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <ckpt/dcp.h>
 

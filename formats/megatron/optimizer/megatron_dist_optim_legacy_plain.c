@@ -7,7 +7,7 @@
  * to sharded items, the groups' 'params' left out (local objects), and the step of the first
  * parameter's state kept as state['common_step']; what is left of fp32_from_fp16_params (lists
  * of sharded items only) is dropped. Rank 0 (TP 0, PP 0) writes common.pt. */
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <string.h>
 

@@ -6,7 +6,7 @@
  * fragment,), the block [i0, ..., i(n-1), :] being fragment (i0, ...) flattened in C order.
  * The true shape is the parameter's, which the model gives (the file has it only in
  * .metadata's mcore_data); each fragment is cut out and the grid concatenated back. */
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Megatron's distributed optimizer: the grad buffer layout of a rank (the rules are in
  * megatron_distopt.h). */
 #include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <stdlib.h>
 #include <string.h>

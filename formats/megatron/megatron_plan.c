@@ -6,7 +6,7 @@
  * optimizer state is written from its parameters' moments (megatron_optim_plain.c, the
  * distributed optimizer's megatron_distopt_write.c) or dropped, and every other entry is
  * carried as it is. */
-#include "megatron_distopt.h"
+#include "optimizer/megatron_distopt.h"
 #include "megatron_private.h"
 
 #include <stdio.h>

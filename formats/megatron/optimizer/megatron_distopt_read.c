@@ -15,7 +15,7 @@
  * Everything it says of itself is checked against the layout computed from args and the
  * model's shapes before a byte of state is trusted. */
 #include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <stdlib.h>
 #include <string.h>

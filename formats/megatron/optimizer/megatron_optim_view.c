@@ -9,7 +9,7 @@
  * groups by that rule; every moment must then have its parameter's shape, which is checked.
  * Its reading into the per-parameter form (megatron_optim_plain.c) goes through this
  * matching. */
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * (megatron_optim_view.c). */
 #include "megatron_dist_optim.h"
 #include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <stdlib.h>
 #include <string.h>

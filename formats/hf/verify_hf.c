@@ -1,7 +1,7 @@
 /* Hugging Face LLaMA-family models as models `ckptconv verify` runs: a model directory
  * (config.json with model.safetensors, its sharded index, or pytorch_model.bin) or one
  * weights file (config.json looked for beside it and above), mapped by verify_hf_llama. */
-#include "verify_common.h"
+#include "../verify_common.h"
 
 #include <ckpt/hf.h>
 

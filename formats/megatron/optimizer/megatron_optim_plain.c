@@ -14,7 +14,7 @@
  * model's master copy is the weight itself. */
 #include "megatron_dist_optim.h"
 #include "megatron_distopt.h"
-#include "megatron_private.h"
+#include "../megatron_private.h"
 
 #include <stdlib.h>
 #include <string.h>
