@@ -1,0 +1,86 @@
+/* Model families as data: what a family (llama, mistral, qwen2, qwen3, gemma3, gpt2) is, read
+ * from formats/families/<name>.json (built in) or a file of the same schema. A family knows
+ * its config fields in each framework (Hugging Face config.json, Megatron-LM args, PaddleNLP
+ * config.json), its tensors and their order, the maps between each framework's names and
+ * Hugging Face names (the pivot), and the forward-pass features verify applies. */
+#ifndef CKPT_FAMILY_H
+#define CKPT_FAMILY_H
+
+#include "buf.h"
+#include "rules.h"
+#include "value.h"
+#include "verify.h"
+
+CKPT_BEGIN_DECL
+
+typedef struct ckpt_family ckpt_family;               /* built-ins: static, borrowed; loaded: owned */
+typedef struct ckpt_family_config ckpt_family_config; /* a model's canonical config fields, owned */
+
+/* Frameworks a family speaks of, as `framework` arguments below. */
+#define CKPT_FAMILY_HF "huggingface"
+#define CKPT_FAMILY_MEGATRON "megatron"
+#define CKPT_FAMILY_PADDLE "paddle"
+
+/* The built-in family `name` ("llama"); CKPT_ENOTFOUND (CKPT_ERRCLASS_MODEL) naming it and the
+ * known ones otherwise. Built-ins live as long as the process. */
+CKPT_EXTERN(int) ckpt_family_builtin(const ckpt_family **out, const char *name);
+/* A family from a JSON file (its "extends" names a built-in). */
+CKPT_EXTERN(int) ckpt_family_load(ckpt_family **out, const char *path);
+CKPT_EXTERN(void) ckpt_family_free(ckpt_family *f);
+
+CKPT_EXTERN(const char *) ckpt_family_name(const ckpt_family *f);  /* "llama" */
+CKPT_EXTERN(const char *) ckpt_family_title(const ckpt_family *f); /* "LLaMA", for messages */
+/* "llama, mistral, qwen2, ..." in the built-in index order, for refusals. */
+CKPT_EXTERN(const char *) ckpt_family_known(void);
+CKPT_EXTERN(size_t) ckpt_family_builtin_count(void);
+CKPT_EXTERN(const ckpt_family *) ckpt_family_builtin_at(size_t i);
+
+/* Which family a model is. src is the config.json text (NUL-terminated) for CKPT_FAMILY_HF and
+ * CKPT_FAMILY_PADDLE, a `const ckpt_value *` (the args Namespace) for CKPT_FAMILY_MEGATRON.
+ * `where` names the source in messages (a path). None matching: CKPT_EUNSUPPORTED
+ * (CKPT_ERRCLASS_MODEL) naming the model_type (or the first failing condition) and
+ * ckpt_family_known(). */
+CKPT_EXTERN(int) ckpt_family_detect(const ckpt_family **out, const char *framework, const char *where, const void *src);
+
+/* Read and check a model's config in the family's canonical fields (src as above); refusals
+ * name `where`, the field and the reason. */
+CKPT_EXTERN(int) ckpt_family_config_read(ckpt_family_config **out, const ckpt_family *f, const char *framework,
+                                         const char *where, const void *src);
+CKPT_EXTERN(void) ckpt_family_config_free(ckpt_family_config *c);
+/* A canonical field ("hidden_size"); CKPT_ENOTFOUND when the family has no such field. The
+ * value is borrowed from c. */
+CKPT_EXTERN(int) ckpt_family_config_get(const ckpt_family_config *c, const char *field, const ckpt_value **out);
+/* The config.json a framework's users load (CKPT_FAMILY_HF or CKPT_FAMILY_PADDLE), keys
+ * sorted, as transformers writes them; dtype names the weights' dtype. */
+CKPT_EXTERN(int) ckpt_family_config_json(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
+                                         ckpt_dtype dtype, ckpt_buf *out);
+/* Megatron-LM args (an argparse Namespace value, in Megatron's order) for this model at TP `tp`
+ * with transformer implementation `impl` ("transformer_engine" | "local"). */
+CKPT_EXTERN(int) ckpt_family_config_args(const ckpt_family *f, const ckpt_family_config *c, ckpt_arena *a, int tp,
+                                         const char *impl, ckpt_value **args);
+/* The model parameters the family's maps use (hidden_size, num_heads, group_size, ...). */
+CKPT_EXTERN(int) ckpt_family_map_params(const ckpt_family *f, const ckpt_family_config *c, ckpt_map_params *p);
+/* The map between a framework's names and Hugging Face names, with the implementation variant
+ * ("local", "transformer_engine" for Megatron; "native", "te" for Paddle; NULL: the default),
+ * to_hf selecting the direction. Owned by the caller. */
+CKPT_EXTERN(int) ckpt_family_map(const ckpt_family *f, const char *framework, const char *impl, int to_hf,
+                                 ckpt_map **out);
+/* Every tensor the config implies is there with its shape, and nothing else is (left_out
+ * buffers aside): missing, unexpected and misshapen tensors are refused naming the tensor, the
+ * weights file and the config field that implies it. */
+CKPT_EXTERN(int) ckpt_family_check_tensors(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
+                                           const char *config_where, const char *weights_where,
+                                           const ckpt_map_input *in, size_t n);
+/* The order a framework's writer stores the tensors in: perm[i] is the index into names of the
+ * i-th tensor to write. */
+CKPT_EXTERN(int) ckpt_family_order(const ckpt_family *f, const char *framework, const char *const *names, size_t n,
+                                   size_t *perm);
+/* Why a tensor no map consumes may be left out (a buffer the framework recomputes, as
+ * "rotary_emb.inv_freq"), or NULL when it must not be. */
+CKPT_EXTERN(const char *) ckpt_family_left_out(const ckpt_family *f, const char *framework, const char *name);
+/* The forward-pass description verify runs. */
+CKPT_EXTERN(int) ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out);
+
+CKPT_END_DECL
+
+#endif
