@@ -11,6 +11,7 @@
 #include <ckpt/graph.h>
 #include <ckpt/plan.h>
 #include <ckpt/sys/format.h>
+#include <ckpt/sys/registry.h>
 #include <ckpt/sys/table.h>
 
 struct ckpt_reader {
@@ -42,8 +43,6 @@ struct ckpt_ckpt {
     size_t n_items;
     int borrowed; /* files[0] is a window on another checkpoint's file: not closed here */
 };
-
-#include "../../formats/registry.h"
 
 /* The tensors a plan leaves out (plan_drop.c): the plan holds the pointer, freed with it. */
 typedef struct plan_drops plan_drops;
