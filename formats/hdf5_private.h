@@ -16,6 +16,7 @@
 #include <ckpt/dtype.h>
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/format.h>
+#include <ckpt/sys/table.h>
 
 /* Filter ids: HDF5's own deflate, shuffle and fletcher32; zstd as registered with The HDF
  * Group by hdf5plugin's author (https://github.com/HDFGroup/hdf5_plugins, REGISTERED.md). */
@@ -250,8 +251,7 @@ typedef struct ckpt_h5_walker {
     int chunk_base;            /* chunk addresses are: 0 not known yet, 1 file offsets, 2 after
                                   the user block (HDF5 1.10 counts them from the superblock) */
     /* objects already read, by address: a second hard link reads nothing more */
-    haddr_t *seen;
-    size_t n_seen, cap_seen;
+    ckpt_u64map seen;
 } ckpt_h5_walker;
 
 /* Names and tag of a type described by ckpt_hdf5__describe_type. */

@@ -75,38 +75,17 @@ int ckpt_hdf5__bound(const ckpt_probe *p, uint64_t *need, uint64_t *max_size)
 
 /* ---- objects already read ---- */
 
-/* An open-addressed set of object addresses. */
+/* HADDR_UNDEF is no address: never seen, as it cannot be a key. */
 static int seen_before(ckpt_h5_walker *h, haddr_t addr, int *before)
 {
-    size_t i, mask;
+    int rc;
 
-    if (2 * (h->n_seen + 1) > h->cap_seen) {
-        size_t cap = h->cap_seen ? h->cap_seen * 2 : 64, k;
-        haddr_t *grown = malloc(cap * sizeof *grown);
-        if (!grown)
-            return ckpt_error_oom();
-        for (k = 0; k < cap; k++)
-            grown[k] = HADDR_UNDEF;
-        for (k = 0; k < h->cap_seen; k++) {
-            if (h->seen[k] == HADDR_UNDEF)
-                continue;
-            for (i = (size_t)(h->seen[k] * 0x9E3779B97F4A7C15ull) & (cap - 1); grown[i] != HADDR_UNDEF; i = (i + 1) & (cap - 1))
-                ;
-            grown[i] = h->seen[k];
-        }
-        free(h->seen);
-        h->seen = grown;
-        h->cap_seen = cap;
-    }
-    mask = h->cap_seen - 1;
-    for (i = (size_t)(addr * 0x9E3779B97F4A7C15ull) & mask; h->seen[i] != HADDR_UNDEF; i = (i + 1) & mask)
-        if (h->seen[i] == addr) {
-            *before = 1;
-            return 0;
-        }
-    h->seen[i] = addr;
-    h->n_seen++;
     *before = 0;
+    if (addr == HADDR_UNDEF)
+        return 0;
+    if ((rc = ckpt_u64set_add(&h->seen, addr)) < 0)
+        return rc;
+    *before = rc == 0;
     return 0;
 }
 
@@ -332,7 +311,7 @@ void ckpt_hdf5__walk(const char *path, const ckpt_file *file, ckpt_h5_out *out)
         ckpt_hdf5__put_fail(out);
     else
         ckpt_hdf5__put_u8(out, CKPT_H5R_DONE);
-    free(h.seen);
+    ckpt_u64map_dispose(&h.seen);
 }
 
 /* ---- this process's side ---- */

@@ -1,5 +1,5 @@
 /* One line per layout module: a new directory scheme is one file plus one line here. */
-#include "layout_registry.h"
+#include <ckpt/sys/registry.h>
 
 #include <string.h>
 

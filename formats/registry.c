@@ -1,7 +1,7 @@
 /* One line per format. Cheap bidders first; a new format is one file plus one line here.
  * The names users type for a format live here too, beside the format they name, so that
  * no command line keeps a table of its own. */
-#include "registry.h"
+#include <ckpt/sys/registry.h>
 
 #include <string.h>
 

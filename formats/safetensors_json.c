@@ -374,60 +374,35 @@ int ckpt_safetensors__utf8_valid(const uint8_t *s, size_t n)
     return 1;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325u;
-
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3u;
-    return h;
-}
-
 int ckpt_safetensors__names_build(ckpt_st_names *ix, const char *const *names, size_t n, int64_t *dup)
 {
-    size_t cap = 16, i;
+    size_t i;
+    int rc;
 
     memset(ix, 0, sizeof *ix);
     *dup = -1;
-    while (cap < n * 2) {
-        if (cap > SIZE_MAX / 4 / sizeof *ix->slots)
-            return ckpt_error_oom();
-        cap *= 2;
-    }
-    ix->slots = calloc(cap, sizeof *ix->slots);
-    if (!ix->slots)
-        return ckpt_error_oom();
-    ix->names = names;
-    ix->mask = cap - 1;
+    if ((rc = ckpt_strmap_reserve(&ix->map, n)) < 0)
+        return rc;
     for (i = 0; i < n; i++) {
-        size_t slot = (size_t)fnv1a(names[i]) & ix->mask;
-        while (ix->slots[slot] && strcmp(names[ix->slots[slot] - 1], names[i]) != 0)
-            slot = (slot + 1) & ix->mask;
-        if (ix->slots[slot]) {
+        if ((rc = ckpt_strmap_add(&ix->map, names[i], strlen(names[i]), i, NULL)) < 0)
+            return rc;
+        if (rc == 1) {
             *dup = (int64_t)i;
             break;
         }
-        ix->slots[slot] = i + 1;
     }
     return 0;
 }
 
 int64_t ckpt_safetensors__names_find(const ckpt_st_names *ix, const char *name)
 {
-    size_t slot = (size_t)fnv1a(name) & ix->mask;
+    uint64_t i;
 
-    while (ix->slots[slot]) {
-        if (strcmp(ix->names[ix->slots[slot] - 1], name) == 0)
-            return (int64_t)(ix->slots[slot] - 1);
-        slot = (slot + 1) & ix->mask;
-    }
-    return -1;
+    return ckpt_strmap_get(&ix->map, name, strlen(name), &i) ? (int64_t)i : -1;
 }
 
 void ckpt_safetensors__names_free(ckpt_st_names *ix)
 {
-    if (!ix)
-        return;
-    free(ix->slots);
-    memset(ix, 0, sizeof *ix);
+    if (ix)
+        ckpt_strmap_dispose(&ix->map);
 }

@@ -10,6 +10,7 @@
 #include <ckpt/dtype.h>
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/format.h>
+#include <ckpt/sys/table.h>
 
 /* The reference rejects longer headers (MAX_HEADER_SIZE). */
 #define CKPT_ST_MAX_HEADER 100000000u
@@ -91,9 +92,7 @@ int ckpt_safetensors__size(const char *path, const uint8_t *data, uint64_t size,
 
 /* A hash index over an array of names (borrowed), to find repeats and look names up. */
 typedef struct ckpt_st_names {
-    const char *const *names;
-    size_t *slots; /* name index + 1; 0 = empty */
-    size_t mask;
+    ckpt_strmap map; /* name -> its position */
 } ckpt_st_names;
 
 /* Index names[0..n). If a name repeats, *dup gets the position of its second occurrence

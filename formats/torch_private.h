@@ -10,6 +10,7 @@
 
 #include <ckpt/sys/format.h>
 #include <ckpt/sys/pickle.h>
+#include <ckpt/sys/table.h>
 #include <ckpt/sys/zip.h>
 
 /* Nesting the tree walk accepts; the pickle reader caps containers at the same depth. */
@@ -35,8 +36,7 @@ typedef struct ckpt_torch_interp {
     int byteswap;              /* storages are big-endian */
     ckpt_torch_storage_ref *refs;
     size_t n_refs, cap_refs;
-    size_t *slots;             /* hash of refs by key: index + 1, 0 = empty */
-    size_t n_slots;
+    ckpt_strmap by_key;        /* ref key -> index into refs */
     /* An archive inside another format (a DCP chunk) keeps its tensors here, for that
      * format to place, instead of in the reader's table. */
     int own_tensors;

@@ -79,48 +79,15 @@ static const ckpt_value *tuple_item(const ckpt_value *tuple, size_t i)
 
 /* ---- storage table ------------------------------------------------------ */
 
-static uint64_t key_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-    return h;
-}
-
 ckpt_torch_storage_ref *ckpt_torch__find_ref(const ckpt_torch_interp *in, const char *key)
 {
-    size_t mask, i;
+    uint64_t i;
 
-    if (in->n_slots == 0)
-        return NULL;
-    mask = in->n_slots - 1;
-    for (i = (size_t)key_hash(key) & mask; in->slots[i]; i = (i + 1) & mask)
-        if (strcmp(in->refs[in->slots[i] - 1].key, key) == 0)
-            return &in->refs[in->slots[i] - 1];
-    return NULL;
-}
-
-static int rehash(ckpt_torch_interp *in, size_t n_slots)
-{
-    size_t *slots = calloc(n_slots, sizeof *slots), i;
-
-    if (!slots)
-        return ckpt_error_oom();
-    for (i = 0; i < in->n_refs; i++) {
-        size_t j = (size_t)key_hash(in->refs[i].key) & (n_slots - 1);
-        while (slots[j])
-            j = (j + 1) & (n_slots - 1);
-        slots[j] = i + 1;
-    }
-    free(in->slots);
-    in->slots = slots;
-    in->n_slots = n_slots;
-    return 0;
+    return ckpt_strmap_get(&in->by_key, key, strlen(key), &i) ? &in->refs[i] : NULL;
 }
 
 static int add_ref(ckpt_torch_interp *in, const ckpt_torch_storage_ref *ref)
 {
-    size_t j;
     int rc;
 
     if (in->n_refs == in->cap_refs) {
@@ -131,15 +98,9 @@ static int add_ref(ckpt_torch_interp *in, const ckpt_torch_storage_ref *ref)
         in->refs = refs;
         in->cap_refs = cap;
     }
-    if ((in->n_refs + 1) * 2 > in->n_slots) {
-        rc = rehash(in, in->n_slots ? in->n_slots * 2 : 64);
-        if (rc < 0)
-            return rc;
-    }
+    if ((rc = ckpt_strmap_add(&in->by_key, ref->key, strlen(ref->key), in->n_refs, NULL)) < 0)
+        return rc;
     in->refs[in->n_refs++] = *ref;
-    for (j = (size_t)key_hash(ref->key) & (in->n_slots - 1); in->slots[j]; j = (j + 1) & (in->n_slots - 1))
-        ;
-    in->slots[j] = in->n_refs;
     return 0;
 }
 
@@ -156,7 +117,7 @@ void ckpt_torch__interp_dispose(ckpt_torch_interp *in)
 {
     free(in->tensors);
     free(in->refs);
-    free(in->slots);
+    ckpt_strmap_dispose(&in->by_key);
     memset(in, 0, sizeof *in);
 }
 

@@ -1,6 +1,6 @@
 /* One line per model source: a framework's checkpoints become runnable by `ckptconv verify`
  * with one file plus one line here. */
-#include "verify_registry.h"
+#include <ckpt/sys/registry.h>
 
 extern const ckpt_model_source_vtable ckpt_model_source_megatron;
 extern const ckpt_model_source_vtable ckpt_model_source_deepspeed;

@@ -17,6 +17,7 @@
 #include "ckpt/plan.h"
 #include "ckpt/set.h"
 #include "ckpt/paddle.h"
+#include "ckpt/deepspeed.h"
 #include "ckpt/megatron.h"
 #include "ckpt/hf.h"
 #include "ckpt/verify.h"

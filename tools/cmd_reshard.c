@@ -189,37 +189,15 @@ static void reshard_help(FILE *out)
 "  ckptconv reshard paddle-pp4/ paddle-tp2pp2/ --tp 2 --pp 2   # PaddleNLP, .pdopt too\n");
 }
 
-/* Galvatron's strategy files: {"pp_size": M, "tp_size_list": [N, N, ...]} (uniform TP). */
+/* Galvatron's strategy files (ckpt_megatron_strategy_read). */
 static int read_strategy(reshard_args *a)
 {
-    char *text = NULL;
-    cJSON *j = NULL, *pp, *tps, *tp;
-    int rc = CLI_EXIT_USAGE, first = -1;
-
-    if (cli_read_text(a->strategy, &text) < 0)
-        return cli_usage_error("reshard", "cannot read --strategy %s", a->strategy);
-    j = cJSON_Parse(text);
-    free(text);
-    pp = cJSON_GetObjectItemCaseSensitive(j, "pp_size");
-    tps = cJSON_GetObjectItemCaseSensitive(j, "tp_size_list");
-    if (!cJSON_IsNumber(pp) || !cJSON_IsArray(tps) || cJSON_GetArraySize(tps) == 0) {
-        cJSON_Delete(j);
-        return cli_usage_error("reshard", "%s: expected {\"pp_size\": M, \"tp_size_list\": [N, ...]}", a->strategy);
-    }
-    cJSON_ArrayForEach(tp, tps) {
-        if (!cJSON_IsNumber(tp) || (first >= 0 && tp->valueint != first)) {
-            cJSON_Delete(j);
-            return cli_usage_error("reshard", "%s: tp_size_list must hold one size for every layer (per-layer "
-                                   "TP sizes are not supported)", a->strategy);
-        }
-        first = tp->valueint;
-    }
-    a->target.pp = pp->valueint;
-    a->target.tp = first;
+    if (ckpt_megatron_strategy_read(&a->target.tp, &a->target.pp, a->strategy) < 0)
+        return ckpt_error_last()->klass == CKPT_ERRCLASS_OS
+                   ? cli_usage_error("reshard", "cannot read --strategy %s", a->strategy)
+                   : cli_usage_error("reshard", "%s", ckpt_error_last()->message);
     a->tp_set = a->pp_set = 1;
-    rc = 0;
-    cJSON_Delete(j);
-    return rc;
+    return 0;
 }
 
 /* --no-optimizer, --to-optimizer KIND, --to-distributed-optimizer: one of them, once. */

@@ -1,8 +1,9 @@
 /* ckptconv zero-to-fp32 CHECKPOINT_DIR OUTPUT_DIR: DeepSpeed's zero_to_fp32.py, same options
  * and outputs, streamed from the mapped rank files into place; more inputs (BF16_Optimizer,
  * fp32 ZeRO-0, tensor parallelism) and optionally the consolidated optimizer states. */
-#include "zero_to_fp32.h"
+#include "cli.h"
 
+#include <ckpt/deepspeed.h>
 #include <ckpt/sys/common.h>
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -11,7 +12,7 @@
 
 typedef struct zero_args {
     const char *in, *out, *tag;
-    zero_plan_options plan;
+    ckpt_deepspeed_fp32_options plan;
     cli_plan_args run;
 } zero_args;
 
@@ -151,7 +152,7 @@ static int parse_args(zero_args *a, int argc, char **argv)
     return 0;
 }
 
-static const char *out_dtype_note(const zero_entry *e, char *buf, size_t cap)
+static const char *out_dtype_note(const ckpt_deepspeed_fp32_entry *e, char *buf, size_t cap)
 {
     if (e->dtype == e->t->dtype)
         return "";
@@ -159,7 +160,7 @@ static const char *out_dtype_note(const zero_entry *e, char *buf, size_t cap)
     return buf;
 }
 
-static void print_plan(const zero_args *a, const zero_plan *p)
+static void print_plan(const zero_args *a, const ckpt_deepspeed_fp32 *p)
 {
     const char *sep = a->out[strlen(a->out) - 1] == '/' ? "" : "/";
     size_t i, j, k, n_files = 0, n_tensors = 0;
@@ -167,13 +168,13 @@ static void print_plan(const zero_args *a, const zero_plan *p)
     char size[32], shape[256], note[64];
 
     for (i = 0; i < p->n_sets; i++) {
-        const zero_set *s = &p->sets[i];
+        const ckpt_deepspeed_fp32_set *s = &p->sets[i];
         for (j = 0; j < s->shards->n_files; j++) {
             const ckpt_shard_file *f = &s->shards->files[j];
             printf("%s%s%s: %zu tensor%s, %s of tensor data\n", a->out, sep, f->name, f->n_entries,
                    f->n_entries == 1 ? "" : "s", cli_human_size(f->nbytes, size, sizeof size));
             for (k = 0; k < f->n_entries; k++) {
-                const zero_entry *e = &s->entries[f->entries[k]];
+                const ckpt_deepspeed_fp32_entry *e = &s->entries[f->entries[k]];
                 if (e->storage != f->entries[k] && e->nbytes > 0)
                     printf("  %-40s %-9s %-16s = %s\n", e->name, ckpt_dtype_name(e->dtype),
                            ckpt_shape_format(e->t->shape, e->t->ndim, shape, sizeof shape), s->entries[e->storage].name);
@@ -199,8 +200,8 @@ static void print_plan(const zero_args *a, const zero_plan *p)
 /* The plan report every job gives (cli_plan_report), with the checkpoint's and the writers'
  * notes, and with --dry-run each file's tensors: name, dtype, shape, bytes (0 for a name tied
  * to an earlier one, alias_of names it). */
-static int print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
-                      double seconds)
+static int print_json(const zero_args *a, const ckpt_ckpt *in, const ckpt_deepspeed_fp32 *p,
+                      const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject(), *notes, *lists = NULL;
     size_t i, j, k;
@@ -215,13 +216,13 @@ static int print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *
     if (a->run.dry_run)
         lists = cJSON_AddObjectToObject(o, "tensor_lists");
     for (i = 0; lists && i < p->n_sets; i++) {
-        const zero_set *s = &p->sets[i];
+        const ckpt_deepspeed_fp32_set *s = &p->sets[i];
         for (j = 0; j < s->shards->n_files; j++) {
             const ckpt_shard_file *sf = &s->shards->files[j];
             cJSON *list = cJSON_AddArrayToObject(lists, sf->name);
             for (k = 0; k < sf->n_entries; k++) {
                 size_t item = sf->entries[k];
-                const zero_entry *e = &s->entries[item];
+                const ckpt_deepspeed_fp32_entry *e = &s->entries[item];
                 cJSON *t = cJSON_CreateObject(), *shape;
                 int d;
                 cJSON_AddStringToObject(t, "name", e->name);
@@ -239,8 +240,8 @@ static int print_json(const zero_args *a, const ckpt_ckpt *in, const zero_plan *
     return cli_plan_report(o, p->plan, rep, seconds);
 }
 
-static void print_summary(const zero_args *a, const ckpt_ckpt *in, const zero_plan *p, const ckpt_plan_report *rep,
-                          double seconds)
+static void print_summary(const zero_args *a, const ckpt_ckpt *in, const ckpt_deepspeed_fp32 *p,
+                          const ckpt_plan_report *rep, double seconds)
 {
     size_t i, j, tensors = 0;
     char size[32];
@@ -263,7 +264,7 @@ int cli_zero_to_fp32(int argc, char **argv)
     zero_args a;
     ckpt_open_options oopts = CKPT_OPEN_OPTIONS_INIT;
     ckpt_plan_report rep;
-    zero_plan plan;
+    ckpt_deepspeed_fp32 *plan = NULL;
     ckpt_ckpt *in = NULL;
     size_t i;
     double start = cli_now();
@@ -272,32 +273,31 @@ int cli_zero_to_fp32(int argc, char **argv)
     memset(&a, 0, sizeof a);
     memset(&rep, 0, sizeof rep);
     a.run.write = (ckpt_convert_options)CKPT_CONVERT_OPTIONS_INIT;
-    a.plan.max_shard_size = 5000000000ull;
+    a.plan = (ckpt_deepspeed_fp32_options)CKPT_DEEPSPEED_FP32_OPTIONS_INIT;
     if ((rc = parse_args(&a, argc, argv)) != 0)
         return rc < 0 ? CLI_EXIT_OK : rc;
     oopts.format = "deepspeed_zero";
     oopts.tag = a.tag;
     oopts.optimizer_states = a.plan.optimizer_states;
-    memset(&plan, 0, sizeof plan);
     if (ckpt_open(&in, a.in, &oopts) < 0)
         return cli_fail("zero-to-fp32");
-    rc = zero_plan_build(&plan, in, &a.plan);
+    rc = ckpt_deepspeed_fp32_new(&plan, in, &a.plan);
     if (rc >= 0 && !a.run.dry_run)
-        rc = cli_plan_execute("zero-to-fp32", plan.plan, a.out, &a.run, &rep);
+        rc = cli_plan_execute("zero-to-fp32", plan->plan, a.out, &a.run, &rep);
     if (rc >= 0) {
         if (a.run.json) {
-            rc = print_json(&a, in, &plan, a.run.dry_run ? NULL : &rep, cli_now() - start);
+            rc = print_json(&a, in, plan, a.run.dry_run ? NULL : &rep, cli_now() - start);
         } else if (a.run.dry_run) {
             for (i = 0; i < ckpt_note_count(in) && !a.run.quiet; i++)
                 fprintf(stderr, "note: %s\n", ckpt_note_at(in, i));
-            print_plan(&a, &plan);
+            print_plan(&a, plan);
         } else if (!a.run.quiet) {
-            print_summary(&a, in, &plan, &rep, cli_now() - start);
+            print_summary(&a, in, plan, &rep, cli_now() - start);
         }
     }
     rc = rc < 0 ? cli_fail("zero-to-fp32") : CLI_EXIT_OK;
     ckpt_plan_report_dispose(&rep);
-    zero_plan_free(&plan);
+    ckpt_deepspeed_fp32_free(plan);
     ckpt_close(in);
     return rc;
 }

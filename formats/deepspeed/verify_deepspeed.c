@@ -3,7 +3,7 @@
  * zero_to_fp32 writes), or, with zero_module, the module weights the engine ran with (the
  * model_states file of ZeRO stages 0-2). config.json is looked for beside `latest` and
  * above. */
-#include "../layout_registry.h"
+#include <ckpt/sys/registry.h>
 #include "../verify_common.h"
 
 #include <stdio.h>

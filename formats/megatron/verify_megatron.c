@@ -1,7 +1,7 @@
 /* Megatron-LM legacy checkpoints as models `ckptconv verify` runs: the logical model of the
  * rank files (ckpt/megatron.h), each TP rank's parts as the rank holds them, mapped by
  * verify_megatron_gpt into the canonical scheme, and the config from the checkpoint's args. */
-#include "../layout_registry.h"
+#include <ckpt/sys/registry.h>
 #include "../verify_common.h"
 
 #include <ckpt/megatron.h>

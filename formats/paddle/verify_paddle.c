@@ -2,7 +2,7 @@
  * model_state*.pdparams of it: tensor-parallel files as ranks, pipeline and size-sharded files
  * joined) or one .pdparams file, PaddleNLP or Transformer Engine layers, mapped by
  * verify_paddle_llama, with config.json beside them. */
-#include "../layout_registry.h"
+#include <ckpt/sys/registry.h>
 #include "../verify_common.h"
 
 #include <stdio.h>

@@ -229,6 +229,13 @@ CKPT_EXTERN(int) ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target
  * not written; vpp changes args and the distributed optimizer's buffer layout. */
 CKPT_EXTERN(int) ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan);
 
+/* The TP and PP sizes of a Galvatron strategy file, {"pp_size": M, "tp_size_list": [N, ...]},
+ * whose list holds one TP size for every layer: the same one, as a Megatron checkpoint has
+ * (per-layer sizes are CKPT_EUNSUPPORTED, class CKPT_ERRCLASS_LAYOUT). A file that cannot be
+ * read is class CKPT_ERRCLASS_OS, one of another shape CKPT_EFORMAT. The sizes are not
+ * checked against a model: ckpt_megatron_check_layout does that. */
+CKPT_EXTERN(int) ckpt_megatron_strategy_read(int *tp, int *pp, const char *path);
+
 CKPT_END_DECL
 
 #endif

@@ -1,6 +1,6 @@
 /* Copying value trees between owners: an output file's tree is built from pieces of the
  * input's (args, rng state, optimizer hyper-parameters), with its own tensor table. */
-#include "u64map.h"
+#include <ckpt/sys/table.h>
 
 #include <ckpt/sys/common.h>
 #include <ckpt/value.h>
@@ -99,7 +99,7 @@ static int clone_node(cloner *c, const ckpt_value *v, unsigned depth, ckpt_value
     ckpt_value *copy;
     int rc;
 
-    if (ckpt_u64map__get(&c->done, ckpt_u64map__ptrkey(v), &seen)) {
+    if (ckpt_u64map_get(&c->done, ckpt_u64map_ptrkey(v), &seen)) {
         *out = (ckpt_value *)(uintptr_t)seen;
         return 0;
     }
@@ -110,7 +110,7 @@ static int clone_node(cloner *c, const ckpt_value *v, unsigned depth, ckpt_value
         return CKPT_ENOMEM;
     memcpy(copy, v, sizeof *copy);
     /* registered before the children, so that a cycle back to v finds the copy */
-    if ((rc = ckpt_u64map__put(&c->done, ckpt_u64map__ptrkey(v), (uint64_t)(uintptr_t)copy)) < 0)
+    if ((rc = ckpt_u64map_set(&c->done, ckpt_u64map_ptrkey(v), (uint64_t)(uintptr_t)copy)) < 0)
         return rc;
     if ((rc = clone_children(c, v, copy, depth)) != 0)
         return rc;
@@ -128,7 +128,7 @@ int ckpt_value_clone(ckpt_arena *a, const ckpt_value *v, ckpt_value_tensor_fn te
     if (!v)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_value_clone: no value");
     rc = clone_node(&c, v, 0, out);
-    ckpt_u64map__dispose(&c.done);
+    ckpt_u64map_dispose(&c.done);
     if (rc != 0)
         *out = NULL;
     return rc;

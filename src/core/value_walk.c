@@ -5,7 +5,7 @@
  *   sequences: items;  DICT: (cls), then each key "(key i)" and value, then (state);
  *   OBJECT: (callable), (args), (kwargs), list_items, dict_items as for DICT, (state);
  *   PERSID: (pid);  TENSOR: (source). */
-#include "u64map.h"
+#include <ckpt/sys/table.h>
 #include "value_private.h"
 
 #include <ckpt/buf.h>
@@ -189,7 +189,7 @@ int ckpt_value__walk(const ckpt_value *root, unsigned max_depth, ckpt_value_shar
     if ((rc = ckpt_buf_reserve(&path, 64)) != 0)
         goto done;
     path.data[0] = '\0';
-    if ((!shared || shared(root, payload)) && (rc = ckpt_u64map__put(&seen, ckpt_u64map__ptrkey(root), 0)) != 0)
+    if ((!shared || shared(root, payload)) && (rc = ckpt_u64map_set(&seen, ckpt_u64map_ptrkey(root), 0)) != 0)
         goto done;
     if ((rc = fn(root, paths ? (const char *)path.data : NULL, payload)) != 0)
         goto done;
@@ -214,7 +214,7 @@ int ckpt_value__walk(const ckpt_value *root, unsigned max_depth, ckpt_value_shar
         if (!c)
             continue;
         track = !shared || shared(c, payload);
-        if (track && ckpt_u64map__get(&seen, ckpt_u64map__ptrkey(c), NULL))
+        if (track && ckpt_u64map_get(&seen, ckpt_u64map_ptrkey(c), NULL))
             continue;
         if (paths) {
             path.len = f->path_len;
@@ -229,7 +229,7 @@ int ckpt_value__walk(const ckpt_value *root, unsigned max_depth, ckpt_value_shar
             rc = too_deep(stack, depth, max_depth, &path, paths, l.text);
             goto done;
         }
-        if ((track && (rc = ckpt_u64map__put(&seen, ckpt_u64map__ptrkey(c), 0)) != 0) ||
+        if ((track && (rc = ckpt_u64map_set(&seen, ckpt_u64map_ptrkey(c), 0)) != 0) ||
             (rc = fn(c, paths ? (const char *)path.data : NULL, payload)) != 0)
             goto done;
         if (depth == cap) {
@@ -249,7 +249,7 @@ int ckpt_value__walk(const ckpt_value *root, unsigned max_depth, ckpt_value_shar
 done:
     free(stack);
     ckpt_buf_dispose(&path);
-    ckpt_u64map__dispose(&seen);
+    ckpt_u64map_dispose(&seen);
     return rc;
 }
 

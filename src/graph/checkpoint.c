@@ -62,7 +62,7 @@ void ckpt_close(ckpt_ckpt *c)
     free(c->tensors);
     free(c->notes);
     free(c->globals);
-    ckpt_names__free(&c->names);
+    ckpt_strmap_dispose(&c->names);
     ckpt_arena_free(c->arena);
     free(c->path);
     free(c);
@@ -142,71 +142,51 @@ static int name_tensors(ckpt_ckpt *c)
     return 0;
 }
 
-/* Distinct globals, first occurrence first, deduplicated through a small hash set. */
+/* Distinct globals, first occurrence first, deduplicated by "module\0name". */
 typedef struct global_set {
     ckpt_ckpt *c;
-    size_t *slots; /* index + 1 */
-    size_t cap;
+    ckpt_strmap index; /* key in c->arena -> index into c->globals */
+    char *key;         /* the key looked up, copied to the arena when new */
+    size_t key_cap;
 } global_set;
-
-static uint64_t hash_global(const char *module, const char *name)
-{
-    uint64_t h = 1469598103934665603ull;
-    const char *s;
-    for (s = module; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    h = (h ^ '.') * 1099511628211ull;
-    for (s = name; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static int grow_global_set(global_set *gs)
-{
-    size_t cap = gs->cap ? gs->cap * 2 : 64, i;
-    size_t *slots = calloc(cap, sizeof *slots);
-
-    if (!slots)
-        return ckpt_error_oom();
-    for (i = 0; i < gs->c->n_globals; i++) {
-        const ckpt_global_ref *g = &gs->c->globals[i];
-        size_t s = (size_t)hash_global(g->module, g->name) & (cap - 1);
-        while (slots[s])
-            s = (s + 1) & (cap - 1);
-        slots[s] = i + 1;
-    }
-    free(gs->slots);
-    gs->slots = slots;
-    gs->cap = cap;
-    return 0;
-}
 
 static int collect_global(const ckpt_value *v, const char *path, void *payload)
 {
     global_set *gs = payload;
     ckpt_ckpt *c = gs->c;
     ckpt_global_ref *globals;
-    size_t s;
+    size_t mlen, len;
+    uint64_t at;
+    char *key;
 
     if (v->kind != CKPT_VAL_GLOBAL)
         return 0;
-    if (c->n_globals * 2 >= gs->cap && grow_global_set(gs) < 0)
-        return CKPT_ENOMEM;
-    s = (size_t)hash_global(v->u.global.module, v->u.global.name) & (gs->cap - 1);
-    while (gs->slots[s]) {
-        ckpt_global_ref *g = &c->globals[gs->slots[s] - 1];
-        if (strcmp(g->module, v->u.global.module) == 0 && strcmp(g->name, v->u.global.name) == 0) {
-            /* the same name can be unsafe in one use only (getattr on an unknown object) */
-            if ((v->flags & CKPT_VALUE_UNSAFE) && g->known) {
-                g->known = 0;
-                g->path = ckpt_arena_strndup(c->arena, path, strlen(path));
-                if (!g->path)
-                    return CKPT_ENOMEM;
-            }
-            return 0;
-        }
-        s = (s + 1) & (gs->cap - 1);
+    mlen = strlen(v->u.global.module);
+    len = mlen + 1 + strlen(v->u.global.name);
+    if (len > gs->key_cap) {
+        free(gs->key);
+        if (!(gs->key = malloc(len)))
+            return ckpt_error_oom();
+        gs->key_cap = len;
     }
+    memcpy(gs->key, v->u.global.module, mlen + 1);
+    memcpy(gs->key + mlen + 1, v->u.global.name, len - mlen - 1);
+    if (ckpt_strmap_get(&gs->index, gs->key, len, &at)) {
+        ckpt_global_ref *g = &c->globals[at];
+        /* the same name can be unsafe in one use only (getattr on an unknown object) */
+        if ((v->flags & CKPT_VALUE_UNSAFE) && g->known) {
+            g->known = 0;
+            g->path = ckpt_arena_strndup(c->arena, path, strlen(path));
+            if (!g->path)
+                return CKPT_ENOMEM;
+        }
+        return 0;
+    }
+    if (!(key = ckpt_arena_alloc(c->arena, len)))
+        return CKPT_ENOMEM;
+    memcpy(key, gs->key, len);
+    if (ckpt_strmap_add(&gs->index, key, len, c->n_globals, NULL) < 0)
+        return CKPT_ENOMEM;
     globals = realloc(c->globals, (c->n_globals + 1) * sizeof *globals);
     if (!globals)
         return CKPT_ENOMEM;
@@ -217,19 +197,20 @@ static int collect_global(const ckpt_value *v, const char *path, void *payload)
     globals[c->n_globals].path = ckpt_arena_strndup(c->arena, path, strlen(path));
     if (!globals[c->n_globals].path)
         return CKPT_ENOMEM;
-    gs->slots[s] = ++c->n_globals;
+    c->n_globals++;
     return 0;
 }
 
 static int collect_globals(ckpt_ckpt *c)
 {
-    global_set gs = { c, NULL, 0 };
+    global_set gs = { c, CKPT_STRMAP_INIT, NULL, 0 };
     int rc;
 
     if (!c->root)
         return 0;
     rc = ckpt_value_walk(c->root, CKPT_MAX_TREE_DEPTH, collect_global, &gs);
-    free(gs.slots);
+    ckpt_strmap_dispose(&gs.index);
+    free(gs.key);
     if (rc > 0)
         return ckpt_error_oom();
     return rc;
@@ -567,7 +548,7 @@ const ckpt_tensor *ckpt_tensor_at(const ckpt_ckpt *c, size_t i)
 
 const ckpt_tensor *ckpt_tensor_find(const ckpt_ckpt *c, const char *name)
 {
-    long i = ckpt_names__find(&c->names, c->tensors, name);
+    long i = ckpt_names__find(&c->names, name);
     return i < 0 ? NULL : &c->tensors[i];
 }
 

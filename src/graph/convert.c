@@ -6,41 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct blob_map { /* storage pointer -> blob index, open addressing */
-    const ckpt_storage **keys;
-    size_t *vals;
-    size_t cap;
-} blob_map;
-
-static size_t hash_ptr(const void *p, size_t cap)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (size_t)x & (cap - 1);
-}
-
-static int blob_map_init(blob_map *m, size_t n)
-{
-    m->cap = 16;
-    while (m->cap < 2 * n)
-        m->cap *= 2;
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->vals = calloc(m->cap, sizeof *m->vals);
-    return m->keys && m->vals ? 0 : ckpt_error_oom();
-}
-
-static size_t *blob_map_slot(blob_map *m, const ckpt_storage *s, int *found)
-{
-    size_t i = hash_ptr(s, m->cap);
-    while (m->keys[i] && m->keys[i] != s)
-        i = (i + 1) & (m->cap - 1);
-    *found = m->keys[i] != NULL;
-    m->keys[i] = s;
-    return &m->vals[i];
-}
-
 ckpt_dtype ckpt_convert__dtype(ckpt_dtype in, const ckpt_convert_options *opts)
 {
     if (opts->dtype != CKPT_DTYPE_INVALID && ckpt_dtype_is_float(in))
@@ -104,16 +69,15 @@ static int plan_dense(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
 /* One blob per input storage; tensors stay views on it (shared storages, strides, offsets). */
 static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *opts)
 {
-    blob_map map = { NULL, NULL, 0 };
+    ckpt_u64map blob_of = CKPT_U64MAP_INIT; /* storage -> its blob */
     size_t i;
-    int rc = blob_map_init(&map, in->n_tensors);
+    int rc = 0;
 
     for (i = 0; rc == 0 && i < in->n_tensors; i++) {
         const ckpt_tensor *t = &in->tensors[i];
         ckpt_out_tensor *o = &p->tensors[i];
         size_t esize = ckpt_dtype_size(t->dtype);
-        size_t *slot;
-        int found = 0;
+        uint64_t blob;
 
         o->name = t->name;
         o->dtype = ckpt_convert__dtype(t->dtype, opts);
@@ -122,16 +86,15 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
         memcpy(o->stride, t->stride, sizeof o->stride);
         o->offset = t->offset;
         o->flags = t->flags;
-        slot = t->storage ? blob_map_slot(&map, t->storage, &found) : NULL;
-        if (found) {
-            const ckpt_tensor *first = &p->wholes[*slot];
+        if (t->storage && ckpt_u64map_get(&blob_of, ckpt_u64map_ptrkey(t->storage), &blob)) {
+            const ckpt_tensor *first = &p->wholes[blob];
             if (first->dtype != t->dtype) {
                 rc = ckpt_error_set(CKPT_EUNSUPPORTED, "%s: tensors '%s' (%s) and '%s' (%s) view one storage",
                                     in->path, first->name, ckpt_dtype_name(first->dtype), t->name,
                                     ckpt_dtype_name(t->dtype));
                 break;
             }
-            o->blob = *slot;
+            o->blob = (size_t)blob;
             continue;
         }
         {
@@ -151,13 +114,12 @@ static int plan_views(plan *p, const ckpt_ckpt *in, const ckpt_convert_options *
                 whole->shape[0] = (int64_t)(t->storage->nbytes / esize);
             }
             o->blob = p->n_blobs;
-            if (slot)
-                *slot = p->n_blobs;
+            if (t->storage && (rc = ckpt_u64map_set(&blob_of, ckpt_u64map_ptrkey(t->storage), p->n_blobs)) < 0)
+                break;
             rc = set_blob(p, p->n_blobs++, whole, o->dtype);
         }
     }
-    free(map.keys);
-    free(map.vals);
+    ckpt_u64map_dispose(&blob_of);
     return rc;
 }
 

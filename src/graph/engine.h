@@ -11,15 +11,12 @@
 #include <ckpt/graph.h>
 #include <ckpt/plan.h>
 #include <ckpt/sys/format.h>
+#include <ckpt/sys/registry.h>
+#include <ckpt/sys/table.h>
 
 struct ckpt_reader {
     ckpt_ckpt *ckpt;
 };
-
-typedef struct ckpt_name_index {
-    size_t *slots; /* tensor index + 1; 0 = empty */
-    size_t cap;    /* power of two */
-} ckpt_name_index;
 
 struct ckpt_ckpt {
     struct ckpt_reader reader;
@@ -36,7 +33,7 @@ struct ckpt_ckpt {
     size_t n_notes;
     ckpt_global_ref *globals;
     size_t n_globals;
-    ckpt_name_index names;
+    ckpt_strmap names; /* tensor name -> index into tensors */
     void *state; /* the format's */
     /* checkpoints opened over items of this one (ckpt_open_item), closed with it */
     struct ckpt_item {
@@ -46,8 +43,6 @@ struct ckpt_ckpt {
     size_t n_items;
     int borrowed; /* files[0] is a window on another checkpoint's file: not closed here */
 };
-
-#include "../../formats/registry.h"
 
 /* The tensors a plan leaves out (plan_drop.c): the plan holds the pointer, freed with it. */
 typedef struct plan_drops plan_drops;
@@ -61,10 +56,10 @@ void ckpt_plan__drops_free(plan_drops *d);
 int ckpt_ckpt__zstd_check(void *arg, const char *path, const uint8_t *head, size_t n, int whole, uint64_t *need,
                           uint64_t *max_size);
 
-/* Name index over a tensor table (src/graph/names.c). */
-int ckpt_names__build(ckpt_name_index *ix, const ckpt_tensor *tensors, size_t n);
-long ckpt_names__find(const ckpt_name_index *ix, const ckpt_tensor *tensors, const char *name);
-void ckpt_names__free(ckpt_name_index *ix);
+/* Name index over a tensor table (src/graph/names.c): tensor names -> their index. A name
+ * given twice is CKPT_EFORMAT; ckpt_strmap_dispose releases the index. */
+int ckpt_names__build(ckpt_strmap *ix, const ckpt_tensor *tensors, size_t n);
+long ckpt_names__find(const ckpt_strmap *ix, const char *name);
 
 /* What the engine writes for each blob: the C-order elements of `node`, converted to the
  * blob's dtype. `name` is for error messages. */

@@ -1,7 +1,6 @@
 /* ckpt_graph_write: named graph nodes into one output file. Each output is one blob in C
  * order; outputs that share a node share a blob where the format keeps shared storages. */
 #include "engine.h"
-#include "../core/u64map.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,7 @@
 static int check_names(const ckpt_graph_output *outputs, size_t n, const char *path)
 {
     ckpt_tensor *tmp = calloc(n ? n : 1, sizeof *tmp);
-    ckpt_name_index ix = { NULL, 0 };
+    ckpt_strmap ix = CKPT_STRMAP_INIT;
     size_t i;
     int rc = 0;
 
@@ -25,7 +24,7 @@ static int check_names(const ckpt_graph_output *outputs, size_t n, const char *p
         rc = ckpt_names__build(&ix, tmp, n);
     if (rc < 0)
         ckpt_error_prefix("%s", path);
-    ckpt_names__free(&ix);
+    ckpt_strmap_dispose(&ix);
     free(tmp);
     return rc;
 }
@@ -82,11 +81,11 @@ int ckpt_graph__write(const ckpt_graph_output *outputs, size_t n, const ckpt_val
         }
         o->flags = outputs[i].flags;
         if ((format->caps & CKPT_FORMAT_VIEWS) &&
-            ckpt_u64map__get(&shared_blobs, ckpt_u64map__ptrkey(node), &shared)) {
+            ckpt_u64map_get(&shared_blobs, ckpt_u64map_ptrkey(node), &shared)) {
             o->blob = (size_t)shared;
             continue;
         }
-        if ((rc = ckpt_u64map__put(&shared_blobs, ckpt_u64map__ptrkey(node), n_blobs)) < 0)
+        if ((rc = ckpt_u64map_set(&shared_blobs, ckpt_u64map_ptrkey(node), n_blobs)) < 0)
             goto done;
         o->blob = n_blobs;
         sources[n_blobs].node = node;
@@ -104,7 +103,7 @@ int ckpt_graph__write(const ckpt_graph_output *outputs, size_t n, const ckpt_val
     if (rc >= 0 && report)
         report->tensors = n;
 done:
-    ckpt_u64map__dispose(&shared_blobs);
+    ckpt_u64map_dispose(&shared_blobs);
     free(tensors);
     free(blobs);
     free(sources);

@@ -2,66 +2,29 @@
  * mapping rule looks names up. */
 #include "engine.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_name(const char *s)
+int ckpt_names__build(ckpt_strmap *ix, const ckpt_tensor *tensors, size_t n)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    while (*s) {
-        h ^= (unsigned char)*s++;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+    size_t i;
+    int rc;
 
-int ckpt_names__build(ckpt_name_index *ix, const ckpt_tensor *tensors, size_t n)
-{
-    size_t cap = 16, i;
-
-    while (cap < n * 2) {
-        if (cap > SIZE_MAX / 4)
-            return ckpt_error_oom();
-        cap *= 2;
-    }
-    free(ix->slots);
-    ix->slots = calloc(cap, sizeof *ix->slots);
-    if (!ix->slots) {
-        ix->cap = 0;
-        return ckpt_error_oom();
-    }
-    ix->cap = cap;
+    ckpt_strmap_dispose(ix);
+    if ((rc = ckpt_strmap_reserve(ix, n)) < 0)
+        return rc;
     for (i = 0; i < n; i++) {
-        size_t slot = (size_t)hash_name(tensors[i].name) & (cap - 1);
-        while (ix->slots[slot]) {
-            if (strcmp(tensors[ix->slots[slot] - 1].name, tensors[i].name) == 0)
-                return ckpt_error_set(CKPT_EFORMAT, "two tensors are named '%s'", tensors[i].name);
-            slot = (slot + 1) & (cap - 1);
-        }
-        ix->slots[slot] = i + 1;
+        rc = ckpt_strmap_add(ix, tensors[i].name, strlen(tensors[i].name), i, NULL);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
+            return ckpt_error_set(CKPT_EFORMAT, "two tensors are named '%s'", tensors[i].name);
     }
     return 0;
 }
 
-long ckpt_names__find(const ckpt_name_index *ix, const ckpt_tensor *tensors, const char *name)
+long ckpt_names__find(const ckpt_strmap *ix, const char *name)
 {
-    size_t slot;
+    uint64_t i;
 
-    if (!ix->cap)
-        return -1;
-    slot = (size_t)hash_name(name) & (ix->cap - 1);
-    while (ix->slots[slot]) {
-        size_t i = ix->slots[slot] - 1;
-        if (strcmp(tensors[i].name, name) == 0)
-            return (long)i;
-        slot = (slot + 1) & (ix->cap - 1);
-    }
-    return -1;
-}
-
-void ckpt_names__free(ckpt_name_index *ix)
-{
-    free(ix->slots);
-    ix->slots = NULL;
-    ix->cap = 0;
+    return ckpt_strmap_get(ix, name, strlen(name), &i) ? (long)i : -1;
 }

@@ -2,7 +2,6 @@
  * writer as ckpt_graph_write, one after the other (each one in parallel across its tensors),
  * into a staging directory that is moved into place only when all of them are written. */
 #include "engine.h"
-#include "../core/u64map.h"
 
 #include <ckpt/outdir.h>
 #include <ckpt/plan.h>
@@ -65,7 +64,7 @@ void ckpt_plan_free(ckpt_plan *p)
         return;
     for (i = 0; i < p->n_files; i++) {
         free(p->files[i].tensors);
-        ckpt_u64map__dispose(&p->files[i].nodes);
+        ckpt_u64map_dispose(&p->files[i].nodes);
     }
     free(p->files);
     ckpt_plan__drops_free(p->drops);
@@ -182,8 +181,8 @@ int ckpt_plan_add_tensor(ckpt_plan *p, size_t file, const char *name, const ckpt
         return CKPT_ENOMEM;
     t->node = node;
     t->flags = flags;
-    if (!ckpt_u64map__get(&e->nodes, ckpt_u64map__ptrkey(node), NULL)) {
-        if ((rc = ckpt_u64map__put(&e->nodes, ckpt_u64map__ptrkey(node), 1)) < 0)
+    if (!ckpt_u64map_get(&e->nodes, ckpt_u64map_ptrkey(node), NULL)) {
+        if ((rc = ckpt_u64map_set(&e->nodes, ckpt_u64map_ptrkey(node), 1)) < 0)
             return rc;
         e->info.tensor_bytes += (uint64_t)ckpt_node_numel(node) * ckpt_dtype_size(ckpt_node_dtype(node));
     }

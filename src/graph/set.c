@@ -1,6 +1,5 @@
 /* Checkpoint sets: the layout modules name the member files, the engine opens them lazily. */
 #include "engine.h"
-#include "../../formats/layout_registry.h"
 #include "../io/inputs.h"
 
 #include <ckpt/set.h>

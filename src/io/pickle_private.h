@@ -9,7 +9,7 @@
 #error "pickle_private.h is private to the library"
 #endif
 
-#include "../core/u64map.h"
+#include <ckpt/sys/table.h>
 
 #include <ckpt/buf.h>
 #include <ckpt/sys/common.h>

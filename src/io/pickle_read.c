@@ -411,7 +411,7 @@ static int run(ckpt_pickle_vm *vm, ckpt_value **out, size_t *end)
 static int is_shared(const ckpt_value *v, void *payload)
 {
     const ckpt_pickle_vm *vm = payload;
-    return ckpt_u64map__get(&vm->shared, ckpt_u64map__ptrkey(v), NULL);
+    return ckpt_u64map_get(&vm->shared, ckpt_u64map_ptrkey(v), NULL);
 }
 
 /* Copy strings that still point into the input; the tree is the VM's own, so the
@@ -493,9 +493,9 @@ int ckpt_pickle_read(ckpt_value **out, size_t *end, ckpt_arena *arena, const uin
     free(vm.stack);
     free(vm.marks);
     free(vm.memo);
-    ckpt_u64map__dispose(&vm.shared);
-    ckpt_u64map__dispose(&vm.latin1_len);
-    ckpt_u64map__dispose(&vm.key_hash);
+    ckpt_u64map_dispose(&vm.shared);
+    ckpt_u64map_dispose(&vm.latin1_len);
+    ckpt_u64map_dispose(&vm.key_hash);
     if (rc)
         return rc;
     *out = g.root;

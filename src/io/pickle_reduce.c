@@ -36,11 +36,11 @@ static ckpt_value *latin1_bytes(ckpt_pickle_vm *vm, const ckpt_value *s, int *fa
     ckpt_value *v;
 
     /* A memo-shared str can be encoded many times; scan it once. */
-    if (ckpt_u64map__get(&vm->latin1_len, ckpt_u64map__ptrkey(s), &cached)) {
+    if (ckpt_u64map_get(&vm->latin1_len, ckpt_u64map_ptrkey(s), &cached)) {
         n = cached ? (size_t)(cached - 1) : SIZE_MAX;
     } else {
         n = ckpt_pickle__latin1_len((const uint8_t *)s->u.str.ptr, s->u.str.len);
-        if (ckpt_u64map__put(&vm->latin1_len, ckpt_u64map__ptrkey(s), n == SIZE_MAX ? 0 : (uint64_t)n + 1) != 0) {
+        if (ckpt_u64map_set(&vm->latin1_len, ckpt_u64map_ptrkey(s), n == SIZE_MAX ? 0 : (uint64_t)n + 1) != 0) {
             *failed = 1;
             return NULL;
         }

@@ -148,7 +148,7 @@ int ckpt_pickle__pop_mark(ckpt_pickle_vm *vm, size_t *start)
 
 int ckpt_pickle__share(ckpt_pickle_vm *vm, const ckpt_value *v)
 {
-    return ckpt_u64map__put(&vm->shared, ckpt_u64map__ptrkey(v), 0);
+    return ckpt_u64map_set(&vm->shared, ckpt_u64map_ptrkey(v), 0);
 }
 
 int ckpt_pickle__memo_put(ckpt_pickle_vm *vm, uint64_t idx)
@@ -287,7 +287,7 @@ int ckpt_pickle__push_str_input(ckpt_pickle_vm *vm, const uint8_t *p, size_t n)
         return ckpt_pickle__fail(vm, rc, "%s", why);
     if ((rc = push_str_copy(vm, (char *)(uintptr_t)p, n)) != 0 || n < LATIN1_CACHE_MIN)
         return rc;
-    return ckpt_u64map__put(&vm->latin1_len, ckpt_u64map__ptrkey(vm->stack[vm->sp - 1]),
+    return ckpt_u64map_set(&vm->latin1_len, ckpt_u64map_ptrkey(vm->stack[vm->sp - 1]),
                             top > 0xC3 ? 0 : (uint64_t)chars + 1);
 }
 
@@ -380,11 +380,11 @@ static uint64_t key_hash(ckpt_pickle_vm *vm, const ckpt_value *k)
 
     if (len < HASH_CACHE_MIN && k->kind != CKPT_VAL_GLOBAL)
         return ckpt_value__key_hash(k);
-    if (ckpt_u64map__get(&vm->key_hash, ckpt_u64map__ptrkey(k), &h))
+    if (ckpt_u64map_get(&vm->key_hash, ckpt_u64map_ptrkey(k), &h))
         return h;
     h = ckpt_value__key_hash(k);
     /* A failed insert only loses the cache entry. */
-    if (ckpt_u64map__put(&vm->key_hash, ckpt_u64map__ptrkey(k), h) != 0)
+    if (ckpt_u64map_set(&vm->key_hash, ckpt_u64map_ptrkey(k), h) != 0)
         ckpt_error_clear();
     return h;
 }

@@ -57,8 +57,8 @@ void ckpt_pickler_free(ckpt_pickler *p)
         return;
     ckpt_buf_dispose(&p->out);
     free(p->holes);
-    ckpt_u64map__dispose(&p->memo);
-    ckpt_u64map__dispose(&p->by_name);
+    ckpt_u64map_dispose(&p->memo);
+    ckpt_u64map_dispose(&p->by_name);
     for (i = 0; i < p->nglobals; i++)
         free(p->globals[i].key);
     free(p->globals);
@@ -365,7 +365,7 @@ static int emit(ckpt_pickler *p, const ckpt_value *v)
         return ckpt_error_set(CKPT_EINVALID, "NULL value in a value tree");
     /* Scalars are never memoised (globals are, by name). */
     if (v->kind > CKPT_VAL_FLOAT && v->kind != CKPT_VAL_GLOBAL &&
-        ckpt_u64map__get(&p->memo, ckpt_u64map__ptrkey(v), &idx))
+        ckpt_u64map_get(&p->memo, ckpt_u64map_ptrkey(v), &idx))
         return ckpt_pickler__memo_get(p, idx);
     if (p->depth >= MAX_WRITE_DEPTH)
         return ckpt_error_set(CKPT_EINVALID, "value tree nested deeper than %d levels", MAX_WRITE_DEPTH);

@@ -91,7 +91,7 @@ int ckpt_pickler__memo_put(ckpt_pickler *p, uint64_t *idx)
 
 int ckpt_pickler__memo_bind(ckpt_pickler *p, const ckpt_value *v, uint64_t idx)
 {
-    return ckpt_u64map__put(&p->memo, ckpt_u64map__ptrkey(v), idx);
+    return ckpt_u64map_set(&p->memo, ckpt_u64map_ptrkey(v), idx);
 }
 
 int ckpt_pickler__memo_node(ckpt_pickler *p, const ckpt_value *v)
@@ -114,7 +114,7 @@ int ckpt_pickler__refetch(ckpt_pickler *p, const ckpt_value *v, uint8_t pop, siz
     size_t i;
     int rc = 0;
 
-    ckpt_u64map__get(&p->memo, ckpt_u64map__ptrkey(v), &idx);
+    ckpt_u64map_get(&p->memo, ckpt_u64map_ptrkey(v), &idx);
     for (i = 0; i < times && !rc; i++)
         rc = ckpt_pickler__op(p, pop);
     return rc ? rc : ckpt_pickler__memo_get(p, idx);
@@ -122,7 +122,7 @@ int ckpt_pickler__refetch(ckpt_pickler *p, const ckpt_value *v, uint8_t pop, siz
 
 int ckpt_pickler__memoised(const ckpt_pickler *p, const ckpt_value *v)
 {
-    return ckpt_u64map__get(&p->memo, ckpt_u64map__ptrkey(v), NULL);
+    return ckpt_u64map_get(&p->memo, ckpt_u64map_ptrkey(v), NULL);
 }
 
 /* ---- primitives -------------------------------------------------------------- */
@@ -242,7 +242,7 @@ int ckpt_pickler__put_global(ckpt_pickler *p, const char *module, const char *na
         h = (h ^ *k) * 0x100000001b3ull;
     if (h == UINT64_MAX)
         h = 0;
-    if (ckpt_u64map__get(&p->by_name, h, &slot)) {
+    if (ckpt_u64map_get(&p->by_name, h, &slot)) {
         g = &p->globals[slot];
         if (strncmp(g->key, module, ml) == 0 && g->key[ml] == '\n' && strcmp(g->key + ml + 1, name) == 0)
             return ckpt_pickler__memo_get(p, g->memo);
@@ -260,7 +260,7 @@ int ckpt_pickler__put_global(ckpt_pickler *p, const char *module, const char *na
     if ((rc = ckpt_pickler__memo_put(p, &idx)) != 0)
         return rc;
     /* Remember the name; on a hash collision the later global is simply not shared. */
-    if (ckpt_u64map__get(&p->by_name, h, NULL))
+    if (ckpt_u64map_get(&p->by_name, h, NULL))
         return 0;
     if (p->nglobals == p->globals_cap) {
         size_t cap = p->globals_cap ? p->globals_cap * 2 : 16;
@@ -277,7 +277,7 @@ int ckpt_pickler__put_global(ckpt_pickler *p, const char *module, const char *na
     memcpy(key + ml + 1, name, nl + 1);
     p->globals[p->nglobals].key = key;
     p->globals[p->nglobals].memo = idx;
-    return ckpt_u64map__put(&p->by_name, h, p->nglobals++);
+    return ckpt_u64map_set(&p->by_name, h, p->nglobals++);
 }
 
 int ckpt_pickler_global(ckpt_pickler *p, const char *module, const char *name)

@@ -4,6 +4,7 @@
  * and what cannot be read safely (encryption, other methods, split archives, duplicate
  * names) is refused when the archive is opened rather than when an entry is read. */
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/table.h>
 #include <ckpt/sys/zip.h>
 
 #include "../core/crc32.h"
@@ -24,9 +25,8 @@ struct ckpt_zip {
     const ckpt_file *file;
     ckpt_zip_entry *entries;
     size_t count;
-    char *names;     /* every name, NUL-terminated, back to back */
-    uint32_t *slots; /* open-addressing name index: entry index + 1, or 0 when empty */
-    size_t mask;     /* slots has mask + 1 elements, a power of two */
+    char *names;       /* every name, NUL-terminated, back to back */
+    ckpt_strmap index; /* name -> entry index */
 };
 
 /* What the end records say about the central directory. */
@@ -236,26 +236,14 @@ static int read_local_header(const ckpt_file *f, ckpt_zip_entry *e)
     return 0;
 }
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3u;
-    return h;
-}
-
 static int index_insert(ckpt_zip *z, size_t i)
 {
     const char *name = z->entries[i].name;
-    size_t s = (size_t)name_hash(name) & z->mask;
+    int rc = ckpt_strmap_add(&z->index, name, strlen(name), i, NULL);
 
-    for (; z->slots[s]; s = (s + 1) & z->mask) {
-        if (strcmp(z->entries[z->slots[s] - 1].name, name) == 0)
-            return ckpt_error_set(CKPT_EFORMAT, "%s: duplicate zip entry '%s'", z->file->path, name);
-    }
-    z->slots[s] = (uint32_t)(i + 1);
-    return 0;
+    if (rc == 1)
+        return ckpt_error_set(CKPT_EFORMAT, "%s: duplicate zip entry '%s'", z->file->path, name);
+    return rc;
 }
 
 static int read_entries(ckpt_zip *z, const zip_directory *d)
@@ -304,7 +292,6 @@ int ckpt_zip_open(ckpt_zip **out, const ckpt_file *f)
 {
     zip_directory d;
     uint64_t eocd = 0, name_bytes = 0;
-    size_t slots = 8;
     ckpt_zip *z;
     int rc;
 
@@ -318,22 +305,19 @@ int ckpt_zip_open(ckpt_zip **out, const ckpt_file *f)
     rc = walk_directory(f, &d, &name_bytes);
     if (rc)
         return rc;
-    /* At most half full, so that probes stay short. */
-    while (slots < 2 * d.count)
-        slots *= 2;
     z = calloc(1, sizeof *z);
     if (!z)
         return ckpt_error_oom();
     z->file = f;
     z->count = (size_t)d.count;
-    z->mask = slots - 1;
     z->entries = calloc(z->count ? z->count : 1, sizeof *z->entries);
     z->names = malloc(name_bytes ? (size_t)name_bytes : 1);
-    z->slots = calloc(slots, sizeof *z->slots);
-    if (!z->entries || !z->names || !z->slots) {
+    if (!z->entries || !z->names) {
         rc = ckpt_error_oom();
         goto done;
     }
+    if ((rc = ckpt_strmap_reserve(&z->index, z->count)) < 0)
+        goto done;
     rc = read_entries(z, &d);
 done:
     if (rc)
@@ -349,7 +333,7 @@ void ckpt_zip_close(ckpt_zip *z)
         return;
     free(z->entries);
     free(z->names);
-    free(z->slots);
+    ckpt_strmap_dispose(&z->index);
     free(z);
 }
 
@@ -365,14 +349,9 @@ const ckpt_zip_entry *ckpt_zip_entry_at(const ckpt_zip *z, size_t i)
 
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name)
 {
-    size_t s = (size_t)name_hash(name) & z->mask;
+    uint64_t i;
 
-    for (; z->slots[s]; s = (s + 1) & z->mask) {
-        const ckpt_zip_entry *e = &z->entries[z->slots[s] - 1];
-        if (strcmp(e->name, name) == 0)
-            return e;
-    }
-    return NULL;
+    return ckpt_strmap_get(&z->index, name, strlen(name), &i) ? &z->entries[i] : NULL;
 }
 
 /* Receives an entry's decoded bytes, in order, in bounded pieces. */

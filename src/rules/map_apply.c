@@ -6,6 +6,8 @@
  * first source was. Nothing is read: the outputs are graph nodes. */
 #include "rules_private.h"
 
+#include <ckpt/sys/table.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,58 +38,32 @@ typedef struct apply_ctx {
     ckpt_arena *scratch; /* dies with the call */
 } apply_ctx;
 
-/* ---- a name -> table index hash (open addressing) ---- */
+/* ---- a name -> table index ---- */
 
-typedef struct name_index {
-    size_t *slots; /* index + 1; 0 = empty */
-    size_t mask;
-} name_index;
-
-static uint64_t hash_name(const char *s)
+/* Index the table, the first of repeated names kept; the first repeat found is reported in
+ * *dup. */
+static int index_build(ckpt_strmap *ix, const map_table *t, size_t *dup)
 {
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
+    size_t i;
+    int rc;
 
-/* Index the table; the first duplicate name found is reported in *dup. */
-static int index_build(name_index *ix, const map_table *t, size_t *dup)
-{
-    size_t cap = 16, i;
-
-    while (cap < 2 * t->n + 1)
-        cap *= 2;
-    if (!(ix->slots = calloc(cap, sizeof *ix->slots)))
-        return ckpt_error_oom();
-    ix->mask = cap - 1;
+    if ((rc = ckpt_strmap_reserve(ix, t->n)) < 0)
+        return rc;
     *dup = SIZE_MAX;
     for (i = 0; i < t->n; i++) {
-        size_t h = (size_t)hash_name(t->v[i].name) & ix->mask;
-        while (ix->slots[h]) {
-            if (strcmp(t->v[ix->slots[h] - 1].name, t->v[i].name) == 0) {
-                if (*dup == SIZE_MAX)
-                    *dup = i;
-                break;
-            }
-            h = (h + 1) & ix->mask;
-        }
-        if (!ix->slots[h])
-            ix->slots[h] = i + 1;
+        if ((rc = ckpt_strmap_add(ix, t->v[i].name, strlen(t->v[i].name), i, NULL)) < 0)
+            return rc;
+        if (rc == 1 && *dup == SIZE_MAX)
+            *dup = i;
     }
     return 0;
 }
 
-static size_t index_find(const name_index *ix, const map_table *t, const char *name)
+static size_t index_find(const ckpt_strmap *ix, const char *name)
 {
-    size_t h = (size_t)hash_name(name) & ix->mask;
+    uint64_t i;
 
-    while (ix->slots[h]) {
-        if (strcmp(t->v[ix->slots[h] - 1].name, name) == 0)
-            return ix->slots[h] - 1;
-        h = (h + 1) & ix->mask;
-    }
-    return SIZE_MAX;
+    return ckpt_strmap_get(ix, name, strlen(name), &i) ? (size_t)i : SIZE_MAX;
 }
 
 static int table_push(map_table *t, const ckpt_map_output *o)
@@ -111,21 +87,23 @@ static const char *origin_of(const ckpt_map_output *o)
 
 static int check_unique(const apply_ctx *c, const map_table *t, int input)
 {
-    name_index ix = { NULL, 0 };
+    ckpt_strmap ix = CKPT_STRMAP_INIT;
     size_t dup, first;
     int rc;
 
-    if ((rc = index_build(&ix, t, &dup)) < 0)
+    if ((rc = index_build(&ix, t, &dup)) < 0) {
+        ckpt_strmap_dispose(&ix);
         return rc;
+    }
     if (dup != SIZE_MAX) {
-        first = index_find(&ix, t, t->v[dup].name);
+        first = index_find(&ix, t->v[dup].name);
         if (input)
             rc = ckpt_error_set(CKPT_EFORMAT, "%s: two input tensors have this name", t->v[dup].name);
         else
             rc = ckpt_error_set(CKPT_EFORMAT, "%s: %s makes two tensors of this name (from %s and from %s)",
                                 t->v[dup].name, c->map->name, origin_of(&t->v[first]), origin_of(&t->v[dup]));
     }
-    free(ix.slots);
+    ckpt_strmap_dispose(&ix);
     return rc;
 }
 
@@ -155,14 +133,14 @@ static int find_apps(const apply_ctx *c, const map_rule *rules, size_t n_rules, 
                      map_app **apps_out, size_t *n_apps)
 {
     map_capture caps[MAP_MAX_CAPTURES];
-    name_index ix = { NULL, 0 };
+    ckpt_strmap ix = CKPT_STRMAP_INIT;
     map_app *apps = NULL, *grown;
     size_t i, j, dup, n = 0, cap = 0;
     int rc;
 
     memset(caps, 0, sizeof caps);
     if ((rc = index_build(&ix, t, &dup)) < 0)
-        return rc;
+        goto done;
     for (i = 0; i < t->n; i++) {
         const map_rule *rule = match_anchor(rules, n_rules, t->v[i].name, caps);
         size_t *src;
@@ -198,7 +176,7 @@ static int find_apps(const apply_ctx *c, const map_rule *rules, size_t n_rules, 
                 rc = CKPT_ENOMEM;
                 goto done;
             }
-            k = index_find(&ix, t, name);
+            k = index_find(&ix, name);
             if (k == SIZE_MAX) {
                 rc = ckpt_error_set(CKPT_EFORMAT, "%s: rule %s of %s needs %s as well, and the input has no such "
                                     "tensor", t->v[i].name, rule->label, c->map->name, name);
@@ -217,7 +195,7 @@ static int find_apps(const apply_ctx *c, const map_rule *rules, size_t n_rules, 
     }
     rc = 0;
 done:
-    free(ix.slots);
+    ckpt_strmap_dispose(&ix);
     if (rc < 0) {
         free(apps);
         apps = NULL;

@@ -8,8 +8,7 @@
 #endif
 
 #include <ckpt/sys/model.h>
-
-#include "../../formats/verify_registry.h"
+#include <ckpt/sys/registry.h>
 
 typedef struct mtensor {
     const char *name; /* in the model's arena */

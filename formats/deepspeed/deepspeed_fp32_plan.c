@@ -1,12 +1,12 @@
-/* ckptconv zero-to-fp32: the output files of a consolidated ZeRO checkpoint, as DeepSpeed
- * 0.19's zero_to_fp32 names and fills them, planned as one ckpt_plan.
+/* The output files of a consolidated ZeRO checkpoint, as DeepSpeed 0.19's zero_to_fp32
+ * names and fills them, planned as one ckpt_plan.
  *
  * Sharding is the library's (ckpt/shard.h, huggingface_hub's rules) applied to the state
  * dict zero_to_fp32 passes it: fresh tensors of the output dtype, so a tensor's size is its
  * numel times 4 for floats, and only tied names share a storage. */
-#include "zero_to_fp32.h"
-
+#include <ckpt/deepspeed.h>
 #include <ckpt/sys/common.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@ static int same_view(const ckpt_tensor *a, const ckpt_tensor *b)
            memcmp(a->stride, b->stride, (size_t)a->ndim * sizeof *a->stride) == 0;
 }
 
-static int want(const ckpt_tensor *t, const zero_plan_options *o, int optimizer)
+static int want(const ckpt_tensor *t, const ckpt_deepspeed_fp32_options *o, int optimizer)
 {
     if (optimizer)
         return (t->flags & CKPT_TENSOR_OPTIMIZER_STATE) != 0;
@@ -44,7 +44,7 @@ static int by_storage(const void *pa, const void *pb)
 
 /* A later entry viewing its storage as the first one does is that tensor under another
  * name (tied weights): it shares the first one's node. */
-static int find_tied(zero_set *s)
+static int find_tied(ckpt_deepspeed_fp32_set *s)
 {
     storage_use *uses = calloc(s->n_entries + 1, sizeof *uses);
     size_t i, n = 0, first = 0;
@@ -58,7 +58,7 @@ static int find_tied(zero_set *s)
         }
     qsort(uses, n, sizeof *uses, by_storage);
     for (i = 1; i < n; i++) {
-        zero_entry *owner, *e = &s->entries[uses[i].entry];
+        ckpt_deepspeed_fp32_entry *owner, *e = &s->entries[uses[i].entry];
         if (uses[i].storage != uses[first].storage) {
             first = i;
             continue;
@@ -73,8 +73,8 @@ static int find_tied(zero_set *s)
 
 /* The entries of one state dict: output dtype, size, and nodes (shared by tied names), cast
  * to float32 as zero_to_fp32 writes floating tensors. */
-static int collect(ckpt_graph *g, zero_set *s, const ckpt_ckpt *in, const ckpt_value *dict, const zero_plan_options *o,
-                   int optimizer)
+static int collect(ckpt_graph *g, ckpt_deepspeed_fp32_set *s, const ckpt_ckpt *in, const ckpt_value *dict,
+                   const ckpt_deepspeed_fp32_options *o, int optimizer)
 {
     size_t i;
     int rc;
@@ -83,7 +83,7 @@ static int collect(ckpt_graph *g, zero_set *s, const ckpt_ckpt *in, const ckpt_v
         return ckpt_error_oom();
     for (i = 0; i < dict->u.dict.map.n; i++) {
         const ckpt_value *k = dict->u.dict.map.keys[i], *v = dict->u.dict.map.vals[i];
-        zero_entry *e = &s->entries[s->n_entries];
+        ckpt_deepspeed_fp32_entry *e = &s->entries[s->n_entries];
         if (k->kind != CKPT_VAL_STR || v->kind != CKPT_VAL_TENSOR)
             return ckpt_error_set(CKPT_EFORMAT, "%s: entry %zu of the consolidated state dict is not name -> tensor",
                                   ckpt_path(in), i);
@@ -98,7 +98,7 @@ static int collect(ckpt_graph *g, zero_set *s, const ckpt_ckpt *in, const ckpt_v
     if ((rc = find_tied(s)) < 0)
         return rc;
     for (i = 0; i < s->n_entries && rc >= 0; i++) {
-        zero_entry *e = &s->entries[i];
+        ckpt_deepspeed_fp32_entry *e = &s->entries[i];
         if (e->storage != i)
             e->node = s->entries[e->storage].node;
         else if ((rc = ckpt_node_tensor(g, e->t, &e->node)) >= 0 && e->dtype != e->t->dtype)
@@ -109,7 +109,7 @@ static int collect(ckpt_graph *g, zero_set *s, const ckpt_ckpt *in, const ckpt_v
 
 /* Tied names cannot go into safetensors, which stores every name's bytes separately and
  * refuses shared tensors; DeepSpeed's --safe_serialization fails on them as well. */
-static int refuse_aliases(const zero_set *s)
+static int refuse_aliases(const ckpt_deepspeed_fp32_set *s)
 {
     size_t i;
 
@@ -122,7 +122,7 @@ static int refuse_aliases(const zero_set *s)
     return 0;
 }
 
-static int shard(zero_set *s, uint64_t max, const char *ext)
+static int shard(ckpt_deepspeed_fp32_set *s, uint64_t max, const char *ext)
 {
     ckpt_shard_entry *entries = calloc(s->n_entries + 1, sizeof *entries);
     char *base = NULL;
@@ -145,7 +145,7 @@ static int shard(zero_set *s, uint64_t max, const char *ext)
 }
 
 /* The set's files into the plan: each shard with its tensors, then the index. */
-static int plan_set(ckpt_plan *plan, const zero_set *s, const char *format)
+static int plan_set(ckpt_plan *plan, const ckpt_deepspeed_fp32_set *s, const char *format)
 {
     ckpt_buf json = CKPT_BUF_INIT;
     size_t i, k, f;
@@ -165,12 +165,12 @@ static int plan_set(ckpt_plan *plan, const zero_set *s, const char *format)
     return rc;
 }
 
-static int add_set(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
-                   const zero_plan_options *o, int optimizer)
+static int add_set(ckpt_deepspeed_fp32 *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
+                   const ckpt_deepspeed_fp32_options *o, int optimizer)
 {
     const char *format = o->format ? o->format : "torch";
     int torch = strcmp(format, "torch") == 0, safetensors = strcmp(format, "safetensors") == 0;
-    zero_set *v = realloc(p->sets, (p->n_sets + 1) * sizeof *v), *s;
+    ckpt_deepspeed_fp32_set *v = realloc(p->sets, (p->n_sets + 1) * sizeof *v), *s;
     int rc;
 
     if (!v)
@@ -189,8 +189,8 @@ static int add_set(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, co
     return plan_set(p->plan, s, format);
 }
 
-static int add_rank(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
-                    const zero_plan_options *o)
+static int add_rank(ckpt_deepspeed_fp32 *p, const ckpt_ckpt *in, const ckpt_value *dict, const char *dir,
+                    const ckpt_deepspeed_fp32_options *o)
 {
     int rc = add_set(p, in, dict, dir, o, 0);
 
@@ -199,13 +199,12 @@ static int add_rank(zero_plan *p, const ckpt_ckpt *in, const ckpt_value *dict, c
     return rc;
 }
 
-int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *o)
+static int build(ckpt_deepspeed_fp32 *p, const ckpt_ckpt *in, const ckpt_deepspeed_fp32_options *o)
 {
     const ckpt_value *root = ckpt_root(in);
     size_t i;
     int rc;
 
-    memset(p, 0, sizeof *p);
     if (!root || root->kind != CKPT_VAL_DICT)
         return ckpt_error_set(CKPT_EFORMAT, "%s: no consolidated state dict", ckpt_path(in));
     if ((rc = ckpt_plan_new(&p->plan)) < 0)
@@ -227,17 +226,37 @@ int zero_plan_build(zero_plan *p, const ckpt_ckpt *in, const zero_plan_options *
     return add_rank(p, in, root, "", o);
 }
 
-void zero_plan_free(zero_plan *p)
+int ckpt_deepspeed_fp32_new(ckpt_deepspeed_fp32 **out, const ckpt_ckpt *in, const ckpt_deepspeed_fp32_options *o)
+{
+    ckpt_deepspeed_fp32 *p;
+    int rc;
+
+    *out = NULL;
+    if (!o || o->version != CKPT_DEEPSPEED_FP32_OPTIONS_VERSION)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT, "%s: the zero-to-fp32 options are not version %d",
+                               ckpt_path(in), CKPT_DEEPSPEED_FP32_OPTIONS_VERSION);
+    if (!(p = calloc(1, sizeof *p)))
+        return ckpt_error_oom();
+    if ((rc = build(p, in, o)) < 0)
+        ckpt_deepspeed_fp32_free(p);
+    else
+        *out = p;
+    return rc;
+}
+
+void ckpt_deepspeed_fp32_free(ckpt_deepspeed_fp32 *p)
 {
     size_t i;
 
+    if (!p)
+        return;
     for (i = 0; i < p->n_sets; i++) {
-        zero_set *s = &p->sets[i];
+        ckpt_deepspeed_fp32_set *s = &p->sets[i];
         ckpt_shard_plan_free(s->shards);
         free(s->entries);
         free(s->dir);
     }
     free(p->sets);
     ckpt_plan_free(p->plan);
-    memset(p, 0, sizeof *p);
+    free(p);
 }
