@@ -28,8 +28,9 @@ static void layer_pattern(const ckpt_family *f, char *prefix, size_t cap, const 
     *suffix = hole ? hole + 3 : "";
 }
 
-/* The layer of name and where its rest starts; -1 for a name outside the layers. */
-static long long layer_of(const ckpt_family *f, const char *name, const char **rest)
+/* The layer of name and where its rest starts; -1 for a name outside the layers (strict: or
+ * whose layer number has leading zeros, which no writer makes). */
+static long long layer_of(const ckpt_family *f, const char *name, int strict, const char **rest)
 {
     char prefix[128], *end;
     const char *suffix, *d;
@@ -42,7 +43,7 @@ static long long layer_of(const ckpt_family *f, const char *name, const char **r
         return -1;
     d = name + n;
     layer = strtoll(d, &end, 10);
-    if ((d[0] == '0' && end != d + 1) || strncmp(end, suffix, strlen(suffix)) != 0)
+    if ((strict && d[0] == '0' && end != d + 1) || strncmp(end, suffix, strlen(suffix)) != 0)
         return -1;
     *rest = end + strlen(suffix);
     return layer;
@@ -172,7 +173,7 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
         return present(x, name, node, t);
     if (in_strings(list(x->f, "buffers"), name))
         return 0;
-    if ((layer = layer_of(x->f, name, &rest)) < 0)
+    if ((layer = layer_of(x->f, name, 1, &rest)) < 0)
         return not_ours(x, name);
     if (layer >= layers)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not in the %lld layers that %s in %s says",
@@ -323,7 +324,7 @@ static order_key key_of(const ckpt_family *f, const char *name, size_t index)
         k.within = i;
     } else if ((i = index_in(after, name)) < n_after) {
         k.group = 2 + (int)i;
-    } else if ((k.layer = layer_of(f, name, &rest)) >= 0) {
+    } else if ((k.layer = layer_of(f, name, 0, &rest)) >= 0) {
         k.group = 1;
         k.within = index_in(list(f, "per_layer"), rest);
     } else {

@@ -538,3 +538,44 @@ CKPT_TEST(test_family_map_variants)
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_parse(&m, bad, sizeof bad - 1, "v.json"));
     ASSERT_ERROR_MENTIONS("v.json: variants.x: rules[0]: replaces no rule of the map");
 }
+
+/* The RoPE generators: both of transformers' places must agree, and Megatron's fixed llama3
+ * frequencies come back from use_rope_scaling. */
+CKPT_TEST(test_family_rope)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c = NULL;
+    ckpt_arena *a;
+    ckpt_value *args;
+    const ckpt_value *v;
+
+    ASSERT_FAILS(CKPT_EFORMAT, read_cfg("llama", "\"rope_scaling\": {\"rope_type\": \"default\"}, \"rope_parameters\": "
+                                                 "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                                                 "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", &c));
+    ASSERT_ERROR_MENTIONS("rope_scaling and rope_parameters describe different RoPE scalings");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("llama", "\"rope_parameters\": {\"rope_type\": \"default\", \"mscale\": 1}", &c));
+    ASSERT_ERROR_MENTIONS("rope_parameters.mscale is not a field of RoPE types default, llama3");
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_TRUE((args = llama_args(a)) != NULL);
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "use_rope_scaling", 1));
+    ASSERT_OK(ckpt_megatron_args_set_float(a, args, "rope_scaling_factor", 32.0));
+    ASSERT_OK(ckpt_megatron_args_set_int_list(a, args, "hf_eos_token_id", (const int64_t[]){ 5, 7 }, 2));
+    ASSERT_OK(ckpt_family_builtin(&f, "llama"));
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_OK(ckpt_family_config_get(c, "rope", &v));
+    ASSERT_TRUE(ckpt_value_is_str(v, "llama3"));
+    ASSERT_OK(ckpt_family_config_get(c, "rope_factor", &v));
+    ASSERT_TRUE(v->kind == CKPT_VAL_FLOAT && v->u.real == 32.0);
+    ASSERT_TRUE(int_of(c, "rope_original_max_positions") == 8192);
+    ASSERT_OK(ckpt_family_config_get(c, "eos_token_id", &v));
+    ASSERT_TRUE(v->kind == CKPT_VAL_LIST && v->u.seq.n == 2 && v->u.seq.items[1]->u.integer == 7);
+    ckpt_family_config_free(c);
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "hf_bos_token_id", 200));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("args.hf_bos_token_id is not a token id below the vocabulary size 200");
+    ASSERT_OK(ckpt_megatron_args_set_int_pair(a, args, "window_size", 3, 3));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_args_check(f, args));
+    ASSERT_ERROR_MENTIONS("args.window_size is not a causal window (W - 1, 0)");
+    ckpt_arena_free(a);
+}
