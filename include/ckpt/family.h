@@ -30,6 +30,9 @@ CKPT_EXTERN(void) ckpt_family_free(ckpt_family *f);
 
 CKPT_EXTERN(const char *) ckpt_family_name(const ckpt_family *f);  /* "llama" */
 CKPT_EXTERN(const char *) ckpt_family_title(const ckpt_family *f); /* "LLaMA", for messages */
+/* A string of the family's JSON at a dotted path ("paddle.head_var", "hf.class"), borrowed
+ * from f; NULL where there is none. */
+CKPT_EXTERN(const char *) ckpt_family_string(const ckpt_family *f, const char *path);
 /* "llama, mistral, qwen2, ..." in the built-in index order, for refusals. */
 CKPT_EXTERN(const char *) ckpt_family_known(void);
 CKPT_EXTERN(size_t) ckpt_family_builtin_count(void);
@@ -42,16 +45,31 @@ CKPT_EXTERN(const ckpt_family *) ckpt_family_builtin_at(size_t i);
  * ckpt_family_known(). */
 CKPT_EXTERN(int) ckpt_family_detect(const ckpt_family **out, const char *framework, const char *where, const void *src);
 
+/* Whether Megatron args compute what the family's models compute (its megatron.require):
+ * CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL) naming the first arg that says otherwise. */
+CKPT_EXTERN(int) ckpt_family_args_check(const ckpt_family *f, const ckpt_value *args);
+
 /* Read and check a model's config in the family's canonical fields (src as above); refusals
  * name `where`, the field and the reason. */
 CKPT_EXTERN(int) ckpt_family_config_read(ckpt_family_config **out, const ckpt_family *f, const char *framework,
                                          const char *where, const void *src);
 CKPT_EXTERN(void) ckpt_family_config_free(ckpt_family_config *c);
+/* The family c was read for, borrowed. */
+CKPT_EXTERN(const ckpt_family *) ckpt_family_config_family(const ckpt_family_config *c);
 /* A canonical field ("hidden_size"); CKPT_ENOTFOUND when the family has no such field. The
  * value is borrowed from c. */
 CKPT_EXTERN(int) ckpt_family_config_get(const ckpt_family_config *c, const char *field, const ckpt_value **out);
-/* The config.json a framework's users load (CKPT_FAMILY_HF or CKPT_FAMILY_PADDLE), keys
- * sorted, as transformers writes them; dtype names the weights' dtype. */
+/* An empty config of family f, for a caller that fills it field by field (where names it in
+ * messages). */
+CKPT_EXTERN(int) ckpt_family_config_new(ckpt_family_config **out, const ckpt_family *f, const char *where);
+/* Set a field to a copy of v. */
+CKPT_EXTERN(int) ckpt_family_config_set(ckpt_family_config *c, const char *field, const ckpt_value *v);
+/* Set an integer field, as a caller that knows better than the source (Megatron args keep no
+ * true vocabulary size when a model was trained with a padded one). */
+CKPT_EXTERN(int) ckpt_family_config_set_int(ckpt_family_config *c, const char *field, int64_t v);
+/* The config.json a framework's users load, keys sorted, as transformers writes them; dtype
+ * names the weights' dtype. CKPT_FAMILY_HF only (the family's hf_config_out); another
+ * framework is CKPT_EUNSUPPORTED. */
 CKPT_EXTERN(int) ckpt_family_config_json(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
                                          ckpt_dtype dtype, ckpt_buf *out);
 /* Megatron-LM args (an argparse Namespace value, in Megatron's order) for this model at TP `tp`
@@ -61,18 +79,21 @@ CKPT_EXTERN(int) ckpt_family_config_args(const ckpt_family *f, const ckpt_family
 /* The model parameters the family's maps use (hidden_size, num_heads, group_size, ...). */
 CKPT_EXTERN(int) ckpt_family_map_params(const ckpt_family *f, const ckpt_family_config *c, ckpt_map_params *p);
 /* The map between a framework's names and Hugging Face names, with the implementation variant
- * ("local", "transformer_engine" for Megatron; "native", "te" for Paddle; NULL: the default),
- * to_hf selecting the direction. Owned by the caller. */
+ * ("local", "transformer_engine" for Megatron; "native" for Paddle; NULL: the family's
+ * first), to_hf selecting the direction (the family's to_hf / from_hf built-in map). Owned by
+ * the caller; CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL) when the family has none. */
 CKPT_EXTERN(int) ckpt_family_map(const ckpt_family *f, const char *framework, const char *impl, int to_hf,
                                  ckpt_map **out);
-/* Every tensor the config implies is there with its shape, and nothing else is (left_out
- * buffers aside): missing, unexpected and misshapen tensors are refused naming the tensor, the
- * weights file and the config field that implies it. */
+/* Every tensor the config implies is there with its shape and one floating-point dtype, and
+ * nothing else is (buffers aside): missing (CKPT_ENOTFOUND), unexpected, repeated and
+ * misshapen tensors (CKPT_EFORMAT) are refused naming the tensor, the weights file and the
+ * config field that implies it. Hugging Face names (CKPT_FAMILY_HF) only. */
 CKPT_EXTERN(int) ckpt_family_check_tensors(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
                                            const char *config_where, const char *weights_where,
                                            const ckpt_map_input *in, size_t n);
 /* The order a framework's writer stores the tensors in: perm[i] is the index into names of the
- * i-th tensor to write. */
+ * i-th tensor to write (CKPT_FAMILY_HF: transformers' state_dict order; names outside it keep
+ * their order, last). */
 CKPT_EXTERN(int) ckpt_family_order(const ckpt_family *f, const char *framework, const char *const *names, size_t n,
                                    size_t *perm);
 /* Why a tensor no map consumes may be left out (a buffer the framework recomputes, as
