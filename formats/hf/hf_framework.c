@@ -2,8 +2,6 @@
  * index, or pytorch_model.bin) opened as its family's model, or written from a model given
  * tensor by tensor: safetensors sharded as save_pretrained shards them, in transformers'
  * order, and the config.json of its family, read back and held against the tensors. */
-#include "hf_adapter.h"
-
 #include <ckpt/hf.h>
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/framework.h>
@@ -23,7 +21,6 @@ typedef struct hf_fw {
     const ckpt_family *f;
     const ckpt_family_config *c;
     char *source;
-    ckpt_fw *from;
     char **names;
     const ckpt_node **nodes;
     size_t n, cap;
@@ -157,7 +154,6 @@ static int hf_create(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state)
         return ckpt_error_set(CKPT_EINVALID, "huggingface: a new model needs its family and config");
     if (!(s->source = strdup(t->source ? t->source : "the source")))
         return ckpt_error_oom();
-    s->from = t->from;
     memset(&info, 0, sizeof info);
     info.tp = info.pp = info.vpp = info.ep = info.dp = 1;
     info.iteration = -1;
@@ -250,7 +246,7 @@ static int hf_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
         nodes[k++] = s->nodes[perm[i]];
     }
     if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, k, t->max_shard_size)) < 0 ||
-        (rc = ckpt_hf__adapter_config_json(s->from, dtype, &json)) < 0 ||
+        (rc = ckpt_family_config_json(s->f, s->c, CKPT_FAMILY_HF, dtype, &json)) < 0 ||
         (rc = check_config(s, &json, names, nodes, k)) < 0)
         goto done;
     rc = ckpt_plan_add_bytes(plan, "config.json", json.data, json.len);

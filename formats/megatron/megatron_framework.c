@@ -1,8 +1,6 @@
 /* Megatron-LM as a framework: a checkpoint set (legacy rank files or torch_dist) opened as its
  * logical model, or a model given tensor by tensor with args from its family's config, planned
  * at a target layout in either format. */
-#include "../hf/hf_adapter.h"
-
 #include <ckpt/hf.h>
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/framework.h>
@@ -131,10 +129,9 @@ static int mg_create(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state)
     mt.vpp = t->vpp ? t->vpp : 1;
     if (!f || !c)
         return ckpt_error_set(CKPT_EINVALID, "megatron: a new model needs its family and config");
-    if (!t->source)
-        return ckpt_error_set(CKPT_EINVALID, "megatron: a new model is made from a Hugging Face directory");
     if ((rc = ckpt_arena_new(&s->arena)) < 0 ||
-        (rc = ckpt_hf__adapter_args(t->source, s->arena, mt.tp, impl, &args)) < 0 ||
+        (rc = ckpt_family_config_args(f, c, s->arena, mt.tp, impl, &args)) < 0 ||
+        (t->source && (rc = ckpt_hf_generation_config_to_args(s->arena, args, t->source)) < 0) ||
         (rc = ckpt_megatron_check_layout(args, &mt)) < 0 ||
         (rc = ckpt_megatron_new(&s->m, ckpt_fw_builder_graph(b), args, t->iteration, &mo)) < 0)
         return rc;

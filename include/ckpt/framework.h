@@ -34,7 +34,6 @@ typedef struct ckpt_fw_target {
                                          messages; a Hugging Face source's
                                          generation_config.json is kept (megatron:
                                          args.hf_generation_config) */
-    ckpt_fw *from;                    /* ckpt_fw_new: a conversion's source model (borrowed) */
 } ckpt_fw_target;
 
 #define CKPT_FW_OPTIONS_VERSION 1

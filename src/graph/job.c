@@ -132,7 +132,6 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     j.c = ckpt_fw_config(src);
     if (!t.source)
         t.source = in;
-    t.from = src;
     if (!j.f || !j.c)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: a model of no family ckptconv knows (%s)",
                                in, ckpt_family_known());
