@@ -1,6 +1,7 @@
-"""rename_key.py FILE OLD NEW: rename the key OLD of the torch.save zip FILE (pickle protocol 2,
-its strings BINUNICODE: opcode X, a 4-byte length, the bytes) to NEW of any length, rewriting the
-zip with the standard library. Gives a Megatron checkpoint a tensor no layout rule takes."""
+"""rename_key.py FILE OLD NEW: rename the string OLD (a key, or a value such as args.hf_model_type)
+of the torch.save zip FILE (pickle protocol 2, its strings BINUNICODE: opcode X, a 4-byte length,
+the bytes) to NEW of any length, rewriting the zip with the standard library. Gives a Megatron
+checkpoint a tensor no layout rule takes, or a family no one knows."""
 import struct
 import sys
 import zipfile
