@@ -12,7 +12,6 @@
 typedef struct job {
     ckpt_plan *plan;
     const char *in, *name;
-    const ckpt_job_options *o;
     ckpt_fw *src, *dst;
     const ckpt_family *f;
     const ckpt_family_config *c;
@@ -126,7 +125,6 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     j.plan = plan;
     j.in = in;
     j.name = o->name ? o->name : "ckpt_job_plan";
-    j.o = o;
     j.src = src;
     j.f = ckpt_fw_family(src);
     j.c = ckpt_fw_config(src);
