@@ -6,10 +6,12 @@
 
 extern const ckpt_fw_vtable ckpt_framework_megatron;
 extern const ckpt_fw_vtable ckpt_framework_huggingface;
+extern const ckpt_fw_vtable ckpt_framework_deepspeed;
 
 static const ckpt_fw_vtable *const frameworks[] = {
     &ckpt_framework_megatron,
     &ckpt_framework_huggingface,
+    &ckpt_framework_deepspeed,
 };
 
 size_t ckpt_frameworks__count(void)

@@ -261,3 +261,26 @@ CKPT_TEST(test_framework_job_hf_to_megatron)
     ckpt_fw_close(src);
     ckpt_plan_free(plan);
 }
+
+/* DeepSpeed, read only: a ZeRO directory by bid, each parameter consolidated; nothing created. */
+CKPT_TEST(test_framework_deepspeed_read_only)
+{
+    ckpt_fw_target t;
+    ckpt_plan *plan;
+    ckpt_fw *m;
+
+    memset(&t, 0, sizeof t);
+    t.version = CKPT_FW_TARGET_VERSION;
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(ckpt_fw_open(&m, ckpt_test_data("zero/stage3_fp32_ws2"), ckpt_plan_graph(plan), NULL));
+    ASSERT_EQ_STR(ckpt_fw_info_of(m)->framework, "deepspeed");
+    ASSERT_EQ_INT(ckpt_fw_info_of(m)->dp, 2);
+    ASSERT_EQ_INT(ckpt_fw_info_of(m)->has_optimizer, 1);
+    ASSERT_TRUE(ckpt_fw_tensor_count(m) > 0);
+    ASSERT_TRUE(ckpt_fw_family(m) == NULL);
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_fw_plan(m, &t, plan));
+    ckpt_fw_close(m);
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_fw_new(&m, "deepspeed", ckpt_plan_graph(plan), NULL, NULL, &t));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "reads checkpoints only") != NULL);
+    ckpt_plan_free(plan);
+}
