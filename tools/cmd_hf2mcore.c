@@ -2,13 +2,11 @@
  * Megatron-LM mcore checkpoint at any TP/PP layout, ready to fine-tune. */
 #include "cli.h"
 
-#include <ckpt/sys/common.h>
 #include <cjson/cJSON.h>
+#include <ckpt/framework.h>
 #include <getopt.h>
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 typedef struct hf2mcore_args {
     const char *in, *out, *impl;
@@ -119,67 +117,30 @@ static int print_json(const hf2mcore_args *a, const ckpt_plan *plan, const ckpt_
 
 static int run(hf2mcore_args *a)
 {
-    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_job_options jo;
     ckpt_plan_report rep;
-    ckpt_ckpt *in = NULL;
     ckpt_plan *plan = NULL;
-    ckpt_megatron *m = NULL;
-    ckpt_map *map = NULL;
-    ckpt_map_params *params = NULL;
-    ckpt_map_result *res = NULL;
-    ckpt_map_input *inputs = NULL;
-    ckpt_value *args = NULL;
-    ckpt_hf_llama_dims dims;
-    char *config = cli_path_join(a->in, "config.json"), *weights = NULL;
-    size_t i, n = 0;
-    int te = strcmp(a->impl, "transformer_engine") == 0, rc;
+    ckpt_fw *src = NULL;
+    int rc;
     double start = cli_now();
 
     memset(&rep, 0, sizeof rep);
-    if (!config) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
-        goto done;
-    if ((rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_hf_llama_dims_read(config, &dims)) < 0)
-        goto done;
-    if ((rc = ckpt_open(&in, weights, NULL)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
-        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
-        (rc = ckpt_map_params_load_json(params, config)) < 0)
-        goto done;
-    inputs = calloc(ckpt_tensor_count(in) + 1, sizeof *inputs);
-    if (!inputs) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (i = 0; i < ckpt_tensor_count(in) && rc == 0; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(in, i);
-        int left = ckpt_plan_leave_out(plan, t->name, ckpt_hf_left_out_rule(t->name));
-        if (left != 0) {
-            rc = left < 0 ? left : 0;
-            continue;
-        }
-        inputs[n].name = t->name;
-        inputs[n].home = 0;
-        rc = ckpt_node_tensor(ckpt_plan_graph(plan), t, &inputs[n++].node);
-    }
-    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
-        (rc = ckpt_hf_llama_check_tensors(&dims, config, weights, inputs, n)) < 0 ||
-        (rc = ckpt_map_params_set(params, "padded_vocab_size",
-                                  ckpt_megatron_padded_vocab(dims.vocab_size, 128, a->target.tp))) < 0 ||
-        (rc = ckpt_hf_llama_megatron_args(ckpt_plan_arena(plan), &dims, config, a->target.tp, a->impl, &args)) < 0 ||
-        (rc = ckpt_hf_generation_config_to_args(ckpt_plan_arena(plan), args, a->in)) < 0 ||
-        (rc = ckpt_megatron_check_layout(args, &a->target)) < 0 ||
-        (rc = ckpt_map_builtin(&map, te ? "hf_llama_megatron" : "hf_llama_megatron_local")) < 0)
-        goto done;
-    if ((rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0 ||
-        (rc = ckpt_megatron_new(&m, ckpt_plan_graph(plan), args, a->iteration, &mo)) < 0)
-        goto done;
-    for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++)
-        rc = ckpt_megatron_add_tensor(m, ckpt_map_result_at(res, i)->name, ckpt_map_result_at(res, i)->node);
-    if (rc < 0 || (rc = ckpt_megatron_add_extra_states(m, te)) < 0 || (rc = ckpt_megatron_plan(m, &a->target, plan)) < 0)
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.name = "hf2mcore";
+    jo.to = CKPT_FAMILY_MEGATRON;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = CKPT_FAMILY_HF;
+    jo.from.iteration = -1;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.megatron = a->target;
+    jo.target.tp = a->target.tp;
+    jo.target.pp = a->target.pp;
+    jo.target.vpp = a->target.vpp;
+    jo.target.impl = a->impl;
+    jo.target.iteration = a->iteration;
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+        (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_job_plan(plan, a->in, &jo, &src)) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
         rc = print_json(a, plan, NULL, 0);
@@ -204,15 +165,8 @@ static int run(hf2mcore_args *a)
     }
 done:
     ckpt_plan_report_dispose(&rep);
-    free(inputs);
-    ckpt_map_result_free(res);
-    ckpt_megatron_close(m);
-    ckpt_map_params_free(params);
-    ckpt_map_free(map);
+    ckpt_fw_close(src);
     ckpt_plan_free(plan);
-    ckpt_close(in);
-    free(config);
-    free(weights);
     return rc < 0 ? cli_fail("hf2mcore") : CLI_EXIT_OK;
 }
 

@@ -2,8 +2,8 @@
  * TP/PP layout -> a Hugging Face LLaMA, Mistral or Qwen2 directory transformers loads. */
 #include "cli.h"
 
-#include <ckpt/sys/common.h>
 #include <cjson/cJSON.h>
+#include <ckpt/framework.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -99,82 +99,6 @@ static int parse_args(int argc, char **argv, mcore2hf_args *a)
     return 0;
 }
 
-static int64_t arg_int(const ckpt_megatron *m, const char *name, int64_t fallback)
-{
-    const ckpt_value *v = ckpt_megatron_arg(ckpt_megatron_args(m), name);
-    return v && v->kind == CKPT_VAL_INT ? v->u.integer : fallback;
-}
-
-/* The map's parameters from args: head counts, head size, both vocabulary sizes. */
-static int set_params(const ckpt_megatron *m, ckpt_map_params *p, int64_t padded_rows)
-{
-    const ckpt_megatron_info *info = ckpt_megatron_info_of(m);
-    const ckpt_value *gqa = ckpt_megatron_arg(ckpt_megatron_args(m), "group_query_attention");
-    int64_t heads = arg_int(m, "num_attention_heads", 0), hidden = arg_int(m, "hidden_size", 0);
-    int64_t groups = gqa && gqa->kind == CKPT_VAL_BOOL && gqa->u.boolean ? arg_int(m, "num_query_groups", heads) : heads;
-    int rc;
-
-    if (!info->true_vocab_size)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MAP_PARAM,
-                               "the true vocabulary size is unknown (args.vocab_size is not set): give "
-                               "--true-vocab-size");
-    if ((rc = ckpt_map_params_set(p, "num_attention_heads", heads)) < 0 ||
-        (rc = ckpt_map_params_set(p, "num_key_value_heads", groups)) < 0 ||
-        (rc = ckpt_map_params_set(p, "hidden_size", hidden)) < 0 ||
-        (rc = ckpt_map_params_set(p, "head_dim", arg_int(m, "kv_channels", heads ? hidden / heads : 0))) < 0 ||
-        (rc = ckpt_map_params_set(p, "vocab_size", info->true_vocab_size)) < 0)
-        return rc;
-    return ckpt_map_params_set(p, "padded_vocab_size", padded_rows);
-}
-
-/* The config.json made from args is read back as hf2mcore reads one and held against the
- * tensors written with it, so that no value of args that does not fit them is carried. */
-static int check_config(const mcore2hf_args *a, const ckpt_buf *config, const char *const *names,
-                        const ckpt_node *const *nodes, size_t n)
-{
-    ckpt_map_input *in = calloc(n + 1, sizeof *in);
-    ckpt_hf_llama_dims d;
-    ckpt_buf what = CKPT_BUF_INIT;
-    size_t i;
-    int rc;
-
-    if (!in || ckpt_buf_printf(&what, "config.json made from the args of %s", a->in) < 0) {
-        free(in);
-        ckpt_buf_dispose(&what);
-        return ckpt_error_oom();
-    }
-    for (i = 0; i < n; i++) {
-        in[i].name = names[i];
-        in[i].node = nodes[i];
-    }
-    ckpt_hf_llama_dims_init(&d);
-    rc = ckpt_hf_llama_dims_parse((const char *)what.data, (const char *)config->data, config->len, &d);
-    if (rc == 0)
-        rc = ckpt_hf_llama_check_tensors(&d, (const char *)what.data, a->in, in, n);
-    free(in);
-    ckpt_buf_dispose(&what);
-    return rc;
-}
-
-/* Left out of every conversion, and listed. */
-#define EXTRA_STATE_RULE "module metadata (_extra_state), which a Hugging Face model has no place for"
-
-/* generation_config.json where hf2mcore kept it; a note on what config.json takes from
- * defaults. */
-static int add_carried(ckpt_plan *plan, const ckpt_value *args)
-{
-    ckpt_buf b = CKPT_BUF_INIT;
-    int rc;
-
-    if ((rc = ckpt_hf_generation_config_of(args, &b)) == 0 && b.len)
-        rc = ckpt_plan_add_bytes(plan, "generation_config.json", b.data, b.len);
-    ckpt_buf_clear(&b);
-    if (rc == 0 && (rc = ckpt_hf_llama_config_note(args, &b)) == 0 && b.len)
-        rc = ckpt_plan_note(plan, "config.json", (const char *)b.data);
-    ckpt_buf_dispose(&b);
-    return rc;
-}
-
 static int print_json(const mcore2hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -185,99 +109,38 @@ static int print_json(const mcore2hf_args *a, const ckpt_plan *plan, const ckpt_
     return cli_plan_report(o, plan, rep, seconds);
 }
 
+/* The tensors the plan writes. */
+static size_t tensors_written(const ckpt_plan *plan)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < ckpt_plan_file_count(plan); i++)
+        n += ckpt_plan_file_at(plan, i)->n_tensors;
+    return n;
+}
+
 static int run(const mcore2hf_args *a)
 {
-    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
-    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_job_options jo;
     ckpt_plan_report rep;
-    ckpt_set *set = NULL;
     ckpt_plan *plan = NULL;
-    ckpt_megatron *m = NULL;
-    ckpt_map *map = NULL;
-    ckpt_map_params *params = NULL;
-    ckpt_map_result *res = NULL;
-    ckpt_map_input *inputs = NULL;
-    const char **names = NULL;
-    const ckpt_node **nodes = NULL;
-    size_t *perm = NULL;
-    ckpt_buf config = CKPT_BUF_INIT;
-    ckpt_dtype dtype = CKPT_DTYPE_F32;
-    size_t i, k, n = 0, n_out;
-    int64_t padded_rows = 0;
-    int te = 0, rc;
+    ckpt_fw *src = NULL;
+    int rc;
     double start = cli_now();
 
     memset(&rep, 0, sizeof rep);
-    so.layout = "megatron";
-    so.iteration = a->iteration;
-    mo.true_vocab_size = a->true_vocab;
-    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_set_open(&set, a->in, &so)) < 0 ||
-        (rc = ckpt_plan_new(&plan)) < 0 || (rc = cli_plan_drop_option(plan, &a->p)) < 0)
-        goto done;
-    mo.leave_out = cli_plan_leave_out;
-    mo.leave_out_payload = plan;
-    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 || (rc = ckpt_hf_llama_args_check(ckpt_megatron_args(m))) < 0)
-        goto done;
-    inputs = calloc(ckpt_megatron_tensor_count(m) + 1, sizeof *inputs);
-    if (!inputs) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (i = 0; i < ckpt_megatron_tensor_count(m); i++) {
-        const ckpt_node *full;
-        ckpt_tensor_layout l;
-        const char *name = ckpt_megatron_tensor_at(m, i, &full, &l);
-        size_t len = strlen(name);
-        int left = ckpt_plan_leave_out(plan, name,
-                                       len > 13 && strcmp(name + len - 13, "._extra_state") == 0 ? EXTRA_STATE_RULE
-                                                                                                 : NULL);
-        if (left != 0) {
-            if (left < 0) {
-                rc = left;
-                goto done;
-            }
-            continue;
-        }
-        te |= strstr(name, "linear_qkv.layer_norm_weight") != NULL;
-        if (l.tp == CKPT_TP_VOCAB) {
-            padded_rows = ckpt_node_shape(full)[0];
-            dtype = ckpt_node_dtype(full);
-        }
-        inputs[n].name = name;
-        inputs[n].node = full;
-        inputs[n++].home = 0;
-    }
-    if ((rc = ckpt_map_builtin(&map, te ? "megatron_hf_llama" : "megatron_hf_llama_local")) < 0 ||
-        (rc = ckpt_map_params_new(&params)) < 0 || (rc = set_params(m, params, padded_rows)) < 0 ||
-        (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
-        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), inputs, n, NULL, &res)) < 0 ||
-        (rc = ckpt_plan_check_taken(a->in, "mcore2hf", res)) < 0)
-        goto done;
-    n_out = ckpt_map_result_count(res);
-    names = calloc(n_out + 1, sizeof *names);
-    nodes = calloc(n_out + 1, sizeof *nodes);
-    perm = calloc(n_out + 1, sizeof *perm);
-    if (!names || !nodes || !perm) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (i = 0; i < n_out; i++)
-        names[i] = ckpt_map_result_at(res, i)->name;
-    if ((rc = ckpt_hf_llama_order(names, n_out, perm)) < 0)
-        goto done;
-    for (i = 0, k = 0; i < n_out; i++) {
-        if (ckpt_hf_llama_tied_copy(ckpt_megatron_args(m), ckpt_map_result_at(res, perm[i])->name))
-            continue;
-        names[k] = ckpt_map_result_at(res, perm[i])->name;
-        nodes[k++] = ckpt_map_result_at(res, perm[i])->node;
-    }
-    n_out = k;
-    if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n_out, a->max_shard)) < 0 ||
-        (rc = ckpt_hf_llama_config(ckpt_megatron_args(m), ckpt_megatron_info_of(m)->true_vocab_size, dtype,
-                                   &config)) < 0 ||
-        (rc = check_config(a, &config, names, nodes, n_out)) < 0 ||
-        (rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len)) < 0 ||
-        (rc = add_carried(plan, ckpt_megatron_args(m))) < 0)
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.name = "mcore2hf";
+    jo.to = CKPT_FAMILY_HF;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = CKPT_FAMILY_MEGATRON;
+    jo.from.iteration = a->iteration;
+    jo.from.true_vocab_size = a->true_vocab;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.max_shard_size = a->max_shard;
+    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+        (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_job_plan(plan, a->in, &jo, &src)) < 0)
         goto done;
     if (a->p.dry_run && a->p.json) {
         rc = print_json(a, plan, NULL, 0);
@@ -295,22 +158,13 @@ static int run(const mcore2hf_args *a)
     } else if (rc == 0 && !a->p.quiet) {
         char size[32];
         cli_plan_print_dropped(plan, &a->p);
-        fprintf(stderr, "wrote %s: %zu tensors in %zu files, %s in %.2f s\n", a->out, n_out, rep.files,
+        fprintf(stderr, "wrote %s: %zu tensors in %zu files, %s in %.2f s\n", a->out, tensors_written(plan), rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size), cli_now() - start);
     }
 done:
     ckpt_plan_report_dispose(&rep);
-    ckpt_buf_dispose(&config);
-    free(names);
-    free(nodes);
-    free(perm);
-    free(inputs);
-    ckpt_map_result_free(res);
-    ckpt_map_params_free(params);
-    ckpt_map_free(map);
-    ckpt_megatron_close(m);
+    ckpt_fw_close(src);
     ckpt_plan_free(plan);
-    ckpt_set_close(set);
     return rc < 0 ? cli_fail("mcore2hf") : CLI_EXIT_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <ckpt/framework.h>
 #include <ckpt/sys/common.h>
 #include <getopt.h>
 #include <limits.h>
@@ -401,21 +402,49 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
     return cli_reshard_paddle(set, &j);
 }
 
+/* The job: the Megatron framework at the same framework, the target's sizes those given (the
+ * source's otherwise: a torch_dist IN's run layout, its virtual stages with its stages). */
+static int plan_megatron(reshard_args *a, ckpt_plan *plan, ckpt_fw **src)
+{
+    ckpt_job_options jo;
+    const ckpt_megatron_info *info;
+    int rc;
+
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = "megatron";
+    jo.from.iteration = a->iteration;
+    jo.from.true_vocab_size = a->true_vocab;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.megatron = a->target;
+    jo.target.tp = a->tp_set ? a->target.tp : 0;
+    jo.target.pp = a->pp_set ? a->target.pp : 0;
+    jo.target.vpp = a->vpp_set ? a->target.vpp : a->pp_set ? 1 : 0;
+    jo.target.format = a->to_dist ? "torch_dist" : "torch";
+    if ((rc = ckpt_job_plan(plan, a->in, &jo, src)) < 0)
+        return rc;
+    info = ckpt_megatron_info_of(ckpt_fw_native(*src, "megatron"));
+    a->target.tp = jo.target.tp ? jo.target.tp : info->run_tp;
+    a->target.pp = jo.target.pp ? jo.target.pp : info->run_pp;
+    a->target.vpp = jo.target.vpp ? jo.target.vpp : info->run_vpp;
+    return 0;
+}
+
 static int run(reshard_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
-    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_set *set = NULL;
     ckpt_plan *plan = NULL;
-    ckpt_megatron *m = NULL;
+    ckpt_fw *src = NULL;
+    const ckpt_megatron *m;
     const ckpt_megatron_info *info;
     double start = cli_now();
     int rc, paddle;
 
     memset(&rep, 0, sizeof rep);
     so.iteration = a->iteration;
-    mo.true_vocab_size = a->true_vocab;
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0)
         goto done;
     /* whichever layout claims IN; anything but a PaddleNLP directory is read as Megatron's,
@@ -430,25 +459,11 @@ static int run(reshard_args *a)
     ckpt_error_clear();
     ckpt_set_close(set);
     set = NULL;
-    so.layout = "megatron";
-    if ((rc = ckpt_set_open(&set, a->in, &so)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
-        (rc = cli_plan_drop_option(plan, &a->p)) < 0)
+    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = cli_plan_drop_option(plan, &a->p)) < 0 ||
+        (rc = plan_megatron(a, plan, &src)) < 0)
         goto done;
-    mo.leave_out = cli_plan_leave_out;
-    mo.leave_out_payload = plan;
-    if ((rc = ckpt_megatron_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 ||
-        (rc = ckpt_plan_check_drop_patterns(plan)) < 0)
-        goto done;
+    m = ckpt_fw_native(src, "megatron");
     info = ckpt_megatron_info_of(m);
-    /* the run's layout (a torch_dist IN's args), its virtual stages with its stages */
-    if (!a->tp_set)
-        a->target.tp = info->run_tp;
-    if (!a->pp_set)
-        a->target.pp = info->run_pp;
-    if (!a->pp_set && !a->vpp_set)
-        a->target.vpp = info->run_vpp;
-    if ((rc = a->to_dist ? ckpt_megatron_plan_dist(m, &a->target, plan) : ckpt_megatron_plan(m, &a->target, plan)) < 0)
-        goto done;
     if (a->p.dry_run && a->p.json) {
         rc = print_json(a, m, plan, &rep, 0);
         goto done;
@@ -484,7 +499,7 @@ static int run(reshard_args *a)
     }
 done:
     ckpt_plan_report_dispose(&rep);
-    ckpt_megatron_close(m);
+    ckpt_fw_close(src);
     ckpt_plan_free(plan);
     ckpt_set_close(set);
     if (rc > 0)
