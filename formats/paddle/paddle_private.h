@@ -17,6 +17,12 @@ char *ckpt_paddle__join(const char *dir, const char *name);
  * ->valuestring), in that order; *firsts is malloc'd. Errors name the path: not JSON, no
  * weight_map object, a value that is not a file name. */
 int ckpt_paddle__index_read(const char *path, cJSON **json, const cJSON ***firsts, size_t *n);
+/* A text file's bytes, NUL-terminated and malloc'd; errors (class CKPT_ERRCLASS_OS) name path. */
+int ckpt_paddle__read_text(const char *path, char **out);
+/* dir/config.json, malloc'd, when there is one; else *out = NULL. */
+int ckpt_paddle__config_beside(const char *dir, char **out);
+/* ckpt_paddle_te_plan with a target layout (paddle_te_plan.c), on j's open set. */
+int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
 
 /* ---- the logical model (paddle_model.c), written by paddle_plan.c ---- */
 
