@@ -37,18 +37,20 @@ static int config_size(const char *where, const cJSON *json, const char *key, in
     return 1;
 }
 
-/* Every PaddleNLP rule here (names, layouts, the maps) is LLaMA's: a config of another
- * family would be read as a LLaMA that it is not. */
-static int llama_only(const char *where, const cJSON *model_type)
+/* Every PaddleNLP rule here (names, layouts, the maps) is a known family's: a config of another
+ * family would be read as a model that it is not. No model_type (older PaddleNLP): LLaMA. */
+static int known_family(const char *where, const cJSON *model_type, const pd_family **out)
 {
+    *out = ckpt_paddle__llama();
     if (!model_type)
         return 0;
     if (!cJSON_IsString(model_type))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: model_type is not a string", where);
-    if (strcmp(model_type->valuestring, "llama") != 0)
+    if (!(*out = ckpt_paddle__family(model_type->valuestring)))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA (model_type llama) only", where,
-                               model_type->valuestring);
+                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA and Qwen2 (model_type llama, "
+                               "qwen2) only",
+                               where, model_type->valuestring);
     return 0;
 }
 
@@ -73,6 +75,7 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
     int rc = 0;
 
     memset(d, 0, sizeof *d);
+    d->family = ckpt_paddle__llama();
     if (!json_text)
         return 0;
     if (!(json = cJSON_Parse(json_text)) || !cJSON_IsObject(json)) {
@@ -85,10 +88,15 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
     d->fuse_qkv = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "fuse_attention_qkv"));
     d->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "tie_word_embeddings"));
     if (rc >= 0)
-        rc = llama_only(where, cJSON_GetObjectItemCaseSensitive(json, "model_type"));
+        rc = known_family(where, cJSON_GetObjectItemCaseSensitive(json, "model_type"), &d->family);
     cJSON_Delete(json);
     if (rc < 0)
         return rc;
+    if (d->family->qkv_bias && d->fuse_qkv)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: fuse_attention_qkv true: ckptconv reads %s's q, k and v (and their biases) as "
+                               "separate tensors only",
+                               where, d->family->title);
     if (!d->kv)
         d->kv = d->heads;
     if (d->hidden && d->heads && d->hidden % d->heads)
@@ -336,22 +344,37 @@ int ckpt_paddle__check_files(ckpt_paddle_model *m)
 
 /* ---- the merged tensors ---- */
 
-/* A LLaMA tensor's full shape in config.json's sizes: H hidden, I intermediate, 2 twice
+/* A tensor's full shape in config.json's sizes: H hidden, I intermediate, 2 twice
  * intermediate (gate | up), V vocabulary, Q all heads', K the KV heads', F q, k and v's;
- * b 0 for a vector. Names in a layer are given after "llama.layers.N.". */
+ * b 0 for a vector. Model tensors but the head are named after the base model's prefix
+ * ("llama."), names in a layer after "<base>.layers.N.". */
 typedef struct pd_shape {
     const char *name;
     char a, b;
 } pd_shape;
 
 static const pd_shape MODEL_SHAPES[] = {
-    { "llama.embed_tokens.weight", 'V', 'H' }, { "llama.norm.weight", 'H', 0 }, { "lm_head.weight", 'H', 'V' },
+    { "embed_tokens.weight", 'V', 'H' }, { "norm.weight", 'H', 0 }, { "lm_head.weight", 'H', 'V' },
 };
+
+#define HEAD_NAME "lm_head.weight"
+
+/* MODEL_SHAPES[i]'s name in family f. */
+static const char *model_tensor(const pd_family *f, size_t i, char *buf, size_t cap)
+{
+    if (strcmp(MODEL_SHAPES[i].name, HEAD_NAME) == 0)
+        return HEAD_NAME;
+    snprintf(buf, cap, "%s.%s", f->base, MODEL_SHAPES[i].name);
+    return buf;
+}
 
 static const pd_shape LAYER_SHAPES[] = {
     { "self_attn.q_proj.weight", 'H', 'Q' },
     { "self_attn.k_proj.weight", 'H', 'K' },
     { "self_attn.v_proj.weight", 'H', 'K' },
+    { "self_attn.q_proj.bias", 'Q', 0 },
+    { "self_attn.k_proj.bias", 'K', 0 },
+    { "self_attn.v_proj.bias", 'K', 0 },
     { "self_attn.qkv_proj.weight", 'H', 'F' },
     { "self_attn.o_proj.weight", 'Q', 'H' },
     { "mlp.gate_proj.weight", 'H', 'I' },
@@ -369,7 +392,12 @@ static const pd_shape LAYER_SHAPES[] = {
     { "transformer.layernorm_mlp.fc2_weight", 'H', 'I' },
 };
 
-#define LAYER_PREFIX "llama.layers."
+/* "<base>.layers.": where a decoder layer's names start. */
+static const char *layer_prefix(const pd_family *f, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s.layers.", f->base);
+    return buf;
+}
 
 /* A dimension's size; 0 when config.json does not give what it depends on. */
 static int64_t dim_of(const pd_dims *d, char code)
@@ -393,13 +421,14 @@ static int64_t dim_of(const pd_dims *d, char code)
 static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], int *ndim)
 {
     const pd_shape *s = NULL;
-    size_t i;
+    char buf[64], prefix[64];
+    size_t i, len = strlen(layer_prefix(d->family, prefix, sizeof prefix));
 
     for (i = 0; i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES && !s; i++)
-        if (strcmp(name, MODEL_SHAPES[i].name) == 0)
+        if (strcmp(name, model_tensor(d->family, i, buf, sizeof buf)) == 0)
             s = &MODEL_SHAPES[i];
-    if (!s && strncmp(name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0) {
-        const char *rest = name + strlen(LAYER_PREFIX) + strspn(name + strlen(LAYER_PREFIX), "0123456789");
+    if (!s && strncmp(name, prefix, len) == 0) {
+        const char *rest = name + len + strspn(name + len, "0123456789");
         for (i = 0; *rest == '.' && i < sizeof LAYER_SHAPES / sizeof *LAYER_SHAPES && !s; i++)
             if (strcmp(rest + 1, LAYER_SHAPES[i].name) == 0)
                 s = &LAYER_SHAPES[i];
@@ -409,8 +438,8 @@ static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], i
     *ndim = s->b ? 2 : 1;
     want[0] = dim_of(d, s->a);
     want[1] = s->b ? dim_of(d, s->b) : 1;
-    if (d->tied && strcmp(name, "lm_head.weight") == 0) {
-        /* tied to the embedding, LlamaLMHead holds [vocab, hidden] */
+    if (d->tied && strcmp(name, HEAD_NAME) == 0) {
+        /* tied to the embedding, the head holds [vocab, hidden] */
         want[0] = d->vocab;
         want[1] = d->hidden;
     }
@@ -479,7 +508,9 @@ static int layers_complete(const ckpt_paddle_model *m, int64_t layers)
 }
 
 /* What a decoder layer of PaddleNLP's LLaMA holds: per part, its forms ('|' between them:
- * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them). */
+ * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them).
+ * A family with q/k/v biases holds QKV_BIAS_PART too. */
+static const char QKV_BIAS_PART[] = "self_attn.q_proj.bias+self_attn.k_proj.bias+self_attn.v_proj.bias";
 static const char *const LAYER_PARTS[] = {
     ("self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
      "transformer.self_attention.layernorm_qkv.weight"),
@@ -490,10 +521,10 @@ static const char *const LAYER_PARTS[] = {
     "post_attention_layernorm.weight|transformer.layernorm_mlp.ln_weight",
 };
 
-/* Whether layer 0 holds llama.layers.0.<the tensor at s, len bytes>. */
+/* Whether layer 0 holds <base>.layers.0.<the tensor at s, len bytes>. */
 static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, char *name, size_t cap)
 {
-    snprintf(name, cap, LAYER_PREFIX "0.%.*s", (int)len, s);
+    snprintf(name, cap, "%s.layers.0.%.*s", m->dims.family->base, (int)len, s);
     return ckpt_paddle__find_entry(m, name) >= 0;
 }
 
@@ -502,10 +533,11 @@ static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, cha
 static int layer_parts_present(const ckpt_paddle_model *m)
 {
     char name[160], missing[160];
-    size_t i;
+    size_t i, n_parts = sizeof LAYER_PARTS / sizeof *LAYER_PARTS + (m->dims.family->qkv_bias != 0);
 
-    for (i = 0; i < sizeof LAYER_PARTS / sizeof *LAYER_PARTS; i++) {
-        const char *form = LAYER_PARTS[i];
+    for (i = 0; i < n_parts; i++) {
+        const char *part = i < sizeof LAYER_PARTS / sizeof *LAYER_PARTS ? LAYER_PARTS[i] : QKV_BIAS_PART;
+        const char *form = part;
         int complete = 0, best = -1;
         missing[0] = '\0';
         while (*form && !complete) {
@@ -531,45 +563,46 @@ static int layer_parts_present(const ckpt_paddle_model *m)
             char forms[512];
             size_t k, used = 0;
             /* in words: "a and b, or c, or d" */
-            for (k = 0; LAYER_PARTS[i][k] && used + 6 < sizeof forms; k++) {
-                const char *sep = LAYER_PARTS[i][k] == '+' ? " and " : LAYER_PARTS[i][k] == '|' ? ", or " : NULL;
+            for (k = 0; part[k] && used + 6 < sizeof forms; k++) {
+                const char *sep = part[k] == '+' ? " and " : part[k] == '|' ? ", or " : NULL;
                 if (sep) {
                     memcpy(forms + used, sep, strlen(sep));
                     used += strlen(sep);
                 } else {
-                    forms[used++] = LAYER_PARTS[i][k];
+                    forms[used++] = part[k];
                 }
             }
             forms[used] = '\0';
             return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
-                                   "%s: no %s (a layer of PaddleNLP's LLaMA holds %s)", ckpt_paddle__where(m),
-                                   missing, forms);
+                                   "%s: no %s (a layer of PaddleNLP's %s holds %s)", ckpt_paddle__where(m),
+                                   missing, m->dims.family->title, forms);
         }
     }
     return 0;
 }
 
-/* A LLaMA's layer parts, embedding, final norm and (untied) output layer. */
+/* The family's layer parts, embedding, final norm and (untied) output layer. */
 static int parts_present(const ckpt_paddle_model *m)
 {
-    size_t i;
-    int llama = 0, rc;
+    char prefix[64], buf[64];
+    size_t i, len = strlen(layer_prefix(m->dims.family, prefix, sizeof prefix));
+    int model = 0, rc;
 
-    for (i = 0; i < m->n_entries && !llama; i++)
-        llama = m->entries[i].tensor && strncmp(m->entries[i].name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0;
-    if (llama && (rc = layer_parts_present(m)) < 0)
+    for (i = 0; i < m->n_entries && !model; i++)
+        model = m->entries[i].tensor && strncmp(m->entries[i].name, prefix, len) == 0;
+    if (model && (rc = layer_parts_present(m)) < 0)
         return rc;
-    for (i = 0; llama && i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES; i++) {
-        long at = ckpt_paddle__find_entry(m, MODEL_SHAPES[i].name);
-        int optional = m->dims.tied && strcmp(MODEL_SHAPES[i].name, "lm_head.weight") == 0;
+    for (i = 0; model && i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES; i++) {
+        const char *name = model_tensor(m->dims.family, i, buf, sizeof buf);
+        long at = ckpt_paddle__find_entry(m, name);
+        int optional = m->dims.tied && strcmp(name, HEAD_NAME) == 0;
         if ((at < 0 || !m->entries[at].tensor) && !optional)
-            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s", ckpt_paddle__where(m),
-                                   MODEL_SHAPES[i].name);
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s", ckpt_paddle__where(m), name);
     }
     return 0;
 }
 
-/* Each tensor on the source stage LlamaForCausalLMPipe gives it. */
+/* Each tensor on the source stage the family's pipeline model (LlamaForCausalLMPipe) gives it. */
 static int on_its_stage(const ckpt_paddle_model *m, const pd_entry *e, int64_t layers)
 {
     int pp = m->info.pp, want;
@@ -596,9 +629,10 @@ static int on_its_stage(const ckpt_paddle_model *m, const pd_entry *e, int64_t l
         return 0;
     ckpt_paddle_stage_layers(layers, pp, e->pp, &lo, &hi);
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                           "%s: holds %s, which PaddleNLP's LlamaForCausalLMPipe puts on stage %d of %d (of %lld "
+                           "%s: holds %s, which PaddleNLP's %s puts on stage %d of %d (of %lld "
                            "layers, stage %d holds layers %lld to %lld)",
-                           ckpt_path(ckpt_paddle__rank(m, 0, e->pp)->models[0].ck), e->name, want, pp,
+                           ckpt_path(ckpt_paddle__rank(m, 0, e->pp)->models[0].ck), e->name, m->dims.family->pipe_cls,
+                           want, pp,
                            (long long)layers, e->pp, (long long)lo, (long long)hi - 1);
 }
 

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Why paddle2hf leaves a tied head out: PaddleNLP 3 saves the embedding's parameter under
+ * both names. */
+#define TIED_HEAD "a tied head: the embedding's own parameter, saved under both names"
+
 static int leave_out(void *plan, const char *name)
 {
     return ckpt_plan_leave_out(plan, name, NULL);
@@ -25,7 +29,7 @@ int ckpt_paddle_plan_to_hf(ckpt_plan *plan, ckpt_set *set, const char *in_dir, c
     ckpt_map_input *in = NULL;
     const char **names = NULL;
     const ckpt_node **nodes = NULL;
-    size_t *perm = NULL, n, i;
+    size_t *perm = NULL, n, i, k;
     ckpt_hf_llama_dims dims;
     ckpt_buf config = CKPT_BUF_INIT;
     int rc;
@@ -48,10 +52,16 @@ int ckpt_paddle_plan_to_hf(ckpt_plan *plan, ckpt_set *set, const char *in_dir, c
         rc = ckpt_error_oom();
         goto done;
     }
-    for (i = 0; i < n; i++)
-        in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
-    if ((rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
-        (rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+    for (i = k = 0; i < n && rc == 0; i++) {
+        in[k].name = ckpt_paddle_model_tensor_at(m, i, &in[k].node, NULL);
+        if (m->family->tied_shared && dims.tied && strcmp(in[k].name, "lm_head.weight") == 0)
+            rc = ckpt_plan_leave_out(plan, in[k].name, TIED_HEAD);
+        else
+            k++;
+    }
+    n = k;
+    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
+        (rc = ckpt_map_builtin(&map, m->family->to_hf)) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
         (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, info->config)) < 0 ||
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0 ||
@@ -99,6 +109,15 @@ done:
     return rc;
 }
 
+/* PaddleNLP's Qwen2 fuses q/k/v with their biases, which the map does not write. */
+static int fused_qkv_refused(const char *config_path)
+{
+    return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                           "%s: model_type qwen2: --fused-qkv (fuse_attention_qkv) is written for llama only; Qwen2's "
+                           "q, k and v stay separate",
+                           config_path);
+}
+
 /* hf2paddle: the checkpoint through the inverse map, as one PaddleNLP model written at the
  * target layout. */
 int ckpt_paddle_plan_from_hf(ckpt_plan *plan, const char *hf_dir, const ckpt_paddle_hf_options *o,
@@ -127,6 +146,7 @@ int ckpt_paddle_plan_from_hf(ckpt_plan *plan, const char *hf_dir, const ckpt_pad
         variants[v++] = "fused_ffn";
     if ((rc = ckpt_hf_llama_dims_read(hf_config_path, &dims)) < 0 ||
         (rc = ckpt_paddle_hf_supported(hf_config_path, &dims)) < 0 ||
+        (o->fused_qkv && dims.qkv_bias && (rc = fused_qkv_refused(hf_config_path)) < 0) ||
         (rc = ckpt_paddle__read_text(hf_config_path, &hf_config)) < 0 ||
         (rc = ckpt_hf_weights_path(hf_dir, &weights)) < 0 || (rc = ckpt_open(weights_out, weights, NULL)) < 0)
         goto done;
@@ -146,7 +166,8 @@ int ckpt_paddle_plan_from_hf(ckpt_plan *plan, const char *hf_dir, const ckpt_pad
     }
     if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
         (rc = ckpt_hf_llama_check_tensors(&dims, hf_config_path, weights, in, n)) < 0 ||
-        (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
+        (rc = ckpt_map_builtin(&map, ckpt_paddle__family(ckpt_hf_family_name(dims.family))->from_hf)) < 0 ||
+        (rc = ckpt_map_params_new(&params)) < 0 ||
         (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
         (rc = ckpt_map_params_load_json(params, hf_config_path)) < 0 ||
         (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, v ? variants : NULL, &res)) < 0 ||

@@ -69,10 +69,31 @@ typedef struct pd_entry {
     size_t seq;                /* the order it was first seen in */
 } pd_entry;
 
+/* A PaddleNLP model family (paddle_family.c). */
+typedef struct pd_family {
+    const char *model_type, *title;   /* "qwen2", "Qwen2" */
+    const char *base;                 /* the base model's prefix: "qwen2" in qwen2.layers.0... */
+    const char *cls, *pipe_cls;       /* Qwen2ForCausalLM, Qwen2ForCausalLMPipe */
+    const char *head, *head_pipe;     /* the head's variable prefixes (LMHead, LMHeadPipe) */
+    const char *spec, *to_hf, *from_hf; /* built-in maps */
+    int qkv_bias;                     /* q/k/v projections have biases */
+    int tied_shared;                  /* a tied head is saved as the embedding's variable */
+} pd_family;
+
+/* The family of model_type; NULL when ckptconv knows no such PaddleNLP family. */
+const pd_family *ckpt_paddle__family(const char *model_type);
+const pd_family *ckpt_paddle__llama(void);
+/* The family config.json (its text; NULL: none) names: LLaMA without a known model_type
+ * (older PaddleNLP writes none; an unknown one is refused by ckpt_paddle__dims). */
+const pd_family *ckpt_paddle__family_of(const char *config_json);
+/* pd2te's map knows LLaMA's names only: another family is refused naming where. */
+int ckpt_paddle__te_llama_only(const char *where, const pd_family *f);
+
 /* config.json's sizes; 0 for what it does not give (num_key_value_heads: num_attention_heads). */
 typedef struct pd_dims {
     int64_t hidden, inter, heads, kv, vocab, layers, tp, pp;
     int fuse_qkv, tied;
+    const pd_family *family;
 } pd_dims;
 
 struct ckpt_paddle_model {
@@ -80,6 +101,7 @@ struct ckpt_paddle_model {
     ckpt_graph *g;
     ckpt_map *own_map;
     const ckpt_parallel_spec *spec;
+    const pd_family *family;   /* config.json's */
     ckpt_paddle_model_info info;
     char *config_text;         /* config.json as read; NULL without one */
     size_t config_len;

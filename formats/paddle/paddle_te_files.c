@@ -71,14 +71,24 @@ static int default_kv_heads(int64_t heads_given, ckpt_map_params *p)
     return ckpt_map_params_set(p, "num_key_value_heads", heads);
 }
 
+int ckpt_paddle__te_llama_only(const char *where, const pd_family *f)
+{
+    if (f == ckpt_paddle__llama())
+        return 0;
+    return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                           "%s: model_type %s: pd2te converts PaddleNLP's LLaMA (model_type llama) only", where,
+                           f->model_type);
+}
+
 /* pd2te's map knows no model but a LLaMA. */
 static int load_config(int to_te, const char *path, ckpt_map_params *p)
 {
     char *text = NULL;
     int rc = ckpt_map_params_load_json(p, path);
 
-    if (rc == 0 && to_te && (rc = ckpt_paddle__read_text(path, &text)) == 0)
-        rc = ckpt_paddle_layout_check(path, text, 0, 1, 1);
+    if (rc == 0 && to_te && (rc = ckpt_paddle__read_text(path, &text)) == 0 &&
+        (rc = ckpt_paddle_layout_check(path, text, 0, 1, 1)) == 0)
+        rc = ckpt_paddle__te_llama_only(path, ckpt_paddle__family_of(text));
     free(text);
     return rc;
 }

@@ -142,7 +142,8 @@ int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const
     t.tp = j->tp = o->tp ? o->tp : info->tp;
     t.pp = j->pp = o->pp ? o->pp : info->pp;
     /* the layout PaddleNLP can run first, then what the TE tensors can hold of it */
-    if (o->to_te && ((rc = ckpt_paddle_layout_check(info->config ? info->config : in_dir, info->config_json,
+    if (o->to_te && ((rc = ckpt_paddle__te_llama_only(info->config ? info->config : in_dir, j->model->family)) < 0 ||
+                     (rc = ckpt_paddle_layout_check(info->config ? info->config : in_dir, info->config_json,
                                                     info->num_layers, t.tp, t.pp)) < 0 ||
                      (rc = ckpt_paddle_fused_kv_check(info->config ? info->config : in_dir, info->config_json, t.tp,
                                                       "Transformer Engine's fused layernorm_qkv")) < 0))
