@@ -9,6 +9,8 @@
 #include "optimizer/megatron_distopt.h"
 #include "megatron_private.h"
 
+#include <ckpt/sys/framework.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ typedef struct target_ctx {
     ckpt_plan *plan;
     ckpt_arena *arena;
     int64_t padded_vocab;
-    const ckpt_node **shards; /* [entry][tp']: computed on first use */
+    ckpt_fw_ranks *ranks;     /* the rank loop; its parts: [entry][tp'] */
     size_t file;              /* the plan file being built */
     const mg_rank *template_rank;
     int drop_output;          /* tied embeddings at one stage: no output_layer.weight */
@@ -62,17 +64,19 @@ int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, 
     return ckpt_parallel_split(m->g, &e->layout, e->name, full, (size_t)t->tp, outs);
 }
 
+static int split_entry(void *state, size_t i, size_t slot, int n_tp, const ckpt_node **parts)
+{
+    target_ctx *c = state;
+
+    (void)slot;
+    (void)n_tp;
+    return ckpt_megatron__split(c->m, c->t, c->padded_vocab, &c->m->entries[i], c->m->entries[i].full, parts);
+}
+
 /* The target TP rank's part of entry i. */
 static int shard_of(target_ctx *c, size_t i, int tp, const ckpt_node **out)
 {
-    const ckpt_node **row = &c->shards[i * (size_t)c->t->tp];
-    int rc;
-
-    if (!row[0] && (rc = ckpt_megatron__split(c->m, c->t, c->padded_vocab, &c->m->entries[i], c->m->entries[i].full,
-                                              row)) < 0)
-        return rc;
-    *out = row[tp];
-    return 0;
+    return ckpt_fw_ranks_part(c->ranks, i, 0, tp, out);
 }
 
 static ckpt_value *new_str(ckpt_arena *a, const char *s)
@@ -523,11 +527,17 @@ int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, 
     return rewrite_args(&c, m->args, out);
 }
 
+static int on_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)
+{
+    (void)r;
+    return build_rank(state, tp, pp, ep);
+}
+
 int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)
 {
     target_ctx c;
     char tracker[32];
-    int tp, pp, ep, rc, drop_output;
+    int rc, drop_output;
 
     if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
@@ -542,13 +552,9 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
     c.arena = ckpt_plan_arena(plan);
     c.drop_output = drop_output;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
-    c.shards = calloc(m->n_entries * (size_t)t->tp + 1, sizeof *c.shards);
-    if (!c.shards)
-        return ckpt_error_oom();
-    for (ep = 0; ep < m->info.ep && rc == 0; ep++)
-        for (pp = 0; pp < t->pp && rc == 0; pp++)
-            for (tp = 0; tp < t->tp && rc == 0; tp++)
-                rc = build_rank(&c, tp, pp, ep);
+    if ((rc = ckpt_fw_ranks_new(&c.ranks, m->n_entries, 1, t->tp, split_entry, &c)) < 0)
+        return rc;
+    rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_EP_PP_TP, t->pp, m->info.ep, NULL, on_rank, &c);
     if (rc == 0) {
         if (m->release)
             snprintf(tracker, sizeof tracker, "release");
@@ -556,6 +562,6 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
             snprintf(tracker, sizeof tracker, "%lld", (long long)m->info.iteration);
         rc = ckpt_plan_add_bytes(plan, "latest_checkpointed_iteration.txt", tracker, strlen(tracker));
     }
-    free(c.shards);
+    ckpt_fw_ranks_free(c.ranks);
     return rc;
 }

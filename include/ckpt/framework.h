@@ -28,6 +28,13 @@ typedef struct ckpt_fw_target {
     uint64_t max_shard_size;          /* huggingface: 0 as save_pretrained */
     ckpt_megatron_target megatron;    /* framework extras, read by that framework only */
     ckpt_paddle_target paddle;
+    const char *format;               /* megatron: "torch" (NULL) or "torch_dist" */
+    int64_t iteration;                /* ckpt_fw_new: the iteration the checkpoint records */
+    const char *source;               /* ckpt_fw_new: the source checkpoint's path, named in
+                                         messages; a Hugging Face source's
+                                         generation_config.json is kept (megatron:
+                                         args.hf_generation_config) */
+    ckpt_fw *from;                    /* ckpt_fw_new: a conversion's source model (borrowed) */
 } ckpt_fw_target;
 
 #define CKPT_FW_OPTIONS_VERSION 1
@@ -42,6 +49,8 @@ typedef struct ckpt_fw_options {
     /* --drop: 1 when a tensor no rule consumes may be left out (the job reports it) */
     int (*leave_out)(void *payload, const char *name);
     void *leave_out_payload;
+    int need_family;                  /* refuse a model of no known family, saying why
+                                         (conversions); 0: open it without one (reshard) */
 } ckpt_fw_options;
 
 typedef struct ckpt_fw_info {
@@ -72,6 +81,9 @@ CKPT_EXTERN(const char *) ckpt_fw_tensor_at(const ckpt_fw *m, size_t i, const ck
 /* The framework's own state behind m (a ckpt_megatron *, a ckpt_paddle_model *), or NULL when m
  * is not of `framework`. */
 CKPT_EXTERN(void *) ckpt_fw_native(ckpt_fw *m, const char *framework);
+/* The checkpoint set m reads (borrowed from m); NULL for a framework without a directory
+ * scheme and for a model made by ckpt_fw_new. */
+CKPT_EXTERN(ckpt_set *) ckpt_fw_set(const ckpt_fw *m);
 
 #define CKPT_JOB_OPTIONS_VERSION 1
 typedef struct ckpt_job_options {
@@ -79,6 +91,7 @@ typedef struct ckpt_job_options {
     const char *to;                   /* target framework; NULL: the source's (reshard) */
     ckpt_fw_options from;
     ckpt_fw_target target;
+    const char *name;                 /* the job in messages ("mcore2hf"); NULL: "ckpt_job_plan" */
 } ckpt_job_options;
 
 /* The one path: source framework -> (another framework: its map to Hugging Face names, then

@@ -16,6 +16,10 @@ typedef struct ckpt_fw_builder ckpt_fw_builder;
 CKPT_EXTERN(ckpt_graph *) ckpt_fw_builder_graph(ckpt_fw_builder *b);
 CKPT_EXTERN(ckpt_set *) ckpt_fw_builder_set(ckpt_fw_builder *b); /* NULL for ckpt_fw_new */
 CKPT_EXTERN(const ckpt_fw_options *) ckpt_fw_builder_options(const ckpt_fw_builder *b);
+CKPT_EXTERN(const char *) ckpt_fw_builder_path(const ckpt_fw_builder *b); /* ckpt_fw_open's; NULL for ckpt_fw_new */
+/* ckpt_fw_new's family, and its config in *c (both borrowed; NULL for ckpt_fw_open until the
+ * framework gives them with ckpt_fw_builder_family). */
+CKPT_EXTERN(const ckpt_family *) ckpt_fw_builder_target_family(const ckpt_fw_builder *b, const ckpt_family_config **c);
 /* The model's family and config; the builder takes c. */
 CKPT_EXTERN(int) ckpt_fw_builder_family(ckpt_fw_builder *b, const ckpt_family *f, ckpt_family_config *c);
 CKPT_EXTERN(int) ckpt_fw_builder_info(ckpt_fw_builder *b, const ckpt_fw_info *info); /* strings copied */
@@ -33,10 +37,27 @@ typedef struct ckpt_fw_vtable {
     int (*add)(void *state, const char *name, const ckpt_node *full);
     int (*plan)(void *state, const ckpt_fw_target *t, ckpt_plan *plan);
     void (*free)(void *state);
+    void *(*native)(void *state); /* what ckpt_fw_native gives; NULL: state itself */
+    /* Conversions to another framework (ckpt_job_plan); each NULL where there is nothing to do. */
+    /* Why the framework leaves `name` out of another framework's model (module metadata no
+     * other framework has a place for), before the family's rules; NULL: it does not. */
+    const char *(*left_out)(void *state, const char *name);
+    /* The tensors kept for the conversion against the model's config: missing, extra and
+     * misshapen ones refused by name. */
+    int (*check)(void *state, const ckpt_map_input *kept, size_t n);
+    /* A created model's own map parameters (megatron: padded_vocab_size for its TP). */
+    int (*map_params)(void *state, ckpt_map_params *p);
+    /* What a source keeps for a target of framework `to` beyond tensors (megatron -> Hugging
+     * Face: generation_config.json, a note on config.json). */
+    int (*carry)(void *state, const char *to, ckpt_plan *plan);
 } ckpt_fw_vtable;
 
 /* The one rank loop: target coordinates in the framework's order, and each entry's per-slot TP
- * parts computed once (slot 0 the parameter; more for optimizer state). */
+ * parts computed once (slot 0 the parameter; more for optimizer state). A row of parts is cut
+ * by `split` when its TP rank 0 part is first asked for. ckpt_fw_ranks_each calls on_stage
+ * (when not NULL) before the TP ranks of each stage (of each EP rank, EP outermost, in
+ * CKPT_FW_RANKS_EP_PP_TP order; ep is 0 in CKPT_FW_RANKS_PP_TP order) and stops at the first
+ * error. */
 typedef struct ckpt_fw_ranks ckpt_fw_ranks;
 typedef int (*ckpt_fw_split_fn)(void *state, size_t entry, size_t slot, int n_tp, const ckpt_node **parts);
 typedef int (*ckpt_fw_stage_fn)(void *state, int pp, ckpt_fw_ranks *r);
@@ -48,6 +69,13 @@ CKPT_EXTERN(int) ckpt_fw_ranks_part(ckpt_fw_ranks *r, size_t entry, size_t slot,
 CKPT_EXTERN(int) ckpt_fw_ranks_each(ckpt_fw_ranks *r, int order, int pp, int ep, ckpt_fw_stage_fn on_stage,
                                     ckpt_fw_rank_fn on_rank, void *state);
 CKPT_EXTERN(void) ckpt_fw_ranks_free(ckpt_fw_ranks *r);
+
+#ifdef CKPT_BUILD
+/* The table of frameworks formats/framework_registry.c defines and the engine reads. */
+size_t ckpt_frameworks__count(void);
+const ckpt_fw_vtable *ckpt_frameworks__at(size_t i);
+const ckpt_fw_vtable *ckpt_frameworks__find(const char *name); /* NULL: none of that name */
+#endif
 
 CKPT_END_DECL
 

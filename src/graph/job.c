@@ -1,0 +1,193 @@
+/* The one conversion path: a source framework's model, through the family's maps where the
+ * target is another framework, planned by the target framework. Every source tensor is
+ * accounted for: taken by a rule, left out by a rule the family or the framework documents, or
+ * dropped by the caller (--drop); any other is refused by name. */
+#include "framework_private.h"
+
+#include <ckpt/sys/common.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct job {
+    ckpt_plan *plan;
+    const char *in, *name;
+    const ckpt_job_options *o;
+    ckpt_fw *src, *dst;
+    const ckpt_family *f;
+    const ckpt_family_config *c;
+    ckpt_map_input *kept;
+    size_t n_kept;
+    int64_t padded_rows; /* the source's vocabulary tables (0: none is cut by vocabulary) */
+    ckpt_map_params *params;
+    ckpt_map *maps[2];
+    ckpt_map_result *res[2];
+} job;
+
+/* The source tensors the conversion takes: every one but those a rule of the framework or the
+ * family leaves out, or a --drop pattern, each recorded in the plan with its reason. */
+static int keep_inputs(job *j)
+{
+    const ckpt_fw_vtable *vt = ckpt_fw__vtable(j->src);
+    const char *fw = ckpt_fw_info_of(j->src)->framework;
+    size_t i, n = ckpt_fw_tensor_count(j->src);
+    int rc;
+
+    if (!(j->kept = calloc(n + 1, sizeof *j->kept)))
+        return ckpt_error_oom();
+    for (i = 0; i < n; i++) {
+        const ckpt_node *full;
+        ckpt_tensor_layout l;
+        const char *name = ckpt_fw_tensor_at(j->src, i, &full, &l);
+        const char *rule = vt->left_out ? vt->left_out(ckpt_fw__state(j->src), name) : NULL;
+        if (!rule)
+            rule = ckpt_family_left_out(j->f, fw, name);
+        if ((rc = ckpt_plan_leave_out(j->plan, name, rule)) != 0) {
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (l.tp == CKPT_TP_VOCAB && !j->padded_rows)
+            j->padded_rows = ckpt_node_shape(full)[0];
+        j->kept[j->n_kept].name = name;
+        j->kept[j->n_kept++].node = full;
+    }
+    if ((rc = ckpt_plan_check_drop_patterns(j->plan)) < 0)
+        return rc;
+    return vt->check ? vt->check(ckpt_fw__state(j->src), j->kept, j->n_kept) : 0;
+}
+
+/* The family's maps: the source's names to Hugging Face's (unless the source is Hugging
+ * Face), then Hugging Face's to the target's (unless the target is). */
+static int load_maps(job *j)
+{
+    const ckpt_fw_info *from = ckpt_fw_info_of(j->src), *to = ckpt_fw_info_of(j->dst);
+    size_t k = 0;
+    int rc;
+
+    if (strcmp(from->framework, CKPT_FAMILY_HF) != 0 &&
+        (rc = ckpt_family_map(j->f, from->framework, from->impl, 1, &j->maps[k++])) < 0)
+        return rc;
+    if (strcmp(to->framework, CKPT_FAMILY_HF) != 0 &&
+        (rc = ckpt_family_map(j->f, to->framework, to->impl, 0, &j->maps[k++])) < 0)
+        return rc;
+    return 0;
+}
+
+static int set_params(job *j)
+{
+    const ckpt_fw_vtable *vt = ckpt_fw__vtable(j->dst);
+    int rc;
+
+    if ((rc = ckpt_map_params_new(&j->params)) < 0 || (rc = ckpt_family_map_params(j->f, j->c, j->params)) < 0 ||
+        (j->padded_rows && (rc = ckpt_map_params_set(j->params, "padded_vocab_size", j->padded_rows)) < 0))
+        return rc;
+    return vt->map_params ? vt->map_params(ckpt_fw__state(j->dst), j->params) : 0;
+}
+
+/* The kept tensors through the maps into the target; any a rule does not take is refused. */
+static int map_tensors(job *j)
+{
+    const ckpt_map_input *in = j->kept;
+    ckpt_map_input *next = NULL;
+    size_t n = j->n_kept, i, k;
+    int rc = 0;
+
+    for (k = 0; k < 2 && j->maps[k] && rc == 0; k++) {
+        if ((rc = ckpt_map_apply(j->maps[k], j->params, ckpt_plan_graph(j->plan), in, n, NULL, &j->res[k])) < 0 ||
+            (rc = ckpt_plan_check_taken(j->in, j->name, j->res[k])) < 0)
+            break;
+        free(next);
+        n = ckpt_map_result_count(j->res[k]);
+        if (!(next = calloc(n + 1, sizeof *next))) {
+            rc = ckpt_error_oom();
+            break;
+        }
+        for (i = 0; i < n; i++) {
+            next[i].name = ckpt_map_result_at(j->res[k], i)->name;
+            next[i].node = ckpt_map_result_at(j->res[k], i)->node;
+        }
+        in = next;
+    }
+    for (i = 0; i < n && rc == 0; i++)
+        rc = ckpt_fw_add(j->dst, in[i].name, in[i].node);
+    free(next);
+    return rc;
+}
+
+static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, ckpt_fw *src)
+{
+    const ckpt_fw_vtable *vt = ckpt_fw__vtable(src);
+    ckpt_fw_target t = o->target;
+    job j;
+    int rc;
+
+    memset(&j, 0, sizeof j);
+    j.plan = plan;
+    j.in = in;
+    j.name = o->name ? o->name : "ckpt_job_plan";
+    j.o = o;
+    j.src = src;
+    j.f = ckpt_fw_family(src);
+    j.c = ckpt_fw_config(src);
+    if (!t.source)
+        t.source = in;
+    t.from = src;
+    if (!j.f || !j.c)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: a model of no family ckptconv knows (%s)",
+                               in, ckpt_family_known());
+    if ((rc = keep_inputs(&j)) == 0 && (rc = ckpt_fw_new(&j.dst, o->to, ckpt_plan_graph(plan), j.f, j.c, &t)) == 0 &&
+        (rc = load_maps(&j)) == 0 && (rc = set_params(&j)) == 0 && (rc = map_tensors(&j)) == 0 &&
+        (rc = ckpt_fw_plan(j.dst, &t, plan)) == 0 && vt->carry)
+        rc = vt->carry(ckpt_fw__state(src), o->to, plan);
+    if (rc == 0) {
+        ckpt_fw__keep(src, j.dst);
+        j.dst = NULL;
+    }
+    ckpt_fw_close(j.dst);
+    ckpt_map_result_free(j.res[0]);
+    ckpt_map_result_free(j.res[1]);
+    ckpt_map_free(j.maps[0]);
+    ckpt_map_free(j.maps[1]);
+    ckpt_map_params_free(j.params);
+    free(j.kept);
+    return rc;
+}
+
+static int plan_leave_out(void *plan, const char *name)
+{
+    return ckpt_plan_leave_out(plan, name, NULL);
+}
+
+int ckpt_job_plan(ckpt_plan *plan, const char *in, const ckpt_job_options *o, ckpt_fw **source_out)
+{
+    ckpt_fw_options from;
+    ckpt_fw *src = NULL;
+    int rc;
+
+    *source_out = NULL;
+    if (!o || o->version != CKPT_JOB_OPTIONS_VERSION)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_job_options version %u, expected %u", o ? o->version : 0,
+                              CKPT_JOB_OPTIONS_VERSION);
+    from = o->from;
+    from.need_family |= o->to != NULL;
+    /* the plan's --drop patterns, unless the caller decides */
+    if (!from.leave_out) {
+        from.leave_out = plan_leave_out;
+        from.leave_out_payload = plan;
+    }
+    if ((rc = ckpt_fw_open(&src, in, ckpt_plan_graph(plan), &from)) < 0)
+        return rc;
+    if (!o->to || strcmp(o->to, ckpt_fw_info_of(src)->framework) == 0) {
+        if ((rc = ckpt_plan_check_drop_patterns(plan)) == 0)
+            rc = ckpt_fw_plan(src, &o->target, plan);
+    } else {
+        rc = convert(plan, in, o, src);
+    }
+    if (rc < 0) {
+        ckpt_fw_close(src);
+        return rc;
+    }
+    *source_out = src;
+    return 0;
+}

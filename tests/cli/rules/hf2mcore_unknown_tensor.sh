@@ -1,0 +1,10 @@
+# hf2mcore: a tensor of the Hugging Face weights no rule takes is refused, naming it, and nothing
+# is written; --drop leaves it out on purpose and the report lists it (text and JSON).
+cp -r "$TESTDATA/hf/llama_tiny" in
+python3 "$CLI_DIR/../drop/add_tensor.py" in model.layers.0.self_attn.foo.weight
+ckptconv hf2mcore in out --tp 2 2>&1; echo "exit $?"
+test ! -e out
+ckptconv hf2mcore in out --tp 2 --drop model.layers.0.self_attn.foo.weight 2>&1 | sed 's/in [0-9.]* s$/in T s/'
+ckptconv hf2mcore in out2 --drop 'model.*.foo.*' --json | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["dropped"])'
