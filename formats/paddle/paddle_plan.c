@@ -201,11 +201,28 @@ static int stage_names(void *state, int pp, ckpt_fw_ranks *r)
     return rc;
 }
 
+/* Target rank (tp, pp)'s tensors in state-dict order into names[], nodes[] (room for every
+ * entry). */
+static int rank_tensors(target_ctx *c, int tp, int pp, const char **names, const ckpt_node **nodes, size_t *n)
+{
+    const ckpt_paddle_model *m = c->m;
+    size_t i;
+    int rc = 0;
+
+    *n = 0;
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        if (!m->entries[i].tensor || !in_stage(c, &m->entries[i], &c->layouts[i], pp))
+            continue;
+        if ((rc = part_of(c, i, PARAM_SLOT, tp, &nodes[*n])) == 0)
+            names[(*n)++] = m->entries[i].name;
+    }
+    return rc;
+}
+
 int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, int tp, int pp, const char ***names,
                            const ckpt_node ***nodes, size_t *n)
 {
     target_ctx c;
-    size_t i;
     int rc;
 
     *names = NULL;
@@ -216,12 +233,8 @@ int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, in
     if (rc == 0 && (!(*names = malloc((m->n_entries + 1) * sizeof **names)) ||
                     !(*nodes = malloc((m->n_entries + 1) * sizeof **nodes))))
         rc = ckpt_error_oom();
-    for (i = 0; i < m->n_entries && rc == 0; i++) {
-        if (!m->entries[i].tensor || !in_stage(&c, &m->entries[i], &c.layouts[i], pp))
-            continue;
-        if ((rc = part_of(&c, i, PARAM_SLOT, tp, &(*nodes)[*n])) == 0)
-            (*names)[(*n)++] = m->entries[i].name;
-    }
+    if (rc == 0)
+        rc = rank_tensors(&c, tp, pp, *names, *nodes, n);
     ctx_dispose(&c);
     if (rc < 0) {
         free((void *)*names);
@@ -230,6 +243,47 @@ int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, in
         *nodes = NULL;
         *n = 0;
     }
+    return rc;
+}
+
+typedef struct each_ctx {
+    target_ctx c;
+    ckpt_paddle__rank_fn fn;
+    void *payload;
+    const char **names;
+    const ckpt_node **nodes;
+} each_ctx;
+
+static int each_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)
+{
+    each_ctx *x = state;
+    size_t n;
+    int rc;
+
+    (void)ep;
+    (void)r;
+    if ((rc = rank_tensors(&x->c, tp, pp, x->names, x->nodes, &n)) < 0)
+        return rc;
+    return x->fn(x->payload, tp, pp, x->names, x->nodes, n);
+}
+
+int ckpt_paddle__each_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_paddle__rank_fn fn, void *payload)
+{
+    each_ctx x;
+    int rc;
+
+    memset(&x, 0, sizeof x);
+    x.fn = fn;
+    x.payload = payload;
+    if ((rc = ctx_init(&x.c, m, t)) == 0 && (!(x.names = malloc((m->n_entries + 1) * sizeof *x.names)) ||
+                                             !(x.nodes = malloc((m->n_entries + 1) * sizeof *x.nodes))))
+        rc = ckpt_error_oom();
+    /* ctx_init gave the split callback &x.c, which lives as long as x */
+    if (rc == 0)
+        rc = ckpt_fw_ranks_each(x.c.ranks, CKPT_FW_RANKS_PP_TP, t->pp, 1, NULL, each_rank, &x);
+    ctx_dispose(&x.c);
+    free((void *)x.names);
+    free((void *)x.nodes);
     return rc;
 }
 

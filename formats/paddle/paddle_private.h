@@ -21,6 +21,12 @@ int ckpt_paddle__index_read(const char *path, cJSON **json, const cJSON ***first
 int ckpt_paddle__read_text(const char *path, char **out);
 /* dir/config.json, malloc'd, when there is one; else *out = NULL. */
 int ckpt_paddle__config_beside(const char *dir, char **out);
+/* Each rank of layout t in PaddleNLP's order (stage by stage, TP ranks within), with its model
+ * file's tensors in state-dict order: names borrowed from m, nodes cut once for every rank
+ * (ckpt_fw_ranks), both valid during the call (paddle_plan.c). */
+typedef int (*ckpt_paddle__rank_fn)(void *payload, int tp, int pp, const char *const *names,
+                                    const ckpt_node *const *nodes, size_t n);
+int ckpt_paddle__each_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_paddle__rank_fn fn, void *payload);
 /* ckpt_paddle_te_plan with a target layout (paddle_te_plan.c), on j's open set. */
 int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
 

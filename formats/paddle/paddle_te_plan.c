@@ -75,25 +75,28 @@ done:
     return rc;
 }
 
+typedef struct rank_job {
+    const ckpt_paddle_te_options *o;
+    const ckpt_paddle_target *t;
+    ckpt_plan *plan;
+} rank_job;
+
 /* One target rank's model file: pd2te maps the Paddle tensors on the way out. */
-static int plan_rank(const ckpt_paddle_te_options *o, ckpt_paddle_model *model, const ckpt_paddle_target *t, ckpt_plan *plan,
-                     int tp, int pp)
+static int plan_rank(void *payload, int tp, int pp, const char *const *names, const ckpt_node *const *nodes, size_t n)
 {
-    const char **names = NULL;
-    const ckpt_node **nodes = NULL;
+    const rank_job *j = payload;
     ckpt_map_input *in = NULL;
     ckpt_map_result *r = NULL;
     ckpt_buf rel = CKPT_BUF_INIT;
-    size_t n = 0, i, f;
+    size_t i, f;
     int rc;
 
-    if ((rc = ckpt_paddle_model_rank(model, t, tp, pp, &names, &nodes, &n)) < 0 ||
-        (rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, t->tp, t->pp, &rel)) < 0 ||
-        (rc = ckpt_plan_add_file(plan, (const char *)rel.data, "pdparams", &f)) < 0)
+    if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, j->t->tp, j->t->pp, &rel)) < 0 ||
+        (rc = ckpt_plan_add_file(j->plan, (const char *)rel.data, "pdparams", &f)) < 0)
         goto done;
-    if (!o->to_te) {
+    if (!j->o->to_te) {
         for (i = 0; i < n && rc == 0; i++)
-            rc = ckpt_plan_add_tensor(plan, f, names[i], nodes[i], 0, NULL);
+            rc = ckpt_plan_add_tensor(j->plan, f, names[i], nodes[i], 0, NULL);
         goto done;
     }
     if (!(in = malloc((n + 1) * sizeof *in))) {
@@ -105,10 +108,10 @@ static int plan_rank(const ckpt_paddle_te_options *o, ckpt_paddle_model *model, 
         in[i].node = nodes[i];
         in[i].home = 0;
     }
-    rc = ckpt_map_apply(o->map, o->params, ckpt_plan_graph(plan), in, n, o->variants, &r);
+    rc = ckpt_map_apply(j->o->map, j->o->params, ckpt_plan_graph(j->plan), in, n, j->o->variants, &r);
     for (i = 0; rc == 0 && i < ckpt_map_result_count(r); i++) {
         const ckpt_map_output *out = ckpt_map_result_at(r, i);
-        rc = ckpt_plan_add_tensor(plan, f, out->name, out->node, 0, NULL);
+        rc = ckpt_plan_add_tensor(j->plan, f, out->name, out->node, 0, NULL);
     }
 done:
     if (rc < 0 && rel.data)
@@ -116,8 +119,6 @@ done:
     ckpt_map_result_free(r);
     ckpt_buf_dispose(&rel);
     free(in);
-    free((void *)names);
-    free((void *)nodes);
     return rc;
 }
 
@@ -126,8 +127,9 @@ int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const
     ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
     ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
     const ckpt_paddle_model_info *info;
+    rank_job rj;
     size_t i;
-    int tp, pp, rc;
+    int rc;
 
     mo.no_optimizer = 1;
     if ((rc = ckpt_plan_new(&j->plan)) < 0)
@@ -148,10 +150,10 @@ int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const
                      (rc = ckpt_paddle_fused_kv_check(info->config ? info->config : in_dir, info->config_json, t.tp,
                                                       "Transformer Engine's fused layernorm_qkv")) < 0))
         return rc;
-    for (pp = 0; pp < t.pp && rc == 0; pp++)
-        for (tp = 0; tp < t.tp && rc == 0; tp++)
-            rc = plan_rank(o, j->model, &t, j->plan, tp, pp);
-    if (rc == 0)
+    rj.o = o;
+    rj.t = &t;
+    rj.plan = j->plan;
+    if ((rc = ckpt_paddle__each_rank(j->model, &t, plan_rank, &rj)) == 0)
         rc = ckpt_paddle_plan_other_files(j->model, &t, j->plan);
     /* a model built from converted ranks knows no directory: its other files are copied here */
     for (i = 0; !o->to_te && rc == 0 && i < ckpt_set_member_count(j->set); i++) {
