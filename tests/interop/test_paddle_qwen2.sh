@@ -46,7 +46,15 @@ for rank in ("tp00", "tp01"):
 PY
 }
 
+# TP 4 over 2 KV heads: PaddleNLP keeps k/v and their biases whole on every rank
+kv_whole() {
+    ckpt hf2paddle "$HF" "$OUT/tp4-pd" --tp 4 --pp 2 -q
+    ckpt paddle2hf "$OUT/tp4-pd" "$OUT/tp4-hf" -q
+    cmp "$HF/model.safetensors" "$OUT/tp4-hf/model.safetensors"
+}
+
 case_run "qwen2_tp2 -> paddle2hf: qwen2_tiny's tensors" to_hf
+case_run "qwen2_tiny -> hf2paddle TP4 PP2 (KV heads whole) -> paddle2hf: the same tensors" kv_whole
 case_run "qwen2_tp2 -> reshard TP2: PaddleNLP's files and variable names" same_layout
 queue hf "qwen2_tp2 -> paddle2hf: transformers' logits" logits "$OUT/p2h" "$HF/logits.json"
 queue hf "qwen2_tp2 -> paddle2hf: PaddleNLP's logits" logits "$OUT/p2h" "$SRC/logits.json"
