@@ -156,7 +156,7 @@ int ckpt_paddle__merge_optimizer(ckpt_paddle_model *m);
 int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d);
 /* The model files the directory holds against the layout config.json and model_meta.json
  * give (once the ranks are open); the merged tensors against config.json's sizes and
- * PaddleNLP's pipeline cut (once they are merged) (paddle_check.c). */
+ * PaddleNLP's pipeline cut (once they are merged) (paddle_check.c, paddle_check_tensors.c). */
 int ckpt_paddle__check_files(ckpt_paddle_model *m);
 int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
 /* PaddleNLP's major version by config.json's paddlenlp_version: 3.x writes its version, 2.x
