@@ -1,8 +1,7 @@
-/* ckptconv paddle2hf / hf2paddle: PaddleNLP LLaMA (any TP/PP layout) <-> a Hugging Face
- * LLaMA directory, through the paddle_llama_hf map and its inverse. */
+/* ckptconv paddle2hf / hf2paddle: PaddleNLP LLaMA or Qwen2 (any TP/PP layout) <-> a Hugging
+ * Face directory, through the family's map (paddle_llama_hf, paddle_qwen2_hf) and its inverse. */
 #include "cli.h"
 
-#include <ckpt/sys/common.h>
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -22,19 +21,21 @@ static void paddle2hf_help(FILE *out)
     fprintf(out,
 "usage: ckptconv paddle2hf IN_DIR OUT [options]\n"
 "\n"
-"Convert a PaddleNLP LLaMA checkpoint directory (model_state.pdparams, the\n"
-"model_state.tpXX_ppYY.pdparams files of any tensor/pipeline-parallel layout, or size\n"
-"shards with their index) into a Hugging Face directory transformers loads:\n"
-"OUT/config.json (LlamaForCausalLM, from IN_DIR/config.json) and model.safetensors, or\n"
-"model-0000i-of-0000n.safetensors with model.safetensors.index.json when larger than\n"
-"--max-shard-size.\n"
+"Convert a PaddleNLP LLaMA or Qwen2 checkpoint directory (model_state.pdparams,\n"
+"the model_state.tpXX_ppYY.pdparams files of any tensor/pipeline-parallel layout, or\n"
+"size shards with their index) into a Hugging Face directory transformers loads:\n"
+"OUT/config.json (LlamaForCausalLM or Qwen2ForCausalLM, from IN_DIR/config.json) and\n"
+"model.safetensors, or model-0000i-of-0000n.safetensors with\n"
+"model.safetensors.index.json when larger than --max-shard-size.\n"
 "\n"
-"The ranks are merged first (PaddleNLP's TP rules: formats/maps/paddlenlp_llama.json),\n"
-"then llama.* becomes model.*, every Linear weight is transposed from PaddleNLP's\n"
-"[in, out] to [out, in] (lm_head too), a fused qkv_proj is split per KV group and\n"
-"gate_up_fused_proj into gate_proj and up_proj. Both sides use rotate-half RoPE, so\n"
-"nothing is permuted. Tensors keep their dtype (bf16 stays bf16). The optimizer state\n"
-"and the tokenizer files are not converted.\n"
+"The ranks are merged first (PaddleNLP's TP rules: formats/maps/paddlenlp_llama.json,\n"
+"paddlenlp_qwen2.json), then llama.* (qwen2.*) becomes model.*, every Linear weight is\n"
+"transposed from PaddleNLP's [in, out] to [out, in] (an untied lm_head too), a fused\n"
+"qkv_proj is split per KV group and gate_up_fused_proj into gate_proj and up_proj.\n"
+"Qwen2's q/k/v biases are copied; its tied lm_head, saved as the embedding, is left\n"
+"out. Both sides use rotate-half RoPE, so nothing is permuted. Tensors keep their\n"
+"dtype (bf16 stays bf16). The optimizer state and the tokenizer files are not\n"
+"converted.\n"
 "\n"
 "options:\n"
 "  --max-shard-size SIZE   largest safetensors file (default 5G, as save_pretrained)\n"
@@ -55,14 +56,16 @@ static void hf2paddle_help(FILE *out)
     fprintf(out,
 "usage: ckptconv hf2paddle HF_DIR OUT [--tp N --pp M] [options]\n"
 "\n"
-"Convert a Hugging Face LLaMA directory (config.json and model.safetensors, shards with\n"
-"model.safetensors.index.json, or pytorch_model.bin) into a PaddleNLP checkpoint at\n"
-"TP N, PP M: OUT/model_state[.tpXX][_ppYY].pdparams as PaddleNLP's trainer names them,\n"
-"and a PaddleNLP config.json. Weights are transposed to PaddleNLP's [in, out]; q/k/v\n"
-"and gate/up stay separate (PaddleNLP's defaults) unless --fused-qkv (qkv_proj,\n"
-"interleaved per KV group) or --fused-ffn (gate_up_fused_proj, cut [gate_r | up_r] per\n"
-"TP rank) ask otherwise. Pipeline stages hold global layer indices. Tensors keep their\n"
-"dtype; bf16 is written as paddle.save writes it (uint16 arrays).\n"
+"Convert a Hugging Face LLaMA or Qwen2 directory (config.json and model.safetensors,\n"
+"shards with model.safetensors.index.json, or pytorch_model.bin) into a PaddleNLP\n"
+"checkpoint at TP N, PP M: OUT/model_state[.tpXX][_ppYY].pdparams as PaddleNLP's\n"
+"trainer names them, and a PaddleNLP config.json (LlamaForCausalLM or\n"
+"Qwen2ForCausalLM). Weights are transposed to PaddleNLP's [in, out]; q/k/v and\n"
+"gate/up stay separate (PaddleNLP's defaults) unless --fused-qkv (qkv_proj,\n"
+"interleaved per KV group; LLaMA only) or --fused-ffn (gate_up_fused_proj, cut\n"
+"[gate_r | up_r] per TP rank) ask otherwise. Qwen2's q/k/v biases are cut with their\n"
+"weights. Pipeline stages hold global layer indices. Tensors keep their dtype; bf16\n"
+"is written as paddle.save writes it (uint16 arrays).\n"
 "\n"
 "options:\n"
 "  --tp N, --pp M          target layout (default 1, 1)\n"
@@ -129,166 +132,6 @@ static int parse_args(int argc, char **argv, paddle_hf_args *a)
     return 0;
 }
 
-/* paddle2hf: the merged model through the map, in transformers' order, as safetensors. */
-static int plan_to_hf(const paddle_hf_args *a, ckpt_set *set, ckpt_plan *plan)
-{
-    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
-    ckpt_paddle_model *m = NULL;
-    const ckpt_paddle_model_info *info;
-    ckpt_map *map = NULL;
-    ckpt_map_params *params = NULL;
-    ckpt_map_result *res = NULL;
-    ckpt_map_input *in = NULL;
-    const char **names = NULL;
-    const ckpt_node **nodes = NULL;
-    size_t *perm = NULL, n, i;
-    ckpt_hf_llama_dims dims;
-    ckpt_buf config = CKPT_BUF_INIT;
-    int rc;
-
-    mo.no_optimizer = 1;
-    mo.leave_out = cli_plan_leave_out;
-    mo.leave_out_payload = plan;
-    if ((rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0)
-        goto done;
-    info = ckpt_paddle_model_info_of(m);
-    if (!info->config) {
-        rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
-                             "%s: no config.json (the Hugging Face config is made from it)", a->in);
-        goto done;
-    }
-    if ((rc = ckpt_paddle_hf_dims(info->config, info->config_json, CKPT_DTYPE_F32, &dims)) < 0)
-        goto done;
-    n = ckpt_paddle_model_tensor_count(m);
-    if (!(in = calloc(n + 1, sizeof *in))) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (i = 0; i < n; i++)
-        in[i].name = ckpt_paddle_model_tensor_at(m, i, &in[i].node, NULL);
-    if ((rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
-        (rc = ckpt_map_builtin(&map, "paddle_llama_hf")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
-        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
-        (rc = ckpt_map_params_load_json(params, info->config)) < 0 ||
-        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, NULL, &res)) < 0 ||
-        (rc = ckpt_plan_check_taken(a->in, "paddle2hf", res)) < 0)
-        goto done;
-    n = ckpt_map_result_count(res);
-    free(in);
-    in = calloc(n + 1, sizeof *in);
-    names = calloc(n + 1, sizeof *names);
-    nodes = calloc(n + 1, sizeof *nodes);
-    perm = calloc(n + 1, sizeof *perm);
-    if (!in || !names || !nodes || !perm) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (i = 0; i < n; i++)
-        names[i] = ckpt_map_result_at(res, i)->name;
-    if ((rc = ckpt_hf_llama_order(names, n, perm)) < 0)
-        goto done;
-    for (i = 0; i < n; i++) {
-        names[i] = ckpt_map_result_at(res, perm[i])->name;
-        nodes[i] = ckpt_map_result_at(res, perm[i])->node;
-    }
-    /* the config written must describe the tensors written */
-    for (i = 0; i < n; i++) {
-        in[i].name = names[i];
-        in[i].node = nodes[i];
-    }
-    dims.dtype = n ? ckpt_node_dtype(nodes[0]) : CKPT_DTYPE_F32;
-    if ((rc = ckpt_hf_llama_check_tensors(&dims, info->config, a->in, in, n)) < 0 ||
-        (rc = ckpt_hf_plan_safetensors(plan, names, nodes, n, a->max_shard)) < 0 ||
-        (rc = ckpt_hf_llama_config_json(&dims, &config)) < 0)
-        goto done;
-    rc = ckpt_plan_add_bytes(plan, "config.json", config.data, config.len);
-done:
-    ckpt_buf_dispose(&config);
-    free(perm);
-    free((void *)names);
-    free((void *)nodes);
-    free(in);
-    ckpt_map_result_free(res);
-    ckpt_map_params_free(params);
-    ckpt_map_free(map);
-    ckpt_paddle_model_close(m);
-    return rc;
-}
-
-/* hf2paddle: the checkpoint through the inverse map, as one PaddleNLP model written at the
- * target layout. */
-static int plan_to_paddle(const paddle_hf_args *a, ckpt_plan *plan, ckpt_ckpt **weights_out)
-{
-    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
-    const char *variants[3] = { NULL };
-    ckpt_paddle_model *m = NULL;
-    ckpt_map *map = NULL;
-    ckpt_map_params *params = NULL;
-    ckpt_map_result *res = NULL;
-    ckpt_map_input *in = NULL;
-    ckpt_buf config = CKPT_BUF_INIT;
-    ckpt_hf_llama_dims dims;
-    char *hf_config_path = cli_path_join(a->in, "config.json"), *hf_config = NULL, *weights = NULL;
-    size_t n = 0, i, v = 0;
-    int rc;
-
-    if (!hf_config_path) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    if (a->fused_qkv)
-        variants[v++] = "fused_qkv";
-    if (a->fused_ffn)
-        variants[v++] = "fused_ffn";
-    if ((rc = ckpt_hf_llama_dims_read(hf_config_path, &dims)) < 0 ||
-        (rc = ckpt_paddle_hf_supported(hf_config_path, &dims)) < 0 ||
-        (rc = cli_read_text(hf_config_path, &hf_config)) < 0 ||
-        (rc = ckpt_hf_weights_path(a->in, &weights)) < 0 || (rc = ckpt_open(weights_out, weights, NULL)) < 0)
-        goto done;
-    if (!(in = calloc(ckpt_tensor_count(*weights_out) + 1, sizeof *in))) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (i = 0; i < ckpt_tensor_count(*weights_out) && rc == 0; i++) {
-        const ckpt_tensor *ten = ckpt_tensor_at(*weights_out, i);
-        int left = ckpt_plan_leave_out(plan, ten->name, ckpt_hf_left_out_rule(ten->name));
-        if (left != 0) {
-            rc = left < 0 ? left : 0;
-            continue;
-        }
-        in[n].name = ten->name;
-        rc = ckpt_node_tensor(ckpt_plan_graph(plan), ten, &in[n++].node);
-    }
-    if (rc < 0 || (rc = ckpt_plan_check_drop_patterns(plan)) < 0 ||
-        (rc = ckpt_hf_llama_check_tensors(&dims, hf_config_path, weights, in, n)) < 0 ||
-        (rc = ckpt_map_builtin(&map, "hf_llama_paddle")) < 0 || (rc = ckpt_map_params_new(&params)) < 0 ||
-        (rc = ckpt_hf_llama_map_params(&dims, params)) < 0 ||
-        (rc = ckpt_map_params_load_json(params, hf_config_path)) < 0 ||
-        (rc = ckpt_map_apply(map, params, ckpt_plan_graph(plan), in, n, v ? variants : NULL, &res)) < 0 ||
-        (rc = ckpt_paddle_config_from_hf(hf_config, a->fused_qkv, a->fused_ffn,
-                                         n ? ckpt_node_dtype(in[0].node) : CKPT_DTYPE_F32, &config)) < 0 ||
-        (rc = ckpt_paddle_layout_check(hf_config_path, (const char *)config.data, 0, a->tp, a->pp)) < 0 ||
-        (rc = ckpt_paddle_model_new(&m, ckpt_plan_graph(plan), 1, 1, (const char *)config.data, NULL)) < 0)
-        goto done;
-    for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++)
-        rc = ckpt_paddle_model_add_tensor(m, ckpt_map_result_at(res, i)->name, ckpt_map_result_at(res, i)->node);
-    t.tp = a->tp;
-    t.pp = a->pp;
-    if (rc == 0 && (rc = ckpt_paddle_model_finish(m)) == 0)
-        rc = ckpt_paddle_plan(m, &t, plan);
-done:
-    ckpt_buf_dispose(&config);
-    ckpt_paddle_model_close(m);
-    ckpt_map_result_free(res);
-    ckpt_map_params_free(params);
-    ckpt_map_free(map);
-    free(in);
-    free(weights);
-    free(hf_config);
-    free(hf_config_path);
-    return rc;
-}
-
 static int print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt_plan_report *rep, double seconds)
 {
     cJSON *o = cJSON_CreateObject();
@@ -306,6 +149,7 @@ static int print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt
 static int run(const paddle_hf_args *a)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_paddle_hf_options o = CKPT_PADDLE_HF_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_plan *plan = NULL;
     ckpt_set *set = NULL;
@@ -318,8 +162,13 @@ static int run(const paddle_hf_args *a)
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
         (rc = cli_plan_drop_option(plan, &a->p)) < 0)
         goto done;
-    rc = a->to_hf ? ((rc = ckpt_set_open(&set, a->in, &so)) < 0 ? rc : plan_to_hf(a, set, plan))
-                  : plan_to_paddle(a, plan, &weights);
+    o.max_shard = a->max_shard;
+    o.tp = a->tp;
+    o.pp = a->pp;
+    o.fused_qkv = a->fused_qkv;
+    o.fused_ffn = a->fused_ffn;
+    rc = a->to_hf ? ((rc = ckpt_set_open(&set, a->in, &so)) < 0 ? rc : ckpt_paddle_plan_to_hf(plan, set, a->in, &o))
+                  : ckpt_paddle_plan_from_hf(plan, a->in, &o, &weights);
     if (rc < 0)
         goto done;
     if (a->p.dry_run) {

@@ -9,7 +9,6 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 enum { TO_TE, TO_PD };
 
@@ -191,262 +190,39 @@ static int parse_args(pd2te_args *a, int argc, char **argv)
     return 0;
 }
 
-static int load_map(const pd2te_args *a, ckpt_map **out)
-{
-    ckpt_map *m = NULL;
-    int rc;
-
-    if (!a->map_path)
-        return ckpt_map_builtin(out, a->direction == TO_TE ? "llama_pd2te" : "llama_te2pd");
-    if ((rc = ckpt_map_load(&m, a->map_path)) < 0 || a->direction == TO_TE) {
-        *out = m;
-        return rc;
-    }
-    rc = ckpt_map_invert(m, out);
-    ckpt_map_free(m);
-    return rc;
-}
-
-/* A config without num_key_value_heads describes a model without GQA (PaddleNLP's and
- * HF's LlamaConfig default it to num_attention_heads). Only a config says so: a lone
- * --num-attention-heads flag is not taken to mean it. */
-static int default_kv_heads(const pd2te_args *a, ckpt_map_params *p)
-{
-    int64_t heads, kv;
-
-    if (a->heads || ckpt_map_params_get(p, "num_key_value_heads", &kv) ||
-        !ckpt_map_params_get(p, "num_attention_heads", &heads))
-        return 0;
-    return ckpt_map_params_set(p, "num_key_value_heads", heads);
-}
-
-/* A PaddleNLP config that pd2te reads must describe a LLaMA: its map knows no other model. */
-static int load_config(const pd2te_args *a, const char *path, ckpt_map_params *p)
-{
-    char *text = NULL;
-    int rc = ckpt_map_params_load_json(p, path);
-
-    if (rc == 0 && a->direction == TO_TE && (rc = cli_read_text(path, &text)) == 0)
-        rc = ckpt_paddle_layout_check(path, text, 0, 1, 1);
-    free(text);
-    return rc;
-}
-
-static int load_params(const pd2te_args *a, ckpt_map_params **out)
-{
-    char *config = NULL;
-    struct stat st;
-    int rc;
-
-    if ((rc = ckpt_map_params_new(out)) < 0)
-        return rc;
-    if ((a->heads && (rc = ckpt_map_params_set(*out, "num_attention_heads", a->heads)) < 0) ||
-        (a->kv_heads && (rc = ckpt_map_params_set(*out, "num_key_value_heads", a->kv_heads)) < 0))
-        return rc;
-    if (a->config)
-        return (rc = load_config(a, a->config, *out)) < 0 ? rc : default_kv_heads(a, *out);
-    if (asprintf(&config, "%s/config.json", a->in) < 0)
-        return ckpt_error_oom();
-    if (stat(config, &st) == 0)
-        rc = load_config(a, config, *out);
-    free(config);
-    return rc < 0 ? rc : default_kv_heads(a, *out);
-}
-
-/* The last error again, with "<prefix>: " before it and suffix after it; its class stays. */
-static int prefix_error(int rc, const char *prefix, const char *suffix)
+/* The last error again, with suffix after it; its code and class stay. */
+static int append_error(int rc, const char *suffix)
 {
     char *message = strdup(ckpt_error_last()->message);
 
     if (!message)
         return ckpt_error_oom();
-    ckpt_error_setc(rc, ckpt_error_last()->klass, "%s%s%s%s", prefix ? prefix : "", prefix ? ": " : "", message,
-                    suffix);
+    ckpt_error_setc(rc, ckpt_error_last()->klass, "%s%s", message, suffix);
     free(message);
     return rc;
 }
 
-/* The checkpoint of member i when it is a model file (ckpt_paddle_open opened them all). */
-static const ckpt_ckpt *model_of(const pd_job *j, size_t i)
+/* What the user can do about a directory on the map's other side, or a head count the map
+ * needs. */
+static int hint_error(int rc, const pd2te_args *a)
 {
-    const ckpt_ckpt *ck = NULL;
+    char hint[512];
 
-    if (strcmp(ckpt_set_member_at(j->set, i)->role, "model") != 0 || ckpt_set_member_open(j->set, i, &ck) < 0)
-        return NULL;
-    return ck;
-}
-
-/* Which side the names are on, over every model file at once: a TE directory given to
- * pd2te is refused before anything is planned. */
-static int detect_side(const ckpt_map *m, const pd_job *j, const char *other_cmd)
-{
-    const char **names;
-    const ckpt_ckpt *ck;
-    size_t n = 0, i, k;
-    int rc;
-
-    for (i = 0; i < ckpt_set_member_count(j->set); i++)
-        n += (ck = model_of(j, i)) ? ckpt_tensor_count(ck) : 0;
-    if (!(names = malloc((n ? n : 1) * sizeof *names)))
-        return ckpt_error_oom();
-    n = 0;
-    for (i = 0; i < ckpt_set_member_count(j->set); i++)
-        for (k = 0, ck = model_of(j, i); ck && k < ckpt_tensor_count(ck); k++)
-            names[n++] = ckpt_tensor_at(ck, k)->name;
-    rc = ckpt_map_detect(m, names, n);
-    free(names);
-    if (rc < 0) {
-        char hint[64];
-        snprintf(hint, sizeof hint, " (that is 'ckptconv %s')", other_cmd);
-        return prefix_error(rc, ckpt_set_info_of(j->set)->root,
-                            ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION ? hint : "");
+    if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_DIRECTION) {
+        snprintf(hint, sizeof hint, " (that is 'ckptconv %s')", a->direction == TO_TE ? "te2pd" : "pd2te");
+        return append_error(rc, hint);
     }
-    return 0;
-}
-
-/* The map applied to one group's tensors, its nodes built in the plan's graph. */
-static int map_group(pd_job *j, size_t g, const ckpt_map *m, const ckpt_map_params *p, const pd2te_args *a)
-{
-    const ckpt_paddle_group *grp = ckpt_paddle_group_at(j->dir, g);
-    ckpt_map_input *in;
-    size_t n = 0, i, k;
-    int rc;
-
-    if ((rc = ckpt_paddle_group_check(j->dir, g)) < 0)
+    if (ckpt_error_last()->klass != CKPT_ERRCLASS_MAP_PARAM)
         return rc;
-    for (i = 0; i < grp->n_files; i++)
-        n += ckpt_tensor_count(model_of(j, grp->files[i]));
-    if (!(in = malloc((n ? n : 1) * sizeof *in)))
-        return ckpt_error_oom();
-    n = 0;
-    for (i = 0; i < grp->n_files && rc == 0; i++) {
-        const ckpt_ckpt *ck = model_of(j, grp->files[i]);
-        for (k = 0; k < ckpt_tensor_count(ck) && rc == 0; k++, n++) {
-            in[n].name = ckpt_tensor_at(ck, k)->name;
-            in[n].home = grp->files[i];
-            rc = ckpt_node_tensor(ckpt_plan_graph(j->plan), ckpt_tensor_at(ck, k), &in[n].node);
-        }
-    }
-    if (rc == 0) {
-        const char *variants[4] = { NULL };
-        memcpy(variants, a->variants, a->n_variants * sizeof *variants);
-        rc = ckpt_map_apply(m, p, ckpt_plan_graph(j->plan), in, n, a->n_variants ? variants : NULL, &j->results[g]);
-    }
-    free(in);
-    if (rc < 0) {
-        char where[4096], hint[512] = "";
-        snprintf(where, sizeof where, "%s/%s", a->in,
-                 ckpt_set_member_at(j->set, grp->index >= 0 ? (size_t)grp->index : grp->files[0])->rel);
-        if (ckpt_error_last()->klass == CKPT_ERRCLASS_MAP_PARAM)
-            snprintf(hint, sizeof hint, "\n  give the model's head counts with --num-attention-heads and "
-                     "--num-key-value-heads, or put its config.json in %s (or name it with --config)%s", a->in,
-                     a->direction == TO_PD ? "; an equal three-way split of layernorm_qkv is only right without "
-                                             "GQA, so it is not guessed" : "");
-        return prefix_error(rc, where, hint);
-    }
-    return 0;
+    snprintf(hint, sizeof hint, "\n  give the model's head counts with --num-attention-heads and "
+             "--num-key-value-heads, or put its config.json in %s (or name it with --config)%s", a->in,
+             a->direction == TO_PD ? "; an equal three-way split of layernorm_qkv is only right without "
+                                     "GQA, so it is not guessed" : "");
+    return append_error(rc, hint);
 }
 
-/* The group's index, rewritten with the names its files now hold. */
-static int plan_index(pd_job *j, size_t g)
-{
-    const ckpt_map_result *r = j->results[g];
-    size_t n = ckpt_map_result_count(r), k;
-    const char **names = malloc((n + 1) * sizeof *names), **files = malloc((n + 1) * sizeof *files);
-    const ckpt_member *index;
-    ckpt_buf json = CKPT_BUF_INIT;
-    uint64_t total = 0;
-    int rc;
-
-    if (!names || !files) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    for (k = 0; k < n; k++) {
-        const ckpt_map_output *o = ckpt_map_result_at(r, k);
-        names[k] = o->name;
-        files[k] = ckpt_set_member_at(j->set, o->home)->rel;
-        total += pd_node_bytes(o->node);
-    }
-    index = ckpt_set_member_at(j->set, (size_t)ckpt_paddle_group_at(j->dir, g)->index);
-    j->origin[ckpt_plan_file_count(j->plan)] = g;
-    if ((rc = ckpt_paddle_index_json(j->dir, g, names, files, n, total, &json)) == 0)
-        rc = ckpt_plan_add_bytes(j->plan, index->rel, json.data, json.len);
-done:
-    ckpt_buf_dispose(&json);
-    free(names);
-    free(files);
-    return rc;
-}
-
-/* Every output file: the model files in member order, the indexes, the files copied. */
-static int plan_files(pd_job *j)
-{
-    size_t n = ckpt_set_member_count(j->set), i, k, f;
-    const ckpt_ckpt *ck;
-    int rc = 0;
-
-    if (!(j->origin = calloc(n + ckpt_paddle_extra_count(j->dir) + 1, sizeof *j->origin)))
-        return ckpt_error_oom();
-    for (i = 0; i < n && rc == 0; i++) {
-        const ckpt_map_result *r = j->results[j->group_of[i]];
-        if (!(ck = model_of(j, i)))
-            continue;
-        if ((rc = ckpt_plan_add_file(j->plan, ckpt_set_member_at(j->set, i)->rel, ckpt_format_name(ck), &f)) < 0)
-            break;
-        j->origin[f] = i;
-        for (k = 0; k < ckpt_map_result_count(r) && rc == 0; k++) {
-            const ckpt_map_output *o = ckpt_map_result_at(r, k);
-            if (o->home == i)
-                rc = ckpt_plan_add_tensor(j->plan, f, o->name, o->node, 0, NULL);
-        }
-    }
-    for (i = 0; i < ckpt_paddle_group_count(j->dir) && rc == 0; i++)
-        if (ckpt_paddle_group_at(j->dir, i)->index >= 0)
-            rc = plan_index(j, i);
-    for (i = 0; i < ckpt_paddle_extra_count(j->dir) && rc == 0; i++) {
-        const ckpt_paddle_extra *x = ckpt_paddle_extra_at(j->dir, i);
-        if (!x->skip)
-            rc = ckpt_plan_add_copy(j->plan, x->rel, x->path);
-    }
-    return rc;
-}
-
-static int plan_job(pd_job *j, const ckpt_map *m, const ckpt_map_params *p, const pd2te_args *a)
-{
-    size_t n_groups = ckpt_paddle_group_count(j->dir), g, i;
-    int rc;
-
-    j->results = calloc(n_groups + 1, sizeof *j->results);
-    j->group_of = calloc(ckpt_set_member_count(j->set) + 1, sizeof *j->group_of);
-    if (!j->results || !j->group_of)
-        return ckpt_error_oom();
-    for (g = 0; g < n_groups; g++)
-        for (i = 0; i < ckpt_paddle_group_at(j->dir, g)->n_files; i++)
-            j->group_of[ckpt_paddle_group_at(j->dir, g)->files[i]] = g;
-    if ((rc = ckpt_plan_new(&j->plan)) < 0)
-        return rc;
-    for (g = 0; g < n_groups && rc == 0; g++)
-        rc = map_group(j, g, m, p, a);
-    return rc < 0 ? rc : plan_files(j);
-}
-
-static void job_free(pd_job *j)
-{
-    size_t g;
-
-    for (g = 0; j->results && j->dir && g < ckpt_paddle_group_count(j->dir); g++)
-        ckpt_map_result_free(j->results[g]);
-    free(j->results);
-    free(j->group_of);
-    free(j->origin);
-    ckpt_plan_free(j->plan);
-    ckpt_paddle_close(j->dir);
-    ckpt_set_close(j->set);
-}
-
-static void print_summary(const pd2te_args *a, const pd_job *j, const ckpt_plan_report *rep, const char *map,
-                          double seconds)
+static void print_summary(const pd2te_args *a, const ckpt_paddle_te_job *j, const ckpt_plan_report *rep,
+                          const char *map, double seconds)
 {
     size_t copied = 0, skipped = 0, models = 0, i;
     char size[32];
@@ -467,85 +243,118 @@ static void print_summary(const pd2te_args *a, const pd_job *j, const ckpt_plan_
             seconds);
 }
 
-static int run_layout(const pd2te_args *a, const ckpt_map *m, const ckpt_map_params *params)
+/* File by file: the plan or the files written, reported. */
+static int report_files(const pd2te_args *a, const ckpt_paddle_te_job *j, const ckpt_map *m, double start)
 {
-    const char *variants[4] = { NULL };
-    char *config = NULL;
-    struct stat st;
-    pd_layout_job job;
+    ckpt_plan_report rep;
+    cJSON *report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), j);
+    int rc = 0;
+
+    memset(&rep, 0, sizeof rep);
+    if (!report)
+        return ckpt_error_oom();
+    if (a->run.dry_run) {
+        if (a->run.json) {
+            rc = pd_report_print(report, j, NULL, 0);
+            report = NULL;
+        } else {
+            pd_print_plan(j);
+        }
+        goto done;
+    }
+    if ((rc = cli_plan_execute(a->cmd, j->plan, a->out, &a->run, &rep)) < 0)
+        goto done;
+    if (a->run.json) {
+        rc = pd_report_print(report, j, &rep, cli_now() - start);
+        report = NULL;
+    } else if (!a->run.quiet) {
+        print_summary(a, j, &rep, ckpt_map_name(m), cli_now() - start);
+    }
+done:
+    ckpt_plan_report_dispose(&rep);
+    cJSON_Delete(report);
+    return rc;
+}
+
+static int print_layout_json(const pd2te_args *a, const ckpt_paddle_te_job *j, const ckpt_map *m,
+                             const ckpt_plan_report *rep, double seconds)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
+
+    cJSON_AddStringToObject(o, "command", a->cmd);
+    cJSON_AddStringToObject(o, "input", a->in);
+    cJSON_AddStringToObject(o, "output", a->out);
+    cJSON_AddStringToObject(o, "map", ckpt_map_name(m));
+    cJSON_AddNumberToObject(from, "tp", j->from_tp);
+    cJSON_AddNumberToObject(from, "pp", j->from_pp);
+    cJSON_AddNumberToObject(to, "tp", j->tp);
+    cJSON_AddNumberToObject(to, "pp", j->pp);
+    return cli_plan_report(o, j->plan, rep, seconds);
+}
+
+/* --tp/--pp: the plan or the files written, reported with both layouts. */
+static int report_layout(const pd2te_args *a, const ckpt_paddle_te_job *j, const ckpt_map *m, double start)
+{
+    ckpt_plan_report rep;
     int rc;
 
-    if (!a->config && asprintf(&config, "%s/config.json", a->in) < 0)
-        return ckpt_error_oom();
-    memset(&job, 0, sizeof job);
-    memcpy(variants, a->variants, a->n_variants * sizeof *variants);
-    job.cmd = a->cmd;
-    job.in = a->in;
-    job.out = a->out;
-    job.to_te = a->direction == TO_TE;
-    job.tp = (int)a->tp;
-    job.pp = (int)a->pp;
-    job.map = m;
-    job.params = params;
-    job.variants = a->n_variants ? variants : NULL;
-    job.config = a->config ? a->config : stat(config, &st) == 0 ? config : NULL;
-    job.run = &a->run;
-    rc = pd_run_layout(&job);
-    free(config);
+    memset(&rep, 0, sizeof rep);
+    if (a->run.json && a->run.dry_run)
+        return print_layout_json(a, j, m, NULL, 0);
+    if (a->run.dry_run) {
+        char summary[512];
+        snprintf(summary, sizeof summary, "%s %s (TP %d, PP %d) -> %s (TP %d, PP %d)", a->cmd, a->in, j->from_tp,
+                 j->from_pp, a->out, j->tp, j->pp);
+        return cli_plan_dry_run(j->plan, summary);
+    }
+    if ((rc = cli_plan_execute(a->cmd, j->plan, a->out, &a->run, &rep)) < 0)
+        goto done;
+    if (a->run.json) {
+        rc = print_layout_json(a, j, m, &rep, cli_now() - start);
+    } else if (!a->run.quiet) {
+        char size[32];
+        fprintf(stderr, "wrote %s: %zu files at TP %d, PP %d (from TP %d, PP %d), %s in %.2f s\n", a->out, rep.files,
+                j->tp, j->pp, j->from_tp, j->from_pp, cli_human_size(rep.bytes_written, size, sizeof size),
+                cli_now() - start);
+    }
+done:
+    ckpt_plan_report_dispose(&rep);
     return rc;
 }
 
 static int run(const pd2te_args *a)
 {
-    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
-    ckpt_plan_report rep;
+    ckpt_paddle_te_options o = CKPT_PADDLE_TE_OPTIONS_INIT;
+    const char *variants[4] = { NULL };
     ckpt_map *m = NULL;
     ckpt_map_params *params = NULL;
-    cJSON *report = NULL;
-    pd_job j;
+    ckpt_paddle_te_job j;
+    int layout = a->tp || a->pp, to_te = a->direction == TO_TE;
     double start = cli_now();
     int rc;
 
     memset(&j, 0, sizeof j);
-    memset(&rep, 0, sizeof rep);
-    so.layout = "paddle";
-    if (a->tp || a->pp) {
-        if ((rc = load_map(a, &m)) == 0 && (rc = load_params(a, &params)) == 0)
-            rc = run_layout(a, m, params);
+    if ((!layout && (rc = ckpt_outdir_check_apart(a->out, a->in)) < 0) ||
+        (rc = ckpt_paddle_te_map(&m, to_te, a->map_path)) < 0 ||
+        (rc = ckpt_paddle_te_params(&params, to_te, a->in, a->config, a->heads, a->kv_heads)) < 0 ||
+        (layout && (rc = ckpt_outdir_check_apart(a->out, a->in)) < 0))
+        goto done;
+    memcpy(variants, a->variants, a->n_variants * sizeof *variants);
+    o.to_te = to_te;
+    o.map = m;
+    o.params = params;
+    o.variants = a->n_variants ? variants : NULL;
+    o.tp = (int)a->tp;
+    o.pp = (int)a->pp;
+    o.config = a->config;
+    if ((rc = ckpt_paddle_te_plan(&j, a->in, &o)) < 0) {
+        rc = layout ? rc : hint_error(rc, a);
         goto done;
     }
-    if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = load_map(a, &m)) < 0 ||
-        (rc = load_params(a, &params)) < 0 || (rc = ckpt_set_open(&j.set, a->in, &so)) < 0 ||
-        (rc = ckpt_paddle_open(&j.dir, j.set)) < 0 ||
-        (rc = detect_side(m, &j, a->direction == TO_TE ? "te2pd" : "pd2te")) < 0 ||
-        (rc = plan_job(&j, m, params, a)) < 0)
-        goto done;
-    if (!(report = pd_report_new(a->cmd, a->in, a->out, ckpt_map_name(m), &j))) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
-    if (a->run.dry_run) {
-        if (a->run.json) {
-            rc = pd_report_print(report, &j, NULL, 0);
-            report = NULL;
-        } else {
-            pd_print_plan(&j);
-        }
-        goto done;
-    }
-    if ((rc = cli_plan_execute(a->cmd, j.plan, a->out, &a->run, &rep)) < 0)
-        goto done;
-    if (a->run.json) {
-        rc = pd_report_print(report, &j, &rep, cli_now() - start);
-        report = NULL;
-    } else if (!a->run.quiet) {
-        print_summary(a, &j, &rep, ckpt_map_name(m), cli_now() - start);
-    }
-
+    rc = layout ? report_layout(a, &j, m, start) : report_files(a, &j, m, start);
 done:
-    ckpt_plan_report_dispose(&rep);
-    cJSON_Delete(report);
-    job_free(&j);
+    ckpt_paddle_te_job_dispose(&j);
     ckpt_map_params_free(params);
     ckpt_map_free(m);
     return rc;

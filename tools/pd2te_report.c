@@ -21,7 +21,7 @@ static uint64_t file_tensor_bytes(const ckpt_plan *plan, size_t f)
     return bytes;
 }
 
-static size_t tensors_in(const pd_job *j, size_t member)
+static size_t tensors_in(const ckpt_paddle_te_job *j, size_t member)
 {
     const ckpt_ckpt *ck;
     return ckpt_set_member_open(j->set, member, &ck) == 0 ? ckpt_tensor_count(ck) : 0;
@@ -43,7 +43,7 @@ static const ckpt_map_output *next_output(file_outputs *it)
     return NULL;
 }
 
-static file_outputs outputs_of(const pd_job *j, size_t f)
+static file_outputs outputs_of(const ckpt_paddle_te_job *j, size_t f)
 {
     file_outputs it;
 
@@ -53,7 +53,7 @@ static file_outputs outputs_of(const pd_job *j, size_t f)
     return it;
 }
 
-void pd_print_plan(const pd_job *j)
+void pd_print_plan(const ckpt_paddle_te_job *j)
 {
     ckpt_buf how = CKPT_BUF_INIT;
     char shape[96], size[32];
@@ -96,7 +96,7 @@ void pd_print_plan(const pd_job *j)
     ckpt_buf_dispose(&how);
 }
 
-cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, const pd_job *j)
+cJSON *pd_report_new(const char *cmd, const char *in, const char *out, const char *map, const ckpt_paddle_te_job *j)
 {
     cJSON *o = cJSON_CreateObject(), *copied = cJSON_CreateArray(), *skipped = cJSON_CreateArray();
     size_t i;
@@ -142,7 +142,7 @@ static cJSON *report_tensor(const char *name, const ckpt_node *node, const char 
     return t;
 }
 
-int pd_report_print(cJSON *report, const pd_job *j, const ckpt_plan_report *written, double seconds)
+int pd_report_print(cJSON *report, const ckpt_paddle_te_job *j, const ckpt_plan_report *written, double seconds)
 {
     cJSON *counts = cJSON_AddObjectToObject(report, "tensors_in"), *lists = NULL;
     ckpt_buf how = CKPT_BUF_INIT;

@@ -1,9 +1,8 @@
-/* A PaddleNLP LLaMA checkpoint against what it says of itself: config.json's sizes bounded
- * and consistent, the rank files its tensor_parallel_degree, pipeline_parallel_degree and
- * model_meta.json's parallel_config call for, every tensor the config implies at the shape it
- * implies, every decoder layer on the pipeline stage LlamaForCausalLMPipe gives it; and the
- * constraints PaddleNLP's LLaMA puts on a layout (LlamaAttention, Column/RowParallelLinear,
- * SegmentLayers). */
+/* A PaddleNLP LLaMA or Qwen2 checkpoint against what it says of itself: config.json's sizes
+ * bounded and consistent, its family known, the rank files its tensor_parallel_degree,
+ * pipeline_parallel_degree and model_meta.json's parallel_config call for; and the constraints
+ * PaddleNLP's models put on a layout (LlamaAttention, Column/RowParallelLinear, SegmentLayers).
+ * The merged tensors are checked in paddle_check_tensors.c. */
 #include "paddle_private.h"
 
 #include <ckpt/sys/common.h>
@@ -37,18 +36,20 @@ static int config_size(const char *where, const cJSON *json, const char *key, in
     return 1;
 }
 
-/* Every PaddleNLP rule here (names, layouts, the maps) is LLaMA's: a config of another
- * family would be read as a LLaMA that it is not. */
-static int llama_only(const char *where, const cJSON *model_type)
+/* Every PaddleNLP rule here (names, layouts, the maps) is a known family's: a config of another
+ * family would be read as a model that it is not. No model_type (older PaddleNLP): LLaMA. */
+static int known_family(const char *where, const cJSON *model_type, const pd_family **out)
 {
+    *out = ckpt_paddle__llama();
     if (!model_type)
         return 0;
     if (!cJSON_IsString(model_type))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: model_type is not a string", where);
-    if (strcmp(model_type->valuestring, "llama") != 0)
+    if (!(*out = ckpt_paddle__family(model_type->valuestring)))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA (model_type llama) only", where,
-                               model_type->valuestring);
+                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA and Qwen2 (model_type llama, "
+                               "qwen2) only",
+                               where, model_type->valuestring);
     return 0;
 }
 
@@ -73,6 +74,7 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
     int rc = 0;
 
     memset(d, 0, sizeof *d);
+    d->family = ckpt_paddle__llama();
     if (!json_text)
         return 0;
     if (!(json = cJSON_Parse(json_text)) || !cJSON_IsObject(json)) {
@@ -85,10 +87,15 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
     d->fuse_qkv = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "fuse_attention_qkv"));
     d->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "tie_word_embeddings"));
     if (rc >= 0)
-        rc = llama_only(where, cJSON_GetObjectItemCaseSensitive(json, "model_type"));
+        rc = known_family(where, cJSON_GetObjectItemCaseSensitive(json, "model_type"), &d->family);
     cJSON_Delete(json);
     if (rc < 0)
         return rc;
+    if (d->family->qkv_bias && d->fuse_qkv)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: fuse_attention_qkv true: ckptconv reads %s's q, k and v (and their biases) as "
+                               "separate tensors only",
+                               where, d->family->title);
     if (!d->kv)
         d->kv = d->heads;
     if (d->hidden && d->heads && d->hidden % d->heads)
@@ -332,301 +339,4 @@ int ckpt_paddle__check_files(ckpt_paddle_model *m)
         (rc = degree_agrees(m, 0, pp, "model_meta.json", "parallel_config.pp_degree")) < 0)
         return rc;
     return shards_complete(m);
-}
-
-/* ---- the merged tensors ---- */
-
-/* A LLaMA tensor's full shape in config.json's sizes: H hidden, I intermediate, 2 twice
- * intermediate (gate | up), V vocabulary, Q all heads', K the KV heads', F q, k and v's;
- * b 0 for a vector. Names in a layer are given after "llama.layers.N.". */
-typedef struct pd_shape {
-    const char *name;
-    char a, b;
-} pd_shape;
-
-static const pd_shape MODEL_SHAPES[] = {
-    { "llama.embed_tokens.weight", 'V', 'H' }, { "llama.norm.weight", 'H', 0 }, { "lm_head.weight", 'H', 'V' },
-};
-
-static const pd_shape LAYER_SHAPES[] = {
-    { "self_attn.q_proj.weight", 'H', 'Q' },
-    { "self_attn.k_proj.weight", 'H', 'K' },
-    { "self_attn.v_proj.weight", 'H', 'K' },
-    { "self_attn.qkv_proj.weight", 'H', 'F' },
-    { "self_attn.o_proj.weight", 'Q', 'H' },
-    { "mlp.gate_proj.weight", 'H', 'I' },
-    { "mlp.up_proj.weight", 'H', 'I' },
-    { "mlp.gate_up_fused_proj.weight", 'H', '2' },
-    { "mlp.down_proj.weight", 'I', 'H' },
-    { "input_layernorm.weight", 'H', 0 },
-    { "post_attention_layernorm.weight", 'H', 0 },
-    /* Transformer Engine layers ([out, in]) */
-    { "transformer.self_attention.layernorm_qkv.ln_weight", 'H', 0 },
-    { "transformer.self_attention.layernorm_qkv.weight", 'F', 'H' },
-    { "transformer.self_attention.proj.weight", 'H', 'Q' },
-    { "transformer.layernorm_mlp.ln_weight", 'H', 0 },
-    { "transformer.layernorm_mlp.fc1_weight", '2', 'H' },
-    { "transformer.layernorm_mlp.fc2_weight", 'H', 'I' },
-};
-
-#define LAYER_PREFIX "llama.layers."
-
-/* A dimension's size; 0 when config.json does not give what it depends on. */
-static int64_t dim_of(const pd_dims *d, char code)
-{
-    int64_t hd = d->hidden && d->heads ? d->hidden / d->heads : 0;
-
-    switch (code) {
-    case 'H': return d->hidden;
-    case 'I': return d->inter;
-    case '2': return 2 * d->inter;
-    case 'V': return d->vocab;
-    case 'Q': return d->heads * hd;
-    case 'K': return d->kv * hd;
-    case 'F': return (d->heads + 2 * d->kv) * hd;
-    default: return 0;
-    }
-}
-
-/* The expected shape of `name`: 1 with want[] filled, 0 when it is not a tensor of the table
- * or config.json does not give its sizes. */
-static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], int *ndim)
-{
-    const pd_shape *s = NULL;
-    size_t i;
-
-    for (i = 0; i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES && !s; i++)
-        if (strcmp(name, MODEL_SHAPES[i].name) == 0)
-            s = &MODEL_SHAPES[i];
-    if (!s && strncmp(name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0) {
-        const char *rest = name + strlen(LAYER_PREFIX) + strspn(name + strlen(LAYER_PREFIX), "0123456789");
-        for (i = 0; *rest == '.' && i < sizeof LAYER_SHAPES / sizeof *LAYER_SHAPES && !s; i++)
-            if (strcmp(rest + 1, LAYER_SHAPES[i].name) == 0)
-                s = &LAYER_SHAPES[i];
-    }
-    if (!s)
-        return 0;
-    *ndim = s->b ? 2 : 1;
-    want[0] = dim_of(d, s->a);
-    want[1] = s->b ? dim_of(d, s->b) : 1;
-    if (d->tied && strcmp(name, "lm_head.weight") == 0) {
-        /* tied to the embedding, LlamaLMHead holds [vocab, hidden] */
-        want[0] = d->vocab;
-        want[1] = d->hidden;
-    }
-    return want[0] > 0 && want[1] > 0;
-}
-
-static int shape_fits(const ckpt_paddle_model *m, const pd_entry *e)
-{
-    char have[96], want_text[96];
-    int64_t want[2];
-    int ndim = 0;
-
-    if (!e->full || !expected_shape(&m->dims, e->name, want, &ndim))
-        return 0;
-    if (ckpt_node_ndim(e->full) == ndim && ckpt_node_shape(e->full)[0] == want[0] &&
-        (ndim == 1 || ckpt_node_shape(e->full)[1] == want[1]))
-        return 0;
-    ckpt_shape_format(ckpt_node_shape(e->full), ckpt_node_ndim(e->full), have, sizeof have);
-    ckpt_shape_format(want, ndim, want_text, sizeof want_text);
-    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: %s is %s merged over %d TP rank%s, but %s implies %s (hidden_size %lld, "
-                           "intermediate_size %lld, num_attention_heads %lld, num_key_value_heads %lld, vocab_size "
-                           "%lld)",
-                           ckpt_paddle__where(m), e->name, have, m->info.tp, m->info.tp == 1 ? "" : "s",
-                           m->info.config, want_text, (long long)m->dims.hidden, (long long)m->dims.inter,
-                           (long long)m->dims.heads, (long long)m->dims.kv, (long long)m->dims.vocab);
-}
-
-/* Every decoder layer holds the tensors layer 0 holds, and no more. */
-static int layers_complete(const ckpt_paddle_model *m, int64_t layers)
-{
-    ckpt_buf name = CKPT_BUF_INIT;
-    size_t *count = calloc((size_t)layers + 1, sizeof *count), i;
-    int64_t l;
-    int rc = 0;
-
-    if (!count)
-        return ckpt_error_oom();
-    for (i = 0; i < m->n_entries; i++)
-        if (m->entries[i].tensor && m->entries[i].layout.layer >= 0 && m->entries[i].layout.layer < layers)
-            count[m->entries[i].layout.layer]++;
-    for (l = 0; l < layers && rc == 0; l++)
-        if (!count[l])
-            rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no tensor of decoder layer %lld (of %lld)",
-                                 ckpt_paddle__where(m), (long long)l, (long long)layers);
-    for (i = 0; i < m->n_entries && rc == 0; i++) {
-        const pd_entry *e = &m->entries[i];
-        if (!e->tensor || e->layout.layer != 0)
-            continue;
-        for (l = 1; l < layers && rc == 0; l++) {
-            ckpt_buf_clear(&name);
-            if ((rc = ckpt_parallel_rename_layer(m->spec, e->name, l, &name)) == 0 &&
-                ckpt_paddle__find_entry(m, (const char *)name.data) < 0)
-                rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s (layer 0 has %s)",
-                                     ckpt_paddle__where(m), (const char *)name.data, e->name);
-        }
-    }
-    for (l = 1; l < layers && rc == 0; l++)
-        if (count[l] != count[0])
-            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                                 "%s: decoder layer %lld holds %zu tensors, layer 0 holds %zu", ckpt_paddle__where(m),
-                                 (long long)l, count[l], count[0]);
-    ckpt_buf_dispose(&name);
-    free(count);
-    return rc;
-}
-
-/* What a decoder layer of PaddleNLP's LLaMA holds: per part, its forms ('|' between them:
- * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them). */
-static const char *const LAYER_PARTS[] = {
-    ("self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
-     "transformer.self_attention.layernorm_qkv.weight"),
-    "self_attn.o_proj.weight|transformer.self_attention.proj.weight",
-    "mlp.gate_proj.weight+mlp.up_proj.weight|mlp.gate_up_fused_proj.weight|transformer.layernorm_mlp.fc1_weight",
-    "mlp.down_proj.weight|transformer.layernorm_mlp.fc2_weight",
-    "input_layernorm.weight|transformer.self_attention.layernorm_qkv.ln_weight",
-    "post_attention_layernorm.weight|transformer.layernorm_mlp.ln_weight",
-};
-
-/* Whether layer 0 holds llama.layers.0.<the tensor at s, len bytes>. */
-static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, char *name, size_t cap)
-{
-    snprintf(name, cap, LAYER_PREFIX "0.%.*s", (int)len, s);
-    return ckpt_paddle__find_entry(m, name) >= 0;
-}
-
-/* Layer 0 holds every part of a LLaMA layer in one of its forms (the other layers hold what
- * layer 0 does): else the first missing tensor of the form it has some of is named. */
-static int layer_parts_present(const ckpt_paddle_model *m)
-{
-    char name[160], missing[160];
-    size_t i;
-
-    for (i = 0; i < sizeof LAYER_PARTS / sizeof *LAYER_PARTS; i++) {
-        const char *form = LAYER_PARTS[i];
-        int complete = 0, best = -1;
-        missing[0] = '\0';
-        while (*form && !complete) {
-            size_t form_len = strcspn(form, "|"), len;
-            const char *t = form;
-            int have = 0, lacks = 0;
-            char first_missing[160] = "";
-            for (; t < form + form_len; t += len + (t[len] == '+')) {
-                len = strcspn(t, "+|");
-                if (layer0_has(m, t, len, name, sizeof name))
-                    have++;
-                else if (!lacks++)
-                    snprintf(first_missing, sizeof first_missing, "%s", name);
-            }
-            complete = !lacks;
-            if (have > best) {
-                best = have;
-                snprintf(missing, sizeof missing, "%s", first_missing);
-            }
-            form += form_len + (form[form_len] == '|');
-        }
-        if (!complete) {
-            char forms[512];
-            size_t k, used = 0;
-            /* in words: "a and b, or c, or d" */
-            for (k = 0; LAYER_PARTS[i][k] && used + 6 < sizeof forms; k++) {
-                const char *sep = LAYER_PARTS[i][k] == '+' ? " and " : LAYER_PARTS[i][k] == '|' ? ", or " : NULL;
-                if (sep) {
-                    memcpy(forms + used, sep, strlen(sep));
-                    used += strlen(sep);
-                } else {
-                    forms[used++] = LAYER_PARTS[i][k];
-                }
-            }
-            forms[used] = '\0';
-            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
-                                   "%s: no %s (a layer of PaddleNLP's LLaMA holds %s)", ckpt_paddle__where(m),
-                                   missing, forms);
-        }
-    }
-    return 0;
-}
-
-/* A LLaMA's layer parts, embedding, final norm and (untied) output layer. */
-static int parts_present(const ckpt_paddle_model *m)
-{
-    size_t i;
-    int llama = 0, rc;
-
-    for (i = 0; i < m->n_entries && !llama; i++)
-        llama = m->entries[i].tensor && strncmp(m->entries[i].name, LAYER_PREFIX, strlen(LAYER_PREFIX)) == 0;
-    if (llama && (rc = layer_parts_present(m)) < 0)
-        return rc;
-    for (i = 0; llama && i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES; i++) {
-        long at = ckpt_paddle__find_entry(m, MODEL_SHAPES[i].name);
-        int optional = m->dims.tied && strcmp(MODEL_SHAPES[i].name, "lm_head.weight") == 0;
-        if ((at < 0 || !m->entries[at].tensor) && !optional)
-            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s", ckpt_paddle__where(m),
-                                   MODEL_SHAPES[i].name);
-    }
-    return 0;
-}
-
-/* Each tensor on the source stage LlamaForCausalLMPipe gives it. */
-static int on_its_stage(const ckpt_paddle_model *m, const pd_entry *e, int64_t layers)
-{
-    int pp = m->info.pp, want;
-    int64_t lo = 0, hi = 0, s;
-
-    if (pp <= 1 || !e->tensor)
-        return 0;
-    switch (e->layout.stage) {
-    case CKPT_STAGE_FIRST: want = 0; break;
-    case CKPT_STAGE_LAST: want = pp - 1; break;
-    case CKPT_STAGE_LAYER:
-        if (e->layout.layer < 0)
-            return 0;
-        for (s = 0; s < pp; s++) {
-            ckpt_paddle_stage_layers(layers, pp, (int)s, &lo, &hi);
-            if (e->layout.layer >= lo && e->layout.layer < hi)
-                break;
-        }
-        want = (int)s;
-        break;
-    default: return 0;
-    }
-    if (want == e->pp)
-        return 0;
-    ckpt_paddle_stage_layers(layers, pp, e->pp, &lo, &hi);
-    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                           "%s: holds %s, which PaddleNLP's LlamaForCausalLMPipe puts on stage %d of %d (of %lld "
-                           "layers, stage %d holds layers %lld to %lld)",
-                           ckpt_path(ckpt_paddle__rank(m, 0, e->pp)->models[0].ck), e->name, want, pp,
-                           (long long)layers, e->pp, (long long)lo, (long long)hi - 1);
-}
-
-int ckpt_paddle__check_tensors(const ckpt_paddle_model *m)
-{
-    int64_t layers = m->dims.layers ? m->dims.layers : m->info.num_layers;
-    size_t i;
-    int rc;
-
-    /* the checks know PaddleNLP's LLaMA, the built-in spec's model */
-    if (!m->own_map)
-        return 0;
-    if (m->dims.layers && m->info.num_layers < m->dims.layers)
-        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
-                               "%s: no tensor of decoder layer %lld, but %s says num_hidden_layers %lld",
-                               ckpt_paddle__where(m), (long long)m->info.num_layers, m->info.config,
-                               (long long)m->dims.layers);
-    if (m->dims.layers && m->info.num_layers > m->dims.layers) {
-        for (i = 0; i < m->n_entries && !(m->entries[i].tensor && m->entries[i].layout.layer >= m->dims.layers); i++)
-            ;
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: holds %s, but %s says num_hidden_layers %lld",
-                               ckpt_paddle__where(m), i < m->n_entries ? m->entries[i].name : "more layers",
-                               m->info.config, (long long)m->dims.layers);
-    }
-    if ((rc = layers_complete(m, layers)) < 0 || (rc = parts_present(m)) < 0)
-        return rc;
-    for (i = 0; i < m->n_entries; i++)
-        if ((rc = shape_fits(m, &m->entries[i])) < 0 || (rc = on_its_stage(m, &m->entries[i], layers)) < 0)
-            return rc;
-    return 0;
 }

@@ -73,12 +73,13 @@ static int set_config_key(const char *text, const char *key, const char *value_j
 /* config.json as PaddleNLP's save_pretrained writes it at layout t: tensor_parallel_degree
  * absent at TP 1 without a pipeline (its default) and, for PaddleNLP 3, at TP 1 with one, else
  * the TP size; the architecture the
- * pipeline model (LlamaForCausalLMPipe) records when PP > 1. */
+ * pipeline model (LlamaForCausalLMPipe, Qwen2ForCausalLMPipe) records when PP > 1. */
 int ckpt_paddle__config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out)
 {
     ckpt_buf step = CKPT_BUF_INIT;
     char degree[32];
-    const char *arch, *other, *at;
+    char arch[96], other[96];
+    const char *at;
     int rc;
 
     snprintf(degree, sizeof degree, "%d", t->tp);
@@ -87,8 +88,8 @@ int ckpt_paddle__config_for(const ckpt_paddle_model *m, const ckpt_paddle_target
                              t->tp > 1 || (t->pp > 1 && ckpt_paddle__config_major(m) < 3) ? degree : NULL, &step)) <
         0)
         goto done;
-    arch = t->pp > 1 ? "\"LlamaForCausalLMPipe\"" : "\"LlamaForCausalLM\"";
-    other = t->pp > 1 ? "\"LlamaForCausalLM\"" : "\"LlamaForCausalLMPipe\"";
+    snprintf(arch, sizeof arch, "\"%s\"", t->pp > 1 ? m->family->pipe_cls : m->family->cls);
+    snprintf(other, sizeof other, "\"%s\"", t->pp > 1 ? m->family->cls : m->family->pipe_cls);
     /* the architectures list names the class; other model families are left as they are */
     if ((at = strstr((const char *)step.data, other)) != NULL) {
         rc = ckpt_buf_append(out, step.data, (size_t)(at - (const char *)step.data));

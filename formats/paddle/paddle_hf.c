@@ -10,12 +10,13 @@
 #include <string.h>
 
 /* PaddleNLP's LlamaForCausalLM is LLaMA without RoPE scaling or a window as ckptconv carries
- * them: a config of another family or with those would describe another model. */
+ * them, its Qwen2ForCausalLM Qwen2 (q/k/v biases; no window, which the HF side refuses): a
+ * config of another family or with those would describe another model. */
 int ckpt_paddle_hf_supported(const char *path, const ckpt_hf_llama_dims *d)
 {
-    if (d->family != CKPT_HF_LLAMA)
+    if (d->family != CKPT_HF_LLAMA && d->family != CKPT_HF_QWEN2)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %s: PaddleNLP's conversions here are for llama only", path,
+                               "%s: model_type %s: PaddleNLP's conversions here are for llama and qwen2 only", path,
                                ckpt_hf_family_name(d->family));
     if (d->rope_factor)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
@@ -80,8 +81,9 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
                                ckpt_buf *out)
 {
     const char *what = "the Hugging Face config.json";
+    const pd_family *f;
     ckpt_hf_llama_dims d;
-    char quoted[64];
+    char quoted[64], type[32];
     int rc;
 
     ckpt_hf_llama_dims_init(&d);
@@ -90,16 +92,24 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
     if ((rc = ckpt_hf_llama_dims_parse(what, hf_config_json, strlen(hf_config_json), &d)) < 0 ||
         (rc = ckpt_paddle_hf_supported(what, &d)) < 0)
         return rc;
+    f = ckpt_paddle__family(ckpt_hf_family_name(d.family));
     if (d.head_dim * d.num_heads != d.hidden_size)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: hidden_size %lld, %lld heads of head_dim %lld: PaddleNLP's LLaMA has head_dim = "
+                               "%s: hidden_size %lld, %lld heads of head_dim %lld: PaddleNLP's %s has head_dim = "
                                "hidden_size / num_attention_heads",
-                               what, (long long)d.hidden_size, (long long)d.num_heads, (long long)d.head_dim);
+                               what, (long long)d.hidden_size, (long long)d.num_heads, (long long)d.head_dim,
+                               f->title);
+    if (fuse_qkv && f->qkv_bias)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: model_type %s: fused q/k/v (fuse_attention_qkv) is written for llama only; "
+                               "%s's q, k and v stay separate",
+                               what, f->model_type, f->title);
     snprintf(quoted, sizeof quoted, "\"%s\"", ckpt_dtype_name(dtype));
+    snprintf(type, sizeof type, "\"%s\"", f->model_type);
     /* json.dumps(indent=2, sort_keys=True), as PaddleNLP's save_pretrained writes it */
     rc = put_key(out, "architectures", 1);
     if (rc == 0)
-        rc = ckpt_buf_puts(out, "[\n    \"LlamaForCausalLM\"\n  ]");
+        rc = ckpt_buf_printf(out, "[\n    \"%s\"\n  ]", f->cls);
     if (rc == 0)
         rc = put_token(out, "bos_token_id", d.bos_token_id);
     if (rc == 0)
@@ -119,7 +129,7 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
     if (rc == 0)
         rc = put_int(out, "max_position_embeddings", d.max_positions);
     if (rc == 0)
-        rc = put_literal(out, "model_type", "\"llama\"");
+        rc = put_literal(out, "model_type", type);
     if (rc == 0)
         rc = put_int(out, "num_attention_heads", d.num_heads);
     if (rc == 0)
@@ -132,8 +142,13 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
         rc = put_float(out, "rms_norm_eps", d.rms_norm_eps);
     if (rc == 0)
         rc = put_float(out, "rope_theta", d.rope_theta);
+    /* Qwen2Config's default is 32768, whatever max_position_embeddings says */
+    if (rc == 0 && f->qkv_bias)
+        rc = put_int(out, "seq_length", d.max_positions);
     if (rc == 0)
         rc = put_literal(out, "tie_word_embeddings", d.tied ? "true" : "false");
+    if (rc == 0 && f->qkv_bias)
+        rc = put_literal(out, "use_sliding_window", "false");
     if (rc == 0)
         rc = put_int(out, "vocab_size", d.vocab_size);
     if (rc == 0)

@@ -66,7 +66,7 @@ static int config_params(const ckpt_paddle_model *m, ckpt_map_params *p)
 
 int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_params **out)
 {
-    int64_t heads = 0, kv = 0, vocab = 0, tied;
+    int64_t heads = 0, kv = 0, vocab = 0, tied = 0;
     int rc;
 
     if ((rc = ckpt_map_params_new(out)) < 0 || (rc = config_params(m, *out)) < 0)
@@ -87,7 +87,8 @@ int ckpt_paddle__layout_params(const ckpt_paddle_model *m, int tp, ckpt_map_para
                                ckpt_paddle__where(m), tp,
                                m->config_text ? "config.json lacks them" : "there is no config.json");
     if ((rc = ckpt_map_params_set(*out, "kv_split", tp <= 1 || kv % tp == 0)) < 0 ||
-        (rc = ckpt_map_params_set(*out, "vocab_split", tp <= 1 || vocab % tp == 0)) < 0)
+        (rc = ckpt_map_params_set(*out, "vocab_split", tp <= 1 || vocab % tp == 0)) < 0 ||
+        (rc = ckpt_map_params_set(*out, "tied_vocab_split", tied && (tp <= 1 || vocab % tp == 0))) < 0)
         return rc;
     return 0;
 }
@@ -460,7 +461,8 @@ static int load_spec(ckpt_paddle_model *m, const ckpt_map *spec_map)
 {
     int rc;
 
-    if (!spec_map && (rc = ckpt_map_builtin(&m->own_map, "paddlenlp_llama")) < 0)
+    m->family = ckpt_paddle__family_of(m->config_text);
+    if (!spec_map && (rc = ckpt_map_builtin(&m->own_map, m->family->spec)) < 0)
         return rc;
     m->spec = ckpt_map_parallel(spec_map ? spec_map : m->own_map);
     if (!m->spec)
@@ -522,9 +524,9 @@ int ckpt_paddle_model_open(ckpt_paddle_model **out, ckpt_set *set, ckpt_graph *g
     m->g = g;
     m->leave_out = opts.leave_out;
     m->leave_out_payload = opts.leave_out_payload;
-    if ((rc = load_spec(m, opts.spec_map)) < 0)
-        goto fail;
-    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = ckpt_paddle__check_files(m)) < 0 ||
+    /* the spec is the family's config.json names */
+    if ((rc = open_ranks(m, !opts.no_optimizer)) < 0 || (rc = load_spec(m, opts.spec_map)) < 0 ||
+        (rc = ckpt_paddle__check_files(m)) < 0 ||
         (rc = ckpt_paddle__declare_from_meta(m)) < 0 || (rc = read_model_files(m)) < 0 ||
         (m->info.has_optimizer && (rc = ckpt_paddle__read_optimizer(m)) < 0) ||
         (rc = ckpt_paddle__recover_from_masters(m)) < 0 || (rc = merge_entries(m)) < 0 ||

@@ -4,6 +4,7 @@
 #include "paddle_private.h"
 
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/framework.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +60,9 @@ typedef struct target_ctx {
     ckpt_paddle_target t;
     ckpt_map_params *params;
     ckpt_tensor_layout *layouts;  /* [entry]: in the target layout */
-    const ckpt_node ***splits;    /* [entry][slot]: the target ranks' parts, computed on first use;
-                                     slot PD_MAX_KINDS + 1 is the parameter itself */
+    ckpt_fw_ranks *ranks;         /* the target ranks in PaddleNLP's order, and each entry's parts per
+                                     slot (an accumulator, the master weight at PD_MAX_KINDS, the
+                                     parameter itself at PARAM_SLOT), cut on first use */
     ckpt_plan *plan;
     ckpt_arena *arena;
     size_t file;
@@ -71,6 +73,8 @@ typedef struct target_ctx {
 
 #define PARAM_SLOT (PD_MAX_KINDS + 1)
 #define SLOTS (PD_MAX_KINDS + 2)
+
+static int split_entry(void *state, size_t entry, size_t slot, int n_tp, const ckpt_node **parts);
 
 static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_target *t)
 {
@@ -89,7 +93,6 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
         return rc;
     c->head = ckpt_paddle__head_class(m, t->pp);
     if (!(c->layouts = calloc(m->n_entries ? m->n_entries : 1, sizeof *c->layouts)) ||
-        !(c->splits = calloc((m->n_entries ? m->n_entries : 1) * SLOTS, sizeof *c->splits)) ||
         !(c->vars = calloc(m->n_entries ? m->n_entries : 1, sizeof *c->vars)) ||
         !(c->sel = malloc((m->n_entries ? m->n_entries : 1) * sizeof *c->sel)))
         return ckpt_error_oom();
@@ -99,7 +102,7 @@ static int ctx_init(target_ctx *c, ckpt_paddle_model *m, const ckpt_paddle_targe
             (rc = ckpt_parallel_classify(m->spec, c->params, e->name, ckpt_node_ndim(e->full), &c->layouts[i])) < 0)
             return rc;
     }
-    return 0;
+    return ckpt_fw_ranks_new(&c->ranks, m->n_entries, SLOTS, t->tp, split_entry, c);
 }
 
 static void free_vars(target_ctx *c)
@@ -114,48 +117,39 @@ static void free_vars(target_ctx *c)
 
 static void ctx_dispose(target_ctx *c)
 {
-    size_t i;
-
     free_vars(c);
     free(c->vars);
     free(c->sel);
-    for (i = 0; c->splits && i < c->m->n_entries * SLOTS; i++)
-        free((void *)c->splits[i]);
-    free((void *)c->splits);
+    ckpt_fw_ranks_free(c->ranks);
     free(c->layouts);
     ckpt_map_params_free(c->params);
 }
 
-/* Target rank tp's part of entry i's parameter (slot PARAM_SLOT), accumulator or master
- * weight. */
+/* Entry i's parameter (slot PARAM_SLOT), accumulator or master weight cut for the target's
+ * TP ranks: the ranks' parts, made once (ckpt_fw_ranks) and shared by every rank. */
+static int split_entry(void *state, size_t i, size_t slot, int n_tp, const ckpt_node **parts)
+{
+    const target_ctx *c = state;
+    const pd_entry *e = &c->m->entries[i];
+    const ckpt_node *full = slot == PARAM_SLOT ? e->full : e->states[slot].full;
+    const ckpt_tensor_layout *l = &c->layouts[i];
+    ckpt_tensor_layout whole;
+    char name[512];
+
+    if (slot != PARAM_SLOT && e->states[slot].replicated) {
+        memset(&whole, 0, sizeof whole);
+        l = &whole;
+    }
+    snprintf(name, sizeof name, "%s%s%s%s", e->name, slot == PARAM_SLOT ? "" : " (",
+             slot == PARAM_SLOT ? "" : slot == PD_MAX_KINDS ? "master weight" : c->m->kinds[slot],
+             slot == PARAM_SLOT ? "" : ")");
+    return ckpt_parallel_split(c->m->g, l, name, full, (size_t)n_tp, parts);
+}
+
+/* Target rank tp's part of entry i's parameter, accumulator or master weight. */
 static int part_of(target_ctx *c, size_t i, size_t slot, int tp, const ckpt_node **out)
 {
-    const pd_entry *e = &c->m->entries[i];
-    const ckpt_node ***cell = &c->splits[i * SLOTS + slot];
-    const ckpt_node *full = slot == PARAM_SLOT ? e->full : e->states[slot].full;
-    ckpt_tensor_layout whole;
-    int rc;
-
-    if (!*cell) {
-        const ckpt_tensor_layout *l = &c->layouts[i];
-        char name[512];
-        if (!(*cell = calloc((size_t)c->t.tp, sizeof **cell)))
-            return ckpt_error_oom();
-        if (slot != PARAM_SLOT && e->states[slot].replicated) {
-            memset(&whole, 0, sizeof whole);
-            l = &whole;
-        }
-        snprintf(name, sizeof name, "%s%s%s%s", e->name, slot == PARAM_SLOT ? "" : " (",
-                 slot == PARAM_SLOT ? "" : slot == PD_MAX_KINDS ? "master weight" : c->m->kinds[slot],
-                 slot == PARAM_SLOT ? "" : ")");
-        if ((rc = ckpt_parallel_split(c->m->g, l, name, full, (size_t)c->t.tp, *cell)) < 0) {
-            free((void *)*cell);
-            *cell = NULL;
-            return rc;
-        }
-    }
-    *out = (*cell)[tp];
-    return 0;
+    return ckpt_fw_ranks_part(c->ranks, i, slot, tp, out);
 }
 
 static int in_stage(const target_ctx *c, const pd_entry *e, const ckpt_tensor_layout *l, int pp)
@@ -178,12 +172,14 @@ static int in_stage(const target_ctx *c, const pd_entry *e, const ckpt_tensor_la
 }
 
 /* c->vars: the variable names of stage pp's tensors, as a process of that stage names them. */
-static int stage_names(target_ctx *c, int pp)
+static int stage_names(void *state, int pp, ckpt_fw_ranks *r)
 {
+    target_ctx *c = state;
     const ckpt_paddle_model *m = c->m;
     size_t i, n = 0;
     int rc;
 
+    (void)r;
     free_vars(c);
     for (i = 0; i < m->n_entries; i++)
         if (m->entries[i].tensor && in_stage(c, &m->entries[i], &c->layouts[i], pp))
@@ -205,11 +201,28 @@ static int stage_names(target_ctx *c, int pp)
     return rc;
 }
 
+/* Target rank (tp, pp)'s tensors in state-dict order into names[], nodes[] (room for every
+ * entry). */
+static int rank_tensors(target_ctx *c, int tp, int pp, const char **names, const ckpt_node **nodes, size_t *n)
+{
+    const ckpt_paddle_model *m = c->m;
+    size_t i;
+    int rc = 0;
+
+    *n = 0;
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        if (!m->entries[i].tensor || !in_stage(c, &m->entries[i], &c->layouts[i], pp))
+            continue;
+        if ((rc = part_of(c, i, PARAM_SLOT, tp, &nodes[*n])) == 0)
+            names[(*n)++] = m->entries[i].name;
+    }
+    return rc;
+}
+
 int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, int tp, int pp, const char ***names,
                            const ckpt_node ***nodes, size_t *n)
 {
     target_ctx c;
-    size_t i;
     int rc;
 
     *names = NULL;
@@ -220,12 +233,8 @@ int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, in
     if (rc == 0 && (!(*names = malloc((m->n_entries + 1) * sizeof **names)) ||
                     !(*nodes = malloc((m->n_entries + 1) * sizeof **nodes))))
         rc = ckpt_error_oom();
-    for (i = 0; i < m->n_entries && rc == 0; i++) {
-        if (!m->entries[i].tensor || !in_stage(&c, &m->entries[i], &c.layouts[i], pp))
-            continue;
-        if ((rc = part_of(&c, i, PARAM_SLOT, tp, &(*nodes)[*n])) == 0)
-            (*names)[(*n)++] = m->entries[i].name;
-    }
+    if (rc == 0)
+        rc = rank_tensors(&c, tp, pp, *names, *nodes, n);
     ctx_dispose(&c);
     if (rc < 0) {
         free((void *)*names);
@@ -234,6 +243,47 @@ int ckpt_paddle_model_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, in
         *nodes = NULL;
         *n = 0;
     }
+    return rc;
+}
+
+typedef struct each_ctx {
+    target_ctx c;
+    ckpt_paddle__rank_fn fn;
+    void *payload;
+    const char **names;
+    const ckpt_node **nodes;
+} each_ctx;
+
+static int each_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)
+{
+    each_ctx *x = state;
+    size_t n;
+    int rc;
+
+    (void)ep;
+    (void)r;
+    if ((rc = rank_tensors(&x->c, tp, pp, x->names, x->nodes, &n)) < 0)
+        return rc;
+    return x->fn(x->payload, tp, pp, x->names, x->nodes, n);
+}
+
+int ckpt_paddle__each_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_paddle__rank_fn fn, void *payload)
+{
+    each_ctx x;
+    int rc;
+
+    memset(&x, 0, sizeof x);
+    x.fn = fn;
+    x.payload = payload;
+    if ((rc = ctx_init(&x.c, m, t)) == 0 && (!(x.names = malloc((m->n_entries + 1) * sizeof *x.names)) ||
+                                             !(x.nodes = malloc((m->n_entries + 1) * sizeof *x.nodes))))
+        rc = ckpt_error_oom();
+    /* ctx_init gave the split callback &x.c, which lives as long as x */
+    if (rc == 0)
+        rc = ckpt_fw_ranks_each(x.c.ranks, CKPT_FW_RANKS_PP_TP, t->pp, 1, NULL, each_rank, &x);
+    ctx_dispose(&x.c);
+    free((void *)x.names);
+    free((void *)x.nodes);
     return rc;
 }
 
@@ -488,10 +538,23 @@ static int add_other_files(target_ctx *c)
     return rc;
 }
 
+/* Rank (tp, pp)'s model file and, unless dropped, its optimizer file. */
+static int plan_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)
+{
+    target_ctx *c = state;
+    int rc;
+
+    (void)ep;
+    (void)r;
+    if ((rc = build_model(c, tp, pp)) == 0 && c->m->info.has_optimizer && !c->t.drop_optimizer)
+        rc = build_optimizer(c, tp, pp);
+    return rc;
+}
+
 int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan)
 {
     target_ctx c;
-    int tp, pp, rc;
+    int rc;
 
     if (m->left_out_with_state && m->info.has_optimizer && !t->drop_optimizer)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
@@ -502,11 +565,8 @@ int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_pla
         goto done;
     c.plan = plan;
     c.arena = ckpt_plan_arena(plan);
-    for (pp = 0; pp < t->pp && rc == 0; pp++)
-        for (tp = 0, rc = stage_names(&c, pp); tp < t->tp && rc == 0; tp++) {
-            if ((rc = build_model(&c, tp, pp)) == 0 && m->info.has_optimizer && !t->drop_optimizer)
-                rc = build_optimizer(&c, tp, pp);
-        }
+    /* every stage's variable names before its TP ranks: they name the optimizer state */
+    rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_PP_TP, t->pp, 1, stage_names, plan_rank, &c);
     if (rc == 0)
         rc = add_other_files(&c);
 done:

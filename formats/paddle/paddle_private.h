@@ -17,6 +17,18 @@ char *ckpt_paddle__join(const char *dir, const char *name);
  * ->valuestring), in that order; *firsts is malloc'd. Errors name the path: not JSON, no
  * weight_map object, a value that is not a file name. */
 int ckpt_paddle__index_read(const char *path, cJSON **json, const cJSON ***firsts, size_t *n);
+/* A text file's bytes, NUL-terminated and malloc'd; errors (class CKPT_ERRCLASS_OS) name path. */
+int ckpt_paddle__read_text(const char *path, char **out);
+/* dir/config.json, malloc'd, when there is one; else *out = NULL. */
+int ckpt_paddle__config_beside(const char *dir, char **out);
+/* Each rank of layout t in PaddleNLP's order (stage by stage, TP ranks within), with its model
+ * file's tensors in state-dict order: names borrowed from m, nodes cut once for every rank
+ * (ckpt_fw_ranks), both valid during the call (paddle_plan.c). */
+typedef int (*ckpt_paddle__rank_fn)(void *payload, int tp, int pp, const char *const *names,
+                                    const ckpt_node *const *nodes, size_t n);
+int ckpt_paddle__each_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_paddle__rank_fn fn, void *payload);
+/* ckpt_paddle_te_plan with a target layout (paddle_te_plan.c), on j's open set. */
+int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
 
 /* ---- the logical model (paddle_model.c), written by paddle_plan.c ---- */
 
@@ -63,10 +75,31 @@ typedef struct pd_entry {
     size_t seq;                /* the order it was first seen in */
 } pd_entry;
 
+/* A PaddleNLP model family (paddle_family.c). */
+typedef struct pd_family {
+    const char *model_type, *title;   /* "qwen2", "Qwen2" */
+    const char *base;                 /* the base model's prefix: "qwen2" in qwen2.layers.0... */
+    const char *cls, *pipe_cls;       /* Qwen2ForCausalLM, Qwen2ForCausalLMPipe */
+    const char *head, *head_pipe;     /* the head's variable prefixes (LMHead, LMHeadPipe) */
+    const char *spec, *to_hf, *from_hf; /* built-in maps */
+    int qkv_bias;                     /* q/k/v projections have biases */
+    int tied_shared;                  /* a tied head is saved as the embedding's variable */
+} pd_family;
+
+/* The family of model_type; NULL when ckptconv knows no such PaddleNLP family. */
+const pd_family *ckpt_paddle__family(const char *model_type);
+const pd_family *ckpt_paddle__llama(void);
+/* The family config.json (its text; NULL: none) names: LLaMA without a known model_type
+ * (older PaddleNLP writes none; an unknown one is refused by ckpt_paddle__dims). */
+const pd_family *ckpt_paddle__family_of(const char *config_json);
+/* pd2te's map knows LLaMA's names only: another family is refused naming where. */
+int ckpt_paddle__te_llama_only(const char *where, const pd_family *f);
+
 /* config.json's sizes; 0 for what it does not give (num_key_value_heads: num_attention_heads). */
 typedef struct pd_dims {
     int64_t hidden, inter, heads, kv, vocab, layers, tp, pp;
     int fuse_qkv, tied;
+    const pd_family *family;
 } pd_dims;
 
 struct ckpt_paddle_model {
@@ -74,6 +107,7 @@ struct ckpt_paddle_model {
     ckpt_graph *g;
     ckpt_map *own_map;
     const ckpt_parallel_spec *spec;
+    const pd_family *family;   /* config.json's */
     ckpt_paddle_model_info info;
     char *config_text;         /* config.json as read; NULL without one */
     size_t config_len;
@@ -122,7 +156,7 @@ int ckpt_paddle__merge_optimizer(ckpt_paddle_model *m);
 int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d);
 /* The model files the directory holds against the layout config.json and model_meta.json
  * give (once the ranks are open); the merged tensors against config.json's sizes and
- * PaddleNLP's pipeline cut (once they are merged) (paddle_check.c). */
+ * PaddleNLP's pipeline cut (once they are merged) (paddle_check.c, paddle_check_tensors.c). */
 int ckpt_paddle__check_files(ckpt_paddle_model *m);
 int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
 /* PaddleNLP's major version by config.json's paddlenlp_version: 3.x writes its version, 2.x

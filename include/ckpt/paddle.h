@@ -212,6 +212,92 @@ CKPT_EXTERN(int) ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target
  * directory's other files copied (for a plan whose model files are written otherwise). */
 CKPT_EXTERN(int) ckpt_paddle_plan_other_files(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_plan *plan);
 
+/* ---- PaddleNLP LLaMA <-> Transformer Engine layers (pd2te / te2pd) ----
+ *
+ * A directory converted through a tensor map (the built-in llama_pd2te, or its inverse
+ * llama_te2pd), either file by file (each model file keeps its name; the files one index
+ * lists are converted together and the index is rewritten) or, with a target layout, as one
+ * model at full shapes cut into the target's ranks (pd2te: cut, then mapped per rank; te2pd:
+ * each source rank mapped back, then merged and cut). */
+
+/* The map of a direction: path's map (NULL: the built-in llama_pd2te), inverted for te2pd. */
+CKPT_EXTERN(int) ckpt_paddle_te_map(ckpt_map **out, int to_te, const char *path);
+
+/* The model parameters the map's rules use: heads and kv_heads when non-zero (they win),
+ * then the fields of `config` (a config.json path; NULL: in_dir/config.json when there is
+ * one). pd2te's config must describe a LLaMA PaddleNLP can run (ckpt_paddle_layout_check at
+ * TP 1, PP 1). A config without num_key_value_heads is a model without GQA, unless heads
+ * was given: a lone head count is not taken to mean it. */
+CKPT_EXTERN(int) ckpt_paddle_te_params(ckpt_map_params **out, int to_te, const char *in_dir, const char *config,
+                                       int64_t heads, int64_t kv_heads);
+
+typedef struct ckpt_paddle_te_options {
+    unsigned version;
+    int to_te;                    /* 1: pd2te; 0: te2pd */
+    const ckpt_map *map;          /* of this direction (ckpt_paddle_te_map) */
+    const ckpt_map_params *params;
+    const char *const *variants;  /* NULL-terminated output variants of map; NULL: none */
+    int tp, pp;                   /* either non-zero: convert and reshard in one pass (0: the input's) */
+    const char *config;           /* that pass's config.json; NULL: in_dir/config.json if any */
+} ckpt_paddle_te_options;
+
+#define CKPT_PADDLE_TE_OPTIONS_VERSION 1
+#define CKPT_PADDLE_TE_OPTIONS_INIT { CKPT_PADDLE_TE_OPTIONS_VERSION, 1, NULL, NULL, NULL, 0, 0, NULL }
+
+/* A conversion, planned. File by file: per group of the directory the map's results (each
+ * output's home is the member of the model file it goes to), and the plan: one tensor file
+ * per model file in member order, the groups' rewritten indexes, the files copied. With a
+ * target layout: the model and the layouts, the plan one model file per target rank, then
+ * config.json and the directory's other files. Everything is owned by the job. */
+typedef struct ckpt_paddle_te_job {
+    ckpt_set *set;
+    ckpt_plan *plan;
+    ckpt_paddle *dir;              /* file by file; NULL with a target layout */
+    ckpt_map_result **results;     /* per group, or per source rank (te2pd with a layout) */
+    size_t n_results;
+    size_t *group_of;              /* per member: the group of a model file */
+    size_t *origin;                /* per plan file: the member of a tensor file, the group of an index */
+    ckpt_paddle_model *model;      /* with a target layout */
+    int from_tp, from_pp, tp, pp;  /* with a target layout */
+} ckpt_paddle_te_job;
+
+/* Plan the conversion of in_dir (a directory of layout "paddle"). File by file, a directory
+ * whose names are on the map's other side is refused naming it (CKPT_ERRCLASS_MAP_DIRECTION)
+ * and a map error names the group's index or file (CKPT_ERRCLASS_MAP_PARAM: a head count the
+ * rules need). With a target layout, pd2te checks it as PaddleNLP and Transformer Engine's
+ * fused layernorm_qkv need (ckpt_paddle_layout_check, ckpt_paddle_fused_kv_check). Dispose
+ * of j even when this fails. */
+CKPT_EXTERN(int) ckpt_paddle_te_plan(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
+CKPT_EXTERN(void) ckpt_paddle_te_job_dispose(ckpt_paddle_te_job *j);
+
+/* ---- paddle2hf / hf2paddle ---- */
+
+typedef struct ckpt_paddle_hf_options {
+    unsigned version;
+    uint64_t max_shard;         /* to HF: the largest safetensors file (0: 5 GB) */
+    int tp, pp;                 /* from HF: the target layout */
+    int fused_qkv, fused_ffn;   /* from HF: write qkv_proj / gate_up_fused_proj */
+} ckpt_paddle_hf_options;
+
+#define CKPT_PADDLE_HF_OPTIONS_VERSION 1
+#define CKPT_PADDLE_HF_OPTIONS_INIT { CKPT_PADDLE_HF_OPTIONS_VERSION, 0, 1, 1, 0, 0 }
+
+/* Add to `plan` the Hugging Face directory of the PaddleNLP model in `set` (of layout "paddle",
+ * read from in_dir; it must outlive the plan): the ranks merged, mapped by paddle_llama_hf,
+ * in transformers' order, as safetensors, and a config.json made from the directory's (none:
+ * CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL). The plan's --drop patterns leave tensors out; every
+ * other input tensor must be taken by a rule, and the tensors must be those the config
+ * implies (ckpt_hf_llama_check_tensors). */
+CKPT_EXTERN(int) ckpt_paddle_plan_to_hf(ckpt_plan *plan, ckpt_set *set, const char *in_dir,
+                                        const ckpt_paddle_hf_options *o);
+/* Add to `plan` the PaddleNLP checkpoint of the Hugging Face directory hf_dir at layout
+ * o->tp x o->pp: its weights (opened into *weights, which must outlive the plan; close it
+ * even when this fails) checked against its config.json, mapped by hf_llama_paddle (variants
+ * fused_qkv, fused_ffn), and a PaddleNLP config.json (ckpt_paddle_config_from_hf) the layout
+ * must fit (ckpt_paddle_layout_check). */
+CKPT_EXTERN(int) ckpt_paddle_plan_from_hf(ckpt_plan *plan, const char *hf_dir, const ckpt_paddle_hf_options *o,
+                                          ckpt_ckpt **weights);
+
 /* ---- LLaMA configs between PaddleNLP and Hugging Face ---- */
 
 /* Whether PaddleNLP's LlamaForCausalLM can be the model a Hugging Face config (read from

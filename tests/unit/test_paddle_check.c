@@ -50,10 +50,16 @@ CKPT_TEST(test_paddle_layout_check_paddlenlp_constraints)
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", NULL, 2, 1, 3), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                    "2 decoder layers");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", NULL, 2, 0, 1), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "TP 0");
-    /* every rule here is LLaMA's: another family is refused, a config without model_type is LLaMA's */
+    /* every rule here is LLaMA's or Qwen2's: another family is refused, a config without model_type is
+       LLaMA's; Qwen2's fused q/k/v (with their biases) is not read */
     ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"llama\"}", 4, 1, 1));
-    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\"}", 4, 1, 1), CKPT_EUNSUPPORTED,
-                   CKPT_ERRCLASS_MODEL, "c: model_type qwen2: ckptconv reads PaddleNLP's LLaMA (model_type llama) only");
+    ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\"}", 4, 1, 1));
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\", \"fuse_attention_qkv\": true}", 4, 1,
+                                            1),
+                   CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "c: fuse_attention_qkv true: ckptconv reads Qwen2's q, k and v");
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"mistral\"}", 4, 1, 1), CKPT_EUNSUPPORTED,
+                   CKPT_ERRCLASS_MODEL,
+                   "c: model_type mistral: ckptconv reads PaddleNLP's LLaMA and Qwen2 (model_type llama, qwen2) only");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": [1]}", 4, 1, 1), CKPT_EFORMAT,
                    CKPT_ERRCLASS_FORMAT, "c: model_type is not a string");
 }

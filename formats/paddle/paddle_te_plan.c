@@ -1,0 +1,165 @@
+/* pd2te / te2pd at a target layout: convert and reshard in one pass. The input's ranks are
+ * read as one PaddleNLP model at full shapes (te2pd: each rank converted back first), cut
+ * into the target layout, and each target rank's tensors go through the map on their way out. */
+#include "paddle_private.h"
+
+#include <ckpt/sys/common.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The tensors of one source rank (all its model files: size shards may split a layer's q, k
+ * and v) with the map applied: Paddle names, added to the model as that rank's shards. */
+static int add_converted_rank(const ckpt_paddle_te_options *o, ckpt_paddle_model *model, ckpt_set *set, ckpt_graph *g,
+                              int tp, int pp, ckpt_map_result **keep)
+{
+    size_t n = 0, i, k;
+    ckpt_map_input *in = NULL;
+    int rc = 0;
+
+    for (i = 0; i < ckpt_set_member_count(set); i++) {
+        const ckpt_member *mb = ckpt_set_member_at(set, i);
+        const ckpt_ckpt *ck;
+        if (strcmp(mb->role, "model") != 0 || (mb->at.tp < 0 ? 0 : mb->at.tp) != tp ||
+            (mb->at.pp < 0 ? 0 : mb->at.pp) != pp)
+            continue;
+        if ((rc = ckpt_set_member_open(set, i, &ck)) < 0)
+            break;
+        ckpt_map_input *grown = realloc(in, (n + ckpt_tensor_count(ck) + 1) * sizeof *in);
+        if (!grown) {
+            rc = ckpt_error_oom();
+            break;
+        }
+        in = grown;
+        for (k = 0; k < ckpt_tensor_count(ck) && rc == 0; k++, n++) {
+            in[n].name = ckpt_tensor_at(ck, k)->name;
+            in[n].home = i;
+            rc = ckpt_node_tensor(g, ckpt_tensor_at(ck, k), &in[n].node);
+        }
+    }
+    if (rc == 0)
+        rc = ckpt_map_apply(o->map, o->params, g, in, n, o->variants, keep);
+    for (k = 0; rc == 0 && k < ckpt_map_result_count(*keep); k++) {
+        const ckpt_map_output *out = ckpt_map_result_at(*keep, k);
+        rc = ckpt_paddle_model_add_shard(model, tp, pp, out->name, out->node, NULL);
+    }
+    free(in);
+    return rc;
+}
+
+/* te2pd: the TE ranks converted back to Paddle names, as one model. */
+static int open_converted(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o)
+{
+    const ckpt_set_info *si = ckpt_set_info_of(j->set);
+    char *beside = NULL, *config = NULL;
+    int tp, pp, rc;
+
+    if ((!o->config && (rc = ckpt_paddle__config_beside(in_dir, &beside)) < 0) ||
+        ((o->config || beside) && (rc = ckpt_paddle__read_text(o->config ? o->config : beside, &config)) < 0) ||
+        (rc = ckpt_paddle_model_new(&j->model, ckpt_plan_graph(j->plan), si->tp, si->pp, config, NULL)) < 0)
+        goto done;
+    j->n_results = (size_t)si->tp * (size_t)si->pp;
+    if (!(j->results = calloc(j->n_results, sizeof *j->results))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (pp = 0; pp < si->pp && rc == 0; pp++)
+        for (tp = 0; tp < si->tp && rc == 0; tp++)
+            rc = add_converted_rank(o, j->model, j->set, ckpt_plan_graph(j->plan), tp, pp,
+                                    &j->results[pp * si->tp + tp]);
+    if (rc == 0)
+        rc = ckpt_paddle_model_finish(j->model);
+done:
+    free(beside);
+    free(config);
+    return rc;
+}
+
+typedef struct rank_job {
+    const ckpt_paddle_te_options *o;
+    const ckpt_paddle_target *t;
+    ckpt_plan *plan;
+} rank_job;
+
+/* One target rank's model file: pd2te maps the Paddle tensors on the way out. */
+static int plan_rank(void *payload, int tp, int pp, const char *const *names, const ckpt_node *const *nodes, size_t n)
+{
+    const rank_job *j = payload;
+    ckpt_map_input *in = NULL;
+    ckpt_map_result *r = NULL;
+    ckpt_buf rel = CKPT_BUF_INIT;
+    size_t i, f;
+    int rc;
+
+    if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, j->t->tp, j->t->pp, &rel)) < 0 ||
+        (rc = ckpt_plan_add_file(j->plan, (const char *)rel.data, "pdparams", &f)) < 0)
+        goto done;
+    if (!j->o->to_te) {
+        for (i = 0; i < n && rc == 0; i++)
+            rc = ckpt_plan_add_tensor(j->plan, f, names[i], nodes[i], 0, NULL);
+        goto done;
+    }
+    if (!(in = malloc((n + 1) * sizeof *in))) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        in[i].name = names[i];
+        in[i].node = nodes[i];
+        in[i].home = 0;
+    }
+    rc = ckpt_map_apply(j->o->map, j->o->params, ckpt_plan_graph(j->plan), in, n, j->o->variants, &r);
+    for (i = 0; rc == 0 && i < ckpt_map_result_count(r); i++) {
+        const ckpt_map_output *out = ckpt_map_result_at(r, i);
+        rc = ckpt_plan_add_tensor(j->plan, f, out->name, out->node, 0, NULL);
+    }
+done:
+    if (rc < 0 && rel.data)
+        ckpt_error_prefix("%s", (const char *)rel.data);
+    ckpt_map_result_free(r);
+    ckpt_buf_dispose(&rel);
+    free(in);
+    return rc;
+}
+
+int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o)
+{
+    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
+    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
+    const ckpt_paddle_model_info *info;
+    rank_job rj;
+    size_t i;
+    int rc;
+
+    mo.no_optimizer = 1;
+    if ((rc = ckpt_plan_new(&j->plan)) < 0)
+        return rc;
+    rc = o->to_te ? ckpt_paddle_model_open(&j->model, j->set, ckpt_plan_graph(j->plan), &mo)
+                  : open_converted(j, in_dir, o);
+    if (rc < 0)
+        return rc;
+    info = ckpt_paddle_model_info_of(j->model);
+    j->from_tp = info->tp;
+    j->from_pp = info->pp;
+    t.tp = j->tp = o->tp ? o->tp : info->tp;
+    t.pp = j->pp = o->pp ? o->pp : info->pp;
+    /* the layout PaddleNLP can run first, then what the TE tensors can hold of it */
+    if (o->to_te && ((rc = ckpt_paddle__te_llama_only(info->config ? info->config : in_dir, j->model->family)) < 0 ||
+                     (rc = ckpt_paddle_layout_check(info->config ? info->config : in_dir, info->config_json,
+                                                    info->num_layers, t.tp, t.pp)) < 0 ||
+                     (rc = ckpt_paddle_fused_kv_check(info->config ? info->config : in_dir, info->config_json, t.tp,
+                                                      "Transformer Engine's fused layernorm_qkv")) < 0))
+        return rc;
+    rj.o = o;
+    rj.t = &t;
+    rj.plan = j->plan;
+    if ((rc = ckpt_paddle__each_rank(j->model, &t, plan_rank, &rj)) == 0)
+        rc = ckpt_paddle_plan_other_files(j->model, &t, j->plan);
+    /* a model built from converted ranks knows no directory: its other files are copied here */
+    for (i = 0; !o->to_te && rc == 0 && i < ckpt_set_member_count(j->set); i++) {
+        const ckpt_member *mb = ckpt_set_member_at(j->set, i);
+        if (strcmp(mb->role, "other") == 0 && strcmp(mb->rel, "config.json") != 0)
+            rc = ckpt_plan_add_copy(j->plan, mb->rel, mb->path);
+    }
+    return rc;
+}

@@ -1,0 +1,146 @@
+/* The PaddleNLP conversions planned by the library: pd2te / te2pd (ckpt_paddle_te_map,
+ * ckpt_paddle_te_params, ckpt_paddle_te_plan, file by file and at a target layout) and
+ * paddle2hf / hf2paddle (ckpt_paddle_plan_to_hf, ckpt_paddle_plan_from_hf), LLaMA and Qwen2. */
+#include "test.h"
+
+#include <string.h>
+
+/* The plan's file at rel, or -1. */
+static long file_index(const ckpt_plan *p, const char *rel)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_plan_file_count(p); i++)
+        if (strcmp(ckpt_plan_file_at(p, i)->rel, rel) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* Whether file f of the plan holds a tensor called name. */
+static int holds(const ckpt_plan *p, long f, const char *name)
+{
+    const ckpt_node *node;
+    const char *t;
+    size_t i;
+
+    for (i = 0; f >= 0 && (t = ckpt_plan_tensor_at(p, (size_t)f, i, &node, NULL)); i++)
+        if (strcmp(t, name) == 0)
+            return 1;
+    return 0;
+}
+
+CKPT_TEST(test_paddle_te_plan_by_file_and_layout)
+{
+    ckpt_paddle_te_options o = CKPT_PADDLE_TE_OPTIONS_INIT;
+    const char *dir = ckpt_test_data("llama/fp32_tp1");
+    ckpt_map_params *params = NULL;
+    ckpt_paddle_te_job j;
+    ckpt_map *m = NULL;
+    long f;
+
+    ASSERT_OK(ckpt_paddle_te_map(&m, 1, NULL));
+    ASSERT_EQ_STR(ckpt_map_name(m), "llama_pd2te");
+    ASSERT_OK(ckpt_paddle_te_params(&params, 1, dir, NULL, 0, 0));
+    o.map = m;
+    o.params = params;
+    /* file by file: one model file, its name kept, the other files copied */
+    ASSERT_OK(ckpt_paddle_te_plan(&j, dir, &o));
+    ASSERT_TRUE(j.dir != NULL && j.model == NULL);
+    ASSERT_TRUE((f = file_index(j.plan, "model_state.pdparams")) >= 0);
+    ASSERT_TRUE(holds(j.plan, f, "llama.layers.0.transformer.self_attention.layernorm_qkv.weight"));
+    ASSERT_TRUE(!holds(j.plan, f, "llama.layers.0.self_attn.q_proj.weight"));
+    ASSERT_TRUE(file_index(j.plan, "config.json") >= 0);
+    ckpt_paddle_te_job_dispose(&j);
+    /* at TP 2: a file per rank, the layouts reported */
+    o.tp = 2;
+    ASSERT_OK(ckpt_paddle_te_plan(&j, dir, &o));
+    ASSERT_TRUE(j.dir == NULL && j.model != NULL);
+    ASSERT_EQ_INT(j.from_tp, 1);
+    ASSERT_EQ_INT(j.tp, 2);
+    ASSERT_EQ_INT(j.pp, 1);
+    ASSERT_TRUE(holds(j.plan, file_index(j.plan, "model_state.tp01.pdparams"),
+                      "llama.layers.1.transformer.layernorm_mlp.fc2_weight"));
+    ckpt_paddle_te_job_dispose(&j);
+    ckpt_map_params_free(params);
+    ckpt_map_free(m);
+    /* the inverse map on a PaddleNLP directory: the other direction, named */
+    ASSERT_OK(ckpt_paddle_te_map(&m, 0, NULL));
+    ASSERT_EQ_STR(ckpt_map_name(m), "llama_te2pd");
+    ASSERT_OK(ckpt_paddle_te_params(&params, 0, dir, NULL, 0, 0));
+    o = (ckpt_paddle_te_options)CKPT_PADDLE_TE_OPTIONS_INIT;
+    o.to_te = 0;
+    o.map = m;
+    o.params = params;
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_paddle_te_plan(&j, dir, &o));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_MAP_DIRECTION);
+    ASSERT_ERROR_MENTIONS("fp32_tp1");
+    ckpt_paddle_te_job_dispose(&j);
+    ckpt_map_params_free(params);
+    ckpt_map_free(m);
+}
+
+/* pd2te's map is LLaMA's: a Qwen2 config or directory is refused, by config and by layout. */
+CKPT_TEST(test_paddle_te_refuses_qwen2)
+{
+    ckpt_paddle_te_options o = CKPT_PADDLE_TE_OPTIONS_INIT;
+    ckpt_map_params *params = NULL;
+    ckpt_paddle_te_job j;
+    ckpt_map *m = NULL;
+
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_paddle_te_params(&params, 1, ckpt_test_data("paddlenlp/qwen2_tp2"), NULL,
+                                                          0, 0));
+    ASSERT_TRUE(params == NULL);
+    ASSERT_ERROR_MENTIONS("model_type qwen2: pd2te converts PaddleNLP's LLaMA (model_type llama) only");
+    ASSERT_OK(ckpt_paddle_te_map(&m, 1, NULL));
+    ASSERT_OK(ckpt_map_params_new(&params));
+    o.map = m;
+    o.params = params;
+    o.tp = 1;
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_paddle_te_plan(&j, ckpt_test_data("paddlenlp/qwen2_tp2"), &o));
+    ASSERT_ERROR_MENTIONS("model_type qwen2: pd2te converts");
+    ckpt_paddle_te_job_dispose(&j);
+    ckpt_map_params_free(params);
+    ckpt_map_free(m);
+}
+
+/* paddle2hf of PaddleNLP 3's Qwen2 at TP 2: Hugging Face names, biases kept, the tied head (saved
+ * under both names) left out and said so; hf2paddle back at TP 2, --fused-qkv refused. */
+CKPT_TEST(test_paddle_plan_qwen2_with_hf)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_paddle_hf_options o = CKPT_PADDLE_HF_OPTIONS_INIT;
+    ckpt_ckpt *weights = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_set *set = NULL;
+    const char *reason = NULL;
+    long f;
+
+    so.layout = "paddle";
+    ASSERT_OK(ckpt_set_open(&set, ckpt_test_data("paddlenlp/qwen2_tp2"), &so));
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(ckpt_paddle_plan_to_hf(plan, set, "qwen2_tp2", &o));
+    ASSERT_TRUE((f = file_index(plan, "model.safetensors")) >= 0);
+    ASSERT_TRUE(holds(plan, f, "model.layers.1.self_attn.v_proj.bias"));
+    ASSERT_TRUE(!holds(plan, f, "lm_head.weight"));
+    ASSERT_TRUE(file_index(plan, "config.json") >= 0);
+    ASSERT_EQ_INT(ckpt_plan_dropped_count(plan), 1);
+    ASSERT_EQ_STR(ckpt_plan_dropped_at(plan, 0, &reason), "lm_head.weight");
+    ASSERT_TRUE(reason && strstr(reason, "tied head"));
+    ckpt_plan_free(plan);
+    ckpt_set_close(set);
+
+    o.tp = 2;
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(ckpt_paddle_plan_from_hf(plan, ckpt_test_data("hf/qwen2_tiny"), &o, &weights));
+    ASSERT_TRUE(holds(plan, file_index(plan, "model_state.tp01.pdparams"), "qwen2.layers.0.self_attn.k_proj.bias"));
+    ASSERT_TRUE(file_index(plan, "config.json") >= 0);
+    ckpt_plan_free(plan);
+    ckpt_close(weights);
+    weights = NULL;
+    o.fused_qkv = 1;
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_paddle_plan_from_hf(plan, ckpt_test_data("hf/qwen2_tiny"), &o, &weights));
+    ASSERT_ERROR_MENTIONS("--fused-qkv");
+    ckpt_plan_free(plan);
+    ckpt_close(weights);
+}
