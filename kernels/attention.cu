@@ -233,6 +233,8 @@ int ckpt_cuda_attention(void *ctx, const ckpt_backend_attention *op)
     if (op->tokens > kMaxTokens || op->heads > kMaxHeads)
         return ckpt_cuda_fail(c->host, CKPT_EUNSUPPORTED, "%s: at most %d tokens and %d heads", what, kMaxTokens,
                               kMaxHeads);
+    if (op->window != 0)
+        return ckpt_cuda_fail(c->host, CKPT_EUNSUPPORTED, "%s: a sliding window of %lld", what, (long long)op->window);
     if (op->tokens == 0)
         return 0;
     if (!op->q || !op->k || !op->v || !op->out)

@@ -146,7 +146,7 @@ static void attention_case(int64_t tokens, int64_t heads, int64_t kv_heads, int6
     float *q = floats(nq), *k = floats(nk), *v = floats(nk), *out = floats(nq), *ref = floats(nq), *got = floats(nq);
     double *tol = doubles(nq);
     ckpt_backend_attention op = {tokens, heads, kv_heads, d, NULL, NULL, NULL, NULL, 1.0 / sqrt((double)d),
-                                 causal, compute};
+                                 causal, compute, 0};
     const void *in[] = {q, k, v, out};
     const size_t bytes[] = {(size_t)nq * 4, (size_t)nk * 4, (size_t)nk * 4, (size_t)nq * 4};
     char desc[160];
@@ -572,7 +572,7 @@ static void test_errors(void)
     rc = cuda.vt->add(cuda.ctx, 16, p, p, p);
     expect(rc == 0, "a kernel launch after a failed allocation succeeds", rc);
 
-    ckpt_backend_attention a = {8, 4, 4, 40, p, p, p, p, 0.125, 1, CKPT_DTYPE_BF16};
+    ckpt_backend_attention a = {8, 4, 4, 40, p, p, p, p, 0.125, 1, CKPT_DTYPE_BF16, 0};
     rc = cuda.vt->attention(cuda.ctx, &a);
     expect(rc == CKPT_EUNSUPPORTED && strstr(ckpt_error_last()->message, "head_dim 40"),
            "attention refuses head_dim 40, naming it", rc);
@@ -622,7 +622,7 @@ static void test_determinism(void)
         expect(memcmp(y1, y2, lbytes[3]) == 0, "linear (bfloat16) gives the same bits twice", 0);
     for (int c = 0; c < 2; c++) {
         ckpt_backend_attention a = {t, h, kvh, d, NULL, NULL, NULL, NULL, 0.08838834764831845, 1,
-                                    c ? CKPT_DTYPE_BF16 : CKPT_DTYPE_F32};
+                                    c ? CKPT_DTYPE_BF16 : CKPT_DTYPE_F32, 0};
         if (run_op(&cuda, OP_ERRORS, "determinism", 4, ain, abytes, 3, o1, call_attention, &a) == 0 &&
             run_op(&cuda, OP_ERRORS, "determinism", 4, ain, abytes, 3, o2, call_attention, &a) == 0)
             expect(memcmp(o1, o2, abytes[3]) == 0,

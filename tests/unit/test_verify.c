@@ -84,6 +84,18 @@ CKPT_TEST(test_verify_logits_transformers)
     ASSERT_LOGITS("hf/llama_tiny", "hf/llama_tiny/logits.json", 0, 0);
 }
 
+/* Mistral's sliding window (4 keys, of 8 tokens): transformers 4 and 5 configs. */
+CKPT_TEST(test_verify_logits_mistral_window)
+{
+    ckpt_model *m;
+
+    ASSERT_LOGITS("hf/mistral_tiny", "hf/mistral_tiny/logits.json", 0, 0);
+    ASSERT_LOGITS("hf/transformers5/mistral_tiny", "hf/transformers5/mistral_tiny/logits.json", 0, 0);
+    ASSERT_OK(ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), NULL));
+    ASSERT_EQ_INT(ckpt_model_config_of(m)->window, 4);
+    ckpt_model_close(m);
+}
+
 /* megatron-core's own forward at TP 1; the same weights at other layouts run as their ranks,
  * and merged: fewer query groups than ranks (TP 4, 2 groups), PP with virtual chunks. */
 CKPT_TEST(test_verify_logits_megatron)
