@@ -299,8 +299,10 @@ int ckpt_vsrc__map_rank(ckpt_model_builder *b, int rank, const ckpt_map *map, co
     size_t i;
     int rc;
 
-    if ((rc = ckpt_map_apply(map, params, ckpt_model_builder_graph(b), in, n, NULL, &res)) < 0)
+    if ((rc = ckpt_map_apply(map, params, ckpt_model_builder_graph(b), in, n, NULL, &res)) < 0) {
+        ckpt_error_prefix("%s", ckpt_model_builder_path(b));
         return rc;
+    }
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
         const ckpt_node **slot = !strcmp(o->name, "embed.weight")        ? &parts->embed

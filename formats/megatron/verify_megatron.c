@@ -241,8 +241,10 @@ static int map_rank(ckpt_model_builder *b, const ckpt_map *map, const ckpt_map_p
     size_t i;
     int rc;
 
-    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0)
+    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0) {
+        ckpt_error_prefix("%s", ckpt_model_builder_path(b));
         return rc;
+    }
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
         const ckpt_node *node = o->node;

@@ -35,7 +35,7 @@ static const char *unused_because(const ckpt_model *m, const char *name, int64_t
 int ckpt_model__check_unused(const ckpt_model *m)
 {
     char list[768] = "";
-    const char *why = NULL;
+    const char *why = NULL, *first = NULL;
     size_t n = 0, count = 0, i;
     int r;
 
@@ -48,8 +48,10 @@ int ckpt_model__check_unused(const ckpt_model *m)
             /* one name per tensor: the ranks hold the same ones */
             if (r > 0 && ckpt_model__find(m, 0, name))
                 continue;
-            if (!why)
+            if (!why) {
                 why = because;
+                first = name;
+            }
             if (count++ < 8)
                 n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s", count > 1 ? ", " : "",
                                       name);
@@ -57,6 +59,6 @@ int ckpt_model__check_unused(const ckpt_model *m)
     if (!count)
         return 0;
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: %zu tensor%s the model does not use (%s%s): %s%s", m->path, count,
-                           count == 1 ? "" : "s", why, count > 1 ? ", first" : "", list, count > 8 ? ", ..." : "");
+                           "%s: %zu tensor%s the model does not use: %s%s (%s: %s)", m->path, count,
+                           count == 1 ? "" : "s", list, count > 8 ? ", ..." : "", first, why);
 }
