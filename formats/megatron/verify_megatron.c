@@ -162,6 +162,15 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
                                "%s: squared ReLU, gated attention output and MoE layers are not run by verify",
                                ckpt_model_builder_path(b));
     c->act = arg_bool(a, "swiglu") ? CKPT_ACT_SWIGLU : arg_bool(a, "openai_gelu") ? CKPT_ACT_GELU_TANH : CKPT_ACT_GELU;
+    /* a gated MLP without swiglu gates its gelu (Gemma's GeGLU with the tanh gelu) */
+    if (c->act != CKPT_ACT_SWIGLU && arg_bool(a, "gated_linear_unit")) {
+        if (c->act != CKPT_ACT_GELU_TANH)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: gated_linear_unit with the erf gelu is not run by verify (openai_gelu: the "
+                                   "tanh one is)",
+                                   ckpt_model_builder_path(b));
+        c->act = CKPT_ACT_GEGLU_TANH;
+    }
     pos = arg_str(a, "position_embedding_type");
     if (!pos || strcmp(pos, "learned_absolute") == 0)
         c->position = CKPT_POSITION_LEARNED;
