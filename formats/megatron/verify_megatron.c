@@ -132,8 +132,10 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
 {
     const ckpt_value *a = ckpt_megatron_args(mg);
     ckpt_model_config *c = ckpt_model_builder_config(b);
+    const ckpt_family *family;
     const char *norm, *pos;
     int64_t vocab = ckpt_megatron_info_of(mg)->true_vocab_size;
+    int rc;
 
     if (!a)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: the rank files hold no args",
@@ -196,7 +198,12 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
     c->qk_norm = arg_bool(a, "qk_layernorm");
     c->tied_embeddings = !arg_bool(a, "untie_embeddings_and_output_weights");
     arg_double(a, "softmax_scale", &c->attn_scale);
-    return window_from_args(b, a);
+    if ((rc = window_from_args(b, a)) < 0)
+        return rc;
+    /* a family verify knows from its data adds what args cannot say (Gemma 3's embedding scale) */
+    if ((family = ckpt_vsrc__data_family(arg_str(a, "hf_model_type"))))
+        return ckpt_vsrc__family_config(b, family, CKPT_FAMILY_MEGATRON, ckpt_model_builder_path(b), a, NULL);
+    return 0;
 }
 
 /* ---- tensors ---- */
