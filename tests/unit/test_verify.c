@@ -165,6 +165,28 @@ CKPT_TEST(test_verify_config_window)
     ASSERT_FAILS(CKPT_EINVALID, ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), &o));
 }
 
+/* A gated MLP of another activation (GeGLU) merges its TP ranks' [gate_r; up_r] as SwiGLU's:
+ * PaddleNLP llama/fp32_tp2 (merged by verify itself, not by a layout)
+ * run as GeGLU gives the same logits run as its ranks and merged. */
+CKPT_TEST(test_verify_geglu_merge)
+{
+    ckpt_model_options o;
+    float *ranks, *merged;
+    int64_t V = 0, i;
+    double worst = 0;
+
+    ckpt_model_options_init(&o);
+    o.overrides.act = CKPT_ACT_GEGLU_TANH;
+    ASSERT_TRUE((ranks = forward("llama/fp32_tp2", &o, &V)) != NULL);
+    o.merge_tp = 1;
+    ASSERT_TRUE((merged = forward("llama/fp32_tp2", &o, &V)) != NULL);
+    for (i = 0; i < 8 * V; i++)
+        worst = fmax(worst, fabs((double)ranks[i] - merged[i]));
+    ASSERT_TRUE(worst < 1e-5);
+    free(ranks);
+    free(merged);
+}
+
 typedef int (*args_fn)(ckpt_arena *a, ckpt_value *args);
 
 /* megatron/tp1 written again to `out` with its args changed by `set`. */
