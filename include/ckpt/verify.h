@@ -1,6 +1,6 @@
-/* Running checkpoints: a decoder-only transformer (LLaMA, Mistral, GPT-2 style) read from
- * any checkpoint layout ckptconv knows, and `verify`, which runs two of them layer by layer
- * on the same inputs and reports how far apart they are.
+/* Running checkpoints: a decoder-only transformer (LLaMA, Mistral, Qwen, Gemma 3, GPT-2
+ * style) read from any checkpoint layout ckptconv knows, and `verify`, which runs two of them
+ * layer by layer on the same inputs and reports how far apart they are.
  *
  * A model is built through the same maps the converters use (formats/maps/), in the
  * checkpoint's own layout, lazily: a layer's weights are read when the layer runs.
