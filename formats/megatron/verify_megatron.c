@@ -80,12 +80,62 @@ static const char *arg_str(const ckpt_value *args, const char *name)
     return v && v->kind == CKPT_VAL_STR ? v->u.str.ptr : NULL;
 }
 
+/* window_size (W - 1, 0): query t sees keys t - W < j <= t (Transformer Engine's causal window
+ * of W - 1 keys before the token); window_attn_skip_freq N: every Nth layer (from 1) attends
+ * fully, a list: 1 where a layer uses the window. */
+static int window_from_args(ckpt_model_builder *b, const ckpt_value *a)
+{
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const ckpt_value *w = arg(a, "window_size"), *skip = arg(a, "window_attn_skip_freq");
+    const char *path = ckpt_model_builder_path(b);
+    unsigned char *flags;
+    size_t i;
+    int rc;
+
+    c->window = 0;
+    if (!w)
+        return 0;
+    if ((w->kind != CKPT_VAL_TUPLE && w->kind != CKPT_VAL_LIST) || w->u.seq.n != 2 ||
+        w->u.seq.items[0]->kind != CKPT_VAL_INT || w->u.seq.items[1]->kind != CKPT_VAL_INT ||
+        w->u.seq.items[0]->u.integer < 0 || w->u.seq.items[0]->u.integer >= INT64_MAX / 2 ||
+        w->u.seq.items[1]->u.integer != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.window_size is not a causal window (W - 1, 0), the one verify runs", path);
+    c->window = w->u.seq.items[0]->u.integer + 1;
+    if (!skip)
+        return 0;
+    if (skip->kind == CKPT_VAL_INT && skip->u.integer >= 1) {
+        c->window_full_every = skip->u.integer;
+        return 0;
+    }
+    if ((skip->kind != CKPT_VAL_LIST && skip->kind != CKPT_VAL_TUPLE) || skip->u.seq.n < 1 ||
+        skip->u.seq.n > (size_t)1 << 20)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.window_attn_skip_freq is neither a positive integer nor a list of 0/1", path);
+    if (!(flags = malloc(skip->u.seq.n)))
+        return ckpt_error_oom();
+    for (i = 0; i < skip->u.seq.n; i++) {
+        const ckpt_value *x = skip->u.seq.items[i];
+        if (x->kind != CKPT_VAL_INT && x->kind != CKPT_VAL_BOOL) {
+            free(flags);
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: args.window_attn_skip_freq[%zu] is not 0 or 1", path, i);
+        }
+        flags[i] = x->kind == CKPT_VAL_INT ? x->u.integer != 0 : x->u.boolean != 0;
+    }
+    rc = ckpt_model_builder_layer_window(b, flags, (int64_t)skip->u.seq.n);
+    free(flags);
+    return rc;
+}
+
 static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
 {
     const ckpt_value *a = ckpt_megatron_args(mg);
     ckpt_model_config *c = ckpt_model_builder_config(b);
+    const ckpt_family *family;
     const char *norm, *pos;
     int64_t vocab = ckpt_megatron_info_of(mg)->true_vocab_size;
+    int rc;
 
     if (!a)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: the rank files hold no args",
@@ -114,6 +164,15 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
                                "%s: squared ReLU, gated attention output and MoE layers are not run by verify",
                                ckpt_model_builder_path(b));
     c->act = arg_bool(a, "swiglu") ? CKPT_ACT_SWIGLU : arg_bool(a, "openai_gelu") ? CKPT_ACT_GELU_TANH : CKPT_ACT_GELU;
+    /* a gated MLP without swiglu gates its gelu (Gemma's GeGLU with the tanh gelu) */
+    if (c->act != CKPT_ACT_SWIGLU && arg_bool(a, "gated_linear_unit")) {
+        if (c->act != CKPT_ACT_GELU_TANH)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: gated_linear_unit with the erf gelu is not run by verify (openai_gelu: the "
+                                   "tanh one is)",
+                                   ckpt_model_builder_path(b));
+        c->act = CKPT_ACT_GEGLU_TANH;
+    }
     pos = arg_str(a, "position_embedding_type");
     if (!pos || strcmp(pos, "learned_absolute") == 0)
         c->position = CKPT_POSITION_LEARNED;
@@ -138,6 +197,12 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
     }
     c->qk_norm = arg_bool(a, "qk_layernorm");
     c->tied_embeddings = !arg_bool(a, "untie_embeddings_and_output_weights");
+    arg_double(a, "softmax_scale", &c->attn_scale);
+    if ((rc = window_from_args(b, a)) < 0)
+        return rc;
+    /* a family verify knows from its data adds what args cannot say (Gemma 3's embedding scale) */
+    if ((family = ckpt_vsrc__data_family(arg_str(a, "hf_model_type"))))
+        return ckpt_vsrc__family_config(b, family, CKPT_FAMILY_MEGATRON, ckpt_model_builder_path(b), a, NULL);
     return 0;
 }
 
@@ -192,8 +257,10 @@ static int map_rank(ckpt_model_builder *b, const ckpt_map *map, const ckpt_map_p
     size_t i;
     int rc;
 
-    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0)
+    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0) {
+        ckpt_error_prefix("%s", ckpt_model_builder_path(b));
         return rc;
+    }
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
         const ckpt_node *node = o->node;
