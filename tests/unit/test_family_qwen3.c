@@ -1,9 +1,14 @@
 /* Qwen3 (testdata/hf/transformers5/qwen3_tiny, transformers 5.24: q/k RMSNorm per head,
- * head_dim 16 while hidden / heads is 8): the built-in hf_qwen3_megatron maps, TE and local
- * names, carry q_norm/k_norm to Megatron's q_layernorm/k_layernorm and fuse q/k/v per query
- * group at head_dim 16; their inverses give back every input tensor byte for byte; the LLaMA
- * map refuses q_norm, naming it. */
+ * head_dim 16 while hidden / heads is 8): the family (formats/families/qwen3.json) detects
+ * and reads its config.json and the Megatron args that say it, checks its tensors naming what
+ * is missing, and picks its maps; the built-in hf_qwen3_megatron maps, TE and local names,
+ * carry q_norm/k_norm to Megatron's q_layernorm/k_layernorm and fuse q/k/v per query group at
+ * head_dim 16; their inverses give back every input tensor byte for byte; the LLaMA map and
+ * family refuse q_norm, naming it. */
 #include "test.h"
+
+#include <ckpt/family.h>
+#include <ckpt/megatron.h>
 
 #include <stdlib.h>
 
@@ -179,4 +184,181 @@ CKPT_TEST(test_family_qwen3_llama_map_refuses_q_norm)
     ckpt_map_params_free(p);
     ckpt_close(f.ck);
     ckpt_graph_free(g);
+}
+
+static int64_t int_of(const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v;
+
+    if (ckpt_family_config_get(c, field, &v) < 0)
+        return -99;
+    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : v->kind == CKPT_VAL_NONE ? -1 : -98;
+}
+
+static double real_of(const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v;
+
+    if (ckpt_family_config_get(c, field, &v) < 0)
+        return -99;
+    return v->kind == CKPT_VAL_FLOAT ? v->u.real : v->kind == CKPT_VAL_INT ? (double)v->u.integer : -98;
+}
+
+static char *fixture_config(void)
+{
+    size_t len;
+    return (char *)ckpt_test_read_file(ckpt_test_data(QWEN3 "/config.json"), &len);
+}
+
+CKPT_TEST(test_family_qwen3_config)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    char *text = fixture_config();
+    ckpt_map *m;
+
+    ASSERT_TRUE(text != NULL);
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, "qwen3/config.json", text));
+    ASSERT_EQ_STR(ckpt_family_name(f), "qwen3");
+    ASSERT_EQ_STR(ckpt_family_title(f), "Qwen3");
+    ASSERT_EQ_STR(ckpt_family_string(f, "hf.class"), "Qwen3ForCausalLM");
+    ASSERT_TRUE(ckpt_family_string(f, "paddle.class") == NULL);
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "qwen3/config.json", text));
+    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "num_heads") == 4 && int_of(c, "num_kv_heads") == 2);
+    ASSERT_TRUE(int_of(c, "qk_norm") == 1 && int_of(c, "qkv_bias") == 0 && int_of(c, "tied") == 0);
+    ASSERT_TRUE(int_of(c, "sliding_window") == -1 && real_of(c, "rope_theta") == 1e6);
+    ckpt_family_config_free(c);
+    free(text);
+
+    /* transformers' Qwen3Config takes head_dim 128 when config.json has none, not hidden / heads */
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
+                                      "{\"model_type\": \"qwen3\", \"hidden_size\": 32, \"intermediate_size\": 64, "
+                                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 128}"));
+    ASSERT_TRUE(int_of(c, "head_dim") == 128);
+    ckpt_family_config_free(c);
+    ASSERT_FAILS(CKPT_EUNSUPPORTED,
+                 ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
+                                         "{\"model_type\": \"qwen3\", \"hidden_size\": 32, \"intermediate_size\": 64, "
+                                         "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 128, "
+                                         "\"use_sliding_window\": true}"));
+    ASSERT_ERROR_MENTIONS("c: use_sliding_window is true (Qwen3's window on the layers past max_window_layers only)");
+
+    ASSERT_OK(ckpt_family_map(f, CKPT_FAMILY_MEGATRON, NULL, 0, &m));
+    ASSERT_EQ_STR(ckpt_map_name(m), "hf_qwen3_megatron");
+    ckpt_map_free(m);
+    ASSERT_OK(ckpt_family_map(f, CKPT_FAMILY_MEGATRON, "local", 1, &m));
+    ASSERT_EQ_STR(ckpt_map_name(m), "megatron_hf_qwen3_local");
+    ckpt_map_free(m);
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_map(f, CKPT_FAMILY_PADDLE, NULL, 1, &m));
+}
+
+/* The args hf2mcore writes for qwen3_tiny say Qwen3 with or without hf_model_type. */
+static ckpt_value *qwen3_args(ckpt_arena *a)
+{
+    ckpt_value *args = NULL;
+
+    if (ckpt_megatron_args_new(a, &args) < 0 || ckpt_megatron_args_set_int(a, args, "num_layers", 2) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "hidden_size", 32) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "ffn_hidden_size", 64) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "num_attention_heads", 4) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "num_query_groups", 2) < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "group_query_attention", 1) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "kv_channels", 16) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "vocab_size", 128) < 0 ||
+        ckpt_megatron_args_set_str(a, args, "position_embedding_type", "rope") < 0 ||
+        ckpt_megatron_args_set_float(a, args, "rotary_base", 1e6) < 0 ||
+        ckpt_megatron_args_set_str(a, args, "normalization", "RMSNorm") < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "swiglu", 1) < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "add_bias_linear", 0) < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "qk_layernorm", 1) < 0 ||
+        ckpt_megatron_args_set_bool(a, args, "untie_embeddings_and_output_weights", 1) < 0)
+        return NULL;
+    return args;
+}
+
+CKPT_TEST(test_family_qwen3_megatron_args)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_arena *a;
+    ckpt_value *args;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_TRUE((args = qwen3_args(a)) != NULL);
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "qwen3");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "qk_norm") == 1 && int_of(c, "tied") == 0);
+    ckpt_family_config_free(c);
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "qwen3"));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "qwen3");
+
+    /* the family the args name must be what the args are */
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "llama"));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args) < 0);
+    ASSERT_ERROR_MENTIONS("args.qk_layernorm is set, which no Hugging Face llama, mistral or qwen2 config says");
+    ASSERT_TRUE((args = qwen3_args(a)) != NULL);
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "qwen3"));
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "qk_layernorm", 0));
+    ASSERT_TRUE(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args) < 0 ||
+                ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args) < 0);
+    ASSERT_ERROR_MENTIONS("not a Qwen3 model: args.qk_layernorm is not True");
+    ckpt_arena_free(a);
+}
+
+CKPT_TEST(test_family_qwen3_tensors)
+{
+    const ckpt_family *f, *llama;
+    ckpt_family_config *c, *lc;
+    char *text = fixture_config();
+    const char *names[MAX_IN];
+    size_t perm[MAX_IN], i, k_norm = MAX_IN;
+    ckpt_graph *g = NULL;
+    fixture fx;
+
+    ASSERT_OK(ckpt_graph_new(&g));
+    ASSERT_OK(fx_open(&fx, g));
+    ASSERT_OK(ckpt_family_builtin(&f, "qwen3"));
+    ASSERT_OK(ckpt_family_builtin(&llama, "llama"));
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c", text));
+    ASSERT_OK(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "c", "w", fx.in, fx.n));
+
+    /* transformers' state_dict order within a layer: q_norm and k_norm come with the layer */
+    for (i = 0; i < fx.n; i++)
+        names[i] = fx.in[i].name;
+    ASSERT_OK(ckpt_family_order(f, CKPT_FAMILY_HF, names, fx.n, perm));
+    ASSERT_EQ_STR(names[perm[0]], "model.embed_tokens.weight");
+    ASSERT_EQ_STR(names[perm[1]], "model.layers.0.self_attn.q_proj.weight");
+    ASSERT_EQ_STR(names[perm[fx.n - 1]], "lm_head.weight");
+    for (i = 0; i < fx.n; i++)
+        if (strcmp(names[perm[i]], "model.layers.0.self_attn.k_norm.weight") == 0)
+            k_norm = i;
+    ASSERT_TRUE(k_norm < 12);
+
+    /* the LLaMA family takes no q_norm */
+    ASSERT_OK(ckpt_family_config_read(&lc, llama, CKPT_FAMILY_HF, "c",
+                                      "{\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+                                      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, "
+                                      "\"vocab_size\": 128}"));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(llama, lc, CKPT_FAMILY_HF, "c", "w", fx.in, fx.n));
+    ASSERT_ERROR_MENTIONS("norm.weight is not a weight of the LLaMA model c describes");
+
+    /* layer 1's k_norm missing, or at another size, is named */
+    for (i = 0; i < fx.n && strcmp(fx.in[i].name, "model.layers.1.self_attn.k_norm.weight") != 0; i++)
+        ;
+    ASSERT_TRUE(i < fx.n);
+    fx.in[i] = fx.in[--fx.n];
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "c", "w", fx.in, fx.n));
+    ASSERT_ERROR_MENTIONS("w: no tensor model.layers.1.self_attn.k_norm.weight, which c implies (num_hidden_layers 2, "
+                          "model_type qwen3)");
+    ASSERT_OK(ckpt_family_config_set_int(c, "head_dim", 8));
+    fx.n++;
+    ASSERT_TRUE(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "c", "w", fx.in, fx.n) < 0);
+    ckpt_family_config_free(c);
+    ckpt_family_config_free(lc);
+    ckpt_close(fx.ck);
+    ckpt_graph_free(g);
+    free(text);
 }
