@@ -212,10 +212,19 @@ static double real_of(const ckpt_family_config *c, const char *field)
     return v->kind == CKPT_VAL_FLOAT ? v->u.real : v->kind == CKPT_VAL_INT ? (double)v->u.integer : -98;
 }
 
+/* config.json as the NUL-terminated text the family reads. */
 static char *fixture_config(void)
 {
     size_t len;
-    return (char *)ckpt_test_read_file(ckpt_test_data(QWEN3 "/config.json"), &len);
+    unsigned char *raw = ckpt_test_read_file(ckpt_test_data(QWEN3 "/config.json"), &len);
+    char *text = raw ? malloc(len + 1) : NULL;
+
+    if (text) {
+        memcpy(text, raw, len);
+        text[len] = 0;
+    }
+    free(raw);
+    return text;
 }
 
 CKPT_TEST(test_family_qwen3_config)
