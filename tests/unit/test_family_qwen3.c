@@ -270,6 +270,60 @@ CKPT_TEST(test_family_qwen3_config)
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_map(f, CKPT_FAMILY_PADDLE, NULL, 1, &m));
 }
 
+/* The config.json the family writes for transformers holds every key transformers 5 wrote for
+ * the fixture, with the same value (transformers_version aside); the Megatron args say
+ * qk_layernorm and kv_channels 16 and read back as Qwen3; verify runs q/k norms at head_dim 16. */
+CKPT_TEST(test_family_qwen3_config_out)
+{
+    const ckpt_family *f, *again;
+    ckpt_family_config *c, *back;
+    ckpt_buf json = CKPT_BUF_INIT;
+    ckpt_model_config mc;
+    ckpt_arena *a;
+    ckpt_value *args;
+    const ckpt_value *v;
+    char *text = fixture_config();
+    cJSON *want, *got, *item;
+
+    ASSERT_TRUE(text != NULL);
+    ASSERT_OK(ckpt_family_builtin(&f, "qwen3"));
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c", text));
+    ASSERT_OK(ckpt_family_config_json(f, c, CKPT_FAMILY_HF, CKPT_DTYPE_F32, &json));
+    want = cJSON_Parse(text);
+    got = cJSON_ParseWithLength((const char *)json.data, json.len);
+    ASSERT_TRUE(want && got);
+    cJSON_ArrayForEach(item, want) {
+        if (strcmp(item->string, "transformers_version") == 0)
+            continue;
+        if (!cJSON_Compare(item, cJSON_GetObjectItemCaseSensitive(got, item->string), 1))
+            ckpt_test_fail(__FILE__, __LINE__, "config.json key %s differs from transformers'", item->string);
+    }
+    cJSON_Delete(want);
+    cJSON_Delete(got);
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_family_config_args(f, c, a, 2, "local", &args));
+    v = ckpt_megatron_arg(args, "qk_layernorm");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_BOOL && v->u.boolean);
+    v = ckpt_megatron_arg(args, "kv_channels");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_INT && v->u.integer == 16);
+    ASSERT_TRUE(ckpt_value_is_str(ckpt_megatron_arg(args, "hf_model_type"), "qwen3"));
+    ASSERT_OK(ckpt_family_detect(&again, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(again), "qwen3");
+    ASSERT_OK(ckpt_family_config_read(&back, again, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(int_of(back, "head_dim") == 16 && int_of(back, "tied") == 0 && real_of(back, "rope_theta") == 1e6);
+    ASSERT_TRUE(int_of(back, "max_window_layers") == 28);
+    ckpt_family_config_free(back);
+
+    ASSERT_OK(ckpt_family_model_config(f, c, &mc));
+    ASSERT_TRUE(mc.qk_norm == 1 && mc.head_dim == 16 && mc.num_heads == 4 && mc.num_kv_heads == 2);
+    ASSERT_TRUE(mc.norm == CKPT_NORM_RMS && mc.act == CKPT_ACT_SWIGLU && mc.tied_embeddings == 0);
+    ckpt_arena_free(a);
+    ckpt_family_config_free(c);
+    ckpt_buf_dispose(&json);
+    free(text);
+}
+
 /* The args hf2mcore writes for qwen3_tiny say Qwen3 with or without hf_model_type. */
 static ckpt_value *qwen3_args(ckpt_arena *a)
 {
