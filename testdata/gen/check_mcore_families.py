@@ -18,8 +18,9 @@ shims of gen_megatron_cpu.py).
 core_v0.16.1's gpt_builder passes use_rope_scaling to GPTModel but not rope_scaling_factor,
 so the model takes GPTModel's default factor 8 whatever --rope-scaling-factor says. Each
 model with use_rope_scaling therefore runs twice: as gpt_builder builds it, and with
-args.rope_scaling_factor passed through (the "factor" column). A family that cannot run has its
-reason in the log instead.
+args.rope_scaling_factor passed through. A model with a sliding window runs once more without
+it, as a control: those logits must differ. A family that cannot run has its reason in the log
+instead.
 """
 
 import json
@@ -51,7 +52,7 @@ NOT_RUN = {
 }
 
 
-def worker(ckpt, logits_json, factor_from_args):
+def worker(ckpt, logits_json, factor_from_args, no_window):
     """Runs in its own process: build GPTModel from ckpt's args, load, forward; prints JSON."""
     import gen_megatron_cpu as shim
 
@@ -81,6 +82,8 @@ def worker(ckpt, logits_json, factor_from_args):
     args = parse_args()
     for k, v in theirs.items():
         setattr(args, k, v)
+    if no_window:
+        args.window_size = None
     global_vars.set_args(args)
 
     import gpt_builders
@@ -111,7 +114,7 @@ def worker(ckpt, logits_json, factor_from_args):
         "largest_logit": float(want.abs().max()),
         "padded_vocab": int(logits.shape[1]),
         "tensors": len([k for k in state["model"] if not k.endswith("_extra_state")]),
-        "spec": type(model.decoder.layers[0].self_attention.core_attention).__name__,
+        "attention": type(model.decoder.layers[0].self_attention.core_attention).__name__,
         "qk_layernorm": bool(args.qk_layernorm),
         "window_size": list(args.window_size) if args.window_size else None,
         "rope": rope,
@@ -125,6 +128,27 @@ def run(ckptconv, *argv):
         raise RuntimeError(r.stderr.strip() or "exit %d" % r.returncode)
 
 
+def shown(text):
+    return text.replace(TESTDATA + os.sep, "testdata" + os.sep)
+
+
+def forward(tp1, src, factor_from_args=False, no_window=False):
+    """The worker's JSON, or the last line of its error."""
+    r = subprocess.run([sys.executable, __file__, "--worker", tp1, os.path.join(src, "logits.json"),
+                        "1" if factor_from_args else "0", "1" if no_window else "0"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+    return json.loads(r.stdout.strip().splitlines()[-1]), None
+
+
+def row(family, how, out):
+    ok = out["max_abs_diff"] <= INPUT_TOL * max(out["largest_logit"], 1.0)
+    window = "%d,%d" % tuple(out["window_size"]) if out["window_size"] else "-"
+    return "%-24s %-22s %-10s %-5s %-6s %3d  %-9.3g %s" % (
+        family, how, out["rope"], "yes" if out["qk_layernorm"] else "no", window, out["tensors"],
+        out["max_abs_diff"], "equal" if ok else "DIFFERENT")
+
+
 def check(ckptconv, family, rel, work):
     src = os.path.join(TESTDATA, rel)
     mc, tp1 = os.path.join(work, "mc"), os.path.join(work, "tp1")
@@ -134,23 +158,18 @@ def check(ckptconv, family, rel, work):
         run(ckptconv, "hf2mcore", src, mc, "--tp", "2", "--pp", "2", "--transformer-impl", "local")
         run(ckptconv, "reshard", mc, tp1, "--tp", "1", "--pp", "1")
     except RuntimeError as e:
-        return ["%-24s not run: ckptconv: %s" % (family, e)]
-    rows = []
-    for factor_from_args in (False, True):
-        r = subprocess.run([sys.executable, __file__, "--worker", tp1, os.path.join(src, "logits.json"),
-                            "1" if factor_from_args else "0"], capture_output=True, text=True)
-        if r.returncode != 0:
-            tail = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
-            return rows + ["%-24s not run: megatron-core: %s" % (family, tail)]
-        out = json.loads(r.stdout.strip().splitlines()[-1])
-        ok = out["max_abs_diff"] <= INPUT_TOL * max(out["largest_logit"], 1.0)
-        how = "gpt_builder" if not factor_from_args else "factor from args"
-        rows.append("%-24s %-16s %-11s %-5s %-8s %-10s %3d  %.3g  %s" % (
-            family, how, out["rope"], "yes" if out["qk_layernorm"] else "no",
-            out["window_size"] and "%d,%d" % tuple(out["window_size"]) or "-", out["spec"], out["tensors"],
-            out["max_abs_diff"], "equal" if ok else "DIFFERENT"))
-        if out["rope"] == "-":
-            break
+        return ["%-24s not run: %s" % (family, shown(str(e)))]
+    out, err = forward(tp1, src)
+    if err:
+        return ["%-24s not run: megatron-core: %s" % (family, shown(err))]
+    rows = [row(family, "gpt_builder", out)]
+    if out["rope"] != "-":
+        out, err = forward(tp1, src, factor_from_args=True)
+        rows.append(row(family, "factor from args", out) if out else "%-24s megatron-core: %s" % (family, err))
+    if out["window_size"]:
+        # the control: the same model without its window must not give transformers' logits
+        out, err = forward(tp1, src, no_window=True)
+        rows.append(row(family, "control: no window", out) if out else "%-24s megatron-core: %s" % (family, err))
     return rows
 
 
@@ -164,18 +183,20 @@ def versions():
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
+        worker(sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5] == "1")
         return
     ckptconv = os.path.abspath(sys.argv[1])
     wanted = sys.argv[2:]
     print("check_mcore_families.py: hf2mcore --tp 2 --pp 2 --transformer-impl local -> reshard --tp 1 "
-          "--pp 1 -> megatron-core GPTModel (local spec, built by gpt_builders.gpt_builder from the "
-          "checkpoint's args), load_state_dict(strict=True), forward on logits.json's 8 ids (CPU, fp32)")
+          "--pp 1 -> megatron-core GPTModel (local spec: DotProductAttention, built by "
+          "gpt_builders.gpt_builder from the checkpoint's args), load_state_dict(strict=True), forward on "
+          "logits.json's 8 ids (CPU, fp32)")
     print(versions())
-    print("pass: max |logits - transformers' logits.json| <= %g x the largest logit" % INPUT_TOL)
+    print("equal: max |logits - transformers' logits.json| <= %g x the largest logit; n: tensors loaded "
+          "(_extra_state aside)" % INPUT_TOL)
     print()
-    print("%-24s %-16s %-11s %-5s %-8s %-10s %3s  %s" % ("family", "built by", "rope", "qk-ln", "window",
-                                                         "attention", "n", "max |diff|"))
+    print("%-24s %-22s %-10s %-5s %-6s %3s  %-9s %s" % ("family", "built by", "rope", "qk-ln", "window", "n",
+                                                     "max|diff|", ""))
     with tempfile.TemporaryDirectory() as work:
         for family, rel in FAMILIES:
             if wanted and family.split()[0] not in wanted:
