@@ -19,7 +19,7 @@ core_v0.16.1's gpt_builder passes use_rope_scaling to GPTModel but not rope_scal
 so the model takes GPTModel's default factor 8 whatever --rope-scaling-factor says. Each
 model with use_rope_scaling therefore runs twice: as gpt_builder builds it, and with
 args.rope_scaling_factor passed through. A model with a sliding window runs once more without
-it, as a control: those logits must differ. A family that cannot run has its reason in the log
+it, and one with q/k layernorms without them, as controls: those logits must differ. A family that cannot run has its reason in the log
 instead.
 """
 
@@ -52,7 +52,7 @@ NOT_RUN = {
 }
 
 
-def worker(ckpt, logits_json, factor_from_args, no_window):
+def worker(ckpt, logits_json, factor_from_args, control):
     """Runs in its own process: build GPTModel from ckpt's args, load, forward; prints JSON."""
     import gen_megatron_cpu as shim
 
@@ -82,8 +82,10 @@ def worker(ckpt, logits_json, factor_from_args, no_window):
     args = parse_args()
     for k, v in theirs.items():
         setattr(args, k, v)
-    if no_window:
+    if control == "no_window":
         args.window_size = None
+    elif control == "no_qk_layernorm":
+        args.qk_layernorm = False
     global_vars.set_args(args)
 
     import gpt_builders
@@ -97,7 +99,10 @@ def worker(ckpt, logits_json, factor_from_args, no_window):
 
         gpt_builders.GPTModel = with_factor
     model = gpt_builders.gpt_builder(args, pre_process=True, post_process=True)
-    missing, unexpected = model.load_state_dict(state["model"], strict=True)
+    weights = state["model"]
+    if control == "no_qk_layernorm":
+        weights = {k: v for k, v in weights.items() if "q_layernorm" not in k and "k_layernorm" not in k}
+    missing, unexpected = model.load_state_dict(weights, strict=True)
     assert not missing and not unexpected, (missing, unexpected)
 
     ref = json.load(open(logits_json))
@@ -132,10 +137,10 @@ def shown(text):
     return text.replace(TESTDATA + os.sep, "testdata" + os.sep)
 
 
-def forward(tp1, src, factor_from_args=False, no_window=False):
+def forward(tp1, src, factor_from_args=False, control="-"):
     """The worker's JSON, or the last line of its error."""
     r = subprocess.run([sys.executable, __file__, "--worker", tp1, os.path.join(src, "logits.json"),
-                        "1" if factor_from_args else "0", "1" if no_window else "0"], capture_output=True, text=True)
+                        "1" if factor_from_args else "0", control], capture_output=True, text=True)
     if r.returncode != 0:
         return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
     return json.loads(r.stdout.strip().splitlines()[-1]), None
@@ -159,17 +164,19 @@ def check(ckptconv, family, rel, work):
         run(ckptconv, "reshard", mc, tp1, "--tp", "1", "--pp", "1")
     except RuntimeError as e:
         return ["%-24s not run: %s" % (family, shown(str(e)))]
-    out, err = forward(tp1, src)
+    base, err = forward(tp1, src)
     if err:
         return ["%-24s not run: megatron-core: %s" % (family, shown(err))]
-    rows = [row(family, "gpt_builder", out)]
-    if out["rope"] != "-":
-        out, err = forward(tp1, src, factor_from_args=True)
-        rows.append(row(family, "factor from args", out) if out else "%-24s megatron-core: %s" % (family, err))
-    if out["window_size"]:
-        # the control: the same model without its window must not give transformers' logits
-        out, err = forward(tp1, src, no_window=True)
-        rows.append(row(family, "control: no window", out) if out else "%-24s megatron-core: %s" % (family, err))
+    rows = [row(family, "gpt_builder", base)]
+    # factor: the llama3 factor the args give; controls (the model without its window or its
+    # q/k norms) must not give transformers' logits
+    runs = [("factor from args", dict(factor_from_args=True), base["rope"] != "-"),
+            ("control: no window", dict(control="no_window"), bool(base["window_size"])),
+            ("control: no q/k norms", dict(control="no_qk_layernorm"), base["qk_layernorm"])]
+    for how, kw, wanted in runs:
+        if wanted:
+            out, err = forward(tp1, src, **kw)
+            rows.append(row(family, how, out) if out else "%-24s %-22s megatron-core: %s" % (family, how, shown(err)))
     return rows
 
 
@@ -183,7 +190,7 @@ def versions():
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5] == "1")
+        worker(sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5])
         return
     ckptconv = os.path.abspath(sys.argv[1])
     wanted = sys.argv[2:]
