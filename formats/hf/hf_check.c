@@ -7,6 +7,8 @@
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,23 @@ void ckpt_hf_llama_dims_init(ckpt_hf_llama_dims *d)
     d->initializer_range = 0.02;
     d->dtype = CKPT_DTYPE_BF16;
     d->bos_token_id = d->eos_token_id = d->pad_token_id = -1;
+}
+
+/* transformers 5's rope_parameters is read before anything else: a config whose RoPE is no
+ * object says so first, whatever else is wrong with it (as it always has). */
+static int rope_parameters_first(const char *path, const char *text)
+{
+    cJSON *cfg = cJSON_Parse(text);
+    const cJSON *r = NULL, *c;
+    int rc = 0;
+
+    for (c = cJSON_IsObject(cfg) ? cfg->child : NULL; c; c = c->next)
+        if (c->string && strcmp(c->string, "rope_parameters") == 0)
+            r = c;
+    if (r && !cJSON_IsNull(r) && !cJSON_IsObject(r))
+        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: rope_parameters is not an object", path);
+    cJSON_Delete(cfg);
+    return rc;
 }
 
 int ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckpt_hf_llama_dims *d)
@@ -41,7 +60,8 @@ int ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckp
         return ckpt_error_oom();
     memcpy(text, json, len);
     text[len] = 0;
-    if ((rc = ckpt_family_detect(&f, CKPT_FAMILY_HF, path, text)) == 0 &&
+    if ((rc = rope_parameters_first(path, text)) == 0 &&
+        (rc = ckpt_family_detect(&f, CKPT_FAMILY_HF, path, text)) == 0 &&
         (rc = ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, path, text)) == 0)
         rc = ckpt_hf__dims_of(c, d);
     ckpt_family_config_free(c);

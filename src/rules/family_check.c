@@ -172,9 +172,13 @@ static int check_megatron(const ckpt_family *f, const cJSON *m, const char *fami
     snprintf(where, sizeof where, "%s: megatron", family);
     if ((rc = keys(m, allowed, where)) < 0)
         return rc;
-    cJSON_ArrayForEach(req, cJSON_GetObjectItemCaseSensitive(m, "require"))
-        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(req, "says")))
-            return fail(where, "%s: every require entry has \"says\"", "require");
+    cJSON_ArrayForEach(req, cJSON_GetObjectItemCaseSensitive(m, "require")) {
+        const cJSON *gen = cJSON_GetObjectItemCaseSensitive(req, "gen");
+        if (gen && !(cJSON_IsString(gen) && in_list(megatron_gens, gen->valuestring)))
+            return fail(where, "%s: \"gen\" is a megatron generator", "require");
+        if (!gen && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(req, "says")))
+            return fail(where, "%s: every require entry has \"says\" (or \"gen\")", "require");
+    }
     cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(m, "args_out")) {
         const cJSON *name = cJSON_GetArrayItem(pair, 0), *src = cJSON_GetArrayItem(pair, 1);
         if (cJSON_GetArraySize(pair) != 2 || !cJSON_IsString(name))

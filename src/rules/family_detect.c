@@ -122,11 +122,36 @@ static int require_fail(const char *says, const ckpt_value *v)
     return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%.*s%s%s", (int)(hole - says), says, value, hole + 2);
 }
 
+/* A require entry {"gen": "$window_size"}: the args the generator reads have its shape. */
+static int gen_reads(const ckpt_family *f, const ckpt_value *args, const cJSON *req, const char *gen)
+{
+    family_read r;
+    int rc;
+
+    memset(&r, 0, sizeof r);
+    r.f = f;
+    r.framework = CKPT_FAMILY_MEGATRON;
+    r.where = "args";
+    r.args = args;
+    if ((rc = ckpt_family__new_config(&r.c, f, r.where)) < 0)
+        return rc;
+    rc = ckpt_family__gen_read(&r, req, gen);
+    ckpt_family_config_free(r.c);
+    return rc;
+}
+
 int ckpt_family__megatron_require(const ckpt_family *f, const ckpt_value *args)
 {
     const cJSON *req, *a;
+    int rc;
 
     cJSON_ArrayForEach(req, cJSON_GetObjectItemCaseSensitive(f->megatron, "require")) {
+        const cJSON *gen = cJSON_GetObjectItemCaseSensitive(req, "gen");
+        if (cJSON_IsString(gen)) {
+            if ((rc = gen_reads(f, args, req, gen->valuestring)) < 0)
+                return rc;
+            continue;
+        }
         const cJSON *arg = cJSON_GetObjectItemCaseSensitive(req, "arg"), *is = cJSON_GetObjectItemCaseSensitive(req, "is"),
                     *says = cJSON_GetObjectItemCaseSensitive(req, "says");
         const ckpt_value *v;
@@ -173,10 +198,8 @@ static int detect_args(const ckpt_family **out, const ckpt_value *args)
     int best_n = -1, n, rc;
     size_t i;
 
-    if (named && named->kind != CKPT_VAL_STR)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.hf_model_type is not a string");
-    if (named)
-        return by_model_type("args.hf_model_type", named->u.str.ptr, out);
+    /* what the args compute is weighed first: args two families claim alike are refused
+     * even where hf_model_type names one */
     for (i = 0; i < ckpt_family__builtin_n(); i++) {
         const ckpt_family *f = ckpt_family_builtin_at(i);
         if (!f || !f->megatron || ckpt_family__megatron_require(f, args) < 0 || (n = detect_count(f, args)) < 0)
@@ -190,9 +213,6 @@ static int detect_args(const ckpt_family **out, const ckpt_value *args)
         }
     }
     ckpt_error_clear();
-    if (!best)
-        /* none matches: the first family's first failing condition says why */
-        return first ? ckpt_family__megatron_require(first, args) : ckpt_error_set(CKPT_ENOTFOUND, "no built-in family");
     if (tie) {
         rc = ckpt_family__known_or(&known);
         rc = rc < 0 ? rc
@@ -202,6 +222,13 @@ static int detect_args(const ckpt_family **out, const ckpt_value *args)
         ckpt_buf_dispose(&known);
         return rc;
     }
+    if (named && named->kind != CKPT_VAL_STR)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.hf_model_type is not a string");
+    if (named)
+        return by_model_type("args.hf_model_type", named->u.str.ptr, out);
+    if (!best)
+        /* none matches: the first family's first failing condition says why */
+        return first ? ckpt_family__megatron_require(first, args) : ckpt_error_set(CKPT_ENOTFOUND, "no built-in family");
     *out = best;
     return 0;
 }

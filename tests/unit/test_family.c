@@ -503,3 +503,38 @@ CKPT_TEST(test_family_config_args)
     ckpt_family_config_free(c);
     ckpt_arena_free(a);
 }
+
+/* Megatron's local layer names are a variant of one map, loadable by the old names, and its
+ * inverse keeps the variant. */
+CKPT_TEST(test_family_map_variants)
+{
+    static const char bad[] = "{\"ckptconv_map\": 1, \"name\": \"v\", \"rules\": [{\"from\": \"a.{L}\", \"to\": \"b.{L}\"}],"
+                              " \"variants\": {\"x\": {\"rules\": [{\"from\": \"c.{L}\", \"to\": \"d.{L}\"}]}}}";
+    static const char good[] = "{\"ckptconv_map\": 1, \"name\": \"v\", \"rules\": [{\"from\": \"a.{L}\", \"to\": \"b.{L}\"}],"
+                               " \"variants\": {\"x\": {\"rules\": [{\"from\": \"a.{L}\", \"to\": \"d.{L}\"}]}}}";
+    ckpt_map *m, *inv;
+    size_t i, found = 0;
+
+    ASSERT_OK(ckpt_map_builtin(&m, "hf_llama_megatron_local"));
+    ASSERT_EQ_STR(ckpt_map_name(m), "hf_llama_megatron_local");
+    ASSERT_TRUE(strstr(ckpt_map_description(m), "local layer names") != NULL);
+    ASSERT_OK(ckpt_map_invert(m, &inv));
+    ASSERT_EQ_STR(ckpt_map_name(inv), "megatron_hf_llama_local");
+    ckpt_map_free(inv);
+    ckpt_map_free(m);
+    ASSERT_OK(ckpt_map_builtin(&m, "megatron_hf_llama_local"));
+    ASSERT_EQ_STR(ckpt_map_name(m), "megatron_hf_llama_local");
+    ckpt_map_free(m);
+    ASSERT_OK(ckpt_map_builtin(&m, "hf_llama_megatron"));
+    ASSERT_TRUE(strstr(ckpt_map_description(m), "Transformer Engine layer names") != NULL);
+    ckpt_map_free(m);
+    for (i = 0; i + 1 < ckpt_map_builtin_count(); i++)
+        if (strcmp(ckpt_map_builtin_at(i), "hf_llama_megatron") == 0)
+            found = strcmp(ckpt_map_builtin_at(i + 2), "hf_llama_megatron_local") == 0 &&
+                    strcmp(ckpt_map_builtin_at(i + 3), "megatron_hf_llama_local") == 0;
+    ASSERT_TRUE(found);
+    ASSERT_OK(ckpt_map_parse(&m, good, sizeof good - 1, "v.json"));
+    ckpt_map_free(m);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_parse(&m, bad, sizeof bad - 1, "v.json"));
+    ASSERT_ERROR_MENTIONS("v.json: variants.x: rules[0]: replaces no rule of the map");
+}
