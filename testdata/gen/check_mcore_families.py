@@ -199,10 +199,10 @@ def main():
           "gpt_builders.gpt_builder from the checkpoint's args), load_state_dict(strict=True), forward on "
           "logits.json's 8 ids (CPU, fp32)")
     print(versions())
-    print("equal: max |logits - transformers' logits.json| <= %g x the largest logit; n: tensors loaded "
+    print("equal: max |logits - transformers' logits.json| <= %g x the largest logit; n: tensors in the checkpoint "
           "(_extra_state aside)" % INPUT_TOL)
     print()
-    print("%-24s %-22s %-10s %-5s %-6s %3s  %-9s %s" % ("family", "built by", "rope", "qk-ln", "window", "n",
+    print("%-24s %-22s %-10s %-5s %-6s %3s  %-9s %s" % ("family", "built by", "args rope", "qk-ln", "window", "n",
                                                      "max|diff|", ""))
     with tempfile.TemporaryDirectory() as work:
         for family, rel in FAMILIES:
