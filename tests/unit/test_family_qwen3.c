@@ -155,7 +155,8 @@ CKPT_TEST(test_family_qwen3_config)
 
 /* The config.json the family writes for transformers holds every key transformers 5 wrote for
  * the fixture, with the same value (transformers_version aside); the Megatron args say
- * qk_layernorm and kv_channels 16 and read back as Qwen3; verify runs q/k norms at head_dim 16. */
+ * qk_layernorm and kv_channels 16 and read back as Qwen3, max_window_layers with them; verify
+ * runs q/k norms at head_dim 16. */
 CKPT_TEST(test_family_qwen3_config_out)
 {
     const ckpt_family *f, *again;
@@ -197,10 +198,21 @@ CKPT_TEST(test_family_qwen3_config_out)
     ASSERT_TRUE(int_of(back, "head_dim") == 16 && int_of(back, "tied") == 0 && real_of(back, "rope_theta") == 1e6);
     ASSERT_TRUE(int_of(back, "max_window_layers") == 28);
     ckpt_family_config_free(back);
-
     ASSERT_OK(ckpt_family_model_config(f, c, &mc));
     ASSERT_TRUE(mc.qk_norm == 1 && mc.head_dim == 16 && mc.num_heads == 4 && mc.num_kv_heads == 2);
     ASSERT_TRUE(mc.norm == CKPT_NORM_RMS && mc.act == CKPT_ACT_SWIGLU && mc.tied_embeddings == 0);
+    ckpt_family_config_free(c);
+
+    /* max_window_layers (no effect without use_sliding_window) comes back as it was */
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
+                                      "{\"model_type\": \"qwen3\", \"hidden_size\": 32, \"intermediate_size\": 64, "
+                                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 128, "
+                                      "\"head_dim\": 16, \"max_window_layers\": 36}"));
+    ASSERT_OK(ckpt_family_config_args(f, c, a, 1, "transformer_engine", &args));
+    ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(int_of(back, "max_window_layers") == 36);
+    ckpt_family_config_free(back);
+
     ckpt_arena_free(a);
     ckpt_family_config_free(c);
     ckpt_buf_dispose(&json);
