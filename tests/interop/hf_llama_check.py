@@ -1,6 +1,7 @@
-"""Runs a Hugging Face LLaMA-family directory (llama, mistral, qwen2) written by ckptconv through
-a forward pass written here (numpy, float64, no transformers): q/k/v/o biases where the weights
-have them, Mistral's sliding window, llama3 RoPE scaling (rope_parameters or rope_scaling), and
+"""Runs a Hugging Face LLaMA-family directory (llama, mistral, qwen2, qwen3) written by ckptconv
+through a forward pass written here (numpy, float64, no transformers): q/k/v/o biases where the
+weights have them, Qwen3's q/k RMSNorm per head (q_norm, k_norm, before RoPE), Mistral's
+sliding window, llama3 RoPE scaling (rope_parameters or rope_scaling), and
 compares its logits with reference logits computed by the framework that wrote the source
 checkpoint.
 
@@ -102,6 +103,10 @@ def forward(d, input_ids):
         q = linear(x, w, p + "self_attn.q_proj").reshape(t, nh, hd)
         k = linear(x, w, p + "self_attn.k_proj").reshape(t, nkv, hd)
         v = linear(x, w, p + "self_attn.v_proj").reshape(t, nkv, hd)
+        if p + "self_attn.q_norm.weight" in w:
+            # Qwen3: each head's q and k RMS-normed over head_dim (one weight for all heads)
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k = rope(q, pos, theta, scaling), rope(k, pos, theta, scaling)
         k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask
