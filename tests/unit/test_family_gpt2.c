@@ -9,6 +9,8 @@
  * through the inverse map it gives back model.safetensors byte for byte. */
 #include "test.h"
 
+#include <ckpt/family.h>
+#include <ckpt/megatron.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -545,4 +547,181 @@ CKPT_TEST(test_family_gpt2_verify_breakage)
     ASSERT_TRUE(why == NULL);
     ASSERT_EQ_INT(first_failure("mc", "removed", &why, buf, sizeof buf), -3);
     ASSERT_TRUE(why && strstr(why, "no '" REMOVED "'") != NULL);
+}
+
+/* ---- the family (formats/families/gpt2.json) ---- */
+
+/* The config.json of a fixture directory, edited: each pair of edits is a key and a JSON
+ * value (NULL: the key removed). */
+static int read_config(const char *dir, const char *const *edits, size_t n_edits, const ckpt_family **f,
+                       ckpt_family_config **c)
+{
+    char path[256], *text;
+    size_t len, i;
+    unsigned char *raw;
+    cJSON *j;
+    int rc;
+
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    raw = ckpt_test_read_file(ckpt_test_data(path), &len);
+    j = raw ? cJSON_ParseWithLength((const char *)raw, len) : NULL;
+    free(raw);
+    for (i = 0; j && i + 1 < n_edits; i += 2) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, edits[i]);
+        if (edits[i + 1])
+            cJSON_AddItemToObject(j, edits[i], cJSON_Parse(edits[i + 1]));
+    }
+    text = j ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    if (!text)
+        return CKPT_ENOMEM;
+    *c = NULL;
+    rc = ckpt_family_detect(f, CKPT_FAMILY_HF, "in/config.json", text);
+    if (rc == 0)
+        rc = ckpt_family_config_read(c, *f, CKPT_FAMILY_HF, "in/config.json", text);
+    cJSON_free(text);
+    return rc;
+}
+
+static int64_t field_int(const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v;
+
+    if (ckpt_family_config_get(c, field, &v) < 0)
+        return -99;
+    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : -98;
+}
+
+/* Both fixtures (transformers 4 and 5 configs) are GPT-2 with the sizes GPT2Config takes,
+ * n_inner null being 4 x n_embd; the tensors are what the config implies, in state-dict order. */
+CKPT_TEST(test_family_gpt2_config)
+{
+    static const char *const dirs[] = { "hf/gpt2_tiny", "hf/transformers5/gpt2_tiny" };
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    const ckpt_value *v;
+    fixture fx;
+    const char *names[MAX_IN];
+    size_t perm[MAX_IN], i;
+
+    for (i = 0; i < 2; i++) {
+        ASSERT_OK(read_config(dirs[i], NULL, 0, &f, &c));
+        ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
+        ASSERT_EQ_STR(ckpt_family_title(f), "GPT-2");
+        ASSERT_TRUE(field_int(c, "hidden_size") == HIDDEN && field_int(c, "num_layers") == 2 &&
+                    field_int(c, "num_heads") == HEADS && field_int(c, "head_dim") == HEAD_DIM &&
+                    field_int(c, "num_kv_heads") == HEADS && field_int(c, "ffn_size") == FFN &&
+                    field_int(c, "vocab_size") == VOCAB && field_int(c, "max_positions") == POSITIONS &&
+                    field_int(c, "tied") == 1 && field_int(c, "bos_token_id") == 127);
+        ASSERT_OK(ckpt_family_config_get(c, "norm_eps", &v));
+        ASSERT_TRUE(v->kind == CKPT_VAL_FLOAT && v->u.real == 1e-5);
+        ckpt_family_config_free(c);
+    }
+    ASSERT_OK(read_config(dirs[0], NULL, 0, &f, &c));
+    ASSERT_OK(fx_open(&fx, 0));
+    ASSERT_OK(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "in/config.json", "in/model.safetensors", fx.in, fx.n));
+    for (i = 0; i < fx.n; i++)
+        names[i] = fx.in[i].name;
+    ASSERT_OK(ckpt_family_order(f, CKPT_FAMILY_HF, names, fx.n, perm));
+    ASSERT_EQ_STR(names[perm[0]], "transformer.wte.weight");
+    ASSERT_EQ_STR(names[perm[1]], "transformer.wpe.weight");
+    ASSERT_EQ_STR(names[perm[2]], "transformer.h.0.ln_1.weight");
+    ASSERT_EQ_STR(names[perm[4]], "transformer.h.0.attn.c_attn.weight");
+    ASSERT_EQ_STR(names[perm[13]], "transformer.h.0.mlp.c_proj.bias");
+    ASSERT_EQ_STR(names[perm[27]], "transformer.ln_f.bias");
+    ASSERT_EQ_STR(ckpt_family_left_out(f, CKPT_FAMILY_HF, "transformer.h.3.attn.bias"),
+                  "GPT-2's causal-mask buffer (attn.bias), which every reader rebuilds");
+    ASSERT_TRUE(ckpt_family_left_out(f, CKPT_FAMILY_HF, "transformer.h.3.attn.masked_bias") != NULL);
+    ASSERT_TRUE(ckpt_family_left_out(f, CKPT_FAMILY_HF, "transformer.h.3.attn.c_attn.bias") == NULL);
+
+    /* a tensor missing, one of the wrong shape (n_inner 96), one no GPT-2 has */
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "in/config.json",
+                                                           "in/model.safetensors", fx.in, fx.n - 1));
+    ASSERT_ERROR_MENTIONS("transformer.wte.weight");
+    snprintf(fx.names[3], sizeof fx.names[3], "transformer.h.0.attn.q_proj.weight");
+    ASSERT_TRUE(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "in/config.json", "in/model.safetensors", fx.in,
+                                          fx.n) < 0);
+    ASSERT_ERROR_MENTIONS("transformer.h.0.attn.q_proj.weight");
+    ckpt_family_config_free(c);
+    {
+        static const char *const n_inner[] = { "n_inner", "96" };
+        ASSERT_OK(read_config(dirs[0], n_inner, 2, &f, &c));
+        snprintf(fx.names[3], sizeof fx.names[3], "transformer.h.0.attn.c_proj.weight");
+        ASSERT_TRUE(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "in/config.json", "in/model.safetensors", fx.in,
+                                              fx.n) < 0);
+        ASSERT_ERROR_MENTIONS("transformer.h.0.mlp.c_fc");
+        ASSERT_ERROR_MENTIONS("n_inner");
+        ckpt_family_config_free(c);
+    }
+    fx_close(&fx);
+}
+
+/* What a GPT-2 config says that Megatron-LM's GPT model does not compute is refused, naming
+ * config.json, the field and why. */
+CKPT_TEST(test_family_gpt2_refused)
+{
+    static const struct {
+        const char *key, *value, *message;
+    } cases[] = {
+        { "activation_function", "\"relu\"", "in/config.json: activation_function is not \"gelu_new\"" },
+        { "scale_attn_by_inverse_layer_idx", "true",
+          "in/config.json: scale_attn_by_inverse_layer_idx is true (attention scores divided by the layer number" },
+        { "reorder_and_upcast_attn", "true", "in/config.json: reorder_and_upcast_attn is true" },
+        { "scale_attn_weights", "false", "in/config.json: scale_attn_weights is false" },
+        { "add_cross_attention", "true", "in/config.json: add_cross_attention is true" },
+        { "n_head", "5", "in/config.json: n_embd 32 is not a multiple of n_head 5" },
+        { "n_embd", NULL, "in/config.json: n_embd is missing" },
+        { "model_type", "\"llama\"", "in/config.json: architectures names GPT2LMHeadModel, not a llama model" },
+    };
+    const ckpt_family *f;
+    ckpt_family_config *c = NULL;
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *edit[2] = { cases[i].key, cases[i].value };
+        ASSERT_TRUE(read_config("hf/gpt2_tiny", edit, 2, &f, &c) < 0);
+        ASSERT_TRUE(c == NULL && ckpt_error_last()->klass == CKPT_ERRCLASS_MODEL);
+        ASSERT_ERROR_MENTIONS(cases[i].message);
+    }
+}
+
+/* Megatron args: a GPT-2 model's are GPT-2's; megatron/gpt2style_tp2 (q/k layernorms) is no
+ * family's, refused with the first family's reason as before GPT-2 was one. */
+CKPT_TEST(test_family_gpt2_megatron_detect)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    const ckpt_family *f;
+    ckpt_family_config *c = NULL;
+    ckpt_arena *a = NULL;
+    ckpt_value *args = NULL;
+    ckpt_set *set = NULL;
+    ckpt_graph *g = NULL;
+    ckpt_megatron *m = NULL;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(gpt2_args(a, &args));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(field_int(c, "hidden_size") == HIDDEN && field_int(c, "num_kv_heads") == HEADS &&
+                field_int(c, "ffn_size") == FFN && field_int(c, "max_positions") == POSITIONS &&
+                field_int(c, "vocab_size") == VOCAB && field_int(c, "tied") == 1);
+    ckpt_family_config_free(c);
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 0));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "gpt2"));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
+
+    so.layout = "megatron";
+    ASSERT_OK(ckpt_set_open(&set, ckpt_test_data("megatron/gpt2style_tp2"), &so));
+    ASSERT_OK(ckpt_graph_new(&g));
+    ASSERT_OK(ckpt_megatron_open(&m, set, g, &mo));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, ckpt_megatron_args(m)));
+    ASSERT_ERROR_MENTIONS("not a LLaMA-style model: args.swiglu is not True");
+    ckpt_megatron_close(m);
+    ckpt_graph_free(g);
+    ckpt_set_close(set);
+    ckpt_arena_free(a);
 }
