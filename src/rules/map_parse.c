@@ -16,7 +16,7 @@
 
 static const char *const top_keys[] = { "ckptconv_map", "name", "description", "source_kind", "target_kind",
                                         "inverse", "detect", "params", "strict", "inverse_strict",
-                                        "normalize", "rules", "parallel", "comment", NULL };
+                                        "normalize", "rules", "variants", "parallel", "comment", NULL };
 static const char *const rule_keys[] = { "name", "from", "to", "ops", "comment", NULL };
 static const char *const name_keys[] = { "name", "description", NULL };
 static const char *const detect_keys[] = { "source", "target", NULL };
@@ -322,7 +322,7 @@ static int parse_root(ckpt_map *m, const cJSON *root, const char *origin)
         (rc = parse_strict(m, root, "inverse_strict", origin, &m->n_inverse_strict, &m->inverse_strict)) < 0 ||
         (rc = parse_rules(m, root, "normalize", origin, 1, &m->normalize)) < 0 ||
         (rc = parse_rules(m, root, "rules", origin, 0, &m->rules)) < 0 ||
-        (rc = ckpt_rules__parallel_parse(m, root, origin)) < 0)
+        (rc = ckpt_rules__variants_parse(root, origin)) < 0 || (rc = ckpt_rules__parallel_parse(m, root, origin)) < 0)
         return rc;
     return 0;
 }
