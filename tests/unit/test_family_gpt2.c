@@ -312,7 +312,7 @@ CKPT_TEST(test_family_gpt2_verify_map)
 /* Megatron args of GPT-2 as megatron-core's GPT model reads them: LayerNorm, linear biases,
  * GELU in the tanh approximation (--openai-gelu, transformers' gelu_new), learned absolute
  * positions, multi-head attention, tied embeddings. */
-static int gpt2_args(ckpt_arena *a, ckpt_value **args)
+static int gpt2_args(ckpt_arena *a, const char *impl, ckpt_value **args)
 {
     ckpt_value *v = NULL;
     int rc;
@@ -337,7 +337,7 @@ static int gpt2_args(ckpt_arena *a, ckpt_value **args)
         (rc = ckpt_megatron_args_set_bool(a, v, "add_bias_linear", 1)) < 0 ||
         (rc = ckpt_megatron_args_set_bool(a, v, "untie_embeddings_and_output_weights", 0)) < 0 ||
         (rc = ckpt_megatron_args_set_dtype(a, v, "params_dtype", CKPT_DTYPE_F32)) < 0 ||
-        (rc = ckpt_megatron_args_set_str(a, v, "transformer_impl", "transformer_engine")) < 0)
+        (rc = ckpt_megatron_args_set_str(a, v, "transformer_impl", impl)) < 0)
         return rc;
     *args = v;
     return 0;
@@ -348,9 +348,30 @@ enum { INTACT, ZERO_QKV_BIAS, NO_FC2_WEIGHT };
 #define BROKEN_BIAS "decoder.layers.1.self_attention.linear_qkv.bias"
 #define REMOVED "decoder.layers.1.mlp.linear_fc2.weight"
 
-/* hf_gpt2_megatron of the fixture written as a Megatron checkpoint at TP 2 PP 2 in dir, with
- * layer 1 broken as `broken` says. */
-static int write_megatron(const char *dir, int broken)
+/* The GPT-2 family's map between Hugging Face and Megatron names for a transformer_impl. */
+static int family_map(const char *impl, int to_hf, ckpt_map **m)
+{
+    const ckpt_family *f;
+    int rc = ckpt_family_builtin(&f, "gpt2");
+
+    return rc < 0 ? rc : ckpt_family_map(f, CKPT_FAMILY_MEGATRON, impl, to_hf, m);
+}
+
+static int apply_family(const char *impl, int to_hf, const ckpt_map_params *p, ckpt_graph *g, const ckpt_map_input *in,
+                        size_t n, ckpt_map_result **r)
+{
+    ckpt_map *m = NULL;
+    int rc = family_map(impl, to_hf, &m);
+
+    if (rc >= 0)
+        rc = ckpt_map_apply(m, p, g, in, n, NULL, r);
+    ckpt_map_free(m);
+    return rc;
+}
+
+/* The fixture through the GPT-2 family's map for `impl`, written as a Megatron checkpoint at
+ * TP 2 PP 2 in dir, with layer 1 broken as `broken` says. */
+static int write_megatron(const char *dir, int broken, const char *impl)
 {
     ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
     ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
@@ -374,8 +395,8 @@ static int write_megatron(const char *dir, int broken)
         rc = ckpt_node_tensor(ckpt_plan_graph(plan), ckpt_tensor_at(c, i), &in[n].node);
     }
     if (rc < 0 || (rc = params_for(&p, 256)) < 0 ||
-        (rc = apply("hf_gpt2_megatron", p, ckpt_plan_graph(plan), in, n, &r)) < 0 ||
-        (rc = gpt2_args(ckpt_plan_arena(plan), &args)) < 0 ||
+        (rc = apply_family(impl, 0, p, ckpt_plan_graph(plan), in, n, &r)) < 0 ||
+        (rc = gpt2_args(ckpt_plan_arena(plan), impl, &args)) < 0 ||
         (rc = ckpt_megatron_new(&m, ckpt_plan_graph(plan), args, 1, &mo)) < 0)
         goto done;
     for (i = 0; i < ckpt_map_result_count(r) && rc == 0; i++) {
@@ -388,7 +409,8 @@ static int write_megatron(const char *dir, int broken)
         if (rc == 0)
             rc = ckpt_megatron_add_tensor(m, name, node);
     }
-    if (rc == 0 && (rc = ckpt_megatron_add_extra_states(m, 1)) == 0 && (rc = ckpt_megatron_plan(m, &t, plan)) == 0)
+    if (rc == 0 && (rc = ckpt_megatron_add_extra_states(m, strcmp(impl, "local") != 0)) == 0 &&
+        (rc = ckpt_megatron_plan(m, &t, plan)) == 0)
         rc = ckpt_plan_execute(plan, dir, &po, NULL);
 done:
     ckpt_megatron_close(m);
@@ -431,9 +453,10 @@ static double logits_error(const char *path, int merge)
     return worst;
 }
 
-/* The Megatron checkpoint read back and mapped to Hugging Face names, as model.safetensors in
- * dir; *tied_copy says whether the output layer the last stage keeps is the embedding. */
-static int write_back(const char *root, const char *dir, int *tied_copy)
+/* The Megatron checkpoint read back and mapped to Hugging Face names (the family's map back
+ * for `impl`), as model.safetensors in dir; *tied_copy says whether the output layer the
+ * last stage keeps is the embedding. */
+static int write_back(const char *root, const char *dir, const char *impl, int *tied_copy)
 {
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
     ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
@@ -461,7 +484,7 @@ static int write_back(const char *root, const char *dir, int *tied_copy)
         in[n].name = name;
         in[n++].home = 0;
     }
-    if ((rc = params_for(&p, 256)) < 0 || (rc = apply("megatron_hf_gpt2", p, ckpt_plan_graph(plan), in, n, &r)) < 0)
+    if ((rc = params_for(&p, 256)) < 0 || (rc = apply_family(impl, 1, p, ckpt_plan_graph(plan), in, n, &r)) < 0)
         goto done;
     /* tied: the last stage's copy of the embedding is no tensor of GPT2LMHeadModel's files */
     for (i = 0, n = 0; i < ckpt_map_result_count(r); i++) {
@@ -483,26 +506,62 @@ done:
     return rc;
 }
 
+/* Whether the Megatron checkpoint at root holds a tensor named `name`. */
+static int holds(const char *root, const char *name)
+{
+    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
+    ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
+    ckpt_set *set = NULL;
+    ckpt_graph *g = NULL;
+    ckpt_megatron *m = NULL;
+    size_t i;
+    int found = 0;
+
+    so.layout = "megatron";
+    if (ckpt_set_open(&set, root, &so) == 0 && ckpt_graph_new(&g) == 0 && ckpt_megatron_open(&m, set, g, &mo) == 0)
+        for (i = 0; i < ckpt_megatron_tensor_count(m); i++) {
+            const ckpt_node *full;
+            ckpt_tensor_layout l;
+            found |= strcmp(ckpt_megatron_tensor_at(m, i, &full, &l), name) == 0;
+        }
+    ckpt_megatron_close(m);
+    ckpt_graph_free(g);
+    ckpt_set_close(set);
+    return found;
+}
+
+/* With Transformer Engine and with local layer names. */
 CKPT_TEST(test_family_gpt2_megatron_tp2pp2)
 {
+    static const char *const impls[] = { "transformer_engine", "local" };
+    static const char *const norms[] = { "decoder.layers.1.mlp.linear_fc1.layer_norm_bias",
+                                         "decoder.layers.1.pre_mlp_layernorm.bias" };
     unsigned char *a, *b;
-    size_t la, lb;
+    size_t la, lb, i;
     int tied_copy = 0;
     double e;
 
-    ASSERT_OK(write_megatron("mc", INTACT));
-    e = fmax(logits_error("mc", 0), logits_error("mc", 1));
-    if (!(e <= 1e-5)) {
-        ckpt_test_fail(__FILE__, __LINE__, "max abs logit error %g (%s)", e, ckpt_error_last()->message);
-        return;
+    for (i = 0; i < 2; i++) {
+        char mc[32], hf[32], st[64];
+        snprintf(mc, sizeof mc, "mc_%s", impls[i]);
+        snprintf(hf, sizeof hf, "hf_%s", impls[i]);
+        snprintf(st, sizeof st, "%s/model.safetensors", hf);
+        ASSERT_OK(write_megatron(mc, INTACT, impls[i]));
+        ASSERT_TRUE(holds(mc, norms[i]) && !holds(mc, norms[1 - i]));
+        e = fmax(logits_error(mc, 0), logits_error(mc, 1));
+        if (!(e <= 1e-5)) {
+            ckpt_test_fail(__FILE__, __LINE__, "%s: max abs logit error %g (%s)", impls[i], e,
+                           ckpt_error_last()->message);
+            return;
+        }
+        ASSERT_OK(write_back(mc, hf, impls[i], &tied_copy));
+        ASSERT_TRUE(tied_copy);
+        a = ckpt_test_read_file(st, &la);
+        b = ckpt_test_read_file(ckpt_test_data(FIXTURE), &lb);
+        ASSERT_TRUE(a && b && la == lb && memcmp(a, b, la) == 0);
+        free(a);
+        free(b);
     }
-    ASSERT_OK(write_back("mc", "hf", &tied_copy));
-    ASSERT_TRUE(tied_copy);
-    a = ckpt_test_read_file("hf/model.safetensors", &la);
-    b = ckpt_test_read_file(ckpt_test_data(FIXTURE), &lb);
-    ASSERT_TRUE(a && b && la == lb && memcmp(a, b, la) == 0);
-    free(a);
-    free(b);
 }
 
 /* The first failing layer of verify(a, b), -2 when every entry passed, -1 a model-level
@@ -539,9 +598,9 @@ CKPT_TEST(test_family_gpt2_verify_breakage)
     const char *why;
     char buf[512];
 
-    ASSERT_OK(write_megatron("mc", INTACT));
-    ASSERT_OK(write_megatron("zero_bias", ZERO_QKV_BIAS));
-    ASSERT_OK(write_megatron("removed", NO_FC2_WEIGHT));
+    ASSERT_OK(write_megatron("mc", INTACT, "transformer_engine"));
+    ASSERT_OK(write_megatron("zero_bias", ZERO_QKV_BIAS, "local"));
+    ASSERT_OK(write_megatron("removed", NO_FC2_WEIGHT, "transformer_engine"));
     ASSERT_EQ_INT(first_failure("mc", "mc", &why, buf, sizeof buf), -2);
     ASSERT_EQ_INT(first_failure("mc", "zero_bias", &why, buf, sizeof buf), 1);
     ASSERT_TRUE(why == NULL);
@@ -700,7 +759,7 @@ CKPT_TEST(test_family_gpt2_megatron_detect)
     ckpt_megatron *m = NULL;
 
     ASSERT_OK(ckpt_arena_new(&a));
-    ASSERT_OK(gpt2_args(a, &args));
+    ASSERT_OK(gpt2_args(a, "transformer_engine", &args));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
