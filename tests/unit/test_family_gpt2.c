@@ -309,10 +309,10 @@ CKPT_TEST(test_family_gpt2_verify_map)
     fx_close(&f);
 }
 
-/* Megatron args of GPT-2 as megatron-core's GPT model reads them: LayerNorm, linear biases,
- * GELU in the tanh approximation (--openai-gelu, transformers' gelu_new), learned absolute
- * positions, multi-head attention, tied embeddings. */
-static int gpt2_args(ckpt_arena *a, const char *impl, ckpt_value **args)
+/* Megatron args of a GPT-2 Megatron-LM trained itself (no hf_* attributes): LayerNorm, linear
+ * biases, GELU in the tanh approximation (--openai-gelu, transformers' gelu_new), learned
+ * absolute positions, multi-head attention, tied embeddings. */
+static int trained_gpt2_args(ckpt_arena *a, const char *impl, ckpt_value **args)
 {
     ckpt_value *v = NULL;
     int rc;
@@ -341,6 +341,22 @@ static int gpt2_args(ckpt_arena *a, const char *impl, ckpt_value **args)
         return rc;
     *args = v;
     return 0;
+}
+
+static int read_config(const char *dir, const char *const *edits, size_t n_edits, const ckpt_family **f,
+                       ckpt_family_config **c);
+
+/* The args the GPT-2 family writes for the fixture's config.json at TP 2. */
+static int family_args(ckpt_arena *a, const char *impl, ckpt_value **args)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c = NULL;
+    int rc = read_config("hf/gpt2_tiny", NULL, 0, &f, &c);
+
+    if (rc == 0)
+        rc = ckpt_family_config_args(f, c, a, 2, impl, args);
+    ckpt_family_config_free(c);
+    return rc;
 }
 
 /* What write_megatron breaks in layer 1 (the second pipeline stage's). */
@@ -396,7 +412,7 @@ static int write_megatron(const char *dir, int broken, const char *impl)
     }
     if (rc < 0 || (rc = params_for(&p, 256)) < 0 ||
         (rc = apply_family(impl, 0, p, ckpt_plan_graph(plan), in, n, &r)) < 0 ||
-        (rc = gpt2_args(ckpt_plan_arena(plan), impl, &args)) < 0 ||
+        (rc = family_args(ckpt_plan_arena(plan), impl, &args)) < 0 ||
         (rc = ckpt_megatron_new(&m, ckpt_plan_graph(plan), args, 1, &mo)) < 0)
         goto done;
     for (i = 0; i < ckpt_map_result_count(r) && rc == 0; i++) {
@@ -748,18 +764,52 @@ CKPT_TEST(test_family_gpt2_refused)
  * family's, refused with the first family's reason as before GPT-2 was one. */
 CKPT_TEST(test_family_gpt2_megatron_detect)
 {
+    static const char *const want[] = { "normalization", "'LayerNorm'", "position_embedding_type", "'learned_absolute'",
+                                        "add_position_embedding", "True", "swiglu", "False", "openai_gelu", "True",
+                                        "add_bias_linear", "True", "num_query_groups", "4", "group_query_attention",
+                                        "False", "kv_channels", "8", "ffn_hidden_size", "128",
+                                        "max_position_embeddings", "64", "padded_vocab_size", "256", "vocab_size", "128",
+                                        "untie_embeddings_and_output_weights", "False", "hf_model_type", "'gpt2'",
+                                        "hf_bos_token_id", "127", "transformer_impl", "'local'" };
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
     ckpt_megatron_options mo = CKPT_MEGATRON_OPTIONS_INIT;
     const ckpt_family *f;
-    ckpt_family_config *c = NULL;
+    ckpt_family_config *c = NULL, *back = NULL;
+    ckpt_buf direct = CKPT_BUF_INIT, through = CKPT_BUF_INIT;
     ckpt_arena *a = NULL;
     ckpt_value *args = NULL;
     ckpt_set *set = NULL;
     ckpt_graph *g = NULL;
     ckpt_megatron *m = NULL;
+    char repr[128];
+    size_t i;
 
+    /* what hf2mcore writes, and the config.json it gives back */
     ASSERT_OK(ckpt_arena_new(&a));
-    ASSERT_OK(gpt2_args(a, "transformer_engine", &args));
+    ASSERT_OK(family_args(a, "local", &args));
+    for (i = 0; i < sizeof want / sizeof want[0]; i += 2) {
+        const ckpt_value *v = ckpt_megatron_arg(args, want[i]);
+        ASSERT_TRUE(v != NULL);
+        ckpt_value_repr(v, repr, sizeof repr);
+        ASSERT_EQ_STR(repr, want[i + 1]);
+    }
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
+    ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_OK(ckpt_family_config_json(f, back, CKPT_FAMILY_HF, CKPT_DTYPE_F32, &through));
+    ASSERT_OK(read_config("hf/gpt2_tiny", NULL, 0, &f, &c));
+    ASSERT_OK(ckpt_family_config_json(f, c, CKPT_FAMILY_HF, CKPT_DTYPE_F32, &direct));
+    ASSERT_TRUE(through.len == direct.len && memcmp(through.data, direct.data, direct.len) == 0);
+    ASSERT_TRUE(strstr((const char *)direct.data, "\"activation_function\": \"gelu_new\"") != NULL);
+    ASSERT_TRUE(strstr((const char *)direct.data, "\"architectures\": [\n    \"GPT2LMHeadModel\"\n  ]") != NULL);
+    ASSERT_TRUE(strstr((const char *)direct.data, "\"n_inner\"") == NULL);
+    ckpt_buf_dispose(&through);
+    ckpt_buf_dispose(&direct);
+    ckpt_family_config_free(back);
+    ckpt_family_config_free(c);
+
+    /* a GPT-2 Megatron trained itself: found by what its args compute */
+    ASSERT_OK(trained_gpt2_args(a, "transformer_engine", &args));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
@@ -769,9 +819,9 @@ CKPT_TEST(test_family_gpt2_megatron_detect)
     ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 0));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "gpt2"));
-    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 1));
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "group_query_attention", 1));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
 
     so.layout = "megatron";
     ASSERT_OK(ckpt_set_open(&set, ckpt_test_data("megatron/gpt2style_tp2"), &so));
