@@ -674,6 +674,7 @@ CKPT_TEST(test_family_gpt2_config)
     static const char *const dirs[] = { "hf/gpt2_tiny", "hf/transformers5/gpt2_tiny" };
     const ckpt_family *f;
     ckpt_family_config *c;
+    ckpt_model_config mc;
     const ckpt_value *v;
     fixture fx;
     const char *names[MAX_IN];
@@ -693,6 +694,13 @@ CKPT_TEST(test_family_gpt2_config)
         ckpt_family_config_free(c);
     }
     ASSERT_OK(read_config(dirs[0], NULL, 0, &f, &c));
+    /* the forward pass verify runs: GPT-2's math */
+    ASSERT_OK(ckpt_family_model_config(f, c, &mc));
+    ASSERT_TRUE(mc.norm == CKPT_NORM_LAYER && mc.act == CKPT_ACT_GELU_TANH && mc.position == CKPT_POSITION_LEARNED &&
+                mc.tied_embeddings && !mc.qk_norm && !mc.norm_weight_plus_one);
+    ASSERT_TRUE(mc.num_layers == 2 && mc.hidden_size == HIDDEN && mc.num_heads == HEADS && mc.num_kv_heads == HEADS &&
+                mc.head_dim == HEAD_DIM && mc.ffn_hidden_size == FFN && mc.vocab_size == VOCAB && mc.norm_eps == 1e-5);
+    ASSERT_EQ_STR(ckpt_family_string(f, "verify.maps.huggingface"), "verify_hf_gpt2");
     ASSERT_OK(fx_open(&fx, 0));
     ASSERT_OK(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "in/config.json", "in/model.safetensors", fx.in, fx.n));
     for (i = 0; i < fx.n; i++)
