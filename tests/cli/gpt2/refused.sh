@@ -1,5 +1,5 @@
-# What a GPT-2 config.json says that no Megatron-LM model computes is refused, naming the
-# field and why; nothing written.
+# What a GPT-2 config.json says that Megatron-LM's GPT model does not compute is refused,
+# naming the field and why, and so is one that does not describe its weights; nothing written.
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 try() {
     rm -rf in out
