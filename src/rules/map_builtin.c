@@ -19,11 +19,6 @@ int ckpt_map_builtin(ckpt_map **out, const char *name)
         if (strcmp(b->inverse_name, name) == 0)
             return ckpt_rules__map_parse_variant(out, b->json, b->len, b->name, 1, b->variant);
     }
-    for (i = 0; i < ckpt_rules__builtin_n; i++) {
-        int rc = ckpt_rules__variant_builtin(out, &ckpt_rules__builtins[i], name);
-        if (rc != CKPT_ENOTFOUND)
-            return rc;
-    }
     return ckpt_error_set(CKPT_ENOTFOUND, "no built-in map is named '%s'", name);
 }
 

@@ -214,10 +214,4 @@ typedef struct map_builtin {
 extern const map_builtin ckpt_rules__builtins[];
 extern const size_t ckpt_rules__builtin_n;
 
-/* A map's "variants" (map_impl_variant.c): each must name rules of "rules" and parse in their
- * place; and a built-in map's variant or its inverse, by "<map>_<variant>" or
- * "<inverse>_<variant>" (CKPT_ENOTFOUND, no error set, when name is neither). */
-int ckpt_rules__variants_parse(const struct cJSON *root, const char *origin);
-int ckpt_rules__variant_builtin(ckpt_map **out, const map_builtin *b, const char *name);
-
 #endif

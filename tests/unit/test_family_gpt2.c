@@ -624,6 +624,58 @@ CKPT_TEST(test_family_gpt2_verify_breakage)
     ASSERT_TRUE(why && strstr(why, "no '" REMOVED "'") != NULL);
 }
 
+static const char *renamed(const ckpt_map *m, const char *from, ckpt_graph *g, ckpt_map_result **r)
+{
+    static const int64_t shape[1] = { 4 };
+    ckpt_map_params *p = NULL;
+    ckpt_map_input in;
+    const char *name = NULL;
+
+    in.name = from;
+    in.home = 0;
+    if (ckpt_node_zeros(g, CKPT_DTYPE_F32, 1, shape, &in.node) == 0 && ckpt_map_params_new(&p) == 0 &&
+        ckpt_map_params_set(p, "hidden_size", 32) == 0 && ckpt_map_params_set(p, "num_attention_heads", 4) == 0 &&
+        ckpt_map_apply(m, p, g, &in, 1, NULL, r) == 0 && ckpt_map_result_count(*r) == 1)
+        name = ckpt_map_result_at(*r, 0)->name;
+    ckpt_map_params_free(p);
+    return name;
+}
+
+/* hf_gpt2_megatron's variant local (hf_gpt2_megatron_local and megatron_hf_gpt2_local, as
+ * gpt2.json names them): the norms under Megatron's local names, everything else as the map
+ * says. */
+CKPT_TEST(test_family_gpt2_local_names)
+{
+    ckpt_map *m = NULL;
+    ckpt_map_result *r = NULL;
+    ckpt_graph *g = NULL;
+
+    ASSERT_OK(ckpt_graph_new(&g));
+    ASSERT_OK(ckpt_map_builtin(&m, "hf_gpt2_megatron_local"));
+    ASSERT_EQ_STR(ckpt_map_name(m), "hf_gpt2_megatron_local");
+    ASSERT_EQ_STR(renamed(m, "transformer.h.3.ln_1.bias", g, &r), "decoder.layers.3.input_layernorm.bias");
+    ckpt_map_result_free(r);
+    ASSERT_EQ_STR(renamed(m, "transformer.h.3.ln_2.weight", g, &r), "decoder.layers.3.pre_mlp_layernorm.weight");
+    ckpt_map_result_free(r);
+    ASSERT_EQ_STR(renamed(m, "transformer.h.3.attn.c_proj.bias", g, &r), "decoder.layers.3.self_attention.linear_proj.bias");
+    ckpt_map_result_free(r);
+    ckpt_map_free(m);
+
+    ASSERT_OK(ckpt_map_builtin(&m, "megatron_hf_gpt2_local"));
+    ASSERT_EQ_STR(ckpt_map_name(m), "megatron_hf_gpt2_local");
+    ASSERT_EQ_STR(renamed(m, "decoder.layers.0.pre_mlp_layernorm.bias", g, &r), "transformer.h.0.ln_2.bias");
+    ckpt_map_result_free(r);
+    ckpt_map_free(m);
+
+    ASSERT_OK(ckpt_map_builtin(&m, "hf_gpt2_megatron"));
+    ASSERT_EQ_STR(renamed(m, "transformer.h.3.ln_1.bias", g, &r),
+                  "decoder.layers.3.self_attention.linear_qkv.layer_norm_bias");
+    ckpt_map_result_free(r);
+    ckpt_map_free(m);
+
+    ckpt_graph_free(g);
+}
+
 /* ---- the family (formats/families/gpt2.json) ---- */
 
 /* The config.json of a fixture directory, edited: each pair of edits is a key and a JSON
