@@ -4,6 +4,8 @@
 # written here from GPT-2's definition (hf_gpt2_check.py: Conv1D, LayerNorm with biases,
 # gelu_new, learned positions, tied lm_head) gives transformers' own logits, so that it can
 # judge what ckptconv writes; under the hub's GPT2Model names (no transformer. prefix) too.
+# HF -> Megatron (TP2 PP2 local names, TP2 TE names) -> HF gives back model.safetensors byte
+# for byte, a GPT2LMHeadModel config.json, and transformers' logits.
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_venv "numpy, safetensors"
@@ -24,12 +26,27 @@ save_file({k[len("transformer."):] if k.startswith("transformer.") else k: v for
 PY
 }
 
+# round_trip SRC NAME IMPL FLAGS...
+round_trip() {
+    local src="$1" name="$2" impl="$3"
+    shift 3
+    ckpt hf2mcore "$src" "$OUT/$name-mc" --transformer-impl "$impl" -q "$@"
+    ckpt mcore2hf "$OUT/$name-mc" "$OUT/$name-hf" -q
+    cmp "$src/model.safetensors" "$OUT/$name-hf/model.safetensors"
+}
+
 for set in hf hf/transformers5; do
     src="$TESTDATA/$set/gpt2_tiny"
     name="$(echo "$set" | tr / _)"
     queue gpt2 "$set gpt2: the forward pass gives transformers' logits" logits "$src" "$src/logits.json"
     case_run "$set gpt2: GPT2Model names" hub_names "$src" "$OUT/$name-hub"
     queue gpt2 "$set gpt2 under GPT2Model names: transformers' logits" logits "$OUT/$name-hub" "$src/logits.json"
+    case_run "$set gpt2 -> mcore TP2 PP2 (local) -> HF: the same tensors" round_trip "$src" "$name-a" local --tp 2 --pp 2
+    case_run "$set gpt2 -> mcore TP2 (TE) -> HF: the same tensors" round_trip "$src" "$name-b" transformer_engine --tp 2
+    queue gpt2 "$set gpt2 round trip: a GPT-2 config.json" config "$OUT/$name-a-hf" 'model_type="gpt2"' \
+        'architectures=["GPT2LMHeadModel"]' 'activation_function="gelu_new"' 'n_embd=32' 'n_layer=2' 'n_head=4' \
+        'n_positions=64' 'tie_word_embeddings=true'
+    queue gpt2 "$set gpt2 round trip: transformers' logits" logits "$OUT/$name-b-hf" "$src/logits.json"
 done
 run_batch gpt2
 finish

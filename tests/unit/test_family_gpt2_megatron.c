@@ -175,6 +175,22 @@ static int holds(const char *root, const char *name)
     return found;
 }
 
+/* transformers' own files, as verify's Hugging Face reader runs them through the GPT-2
+ * family (verify_hf_gpt2, LayerNorm, gelu_tanh, learned positions, tied), under both
+ * transformers versions' configs. */
+CKPT_TEST(test_family_gpt2_hf_logits)
+{
+    char v4[4096], v5[4096];
+    double e;
+
+    /* ckpt_test_data's buffer is reused by logits_error */
+    snprintf(v4, sizeof v4, "%s", ckpt_test_data("hf/gpt2_tiny"));
+    snprintf(v5, sizeof v5, "%s", ckpt_test_data("hf/transformers5/gpt2_tiny"));
+    e = fmax(logits_error(v4, 0), logits_error(v5, 0));
+    if (!(e <= 1e-5))
+        ckpt_test_fail(__FILE__, __LINE__, "max abs logit error %g (%s)", e, ckpt_error_last()->message);
+}
+
 /* With Transformer Engine and with local layer names. */
 CKPT_TEST(test_family_gpt2_megatron_tp2pp2)
 {
