@@ -364,7 +364,7 @@ CKPT_TEST(test_family_gpt2_refused)
     static const struct {
         const char *key, *value, *message;
     } cases[] = {
-        { "activation_function", "\"relu\"", "in/config.json: activation_function is not \"gelu_new\"" },
+        { "activation_function", "\"relu\"", "in/config.json: activation_function is relu, not one of gelu_new, gelu" },
         { "scale_attn_by_inverse_layer_idx", "true",
           "in/config.json: scale_attn_by_inverse_layer_idx is true (attention scores divided by the layer number" },
         { "reorder_and_upcast_attn", "true", "in/config.json: reorder_and_upcast_attn is true" },
@@ -443,9 +443,13 @@ CKPT_TEST(test_family_gpt2_megatron_detect)
                 field_int(c, "ffn_size") == FFN && field_int(c, "max_positions") == POSITIONS &&
                 field_int(c, "vocab_size") == VOCAB && field_int(c, "tied") == 1);
     ckpt_family_config_free(c);
+    /* Megatron's default GELU is the erf one: transformers' gelu */
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 0));
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 1));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(field_int(c, "openai_gelu") == 0);
+    ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "group_query_attention", 1));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
 
