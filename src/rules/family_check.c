@@ -97,11 +97,13 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
 {
     static const char *const allowed[] = { "f", "type", "hf", "paddle", "megatron", "megatron_default", "required",
                                            "default", "null_is", "divides", "says", "is", "refuse", "why",
-                                           "refuse_set", "megatron_must", "megatron_refuse", "rope_types", NULL };
+                                           "refuse_set", "megatron_must", "megatron_refuse", "rope_types", "values",
+                                           NULL };
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(row, "type"),
                 *dflt = cJSON_GetObjectItemCaseSensitive(row, "default"),
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
-                *div = cJSON_GetObjectItemCaseSensitive(row, "divides");
+                *div = cJSON_GetObjectItemCaseSensitive(row, "divides"),
+                *values = cJSON_GetObjectItemCaseSensitive(row, "values");
     const char *t;
     char where[WHERE_MAX];
     int rc;
@@ -128,6 +130,8 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
         return rc;
     if (div && (!cJSON_IsString(div) || !ckpt_family__has_field(f, div->valuestring, strlen(div->valuestring))))
         return fail(where, "\"divides\" names no field%s", "");
+    if (values && (!cJSON_IsObject(values) || !values->child || strcmp(t, "bool") != 0))
+        return fail(where, "\"values\" must be an object of the strings a bool field is read from%s", "");
     return 0;
 }
 

@@ -214,6 +214,31 @@ static int row_checks(family_read *r, const cJSON *row, const char *name)
     return 0;
 }
 
+/* A config.json string a row reads through "values" (activation_function "gelu_new": true);
+ * NULL, with the error set, for a string it does not list. */
+static const cJSON *through_values(family_read *r, const cJSON *row, const cJSON *v, const char *key)
+{
+    const cJSON *values = cJSON_GetObjectItemCaseSensitive(row, "values"), *m;
+    ckpt_buf known = CKPT_BUF_INIT;
+
+    if (!values)
+        return v;
+    if (cJSON_IsString(v) && (m = cJSON_GetObjectItemCaseSensitive(values, v->valuestring)))
+        return m;
+    cJSON_ArrayForEach(m, values)
+        ckpt_buf_printf(&known, "%s%s", m == values->child ? "" : ", ", m->string);
+    if (!known.data)
+        ckpt_error_oom();
+    else if (cJSON_IsString(v))
+        ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s, not one of %s (%s)", r->where, key,
+                        v->valuestring, (const char *)known.data, row_str(row, "why") ? row_str(row, "why") : "");
+    else
+        ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is not one of %s", r->where, key,
+                        (const char *)known.data);
+    ckpt_buf_dispose(&known);
+    return NULL;
+}
+
 static int read_json_row(family_read *r, const cJSON *row)
 {
     const char *type = row_str(row, "type"), *name = row_str(row, "f"), *last = NULL, *key = NULL;
@@ -242,6 +267,8 @@ static int read_json_row(family_read *r, const cJSON *row)
         }
         if (!(v = ckpt_family__path(r->cfg, k->valuestring, &last)))
             continue;
+        if (!(v = through_values(r, row, v, last)))
+            return ckpt_error_last()->code;
         if ((rc = typed(r, v, type, last, &got)) < 0)
             return rc;
         val = got;

@@ -65,6 +65,25 @@ static int is_none(const ckpt_value *v)
     return !v || v->kind == CKPT_VAL_NONE;
 }
 
+/* A field read through its row's "values" is written as the string it was read from. */
+static void put_field(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v = ckpt_family__get(c, field);
+    const cJSON *row, *m;
+
+    cJSON_ArrayForEach(row, f->config) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(row, "f");
+        if (!cJSON_IsString(name) || strcmp(name->valuestring, field) != 0)
+            continue;
+        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(row, "values"))
+            if (v && v->kind == CKPT_VAL_BOOL && cJSON_IsBool(m) && cJSON_IsTrue(m) == (v->u.boolean != 0)) {
+                ckpt_shard_json_string(b, m->string);
+                return;
+            }
+    }
+    put_value(b, v);
+}
+
 /* One key's value; 0 when the key is left out. */
 static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *c, const cJSON *o, ckpt_dtype dtype)
 {
@@ -105,7 +124,7 @@ static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *
             return 0;
         put_value(b, ckpt_family__get(c, o->valuestring + 1));
     } else {
-        put_value(b, ckpt_family__get(c, o->valuestring));
+        put_field(b, f, c, o->valuestring);
     }
     return 1;
 }

@@ -5,9 +5,15 @@
 
 #include <string.h>
 
-static const char *feature(const ckpt_family *f, const char *name)
+/* A feature's word, or where it is {"by": F, "true": W, "false": W'} the one bool field F of
+ * c chooses (GPT-2's activation by openai_gelu). */
+static const char *feature(const ckpt_family *f, const ckpt_family_config *c, const char *name)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->verify, "features"), name);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->verify, "features"), name),
+                *by = cJSON_GetObjectItemCaseSensitive(v, "by");
+
+    if (cJSON_IsString(by))
+        v = cJSON_GetObjectItemCaseSensitive(v, ckpt_family__int(c, by->valuestring, 0) ? "true" : "false");
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
@@ -16,9 +22,10 @@ static int flag(const ckpt_family *f, const char *name)
     return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->verify, "features"), name));
 }
 
-static int word(const ckpt_family *f, const char *name, const char *const *words, int *out)
+static int word(const ckpt_family *f, const ckpt_family_config *c, const char *name, const char *const *words,
+                int *out)
 {
-    const char *w = feature(f, name);
+    const char *w = feature(f, c, name);
     int i;
 
     for (i = 0; w && words[i]; i++)
@@ -43,11 +50,11 @@ int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, 
     if (!f || !c || !out)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_family_model_config: NULL argument");
     ckpt_model_config_unset(out);
-    if ((rc = word(f, "norm", norms, &out->norm)) < 0 || (rc = word(f, "act", acts, &out->act)) < 0 ||
-        (rc = word(f, "position", positions, &out->position)) < 0)
+    if ((rc = word(f, c, "norm", norms, &out->norm)) < 0 || (rc = word(f, c, "act", acts, &out->act)) < 0 ||
+        (rc = word(f, c, "position", positions, &out->position)) < 0)
         return rc;
     /* a window the backends do not mask would be verified as full attention */
-    window = feature(f, "window");
+    window = feature(f, c, "window");
     if (window && (w = ckpt_family__get(c, window)) && w->kind == CKPT_VAL_INT && w->u.integer > 0)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "%s: %s %lld: verify does not run sliding-window attention", c->where, window,

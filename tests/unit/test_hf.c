@@ -157,7 +157,7 @@ CKPT_TEST(test_hf_llama_dims_read_and_bounded)
     ASSERT_ERROR_MENTIONS("hidden_size is 1099511627776");
     ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"model_type\": \"gemma\"}", &d));
     ASSERT_ERROR_MENTIONS("c: model_type gemma is not one of llama, mistral, qwen2");
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"architectures\": [\"GPT2LMHeadModel\"]}", &d));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, parse_text("{\"architectures\": [\"T5ForConditionalGeneration\"]}", &d));
     ASSERT_ERROR_MENTIONS("architectures");
     ASSERT_FAILS(CKPT_EFORMAT, parse_text("[1]", &d));
     ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_FORMAT);
