@@ -30,6 +30,9 @@ CKPT_EXTERN(void) ckpt_family_free(ckpt_family *f);
 
 CKPT_EXTERN(const char *) ckpt_family_name(const ckpt_family *f);  /* "llama" */
 CKPT_EXTERN(const char *) ckpt_family_title(const ckpt_family *f); /* "LLaMA", for messages */
+/* A string of the family's JSON at a dotted path ("paddle.head_var", "hf.class"), borrowed
+ * from f; NULL where there is none. */
+CKPT_EXTERN(const char *) ckpt_family_string(const ckpt_family *f, const char *path);
 /* "llama, mistral, qwen2, ..." in the built-in index order, for refusals. */
 CKPT_EXTERN(const char *) ckpt_family_known(void);
 CKPT_EXTERN(size_t) ckpt_family_builtin_count(void);
@@ -47,9 +50,14 @@ CKPT_EXTERN(int) ckpt_family_detect(const ckpt_family **out, const char *framewo
 CKPT_EXTERN(int) ckpt_family_config_read(ckpt_family_config **out, const ckpt_family *f, const char *framework,
                                          const char *where, const void *src);
 CKPT_EXTERN(void) ckpt_family_config_free(ckpt_family_config *c);
+/* The family c was read for, borrowed. */
+CKPT_EXTERN(const ckpt_family *) ckpt_family_config_family(const ckpt_family_config *c);
 /* A canonical field ("hidden_size"); CKPT_ENOTFOUND when the family has no such field. The
  * value is borrowed from c. */
 CKPT_EXTERN(int) ckpt_family_config_get(const ckpt_family_config *c, const char *field, const ckpt_value **out);
+/* Set an integer field, as a caller that knows better than the source (Megatron args keep no
+ * true vocabulary size when a model was trained with a padded one). */
+CKPT_EXTERN(int) ckpt_family_config_set_int(ckpt_family_config *c, const char *field, int64_t v);
 /* The config.json a framework's users load (CKPT_FAMILY_HF or CKPT_FAMILY_PADDLE), keys
  * sorted, as transformers writes them; dtype names the weights' dtype. */
 CKPT_EXTERN(int) ckpt_family_config_json(const ckpt_family *f, const ckpt_family_config *c, const char *framework,

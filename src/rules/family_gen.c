@@ -1,0 +1,334 @@
+/* The `$` generators of family rows: the config shapes a plain typed row cannot say (a RoPE
+ * description, token ids that may be a list, a dtype name, per-layer attention kinds, and
+ * their Megatron args), one function each. A new family costs C here only where its config
+ * has a shape no family had. */
+#include "family_private.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- RoPE ---- */
+
+typedef struct rope {
+    const char *type;
+    double factor, low, high;
+    int64_t original;
+} rope;
+
+static int rope_number(const family_read *r, const cJSON *j, const char *where, const char *name, double lo,
+                       double *out)
+{
+    const cJSON *v = ckpt_family__field(j, name);
+
+    if (!v)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is missing (rope_type llama3)", r->where,
+                               where, name);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > 1e300)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a number >= %g", r->where, where,
+                               name, lo);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static void join(const cJSON *list, char *buf, size_t cap)
+{
+    const cJSON *t;
+    size_t n = 0;
+
+    buf[0] = 0;
+    cJSON_ArrayForEach(t, list)
+        if (cJSON_IsString(t) && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", t->valuestring);
+}
+
+static int parse_rope(const family_read *r, const cJSON *row, const cJSON *j, const char *where, rope *out)
+{
+    static const char *const keys[] = { "rope_type", "type", "rope_theta", "factor", "low_freq_factor",
+                                        "high_freq_factor", "original_max_position_embeddings" };
+    const cJSON *type = ckpt_family__field(j, "rope_type"), *c, *types = cJSON_GetObjectItemCaseSensitive(row, "rope_types");
+    char known[256];
+    size_t i;
+    int rc, ok = 0;
+
+    memset(out, 0, sizeof *out);
+    out->type = "default";
+    join(types, known, sizeof known);
+    if (!type)
+        type = ckpt_family__field(j, "type");
+    if (!cJSON_IsObject(j))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is not an object", r->where, where);
+    if (type && !cJSON_IsString(type))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.rope_type is not a string", r->where, where);
+    cJSON_ArrayForEach(c, types)
+        ok |= type && cJSON_IsString(c) && strcmp(c->valuestring, type->valuestring) == 0;
+    if (type && !ok)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s.rope_type %s is not one of %s", r->where,
+                               where, type->valuestring, known);
+    /* every other key of a RoPE description changes the frequencies */
+    for (c = j->child; c; c = c->next) {
+        for (i = 0; i < sizeof keys / sizeof keys[0] && strcmp(c->string, keys[i]) != 0; i++)
+            ;
+        if (i == sizeof keys / sizeof keys[0])
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a field of RoPE types %s",
+                                   r->where, where, c->string, known);
+    }
+    if (!type || strcmp(type->valuestring, "llama3") != 0)
+        return 0;
+    out->type = "llama3";
+    if ((rc = rope_number(r, j, where, "factor", 1, &out->factor)) < 0 ||
+        (rc = rope_number(r, j, where, "low_freq_factor", 0, &out->low)) < 0 ||
+        (rc = rope_number(r, j, where, "high_freq_factor", 0, &out->high)) < 0)
+        return rc;
+    if (!(out->low < out->high))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.low_freq_factor %g is not below high_freq_factor %g",
+                               r->where, where, out->low, out->high);
+    if (!ckpt_family__field(j, "original_max_position_embeddings"))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: %s.original_max_position_embeddings is missing (rope_type llama3)", r->where, where);
+    return ckpt_family__get_int(ckpt_family__field(j, "original_max_position_embeddings"), r->where,
+                                "original_max_position_embeddings", 1, &out->original);
+}
+
+static int set_rope(family_read *r, const char *name, const rope *p)
+{
+    int rc;
+
+    if ((rc = ckpt_family__set_str(r->c, name, p->type)) < 0 ||
+        (rc = ckpt_family__set_real(r->c, "rope_factor", p->factor)) < 0 ||
+        (rc = ckpt_family__set_real(r->c, "rope_low_freq_factor", p->low)) < 0 ||
+        (rc = ckpt_family__set_real(r->c, "rope_high_freq_factor", p->high)) < 0)
+        return rc;
+    return ckpt_family__set_int(r->c, "rope_original_max_positions", p->original);
+}
+
+/* transformers 5 reads rope_parameters, 4 rope_scaling: where both are there they must say
+ * the same, or the two would build different models. */
+static int hf_rope(family_read *r, const cJSON *row, const char *name)
+{
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(row, "hf"), *k, *j;
+    const char *prev = NULL;
+    rope got, use;
+    int rc;
+
+    memset(&use, 0, sizeof use);
+    use.type = "default";
+    cJSON_ArrayForEach(k, keys) {
+        if (!cJSON_IsString(k) || !(j = ckpt_family__field(r->cfg, k->valuestring)))
+            continue;
+        if ((rc = parse_rope(r, row, j, k->valuestring, &got)) < 0)
+            return rc;
+        if (prev && (strcmp(got.type, use.type) != 0 || got.factor != use.factor || got.low != use.low ||
+                     got.high != use.high || got.original != use.original))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s and %s describe different RoPE scalings",
+                                   r->where, prev, k->valuestring);
+        prev = k->valuestring;
+        use = got;
+    }
+    return set_rope(r, name, &use);
+}
+
+/* Megatron-LM's llama3 scaling: only the factor is an argument. */
+static int megatron_rope(family_read *r, const char *name)
+{
+    const ckpt_value *on = ckpt_family__arg(r->args, "use_rope_scaling"), *f = ckpt_family__arg(r->args, "rope_scaling_factor");
+    rope p;
+
+    memset(&p, 0, sizeof p);
+    p.type = "default";
+    if (on && ((on->kind == CKPT_VAL_BOOL && on->u.boolean) || (on->kind == CKPT_VAL_INT && on->u.integer))) {
+        p.type = "llama3";
+        p.factor = f && f->kind == CKPT_VAL_FLOAT ? f->u.real : f && f->kind == CKPT_VAL_INT ? (double)f->u.integer : 8.0;
+        p.low = 1.0;
+        p.high = 4.0;
+        p.original = 8192;
+    }
+    return set_rope(r, name, &p);
+}
+
+/* ---- token ids ---- */
+
+static int token_id(const family_read *r, const cJSON *v, const char *name, int64_t vocab, int64_t *out)
+{
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < -1 ||
+        v->valuedouble >= (double)vocab)
+        return cJSON_IsNumber(v) ? ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                                   "%s: %s is %.15g, not a token id below vocab_size %lld", r->where,
+                                                   name, v->valuedouble, (long long)vocab)
+                                 : ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                                   "%s: %s is not a token id (an integer)", r->where, name);
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+static const char *const token_fields[] = { "bos_token_id", "eos_token_id", "pad_token_id" };
+
+/* A token id is an integer below vocab_size; -1 and null are none. The second (eos) may be a
+ * list, kept as it is for the way back. */
+static int hf_tokens(family_read *r, const cJSON *row)
+{
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(row, "hf");
+    int64_t vocab = ckpt_family__int(r->c, "vocab_size", 0), id = -1;
+    int i, rc, n;
+
+    for (i = 0; i < 3; i++) {
+        const cJSON *k = cJSON_GetArrayItem(keys, i), *v = cJSON_IsString(k) ? ckpt_family__field(r->cfg, k->valuestring) : NULL, *e;
+        ckpt_value *list;
+        if (!v) {
+            rc = ckpt_family__set_none(r->c, token_fields[i]);
+        } else if (i != 1 || !cJSON_IsArray(v)) {
+            if ((rc = token_id(r, v, k->valuestring, vocab, &id)) < 0)
+                return rc;
+            rc = id < 0 ? ckpt_family__set_none(r->c, token_fields[i]) : ckpt_family__set_int(r->c, token_fields[i], id);
+        } else {
+            if (!(list = ckpt_value_new(r->c->arena, CKPT_VAL_LIST)))
+                return CKPT_ENOMEM;
+            n = 0;
+            cJSON_ArrayForEach(e, v) {
+                if (n == FAMILY_MAX_EOS_TOKENS)
+                    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s lists more than %d tokens",
+                                           r->where, k->valuestring, FAMILY_MAX_EOS_TOKENS);
+                if ((rc = token_id(r, e, k->valuestring, vocab, &id)) < 0)
+                    return rc;
+                if (id >= 0 && ((rc = ckpt_value_append(r->c->arena, list, ckpt_value_new_int(r->c->arena, id))) < 0))
+                    return rc;
+                n += id >= 0;
+            }
+            rc = n ? ckpt_family__set(r->c, token_fields[i], list) : ckpt_family__set_none(r->c, token_fields[i]);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int arg_token(family_read *r, const char *arg, const ckpt_value *v, int64_t vocab, int64_t *out)
+{
+    if (v->kind != CKPT_VAL_INT || v->u.integer < 0 || v->u.integer >= vocab)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.%s is not a token id below the vocabulary size %lld",
+                               arg, (long long)vocab);
+    (void)r;
+    *out = v->u.integer;
+    return 0;
+}
+
+static int megatron_tokens(family_read *r)
+{
+    static const char *const args[] = { "hf_bos_token_id", "hf_eos_token_id", "hf_pad_token_id" };
+    int64_t vocab = ckpt_family__int(r->c, "vocab_size", 0), id = -1;
+    size_t i, j;
+    int rc;
+
+    for (i = 0; i < 3; i++) {
+        const ckpt_value *v = ckpt_family__arg(r->args, args[i]);
+        ckpt_value *list;
+        if (!v) {
+            rc = ckpt_family__set_none(r->c, token_fields[i]);
+        } else if (i != 1 || (v->kind != CKPT_VAL_LIST && v->kind != CKPT_VAL_TUPLE)) {
+            if ((rc = arg_token(r, args[i], v, vocab, &id)) < 0)
+                return rc;
+            rc = ckpt_family__set_int(r->c, token_fields[i], id);
+        } else {
+            if (v->u.seq.n > FAMILY_MAX_EOS_TOKENS)
+                return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.%s lists more than %d tokens", args[i],
+                                       FAMILY_MAX_EOS_TOKENS);
+            if (!(list = ckpt_value_new(r->c->arena, CKPT_VAL_LIST)))
+                return CKPT_ENOMEM;
+            for (j = 0; j < v->u.seq.n; j++)
+                if ((rc = arg_token(r, args[i], v->u.seq.items[j], vocab, &id)) < 0 ||
+                    (rc = ckpt_value_append(r->c->arena, list, ckpt_value_new_int(r->c->arena, id))) < 0)
+                    return rc;
+            rc = v->u.seq.n ? ckpt_family__set(r->c, token_fields[i], list) : ckpt_family__set_none(r->c, token_fields[i]);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- dtype, layer types, window ---- */
+
+/* transformers 5 writes "dtype", 4 "torch_dtype"; an unknown name keeps the default. */
+static int hf_dtype(family_read *r, const cJSON *row, const char *name)
+{
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(row, "hf"), *k, *v, *use = NULL,
+                *d = cJSON_GetObjectItemCaseSensitive(row, "default");
+    ckpt_dtype t;
+
+    cJSON_ArrayForEach(k, keys)
+        if (cJSON_IsString(k) && cJSON_IsString(v = ckpt_family__field(r->cfg, k->valuestring)))
+            use = v;
+    if (use && (t = ckpt_dtype_from_name(use->valuestring)) != CKPT_DTYPE_INVALID && ckpt_dtype_is_float(t))
+        return ckpt_family__set_str(r->c, name, ckpt_dtype_name(t));
+    return ckpt_family__set_str(r->c, name, cJSON_IsString(d) ? d->valuestring : "bfloat16");
+}
+
+/* layer_types (transformers >= 4.53): every layer as the sliding window says. */
+static int hf_layer_types(family_read *r, const cJSON *row, const char *name)
+{
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(row, "hf"), *types, *t;
+    const ckpt_value *w = ckpt_family__get(r->c, "sliding_window");
+    int window = w && w->kind == CKPT_VAL_INT && w->u.integer > 0;
+    const char *want = window ? "sliding_attention" : "full_attention";
+
+    types = cJSON_IsString(k) ? ckpt_family__field(r->cfg, k->valuestring) : NULL;
+    if (!types)
+        return ckpt_family__set_none(r->c, name);
+    if (!cJSON_IsArray(types))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer_types is not a list", r->where);
+    cJSON_ArrayForEach(t, types)
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, want) != 0)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: layer_types has %s, not %s in every layer (%s)", r->where,
+                                   cJSON_IsString(t) ? t->valuestring : "a value that is not a string", want,
+                                   window ? "sliding_window is set" : "no sliding window");
+    return ckpt_family__set_str(r->c, name, want);
+}
+
+/* window_size (W - 1, 0) is HF's sliding_window W (Megatron-Bridge's mapping); None: none. */
+static int megatron_window(family_read *r, const char *name)
+{
+    const ckpt_value *v = ckpt_family__arg(r->args, "window_size");
+
+    if (!v)
+        return ckpt_family__set_none(r->c, name);
+    if ((v->kind != CKPT_VAL_TUPLE && v->kind != CKPT_VAL_LIST) || v->u.seq.n != 2 ||
+        v->u.seq.items[0]->kind != CKPT_VAL_INT || v->u.seq.items[1]->kind != CKPT_VAL_INT ||
+        v->u.seq.items[0]->u.integer < 0 || v->u.seq.items[0]->u.integer >= FAMILY_MAX_SIZE ||
+        v->u.seq.items[1]->u.integer != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "args.window_size is not a causal window (W - 1, 0), which Hugging Face's "
+                               "sliding_window W says");
+    return ckpt_family__set_int(r->c, name, v->u.seq.items[0]->u.integer + 1);
+}
+
+int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(row, "f");
+    const char *name = cJSON_IsString(f) ? f->valuestring : "?";
+    const ckpt_value *v;
+
+    if (r->args) {
+        if (strcmp(gen, "$true_vocab") == 0) {
+            v = ckpt_family__arg(r->args, "vocab_size");
+            return ckpt_family__set_int(r->c, name, v && v->kind == CKPT_VAL_INT ? v->u.integer : 0);
+        }
+        if (strcmp(gen, "$megatron_llama3_rope") == 0)
+            return megatron_rope(r, name);
+        if (strcmp(gen, "$window_size") == 0)
+            return megatron_window(r, name);
+        if (strcmp(gen, "$token_ids") == 0)
+            return megatron_tokens(r);
+    } else {
+        if (strcmp(gen, "$rope") == 0)
+            return hf_rope(r, row, name);
+        if (strcmp(gen, "$token_ids") == 0)
+            return hf_tokens(r, row);
+        if (strcmp(gen, "$dtype") == 0)
+            return hf_dtype(r, row, name);
+        if (strcmp(gen, "$layer_types") == 0)
+            return hf_layer_types(r, row, name);
+    }
+    return ckpt_error_set(CKPT_EINVALID, "%s: config row %s: generator %s is not one for %s", r->f->name, name, gen,
+                          r->framework);
+}

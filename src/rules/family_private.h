@@ -1,0 +1,125 @@
+/* Model families, inside: a family is its JSON (formats/families/<name>.json, merged over
+ * what it extends) kept as a cJSON tree, checked once when it is read and interpreted by
+ * the calls of include/ckpt/family.h. */
+#ifndef CKPT_FAMILY_PRIVATE_H
+#define CKPT_FAMILY_PRIVATE_H
+
+#include <ckpt/family.h>
+#include <ckpt/sys/common.h>
+
+#include <cjson/cJSON.h>
+
+/* Sizes and counts past this are nonsense for any model (and keep products of two in int64). */
+#define FAMILY_MAX_SIZE 2147483647ll
+/* config.json is a few kilobytes; a bound keeps a mistaken path from being read whole. */
+#define FAMILY_MAX_CONFIG_BYTES (16u << 20)
+/* the most end-of-sequence tokens an eos_token_id list may name */
+#define FAMILY_MAX_EOS_TOKENS 64
+/* far past any model's, and a config.json that lists layers stays small */
+#define FAMILY_MAX_LAYERS 100000
+
+struct ckpt_family {
+    cJSON *json;                  /* the merged family */
+    const char *name, *title;
+    const cJSON *hf, *config, *hf_config_out, *megatron, *paddle, *map_params, *extents, *hf_tensors, *verify;
+    int owned;                    /* from ckpt_family_load */
+};
+
+typedef struct family_field {
+    const char *name;
+    ckpt_value *value;            /* CKPT_VAL_NONE: none */
+} family_field;
+
+struct ckpt_family_config {
+    ckpt_arena *arena;
+    const ckpt_family *family;
+    family_field *fields;
+    size_t n, cap;
+};
+
+/* Check a merged family and set its shortcuts (family_check.c). */
+int ckpt_family__validate(ckpt_family *f, const char *where);
+
+/* The built-in families, parsed once; index order. */
+size_t ckpt_family__builtin_n(void);
+
+/* The JSON texts embedded at build time (generated from formats/families). */
+size_t ckpt_families__count(void);
+const char *ckpt_families__name(size_t i);
+const char *ckpt_families__json(size_t i, size_t *len);
+
+/* ---- config values ---- */
+
+/* A field's value, NULL when the config has no such field. */
+const ckpt_value *ckpt_family__get(const ckpt_family_config *c, const char *name);
+int ckpt_family__set(ckpt_family_config *c, const char *name, ckpt_value *v);
+int ckpt_family__set_int(ckpt_family_config *c, const char *name, int64_t v);
+int ckpt_family__set_real(ckpt_family_config *c, const char *name, double v);
+int ckpt_family__set_bool(ckpt_family_config *c, const char *name, int v);
+int ckpt_family__set_str(ckpt_family_config *c, const char *name, const char *s);
+int ckpt_family__set_none(ckpt_family_config *c, const char *name);
+/* An integer-like field (int or bool) or fallback when absent or none. */
+int64_t ckpt_family__int(const ckpt_family_config *c, const char *name, int64_t fallback);
+double ckpt_family__real(const ckpt_family_config *c, const char *name, double fallback);
+const char *ckpt_family__str(const ckpt_family_config *c, const char *name);
+int ckpt_family__new_config(ckpt_family_config **out, const ckpt_family *f);
+
+/* ---- expressions: integers and bools over fields (+ - * / % == != < <= > >= && || ! and
+ * parentheses), '/' exact ---- */
+
+/* What failed: a division that was not exact (a, b its operands as written, va, vb their
+ * values) or a field that is none or absent (a). */
+typedef struct family_expr_fail {
+    char a[64], b[64];
+    int64_t va, vb;
+    int inexact;
+} family_expr_fail;
+
+/* Evaluate text over the fields of c (NULL: only check the syntax and that every name is in
+ * the family f's fields). *is_bool tells whether the top operator compares or is logical.
+ * Errors: CKPT_EFORMAT naming `where` for syntax, CKPT_EINVALID with *fail filled. */
+int ckpt_family__expr(const ckpt_family *f, const ckpt_family_config *c, const char *text, const char *where,
+                      int64_t *out, int *is_bool, family_expr_fail *fail);
+/* Whether the family defines a field called name (a row, or one a generator sets). */
+int ckpt_family__has_field(const ckpt_family *f, const char *name, size_t len);
+
+/* ---- reading (family_config.c, family_gen.c) ---- */
+
+/* The last of a repeated key, as Python's json reads it; null is absent. */
+const cJSON *ckpt_family__field(const cJSON *cfg, const char *name);
+/* A dotted path ("rope_parameters.rope_theta"); *last is its last component. */
+const cJSON *ckpt_family__path(const cJSON *cfg, const char *path, const char **last);
+int ckpt_family__get_int(const cJSON *v, const char *where, const char *name, int64_t lo, int64_t *out);
+int ckpt_family__known_or(ckpt_buf *b); /* "llama, mistral or qwen2" */
+/* How messages name a field in a framework: its first config.json key's last part
+ * ("num_hidden_layers"), else the field's own name. */
+const char *ckpt_family__key(const ckpt_family *f, const char *framework, const char *field);
+
+typedef struct family_read {
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    const char *framework, *where;
+    const cJSON *cfg;             /* HF, Paddle */
+    const ckpt_value *args;       /* Megatron */
+    int named;                    /* args.hf_model_type named the family */
+} family_read;
+
+/* A `$` row: type (HF, Paddle) or megatron source (Megatron). CKPT_ENOTFOUND for an
+ * unknown generator (a load-time check). */
+int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen);
+int ckpt_family__gen_known(const char *gen, int megatron);
+
+/* Read a config.json text of len bytes (no NUL needed) as ckpt_family_config_read. */
+int ckpt_family__read_text(ckpt_family_config **out, const ckpt_family *f, const char *framework, const char *where,
+                           const char *json, size_t len);
+
+/* Detect from a config.json text of len bytes. */
+int ckpt_family__detect_text(const ckpt_family **out, const char *where, const char *json, size_t len);
+
+/* ---- Megatron args ---- */
+/* The family's megatron.require checks on args: the first failing one's message. */
+int ckpt_family__megatron_require(const ckpt_family *f, const ckpt_value *args);
+const ckpt_value *ckpt_family__arg(const ckpt_value *args, const char *name);
+int ckpt_family__arg_set(const ckpt_value *args, const char *name);
+
+#endif

@@ -1,0 +1,427 @@
+/* Model families as data (include/ckpt/family.h): the built-in families load, extend one
+ * another, detect configs and Megatron args, read configs with today's checks and refusals,
+ * check tensors, and a family file of one's own is checked when it is loaded. */
+#include "test.h"
+
+#include <ckpt/family.h>
+#include <ckpt/megatron.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#define SIZES                                                                                                  \
+    "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
+    "\"num_key_value_heads\": 2, \"vocab_size\": 200"
+
+static int read_cfg(const char *family, const char *extra, ckpt_family_config **c)
+{
+    const ckpt_family *f;
+    char text[1024];
+    int rc;
+
+    snprintf(text, sizeof text, "{" SIZES "%s%s}", extra ? ", " : "", extra ? extra : "");
+    if ((rc = ckpt_family_builtin(&f, family)) < 0)
+        return rc;
+    return ckpt_family_config_read(c, f, CKPT_FAMILY_HF, "cfg/config.json", text);
+}
+
+static int64_t int_of(const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v;
+
+    if (ckpt_family_config_get(c, field, &v) < 0)
+        return -99;
+    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : v->kind == CKPT_VAL_NONE ? -1 : -98;
+}
+
+CKPT_TEST(test_family_builtins)
+{
+    const ckpt_family *f;
+    size_t i;
+
+    ASSERT_EQ_STR(ckpt_family_known(), "llama, mistral, qwen2");
+    ASSERT_TRUE(ckpt_family_builtin_count() == 3);
+    for (i = 0; i < ckpt_family_builtin_count(); i++)
+        ASSERT_TRUE(ckpt_family_builtin_at(i) != NULL);
+    ASSERT_TRUE(ckpt_family_builtin_at(3) == NULL);
+    ASSERT_OK(ckpt_family_builtin(&f, "qwen2"));
+    ASSERT_EQ_STR(ckpt_family_name(f), "qwen2");
+    ASSERT_EQ_STR(ckpt_family_title(f), "Qwen2");
+    /* what qwen2 does not say it takes from llama */
+    ASSERT_EQ_STR(ckpt_family_string(f, "megatron.spec"), "megatron_gpt");
+    ASSERT_EQ_STR(ckpt_family_string(f, "hf.class"), "Qwen2ForCausalLM");
+    ASSERT_TRUE(ckpt_family_string(f, "paddle.head_var") == NULL);
+    ASSERT_OK(ckpt_family_builtin(&f, "llama"));
+    ASSERT_EQ_STR(ckpt_family_string(f, "paddle.head_var"), "llama_lm_head");
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_builtin(&f, "gemma"));
+    ASSERT_ERROR_MENTIONS("no built-in family is named gemma (known: llama, mistral, qwen2)");
+}
+
+CKPT_TEST(test_family_detect_config)
+{
+    const ckpt_family *f;
+
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, "c", "{\"model_type\": \"mistral\"}"));
+    ASSERT_EQ_STR(ckpt_family_name(f), "mistral");
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, "c", "{\"architectures\": [\"Qwen2ForCausalLM\"]}"));
+    ASSERT_EQ_STR(ckpt_family_name(f), "qwen2");
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, "c", "{}"));
+    ASSERT_EQ_STR(ckpt_family_name(f), "llama");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_HF, "c", "{\"model_type\": \"falcon\"}"));
+    ASSERT_ERROR_MENTIONS("c: model_type falcon is not one of llama, mistral, qwen2");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_HF, "c",
+                                                       "{\"model_type\": \"mistral\", \"architectures\": [\"LlamaForCausalLM\"]}"));
+    ASSERT_ERROR_MENTIONS("c: architectures names LlamaForCausalLM, not a mistral model (MistralFor...)");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_HF, "c", "{\"architectures\": [\"T5Model\"]}"));
+    ASSERT_ERROR_MENTIONS("c: architectures names T5Model, not a model of llama, mistral, qwen2");
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_detect(&f, CKPT_FAMILY_HF, "c", "[1"));
+    ASSERT_ERROR_MENTIONS("c: not valid JSON");
+}
+
+CKPT_TEST(test_family_config_read)
+{
+    ckpt_family_config *c;
+    const ckpt_value *v;
+
+    ASSERT_OK(read_cfg("llama", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                                "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}, "
+                                "\"eos_token_id\": [1, 2], \"torch_dtype\": \"float32\"", &c));
+    ASSERT_TRUE(int_of(c, "hidden_size") == 64 && int_of(c, "num_kv_heads") == 2 && int_of(c, "head_dim") == 16);
+    ASSERT_TRUE(int_of(c, "max_positions") == 2048 && int_of(c, "tied") == 0 && int_of(c, "qkv_bias") == 0);
+    ASSERT_TRUE(int_of(c, "sliding_window") == -1 && int_of(c, "bos_token_id") == -1);
+    ASSERT_OK(ckpt_family_config_get(c, "eos_token_id", &v));
+    ASSERT_TRUE(v->kind == CKPT_VAL_LIST && v->u.seq.n == 2);
+    ASSERT_OK(ckpt_family_config_get(c, "rope", &v));
+    ASSERT_TRUE(ckpt_value_is_str(v, "llama3"));
+    ASSERT_OK(ckpt_family_config_get(c, "rope_factor", &v));
+    ASSERT_TRUE(v->kind == CKPT_VAL_FLOAT && v->u.real == 8.0);
+    ASSERT_OK(ckpt_family_config_get(c, "dtype", &v));
+    ASSERT_TRUE(ckpt_value_is_str(v, "float32"));
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_config_get(c, "no_such_field", &v));
+    ckpt_family_config_free(c);
+
+    /* rows mistral and qwen2 change: a window by default, q/k/v biases always */
+    ASSERT_OK(read_cfg("mistral", NULL, &c));
+    ASSERT_TRUE(int_of(c, "sliding_window") == 4096 && int_of(c, "qkv_bias") == 0);
+    ckpt_family_config_free(c);
+    ASSERT_OK(read_cfg("mistral", "\"sliding_window\": null", &c));
+    ASSERT_TRUE(int_of(c, "sliding_window") == -1);
+    ckpt_family_config_free(c);
+    ASSERT_OK(read_cfg("qwen2", "\"attention_bias\": true, \"use_sliding_window\": false", &c));
+    ASSERT_TRUE(int_of(c, "qkv_bias") == 1 && int_of(c, "attention_bias") == 0);
+    ckpt_family_config_free(c);
+}
+
+CKPT_TEST(test_family_config_refused)
+{
+    static const struct {
+        const char *family, *extra, *message;
+    } cases[] = {
+        { "llama", "\"hidden_act\": \"gelu\"", "cfg/config.json: hidden_act is not \"silu\" (LLaMA's SwiGLU)" },
+        { "llama", "\"partial_rotary_factor\": 0.5", "partial_rotary_factor is not 1 (RoPE on part of each head)" },
+        { "llama", "\"num_experts\": 8", "num_experts is set, which no model of llama, mistral, qwen2 has" },
+        { "qwen2", "\"use_sliding_window\": true", "use_sliding_window is true (Qwen2's window on some layers only)" },
+        { "llama", "\"num_key_value_heads\": 3", "num_attention_heads 4 is not a multiple of num_key_value_heads 3" },
+        { "llama", "\"num_attention_heads\": 3, \"num_key_value_heads\": 1",
+          "hidden_size 64 is not a multiple of num_attention_heads 3 (and no head_dim)" },
+        { "llama", "\"rms_norm_eps\": 0", "rms_norm_eps is not a number > 0 and <= 1" },
+        { "llama", "\"initializer_range\": -1", "initializer_range is not a number >= 0 and <= 1e+06" },
+        { "llama", "\"rope_parameters\": {\"rope_theta\": -1}", "rope_theta is not a number > 0 and <= 1e+300" },
+        { "llama", "\"tie_word_embeddings\": 1", "tie_word_embeddings is not true or false" },
+        { "llama", "\"head_dim\": 2.5", "head_dim is not an integer" },
+        { "llama", "\"bos_token_id\": 200", "bos_token_id is 200, not a token id below vocab_size 200" },
+        { "llama", "\"rope_scaling\": {\"rope_type\": \"yarn\"}", "rope_scaling.rope_type yarn is not one of default, llama3" },
+        { "llama", "\"layer_types\": [\"sliding_attention\"]",
+          "layer_types has sliding_attention, not full_attention in every layer (no sliding window)" },
+        { "mistral", "\"sliding_window\": 0", "sliding_window is 0, not an integer from 1 to 2147483647" },
+    };
+    ckpt_family_config *c = NULL;
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ASSERT_TRUE(read_cfg(cases[i].family, cases[i].extra, &c) < 0);
+        ASSERT_TRUE(c == NULL && ckpt_error_last()->klass == CKPT_ERRCLASS_MODEL);
+        ASSERT_ERROR_MENTIONS(cases[i].message);
+    }
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_config_read(&c, ckpt_family_builtin_at(0), CKPT_FAMILY_HF, "c",
+                                                       "{\"hidden_size\": 8}"));
+    ASSERT_ERROR_MENTIONS("c: intermediate_size is missing");
+}
+
+static ckpt_value *llama_args(ckpt_arena *a)
+{
+    ckpt_value *args = NULL;
+
+    if (ckpt_megatron_args_new(a, &args) < 0 || ckpt_megatron_args_set_bool(a, args, "swiglu", 1) < 0 ||
+        ckpt_megatron_args_set_str(a, args, "normalization", "RMSNorm") < 0 ||
+        ckpt_megatron_args_set_int(a, args, "hidden_size", 64) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "num_attention_heads", 4) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "num_layers", 2) < 0 ||
+        ckpt_megatron_args_set_int(a, args, "vocab_size", 200) < 0)
+        return NULL;
+    return args;
+}
+
+CKPT_TEST(test_family_megatron_args)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_arena *a;
+    ckpt_value *args;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_TRUE((args = llama_args(a)) != NULL);
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "llama");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(int_of(c, "num_kv_heads") == 4 && int_of(c, "head_dim") == 16 && int_of(c, "tied") == 1);
+    ASSERT_TRUE(int_of(c, "vocab_size") == 200 && int_of(c, "sliding_window") == -1);
+    ckpt_family_config_free(c);
+
+    ASSERT_OK(ckpt_megatron_args_set_int_pair(a, args, "window_size", 7, 0));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "mistral");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_TRUE(int_of(c, "sliding_window") == 8);
+    ckpt_family_config_free(c);
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", 1));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("args have add_qkv_bias and a window_size: no Hugging Face llama, mistral or qwen2 config has both");
+    ASSERT_OK(ckpt_megatron_args_set_none(a, args, "window_size"));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "qwen2");
+
+    /* what hf2mcore recorded wins, and the args must agree with it */
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "llama"));
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(ckpt_family_name(f), "llama");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("args.hf_model_type is llama but args have add_qkv_bias (Qwen2's q/k/v biases)");
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "gemma"));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("args.hf_model_type: model_type gemma is not one of llama, mistral, qwen2");
+
+    ASSERT_TRUE((args = llama_args(a)) != NULL);
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "normalization", "LayerNorm"));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("not a LLaMA-style model: args.normalization is LayerNorm, not RMSNorm");
+    ASSERT_TRUE((args = llama_args(a)) != NULL);
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "qk_layernorm", 1));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("args.qk_layernorm is set, which no Hugging Face llama, mistral or qwen2 config says");
+    ASSERT_TRUE((args = llama_args(a)) != NULL);
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "swiglu", 0));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("not a LLaMA-style model: args.swiglu is not True");
+    ckpt_arena_free(a);
+}
+
+CKPT_TEST(test_family_maps_and_params)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_map_params *p;
+    ckpt_map *m;
+    int64_t v;
+
+    ASSERT_OK(ckpt_family_builtin(&f, "mistral"));
+    ASSERT_OK(read_cfg("mistral", "\"head_dim\": 8", &c));
+    ASSERT_OK(ckpt_map_params_new(&p));
+    ASSERT_OK(ckpt_family_map_params(f, c, p));
+    ASSERT_OK(ckpt_map_params_get(p, "head_dim", &v));
+    ASSERT_TRUE(v == 8);
+    ASSERT_OK(ckpt_map_params_get(p, "intermediate_size", &v));
+    ASSERT_TRUE(v == 96);
+    ckpt_map_params_free(p);
+    ckpt_family_config_free(c);
+
+    ASSERT_OK(ckpt_family_map(f, CKPT_FAMILY_MEGATRON, NULL, 0, &m));
+    ASSERT_EQ_STR(ckpt_map_name(m), "hf_llama_megatron");
+    ckpt_map_free(m);
+    ASSERT_OK(ckpt_family_map(f, CKPT_FAMILY_MEGATRON, "local", 1, &m));
+    ASSERT_EQ_STR(ckpt_map_name(m), "megatron_hf_llama_local");
+    ckpt_map_free(m);
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_map(f, CKPT_FAMILY_PADDLE, NULL, 1, &m));
+    ASSERT_OK(ckpt_family_builtin(&f, "llama"));
+    ASSERT_OK(ckpt_family_map(f, CKPT_FAMILY_PADDLE, NULL, 1, &m));
+    ASSERT_EQ_STR(ckpt_map_name(m), "paddle_llama_hf");
+    ckpt_map_free(m);
+
+    ASSERT_EQ_STR(ckpt_family_left_out(f, CKPT_FAMILY_HF, "model.layers.1.self_attn.rotary_emb.inv_freq"),
+                  "a rotary inv_freq buffer, which RoPE recomputes");
+    ASSERT_TRUE(ckpt_family_left_out(f, CKPT_FAMILY_HF, "model.norm.weight") == NULL);
+    ASSERT_TRUE(ckpt_family_left_out(f, CKPT_FAMILY_HF, "inv_freq") == NULL);
+}
+
+typedef struct tiny_model {
+    ckpt_graph *g;
+    ckpt_map_input in[32];
+    char names[32][64];
+    size_t n;
+} tiny_model;
+
+static void tiny_add(tiny_model *m, const char *name, int64_t rows, int64_t cols)
+{
+    int64_t shape[2] = { rows, cols };
+
+    snprintf(m->names[m->n], sizeof m->names[m->n], "%s", name);
+    ASSERT_OK(ckpt_node_zeros(m->g, CKPT_DTYPE_F32, cols ? 2 : 1, shape, &m->in[m->n].node));
+    m->in[m->n].name = m->names[m->n];
+    m->n++;
+}
+
+/* qwen2's tensors at SIZES, lm_head first so that the order has something to do */
+static void tiny_build(tiny_model *m)
+{
+    static const struct {
+        const char *suffix;
+        int64_t rows, cols;
+    } layer[] = { { "mlp.down_proj.weight", 64, 96 },  { "self_attn.q_proj.weight", 64, 64 },
+                  { "self_attn.q_proj.bias", 64, 0 },  { "self_attn.k_proj.weight", 32, 64 },
+                  { "self_attn.k_proj.bias", 32, 0 },  { "self_attn.v_proj.weight", 32, 64 },
+                  { "self_attn.v_proj.bias", 32, 0 },  { "self_attn.o_proj.weight", 64, 64 },
+                  { "mlp.gate_proj.weight", 96, 64 },  { "mlp.up_proj.weight", 96, 64 },
+                  { "input_layernorm.weight", 64, 0 }, { "post_attention_layernorm.weight", 64, 0 } };
+    char name[64];
+    size_t i;
+    int l;
+
+    m->n = 0;
+    tiny_add(m, "lm_head.weight", 200, 64);
+    tiny_add(m, "model.embed_tokens.weight", 200, 64);
+    for (l = 1; l >= 0; l--)
+        for (i = 0; i < sizeof layer / sizeof layer[0]; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, layer[i].suffix);
+            tiny_add(m, name, layer[i].rows, layer[i].cols);
+        }
+    tiny_add(m, "model.norm.weight", 64, 0);
+}
+
+CKPT_TEST(test_family_tensors)
+{
+    const ckpt_family *qwen2, *llama;
+    ckpt_family_config *c, *lc;
+    const char *names[32];
+    size_t perm[32], i;
+    tiny_model m;
+
+    ASSERT_OK(ckpt_graph_new(&m.g));
+    ASSERT_OK(ckpt_family_builtin(&qwen2, "qwen2"));
+    ASSERT_OK(ckpt_family_builtin(&llama, "llama"));
+    ASSERT_OK(read_cfg("qwen2", NULL, &c));
+    ASSERT_OK(read_cfg("llama", NULL, &lc));
+    tiny_build(&m);
+    ASSERT_OK(ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "cfg/config.json", "w", m.in, m.n));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(llama, lc, CKPT_FAMILY_HF, "cfg/config.json", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: tensor model.layers.1.self_attn.q_proj.bias is there but cfg/config.json says attention_bias false");
+
+    /* the order transformers writes: embeddings, layers in state_dict order, norm, lm_head */
+    for (i = 0; i < m.n; i++)
+        names[i] = m.in[i].name;
+    ASSERT_OK(ckpt_family_order(qwen2, CKPT_FAMILY_HF, names, m.n, perm));
+    ASSERT_EQ_STR(names[perm[0]], "model.embed_tokens.weight");
+    ASSERT_EQ_STR(names[perm[1]], "model.layers.0.self_attn.q_proj.weight");
+    ASSERT_EQ_STR(names[perm[2]], "model.layers.0.self_attn.q_proj.bias");
+    ASSERT_EQ_STR(names[perm[12]], "model.layers.0.post_attention_layernorm.weight");
+    ASSERT_EQ_STR(names[perm[m.n - 2]], "model.norm.weight");
+    ASSERT_EQ_STR(names[perm[m.n - 1]], "lm_head.weight");
+
+    tiny_add(&m, "model.layers.0.self_attn.foo.weight", 4, 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: tensor model.layers.0.self_attn.foo.weight is not a weight of the Qwen2 model c describes");
+    m.n--;
+    tiny_add(&m, "model.layers.2.input_layernorm.weight", 64, 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: tensor model.layers.2.input_layernorm.weight is not in the 2 layers that num_hidden_layers in c says");
+    m.n--;
+    tiny_add(&m, "model.rotary_emb.inv_freq", 8, 0);
+    ASSERT_OK(ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    m.n--;
+    m.in[4] = m.in[--m.n]; /* layer 1's q_proj.bias goes */
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: no tensor model.layers.1.self_attn.q_proj.bias, which c implies (num_hidden_layers 2, model_type qwen2)");
+    tiny_build(&m);
+    m.in[1] = m.in[--m.n];
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: no tensor model.embed_tokens.weight, which c implies (vocab_size, hidden_size)");
+    tiny_build(&m);
+    m.in[0] = m.in[--m.n];
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: no tensor lm_head.weight, which c implies (tie_word_embeddings false)");
+    tiny_build(&m);
+    tiny_add(&m, "model.norm.weight", 64, 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: tensor model.norm.weight is there twice");
+    tiny_build(&m);
+    m.n--;
+    tiny_add(&m, "model.norm.weight", 32, 0);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(qwen2, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: tensor model.norm.weight has shape [32], not the [64] that c says (hidden_size)");
+    ckpt_family_config_free(c);
+    ckpt_family_config_free(lc);
+    ckpt_graph_free(m.g);
+}
+
+static int load_text(const char *text, ckpt_family **out)
+{
+    ckpt_test_write_file("fam.json", text, strlen(text));
+    return ckpt_family_load(out, "fam.json");
+}
+
+/* A family of one's own: extends merges rows in place, adds after a named row, drops; and
+ * what is wrong in the file is refused when it is loaded. */
+CKPT_TEST(test_family_load)
+{
+    static const struct {
+        const char *text, *message;
+    } bad[] = {
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", \"colour\": 1}",
+          "fam.json: unknown key \"colour\"" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", \"title\": \"Y\"}",
+          "fam.json: key \"title\" appears twice" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"gemma\"}",
+          "no built-in family is named gemma" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"config\": [{\"f\": \"head_dim\", \"default\": \"hidden_size / heads\"}]}",
+          "no field of the family has this name" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"config\": [{\"f\": \"w\", \"type\": \"$spline\"}]}",
+          "unknown type $spline" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"config\": [{\"f\": \"w\", \"type\": \"size\", \"after\": \"nothing\"}]}",
+          "\"after\" names no row (nothing)" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"hf_tensors\": {\"per_layer\": [[\"mlp.extra.weight\", \"z\", \"h\"]]}}",
+          "tensor mlp.extra.weight: an extent is a letter of \"extents\"" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"megatron\": {\"args_out\": [[\"a\", \"$nothing\"]]}}",
+          "unknown generator $nothing" },
+        { "[1]", "fam.json: not a JSON object" },
+    };
+    ckpt_family *f = NULL;
+    ckpt_family_config *c;
+    size_t i;
+
+    ASSERT_OK(load_text("{\"ckptconv_family\": 1, \"name\": \"mine\", \"title\": \"Mine\", \"extends\": \"qwen2\",\n"
+                        " \"hf\": {\"model_type\": \"mine\", \"arch_prefix\": \"MineFor\", \"class\": \"MineForCausalLM\"},\n"
+                        " \"config\": [{\"f\": \"hidden_act\", \"drop\": true},\n"
+                        "            {\"f\": \"rope_theta\", \"default\": 1000000},\n"
+                        "            {\"f\": \"extra\", \"type\": \"count\", \"hf\": \"extra_layers\", \"default\": 0,"
+                        "             \"after\": \"num_layers\"}]}",
+                        &f));
+    ASSERT_EQ_STR(ckpt_family_name(f), "mine");
+    ASSERT_EQ_STR(ckpt_family_string(f, "hf.class"), "MineForCausalLM");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
+                                      "{" SIZES ", \"hidden_act\": \"relu\", \"extra_layers\": 3}"));
+    ASSERT_TRUE(int_of(c, "extra") == 3 && int_of(c, "qkv_bias") == 1);
+    ckpt_family_config_free(c);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c", "{" SIZES ", \"extra_layers\": -1}"));
+    ASSERT_ERROR_MENTIONS("c: extra_layers is -1, not an integer from 0 to 2147483647");
+    ckpt_family_free(f);
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_TRUE(load_text(bad[i].text, &f) < 0);
+        ASSERT_TRUE(f == NULL);
+        ASSERT_ERROR_MENTIONS(bad[i].message);
+    }
+}
