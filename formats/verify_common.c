@@ -104,14 +104,72 @@ static int rope_scaling(const cJSON *s, const char *path, ckpt_model_config *c)
     return 0;
 }
 
-static int llama_fields(const cJSON *j, const char *path, int llama_only, ckpt_model_config *c)
+/* layer_types (transformers >= 4.53): which layers use the window. */
+static int layer_types(ckpt_model_builder *b, const cJSON *types, const char *path)
 {
-    const cJSON *act = item(j, "hidden_act"), *tied = item(j, "tie_word_embeddings"), *t;
+    int64_t n = cJSON_GetArraySize(types), i = 0;
+    unsigned char *flags;
+    const cJSON *t;
+    int rc = 0;
+
+    if (n < 1 || n > 1 << 20)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer_types has %lld entries", path,
+                               (long long)n);
+    if (!(flags = malloc((size_t)n)))
+        return ckpt_error_oom();
+    cJSON_ArrayForEach(t, types)
+    {
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0)
+            flags[i++] = 1;
+        else if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0)
+            flags[i++] = 0;
+        else {
+            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                 "%s: layer_types[%lld] is %s: verify runs sliding_attention and full_attention layers",
+                                 path, (long long)i, cJSON_IsString(t) ? t->valuestring : "not a string");
+            break;
+        }
+    }
+    if (rc == 0)
+        rc = ckpt_model_builder_layer_window(b, flags, n);
+    free(flags);
+    return rc;
+}
+
+/* Mistral's sliding window (MistralConfig's 4096 when absent, null for none); Qwen2 windows
+ * some layers only, and only with flash attention, so its window is refused. */
+static int window_fields(ckpt_model_builder *b, const cJSON *j, const char *path, ckpt_hf_family family)
+{
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "sliding_window"), *types = item(j, "layer_types");
+
+    if (family == CKPT_HF_QWEN2 && cJSON_IsTrue(item(j, "use_sliding_window")))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: use_sliding_window is true (Qwen2's window on some layers only) is not run by verify",
+                               path);
+    if (family != CKPT_HF_MISTRAL)
+        return 0;
+    c->window = 4096;
+    if (cJSON_IsNull(w))
+        c->window = 0;
+    else if (w && (!cJSON_IsNumber(w) || w->valuedouble != floor(w->valuedouble) || w->valuedouble < 1 ||
+                   w->valuedouble > 1e15))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: sliding_window is not a positive integer",
+                               path);
+    else if (w)
+        c->window = (int64_t)w->valuedouble;
+    return c->window > 0 && cJSON_IsArray(types) ? layer_types(b, types, path) : 0;
+}
+
+static int llama_fields(ckpt_model_builder *b, const cJSON *j, const char *path, int llama_only)
+{
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const cJSON *act = item(j, "hidden_act"), *tied = item(j, "tie_word_embeddings"), *type, *t;
     ckpt_hf_family family;
     int rc;
 
     /* a model of another family would be run as LLaMA */
-    t = item(j, "model_type");
+    t = type = item(j, "model_type");
     if (t && !cJSON_IsString(t))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: model_type is not a string", path);
     if (t && (rc = ckpt_hf_family_parse(path, t->valuestring, &family)) < 0)
@@ -144,6 +202,8 @@ static int llama_fields(const cJSON *j, const char *path, int llama_only, ckpt_m
                                cJSON_IsString(act) ? act->valuestring : "(not a string)");
     if (cJSON_IsBool(tied))
         c->tied_embeddings = cJSON_IsTrue(tied);
+    if (type && (rc = window_fields(b, j, path, family)) < 0)
+        return rc;
     c->norm = CKPT_NORM_RMS;
     c->act = CKPT_ACT_SWIGLU;
     c->position = CKPT_POSITION_ROPE;
@@ -170,7 +230,7 @@ int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path, int llama_o
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", path);
     }
     if (rc == 0)
-        rc = llama_fields(j, path, llama_only, ckpt_model_builder_config(b));
+        rc = llama_fields(b, j, path, llama_only);
     if (rc == 0)
         rc = ckpt_model_builder_config_source(b, path);
     cJSON_Delete(j);
@@ -239,8 +299,10 @@ int ckpt_vsrc__map_rank(ckpt_model_builder *b, int rank, const ckpt_map *map, co
     size_t i;
     int rc;
 
-    if ((rc = ckpt_map_apply(map, params, ckpt_model_builder_graph(b), in, n, NULL, &res)) < 0)
+    if ((rc = ckpt_map_apply(map, params, ckpt_model_builder_graph(b), in, n, NULL, &res)) < 0) {
+        ckpt_error_prefix("%s", ckpt_model_builder_path(b));
         return rc;
+    }
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
         const ckpt_node **slot = !strcmp(o->name, "embed.weight")        ? &parts->embed

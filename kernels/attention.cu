@@ -1,15 +1,19 @@
 /* attention: the hook (validation, dispatch) and the float32 path.
  *
  * out[t][h] = softmax_j(scale * q[t][h] . k[j][h / group]) v[j][h / group], j <= t when
- * causal, group = heads / kv_heads. Both paths are flash-attention style: one program per
+ * causal (and t - W < j with a window W), group = heads / kv_heads. Both paths are
+ * flash-attention style: one program per
  * (query block, head) walks the key blocks (up to the diagonal when causal) and keeps, per
  * query row, a running maximum m, a running sum l and an unnormalised output o:
  *     m' = max(m, max_j s_j),  a = exp(m - m'),  p_j = exp(s_j - m'),
  *     l' = a l + sum_j p_j,    o' = a o + sum_j p_j v_j,    out = o / l at the end.
- * Masked scores are -inf, so their p_j is exactly 0. The first key block always holds key
- * 0, which every query row may see, so m is finite after the first block and exp(m - m')
- * never sees inf - inf; afterwards a block with every key masked for a row leaves that row
- * unchanged (a = 1, p = 0). l >= 1 at the end (the maximum's own term), so out is finite.
+ * Masked scores are -inf, so their p_j is exactly 0. With a sliding window W (key j visible
+ * from row t iff t - W < j <= t) the walk starts at the key block holding the block's first
+ * row's first visible key, and a warp skips key blocks wholly before its rows' windows; a
+ * row may still meet blocks with every key masked before its first visible one, where its
+ * maximum is -inf: the exponentials are then taken against 0 instead (m' = -inf would give
+ * exp(-inf - -inf) = NaN), which leaves the row at l = 0, o = 0. Every row sees its own key,
+ * so l >= 1 at the end (the maximum's own term), and out is finite.
  *
  * float32 path (this file): CUDA cores, float32 throughout, expf; the reference the tensor
  * -core path (attention_mma.cu, bfloat16/float16) is checked against. 8 warps per block,
@@ -38,6 +42,7 @@ struct f32_args {
     int tokens, heads, kv_heads, group;
     float scale;
     int causal;
+    int window; /* 0: none */
 };
 
 template <int D>
@@ -66,6 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_f32_kernel(const f32_ar
     const float *vh = p.v + (int64_t)kvh * D;
     const int row0 = q0 + warp * R;      /* this warp's first row */
     const int key_end = p.causal ? min(q0 + kBlockM, p.tokens) : p.tokens;
+    const int key_begin = p.window > 0 ? max(0, q0 - p.window + 1) / kBlockN * kBlockN : 0;
 
     for (int i = tid; i < kBlockM * D; i += blockDim.x) {
         const int r = i / D, d = i % D, row = q0 + r;
@@ -82,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_f32_kernel(const f32_ar
             o[r][c] = 0.0f;
     }
 
-    for (int n0 = 0; n0 < key_end; n0 += kBlockN) {
+    for (int n0 = key_begin; n0 < key_end; n0 += kBlockN) {
         __syncthreads(); /* the previous block's K and V are no longer read (and Q is stored) */
         for (int i = tid; i < kBlockN * D; i += blockDim.x) {
             const int j = i / D, d = i % D, key = n0 + j;
@@ -97,6 +103,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_f32_kernel(const f32_ar
         __syncthreads();
         if (p.causal && n0 > row0 + R - 1)
             continue; /* every key of this block is after every row of this warp */
+        if (p.window > 0 && n0 + kBlockN <= row0 - p.window + 1)
+            continue; /* ... or before every row's window */
 
         /* Scores: lane j, key n0 + j, against the warp's R rows. */
         float s[R];
@@ -117,15 +125,17 @@ __global__ void __launch_bounds__(kWarps * 32) attention_f32_kernel(const f32_ar
         float pr[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const bool visible = key < p.tokens && (!p.causal || key <= row0 + r);
+            const bool visible = key < p.tokens && (!p.causal || key <= row0 + r) &&
+                                 (p.window <= 0 || key > row0 + r - p.window);
             const float x = visible ? s[r] * p.scale : -INFINITY;
             float mx = x;
 #pragma unroll
             for (int off = 16; off > 0; off /= 2)
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float m_new = fmaxf(m[r], mx); /* finite: see the top of the file */
-            const float alpha = expf(m[r] - m_new);
-            const float pj = expf(x - m_new);
+            const float m_new = fmaxf(m[r], mx);
+            const float m_ref = m_new == -INFINITY ? 0.0f : m_new; /* see the top of the file */
+            const float alpha = expf(m[r] - m_ref);
+            const float pj = expf(x - m_ref);
             float sum = pj;
 #pragma unroll
             for (int off = 16; off > 0; off /= 2)
@@ -218,9 +228,10 @@ int ckpt_cuda_attention(void *ctx, const ckpt_backend_attention *op)
     char what[192];
     int rc;
 
-    snprintf(what, sizeof what, "CUDA attention (tokens=%lld heads=%lld kv_heads=%lld head_dim=%lld, %s, %s)",
+    snprintf(what, sizeof what,
+             "CUDA attention (tokens=%lld heads=%lld kv_heads=%lld head_dim=%lld, %s, window %lld, %s)",
              (long long)op->tokens, (long long)op->heads, (long long)op->kv_heads, (long long)op->head_dim,
-             op->causal ? "causal" : "full", dtype_str(op->compute));
+             op->causal ? "causal" : "full", (long long)op->window, dtype_str(op->compute));
     if (op->compute != CKPT_DTYPE_F32 && op->compute != CKPT_DTYPE_BF16 && op->compute != CKPT_DTYPE_F16)
         return ckpt_cuda_fail(c->host, CKPT_EUNSUPPORTED, "%s: compute dtype %d (float32, bfloat16 or float16 only)",
                               what, (int)op->compute);
@@ -233,6 +244,9 @@ int ckpt_cuda_attention(void *ctx, const ckpt_backend_attention *op)
     if (op->tokens > kMaxTokens || op->heads > kMaxHeads)
         return ckpt_cuda_fail(c->host, CKPT_EUNSUPPORTED, "%s: at most %d tokens and %d heads", what, kMaxTokens,
                               kMaxHeads);
+    if (op->window < 0 || (op->window > 0 && !op->causal))
+        return ckpt_cuda_fail(c->host, CKPT_EINVALID, "%s: window %lld (a positive one with causal masking only)", what,
+                              (long long)op->window);
     if (op->tokens == 0)
         return 0;
     if (!op->q || !op->k || !op->v || !op->out)
@@ -263,6 +277,7 @@ int ckpt_cuda_attention(void *ctx, const ckpt_backend_attention *op)
     p.group = (int)(op->heads / op->kv_heads);
     p.scale = (float)op->scale;
     p.causal = op->causal != 0;
+    p.window = op->window >= op->tokens ? 0 : (int)op->window;
     switch (op->head_dim) {
     case 16: return launch_f32<16>(c, p, what);
     case 32: return launch_f32<32>(c, p, what);

@@ -38,10 +38,15 @@
  * the 4 lanes of a quad (shuffles with xor 1 and 2). l is kept per thread (its columns only)
  * and summed over the quad at the end: every term of a row is scaled by the same factors.
  *
- * Masking. Scores of keys past the last token, or after the row when causal, become -inf,
- * only in key blocks that contain such keys for some row of the warp (the test is uniform
- * per warp). A warp skips a key block whose first key is after its last row (causal): all
- * its scores would be masked, which changes nothing. Rows past the last token are computed
+ * Masking. Scores of keys past the last token, after the row when causal, or at or before
+ * row - W with a sliding window W, become -inf, only in key blocks that contain such keys
+ * for some row of the warp (the test is uniform per warp). A warp skips a key block whose
+ * first key is after its last row (causal), or whose last key is before its first row's
+ * window: all its scores would be masked, which changes nothing. With a window the walk
+ * starts at the block holding the first row's first visible key; a row can still meet a
+ * block with all its keys masked before its first visible one, where its running maximum is
+ * -inf: exponentials are then taken against 0 instead of the maximum (exp2(-inf - -inf)
+ * would be NaN), leaving l = 0 and o = 0 for that row. Rows past the last token are computed
  * on zeros and never stored. */
 #include "cuda_private.h"
 #include "ptx.cuh"
@@ -74,6 +79,7 @@ struct mma_args {
     int tokens, heads, kv_heads, group;
     float scale_log2; /* scale * log2(e) */
     int causal;
+    int window; /* 0: none */
 };
 
 /* The compute type: rounding two floats into one register (lo in the low half, which is the
@@ -148,6 +154,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
     const int wrow0 = q0 + warp * 16; /* this warp's first row */
     const int key_end = p.causal ? min(q0 + kBlockM, p.tokens) : p.tokens;
     const int n_tiles = (key_end + BN - 1) / BN;
+    const int first_tile = p.window > 0 ? max(0, q0 - p.window + 1) / BN : 0;
 
     /* Q, rounded, two values per 32-bit store. */
     const float *qh = p.q + (int64_t)h * D;
@@ -161,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
         }
         *(uint32_t *)(sq + r * S + col) = elem<T>::pack(lo, hi);
     }
-    load_kv<T, D>(p, kh, vh, kv_stride, 0, sk, sv);
+    load_kv<T, D>(p, kh, vh, kv_stride, first_tile, sk + (first_tile & 1) * BN * S, sv + (first_tile & 1) * BN * S);
     ptx::cp_async_commit();
     __syncthreads(); /* Q is in shared memory */
 
@@ -178,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
     for (int ob = 0; ob < OB; ob++)
         o[ob][0] = o[ob][1] = o[ob][2] = o[ob][3] = 0.0f;
 
-    for (int tile = 0; tile < n_tiles; tile++) {
+    for (int tile = first_tile; tile < n_tiles; tile++) {
         const int buf = tile & 1;
         if (tile + 1 < n_tiles) {
             /* The other buffer was last read in the previous iteration, before its final barrier. */
@@ -191,7 +198,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
         __syncthreads(); /* ... and so are every other thread's */
 
         const int n0 = tile * BN;
-        if (!p.causal || n0 <= wrow0 + 15) {
+        if ((!p.causal || n0 <= wrow0 + 15) && (p.window <= 0 || n0 + BN > wrow0 - p.window + 1)) {
             const T *kb = sk + buf * BN * S, *vb = sv + buf * BN * S;
 
             /* S = Q K^T for the warp's 16 rows and the block's BN keys. */
@@ -222,7 +229,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
 
             /* Scale into the log2 domain; mask. Element e of block nb: key n0 + 8nb + 2t4 + (e & 1),
              * row wrow0 + g + 8(e >> 1). */
-            const bool need_mask = n0 + BN > p.tokens || (p.causal && n0 + BN - 1 > wrow0);
+            const bool need_mask = n0 + BN > p.tokens || (p.causal && n0 + BN - 1 > wrow0) ||
+                                   (p.window > 0 && n0 <= wrow0 + 15 - p.window);
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
@@ -230,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
                     float x = s[nb][e] * p.scale_log2;
                     if (need_mask) {
                         const int key = n0 + nb * 8 + 2 * t4 + (e & 1), row = wrow0 + g + 8 * (e >> 1);
-                        if (key >= p.tokens || (p.causal && key > row))
+                        if (key >= p.tokens || (p.causal && key > row) || (p.window > 0 && key <= row - p.window))
                             x = -INFINITY;
                     }
                     s[nb][e] = x;
@@ -244,21 +252,22 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const mma_args 
                 mx[0] = fmaxf(mx[0], fmaxf(s[nb][0], s[nb][1]));
                 mx[1] = fmaxf(mx[1], fmaxf(s[nb][2], s[nb][3]));
             }
-            float alpha[2];
+            float alpha[2], ref[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-                alpha[i] = exp2f(m[i] - mx[i]); /* 0 on the first block: m = -inf, mx finite */
+                ref[i] = mx[i] == -INFINITY ? 0.0f : mx[i]; /* a row with nothing visible yet */
+                alpha[i] = exp2f(m[i] - ref[i]); /* 0 on the row's first visible block: m = -inf */
                 m[i] = mx[i];
                 l[i] *= alpha[i];
             }
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
-                s[nb][0] = exp2f(s[nb][0] - mx[0]);
-                s[nb][1] = exp2f(s[nb][1] - mx[0]);
-                s[nb][2] = exp2f(s[nb][2] - mx[1]);
-                s[nb][3] = exp2f(s[nb][3] - mx[1]);
+                s[nb][0] = exp2f(s[nb][0] - ref[0]);
+                s[nb][1] = exp2f(s[nb][1] - ref[0]);
+                s[nb][2] = exp2f(s[nb][2] - ref[1]);
+                s[nb][3] = exp2f(s[nb][3] - ref[1]);
                 l[0] += s[nb][0] + s[nb][1];
                 l[1] += s[nb][2] + s[nb][3];
             }
@@ -364,6 +373,7 @@ int ckpt_cuda_attention_mma(ckpt_cuda *c, const ckpt_backend_attention *op, cons
     p.group = (int)(op->heads / op->kv_heads);
     p.scale_log2 = (float)(op->scale * 1.4426950408889634074); /* log2(e) */
     p.causal = op->causal != 0;
+    p.window = op->window >= op->tokens ? 0 : (int)op->window;
     if (op->compute == CKPT_DTYPE_BF16)
         return dispatch<__nv_bfloat16>(c, p, op->head_dim, what);
     return dispatch<__half>(c, p, op->head_dim, what);

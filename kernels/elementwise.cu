@@ -165,7 +165,7 @@ __device__ __forceinline__ float activate(float g)
      * 1 + erf(x / sqrt 2) = erfc(-x / sqrt 2), and (1 + tanh z) / 2 = 1 / (1 + e^(-2z)). */
     if (kKind == CKPT_ACT_GELU)
         return 0.5f * g * erfcf(-g * 0.70710678118654752440f);
-    if (kKind == CKPT_ACT_GELU_TANH) {
+    if (kKind == CKPT_ACT_GELU_TANH || kKind == CKPT_ACT_GEGLU_TANH) {
         const float kBeta = 0.79788456080286535588f; /* sqrt(2 / pi) */
         return g / (1.0f + expf(-2.0f * kBeta * (g + 0.044715f * g * g * g)));
     }
@@ -179,7 +179,7 @@ __global__ void act_kernel(int64_t n, const float *gate, const float *up, float 
 {
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
         float v = activate<kKind>(gate[i]);
-        if (kKind == CKPT_ACT_SWIGLU)
+        if (kKind == CKPT_ACT_SWIGLU || kKind == CKPT_ACT_GEGLU_TANH)
             v *= up[i];
         out[i] = v;
     }
@@ -291,7 +291,7 @@ int ckpt_cuda_rope(void *ctx, int64_t tokens, int64_t heads, int64_t head_dim, i
 
 int ckpt_cuda_act(void *ctx, ckpt_act_kind kind, int64_t n, const float *gate, const float *up, float *out)
 {
-    static const char *const names[] = {"swiglu", "gelu", "gelu_tanh", "relu", "silu"};
+    static const char *const names[] = {"swiglu", "gelu", "gelu_tanh", "relu", "silu", "geglu_tanh"};
     ckpt_cuda *c = (ckpt_cuda *)ctx;
     const char *name = (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
     unsigned blocks;
@@ -303,7 +303,7 @@ int ckpt_cuda_act(void *ctx, ckpt_act_kind kind, int64_t n, const float *gate, c
         return ckpt_cuda_fail(c->host, CKPT_EINVALID, "CUDA act (%s, n=%lld): negative size", name, (long long)n);
     if (n == 0)
         return 0;
-    if (!gate || !out || (kind == CKPT_ACT_SWIGLU && !up))
+    if (!gate || !out || ((kind == CKPT_ACT_SWIGLU || kind == CKPT_ACT_GEGLU_TANH) && !up))
         return ckpt_cuda_fail(c->host, CKPT_EINVALID, "CUDA act (%s, n=%lld): missing gate, up or out", name,
                               (long long)n);
     if ((rc = ckpt_cuda_enter(c, "act")) < 0)
@@ -317,6 +317,9 @@ int ckpt_cuda_act(void *ctx, ckpt_act_kind kind, int64_t n, const float *gate, c
         break;
     case CKPT_ACT_RELU: act_kernel<CKPT_ACT_RELU><<<blocks, kThreads, 0, c->stream>>>(n, gate, up, out); break;
     case CKPT_ACT_SILU: act_kernel<CKPT_ACT_SILU><<<blocks, kThreads, 0, c->stream>>>(n, gate, up, out); break;
+    case CKPT_ACT_GEGLU_TANH:
+        act_kernel<CKPT_ACT_GEGLU_TANH><<<blocks, kThreads, 0, c->stream>>>(n, gate, up, out);
+        break;
     }
     return ckpt_cuda_check(c, cudaGetLastError(), "CUDA act (%s, n=%lld): kernel launch", name, (long long)n);
 }

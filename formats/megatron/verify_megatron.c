@@ -80,6 +80,54 @@ static const char *arg_str(const ckpt_value *args, const char *name)
     return v && v->kind == CKPT_VAL_STR ? v->u.str.ptr : NULL;
 }
 
+/* window_size (W - 1, 0): query t sees keys t - W < j <= t (Transformer Engine's causal window
+ * of W - 1 keys before the token); window_attn_skip_freq N: every Nth layer (from 1) attends
+ * fully, a list: 1 where a layer uses the window. */
+static int window_from_args(ckpt_model_builder *b, const ckpt_value *a)
+{
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const ckpt_value *w = arg(a, "window_size"), *skip = arg(a, "window_attn_skip_freq");
+    const char *path = ckpt_model_builder_path(b);
+    unsigned char *flags;
+    size_t i;
+    int rc;
+
+    c->window = 0;
+    if (!w)
+        return 0;
+    if ((w->kind != CKPT_VAL_TUPLE && w->kind != CKPT_VAL_LIST) || w->u.seq.n != 2 ||
+        w->u.seq.items[0]->kind != CKPT_VAL_INT || w->u.seq.items[1]->kind != CKPT_VAL_INT ||
+        w->u.seq.items[0]->u.integer < 0 || w->u.seq.items[0]->u.integer >= INT64_MAX / 2 ||
+        w->u.seq.items[1]->u.integer != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.window_size is not a causal window (W - 1, 0), the one verify runs", path);
+    c->window = w->u.seq.items[0]->u.integer + 1;
+    if (!skip)
+        return 0;
+    if (skip->kind == CKPT_VAL_INT && skip->u.integer >= 1) {
+        c->window_full_every = skip->u.integer;
+        return 0;
+    }
+    if ((skip->kind != CKPT_VAL_LIST && skip->kind != CKPT_VAL_TUPLE) || skip->u.seq.n < 1 ||
+        skip->u.seq.n > (size_t)1 << 20)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.window_attn_skip_freq is neither a positive integer nor a list of 0/1", path);
+    if (!(flags = malloc(skip->u.seq.n)))
+        return ckpt_error_oom();
+    for (i = 0; i < skip->u.seq.n; i++) {
+        const ckpt_value *x = skip->u.seq.items[i];
+        if (x->kind != CKPT_VAL_INT && x->kind != CKPT_VAL_BOOL) {
+            free(flags);
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: args.window_attn_skip_freq[%zu] is not 0 or 1", path, i);
+        }
+        flags[i] = x->kind == CKPT_VAL_INT ? x->u.integer != 0 : x->u.boolean != 0;
+    }
+    rc = ckpt_model_builder_layer_window(b, flags, (int64_t)skip->u.seq.n);
+    free(flags);
+    return rc;
+}
+
 static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
 {
     const ckpt_value *a = ckpt_megatron_args(mg);
@@ -138,7 +186,8 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
     }
     c->qk_norm = arg_bool(a, "qk_layernorm");
     c->tied_embeddings = !arg_bool(a, "untie_embeddings_and_output_weights");
-    return 0;
+    arg_double(a, "softmax_scale", &c->attn_scale);
+    return window_from_args(b, a);
 }
 
 /* ---- tensors ---- */
@@ -192,8 +241,10 @@ static int map_rank(ckpt_model_builder *b, const ckpt_map *map, const ckpt_map_p
     size_t i;
     int rc;
 
-    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0)
+    if ((rc = ckpt_map_apply(map, p, ckpt_model_builder_graph(b), l->in, l->n, NULL, &res)) < 0) {
+        ckpt_error_prefix("%s", ckpt_model_builder_path(b));
         return rc;
+    }
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
         const ckpt_node *node = o->node;

@@ -26,7 +26,8 @@ typedef enum ckpt_act_kind {
     CKPT_ACT_GELU,       /* 0.5 x (1 + erf(x / sqrt 2)): torch's gelu, Megatron's default */
     CKPT_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GPT-2's gelu_new */
     CKPT_ACT_RELU,
-    CKPT_ACT_SILU
+    CKPT_ACT_SILU,
+    CKPT_ACT_GEGLU_TANH  /* gelu_tanh(gate) * up: Gemma's gated MLP (gelu_pytorch_tanh) */
 } ckpt_act_kind;
 
 /* Append-only. */
@@ -55,9 +56,23 @@ typedef struct ckpt_model_config {
     int position;             /* ckpt_position_kind */
     int qk_norm;              /* a norm over each head of q and k before RoPE */
     int tied_embeddings;      /* the output layer is the word embedding table */
+    /* version 2 */
+    int64_t window;           /* sliding-window attention: query t sees keys j with t - window < j <= t; 0: none */
+    int64_t window_full_every; /* N > 0: layer i (from 0) attends to every earlier key when (i + 1) % N == 0
+                                  (Megatron's window_attn_skip_freq N); 0: the window on every layer */
+    const unsigned char *layer_window; /* num_layers flags, 1 where the layer uses the window (HF layer_types);
+                                          NULL: by window_full_every. A model's config points into the model */
+    double rope_theta_local;  /* RoPE base of the windowed layers, which are not scaled; NaN: they use
+                                 rope_theta and its scaling like every layer */
+    double rope_linear_factor; /* positions divided by this on the layers of rope_theta (HF "linear"); 1: none */
+    double attn_scale;        /* softmax scale; NaN: 1 / sqrt(head_dim) */
+    double embed_scale;       /* word embeddings times this, rounded to the weights' type (Gemma: sqrt(hidden));
+                                 0: none */
+    int sandwich_norms;       /* attn_post_norm and mlp_post_norm on the attention and MLP outputs before
+                                 they join the residual stream (Gemma 2 and 3) */
 } ckpt_model_config;
 
-#define CKPT_MODEL_CONFIG_VERSION 1
+#define CKPT_MODEL_CONFIG_VERSION 2
 /* Everything "not given". */
 CKPT_EXTERN(void) ckpt_model_config_unset(ckpt_model_config *c);
 
@@ -74,7 +89,7 @@ typedef struct ckpt_model_options {
     int64_t iteration;           /* Megatron iteration; -1: the tracker's */
 } ckpt_model_options;
 
-#define CKPT_MODEL_OPTIONS_VERSION 1
+#define CKPT_MODEL_OPTIONS_VERSION 2
 /* Fills defaults (overrides unset, iteration -1). */
 CKPT_EXTERN(void) ckpt_model_options_init(ckpt_model_options *o);
 

@@ -51,23 +51,25 @@ static void axpy(float *y, float a, const float *x, int64_t n)
 static void one_row(const ckpt_backend_attention *op, int64_t t, int64_t h, float *scores, float *acc)
 {
     int64_t d = op->head_dim, group = op->heads / op->kv_heads, kvh = h / group;
-    int64_t visible = op->causal ? t + 1 : op->tokens, j;
+    int64_t visible = op->causal ? t + 1 : op->tokens, first = 0, j;
     const float *q = op->q + (t * op->heads + h) * d;
     float *out = op->out + (t * op->heads + h) * d;
     float scale = (float)op->scale, max = -INFINITY;
     double sum = 0.0;
 
-    for (j = 0; j < visible; j++) {
+    if (op->causal && op->window > 0 && t >= op->window)
+        first = t - op->window + 1;
+    for (j = first; j < visible; j++) {
         scores[j] = scale * dot(q, op->k + (j * op->kv_heads + kvh) * d, d);
         if (scores[j] > max)
             max = scores[j];
     }
-    for (j = 0; j < visible; j++) {
+    for (j = first; j < visible; j++) {
         scores[j] = expf(scores[j] - max);
         sum += scores[j];
     }
     memset(acc, 0, (size_t)d * sizeof *acc);
-    for (j = 0; j < visible; j++)
+    for (j = first; j < visible; j++)
         axpy(acc, scores[j], op->v + (j * op->kv_heads + kvh) * d, d);
     for (j = 0; j < d; j++)
         out[j] = (float)(acc[j] / sum);
@@ -82,6 +84,9 @@ int ckpt_cpu__attention(void *ctx, const ckpt_backend_attention *op)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_BACKEND,
                                "cpu attention: %lld heads do not share %lld KV heads evenly", (long long)op->heads,
                                (long long)op->kv_heads);
+    if (op->window < 0 || (op->window > 0 && !op->causal))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_BACKEND, "cpu attention: window %lld%s",
+                               (long long)op->window, op->window > 0 ? " without causal masking" : "");
     (void)threads;
 #ifdef CKPT_HAVE_OPENMP
 #pragma omp parallel num_threads(threads) reduction(| : failed)

@@ -150,7 +150,8 @@ static float act_one(ckpt_act_kind kind, float g)
     case CKPT_ACT_SWIGLU:
     case CKPT_ACT_SILU: return (float)(x / (1.0 + exp(-x)));
     case CKPT_ACT_GELU: return (float)(0.5 * x * (1.0 + erf(x / sqrt(2.0))));
-    case CKPT_ACT_GELU_TANH: return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    case CKPT_ACT_GELU_TANH:
+    case CKPT_ACT_GEGLU_TANH: return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
     case CKPT_ACT_RELU: return g > 0.0f ? g : 0.0f;
     }
     return g;
@@ -158,19 +159,19 @@ static float act_one(ckpt_act_kind kind, float g)
 
 static int cpu_act(void *ctx, ckpt_act_kind kind, int64_t n, const float *gate, const float *up, float *out)
 {
-    int threads = ckpt_cpu__threads(ctx);
+    int threads = ckpt_cpu__threads(ctx), gated = kind == CKPT_ACT_SWIGLU || kind == CKPT_ACT_GEGLU_TANH;
     int64_t i;
 
     (void)threads;
-    if (kind > CKPT_ACT_SILU || (kind == CKPT_ACT_SWIGLU && !up))
+    if (kind > CKPT_ACT_GEGLU_TANH || (gated && !up))
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_BACKEND, "cpu act: kind %d%s", (int)kind,
-                               kind == CKPT_ACT_SWIGLU ? " without its up half" : " is unknown");
+                               gated ? " without its up half" : " is unknown");
 #ifdef CKPT_HAVE_OPENMP
 #pragma omp parallel for num_threads(threads) schedule(static)
 #endif
     for (i = 0; i < n; i++) {
         float a = act_one(kind, gate[i]);
-        out[i] = kind == CKPT_ACT_SWIGLU ? a * up[i] : a;
+        out[i] = gated ? a * up[i] : a;
     }
     return 0;
 }

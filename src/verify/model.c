@@ -20,12 +20,13 @@ static const char *const layer_suffixes[] = {
     "attn_norm.weight", "attn_norm.bias", "attn.q.weight", "attn.q.bias", "attn.k.weight", "attn.k.bias",
     "attn.v.weight", "attn.v.bias", "attn.q_norm.weight", "attn.q_norm.bias", "attn.k_norm.weight",
     "attn.k_norm.bias", "attn.o.weight", "attn.o.bias", "mlp_norm.weight", "mlp_norm.bias", "mlp.fc1.weight",
-    "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias",
+    "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias", "attn_post_norm.weight", "attn_post_norm.bias",
+    "mlp_post_norm.weight", "mlp_post_norm.bias",
 };
 
 /* The layer index of a canonical layer name (-1 for a model-level name); -2 when the name is
  * not in the scheme. */
-static int64_t canonical_layer(const char *name)
+int64_t ckpt_model__canonical_layer(const char *name)
 {
     size_t i;
     int64_t layer = 0;
@@ -59,6 +60,10 @@ void ckpt_model_config_unset(ckpt_model_config *c)
     c->rope_low_freq_factor = c->rope_high_freq_factor = NAN;
     c->rope_interleaved = c->norm = c->norm_weight_plus_one = c->act = c->position = -1;
     c->qk_norm = c->tied_embeddings = -1;
+    c->window = c->window_full_every = -1;
+    c->layer_window = NULL;
+    c->rope_theta_local = c->rope_linear_factor = c->attn_scale = c->embed_scale = NAN;
+    c->sandwich_norms = -1;
 }
 
 void ckpt_model_options_init(ckpt_model_options *o)
@@ -124,6 +129,26 @@ int ckpt_model_builder_config_source(ckpt_model_builder *b, const char *where)
     return 0;
 }
 
+int ckpt_model__set_layer_window(ckpt_model *m, const unsigned char *windowed, int64_t n)
+{
+    unsigned char *copy;
+
+    if (n < 1 || n > (int64_t)1 << 20)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: a window flag for %lld layers", m->path,
+                               (long long)n);
+    if (!(copy = ckpt_arena_alloc(m->arena, (size_t)n)))
+        return ckpt_error_oom();
+    memcpy(copy, windowed, (size_t)n);
+    m->cfg.layer_window = copy;
+    m->n_layer_window = n;
+    return 0;
+}
+
+int ckpt_model_builder_layer_window(ckpt_model_builder *b, const unsigned char *windowed, int64_t n)
+{
+    return ckpt_model__set_layer_window(b->m, windowed, n);
+}
+
 int ckpt_model_builder_kind(ckpt_model_builder *b, const char *fmt, ...)
 {
     va_list ap;
@@ -184,7 +209,7 @@ int ckpt_model_builder_add(ckpt_model_builder *b, int rank, const char *name, co
     if (rank < 0 || rank >= m->ranks)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: tensor %s for rank %d of %d", m->path, name,
                                rank, m->ranks);
-    if (canonical_layer(name) == -2)
+    if (ckpt_model__canonical_layer(name) == -2)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                "%s: tensor %s is not part of a decoder model verify can run", m->path, name);
     r = &m->rank[rank];
@@ -208,7 +233,7 @@ int ckpt_model_builder_add_mapped(ckpt_model_builder *b, int rank, const ckpt_ma
         return rc;
     for (i = 0; i < ckpt_map_result_count(res) && rc == 0; i++) {
         const ckpt_map_output *o = ckpt_map_result_at(res, i);
-        if (canonical_layer(o->name) == -2)
+        if (ckpt_model__canonical_layer(o->name) == -2)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                  "%s: tensor %s is left unread by map %s (not a part of the decoder it knows)",
                                  b->m->path, o->name, ckpt_map_name(map));
@@ -262,7 +287,7 @@ static int index_tensors(ckpt_model *m)
     if (!(m->layers = malloc((m->rank[0].n + 1) * sizeof *m->layers)))
         return ckpt_error_oom();
     for (i = 0, n = 0; i < m->rank[0].n; i++) {
-        int64_t l = canonical_layer(m->rank[0].t[i].name);
+        int64_t l = ckpt_model__canonical_layer(m->rank[0].t[i].name);
         if (l >= 0)
             m->layers[n++] = l;
     }
@@ -282,7 +307,7 @@ static int open_with(ckpt_model *m, const ckpt_model_source_vtable *src, const c
     if ((rc = src->open(&b)) < 0)
         return rc;
     if ((rc = index_tensors(m)) < 0 || (rc = ckpt_model__model_parts(m)) < 0 ||
-        (rc = ckpt_model__finish_config(m, &opts->overrides)) < 0)
+        (rc = ckpt_model__finish_config(m, &opts->overrides)) < 0 || (rc = ckpt_model__check_unused(m)) < 0)
         return rc;
     return opts->merge_tp ? ckpt_model__merge_ranks(m) : 0;
 }
@@ -302,9 +327,11 @@ int ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options
         ckpt_model_options_init(&defaults);
         opts = &defaults;
     }
-    if (opts->version < 1 || opts->version > CKPT_MODEL_OPTIONS_VERSION)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "model options version %u is not known",
-                               opts->version);
+    /* version 2 grew the config the options hold, so a version 1 caller's fields are elsewhere */
+    if (opts->version != CKPT_MODEL_OPTIONS_VERSION)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "model options version %u is not this library's %u (rebuild against its headers)",
+                               opts->version, (unsigned)CKPT_MODEL_OPTIONS_VERSION);
     if (stat(path, &st) != 0)
         return ckpt_error_setc(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_OS, "%s: %s", path,
                                strerror(errno));

@@ -12,10 +12,10 @@
 #define SET_INT(dst, src) ((src) >= 0 ? ((dst) = (src), 1) : 0)
 #define SET_DBL(dst, src) (!isnan(src) ? ((dst) = (src), 1) : 0)
 
-static void apply_overrides(ckpt_model *m, const ckpt_model_config *o)
+static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
 {
     ckpt_model_config *c = &m->cfg;
-    int n = 0;
+    int n = 0, rc;
 
     n += SET_INT(c->num_layers, o->num_layers);
     n += SET_INT(c->hidden_size, o->hidden_size);
@@ -38,8 +38,25 @@ static void apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     n += SET_INT(c->position, o->position);
     n += SET_INT(c->qk_norm, o->qk_norm);
     n += SET_INT(c->tied_embeddings, o->tied_embeddings);
+    n += SET_INT(c->window, o->window);
+    n += SET_INT(c->window_full_every, o->window_full_every);
+    n += SET_DBL(c->rope_theta_local, o->rope_theta_local);
+    n += SET_DBL(c->rope_linear_factor, o->rope_linear_factor);
+    n += SET_DBL(c->attn_scale, o->attn_scale);
+    n += SET_DBL(c->embed_scale, o->embed_scale);
+    n += SET_INT(c->sandwich_norms, o->sandwich_norms);
+    if (o->layer_window) {
+        /* the caller's flags are for the layers the config (or its override) counts */
+        if (c->num_layers < 1)
+            return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                                   "%s: per-layer window flags given, but not the number of layers", m->path);
+        if ((rc = ckpt_model__set_layer_window(m, o->layer_window, c->num_layers)) < 0)
+            return rc;
+        n++;
+    }
     if (n)
         ckpt_model__note(m, "%d configuration value%s given by the caller", n, n == 1 ? "" : "s");
+    return 0;
 }
 
 /* What the tensors say about values the files left out. */
@@ -103,6 +120,18 @@ static void defaults(ckpt_model *m)
         c->tied_embeddings = !m->output && m->embed && m->final_w;
     if (c->num_layers < 0)
         c->num_layers = (int64_t)m->n_layers;
+    if (c->window < 0)
+        c->window = 0;
+    if (c->window_full_every < 0)
+        c->window_full_every = 0;
+    if (isnan(c->rope_linear_factor))
+        c->rope_linear_factor = 1.0;
+    if (isnan(c->attn_scale) && c->head_dim > 0)
+        c->attn_scale = 1.0 / sqrt((double)c->head_dim);
+    if (isnan(c->embed_scale))
+        c->embed_scale = 0.0;
+    if (c->sandwich_norms < 0)
+        c->sandwich_norms = 0;
 }
 
 static int missing(const ckpt_model *m)
@@ -140,7 +169,7 @@ static int check(const ckpt_model *m)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
                                "%s: %lld attention heads do not share %lld KV heads evenly", m->path,
                                (long long)c->num_heads, (long long)c->num_kv_heads);
-    if (c->norm > CKPT_NORM_LAYER || c->act > CKPT_ACT_SILU || c->position > CKPT_POSITION_NONE)
+    if (c->norm > CKPT_NORM_LAYER || c->act > CKPT_ACT_GEGLU_TANH || c->position > CKPT_POSITION_NONE)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: unknown norm, activation or position kind",
                                m->path);
     if (c->position == CKPT_POSITION_ROPE && (rotary != (double)(int64_t)rotary || (int64_t)rotary % 2 ||
@@ -155,6 +184,16 @@ static int check(const ckpt_model *m)
                                "%s: RoPE scaling by %g needs rope_low_freq_factor < rope_high_freq_factor and "
                                "rope_original_max_positions",
                                m->path, c->rope_scaling_factor);
+    if (c->window < 0 || c->window_full_every < 0 || !(c->rope_linear_factor > 0) || !(c->attn_scale > 0) ||
+        !(c->embed_scale >= 0) || (!isnan(c->rope_theta_local) && !(c->rope_theta_local > 0)))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: window %lld, full attention every %lld layers, RoPE linear factor %g, local base %g, "
+                               "attention scale %g or embedding scale %g out of range",
+                               m->path, (long long)c->window, (long long)c->window_full_every, c->rope_linear_factor,
+                               c->rope_theta_local, c->attn_scale, c->embed_scale);
+    if (c->layer_window && m->n_layer_window != c->num_layers)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: window flags for %lld layers, but %lld layers",
+                               m->path, (long long)m->n_layer_window, (long long)c->num_layers);
     if (c->position == CKPT_POSITION_LEARNED && m->embed && !m->pos_embed)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                "%s: learned position embeddings, but no position table beside the word embeddings",
@@ -162,11 +201,23 @@ static int check(const ckpt_model *m)
     return 0;
 }
 
+int ckpt_model__layer_windowed(const ckpt_model *m, int64_t L)
+{
+    const ckpt_model_config *c = &m->cfg;
+
+    if (c->window <= 0)
+        return 0;
+    if (c->layer_window)
+        return L >= 0 && L < m->n_layer_window && c->layer_window[L];
+    return c->window_full_every <= 0 || (L + 1) % c->window_full_every != 0;
+}
+
 int ckpt_model__finish_config(ckpt_model *m, const ckpt_model_config *overrides)
 {
     int rc;
 
-    apply_overrides(m, overrides);
+    if ((rc = apply_overrides(m, overrides)) < 0)
+        return rc;
     infer_from_tensors(m);
     defaults(m);
     if ((rc = missing(m)) < 0 || (rc = check(m)) < 0)

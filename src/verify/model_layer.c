@@ -92,6 +92,12 @@ static int norms(const ckpt_model *m, int r, int64_t L, vrank *v)
         (rc = need(m, r, L, "mlp_norm.weight", 1, c->hidden_size, &v->mlp_norm_w)) < 0 ||
         (rc = optional_vector(m, r, L, "mlp_norm.bias", c->hidden_size, &v->mlp_norm_b)) < 0)
         return rc;
+    if (c->sandwich_norms &&
+        ((rc = need(m, r, L, "attn_post_norm.weight", 1, c->hidden_size, &v->attn_post_w)) < 0 ||
+         (rc = optional_vector(m, r, L, "attn_post_norm.bias", c->hidden_size, &v->attn_post_b)) < 0 ||
+         (rc = need(m, r, L, "mlp_post_norm.weight", 1, c->hidden_size, &v->mlp_post_w)) < 0 ||
+         (rc = optional_vector(m, r, L, "mlp_post_norm.bias", c->hidden_size, &v->mlp_post_b)) < 0))
+        return rc;
     if (!c->qk_norm)
         return 0;
     if ((rc = need(m, r, L, "attn.q_norm.weight", 1, c->head_dim, &v->q_norm_w)) < 0 ||
@@ -139,7 +145,7 @@ static int attention(const ckpt_model *m, int r, int64_t L, vrank *v)
 static int mlp(ckpt_model *m, int r, int64_t L, vrank *v)
 {
     const ckpt_model_config *c = &m->cfg;
-    int gated = c->act == CKPT_ACT_SWIGLU;
+    int gated = c->act == CKPT_ACT_SWIGLU || c->act == CKPT_ACT_GEGLU_TANH;
     const ckpt_node *fc1, *b1;
     char expected[96];
     int64_t rows;

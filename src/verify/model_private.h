@@ -41,6 +41,7 @@ struct ckpt_model {
     size_t n_keep, cap_keep;
     char **notes;
     size_t n_notes;
+    int64_t n_layer_window; /* flags cfg.layer_window points to (in the arena) */
     int64_t *layers; /* sorted global indices */
     size_t n_layers;
     ckpt_dtype dtype;
@@ -56,6 +57,7 @@ struct ckpt_model_builder {
  * and up halves. */
 typedef struct vrank {
     const ckpt_node *attn_norm_w, *attn_norm_b, *mlp_norm_w, *mlp_norm_b;
+    const ckpt_node *attn_post_w, *attn_post_b, *mlp_post_w, *mlp_post_b; /* sandwich norms */
     const ckpt_node *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
     const ckpt_node *q, *k, *v, *bq, *bk, *bv, *o;
     const ckpt_node *gate, *up, *bgate, *bup, *fc2; /* not gated: gate is fc1, up NULL */
@@ -69,6 +71,15 @@ typedef struct vlayer {
     vrank *rank;
 } vlayer;
 
+/* The layer index of a canonical layer name (-1 for a model-level name); -2 when the name is
+ * not in the scheme (model.c). */
+int64_t ckpt_model__canonical_layer(const char *name);
+/* cfg.layer_window from n flags, copied into the model. */
+int ckpt_model__set_layer_window(ckpt_model *m, const unsigned char *windowed, int64_t n);
+/* Whether layer L attends through the sliding window (model_config.c). */
+int ckpt_model__layer_windowed(const ckpt_model *m, int64_t L);
+/* CKPT_EFORMAT naming the tensors the model holds but its config does not run (model_unused.c). */
+int ckpt_model__check_unused(const ckpt_model *m);
 /* The canonical tensor `name` of rank r, or NULL. */
 const ckpt_node *ckpt_model__find(const ckpt_model *m, int r, const char *name);
 /* Layer `index`'s weights, checked against the config (model_layer.c). Free with

@@ -142,7 +142,7 @@ static int upload(run_ctx *r, upload_job *jobs, size_t n)
 }
 
 typedef struct rank_weights {
-    void *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qn_w, *qn_b, *kn_w, *kn_b;
+    void *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qn_w, *qn_b, *kn_w, *kn_b, *post1_w, *post1_b, *post2_w, *post2_b;
     void *q, *k, *v, *bq, *bk, *bv, *o, *gate, *up, *bgate, *bup, *fc2;
 } rank_weights;
 
@@ -162,7 +162,7 @@ static int upload_layer(run_ctx *r, const ckpt_model *m, const vlayer *l, rank_w
 {
     int p1 = m->cfg.norm_weight_plus_one, rank, rc;
     ckpt_dtype wt = r->wdtype, f32 = CKPT_DTYPE_F32;
-    upload_job *jobs = calloc((size_t)l->n_ranks * 20 + 2, sizeof *jobs);
+    upload_job *jobs = calloc((size_t)l->n_ranks * 24 + 2, sizeof *jobs);
     size_t n = 0;
 
     if (!jobs)
@@ -179,6 +179,10 @@ static int upload_layer(run_ctx *r, const ckpt_model *m, const vlayer *l, rank_w
         JOB(v->q_norm_b, f32, &x->qn_b, 0);
         JOB(v->k_norm_w, f32, &x->kn_w, p1);
         JOB(v->k_norm_b, f32, &x->kn_b, 0);
+        JOB(v->attn_post_w, f32, &x->post1_w, p1);
+        JOB(v->attn_post_b, f32, &x->post1_b, 0);
+        JOB(v->mlp_post_w, f32, &x->post2_w, p1);
+        JOB(v->mlp_post_b, f32, &x->post2_b, 0);
         JOB(v->q, wt, &x->q, 0);
         JOB(v->k, wt, &x->k, 0);
         JOB(v->v, wt, &x->v, 0);
@@ -241,13 +245,16 @@ static int alloc_acts(run_ctx *r, const ckpt_model *m, const vlayer *l, acts *s)
     return rc;
 }
 
-static int attention_part(run_ctx *r, const ckpt_model *m, const vrank *v, const rank_weights *w, const float *x,
-                          const void *bo, int first, acts *s)
+static int attention_part(run_ctx *r, const ckpt_model *m, const vlayer *l, int rank, const rank_weights *w,
+                          const float *x, const void *bo, acts *s)
 {
     const ckpt_model_config *c = &m->cfg;
+    const vrank *v = &l->rank[rank];
     int64_t T = r->tokens, H = c->hidden_size, d = c->head_dim, nq = v->heads * d, nkv = v->kv_heads * d;
-    ckpt_backend_attention at = { T, v->heads, v->kv_heads, d, s->q, s->k, s->v, s->a, 1.0 / sqrt((double)d), 1,
-                                  r->wdtype };
+    int windowed = ckpt_model__layer_windowed(m, l->index), first = rank == 0;
+    const float *cs = windowed ? r->cos_local : r->cos, *sn = windowed ? r->sin_local : r->sin;
+    ckpt_backend_attention at = { T, v->heads, v->kv_heads, d, s->q, s->k, s->v, s->a, c->attn_scale, 1,
+                                  r->wdtype, windowed ? c->window : 0 };
     int rc;
 
     if ((rc = norm(r, m, T, H, x, w->ln1_w, w->ln1_b, s->h1)) < 0 ||
@@ -259,8 +266,8 @@ static int attention_part(run_ctx *r, const ckpt_model *m, const vrank *v, const
                        (rc = norm(r, m, T * v->kv_heads, d, s->k, w->kn_w, w->kn_b, s->k)) < 0))
         return rc;
     if (c->position == CKPT_POSITION_ROPE &&
-        ((rc = r->vt->rope(r->ctx, T, v->heads, d, r->rotary_dim, s->q, r->cos, r->sin, c->rope_interleaved)) < 0 ||
-         (rc = r->vt->rope(r->ctx, T, v->kv_heads, d, r->rotary_dim, s->k, r->cos, r->sin, c->rope_interleaved)) < 0))
+        ((rc = r->vt->rope(r->ctx, T, v->heads, d, r->rotary_dim, s->q, cs, sn, c->rope_interleaved)) < 0 ||
+         (rc = r->vt->rope(r->ctx, T, v->kv_heads, d, r->rotary_dim, s->k, cs, sn, c->rope_interleaved)) < 0))
         return rc;
     if ((rc = r->vt->attention(r->ctx, &at)) < 0)
         return rc;
@@ -308,11 +315,16 @@ int ckpt_run__layer(run_ctx *r, const ckpt_model *m, const vlayer *l, const floa
     if (rc == 0)
         rc = alloc_acts(r, m, l, &s);
     for (i = 0; i < l->n_ranks && rc == 0; i++)
-        rc = attention_part(r, m, &l->rank[i], &w[i], x, bo, i == 0, &s);
+        rc = attention_part(r, m, l, i, &w[i], x, bo, &s);
+    /* Sandwich norms act on the whole (summed) output; every rank would compute the same */
+    if (rc == 0 && m->cfg.sandwich_norms)
+        rc = norm(r, m, r->tokens, m->cfg.hidden_size, s.attn, w[0].post1_w, w[0].post1_b, s.attn);
     if (rc == 0)
         rc = r->vt->add(r->ctx, n, x, s.attn, s.res);
     for (i = 0; i < l->n_ranks && rc == 0; i++)
         rc = mlp_part(r, m, &l->rank[i], &w[i], bfc2, i == 0, &s);
+    if (rc == 0 && m->cfg.sandwich_norms)
+        rc = norm(r, m, r->tokens, m->cfg.hidden_size, s.mlp, w[0].post2_w, w[0].post2_b, s.mlp);
     if (rc == 0)
         rc = r->vt->add(r->ctx, n, s.attn, s.mlp, delta);
     if (rc == 0 && out)

@@ -9,12 +9,18 @@
 #include <string.h>
 
 /* Inverse frequencies as LLaMA and Megatron compute them (base^(-2i/d) in float32), with
- * Llama 3's scaling of the long wavelengths when the config asks for it. */
-static float inv_freq(const ckpt_model_config *c, int64_t i, int64_t rotary_dim)
+ * Llama 3's scaling of the long wavelengths and linear scaling (positions / factor) when the
+ * config asks for them; windowed layers with a base of their own are not scaled. */
+static float inv_freq(const ckpt_model_config *c, int local, int64_t i, int64_t rotary_dim)
 {
-    float f = (float)(1.0 / pow(c->rope_theta, (double)(float)(2 * i) / (double)rotary_dim));
+    double base = local ? c->rope_theta_local : c->rope_theta;
+    float f = (float)(1.0 / pow(base, (double)(float)(2 * i) / (double)rotary_dim));
     double wavelen, low, high, smooth, scaled;
 
+    if (local)
+        return f;
+    if (c->rope_linear_factor != 1.0)
+        f = (float)(f / c->rope_linear_factor);
     if (c->rope_scaling_factor == 1.0)
         return f;
     wavelen = 2.0 * M_PI / f;
@@ -30,43 +36,55 @@ static float inv_freq(const ckpt_model_config *c, int64_t i, int64_t rotary_dim)
     return (float)scaled;
 }
 
-int ckpt_run__rope(run_ctx *r, const ckpt_model *m)
+static int rope_table(run_ctx *r, const ckpt_model_config *c, int local, float **cos_out, float **sin_out)
 {
-    const ckpt_model_config *c = &m->cfg;
-    int64_t half, t, i;
-    float *cs, *sn;
+    int64_t half = r->rotary_dim / 2, t, i;
+    size_t bytes = (size_t)(r->tokens * half) * sizeof(float);
+    float *cs = malloc(bytes ? bytes : 1), *sn = malloc(bytes ? bytes : 1);
     int rc;
 
-    r->cos = r->sin = NULL;
-    if (c->position != CKPT_POSITION_ROPE)
-        return 0;
-    r->rotary_dim = (int64_t)((double)c->head_dim * c->rotary_percent);
-    half = r->rotary_dim / 2;
-    cs = malloc((size_t)(r->tokens * half) * sizeof *cs);
-    sn = malloc((size_t)(r->tokens * half) * sizeof *sn);
     if (!cs || !sn) {
         free(cs);
         free(sn);
         return ckpt_error_oom();
     }
     for (i = 0; i < half; i++) {
-        float f = inv_freq(c, i, r->rotary_dim);
+        float f = inv_freq(c, local, i, r->rotary_dim);
         for (t = 0; t < r->tokens; t++) {
             float angle = (float)t * f;
             cs[t * half + i] = (float)cos((double)angle);
             sn[t * half + i] = (float)sin((double)angle);
         }
     }
-    rc = ckpt_run__alloc(r, (size_t)(r->tokens * half) * sizeof(float), (void **)&r->cos);
+    rc = ckpt_run__alloc(r, bytes, (void **)cos_out);
     if (rc == 0)
-        rc = ckpt_run__alloc(r, (size_t)(r->tokens * half) * sizeof(float), (void **)&r->sin);
+        rc = ckpt_run__alloc(r, bytes, (void **)sin_out);
     if (rc == 0)
-        rc = r->vt->upload(r->ctx, r->cos, cs, (size_t)(r->tokens * half) * sizeof(float));
+        rc = r->vt->upload(r->ctx, *cos_out, cs, bytes);
     if (rc == 0)
-        rc = r->vt->upload(r->ctx, r->sin, sn, (size_t)(r->tokens * half) * sizeof(float));
+        rc = r->vt->upload(r->ctx, *sin_out, sn, bytes);
     free(cs);
     free(sn);
     return rc;
+}
+
+int ckpt_run__rope(run_ctx *r, const ckpt_model *m)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int rc;
+
+    r->cos = r->sin = r->cos_local = r->sin_local = NULL;
+    if (c->position != CKPT_POSITION_ROPE)
+        return 0;
+    r->rotary_dim = (int64_t)((double)c->head_dim * c->rotary_percent);
+    if ((rc = rope_table(r, c, 0, &r->cos, &r->sin)) < 0)
+        return rc;
+    if (isnan(c->rope_theta_local) || c->window <= 0) {
+        r->cos_local = r->cos;
+        r->sin_local = r->sin;
+        return 0;
+    }
+    return rope_table(r, c, 1, &r->cos_local, &r->sin_local);
 }
 
 /* Row `row` of a [rows, cols] table as float32, by way of r->wdtype (so that a more precise
@@ -80,6 +98,21 @@ static int table_row(run_ctx *r, const ckpt_node *table, int64_t row, int64_t co
     if ((rc = ckpt_node_read(table, row * cols, cols, r->wdtype, tmp)) < 0)
         return rc;
     return ckpt_dtype_convert(CKPT_DTYPE_F32, dst, r->wdtype, tmp, (size_t)cols);
+}
+
+/* Gemma's embeddings times sqrt(hidden): the factor rounded to the weights' type, the products
+ * too, as torch multiplies a bfloat16 table by a bfloat16 scalar. */
+static int scale_embeddings(run_ctx *r, double scale, float *x, int64_t n)
+{
+    float f = (float)scale;
+    int64_t i;
+    int rc;
+
+    if ((rc = ckpt_run__round_f32(r, &f, 1, 0)) < 0)
+        return rc;
+    for (i = 0; i < n; i++)
+        x[i] *= f;
+    return ckpt_run__round_f32(r, x, n, 0);
 }
 
 int ckpt_run__embed(run_ctx *r, const ckpt_model *m, const int32_t *ids, float *out)
@@ -96,6 +129,8 @@ int ckpt_run__embed(run_ctx *r, const ckpt_model *m, const int32_t *ids, float *
         rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no word embeddings", m->path);
     for (t = 0; t < T && rc == 0; t++) {
         rc = table_row(r, m->embed, ids[t], H, host + t * H, tmp);
+        if (rc == 0 && m->cfg.embed_scale > 0)
+            rc = scale_embeddings(r, m->cfg.embed_scale, host + t * H, H);
         if (rc == 0 && m->cfg.position == CKPT_POSITION_LEARNED) {
             if (t >= ckpt_node_shape(m->pos_embed)[0])
                 rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,

@@ -18,6 +18,7 @@ typedef struct run_ctx {
     ckpt_dtype wdtype;       /* linear weights and vocabulary tables are run in this type */
     int64_t rotary_dim;
     float *cos, *sin;        /* device, tokens x rotary_dim/2, for the model being run */
+    float *cos_local, *sin_local; /* the same for its windowed layers (rope_theta_local); else cos, sin */
     void *live[64];          /* device buffers, released last-in first-out */
     size_t n_live;
     void *scratch[12];       /* activation buffers kept from layer to layer, grown on demand */
@@ -36,7 +37,8 @@ void ckpt_run__release_all(run_ctx *r);
  * model's other weights are, then 1 added when the config stores norm weights minus one. */
 int ckpt_run__round_f32(const run_ctx *r, float *v, int64_t n, int plus_one);
 /* The RoPE cos/sin tables of model m for r->tokens positions (nothing for other position
- * kinds); they stay until the buffers allocated before them are released. */
+ * kinds), a second pair for windowed layers of their own base; they stay until the buffers
+ * allocated before them are released. */
 int ckpt_run__rope(run_ctx *r, const ckpt_model *m);
 /* delta = layer(x) - x, computed as what the layer adds to the residual stream; out = x +
  * delta when out is not NULL. x, delta, out: device, tokens x hidden. */

@@ -176,6 +176,7 @@ static int precisions(const ckpt_model *a, const ckpt_model *b, const ckpt_verif
 static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
 {
     const ckpt_model_config *x = ckpt_model_config_of(a), *y = ckpt_model_config_of(b);
+    int64_t L;
     int rc = 0;
 
 #define DIFF_I(f)                                                                                       \
@@ -201,6 +202,18 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
     DIFF_I(position);
     DIFF_I(qk_norm);
     DIFF_I(tied_embeddings);
+    DIFF_I(window);
+    DIFF_D(rope_theta_local);
+    DIFF_D(rope_linear_factor);
+    DIFF_D(attn_scale);
+    DIFF_D(embed_scale);
+    DIFF_I(sandwich_norms);
+    for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
+        if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
+            rc = note(r, "the configs differ: layer %lld uses the window in %s only", (long long)L,
+                      ckpt_model__layer_windowed(a, L) ? "A" : "B");
+            break;
+        }
 #undef DIFF_I
 #undef DIFF_D
     return rc;

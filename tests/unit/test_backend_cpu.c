@@ -101,19 +101,22 @@ static void ref_attention(const ckpt_backend_attention *a, double *out)
     for (t = 0; t < a->tokens; t++)
         for (h = 0; h < a->heads; h++) {
             int64_t vis = a->causal ? t + 1 : a->tokens, kv = h / g;
+            int64_t first = a->window > 0 && t >= a->window ? t - a->window + 1 : 0;
             double mx = -INFINITY, sum = 0;
-            for (j = 0; j < vis; j++) {
+            for (j = 0; j < first; j++)
+                s[j] = 0;
+            for (j = first; j < vis; j++) {
                 double dot = 0;
                 for (c = 0; c < d; c++)
                     dot += (double)a->q[(t * a->heads + h) * d + c] * a->k[(j * a->kv_heads + kv) * d + c];
                 s[j] = dot * a->scale;
                 mx = fmax(mx, s[j]);
             }
-            for (j = 0; j < vis; j++)
+            for (j = first; j < vis; j++)
                 sum += (s[j] = exp(s[j] - mx));
             for (c = 0; c < d; c++) {
                 double o = 0;
-                for (j = 0; j < vis; j++)
+                for (j = first; j < vis; j++)
                     o += s[j] * a->v[(j * a->kv_heads + kv) * d + c];
                 out[(t * a->heads + h) * d + c] = o / sum;
             }
@@ -134,7 +137,7 @@ CKPT_TEST(test_backend_cpu_attention)
             int64_t T = cases[c][0], H = cases[c][1], KV = cases[c][2], D = cases[c][3];
             float *q = randf(T * H * D), *k = randf(T * KV * D), *v = randf(T * KV * D), *o = randf(T * H * D);
             double *ref = malloc((size_t)(T * H * D) * sizeof *ref);
-            ckpt_backend_attention a = { T, H, KV, D, q, k, v, o, 1.0 / sqrt((double)D), causal, CKPT_DTYPE_F32 };
+            ckpt_backend_attention a = { T, H, KV, D, q, k, v, o, 1.0 / sqrt((double)D), causal, CKPT_DTYPE_F32, 0 };
             ref_attention(&a, ref);
             ASSERT_OK(cpu.vt->attention(cpu.ctx, &a));
             if (max_err(o, ref, T * H * D) > 1e-6) {
@@ -146,7 +149,61 @@ CKPT_TEST(test_backend_cpu_attention)
             free(q), free(k), free(v), free(o), free(ref);
         }
     ASSERT_FAILS(CKPT_EINVALID, cpu.vt->attention(cpu.ctx, &(ckpt_backend_attention){ 4, 6, 4, 8, NULL, NULL, NULL,
-                                                                                        NULL, 1, 1, CKPT_DTYPE_F32 }));
+                                                                                        NULL, 1, 1, CKPT_DTYPE_F32, 0 }));
+    ckpt_backend_close(cpu.b);
+}
+
+/* A sliding window: query t sees keys t - W < j <= t. W = 1 is each token's own value; a
+ * window as long as the sequence is causal attention, bit for bit. */
+CKPT_TEST(test_backend_cpu_attention_window)
+{
+    static const int64_t cases[][4] = { { 1, 4, 4, 16 }, { 7, 8, 2, 16 }, { 33, 4, 1, 13 }, { 70, 6, 3, 64 } };
+    static const int64_t windows[] = { 1, 3, 4, 32 };
+    be cpu;
+    size_t c, w;
+
+    ASSERT_OK(open_cpu(&cpu, 0));
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t T = cases[c][0], H = cases[c][1], KV = cases[c][2], D = cases[c][3], i, t, h;
+        float *q = randf(T * H * D), *k = randf(T * KV * D), *v = randf(T * KV * D), *o = randf(T * H * D);
+        float *causal = randf(T * H * D);
+        double *ref = malloc((size_t)(T * H * D) * sizeof *ref);
+        ckpt_backend_attention a = { T, H, KV, D, q, k, v, causal, 0.3, 1, CKPT_DTYPE_F32, 0 };
+        ASSERT_OK(cpu.vt->attention(cpu.ctx, &a));
+        for (w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+            a.out = o;
+            a.window = windows[w];
+            ref_attention(&a, ref);
+            ASSERT_OK(cpu.vt->attention(cpu.ctx, &a));
+            if (max_err(o, ref, T * H * D) > 1e-6) {
+                ckpt_test_fail(__FILE__, __LINE__, "attention T%lld H%lld KV%lld D%lld window %lld: error %g",
+                               (long long)T, (long long)H, (long long)KV, (long long)D, (long long)a.window,
+                               max_err(o, ref, T * H * D));
+                return;
+            }
+            if (a.window >= T)
+                ASSERT_TRUE(memcmp(o, causal, (size_t)(T * H * D) * sizeof *o) == 0);
+        }
+        /* window 1: out = v of the token itself (its KV head's) */
+        a.window = 1;
+        ASSERT_OK(cpu.vt->attention(cpu.ctx, &a));
+        for (t = 0; t < T; t++)
+            for (h = 0; h < H; h++)
+                for (i = 0; i < D; i++)
+                    ASSERT_TRUE(o[(t * H + h) * D + i] == v[(t * KV + h / (H / KV)) * D + i]);
+        /* a window that cuts: the last token sees fewer keys than causal attention gives it */
+        if (T > 3) {
+            a.window = 3;
+            ASSERT_OK(cpu.vt->attention(cpu.ctx, &a));
+            ASSERT_TRUE(memcmp(o + (T - 1) * H * D, causal + (T - 1) * H * D, (size_t)(H * D) * sizeof *o) != 0);
+            ASSERT_TRUE(memcmp(o, causal, (size_t)(3 * H * D) * sizeof *o) == 0);
+        }
+        free(q), free(k), free(v), free(o), free(causal), free(ref);
+    }
+    ASSERT_FAILS(CKPT_EINVALID, cpu.vt->attention(cpu.ctx, &(ckpt_backend_attention){ 4, 4, 4, 8, NULL, NULL, NULL,
+                                                                                        NULL, 1, 0, CKPT_DTYPE_F32, 2 }));
+    ASSERT_FAILS(CKPT_EINVALID, cpu.vt->attention(cpu.ctx, &(ckpt_backend_attention){ 4, 4, 4, 8, NULL, NULL, NULL,
+                                                                                        NULL, 1, 1, CKPT_DTYPE_F32, -1 }));
     ckpt_backend_close(cpu.b);
 }
 
@@ -193,19 +250,24 @@ CKPT_TEST(test_backend_cpu_norm_rope_act)
             for (p = rd; p < d; p++)
                 ASSERT_TRUE(r[t * d + p] == r0[t * d + p]);
     }
-    for (kind = 0; kind <= CKPT_ACT_SILU; kind++) {
-        ASSERT_OK(cpu.vt->act(cpu.ctx, (ckpt_act_kind)kind, 50, g, kind == CKPT_ACT_SWIGLU ? u : NULL, o));
+    for (kind = 0; kind <= CKPT_ACT_GEGLU_TANH; kind++) {
+        int gated = kind == CKPT_ACT_SWIGLU || kind == CKPT_ACT_GEGLU_TANH;
+        ASSERT_OK(cpu.vt->act(cpu.ctx, (ckpt_act_kind)kind, 50, g, gated ? u : NULL, o));
         for (i = 0; i < 50; i++) {
             double z = g[i], e = kind == CKPT_ACT_SWIGLU ? z / (1 + exp(-z)) * u[i]
                                  : kind == CKPT_ACT_GELU  ? 0.5 * z * (1 + erf(z / sqrt(2)))
-                                 : kind == CKPT_ACT_GELU_TANH
+                                 : kind == CKPT_ACT_GELU_TANH || kind == CKPT_ACT_GEGLU_TANH
                                      ? 0.5 * z * (1 + tanh(sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)))
                                  : kind == CKPT_ACT_RELU ? fmax(z, 0)
                                                          : z / (1 + exp(-z));
+            if (kind == CKPT_ACT_GEGLU_TANH)
+                e *= u[i];
             ASSERT_TRUE(fabs(o[i] - e) < 1e-6);
         }
     }
     ASSERT_FAILS(CKPT_EINVALID, cpu.vt->act(cpu.ctx, CKPT_ACT_SWIGLU, 50, g, NULL, o));
+    ASSERT_FAILS(CKPT_EINVALID, cpu.vt->act(cpu.ctx, CKPT_ACT_GEGLU_TANH, 50, g, NULL, o));
+    ASSERT_FAILS(CKPT_EINVALID, cpu.vt->act(cpu.ctx, (ckpt_act_kind)(CKPT_ACT_GEGLU_TANH + 1), 50, g, u, o));
     ASSERT_FAILS(CKPT_EINVALID, cpu.vt->rope(cpu.ctx, T, heads, d, 12, r, cs, sn, 0));
     free(x), free(w), free(b), free(y), free(r), free(r0), free(cs), free(sn), free(g), free(u), free(o), free(ref);
     ckpt_backend_close(cpu.b);
@@ -255,9 +317,9 @@ CKPT_TEST(test_backend_cpu_threads)
     ASSERT_OK(one.vt->linear(one.ctx, &(ckpt_backend_linear){ m, n, k, x, w, CKPT_DTYPE_F32, NULL, y1, 0 }));
     ASSERT_OK(three.vt->linear(three.ctx, &(ckpt_backend_linear){ m, n, k, x, w, CKPT_DTYPE_F32, NULL, y3, 0 }));
     ASSERT_TRUE(memcmp(y1, y3, (size_t)(m * n) * 4) == 0);
-    ASSERT_OK(one.vt->attention(one.ctx, &(ckpt_backend_attention){ T, H, KV, D, q, kk, v, o1, 0.2, 1, CKPT_DTYPE_F32 }));
+    ASSERT_OK(one.vt->attention(one.ctx, &(ckpt_backend_attention){ T, H, KV, D, q, kk, v, o1, 0.2, 1, CKPT_DTYPE_F32, 0 }));
     ASSERT_OK(three.vt->attention(three.ctx,
-                                  &(ckpt_backend_attention){ T, H, KV, D, q, kk, v, o3, 0.2, 1, CKPT_DTYPE_F32 }));
+                                  &(ckpt_backend_attention){ T, H, KV, D, q, kk, v, o3, 0.2, 1, CKPT_DTYPE_F32, 0 }));
     ASSERT_TRUE(memcmp(o1, o3, (size_t)(T * H * D) * 4) == 0);
     ASSERT_OK(one.vt->compare(one.ctx, m * n, y1, x, &s1));
     ASSERT_OK(three.vt->compare(three.ctx, m * n, y1, x, &s3));

@@ -139,22 +139,23 @@ static double max_row_norm(const float *x, int64_t rows, int64_t len)
 }
 
 static void attention_case(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t d, int causal, ckpt_dtype compute,
-                           int exact)
+                           int exact, int64_t window)
 {
     static const char *const names[] = {"token", "head", "dim"};
     const int64_t dims[] = {tokens, heads, d}, nq = tokens * heads * d, nk = tokens * kv_heads * d;
     float *q = floats(nq), *k = floats(nk), *v = floats(nk), *out = floats(nq), *ref = floats(nq), *got = floats(nq);
     double *tol = doubles(nq);
     ckpt_backend_attention op = {tokens, heads, kv_heads, d, NULL, NULL, NULL, NULL, 1.0 / sqrt((double)d),
-                                 causal, compute};
+                                 causal, compute, window};
     const void *in[] = {q, k, v, out};
     const size_t bytes[] = {(size_t)nq * 4, (size_t)nk * 4, (size_t)nk * 4, (size_t)nq * 4};
     char desc[160];
 
-    snprintf(desc, sizeof desc, "tokens=%lld heads=%lld/%lld head_dim=%lld, %s, %s compute, %s data",
+    snprintf(desc, sizeof desc, "tokens=%lld heads=%lld/%lld head_dim=%lld, %s, window %lld, %s compute, %s data",
              (long long)tokens, (long long)heads, (long long)kv_heads, (long long)d, causal ? "causal" : "full",
-             ckpt_dtype_name(compute), exact ? "exact" : "random");
-    rng_seed((uint64_t)(tokens * 7919 + heads * 131 + kv_heads * 17 + d) * 3 + (uint64_t)causal + 5 * (uint64_t)compute);
+             (long long)window, ckpt_dtype_name(compute), exact ? "exact" : "random");
+    rng_seed((uint64_t)(tokens * 7919 + heads * 131 + kv_heads * 17 + d) * 3 + (uint64_t)causal + 5 * (uint64_t)compute +
+             (uint64_t)window * 101);
     if (exact) {
         fill_exact(q, nq, 2.0);
         fill_exact(k, nk, 2.0);
@@ -213,12 +214,24 @@ static void test_attention(void)
             for (size_t d = 0; d < 7; d++)
                 for (int causal = 0; causal < 2; causal++)
                     for (size_t c = 0; c < 3; c++)
-                        attention_case(tokens[t], heads[h][0], heads[h][1], dims[d], causal, computes[c], 1);
+                        attention_case(tokens[t], heads[h][0], heads[h][1], dims[d], causal, computes[c], 1, 0);
     /* Values that the compute type must round, on fewer shapes. */
     for (size_t d = 0; d < 7; d++)
         for (int causal = 0; causal < 2; causal++)
             for (size_t c = 0; c < 3; c++)
-                attention_case(129, 8, 2, dims[d], causal, computes[c], 0);
+                attention_case(129, 8, 2, dims[d], causal, computes[c], 0, 0);
+    /* Sliding windows: 1 (each token alone), 3, one tile long and one past it (tiles wholly
+     * outside the window skipped, rows whose first visible key is in a later tile), and >= the
+     * tokens (causal). */
+    static const int64_t windows[] = {1, 3, 32, 64, 65, 300};
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++)
+        for (size_t t = 1; t < 4; t++)
+            for (size_t d = 0; d < 7; d += 2)
+                for (size_t c = 0; c < 3; c++)
+                    attention_case(tokens[t], 8, 2, dims[d], 1, computes[c], 1, windows[w]);
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++)
+        for (size_t c = 0; c < 3; c++)
+            attention_case(300, 8, 2, 128, 1, computes[c], 0, windows[w]);
 }
 
 /* ---- norm ---------------------------------------------------------------------------------- */
@@ -376,13 +389,14 @@ static int call_act(side *s, void *const *dev, void *arg)
 
 static void act_case(ckpt_act_kind kind, int64_t n, int in_place)
 {
-    static const char *const kinds[] = {"swiglu", "gelu", "gelu_tanh", "relu", "silu"};
+    static const char *const kinds[] = {"swiglu", "gelu", "gelu_tanh", "relu", "silu", "geglu_tanh"};
+    const int gated = kind == CKPT_ACT_SWIGLU || kind == CKPT_ACT_GEGLU_TANH;
     static const char *const names[] = {"i"};
     const int64_t dims[] = {n};
     float *g = floats(n), *up = floats(n), *out = floats(n), *ref = floats(n), *got = floats(n);
     double *tol = doubles(n);
     act_arg a = {kind, n, in_place};
-    const void *in[] = {g, kind == CKPT_ACT_SWIGLU ? up : NULL, in_place ? NULL : out};
+    const void *in[] = {g, gated ? up : NULL, in_place ? NULL : out};
     const size_t bytes[] = {(size_t)n * 4, (size_t)n * 4, (size_t)n * 4};
     char desc[120];
 
@@ -397,8 +411,8 @@ static void act_case(ckpt_act_kind kind, int64_t n, int in_place)
          * (2 / 4 ulp) and a few roundings: 16u |y| covers that. In the negative tails of the
          * gelus the argument's rounding (u relative) is amplified: erfc(z) changes by 2 z^2 u
          * relative (z^2 = x^2 / 2), e^(-2z) by 2|z| (3u) with z = sqrt(2/pi)(x + 0.044715 x^3).
-         * The CPU's own 1 + erf / 1 + tanh cancels in double there: 2^-50 |x| absolute.
-         * relu is exact. */
+         * The CPU's own 1 + erf / 1 + tanh cancels in double there: 2^-50 |x| absolute (times
+         * |up| for geglu_tanh, whose product adds one more rounding, inside 16u). relu is exact. */
         for (int64_t i = 0; i < n; i++) {
             const double x = g[i], z = 0.7978845608 * fabs(x + 0.044715 * x * x * x);
             double amp = 1.0, floor = 0.0;
@@ -406,6 +420,8 @@ static void act_case(ckpt_act_kind kind, int64_t n, int in_place)
                 amp += x * x, floor = 0x1.0p-50 * fabs(x);
             else if (kind == CKPT_ACT_GELU_TANH)
                 amp += z, floor = 0x1.0p-50 * fabs(x);
+            else if (kind == CKPT_ACT_GEGLU_TANH)
+                amp += z, floor = 0x1.0p-50 * fabs(x) * fabs(up[i]);
             tol[i] = kind == CKPT_ACT_RELU ? 0.0 : 16.0 * U32 * fabs(ref[i]) * amp + floor;
         }
         check(OP_ACT, desc, ref, got, n, tol, 1e-6, dims, names, 1);
@@ -416,7 +432,7 @@ static void act_case(ckpt_act_kind kind, int64_t n, int in_place)
 static void test_act(void)
 {
     static const int64_t sizes[] = {1, 7, 1000, 100003};
-    for (int kind = CKPT_ACT_SWIGLU; kind <= CKPT_ACT_SILU; kind++)
+    for (int kind = CKPT_ACT_SWIGLU; kind <= CKPT_ACT_GEGLU_TANH; kind++)
         for (size_t i = 0; i < 4; i++)
             for (int in_place = 0; in_place < 2; in_place++)
                 act_case((ckpt_act_kind)kind, sizes[i], in_place);
@@ -572,7 +588,7 @@ static void test_errors(void)
     rc = cuda.vt->add(cuda.ctx, 16, p, p, p);
     expect(rc == 0, "a kernel launch after a failed allocation succeeds", rc);
 
-    ckpt_backend_attention a = {8, 4, 4, 40, p, p, p, p, 0.125, 1, CKPT_DTYPE_BF16};
+    ckpt_backend_attention a = {8, 4, 4, 40, p, p, p, p, 0.125, 1, CKPT_DTYPE_BF16, 0};
     rc = cuda.vt->attention(cuda.ctx, &a);
     expect(rc == CKPT_EUNSUPPORTED && strstr(ckpt_error_last()->message, "head_dim 40"),
            "attention refuses head_dim 40, naming it", rc);
@@ -584,6 +600,15 @@ static void test_errors(void)
     a.compute = CKPT_DTYPE_F64;
     rc = cuda.vt->attention(cuda.ctx, &a);
     expect(rc == CKPT_EUNSUPPORTED, "attention refuses float64 compute", rc);
+    a.compute = CKPT_DTYPE_BF16;
+    a.causal = 0;
+    a.window = 4;
+    rc = cuda.vt->attention(cuda.ctx, &a);
+    expect(rc == CKPT_EINVALID, "attention refuses a window without causal masking", rc);
+    a.causal = 1;
+    a.window = -1;
+    rc = cuda.vt->attention(cuda.ctx, &a);
+    expect(rc == CKPT_EINVALID, "attention refuses a negative window", rc);
 
     ckpt_backend_linear l = {(int64_t)INT_MAX + 1, 4, 4, p, p, CKPT_DTYPE_BF16, NULL, p, 0};
     rc = cuda.vt->linear(cuda.ctx, &l);
@@ -622,7 +647,7 @@ static void test_determinism(void)
         expect(memcmp(y1, y2, lbytes[3]) == 0, "linear (bfloat16) gives the same bits twice", 0);
     for (int c = 0; c < 2; c++) {
         ckpt_backend_attention a = {t, h, kvh, d, NULL, NULL, NULL, NULL, 0.08838834764831845, 1,
-                                    c ? CKPT_DTYPE_BF16 : CKPT_DTYPE_F32};
+                                    c ? CKPT_DTYPE_BF16 : CKPT_DTYPE_F32, 0};
         if (run_op(&cuda, OP_ERRORS, "determinism", 4, ain, abytes, 3, o1, call_attention, &a) == 0 &&
             run_op(&cuda, OP_ERRORS, "determinism", 4, ain, abytes, 3, o2, call_attention, &a) == 0)
             expect(memcmp(o1, o2, abytes[3]) == 0,

@@ -84,6 +84,85 @@ CKPT_TEST(test_verify_logits_transformers)
     ASSERT_LOGITS("hf/llama_tiny", "hf/llama_tiny/logits.json", 0, 0);
 }
 
+/* Mistral's sliding window (4 keys, of 8 tokens): transformers 4 and 5 configs. */
+CKPT_TEST(test_verify_logits_mistral_window)
+{
+    ckpt_model *m;
+
+    ASSERT_LOGITS("hf/mistral_tiny", "hf/mistral_tiny/logits.json", 0, 0);
+    ASSERT_LOGITS("hf/transformers5/mistral_tiny", "hf/transformers5/mistral_tiny/logits.json", 0, 0);
+    ASSERT_OK(ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), NULL));
+    ASSERT_EQ_INT(ckpt_model_config_of(m)->window, 4);
+    ckpt_model_close(m);
+}
+
+/* Logits of `path` for 8 fixed ids with overrides o (NULL on failure; free()). */
+static float *forward(const char *path, const ckpt_model_options *o, int64_t *vocab)
+{
+    static const int32_t ids[8] = { 1, 17, 42, 99, 120, 3, 127, 64 };
+    ckpt_model *m;
+    float *out;
+
+    if (ckpt_model_open(&m, ckpt_test_data(path), o) < 0)
+        return NULL;
+    *vocab = ckpt_model_config_of(m)->vocab_size;
+    out = malloc((size_t)(8 * *vocab) * sizeof *out);
+    if (ckpt_model_forward(m, NULL, ids, 8, out) < 0) {
+        free(out);
+        out = NULL;
+    }
+    ckpt_model_close(m);
+    return out;
+}
+
+/* Which layers the window applies to: per-layer flags, Megatron's every-Nth-layer-full
+ * pattern, and the values that are refused. */
+CKPT_TEST(test_verify_config_window)
+{
+    static const unsigned char all[2] = { 1, 1 }, none[2] = { 0, 0 }, first[2] = { 1, 0 };
+    ckpt_model_options o;
+    ckpt_model *m;
+    float *base, *causal, *x;
+    int64_t V = 0;
+    size_t bytes;
+
+    ckpt_model_options_init(&o);
+    ASSERT_TRUE((base = forward("hf/mistral_tiny", &o, &V)) != NULL);
+    bytes = (size_t)(8 * V) * sizeof *base;
+    o.overrides.window = 0;
+    ASSERT_TRUE((causal = forward("hf/mistral_tiny", &o, &V)) != NULL);
+    ASSERT_TRUE(memcmp(base, causal, bytes) != 0);
+    ckpt_model_options_init(&o);
+    o.overrides.layer_window = all;
+    ASSERT_TRUE((x = forward("hf/mistral_tiny", &o, &V)) != NULL && memcmp(x, base, bytes) == 0);
+    free(x);
+    o.overrides.layer_window = none;
+    ASSERT_TRUE((x = forward("hf/mistral_tiny", &o, &V)) != NULL && memcmp(x, causal, bytes) == 0);
+    free(x);
+    ckpt_model_options_init(&o);
+    o.overrides.window_full_every = 1;
+    ASSERT_TRUE((x = forward("hf/mistral_tiny", &o, &V)) != NULL && memcmp(x, causal, bytes) == 0);
+    free(x);
+    /* every 2nd layer (1-based) full: layer 0 windowed, layer 1 not */
+    o.overrides.window_full_every = 2;
+    ASSERT_TRUE((x = forward("hf/mistral_tiny", &o, &V)) != NULL);
+    ckpt_model_options_init(&o);
+    o.overrides.layer_window = first;
+    ASSERT_TRUE((base = (free(base), forward("hf/mistral_tiny", &o, &V))) != NULL && memcmp(x, base, bytes) == 0);
+    ASSERT_TRUE(memcmp(x, causal, bytes) != 0);
+    free(x), free(base), free(causal);
+
+    ckpt_model_options_init(&o);
+    o.overrides.rope_linear_factor = 0;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), &o));
+    ckpt_model_options_init(&o);
+    o.overrides.attn_scale = 0;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), &o));
+    ckpt_model_options_init(&o);
+    o.version = 1;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), &o));
+}
+
 /* megatron-core's own forward at TP 1; the same weights at other layouts run as their ranks,
  * and merged: fewer query groups than ranks (TP 4, 2 groups), PP with virtual chunks. */
 CKPT_TEST(test_verify_logits_megatron)

@@ -19,7 +19,7 @@
 CKPT_BEGIN_DECL
 
 /* Bumped whenever this header changes the vtable or the structures it passes. */
-#define CKPT_BACKEND_ABI_VERSION 1
+#define CKPT_BACKEND_ABI_VERSION 2
 
 /* What the library gives a backend. */
 typedef struct ckpt_backend_host {
@@ -45,6 +45,7 @@ typedef struct ckpt_backend_linear {
 
 /* Causal (or full) softmax attention with grouped KV heads: query head h uses KV head
  * h / (heads / kv_heads). out = softmax(scale * q k^T) v per head, softmax in float32.
+ * A causal window W > 0 leaves query t the keys j with t - W < j <= t (W >= tokens: causal).
  * q and out are tokens x heads x head_dim, k and v tokens x kv_heads x head_dim. With
  * `compute` bfloat16 or float16 a backend may round q, k, v and the probabilities to that
  * type for the products (as flash attention does); with float32 everything stays float32. */
@@ -55,6 +56,7 @@ typedef struct ckpt_backend_attention {
     double scale;
     int causal;
     ckpt_dtype compute;
+    int64_t window; /* causal only; 0: none */
 } ckpt_backend_attention;
 
 /* Sums over a pair of equally long float32 arrays a (the reference) and b, in double. */
@@ -97,8 +99,8 @@ typedef struct ckpt_backend_vtable {
     int (*rope)(void *ctx, int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, float *x,
                 const float *cos, const float *sin, int interleaved);
     int (*attention)(void *ctx, const ckpt_backend_attention *op);
-    /* out[i] = act(gate[i]) (* up[i] for CKPT_ACT_SWIGLU; up is NULL otherwise). out may
-     * be gate. */
+    /* out[i] = act(gate[i]) (* up[i] for the gated kinds CKPT_ACT_SWIGLU and
+     * CKPT_ACT_GEGLU_TANH; up is NULL otherwise). out may be gate. */
     int (*act)(void *ctx, ckpt_act_kind kind, int64_t n, const float *gate, const float *up, float *out);
     /* out[i] = a[i] + b[i]; out may be a or b. */
     int (*add)(void *ctx, int64_t n, const float *a, const float *b, float *out);

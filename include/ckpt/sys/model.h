@@ -18,6 +18,8 @@
  *                                                                   [gate_r; up_r]
  *   layers.{L}.mlp.fc2.weight             [hidden, ffn]             row-parallel
  *   layers.{L}.mlp.fc2.bias               [hidden]                  replicated, added once
+ *   layers.{L}.attn_post_norm.weight / .bias [hidden]               replicated: sandwich norms (Gemma),
+ *   layers.{L}.mlp_post_norm.weight / .bias  [hidden]               on the summed row-parallel output
  *   final_norm.weight / .bias             [hidden]                  model-level
  *   output.weight                         [vocab rows, hidden]      model-level
  *
@@ -50,6 +52,9 @@ CKPT_EXTERN(const ckpt_model_options *) ckpt_model_builder_options(const ckpt_mo
  * ckpt_model_config_unset); the engine applies the caller's overrides and defaults afterwards
  * and names any value still missing. */
 CKPT_EXTERN(ckpt_model_config *) ckpt_model_builder_config(ckpt_model_builder *b);
+/* Which layers use the config's sliding window: n flags (1: windowed), one per layer, copied
+ * (HF layer_types, Megatron's window_attn_skip_freq list). */
+CKPT_EXTERN(int) ckpt_model_builder_layer_window(ckpt_model_builder *b, const unsigned char *windowed, int64_t n);
 /* Where a config value came from, for the error that names a missing one ("args of
  * iter_0000010/mp_rank_00/model_optim_rng.pt", "config.json"). */
 CKPT_EXTERN(int) ckpt_model_builder_config_source(ckpt_model_builder *b, const char *where);
