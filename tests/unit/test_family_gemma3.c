@@ -8,6 +8,8 @@
 
 #include <ckpt/megatron.h>
 
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 
 #define GEMMA "hf/transformers5/gemma3_tiny"
@@ -317,6 +319,50 @@ static int gemma_args(ckpt_arena *a, ckpt_value **args)
     return 0;
 }
 
+/* verify's CPU forward of the Megatron model at `path` (its ranks, or merged) against
+ * transformers' logits of the fixture. Megatron's args do not say Gemma 3's embedding scale,
+ * GeGLU, sandwich norms and local RoPE base to verify (they come from the family), so they
+ * are given here as they are for gemma3_tiny. */
+static double gemma_logits_error(const char *path, int merge, const char **why)
+{
+    ckpt_model_options o;
+    ckpt_model *m = NULL;
+    unsigned char *text;
+    cJSON *j, *in, *rows;
+    int32_t ids[16];
+    float out[16 * 128];
+    size_t len;
+    int n, t, v;
+    double worst = 0;
+
+    *why = NULL;
+    if (!(text = ckpt_test_read_file(ckpt_test_data(GEMMA "/logits.json"), &len)))
+        return INFINITY;
+    j = cJSON_ParseWithLength((const char *)text, len);
+    free(text);
+    in = cJSON_GetObjectItem(j, "input_ids");
+    rows = cJSON_GetObjectItem(j, "logits");
+    n = cJSON_GetArraySize(in);
+    for (t = 0; t < n && t < 16; t++)
+        ids[t] = cJSON_GetArrayItem(in, t)->valueint;
+    ckpt_model_options_init(&o);
+    o.merge_tp = merge;
+    o.overrides.act = CKPT_ACT_GEGLU_TANH;
+    o.overrides.sandwich_norms = 1;
+    o.overrides.embed_scale = sqrt(32.0);
+    o.overrides.rope_theta_local = 1e4;
+    if (ckpt_model_open(&m, path, &o) < 0 || ckpt_model_forward(m, NULL, ids, n, out) < 0) {
+        *why = ckpt_error_last()->message;
+        worst = INFINITY;
+    }
+    for (t = 0; t < n && !*why; t++)
+        for (v = 0; v < 128; v++)
+            worst = fmax(worst, fabs(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, t), v)->valuedouble - out[t * 128 + v]));
+    ckpt_model_close(m);
+    cJSON_Delete(j);
+    return worst;
+}
+
 /* The Megatron model written at TP 2 PP 2 (rank files on disk, the fc1 [gate; up] cut per rank,
  * post norms on every rank), read back and merged, maps back to the HF tensors byte for byte;
  * the tied output layer the last stage holds is the embedding. */
@@ -331,8 +377,10 @@ CKPT_TEST(test_family_gemma3_megatron_tp2pp2_files)
     ckpt_graph *g = NULL, *g2 = NULL;
     ckpt_plan *plan = NULL;
     ckpt_set *set = NULL;
+    const char *why;
     fixture f;
     size_t i, n = 0;
+    double e;
 
     ASSERT_OK(ckpt_graph_new(&g));
     ASSERT_OK(ckpt_graph_new(&g2));
@@ -371,6 +419,10 @@ CKPT_TEST(test_family_gemma3_megatron_tp2pp2_files)
     for (i = 0; i < f.n; i++)
         if (!same_bytes(find(back, f.in[i].name), f.in[i].node))
             ckpt_test_fail(__FILE__, __LINE__, "%s does not come back byte for byte", f.in[i].name);
+    for (i = 0; i < 2; i++)
+        if ((e = gemma_logits_error("mc", (int)i, &why)) > 1e-5)
+            ckpt_test_fail(__FILE__, __LINE__, "mc%s: max abs logit error %g (%s)", i ? " merged" : "", e,
+                           why ? why : "");
     ckpt_map_result_free(back);
     ckpt_megatron_close(read);
     ckpt_set_close(set);
