@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define GEMMA "hf/transformers5/gemma3_tiny"
@@ -319,13 +320,61 @@ static int gemma_args(ckpt_arena *a, ckpt_value **args)
     return 0;
 }
 
-/* verify's CPU forward of the Megatron model at `path` (its ranks, or merged) against
- * transformers' logits of the fixture. Megatron's args do not say Gemma 3's embedding scale,
- * GeGLU, sandwich norms and local RoPE base to verify (they come from the family), so they
- * are given here as they are for gemma3_tiny. */
-static double gemma_logits_error(const char *path, int merge, const char **why)
+/* hf2mcore's work on `in` as the family does it: hf_gemma3_megatron, the args above, the TE
+ * extra states, the rank files at TP `tp` PP `pp` under `out`; `drop` (a Megatron name) left
+ * out, as a faulty converter would. */
+static int write_megatron(const fixture *f, const ckpt_map_input *in, size_t n, ckpt_graph *g, const char *drop,
+                          int tp, int pp, const char *out)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_map_result *r = NULL;
+    ckpt_megatron *m = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_arena *a = NULL;
+    ckpt_value *args = NULL;
+    size_t i;
+    int rc;
+
+    t.tp = tp;
+    t.pp = pp;
+    if ((rc = ckpt_arena_new(&a)) < 0 || (rc = ckpt_map_params_set(f->p, "padded_vocab_size", 256)) < 0 ||
+        (rc = apply("hf_gemma3_megatron", f->p, g, in, n, &r)) < 0 || (rc = gemma_args(a, &args)) < 0 ||
+        (rc = ckpt_megatron_new(&m, g, args, 1, NULL)) < 0)
+        goto done;
+    for (i = 0; i < ckpt_map_result_count(r) && rc == 0; i++)
+        if (!drop || strcmp(ckpt_map_result_at(r, i)->name, drop) != 0)
+            rc = ckpt_megatron_add_tensor(m, ckpt_map_result_at(r, i)->name, ckpt_map_result_at(r, i)->node);
+    if (rc < 0 || (rc = ckpt_megatron_add_extra_states(m, 1)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
+        (rc = ckpt_megatron_plan(m, &t, plan)) < 0)
+        goto done;
+    rc = ckpt_plan_execute(plan, out, NULL, NULL);
+done:
+    ckpt_plan_free(plan);
+    ckpt_megatron_close(m);
+    ckpt_map_result_free(r);
+    ckpt_arena_free(a);
+    return rc;
+}
+
+/* Megatron's args do not say Gemma 3's embedding scale, GeGLU, sandwich norms and local RoPE
+ * base to verify (the family does), so they are given as options as they are for gemma3_tiny. */
+static int open_gemma(const char *path, int merge, ckpt_model **m)
 {
     ckpt_model_options o;
+
+    ckpt_model_options_init(&o);
+    o.merge_tp = merge;
+    o.overrides.act = CKPT_ACT_GEGLU_TANH;
+    o.overrides.sandwich_norms = 1;
+    o.overrides.embed_scale = sqrt(32.0);
+    o.overrides.rope_theta_local = 1e4;
+    return ckpt_model_open(m, path, &o);
+}
+
+/* verify's CPU forward of the Megatron model at `path` (its ranks, or merged) against
+ * transformers' logits of the fixture. */
+static double gemma_logits_error(const char *path, int merge, const char **why)
+{
     ckpt_model *m = NULL;
     unsigned char *text;
     cJSON *j, *in, *rows;
@@ -345,13 +394,7 @@ static double gemma_logits_error(const char *path, int merge, const char **why)
     n = cJSON_GetArraySize(in);
     for (t = 0; t < n && t < 16; t++)
         ids[t] = cJSON_GetArrayItem(in, t)->valueint;
-    ckpt_model_options_init(&o);
-    o.merge_tp = merge;
-    o.overrides.act = CKPT_ACT_GEGLU_TANH;
-    o.overrides.sandwich_norms = 1;
-    o.overrides.embed_scale = sqrt(32.0);
-    o.overrides.rope_theta_local = 1e4;
-    if (ckpt_model_open(&m, path, &o) < 0 || ckpt_model_forward(m, NULL, ids, n, out) < 0) {
+    if (open_gemma(path, merge, &m) < 0 || ckpt_model_forward(m, NULL, ids, n, out) < 0) {
         *why = ckpt_error_last()->message;
         worst = INFINITY;
     }
@@ -364,18 +407,16 @@ static double gemma_logits_error(const char *path, int merge, const char **why)
 }
 
 /* The Megatron model written at TP 2 PP 2 (rank files on disk, the fc1 [gate; up] cut per rank,
- * post norms on every rank), read back and merged, maps back to the HF tensors byte for byte;
- * the tied output layer the last stage holds is the embedding. */
+ * post norms on every rank), read back and merged, maps back to the HF tensors byte for byte
+ * (the tied output layer the last stage holds is the embedding), and verify's forward of it,
+ * run as its ranks and merged, gives transformers' logits. */
 CKPT_TEST(test_family_gemma3_megatron_tp2pp2_files)
 {
-    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
     ckpt_map_input back_in[MAX_IN];
-    ckpt_megatron *m = NULL, *read = NULL;
-    ckpt_map_result *r = NULL, *back = NULL;
-    ckpt_arena *a = NULL;
-    ckpt_value *args = NULL;
+    const ckpt_node *output = NULL, *embedding = NULL;
+    ckpt_megatron *read = NULL;
+    ckpt_map_result *back = NULL;
     ckpt_graph *g = NULL, *g2 = NULL;
-    ckpt_plan *plan = NULL;
     ckpt_set *set = NULL;
     const char *why;
     fixture f;
@@ -384,20 +425,8 @@ CKPT_TEST(test_family_gemma3_megatron_tp2pp2_files)
 
     ASSERT_OK(ckpt_graph_new(&g));
     ASSERT_OK(ckpt_graph_new(&g2));
-    ASSERT_OK(ckpt_arena_new(&a));
     ASSERT_OK(fx_open(&f, g));
-    ASSERT_OK(ckpt_map_params_set(f.p, "padded_vocab_size", 256));
-    ASSERT_OK(apply("hf_gemma3_megatron", f.p, g, f.in, f.n, &r));
-    ASSERT_OK(gemma_args(a, &args));
-    ASSERT_OK(ckpt_megatron_new(&m, g, args, 1, NULL));
-    for (i = 0; i < ckpt_map_result_count(r); i++)
-        ASSERT_OK(ckpt_megatron_add_tensor(m, ckpt_map_result_at(r, i)->name, ckpt_map_result_at(r, i)->node));
-    ASSERT_OK(ckpt_megatron_add_extra_states(m, 1));
-    t.tp = 2;
-    t.pp = 2;
-    ASSERT_OK(ckpt_plan_new(&plan));
-    ASSERT_OK(ckpt_megatron_plan(m, &t, plan));
-    ASSERT_OK(ckpt_plan_execute(plan, "mc", NULL, NULL));
+    ASSERT_OK(write_megatron(&f, f.in, f.n, g, NULL, 2, 2, "mc"));
     ASSERT_OK(ckpt_set_open(&set, "mc", NULL));
     ASSERT_OK(ckpt_megatron_open(&read, set, g2, NULL));
     ASSERT_EQ_INT(ckpt_megatron_info_of(read)->tp, 2);
@@ -408,12 +437,15 @@ CKPT_TEST(test_family_gemma3_megatron_tp2pp2_files)
             continue;
         /* tied: the last stage's copy of the embedding (megatron-core keeps one with PP > 1) */
         if (strcmp(name, "output_layer.weight") == 0) {
-            ASSERT_TRUE(same_bytes(back_in[n].node, find(r, "embedding.word_embeddings.weight")));
+            output = back_in[n].node;
             continue;
         }
+        if (strcmp(name, "embedding.word_embeddings.weight") == 0)
+            embedding = back_in[n].node;
         back_in[n].name = name;
         back_in[n++].home = 0;
     }
+    ASSERT_TRUE(same_bytes(output, embedding));
     ASSERT_OK(apply("megatron_hf_gemma3", f.p, g2, back_in, n, &back));
     ASSERT_EQ_INT(ckpt_map_result_count(back), f.n);
     for (i = 0; i < f.n; i++)
@@ -426,11 +458,119 @@ CKPT_TEST(test_family_gemma3_megatron_tp2pp2_files)
     ckpt_map_result_free(back);
     ckpt_megatron_close(read);
     ckpt_set_close(set);
-    ckpt_plan_free(plan);
-    ckpt_megatron_close(m);
-    ckpt_map_result_free(r);
     fx_close(&f);
-    ckpt_arena_free(a);
     ckpt_graph_free(g2);
     ckpt_graph_free(g);
 }
+
+/* The fixture's safetensors with 1 added to every element of the named float32 tensors, as
+ * `out`: a converter that stores Gemma's (1 + w) where a zero-centred norm wants w. */
+static int plus_one(const char *out, const char *const *names, size_t n_names)
+{
+    size_t len, k;
+    unsigned char *b = ckpt_test_read_file(ckpt_test_data(GEMMA "/model.safetensors"), &len);
+    uint64_t hlen = 0;
+    cJSON *h = NULL;
+    int rc = CKPT_EFORMAT;
+
+    for (k = 0; b && k < 8; k++)
+        hlen |= (uint64_t)b[k] << (8 * k);
+    if (!b || hlen > len - 8 || !(h = cJSON_ParseWithLength((const char *)b + 8, (size_t)hlen)))
+        goto done;
+    for (k = 0; k < n_names; k++) {
+        const cJSON *offs = cJSON_GetObjectItem(cJSON_GetObjectItem(h, names[k]), "data_offsets");
+        size_t at = 8 + (size_t)hlen, i;
+        float x;
+        if (!offs)
+            goto done;
+        for (i = (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble; i < (size_t)cJSON_GetArrayItem(offs, 1)->valuedouble;
+             i += 4) {
+            memcpy(&x, b + at + i, 4);
+            x += 1.0f;
+            memcpy(b + at + i, &x, 4);
+        }
+    }
+    ckpt_test_write_file(out, b, len);
+    rc = 0;
+done:
+    cJSON_Delete(h);
+    free(b);
+    return rc;
+}
+
+/* The global index of the first layer verify finds different between two conversions (-1:
+ * none), and in `error` (cap bytes) why it could not run, if so. */
+static int64_t first_failure(const char *good, const char *bad, char *error, size_t cap)
+{
+    ckpt_verify_options o = CKPT_VERIFY_OPTIONS_INIT;
+    ckpt_verify_report *rep = NULL;
+    ckpt_model *a = NULL, *b = NULL;
+    int64_t at = -2;
+
+    o.device = CKPT_DEVICE_CPU;
+    o.tokens = 8;
+    error[0] = 0;
+    if (open_gemma(good, 0, &a) < 0 || open_gemma(bad, 0, &b) < 0 || ckpt_verify(a, b, &o, &rep) < 0)
+        snprintf(error, cap, "%s", ckpt_error_last()->message);
+    else if (rep->first_failure) {
+        at = rep->first_failure->index;
+        snprintf(error, cap, "%s", rep->first_failure->error ? rep->first_failure->error : "");
+    } else
+        at = -1;
+    ckpt_verify_report_free(rep);
+    ckpt_model_close(a);
+    ckpt_model_close(b);
+    return at;
+}
+
+CKPT_TEST(test_family_gemma3_verify_names_the_broken_layer)
+{
+    static const char *const norms[] = {
+        "model.layers.1.input_layernorm.weight",           "model.layers.1.post_attention_layernorm.weight",
+        "model.layers.1.pre_feedforward_layernorm.weight", "model.layers.1.post_feedforward_layernorm.weight",
+        "model.layers.1.self_attn.q_norm.weight",          "model.layers.1.self_attn.k_norm.weight",
+    };
+    const ckpt_node *q = NULL;
+    ckpt_ckpt *twice = NULL;
+    ckpt_map_input in[MAX_IN];
+    ckpt_graph *g = NULL;
+    char error[512];
+    fixture f;
+    size_t i;
+
+    ASSERT_OK(ckpt_graph_new(&g));
+    ASSERT_OK(fx_open(&f, g));
+    ASSERT_OK(write_megatron(&f, f.in, f.n, g, NULL, 2, 1, "good"));
+    ASSERT_EQ_INT(first_failure("good", "good", error, sizeof error), -1);
+
+    /* (1 + w) stored for layer 1's norms: Megatron's zero-centred norms add the 1 again */
+    ASSERT_OK(plus_one("twice.safetensors", norms, sizeof norms / sizeof norms[0]));
+    ASSERT_OK(ckpt_open(&twice, "twice.safetensors", NULL));
+    memcpy(in, f.in, f.n * sizeof in[0]);
+    for (i = 0; i < f.n; i++)
+        ASSERT_OK(ckpt_node_tensor(g, ckpt_tensor_at(twice, i), &in[i].node));
+    ASSERT_OK(write_megatron(&f, in, f.n, g, NULL, 2, 1, "plus_one"));
+    ASSERT_EQ_INT(first_failure("good", "plus_one", error, sizeof error), 1);
+
+    /* layer 1's q_norm and k_norm swapped */
+    memcpy(in, f.in, f.n * sizeof in[0]);
+    q = fx_find(&f, "model.layers.1.self_attn.q_norm.weight");
+    for (i = 0; i < f.n; i++)
+        if (strcmp(in[i].name, "model.layers.1.self_attn.q_norm.weight") == 0)
+            in[i].node = fx_find(&f, "model.layers.1.self_attn.k_norm.weight");
+        else if (strcmp(in[i].name, "model.layers.1.self_attn.k_norm.weight") == 0)
+            in[i].node = q;
+    ASSERT_OK(write_megatron(&f, in, f.n, g, NULL, 2, 1, "swapped"));
+    ASSERT_EQ_INT(first_failure("good", "swapped", error, sizeof error), 1);
+
+    /* layer 1's post-MLP norm left out */
+    ASSERT_OK(write_megatron(&f, f.in, f.n, g, "decoder.layers.1.mlp.linear_fc2.post_layernorm.weight", 2, 1, "cut"));
+    ASSERT_EQ_INT(first_failure("good", "cut", error, sizeof error), 1);
+    if (!strstr(error, "mlp_post_norm"))
+        ckpt_test_fail(__FILE__, __LINE__, "layer 1 fails for another reason: %s", error);
+
+    ckpt_close(twice);
+    fx_close(&f);
+    ckpt_graph_free(g);
+}
+
