@@ -210,14 +210,18 @@ static int llama_fields(ckpt_model_builder *b, const cJSON *j, const char *path,
     return 0;
 }
 
-int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path, int llama_only)
+/* config.json as ckpt_vsrc__hf_config reads it; llama_only: LLaMA's (PaddleNLP) */
+static int read_config(ckpt_model_builder *b, const char *path, int llama_only, vsrc_hf_config *out)
 {
     FILE *f = fopen(path, "rb");
+    const cJSON *type;
     char *text = NULL;
     long len = 0;
     cJSON *j = NULL;
     int rc = 0;
 
+    memset(out, 0, sizeof *out);
+    out->verify_map = "verify_hf_llama";
     if (!f)
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_OS, "%s: cannot open", path);
     if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || len > (1 << 24) || fseek(f, 0, SEEK_SET) != 0 ||
@@ -229,13 +233,30 @@ int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path, int llama_o
         if (!(j = cJSON_Parse(text)) || !cJSON_IsObject(j))
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", path);
     }
-    if (rc == 0)
+    type = rc == 0 && !llama_only ? item(j, "model_type") : NULL;
+    if (rc == 0 && cJSON_IsString(type) && (out->family = ckpt_vsrc__data_family(type->valuestring))) {
+        rc = ckpt_vsrc__family_config(b, out->family, CKPT_FAMILY_HF, path, text, &out->family_config);
+        if (rc == 0 && ckpt_family_string(out->family, "verify.maps.huggingface"))
+            out->verify_map = ckpt_family_string(out->family, "verify.maps.huggingface");
+    } else if (rc == 0) {
         rc = llama_fields(b, j, path, llama_only);
+    }
     if (rc == 0)
         rc = ckpt_model_builder_config_source(b, path);
     cJSON_Delete(j);
     free(text);
     return rc;
+}
+
+int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path, int llama_only)
+{
+    vsrc_hf_config ignored;
+    return read_config(b, path, llama_only, &ignored);
+}
+
+int ckpt_vsrc__hf_config(ckpt_model_builder *b, const char *path, vsrc_hf_config *out)
+{
+    return read_config(b, path, 0, out);
 }
 
 int ckpt_vsrc__map_params(ckpt_model_builder *b, ckpt_map_params **out)

@@ -4,6 +4,7 @@
 #ifndef CKPT_FORMATS_VERIFY_COMMON_H
 #define CKPT_FORMATS_VERIFY_COMMON_H
 
+#include <ckpt/family.h>
 #include <ckpt/sys/model.h>
 
 /* Keep an opened checkpoint, set, map or parameter table alive as long as the model. */
@@ -24,6 +25,25 @@ int ckpt_vsrc__find_config(const char *dir, int up, char *path, size_t cap);
  * does not run (another activation, another RoPE scaling). llama_only: a family other than
  * LLaMA is refused (PaddleNLP's weights are read by LLaMA's names). */
 int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *config_path, int llama_only);
+/* What a Hugging Face config.json says beyond the config: the verify map its family's weights
+ * are read with, and for a family verify knows from its data (not llama, mistral, qwen2) that
+ * family and its config (kept alive by the model). */
+typedef struct vsrc_hf_config {
+    const char *verify_map;
+    const ckpt_family *family;
+    const ckpt_family_config *family_config;
+} vsrc_hf_config;
+/* ckpt_vsrc__llama_config for LLaMA, Mistral and Qwen2 (as ever); any other built-in family's
+ * config through its data (ckpt_vsrc__family_config). */
+int ckpt_vsrc__hf_config(ckpt_model_builder *b, const char *config_path, vsrc_hf_config *out);
+/* The built-in family model_type names when verify knows it from its data alone (none of
+ * llama, mistral, qwen2), else NULL. */
+const ckpt_family *ckpt_vsrc__data_family(const char *model_type);
+/* Read src (config.json text or Megatron args, as ckpt_family_config_read) as family f's config,
+ * kept alive by the model, and lay ckpt_family_model_config's values over the builder's
+ * config (verify_family.c). */
+int ckpt_vsrc__family_config(ckpt_model_builder *b, const ckpt_family *f, const char *framework, const char *where,
+                             const void *src, const ckpt_family_config **out);
 /* The integers the verify maps need (head_dim, group_size, head counts) from the config. */
 int ckpt_vsrc__map_params(ckpt_model_builder *b, ckpt_map_params **out);
 

@@ -1,12 +1,14 @@
 /* What a Hugging Face directory says that Megatron's own args have no place for -- the token
- * ids of config.json and generation_config.json -- kept in args as hf_* attributes for the
- * way back. megatron-core reads its args by name (load_args_from_checkpoint,
+ * ids of config.json (the family's args_out, formats/families) and generation_config.json --
+ * kept in args as hf_* attributes for the way back. megatron-core reads its args by name (load_args_from_checkpoint,
  * check_checkpoint_args), so attributes it does not know ride along, as hf_model_type does. */
 #include "hf_private.h"
 
 #include <ckpt/megatron.h>
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
+
+#include <cjson/cJSON.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -17,60 +19,7 @@
 /* a generation_config.json is a few hundred bytes; far past any, and the args stay small */
 #define MAX_GENERATION_CONFIG (1u << 20)
 
-#define ARG_BOS "hf_bos_token_id"
-#define ARG_EOS "hf_eos_token_id"
-#define ARG_PAD "hf_pad_token_id"
 #define ARG_GENERATION "hf_generation_config"
-
-int ckpt_hf__tokens_to_args(ckpt_arena *a, ckpt_value *args, const ckpt_hf_llama_dims *d)
-{
-    int rc = 0;
-
-    if (d->bos_token_id >= 0)
-        rc = ckpt_megatron_args_set_int(a, args, ARG_BOS, d->bos_token_id);
-    if (rc == 0 && d->n_eos_token_list)
-        rc = ckpt_megatron_args_set_int_list(a, args, ARG_EOS, d->eos_token_list, (size_t)d->n_eos_token_list);
-    else if (rc == 0 && d->eos_token_id >= 0)
-        rc = ckpt_megatron_args_set_int(a, args, ARG_EOS, d->eos_token_id);
-    if (rc == 0 && d->pad_token_id >= 0)
-        rc = ckpt_megatron_args_set_int(a, args, ARG_PAD, d->pad_token_id);
-    return rc;
-}
-
-static int token_of(const ckpt_value *v, const char *name, int64_t vocab, int64_t *out)
-{
-    if (v->kind != CKPT_VAL_INT || v->u.integer < 0 || v->u.integer >= vocab)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.%s is not a token id below the vocabulary "
-                               "size %lld", name, (long long)vocab);
-    *out = v->u.integer;
-    return 0;
-}
-
-int ckpt_hf__tokens_from_args(const ckpt_value *args, ckpt_hf_llama_dims *d)
-{
-    const ckpt_value *bos = ckpt_megatron_arg(args, ARG_BOS), *eos = ckpt_megatron_arg(args, ARG_EOS),
-                     *pad = ckpt_megatron_arg(args, ARG_PAD);
-    size_t i;
-    int rc;
-
-    d->bos_token_id = d->eos_token_id = d->pad_token_id = -1;
-    d->n_eos_token_list = 0;
-    if ((bos && bos->kind != CKPT_VAL_NONE && (rc = token_of(bos, ARG_BOS, d->vocab_size, &d->bos_token_id)) < 0) ||
-        (pad && pad->kind != CKPT_VAL_NONE && (rc = token_of(pad, ARG_PAD, d->vocab_size, &d->pad_token_id)) < 0))
-        return rc;
-    if (!eos || eos->kind == CKPT_VAL_NONE)
-        return 0;
-    if (eos->kind != CKPT_VAL_LIST && eos->kind != CKPT_VAL_TUPLE)
-        return token_of(eos, ARG_EOS, d->vocab_size, &d->eos_token_id);
-    if (eos->u.seq.n > CKPT_HF_MAX_EOS_TOKENS)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.%s lists more than %d tokens", ARG_EOS,
-                               CKPT_HF_MAX_EOS_TOKENS);
-    for (i = 0; i < eos->u.seq.n; i++)
-        if ((rc = token_of(eos->u.seq.items[i], ARG_EOS, d->vocab_size, &d->eos_token_list[i])) < 0)
-            return rc;
-    d->n_eos_token_list = (int)eos->u.seq.n;
-    return 0;
-}
 
 int ckpt_hf_llama_config_note(const ckpt_value *args, ckpt_buf *out)
 {

@@ -1,251 +1,195 @@
-/* The family of a Hugging Face config.json and what it says beyond LLaMA's sizes: biases,
- * RoPE scaling, a sliding window. A conversion carries all of it or refuses the config, so
- * that the model written computes what the model read did. */
+/* The family of a Hugging Face config.json as hf.h has always said it (ckpt_hf_family, a
+ * ckpt_hf_llama_dims), over the families of formats/families: llama, mistral and qwen2 are
+ * their rows there, not code here. */
 #include "hf_private.h"
 
 #include <ckpt/sys/common.h>
 
-#include <math.h>
 #include <string.h>
 
-static const struct {
-    const char *model_type, *arch_prefix, *causal_lm, *title;
-} families[] = {
-    [CKPT_HF_LLAMA] = { "llama", "LlamaFor", "LlamaForCausalLM", "LLaMA" },
-    [CKPT_HF_MISTRAL] = { "mistral", "MistralFor", "MistralForCausalLM", "Mistral" },
-    [CKPT_HF_QWEN2] = { "qwen2", "Qwen2For", "Qwen2ForCausalLM", "Qwen2" },
-};
-#define N_FAMILIES (sizeof families / sizeof families[0])
-#define KNOWN_FAMILIES "llama, mistral, qwen2"
-#define KNOWN_ROPE_TYPES "default, llama3"
+const ckpt_family *ckpt_hf__family(ckpt_hf_family f)
+{
+    return (unsigned)f < ckpt_family_builtin_count() ? ckpt_family_builtin_at((size_t)f) : NULL;
+}
 
 const char *ckpt_hf_family_name(ckpt_hf_family f)
 {
-    return (unsigned)f < N_FAMILIES ? families[f].model_type : NULL;
+    return ckpt_family_string(ckpt_hf__family(f), "hf.model_type");
 }
 
 const char *ckpt_hf_family_title(ckpt_hf_family f)
 {
-    return (unsigned)f < N_FAMILIES ? families[f].title : NULL;
-}
-
-const char *ckpt_hf__class_name(ckpt_hf_family f)
-{
-    return (unsigned)f < N_FAMILIES ? families[f].causal_lm : NULL;
+    return ckpt_family_title(ckpt_hf__family(f));
 }
 
 int ckpt_hf_family_parse(const char *what, const char *name, ckpt_hf_family *out)
 {
     size_t i;
 
-    for (i = 0; i < N_FAMILIES; i++)
-        if (strcmp(name, families[i].model_type) == 0) {
+    for (i = 0; i < ckpt_family_builtin_count(); i++)
+        if (ckpt_hf_family_name((ckpt_hf_family)i) && strcmp(name, ckpt_hf_family_name((ckpt_hf_family)i)) == 0) {
             *out = (ckpt_hf_family)i;
             return 0;
         }
-    return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: model_type %s is not one of " KNOWN_FAMILIES,
-                           what, name);
+    return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: model_type %s is not one of %s", what, name,
+                           ckpt_family_known());
 }
 
-static int starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
+/* ---- dims <-> family config ---- */
 
-/* model_type names the family; architectures, when there, names a class of it. Without a
- * model_type the class decides (LLaMA when there is neither, as configs of old tools). */
-static int get_family(const cJSON *cfg, const char *path, ckpt_hf_family *out)
+static int64_t get_int(const ckpt_family_config *c, const char *field, int64_t none)
 {
-    const cJSON *type = ckpt_hf__field(cfg, "model_type"), *arch = ckpt_hf__field(cfg, "architectures"), *a;
-    int found = 0, rc;
-    size_t i;
+    const ckpt_value *v;
 
-    *out = CKPT_HF_LLAMA;
-    if (type && !cJSON_IsString(type))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: model_type is not a string", path);
-    if (type && (rc = ckpt_hf_family_parse(path, type->valuestring, out)) < 0)
-        return rc;
-    if (!arch)
-        return 0;
-    if (!cJSON_IsArray(arch))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: architectures is not a list", path);
-    for (i = 0; i < N_FAMILIES && !found; i++) {
-        if (type && i != (size_t)*out)
-            continue;
-        cJSON_ArrayForEach(a, arch)
-            if (cJSON_IsString(a) && starts_with(a->valuestring, families[i].arch_prefix)) {
-                *out = (ckpt_hf_family)i;
-                found = 1;
-            }
+    if (ckpt_family_config_get(c, field, &v) < 0) {
+        ckpt_error_clear();
+        return none;
     }
-    a = cJSON_GetArrayItem(arch, 0);
-    if (!found && type)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: architectures names %s, not a %s model (%s...)", path,
-                               cJSON_IsString(a) ? a->valuestring : "no class", type->valuestring,
-                               families[*out].arch_prefix);
-    if (!found)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: architectures names %s, not a model of " KNOWN_FAMILIES, path,
-                               cJSON_IsString(a) ? a->valuestring : "no class");
-    return 0;
+    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean != 0 : none;
 }
 
-/* One RoPE description (rope_scaling or rope_parameters). */
-typedef struct rope {
-    int llama3;
-    double factor, low, high;
-    int64_t original;
-} rope;
-
-static int rope_number(const cJSON *r, const char *path, const char *where, const char *name, double lo, double *out)
+static double get_real(const ckpt_family_config *c, const char *field, double none)
 {
-    const cJSON *v = ckpt_hf__field(r, name);
+    const ckpt_value *v;
 
-    if (!v)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is missing (rope_type llama3)", path,
-                               where, name);
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > 1e300)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a number >= %g", path, where,
-                               name, lo);
-    *out = v->valuedouble;
-    return 0;
+    if (ckpt_family_config_get(c, field, &v) < 0) {
+        ckpt_error_clear();
+        return none;
+    }
+    return v->kind == CKPT_VAL_FLOAT ? v->u.real : v->kind == CKPT_VAL_INT ? (double)v->u.integer : none;
 }
 
-static int parse_rope(const cJSON *r, const char *path, const char *where, rope *out)
+static const ckpt_value *get(const ckpt_family_config *c, const char *field)
 {
-    static const char *const keys[] = { "rope_type", "type", "rope_theta", "factor", "low_freq_factor",
-                                        "high_freq_factor", "original_max_position_embeddings" };
-    const cJSON *type = ckpt_hf__field(r, "rope_type"), *c;
+    const ckpt_value *v = NULL;
+
+    if (ckpt_family_config_get(c, field, &v) < 0)
+        ckpt_error_clear();
+    return v;
+}
+
+int ckpt_hf__dims_of(const ckpt_family_config *c, ckpt_hf_llama_dims *d)
+{
+    const ckpt_value *rope = get(c, "rope"), *dtype = get(c, "dtype"), *eos = get(c, "eos_token_id");
+    ckpt_dtype t;
     size_t i;
+
+    for (i = 0; i < ckpt_family_builtin_count() && ckpt_family_builtin_at(i) != ckpt_family_config_family(c); i++)
+        ;
+    d->family = (ckpt_hf_family)i;
+    d->hidden_size = get_int(c, "hidden_size", 0);
+    d->intermediate_size = get_int(c, "ffn_size", 0);
+    d->num_layers = get_int(c, "num_layers", 0);
+    d->num_heads = get_int(c, "num_heads", 0);
+    d->num_kv_heads = get_int(c, "num_kv_heads", 0);
+    d->head_dim = get_int(c, "head_dim", 0);
+    d->vocab_size = get_int(c, "vocab_size", 0);
+    d->max_positions = get_int(c, "max_positions", 0);
+    d->rms_norm_eps = get_real(c, "norm_eps", d->rms_norm_eps);
+    d->rope_theta = get_real(c, "rope_theta", d->rope_theta);
+    d->initializer_range = get_real(c, "init_std", d->initializer_range);
+    d->tied = get_int(c, "tied", 0) != 0;
+    d->attention_bias = get_int(c, "attention_bias", 0) != 0;
+    d->mlp_bias = get_int(c, "mlp_bias", 0) != 0;
+    d->qkv_bias = get_int(c, "qkv_bias", 0) != 0 && !d->attention_bias;
+    d->sliding_window = get_int(c, "sliding_window", 0);
+    d->bos_token_id = get_int(c, "bos_token_id", -1);
+    d->pad_token_id = get_int(c, "pad_token_id", -1);
+    d->eos_token_id = get_int(c, "eos_token_id", -1);
+    d->n_eos_token_list = 0;
+    if (eos && eos->kind == CKPT_VAL_LIST)
+        for (i = 0; i < eos->u.seq.n && i < CKPT_HF_MAX_EOS_TOKENS; i++)
+            d->eos_token_list[d->n_eos_token_list++] = eos->u.seq.items[i]->u.integer;
+    d->rope_factor = d->rope_low_freq_factor = d->rope_high_freq_factor = 0;
+    d->rope_original_max_positions = 0;
+    if (rope && rope->kind == CKPT_VAL_STR && strcmp(rope->u.str.ptr, "llama3") == 0) {
+        d->rope_factor = get_real(c, "rope_factor", 0);
+        d->rope_low_freq_factor = get_real(c, "rope_low_freq_factor", 0);
+        d->rope_high_freq_factor = get_real(c, "rope_high_freq_factor", 0);
+        d->rope_original_max_positions = get_int(c, "rope_original_max_positions", 0);
+    }
+    if (dtype && dtype->kind == CKPT_VAL_STR && (t = ckpt_dtype_from_name(dtype->u.str.ptr)) != CKPT_DTYPE_INVALID)
+        d->dtype = t;
+    return 0;
+}
+
+typedef struct setter {
+    ckpt_family_config *c;
+    ckpt_arena *a;
     int rc;
+} setter;
 
-    memset(out, 0, sizeof *out);
-    if (!type)
-        type = ckpt_hf__field(r, "type");
-    if (!cJSON_IsObject(r))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is not an object", path, where);
-    if (type && !cJSON_IsString(type))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.rope_type is not a string", path, where);
-    if (type && strcmp(type->valuestring, "default") != 0 && strcmp(type->valuestring, "llama3") != 0)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: %s.rope_type %s is not one of " KNOWN_ROPE_TYPES, path, where, type->valuestring);
-    /* every other key of a RoPE description changes the frequencies */
-    for (c = r->child; c; c = c->next) {
-        for (i = 0; i < sizeof keys / sizeof keys[0] && strcmp(c->string, keys[i]) != 0; i++)
-            ;
-        if (i == sizeof keys / sizeof keys[0])
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: %s.%s is not a field of RoPE types " KNOWN_ROPE_TYPES, path, where, c->string);
+static void set(setter *s, const char *field, ckpt_value *v)
+{
+    if (s->rc == 0)
+        s->rc = v ? ckpt_family_config_set(s->c, field, v) : CKPT_ENOMEM;
+}
+
+static void set_id(setter *s, const char *field, int64_t id)
+{
+    set(s, field, id >= 0 ? ckpt_value_new_int(s->a, id) : ckpt_value_new(s->a, CKPT_VAL_NONE));
+}
+
+static void set_fields(setter *s, const ckpt_hf_llama_dims *d)
+{
+    ckpt_value *eos;
+    int i;
+
+    set(s, "hidden_size", ckpt_value_new_int(s->a, d->hidden_size));
+    set(s, "ffn_size", ckpt_value_new_int(s->a, d->intermediate_size));
+    set(s, "num_layers", ckpt_value_new_int(s->a, d->num_layers));
+    set(s, "num_heads", ckpt_value_new_int(s->a, d->num_heads));
+    set(s, "num_kv_heads", ckpt_value_new_int(s->a, d->num_kv_heads));
+    set(s, "head_dim", ckpt_value_new_int(s->a, d->head_dim));
+    set(s, "vocab_size", ckpt_value_new_int(s->a, d->vocab_size));
+    set(s, "max_positions", ckpt_value_new_int(s->a, d->max_positions));
+    set(s, "norm_eps", ckpt_value_new_float(s->a, d->rms_norm_eps));
+    set(s, "rope_theta", ckpt_value_new_float(s->a, d->rope_theta));
+    set(s, "init_std", ckpt_value_new_float(s->a, d->initializer_range));
+    set(s, "tied", ckpt_value_new_bool(s->a, d->tied));
+    set(s, "attention_bias", ckpt_value_new_bool(s->a, d->attention_bias));
+    set(s, "mlp_bias", ckpt_value_new_bool(s->a, d->mlp_bias));
+    set(s, "qkv_bias", ckpt_value_new_bool(s->a, d->qkv_bias || d->attention_bias));
+    set(s, "sliding_window", d->sliding_window > 0 ? ckpt_value_new_int(s->a, d->sliding_window)
+                                                   : ckpt_value_new(s->a, CKPT_VAL_NONE));
+    set(s, "rope", ckpt_value_new_str(s->a, d->rope_factor ? "llama3" : "default", d->rope_factor ? 6 : 7));
+    set(s, "rope_factor", ckpt_value_new_float(s->a, d->rope_factor));
+    set(s, "rope_low_freq_factor", ckpt_value_new_float(s->a, d->rope_low_freq_factor));
+    set(s, "rope_high_freq_factor", ckpt_value_new_float(s->a, d->rope_high_freq_factor));
+    set(s, "rope_original_max_positions", ckpt_value_new_int(s->a, d->rope_original_max_positions));
+    set(s, "dtype", ckpt_value_new_str(s->a, ckpt_dtype_name(d->dtype), strlen(ckpt_dtype_name(d->dtype))));
+    set_id(s, "bos_token_id", d->bos_token_id);
+    set_id(s, "pad_token_id", d->pad_token_id);
+    if (d->n_eos_token_list > 0 && d->n_eos_token_list <= CKPT_HF_MAX_EOS_TOKENS) {
+        eos = ckpt_value_new(s->a, CKPT_VAL_LIST);
+        for (i = 0; eos && i < d->n_eos_token_list && s->rc == 0; i++)
+            s->rc = ckpt_value_append(s->a, eos, ckpt_value_new_int(s->a, d->eos_token_list[i]));
+        set(s, "eos_token_id", eos);
+    } else {
+        set_id(s, "eos_token_id", d->eos_token_id);
     }
-    if (!type || strcmp(type->valuestring, "llama3") != 0)
-        return 0;
-    out->llama3 = 1;
-    if ((rc = rope_number(r, path, where, "factor", 1, &out->factor)) < 0 ||
-        (rc = rope_number(r, path, where, "low_freq_factor", 0, &out->low)) < 0 ||
-        (rc = rope_number(r, path, where, "high_freq_factor", 0, &out->high)) < 0)
-        return rc;
-    if (!(out->low < out->high))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "%s: %s.low_freq_factor %g is not below high_freq_factor %g", path, where, out->low,
-                               out->high);
-    if (!ckpt_hf__field(r, "original_max_position_embeddings"))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "%s: %s.original_max_position_embeddings is missing (rope_type llama3)", path, where);
-    out->original = 0;
-    return ckpt_hf__get_int(r, path, "original_max_position_embeddings", 1, 1, &out->original);
 }
 
-/* transformers 5 reads rope_parameters, 4 rope_scaling: where both are there they must say
- * the same, or the two would build different models. */
-static int rope_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d)
+int ckpt_hf__config_of(const ckpt_hf_llama_dims *d, const char *where, ckpt_family_config **out)
 {
-    const cJSON *scaling = ckpt_hf__field(cfg, "rope_scaling"), *params = ckpt_hf__field(cfg, "rope_parameters");
-    rope s, p, *use = NULL;
-    int rc;
+    const ckpt_family *f = ckpt_hf__family(d->family);
+    setter s;
 
-    if (scaling && (rc = parse_rope(scaling, path, "rope_scaling", &s)) < 0)
-        return rc;
-    if (params && (rc = parse_rope(params, path, "rope_parameters", &p)) < 0)
-        return rc;
-    if (scaling && params && (s.llama3 != p.llama3 || s.factor != p.factor || s.low != p.low || s.high != p.high ||
-                              s.original != p.original))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "%s: rope_scaling and rope_parameters describe different RoPE scalings", path);
-    use = params ? &p : scaling ? &s : NULL;
-    if (use && use->llama3) {
-        d->rope_factor = use->factor;
-        d->rope_low_freq_factor = use->low;
-        d->rope_high_freq_factor = use->high;
-        d->rope_original_max_positions = use->original;
+    *out = NULL;
+    if (!f)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: the family is not one of %s", where,
+                               ckpt_family_known());
+    memset(&s, 0, sizeof s);
+    if ((s.rc = ckpt_family_config_new(&s.c, f, where)) < 0)
+        return s.rc;
+    if ((s.rc = ckpt_arena_new(&s.a)) == 0)
+        set_fields(&s, d);
+    ckpt_arena_free(s.a);
+    if (s.rc < 0) {
+        ckpt_family_config_free(s.c);
+        return s.rc;
     }
-    return 0;
-}
-
-/* layer_types (transformers >= 4.53): every layer as the sliding window says. */
-static int check_layer_types(const cJSON *cfg, const char *path, const ckpt_hf_llama_dims *d)
-{
-    const cJSON *types = ckpt_hf__field(cfg, "layer_types"), *t;
-    const char *want = d->sliding_window ? "sliding_attention" : "full_attention";
-
-    if (!types)
-        return 0;
-    if (!cJSON_IsArray(types))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer_types is not a list", path);
-    cJSON_ArrayForEach(t, types)
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, want) != 0)
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: layer_types has %s, not %s in every layer (%s)", path,
-                                   cJSON_IsString(t) ? t->valuestring : "a value that is not a string", want,
-                                   d->sliding_window ? "sliding_window is set" : "no sliding window");
-    return 0;
-}
-
-static int sliding_window(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d)
-{
-    const cJSON *c, *raw = NULL;
-    int use = 0, rc;
-
-    d->sliding_window = 0;
-    if (d->family == CKPT_HF_QWEN2) {
-        /* Qwen2 windows only the layers past max_window_layers, which Megatron cannot say */
-        if ((rc = ckpt_hf__get_bool(cfg, path, "use_sliding_window", &use)) < 0)
-            return rc;
-        if (use)
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: use_sliding_window is true (Qwen2's window on some layers only)", path);
-    } else if (d->family == CKPT_HF_MISTRAL) {
-        for (c = cfg->child; c; c = c->next)
-            if (c->string && strcmp(c->string, "sliding_window") == 0)
-                raw = c;
-        /* MistralConfig's default when the key is absent; null is no window */
-        d->sliding_window = 4096;
-        if (raw && cJSON_IsNull(raw))
-            d->sliding_window = 0;
-        else if (raw && (rc = ckpt_hf__get_int(cfg, path, "sliding_window", 1, 1, &d->sliding_window)) < 0)
-            return rc;
-    }
-    return check_layer_types(cfg, path, d);
-}
-
-/* Fields of other families' configs that change what the model computes: a config of one of
- * ours that holds them was edited into something no conversion here carries. */
-static int foreign_fields(const cJSON *cfg, const char *path)
-{
-    static const char *const present[] = { "attn_logit_softcapping", "final_logit_softcapping", "quantization_config",
-                                           "num_experts", "num_local_experts", "n_routed_experts", "qk_layernorm",
-                                           "use_qk_norm", "no_rope_layers" };
-    const cJSON *v, *prf = ckpt_hf__field(cfg, "partial_rotary_factor");
-    size_t i;
-
-    for (i = 0; i < sizeof present / sizeof present[0]; i++)
-        if ((v = ckpt_hf__field(cfg, present[i])) && !cJSON_IsFalse(v) &&
-            !(cJSON_IsNumber(v) && v->valuedouble == 0))
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: %s is set, which no model of " KNOWN_FAMILIES " has", path, present[i]);
-    if (prf && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: partial_rotary_factor is not 1 (RoPE on part of each head)", path);
+    *out = s.c;
     return 0;
 }
 
@@ -260,8 +204,9 @@ int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
         return rc < 0 ? ckpt_error_oom() : 0;
     }
     ckpt_buf_printf(out, "Hugging Face %s (model_type %s): %lld layers, hidden %lld, %lld heads, %lld KV heads, vocab %lld",
-                    families[d.family].causal_lm, families[d.family].model_type, (long long)d.num_layers, (long long)d.hidden_size,
-                    (long long)d.num_heads, (long long)d.num_kv_heads, (long long)d.vocab_size);
+                    ckpt_family_string(ckpt_hf__family(d.family), "hf.class"), ckpt_hf_family_name(d.family),
+                    (long long)d.num_layers, (long long)d.hidden_size, (long long)d.num_heads,
+                    (long long)d.num_kv_heads, (long long)d.vocab_size);
     if (d.qkv_bias || d.attention_bias)
         ckpt_buf_puts(out, ", q/k/v biases");
     if (d.rope_factor)
@@ -269,27 +214,4 @@ int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
     if (d.sliding_window)
         ckpt_buf_printf(out, ", sliding window %lld", (long long)d.sliding_window);
     return out->data ? 0 : ckpt_error_oom();
-}
-
-int ckpt_hf__family_fields(const cJSON *cfg, const char *path, ckpt_hf_llama_dims *d)
-{
-    const cJSON *act = ckpt_hf__field(cfg, "hidden_act");
-    int rc;
-
-    if ((rc = get_family(cfg, path, &d->family)) < 0)
-        return rc;
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: hidden_act is not \"silu\" (LLaMA's SwiGLU)", path);
-    d->attention_bias = d->mlp_bias = 0;
-    /* Qwen2's attention has q/k/v biases always and no attention_bias field */
-    d->qkv_bias = d->family == CKPT_HF_QWEN2;
-    if (d->family == CKPT_HF_LLAMA && ((rc = ckpt_hf__get_bool(cfg, path, "attention_bias", &d->attention_bias)) < 0 ||
-                                       (rc = ckpt_hf__get_bool(cfg, path, "mlp_bias", &d->mlp_bias)) < 0))
-        return rc;
-    d->rope_factor = d->rope_low_freq_factor = d->rope_high_freq_factor = 0;
-    d->rope_original_max_positions = 0;
-    if ((rc = rope_fields(cfg, path, d)) < 0 || (rc = sliding_window(cfg, path, d)) < 0)
-        return rc;
-    return foreign_fields(cfg, path);
 }

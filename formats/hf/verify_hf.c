@@ -65,6 +65,7 @@ static const char *container_prefix(const ckpt_ckpt *c)
 static int hf_weights(ckpt_model_builder *b, const char *weights, const char *config, const ckpt_open_options *open,
                       int check_whole)
 {
+    vsrc_hf_config hc = { "verify_hf_llama", NULL, NULL };
     ckpt_ckpt *c;
     const ckpt_map *map;
     ckpt_map_params *p;
@@ -74,7 +75,7 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
     vsrc_parts parts;
     int rc;
 
-    if (config && (rc = ckpt_vsrc__llama_config(b, config, 0)) < 0)
+    if (config && (rc = ckpt_vsrc__hf_config(b, config, &hc)) < 0)
         return rc;
     if (!config)
         ckpt_model_builder_config_source(b, "any config.json (none beside the weights or above them)");
@@ -89,10 +90,13 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
             in[kept++] = in[i];
     if (prefix)
         n = kept;
-    if (check_whole && config && (rc = check_tensors(config, weights, in, n)) < 0)
+    if (check_whole && config &&
+        (rc = hc.family ? ckpt_family_check_tensors(hc.family, hc.family_config, CKPT_FAMILY_HF, config, weights, in, n)
+                        : check_tensors(config, weights, in, n)) < 0)
         goto done;
     memset(&parts, 0, sizeof parts);
-    if ((rc = ckpt_vsrc__map(b, "verify_hf_llama", &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0 ||
+    if ((rc = ckpt_vsrc__map(b, hc.verify_map, &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0 ||
+        (hc.family && (rc = ckpt_family_map_params(hc.family, hc.family_config, p)) < 0) ||
         (rc = ckpt_model_builder_set_ranks(b, 1)) < 0 ||
         (rc = ckpt_vsrc__map_rank(b, 0, map, p, in, n, &parts)) < 0)
         goto done;

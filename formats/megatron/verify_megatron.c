@@ -132,8 +132,10 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
 {
     const ckpt_value *a = ckpt_megatron_args(mg);
     ckpt_model_config *c = ckpt_model_builder_config(b);
+    const ckpt_family *family;
     const char *norm, *pos;
     int64_t vocab = ckpt_megatron_info_of(mg)->true_vocab_size;
+    int rc;
 
     if (!a)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: the rank files hold no args",
@@ -162,6 +164,15 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
                                "%s: squared ReLU, gated attention output and MoE layers are not run by verify",
                                ckpt_model_builder_path(b));
     c->act = arg_bool(a, "swiglu") ? CKPT_ACT_SWIGLU : arg_bool(a, "openai_gelu") ? CKPT_ACT_GELU_TANH : CKPT_ACT_GELU;
+    /* a gated MLP without swiglu gates its gelu (Gemma's GeGLU with the tanh gelu) */
+    if (c->act != CKPT_ACT_SWIGLU && arg_bool(a, "gated_linear_unit")) {
+        if (c->act != CKPT_ACT_GELU_TANH)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: gated_linear_unit with the erf gelu is not run by verify (openai_gelu: the "
+                                   "tanh one is)",
+                                   ckpt_model_builder_path(b));
+        c->act = CKPT_ACT_GEGLU_TANH;
+    }
     pos = arg_str(a, "position_embedding_type");
     if (!pos || strcmp(pos, "learned_absolute") == 0)
         c->position = CKPT_POSITION_LEARNED;
@@ -187,7 +198,12 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
     c->qk_norm = arg_bool(a, "qk_layernorm");
     c->tied_embeddings = !arg_bool(a, "untie_embeddings_and_output_weights");
     arg_double(a, "softmax_scale", &c->attn_scale);
-    return window_from_args(b, a);
+    if ((rc = window_from_args(b, a)) < 0)
+        return rc;
+    /* a family verify knows from its data adds what args cannot say (Gemma 3's embedding scale) */
+    if ((family = ckpt_vsrc__data_family(arg_str(a, "hf_model_type"))))
+        return ckpt_vsrc__family_config(b, family, CKPT_FAMILY_MEGATRON, ckpt_model_builder_path(b), a, NULL);
+    return 0;
 }
 
 /* ---- tensors ---- */

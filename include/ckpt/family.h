@@ -45,6 +45,10 @@ CKPT_EXTERN(const ckpt_family *) ckpt_family_builtin_at(size_t i);
  * ckpt_family_known(). */
 CKPT_EXTERN(int) ckpt_family_detect(const ckpt_family **out, const char *framework, const char *where, const void *src);
 
+/* Whether Megatron args compute what the family's models compute (its megatron.require):
+ * CKPT_EUNSUPPORTED (CKPT_ERRCLASS_MODEL) naming the first arg that says otherwise. */
+CKPT_EXTERN(int) ckpt_family_args_check(const ckpt_family *f, const ckpt_value *args);
+
 /* Read and check a model's config in the family's canonical fields (src as above); refusals
  * name `where`, the field and the reason. */
 CKPT_EXTERN(int) ckpt_family_config_read(ckpt_family_config **out, const ckpt_family *f, const char *framework,
@@ -55,6 +59,11 @@ CKPT_EXTERN(const ckpt_family *) ckpt_family_config_family(const ckpt_family_con
 /* A canonical field ("hidden_size"); CKPT_ENOTFOUND when the family has no such field. The
  * value is borrowed from c. */
 CKPT_EXTERN(int) ckpt_family_config_get(const ckpt_family_config *c, const char *field, const ckpt_value **out);
+/* An empty config of family f, for a caller that fills it field by field (where names it in
+ * messages). */
+CKPT_EXTERN(int) ckpt_family_config_new(ckpt_family_config **out, const ckpt_family *f, const char *where);
+/* Set a field to a copy of v. */
+CKPT_EXTERN(int) ckpt_family_config_set(ckpt_family_config *c, const char *field, const ckpt_value *v);
 /* Set an integer field, as a caller that knows better than the source (Megatron args keep no
  * true vocabulary size when a model was trained with a padded one). */
 CKPT_EXTERN(int) ckpt_family_config_set_int(ckpt_family_config *c, const char *field, int64_t v);

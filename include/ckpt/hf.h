@@ -24,7 +24,10 @@ CKPT_EXTERN(int) ckpt_hf_weights_path(const char *dir, char **out);
 
 /* The model families whose weights are LLaMA's, give or take q/k/v biases and a sliding
  * window, and whose config Megatron-LM's args can carry: transformers' model_type llama
- * (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM). */
+ * (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM). Each is a file
+ * of formats/families (include/ckpt/family.h reads them); the values number the built-in
+ * families in the order of formats/families/index.json, and everything below is a wrapper
+ * over that data, kept for the callers of this API. */
 typedef enum ckpt_hf_family {
     CKPT_HF_LLAMA = 0,
     CKPT_HF_MISTRAL,
@@ -121,7 +124,7 @@ CKPT_EXTERN(int) ckpt_hf_llama_check_tensors(const ckpt_hf_llama_dims *d, const 
 
 /* Why every conversion from Hugging Face leaves the tensor `name` out (for the plan's list of
  * what was left out): RoPE's inv_freq buffers, which old transformers saved and every reader
- * recomputes. NULL for a tensor that is converted. */
+ * recomputes (llama.json's hf.left_out). NULL for a tensor that is converted. */
 CKPT_EXTERN(const char *) ckpt_hf_left_out_rule(const char *name);
 
 /* The config.json of d's family that transformers 4 and 5 read (architectures and

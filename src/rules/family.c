@@ -20,8 +20,7 @@ enum merge_mode { MERGE_GENERIC, MERGE_TOP, MERGE_OUT, MERGE_TENSORS, MERGE_MEGA
 
 static int apply(cJSON *dst, const cJSON *src, enum merge_mode mode, const char *where);
 
-/* src's value with its nulls left out (a null removes what it merges over, and over nothing
- * removes nothing). */
+/* A copy of src's value, merged as what it merges over would be. */
 static int copy_into(cJSON *parent, const char *key, const cJSON *src, enum merge_mode mode, const char *where)
 {
     cJSON *d;
@@ -211,9 +210,13 @@ static int apply(cJSON *dst, const cJSON *src, enum merge_mode mode, const char 
             rc = d ? ckpt_error_set(CKPT_EFORMAT, "%s: megatron: args_delta given twice", where) : args_delta(dst, c, where);
             continue;
         }
+        /* null removes what it merges over; over nothing it is a value ("value": null),
+         * except for a whole section, where it says the family has none */
         if (cJSON_IsNull(c)) {
             if (d)
                 cJSON_Delete(cJSON_DetachItemViaPointer(dst, d));
+            else if (mode != MERGE_TOP && !cJSON_AddNullToObject(dst, key))
+                rc = ckpt_error_oom();
             continue;
         }
         if (mode == MERGE_TOP)

@@ -373,7 +373,7 @@ int ckpt_family__read_text(ckpt_family_config **out, const ckpt_family *f, const
     r.cfg = cfg;
     if (!cJSON_IsObject(cfg))
         rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", where);
-    else if ((rc = ckpt_family__new_config(&r.c, f)) == 0 && (rc = read_rows(&r)) < 0)
+    else if ((rc = ckpt_family__new_config(&r.c, f, where)) == 0 && (rc = read_rows(&r)) < 0)
         ckpt_family_config_free(r.c);
     cJSON_Delete(cfg);
     if (rc == 0)
@@ -398,7 +398,7 @@ int ckpt_family_config_read(ckpt_family_config **out, const ckpt_family *f, cons
     r.where = where ? where : "args";
     r.args = src;
     r.named = ckpt_family__arg(src, "hf_model_type") != NULL;
-    if ((rc = ckpt_family__new_config(&r.c, f)) < 0)
+    if ((rc = ckpt_family__new_config(&r.c, f, r.where)) < 0)
         return rc;
     if ((rc = read_rows(&r)) < 0) {
         ckpt_family_config_free(r.c);

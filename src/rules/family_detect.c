@@ -215,3 +215,10 @@ int ckpt_family_detect(const ckpt_family **out, const char *framework, const cha
         return detect_args(out, src);
     return ckpt_family__detect_text(out, where ? where : "config.json", src, strlen(src));
 }
+
+int ckpt_family_args_check(const ckpt_family *f, const ckpt_value *args)
+{
+    if (!f || !args)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_family_args_check: NULL argument");
+    return ckpt_family__megatron_require(f, args);
+}

@@ -260,7 +260,7 @@ static int hf_dtype(family_read *r, const cJSON *row, const char *name)
             use = v;
     if (use && (t = ckpt_dtype_from_name(use->valuestring)) != CKPT_DTYPE_INVALID && ckpt_dtype_is_float(t))
         return ckpt_family__set_str(r->c, name, ckpt_dtype_name(t));
-    return ckpt_family__set_str(r->c, name, cJSON_IsString(d) ? d->valuestring : "bfloat16");
+    return cJSON_IsString(d) ? ckpt_family__set_str(r->c, name, d->valuestring) : ckpt_family__set_none(r->c, name);
 }
 
 /* layer_types (transformers >= 4.53): every layer as the sliding window says. */

@@ -33,6 +33,7 @@ typedef struct family_field {
 struct ckpt_family_config {
     ckpt_arena *arena;
     const ckpt_family *family;
+    const char *where;            /* the source, for messages (in arena) */
     family_field *fields;
     size_t n, cap;
 };
@@ -62,7 +63,7 @@ int ckpt_family__set_none(ckpt_family_config *c, const char *name);
 int64_t ckpt_family__int(const ckpt_family_config *c, const char *name, int64_t fallback);
 double ckpt_family__real(const ckpt_family_config *c, const char *name, double fallback);
 const char *ckpt_family__str(const ckpt_family_config *c, const char *name);
-int ckpt_family__new_config(ckpt_family_config **out, const ckpt_family *f);
+int ckpt_family__new_config(ckpt_family_config **out, const ckpt_family *f, const char *where);
 
 /* ---- expressions: integers and bools over fields (+ - * / % == != < <= > >= && || ! and
  * parentheses), '/' exact ---- */

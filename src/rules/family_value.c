@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ckpt_family__new_config(ckpt_family_config **out, const ckpt_family *f)
+int ckpt_family__new_config(ckpt_family_config **out, const ckpt_family *f, const char *where)
 {
     ckpt_family_config *c = calloc(1, sizeof *c);
     int rc;
@@ -19,8 +19,64 @@ int ckpt_family__new_config(ckpt_family_config **out, const ckpt_family *f)
         return rc;
     }
     c->family = f;
+    if (!(c->where = ckpt_arena_strndup(c->arena, where ? where : "config", strlen(where ? where : "config")))) {
+        ckpt_family_config_free(c);
+        return CKPT_ENOMEM;
+    }
     *out = c;
     return 0;
+}
+
+int ckpt_family_config_new(ckpt_family_config **out, const ckpt_family *f, const char *where)
+{
+    if (!out || !f)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_family_config_new: NULL argument");
+    return ckpt_family__new_config(out, f, where);
+}
+
+/* A copy of v in c's arena, strings included (ckpt_value_clone shares them). */
+static int copy_value(ckpt_arena *a, const ckpt_value *v, unsigned depth, ckpt_value **out)
+{
+    ckpt_value *item;
+    size_t i;
+    int rc;
+
+    switch (depth > 8 ? CKPT_VAL_OBJECT : v->kind) {
+    case CKPT_VAL_STR:
+        *out = ckpt_value_new_str(a, v->u.str.ptr, v->u.str.len);
+        break;
+    case CKPT_VAL_LIST:
+    case CKPT_VAL_TUPLE:
+        if (!(*out = ckpt_value_new(a, v->kind)))
+            return CKPT_ENOMEM;
+        for (i = 0; i < v->u.seq.n; i++)
+            if ((rc = copy_value(a, v->u.seq.items[i], depth + 1, &item)) < 0 ||
+                (rc = ckpt_value_append(a, *out, item)) < 0)
+                return rc;
+        break;
+    case CKPT_VAL_NONE:
+    case CKPT_VAL_BOOL:
+    case CKPT_VAL_INT:
+    case CKPT_VAL_FLOAT:
+        if ((*out = ckpt_value_new(a, v->kind)))
+            (*out)->u = v->u;
+        break;
+    default:
+        return ckpt_error_set(CKPT_EINVALID, "a config field is a number, a bool, a string, None or a list of them");
+    }
+    return *out ? 0 : CKPT_ENOMEM;
+}
+
+int ckpt_family_config_set(ckpt_family_config *c, const char *field, const ckpt_value *v)
+{
+    ckpt_value *copy;
+    int rc;
+
+    if (!c || !field || !v)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_family_config_set: NULL argument");
+    if ((rc = copy_value(c->arena, v, 0, &copy)) < 0)
+        return rc;
+    return ckpt_family__set(c, field, copy);
 }
 
 void ckpt_family_config_free(ckpt_family_config *c)

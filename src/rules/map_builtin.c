@@ -1,5 +1,6 @@
 /* Maps built into the library: formats/maps/<name>.json, embedded at build time, and the
- * inverse of each, derived from the same text when asked for by its own name. */
+ * inverse of each, derived from the same text when asked for by its own name; a variant
+ * that names itself ("variants": {"local": {"name": ...}}) is loaded by that name too. */
 #include "rules_private.h"
 
 #include <string.h>
@@ -14,9 +15,9 @@ int ckpt_map_builtin(ckpt_map **out, const char *name)
     for (i = 0; i < ckpt_rules__builtin_n; i++) {
         const map_builtin *b = &ckpt_rules__builtins[i];
         if (strcmp(b->name, name) == 0)
-            return ckpt_rules__map_parse(out, b->json, b->len, b->name, 0);
+            return ckpt_rules__map_parse_variant(out, b->json, b->len, b->name, 0, b->variant);
         if (strcmp(b->inverse_name, name) == 0)
-            return ckpt_rules__map_parse(out, b->json, b->len, b->name, 1);
+            return ckpt_rules__map_parse_variant(out, b->json, b->len, b->name, 1, b->variant);
     }
     return ckpt_error_set(CKPT_ENOTFOUND, "no built-in map is named '%s'", name);
 }

@@ -184,5 +184,5 @@ int ckpt_map_invert(const ckpt_map *m, ckpt_map **out)
 {
     if (!m || !out)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_map_invert: NULL argument");
-    return ckpt_rules__map_parse(out, m->json, m->json_len, m->origin, !m->inverted);
+    return ckpt_rules__map_parse_variant(out, m->json, m->json_len, m->origin, !m->inverted, m->variant);
 }

@@ -16,10 +16,11 @@
 
 static const char *const top_keys[] = { "ckptconv_map", "name", "description", "source_kind", "target_kind",
                                         "inverse", "detect", "params", "strict", "inverse_strict",
-                                        "normalize", "rules", "parallel", "comment", NULL };
+                                        "normalize", "rules", "variants", "parallel", "comment", NULL };
 static const char *const rule_keys[] = { "name", "from", "to", "ops", "comment", NULL };
 static const char *const name_keys[] = { "name", "description", NULL };
 static const char *const detect_keys[] = { "source", "target", NULL };
+static const char *const variant_keys[] = { "name", "description", "inverse", "rules", "comment", NULL };
 
 static int parse_patterns(ckpt_arena *a, const cJSON *item, const char *key, const char *where, size_t *n_out,
                           map_pattern **out)
@@ -133,6 +134,77 @@ static int parse_rules(ckpt_map *m, const cJSON *root, const char *key, const ch
                 return ckpt_rules__json_fail(where, "two rules are named \"%s\"", out->v[i].name);
         i++;
     }
+    return 0;
+}
+
+/* The rule of m a variant's rule r stands in for: the one named alike, or for an unnamed rule
+ * the one with the same anchor. */
+static map_rule *replaced(ckpt_map *m, const map_rule *r)
+{
+    size_t i;
+
+    for (i = 0; i < m->rules.n; i++) {
+        map_rule *o = &m->rules.v[i];
+        if (r->name ? o->name && strcmp(o->name, r->name) == 0
+                    : !o->name && strcmp(o->from[0].text, r->from[0].text) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+static int variant_names(ckpt_map *m, const cJSON *v, const char *where)
+{
+    const cJSON *inv = cJSON_GetObjectItemCaseSensitive(v, "inverse");
+    int rc;
+
+    if ((rc = ckpt_rules__json_optional(m->arena, v, "name", m->name, where, &m->name)) < 0 ||
+        (rc = ckpt_rules__json_optional(m->arena, v, "description", m->description, where, &m->description)) < 0)
+        return rc;
+    if (inv && (!cJSON_IsObject(inv) || (rc = ckpt_rules__json_keys(inv, name_keys, where)) < 0 ||
+                (rc = ckpt_rules__json_optional(m->arena, inv, "name", m->inverse_name, where, &m->inverse_name)) < 0 ||
+                (rc = ckpt_rules__json_optional(m->arena, inv, "description", m->inverse_description, where,
+                                                &m->inverse_description)) < 0))
+        return rc < 0 ? rc : ckpt_rules__json_fail(where, "%s", "\"inverse\" must be an object with \"name\" and \"description\"");
+    if (!ckpt_rules__is_name(m->name, 1) || !ckpt_rules__is_name(m->inverse_name, 1))
+        return ckpt_rules__json_fail(where, "%s", "map names may hold only letters, digits, '_', '-' and '.'");
+    return 0;
+}
+
+/* "variants": {"local": {"name", "description", "inverse", "rules"}}: implementations of the
+ * same conversion that differ in a few rules (Megatron's local and Transformer Engine layer
+ * names). Every variant is checked; the one asked for (m->variant) replaces the map's names
+ * and its rules the rules they stand in for. */
+static int parse_variants(ckpt_map *m, const cJSON *root, const char *origin)
+{
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(root, "variants"), *v, *c;
+    char where[MAP_WHERE_MAX], rwhere[MAP_WHERE_MAX];
+    int found = 0, rc;
+    size_t i;
+
+    if (all && !cJSON_IsObject(all))
+        return ckpt_error_set(CKPT_EFORMAT, "%s: \"variants\" must be an object of variants", origin);
+    cJSON_ArrayForEach(v, all) {
+        int chosen = m->variant && strcmp(m->variant, v->string) == 0;
+        ckpt_rules__where(where, sizeof where, "%s: variants.%s", origin, v->string);
+        if (!cJSON_IsObject(v) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(v, "rules")))
+            return ckpt_rules__json_fail(where, "%s", "a variant is an object with \"rules\"");
+        if ((rc = ckpt_rules__json_keys(v, variant_keys, where)) < 0 || (chosen && (rc = variant_names(m, v, where)) < 0))
+            return rc;
+        i = 0;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(v, "rules")) {
+            map_rule r, *o;
+            ckpt_rules__where(rwhere, sizeof rwhere, "%s: rules[%zu]", where, i++);
+            if ((rc = parse_rule(m->arena, c, rwhere, 0, &r)) < 0)
+                return rc;
+            if (!(o = replaced(m, &r)))
+                return ckpt_rules__json_fail(rwhere, "%s", "replaces no rule of the map (none has its name or anchor)");
+            if (chosen)
+                *o = r;
+        }
+        found |= chosen;
+    }
+    if (m->variant && !found)
+        return ckpt_error_set(CKPT_ENOTFOUND, "%s: no variant %s", origin, m->variant);
     return 0;
 }
 
@@ -321,7 +393,7 @@ static int parse_root(ckpt_map *m, const cJSON *root, const char *origin)
         (rc = parse_strict(m, root, "strict", origin, &m->n_strict, &m->strict)) < 0 ||
         (rc = parse_strict(m, root, "inverse_strict", origin, &m->n_inverse_strict, &m->inverse_strict)) < 0 ||
         (rc = parse_rules(m, root, "normalize", origin, 1, &m->normalize)) < 0 ||
-        (rc = parse_rules(m, root, "rules", origin, 0, &m->rules)) < 0 ||
+        (rc = parse_rules(m, root, "rules", origin, 0, &m->rules)) < 0 || (rc = parse_variants(m, root, origin)) < 0 ||
         (rc = ckpt_rules__parallel_parse(m, root, origin)) < 0)
         return rc;
     return 0;
@@ -345,6 +417,12 @@ static int json_fail(const char *origin, const char *json, size_t len, const cha
 
 int ckpt_rules__map_parse(ckpt_map **out, const char *json, size_t len, const char *origin, int inverted)
 {
+    return ckpt_rules__map_parse_variant(out, json, len, origin, inverted, NULL);
+}
+
+int ckpt_rules__map_parse_variant(ckpt_map **out, const char *json, size_t len, const char *origin, int inverted,
+                                  const char *variant)
+{
     cJSON *root = NULL;
     const char *end = NULL;
     ckpt_map *m;
@@ -358,7 +436,8 @@ int ckpt_rules__map_parse(ckpt_map **out, const char *json, size_t len, const ch
         goto done;
     rc = CKPT_ENOMEM;
     if (!(text = ckpt_arena_strndup(m->arena, json ? json : "", json ? len : 0)) ||
-        !(m->origin = ckpt_arena_strndup(m->arena, origin, strlen(origin))))
+        !(m->origin = ckpt_arena_strndup(m->arena, origin, strlen(origin))) ||
+        (variant && !(m->variant = ckpt_arena_strndup(m->arena, variant, strlen(variant)))))
         goto done;
     m->json = text;
     m->json_len = json ? len : 0;

@@ -139,6 +139,7 @@ struct ckpt_map {
     size_t json_len;
     const char *origin;
     int inverted;       /* this is the inverse of the map the text describes */
+    const char *variant; /* the "variants" entry applied, or NULL */
     const char *name, *description, *source_kind, *target_kind;
     const char *inverse_name, *inverse_description;
     const char *detect_source, *detect_target; /* NULL: no detection */
@@ -155,6 +156,9 @@ struct ckpt_map {
 
 /* Parse as written (inverted = 0) or as its inverse. */
 int ckpt_rules__map_parse(ckpt_map **out, const char *json, size_t len, const char *origin, int inverted);
+/* The same with one of the map's "variants" applied (NULL: none). */
+int ckpt_rules__map_parse_variant(ckpt_map **out, const char *json, size_t len, const char *origin, int inverted,
+                                  const char *variant);
 /* Turn a freshly parsed map into its inverse, in place. */
 int ckpt_rules__map_invert_in_place(ckpt_map *m);
 /* Set rule->label from its name or its patterns. */
@@ -204,6 +208,7 @@ typedef struct map_builtin {
     const char *inverse_name;
     const char *json;
     size_t len;
+    const char *variant; /* an alias of a map's variant; NULL for the map itself */
 } map_builtin;
 
 extern const map_builtin ckpt_rules__builtins[];

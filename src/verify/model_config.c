@@ -59,7 +59,8 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     return 0;
 }
 
-/* What the tensors say about values the files left out. */
+/* What the tensors say about values the files left out: q/k norms and sandwich norms are
+ * there when their weights are. */
 static void infer_from_tensors(ckpt_model *m)
 {
     ckpt_model_config *c = &m->cfg;
@@ -75,6 +76,9 @@ static void infer_from_tensors(ckpt_model *m)
     snprintf(name, sizeof name, "layers.%lld.attn.q_norm.weight", (long long)first);
     if (c->qk_norm < 0)
         c->qk_norm = ckpt_model__find(m, 0, name) != NULL;
+    snprintf(name, sizeof name, "layers.%lld.attn_post_norm.weight", (long long)first);
+    if (c->sandwich_norms < 0)
+        c->sandwich_norms = ckpt_model__find(m, 0, name) != NULL;
     snprintf(name, sizeof name, "layers.%lld.attn_norm.weight", (long long)first);
     if (c->hidden_size < 0 && (x = ckpt_model__find(m, 0, name)) && ckpt_node_ndim(x) == 1)
         c->hidden_size = ckpt_node_shape(x)[0];

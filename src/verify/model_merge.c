@@ -20,7 +20,7 @@ static merge_kind kind_of(const ckpt_model *m, const char *suffix)
     if (!strncmp(suffix, "attn.k.", 7) || !strncmp(suffix, "attn.v.", 7))
         return M_KV;
     if (!strcmp(suffix, "mlp.fc1.weight") || !strcmp(suffix, "mlp.fc1.bias"))
-        return m->cfg.act == CKPT_ACT_SWIGLU ? M_GATED : M_ROWS;
+        return m->cfg.act == CKPT_ACT_SWIGLU || m->cfg.act == CKPT_ACT_GEGLU_TANH ? M_GATED : M_ROWS;
     if (!strcmp(suffix, "attn.o.weight") || !strcmp(suffix, "mlp.fc2.weight"))
         return M_COLUMNS;
     return M_REPLICATED;

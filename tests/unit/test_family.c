@@ -425,3 +425,116 @@ CKPT_TEST(test_family_load)
         ASSERT_ERROR_MENTIONS(bad[i].message);
     }
 }
+
+/* config.json from a config: keys sorted, a family's own keys only, floats as Python. */
+CKPT_TEST(test_family_config_json)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_buf json = CKPT_BUF_INIT;
+    const char *text;
+
+    ASSERT_OK(ckpt_family_builtin(&f, "qwen2"));
+    ASSERT_OK(read_cfg("qwen2", "\"eos_token_id\": [3, 4], \"rms_norm_eps\": 1e-5", &c));
+    ASSERT_OK(ckpt_family_config_json(f, c, CKPT_FAMILY_HF, CKPT_DTYPE_BF16, &json));
+    text = (const char *)json.data;
+    ASSERT_TRUE(strstr(text, "{\n  \"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],\n  \"attention_dropout\": 0.0,\n") == text);
+    ASSERT_TRUE(strstr(text, "\"eos_token_id\": [\n    3,\n    4\n  ],\n") != NULL);
+    ASSERT_TRUE(strstr(text, "\"head_dim\"") == NULL && strstr(text, "\"attention_bias\"") == NULL);
+    ASSERT_TRUE(strstr(text, "\"layer_types\": [\n    \"full_attention\",\n    \"full_attention\"\n  ],\n") != NULL);
+    ASSERT_TRUE(strstr(text, "\"rms_norm_eps\": 1e-05,\n") != NULL && strstr(text, "\"sliding_window\": null,\n") != NULL);
+    ASSERT_TRUE(strstr(text, "\"rope_parameters\": {\n    \"rope_theta\": 10000.0,\n    \"rope_type\": \"default\"\n  },\n") != NULL);
+    ASSERT_TRUE(strstr(text, "\"torch_dtype\": \"bfloat16\",\n  \"use_cache\": true,\n  \"use_sliding_window\": false,\n"
+                             "  \"vocab_size\": 200\n}\n") != NULL);
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_json(f, c, CKPT_FAMILY_MEGATRON, CKPT_DTYPE_BF16, &json));
+    ckpt_family_config_free(c);
+    ckpt_buf_dispose(&json);
+}
+
+/* Megatron args in Megatron's order, with the generators' shapes, and what they cannot say refused. */
+CKPT_TEST(test_family_config_args)
+{
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_arena *a;
+    ckpt_value *args;
+    const ckpt_value *v;
+    ckpt_model_config mc;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_family_builtin(&f, "mistral"));
+    ASSERT_OK(read_cfg("mistral", "\"sliding_window\": 8, \"eos_token_id\": [3, 4], \"torch_dtype\": \"float16\"", &c));
+    ASSERT_OK(ckpt_family_config_args(f, c, a, 2, "local", &args));
+    v = ckpt_megatron_arg(args, "window_size");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_TUPLE && v->u.seq.items[0]->u.integer == 7 && v->u.seq.items[1]->u.integer == 0);
+    v = ckpt_megatron_arg(args, "hf_eos_token_id");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_LIST && v->u.seq.n == 2);
+    ASSERT_TRUE(ckpt_megatron_arg(args, "hf_bos_token_id") == NULL);
+    v = ckpt_megatron_arg(args, "padded_vocab_size");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_INT && v->u.integer == 256);
+    v = ckpt_megatron_arg(args, "group_query_attention");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_BOOL && v->u.boolean);
+    v = ckpt_megatron_arg(args, "rotary_percent");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_FLOAT && v->u.real == 1.0);
+    v = ckpt_megatron_arg(args, "fp16");
+    ASSERT_TRUE(v && v->kind == CKPT_VAL_BOOL && v->u.boolean);
+    ASSERT_TRUE(ckpt_value_is_str(ckpt_megatron_arg(args, "hf_model_type"), "mistral"));
+    ASSERT_TRUE(ckpt_value_is_str(ckpt_megatron_arg(args, "transformer_impl"), "local"));
+    /* verify does not mask a window yet: refused rather than run as full attention */
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_model_config(f, c, &mc));
+    ASSERT_ERROR_MENTIONS("sliding_window 8: verify does not run sliding-window attention");
+    ckpt_family_config_free(c);
+
+    ASSERT_OK(ckpt_family_builtin(&f, "llama"));
+    ASSERT_OK(read_cfg("llama", "\"tie_word_embeddings\": true", &c));
+    ASSERT_OK(ckpt_family_model_config(f, c, &mc));
+    ASSERT_TRUE(mc.norm == CKPT_NORM_RMS && mc.act == CKPT_ACT_SWIGLU && mc.position == CKPT_POSITION_ROPE);
+    ASSERT_TRUE(mc.hidden_size == 64 && mc.num_kv_heads == 2 && mc.head_dim == 16 && mc.tied_embeddings == 1);
+    ASSERT_TRUE(mc.rope_scaling_factor == 1.0 && mc.rope_theta == 10000.0 && mc.qk_norm == 0);
+    ckpt_family_config_free(c);
+    ASSERT_OK(read_cfg("llama", "\"mlp_bias\": true", &c));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_args(f, c, a, 1, "local", &args));
+    ASSERT_ERROR_MENTIONS("cfg/config.json: mlp_bias true: Megatron's args have q/k/v biases");
+    ckpt_family_config_free(c);
+    ASSERT_OK(read_cfg("llama", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 2.0, "
+                                "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", &c));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_args(f, c, a, 1, "local", &args));
+    ASSERT_ERROR_MENTIONS("Megatron-LM applies it with 1, 4 and 8192 only");
+    ckpt_family_config_free(c);
+    ckpt_arena_free(a);
+}
+
+/* Megatron's local layer names are a variant of one map, loadable by the old names, and its
+ * inverse keeps the variant. */
+CKPT_TEST(test_family_map_variants)
+{
+    static const char bad[] = "{\"ckptconv_map\": 1, \"name\": \"v\", \"rules\": [{\"from\": \"a.{L}\", \"to\": \"b.{L}\"}],"
+                              " \"variants\": {\"x\": {\"rules\": [{\"from\": \"c.{L}\", \"to\": \"d.{L}\"}]}}}";
+    static const char good[] = "{\"ckptconv_map\": 1, \"name\": \"v\", \"rules\": [{\"from\": \"a.{L}\", \"to\": \"b.{L}\"}],"
+                               " \"variants\": {\"x\": {\"rules\": [{\"from\": \"a.{L}\", \"to\": \"d.{L}\"}]}}}";
+    ckpt_map *m, *inv;
+    size_t i, found = 0;
+
+    ASSERT_OK(ckpt_map_builtin(&m, "hf_llama_megatron_local"));
+    ASSERT_EQ_STR(ckpt_map_name(m), "hf_llama_megatron_local");
+    ASSERT_TRUE(strstr(ckpt_map_description(m), "local layer names") != NULL);
+    ASSERT_OK(ckpt_map_invert(m, &inv));
+    ASSERT_EQ_STR(ckpt_map_name(inv), "megatron_hf_llama_local");
+    ckpt_map_free(inv);
+    ckpt_map_free(m);
+    ASSERT_OK(ckpt_map_builtin(&m, "megatron_hf_llama_local"));
+    ASSERT_EQ_STR(ckpt_map_name(m), "megatron_hf_llama_local");
+    ckpt_map_free(m);
+    ASSERT_OK(ckpt_map_builtin(&m, "hf_llama_megatron"));
+    ASSERT_TRUE(strstr(ckpt_map_description(m), "Transformer Engine layer names") != NULL);
+    ckpt_map_free(m);
+    for (i = 0; i + 1 < ckpt_map_builtin_count(); i++)
+        if (strcmp(ckpt_map_builtin_at(i), "hf_llama_megatron") == 0)
+            found = strcmp(ckpt_map_builtin_at(i + 2), "hf_llama_megatron_local") == 0 &&
+                    strcmp(ckpt_map_builtin_at(i + 3), "megatron_hf_llama_local") == 0;
+    ASSERT_TRUE(found);
+    ASSERT_OK(ckpt_map_parse(&m, good, sizeof good - 1, "v.json"));
+    ckpt_map_free(m);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_parse(&m, bad, sizeof bad - 1, "v.json"));
+    ASSERT_ERROR_MENTIONS("v.json: variants.x: rules[0]: replaces no rule of the map");
+}

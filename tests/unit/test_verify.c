@@ -4,6 +4,8 @@
  * verify's report follows its options. */
 #include "test.h"
 
+#include <ckpt/megatron.h>
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -161,6 +163,146 @@ CKPT_TEST(test_verify_config_window)
     ckpt_model_options_init(&o);
     o.version = 1;
     ASSERT_FAILS(CKPT_EINVALID, ckpt_model_open(&m, ckpt_test_data("hf/mistral_tiny"), &o));
+}
+
+/* A gated MLP of another activation (GeGLU) merges its TP ranks' [gate_r; up_r] as SwiGLU's:
+ * PaddleNLP llama/fp32_tp2 (merged by verify itself, not by a layout)
+ * run as GeGLU gives the same logits run as its ranks and merged. */
+CKPT_TEST(test_verify_geglu_merge)
+{
+    ckpt_model_options o;
+    float *ranks, *merged;
+    int64_t V = 0, i;
+    double worst = 0;
+
+    ckpt_model_options_init(&o);
+    o.overrides.act = CKPT_ACT_GEGLU_TANH;
+    ASSERT_TRUE((ranks = forward("llama/fp32_tp2", &o, &V)) != NULL);
+    o.merge_tp = 1;
+    ASSERT_TRUE((merged = forward("llama/fp32_tp2", &o, &V)) != NULL);
+    for (i = 0; i < 8 * V; i++)
+        worst = fmax(worst, fabs((double)ranks[i] - merged[i]));
+    ASSERT_TRUE(worst < 1e-5);
+    free(ranks);
+    free(merged);
+}
+
+typedef int (*args_fn)(ckpt_arena *a, ckpt_value *args);
+
+/* megatron/tp1 written again to `out` with its args changed by `set`. */
+static int rewrite_tp1(const char *out, args_fn set)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_megatron *src = NULL, *dst = NULL;
+    ckpt_value *args = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_graph *g = NULL;
+    ckpt_arena *a = NULL;
+    ckpt_set *set_ = NULL;
+    size_t i;
+    int rc;
+
+    if ((rc = ckpt_graph_new(&g)) < 0 || (rc = ckpt_arena_new(&a)) < 0 ||
+        (rc = ckpt_set_open(&set_, ckpt_test_data("megatron/tp1"), NULL)) < 0 ||
+        (rc = ckpt_megatron_open(&src, set_, g, NULL)) < 0 ||
+        (rc = ckpt_value_clone(a, ckpt_megatron_args(src), NULL, NULL, &args)) < 0 || (rc = set(a, args)) < 0 ||
+        (rc = ckpt_megatron_new(&dst, g, args, 10, NULL)) < 0)
+        goto done;
+    for (i = 0; i < ckpt_megatron_tensor_count(src) && rc == 0; i++) {
+        const ckpt_node *full;
+        const char *name = ckpt_megatron_tensor_at(src, i, &full, NULL);
+        if (!strstr(name, "_extra_state"))
+            rc = ckpt_megatron_add_tensor(dst, name, full);
+    }
+    if (rc == 0 && (rc = ckpt_plan_new(&plan)) == 0 && (rc = ckpt_megatron_plan(dst, &t, plan)) == 0)
+        rc = ckpt_plan_execute(plan, out, NULL, NULL);
+done:
+    ckpt_plan_free(plan);
+    ckpt_megatron_close(dst);
+    ckpt_megatron_close(src);
+    ckpt_set_close(set_);
+    ckpt_arena_free(a);
+    ckpt_graph_free(g);
+    return rc;
+}
+
+static int window_args(ckpt_arena *a, ckpt_value *args)
+{
+    int rc;
+
+    if ((rc = ckpt_megatron_args_set_int_pair(a, args, "window_size", 3, 0)) < 0 ||
+        (rc = ckpt_megatron_args_set_int(a, args, "window_attn_skip_freq", 2)) < 0)
+        return rc;
+    return ckpt_megatron_args_set_float(a, args, "softmax_scale", 0.25);
+}
+
+static int window_list_args(ckpt_arena *a, ckpt_value *args)
+{
+    static const int64_t flags[] = { 1, 0, 0, 1 };
+    int rc;
+
+    if ((rc = ckpt_megatron_args_set_int_pair(a, args, "window_size", 1, 0)) < 0)
+        return rc;
+    return ckpt_megatron_args_set_int_list(a, args, "window_attn_skip_freq", flags, 4);
+}
+
+static int bad_window_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_int_pair(a, args, "window_size", 3, 2);
+}
+
+/* What verify reads from Megatron's args for windowed models: window_size (W - 1, 0) and
+ * window_attn_skip_freq (every Nth layer full, or a list of 1 for windowed layers),
+ * softmax_scale; a window that looks ahead is refused. The forward pass with the pattern
+ * equals the one with the same flags given per layer. */
+CKPT_TEST(test_verify_megatron_args_window)
+{
+    static const int32_t ids[6] = { 1, 2, 3, 4, 5, 6 };
+    static const unsigned char pattern[4] = { 1, 0, 1, 0 };
+    const ckpt_model_config *c;
+    ckpt_model_options o;
+    ckpt_model *m;
+    float *x, *y;
+    size_t bytes;
+
+    ASSERT_OK(rewrite_tp1("skip", window_args));
+    ASSERT_OK(ckpt_model_open(&m, "skip", NULL));
+    c = ckpt_model_config_of(m);
+    ASSERT_EQ_INT(c->window, 4);
+    ASSERT_EQ_INT(c->window_full_every, 2);
+    ASSERT_TRUE(c->attn_scale == 0.25 && c->layer_window == NULL);
+    bytes = (size_t)(6 * c->vocab_size) * sizeof *x;
+    x = malloc(bytes);
+    y = malloc(bytes);
+    ASSERT_OK(ckpt_model_forward(m, NULL, ids, 6, x));
+    ckpt_model_close(m);
+    ckpt_model_options_init(&o);
+    o.overrides.window_full_every = 0;
+    o.overrides.layer_window = pattern;
+    ASSERT_OK(ckpt_model_open(&m, "skip", &o));
+    ASSERT_OK(ckpt_model_forward(m, NULL, ids, 6, y));
+    ASSERT_TRUE(memcmp(x, y, bytes) == 0);
+    ckpt_model_close(m);
+    ckpt_model_options_init(&o);
+    o.overrides.window = 0;
+    ASSERT_OK(ckpt_model_open(&m, "skip", &o));
+    ASSERT_OK(ckpt_model_forward(m, NULL, ids, 6, y));
+    ASSERT_TRUE(memcmp(x, y, bytes) != 0);
+    ckpt_model_close(m);
+    free(x);
+    free(y);
+
+    ASSERT_OK(rewrite_tp1("list", window_list_args));
+    ASSERT_OK(ckpt_model_open(&m, "list", NULL));
+    c = ckpt_model_config_of(m);
+    ASSERT_EQ_INT(c->window, 2);
+    ASSERT_TRUE(c->layer_window && c->layer_window[0] == 1 && c->layer_window[1] == 0 && c->layer_window[2] == 0 &&
+                c->layer_window[3] == 1);
+    ckpt_model_close(m);
+
+    ASSERT_OK(rewrite_tp1("ahead", bad_window_args));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_model_open(&m, "ahead", NULL));
+    ASSERT_TRUE(strstr(ckpt_error_last()->message, "window_size") != NULL);
 }
 
 /* megatron-core's own forward at TP 1; the same weights at other layouts run as their ranks,

@@ -1,0 +1,161 @@
+/* The config.json a transformers user loads, written from a family's hf_config_out: keys
+ * sorted and indented as save_pretrained writes them, floats as Python prints them, and the
+ * few shapes a plain value cannot say (RoPE descriptions, per-layer lists) from generators. */
+#include "family_private.h"
+
+#include <ckpt/shard.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The RoPE description: rope_parameters (with rope_theta) for transformers 5, rope_scaling
+ * (null without scaling) for 4. */
+static void put_rope(ckpt_buf *b, const ckpt_family_config *c, int with_theta)
+{
+    const char *indent = "\n    ", *type = ckpt_family__str(c, "rope");
+    int llama3 = type && strcmp(type, "llama3") == 0;
+
+    if (!llama3 && !with_theta) {
+        ckpt_buf_puts(b, "null");
+        return;
+    }
+    ckpt_buf_puts(b, "{");
+    if (llama3) {
+        ckpt_buf_printf(b, "%s\"factor\": ", indent);
+        ckpt_shard_json_float(b, ckpt_family__real(c, "rope_factor", 0));
+        ckpt_buf_printf(b, ",%s\"high_freq_factor\": ", indent);
+        ckpt_shard_json_float(b, ckpt_family__real(c, "rope_high_freq_factor", 0));
+        ckpt_buf_printf(b, ",%s\"low_freq_factor\": ", indent);
+        ckpt_shard_json_float(b, ckpt_family__real(c, "rope_low_freq_factor", 0));
+        ckpt_buf_printf(b, ",%s\"original_max_position_embeddings\": %lld,", indent,
+                        (long long)ckpt_family__int(c, "rope_original_max_positions", 0));
+    }
+    if (with_theta) {
+        ckpt_buf_printf(b, "%s\"rope_theta\": ", indent);
+        ckpt_shard_json_float(b, ckpt_family__real(c, "rope_theta", 0));
+        ckpt_buf_puts(b, ",");
+    }
+    ckpt_buf_printf(b, "%s\"rope_type\": \"%s\"\n  }", indent, llama3 ? "llama3" : "default");
+}
+
+static void put_value(ckpt_buf *b, const ckpt_value *v)
+{
+    size_t i;
+
+    switch (v ? v->kind : CKPT_VAL_NONE) {
+    case CKPT_VAL_INT: ckpt_buf_printf(b, "%lld", (long long)v->u.integer); break;
+    case CKPT_VAL_FLOAT: ckpt_shard_json_float(b, v->u.real); break;
+    case CKPT_VAL_BOOL: ckpt_buf_puts(b, v->u.boolean ? "true" : "false"); break;
+    case CKPT_VAL_STR: ckpt_shard_json_string(b, v->u.str.ptr); break;
+    case CKPT_VAL_LIST:
+    case CKPT_VAL_TUPLE:
+        ckpt_buf_puts(b, "[");
+        for (i = 0; i < v->u.seq.n; i++) {
+            ckpt_buf_puts(b, i ? ",\n    " : "\n    ");
+            put_value(b, v->u.seq.items[i]);
+        }
+        ckpt_buf_puts(b, "\n  ]");
+        break;
+    default: ckpt_buf_puts(b, "null"); break;
+    }
+}
+
+static int is_none(const ckpt_value *v)
+{
+    return !v || v->kind == CKPT_VAL_NONE;
+}
+
+/* One key's value; 0 when the key is left out. */
+static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *c, const cJSON *o, ckpt_dtype dtype)
+{
+    int64_t i, n;
+
+    if (cJSON_IsArray(o)) { /* ["$class"] */
+        ckpt_buf_puts(b, "[\n    ");
+        ckpt_shard_json_string(b, ckpt_family_string(f, "hf.class"));
+        ckpt_buf_puts(b, "\n  ]");
+    } else if (cJSON_IsObject(o) && cJSON_GetObjectItemCaseSensitive(o, "float")) {
+        ckpt_shard_json_float(b, cJSON_GetObjectItemCaseSensitive(o, "float")->valuedouble);
+    } else if (cJSON_IsObject(o)) {
+        const cJSON *field = cJSON_GetObjectItemCaseSensitive(o, "field"), *unless = cJSON_GetObjectItemCaseSensitive(o, "unless");
+        int64_t skip = 0;
+        if (ckpt_family__expr(f, c, unless->valuestring, f->name, &skip, NULL, NULL) < 0 || skip)
+            return 0;
+        put_value(b, ckpt_family__get(c, field->valuestring));
+    } else if (cJSON_IsBool(o)) {
+        ckpt_buf_puts(b, cJSON_IsTrue(o) ? "true" : "false");
+    } else if (cJSON_IsNumber(o)) {
+        ckpt_buf_printf(b, "%lld", (long long)o->valuedouble);
+    } else if (!cJSON_IsString(o)) {
+        ckpt_buf_puts(b, "null");
+    } else if (o->valuestring[0] == '=') {
+        ckpt_shard_json_string(b, o->valuestring + 1);
+    } else if (strcmp(o->valuestring, "$dtype") == 0) {
+        ckpt_shard_json_string(b, ckpt_dtype_name(dtype));
+    } else if (strcmp(o->valuestring, "$rope_parameters") == 0 || strcmp(o->valuestring, "$rope_scaling") == 0) {
+        put_rope(b, c, o->valuestring[6] == 'p');
+    } else if (strcmp(o->valuestring, "$full_attention_layers") == 0) {
+        n = ckpt_family__int(c, "num_layers", 0);
+        ckpt_buf_puts(b, "[");
+        for (i = 0; i < n; i++)
+            ckpt_buf_printf(b, "%s\n    \"full_attention\"", i ? "," : "");
+        ckpt_buf_puts(b, "\n  ]");
+    } else if (o->valuestring[0] == '?') {
+        if (is_none(ckpt_family__get(c, o->valuestring + 1)))
+            return 0;
+        put_value(b, ckpt_family__get(c, o->valuestring + 1));
+    } else {
+        put_value(b, ckpt_family__get(c, o->valuestring));
+    }
+    return 1;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+int ckpt_family_config_json(const ckpt_family *f, const ckpt_family_config *c, const char *framework, ckpt_dtype dtype,
+                            ckpt_buf *out)
+{
+    const cJSON **keys, *o;
+    size_t n = 0, i, mark;
+    int64_t layers;
+    int first = 1;
+
+    if (!f || !c || !framework || !out)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_family_config_json: NULL argument");
+    if (strcmp(framework, CKPT_FAMILY_HF) != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "family %s: no config.json for %s", f->name,
+                               framework);
+    if (ckpt_family__int(c, "num_heads", 0) < 1 || ckpt_family__int(c, "hidden_size", 0) < 1 ||
+        ckpt_family__int(c, "vocab_size", 0) < 1)
+        return ckpt_error_set(CKPT_EINVALID, "a %s config needs a family, hidden_size, num_attention_heads and "
+                                             "vocab_size", f->title);
+    /* lists with a line per layer: a count from args is bounded before it is written */
+    layers = ckpt_family__int(c, "num_layers", 0);
+    if (layers < 0 || layers > FAMILY_MAX_LAYERS)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "num_hidden_layers %lld is not from 0 to %d",
+                               (long long)layers, FAMILY_MAX_LAYERS);
+    if (!(keys = calloc((size_t)cJSON_GetArraySize(f->hf_config_out) + 1, sizeof *keys)))
+        return ckpt_error_oom();
+    cJSON_ArrayForEach(o, f->hf_config_out)
+        keys[n++] = o;
+    qsort(keys, n, sizeof *keys, by_key);
+    ckpt_buf_puts(out, "{\n");
+    for (i = 0; i < n; i++) {
+        mark = out->len;
+        ckpt_buf_puts(out, first ? "  " : ",\n  ");
+        ckpt_shard_json_string(out, keys[i]->string);
+        ckpt_buf_puts(out, ": ");
+        if (put_out(out, f, c, keys[i], dtype))
+            first = 0;
+        else if (out->data) {
+            out->len = mark;
+            out->data[mark] = 0;
+        }
+    }
+    ckpt_buf_puts(out, "\n}\n");
+    free(keys);
+    return out->data ? 0 : ckpt_error_oom();
+}
