@@ -356,16 +356,16 @@ done:
     return rc;
 }
 
-/* Megatron's args do not say Gemma 3's embedding scale, GeGLU, sandwich norms and local RoPE
- * base to verify (the family does), so they are given as options as they are for gemma3_tiny. */
+/* verify reads GeGLU (gated_linear_unit with openai_gelu), the window, softmax_scale and the
+ * zero-centred norms from Megatron's args and runs the sandwich norms it finds; the embedding
+ * scale and the local RoPE base are the family's to say (formats/families/gemma3.json), so
+ * they are given as options, as they are for gemma3_tiny. */
 static int open_gemma(const char *path, int merge, ckpt_model **m)
 {
     ckpt_model_options o;
 
     ckpt_model_options_init(&o);
     o.merge_tp = merge;
-    o.overrides.act = CKPT_ACT_GEGLU_TANH;
-    o.overrides.sandwich_norms = 1;
     o.overrides.embed_scale = sqrt(32.0);
     o.overrides.rope_theta_local = 1e4;
     return ckpt_model_open(m, path, &o);
