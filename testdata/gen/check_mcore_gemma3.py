@@ -4,7 +4,7 @@ zero-centred RMSNorm, q/k norm, window 4 on 3 of 4 layers) with megatron-core 0.
 layer spec on the CPU (gen_megatron_cpu.py's shims), prints the norms its layer spec has and
 what stops the build. Run by hand, output in check_mcore_gemma3.log:
 
-    VENV/bin/python check_mcore_gemma3.py      (/work/venvs/dcp-torch210: megatron-core 0.16.1, torch 2.10)
+    VENV/bin/python check_mcore_gemma3.py      (VENV: megatron-core 0.16.1, torch 2.10, no Transformer Engine)
 """
 
 import os
