@@ -123,11 +123,13 @@ int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node 
 }
 
 /* Megatron's module order within a layer (TE and local names), for models built from
- * another framework's order. */
+ * another framework's order. A post_layernorm (Megatron-Bridge's Gemma 3) is a submodule of
+ * its linear, so torch's state_dict puts it after that linear's own tensors. */
 static const char *const layer_order[] = {
     "input_layernorm.weight", "input_layernorm.bias",
     "self_attention.core_attention._extra_state", "self_attention.core_attention.fused_attention._extra_state",
     "self_attention.linear_proj.weight", "self_attention.linear_proj.bias", "self_attention.linear_proj._extra_state",
+    "self_attention.linear_proj.post_layernorm.weight",
     "self_attention.linear_qkv.layer_norm_weight", "self_attention.linear_qkv.layer_norm_bias",
     "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "self_attention.linear_qkv._extra_state",
     "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
@@ -137,6 +139,7 @@ static const char *const layer_order[] = {
     "mlp.router.weight", "mlp.experts.local_experts.",
     "mlp.linear_fc1.weight", "mlp.linear_fc1.bias", "mlp.linear_fc1._extra_state",
     "mlp.linear_fc2.weight", "mlp.linear_fc2.bias", "mlp.linear_fc2._extra_state",
+    "mlp.linear_fc2.post_layernorm.weight",
 };
 
 /* Megatron's order of the parameters outside the layers (GPTModel: embedding, decoder's final

@@ -90,6 +90,10 @@ int ckpt_megatron__load_params(ckpt_megatron *m)
         if (rc < 0)
             return rc;
     }
+    /* A gated linear unit without swiglu (Megatron-Bridge's Gemma 3, GeGLU) has SwiGLU's
+     * [gate; up] fc1, which the spec's "swiglu" entries cut. */
+    if (ckpt_megatron__arg_int(m->args, "gated_linear_unit", 0))
+        return ckpt_map_params_set(m->params, "swiglu", 1);
     return 0;
 }
 

@@ -221,7 +221,7 @@ static void sizes_of(const ckpt_value *args, sizes *s)
     s->head_dim = ckpt_megatron__arg_int(args, "kv_channels", s->heads > 0 ? s->hidden / s->heads : 0);
     s->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", size_mul(4, s->hidden));
     s->vocab = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
-    s->swiglu = ckpt_megatron__arg_int(args, "swiglu", 0) != 0;
+    s->swiglu = ckpt_megatron__arg_int(args, "swiglu", 0) != 0 || ckpt_megatron__arg_int(args, "gated_linear_unit", 0) != 0;
 }
 
 /* The size args imply, 0 when they do not say, and how, in args' own words. */
