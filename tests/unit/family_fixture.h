@@ -137,6 +137,19 @@ static inline char *fx_text(const char *dir, const char *name)
     return text;
 }
 
+/* A config field as an integer (a bool as 0/1, None as -1); -99 when absent, -98 another kind. */
+static inline int64_t fx_int(const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v;
+
+    if (ckpt_family_config_get(c, field, &v) < 0)
+        return -99;
+    return v->kind == CKPT_VAL_INT    ? v->u.integer
+           : v->kind == CKPT_VAL_BOOL ? v->u.boolean
+           : v->kind == CKPT_VAL_NONE ? -1
+                                      : -98;
+}
+
 static inline double fx_real(const ckpt_family_config *c, const char *field)
 {
     const ckpt_value *v;

@@ -25,15 +25,6 @@ static inline int qwen3_params(ckpt_map_params **p)
     return rc < 0 ? rc : ckpt_map_params_set(*p, "padded_vocab_size", PADDED_VOCAB);
 }
 
-static inline int64_t int_of(const ckpt_family_config *c, const char *field)
-{
-    const ckpt_value *v;
-
-    if (ckpt_family_config_get(c, field, &v) < 0)
-        return -99;
-    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : v->kind == CKPT_VAL_NONE ? -1 : -98;
-}
-
 /* The args hf2mcore writes for qwen3_tiny say Qwen3 with or without hf_model_type. */
 static inline ckpt_value *qwen3_args(ckpt_arena *a)
 {

@@ -277,15 +277,6 @@ static int trained_gpt2_args(ckpt_arena *a, const char *impl, ckpt_value **args)
     return 0;
 }
 
-static int64_t field_int(const ckpt_family_config *c, const char *field)
-{
-    const ckpt_value *v;
-
-    if (ckpt_family_config_get(c, field, &v) < 0)
-        return -99;
-    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : -98;
-}
-
 /* Both fixtures (transformers 4 and 5 configs) are GPT-2 with the sizes GPT2Config takes,
  * n_inner null being 4 x n_embd; the tensors are what the config implies, in state-dict order. */
 CKPT_TEST(test_family_gpt2_config)
@@ -303,11 +294,11 @@ CKPT_TEST(test_family_gpt2_config)
         ASSERT_OK(read_config(dirs[i], NULL, 0, &f, &c));
         ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
         ASSERT_EQ_STR(ckpt_family_title(f), "GPT-2");
-        ASSERT_TRUE(field_int(c, "hidden_size") == HIDDEN && field_int(c, "num_layers") == 2 &&
-                    field_int(c, "num_heads") == HEADS && field_int(c, "head_dim") == HEAD_DIM &&
-                    field_int(c, "num_kv_heads") == HEADS && field_int(c, "ffn_size") == FFN &&
-                    field_int(c, "vocab_size") == VOCAB && field_int(c, "max_positions") == POSITIONS &&
-                    field_int(c, "tied") == 1 && field_int(c, "bos_token_id") == 127);
+        ASSERT_TRUE(fx_int(c, "hidden_size") == HIDDEN && fx_int(c, "num_layers") == 2 &&
+                    fx_int(c, "num_heads") == HEADS && fx_int(c, "head_dim") == HEAD_DIM &&
+                    fx_int(c, "num_kv_heads") == HEADS && fx_int(c, "ffn_size") == FFN &&
+                    fx_int(c, "vocab_size") == VOCAB && fx_int(c, "max_positions") == POSITIONS &&
+                    fx_int(c, "tied") == 1 && fx_int(c, "bos_token_id") == 127);
         ASSERT_OK(ckpt_family_config_get(c, "norm_eps", &v));
         ASSERT_TRUE(v->kind == CKPT_VAL_FLOAT && v->u.real == 1e-5);
         ckpt_family_config_free(c);
@@ -440,16 +431,16 @@ CKPT_TEST(test_family_gpt2_megatron_detect)
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(field_int(c, "hidden_size") == HIDDEN && field_int(c, "num_kv_heads") == HEADS &&
-                field_int(c, "ffn_size") == FFN && field_int(c, "max_positions") == POSITIONS &&
-                field_int(c, "vocab_size") == VOCAB && field_int(c, "tied") == 1);
+    ASSERT_TRUE(fx_int(c, "hidden_size") == HIDDEN && fx_int(c, "num_kv_heads") == HEADS &&
+                fx_int(c, "ffn_size") == FFN && fx_int(c, "max_positions") == POSITIONS &&
+                fx_int(c, "vocab_size") == VOCAB && fx_int(c, "tied") == 1);
     ckpt_family_config_free(c);
     /* Megatron's default GELU is the erf one: transformers' gelu */
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 0));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(field_int(c, "openai_gelu") == 0);
+    ASSERT_TRUE(fx_int(c, "openai_gelu") == 0);
     ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "group_query_attention", 1));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));

@@ -125,9 +125,9 @@ CKPT_TEST(test_family_qwen3_config)
     ASSERT_EQ_STR(ckpt_family_string(f, "hf.class"), "Qwen3ForCausalLM");
     ASSERT_TRUE(ckpt_family_string(f, "paddle.class") == NULL);
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "qwen3/config.json", text));
-    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "num_heads") == 4 && int_of(c, "num_kv_heads") == 2);
-    ASSERT_TRUE(int_of(c, "qkv_bias") == 0 && int_of(c, "tied") == 0);
-    ASSERT_TRUE(int_of(c, "sliding_window") == -1 && fx_real(c, "rope_theta") == 1e6);
+    ASSERT_TRUE(fx_int(c, "head_dim") == 16 && fx_int(c, "num_heads") == 4 && fx_int(c, "num_kv_heads") == 2);
+    ASSERT_TRUE(fx_int(c, "qkv_bias") == 0 && fx_int(c, "tied") == 0);
+    ASSERT_TRUE(fx_int(c, "sliding_window") == -1 && fx_real(c, "rope_theta") == 1e6);
     ckpt_family_config_free(c);
     free(text);
 
@@ -135,7 +135,7 @@ CKPT_TEST(test_family_qwen3_config)
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
                                       "{\"model_type\": \"qwen3\", \"hidden_size\": 32, \"intermediate_size\": 64, "
                                       "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 128}"));
-    ASSERT_TRUE(int_of(c, "head_dim") == 128);
+    ASSERT_TRUE(fx_int(c, "head_dim") == 128);
     ckpt_family_config_free(c);
     ASSERT_FAILS(CKPT_EUNSUPPORTED,
                  ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
@@ -195,8 +195,8 @@ CKPT_TEST(test_family_qwen3_config_out)
     ASSERT_OK(ckpt_family_detect(&again, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(again), "qwen3");
     ASSERT_OK(ckpt_family_config_read(&back, again, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(int_of(back, "head_dim") == 16 && int_of(back, "tied") == 0 && fx_real(back, "rope_theta") == 1e6);
-    ASSERT_TRUE(int_of(back, "max_window_layers") == 28);
+    ASSERT_TRUE(fx_int(back, "head_dim") == 16 && fx_int(back, "tied") == 0 && fx_real(back, "rope_theta") == 1e6);
+    ASSERT_TRUE(fx_int(back, "max_window_layers") == 28);
     ckpt_family_config_free(back);
     ASSERT_OK(ckpt_family_model_config(f, c, &mc));
     ASSERT_TRUE(mc.qk_norm == 1 && mc.head_dim == 16 && mc.num_heads == 4 && mc.num_kv_heads == 2);
@@ -210,7 +210,7 @@ CKPT_TEST(test_family_qwen3_config_out)
                                       "\"head_dim\": 16, \"max_window_layers\": 36}"));
     ASSERT_OK(ckpt_family_config_args(f, c, a, 1, "transformer_engine", &args));
     ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(int_of(back, "max_window_layers") == 36);
+    ASSERT_TRUE(fx_int(back, "max_window_layers") == 36);
     ckpt_family_config_free(back);
 
     ckpt_arena_free(a);
@@ -231,7 +231,7 @@ CKPT_TEST(test_family_qwen3_megatron_args)
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "qwen3");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "tied") == 0);
+    ASSERT_TRUE(fx_int(c, "head_dim") == 16 && fx_int(c, "tied") == 0);
     ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "qwen3"));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
