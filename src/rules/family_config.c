@@ -388,19 +388,14 @@ int ckpt_family__read_text(ckpt_family_config **out, const ckpt_family *f, const
     int rc;
 
     *out = NULL;
-    if (len > FAMILY_MAX_CONFIG_BYTES)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: larger than %u bytes; not a config.json", where,
-                               FAMILY_MAX_CONFIG_BYTES);
-    if (!json || !(cfg = cJSON_ParseWithLength(json, len)))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not valid JSON", where);
+    if ((rc = ckpt_family__parse_config(&cfg, where, json, len)) < 0)
+        return rc;
     memset(&r, 0, sizeof r);
     r.f = f;
     r.framework = framework;
     r.where = where;
     r.cfg = cfg;
-    if (!cJSON_IsObject(cfg))
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", where);
-    else if ((rc = ckpt_family__new_config(&r.c, f, where)) == 0 && (rc = read_rows(&r)) < 0)
+    if ((rc = ckpt_family__new_config(&r.c, f, where)) == 0 && (rc = read_rows(&r)) < 0)
         ckpt_family_config_free(r.c);
     cJSON_Delete(cfg);
     if (rc == 0)

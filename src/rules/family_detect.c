@@ -71,18 +71,30 @@ static int detect_json(const ckpt_family **out, const cJSON *cfg, const char *wh
                            where, cJSON_IsString(a) ? a->valuestring : "no class", ckpt_family_known());
 }
 
-int ckpt_family__detect_text(const ckpt_family **out, const char *where, const char *json, size_t len)
+int ckpt_family__parse_config(cJSON **out, const char *where, const char *json, size_t len)
 {
-    cJSON *cfg;
-    int rc;
-
+    *out = NULL;
     if (len > FAMILY_MAX_CONFIG_BYTES)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: larger than %u bytes; not a config.json", where,
                                FAMILY_MAX_CONFIG_BYTES);
-    if (!json || !(cfg = cJSON_ParseWithLength(json, len)))
+    if (!json || !(*out = cJSON_ParseWithLength(json, len)))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not valid JSON", where);
-    rc = cJSON_IsObject(cfg) ? detect_json(out, cfg, where)
-                             : ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", where);
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", where);
+    }
+    return 0;
+}
+
+int ckpt_family__detect_text(const ckpt_family **out, const char *where, const char *json, size_t len)
+{
+    cJSON *cfg;
+    int rc = ckpt_family__parse_config(&cfg, where, json, len);
+
+    if (rc < 0)
+        return rc;
+    rc = detect_json(out, cfg, where);
     cJSON_Delete(cfg);
     return rc;
 }

@@ -110,6 +110,10 @@ typedef struct family_read {
 int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen);
 int ckpt_family__gen_known(const char *gen, int megatron);
 
+/* A config.json text of len bytes (no NUL needed) parsed, bounded and required to be an
+ * object; cJSON_Delete(*out) after. */
+int ckpt_family__parse_config(cJSON **out, const char *where, const char *json, size_t len);
+
 /* Read a config.json text of len bytes (no NUL needed) as ckpt_family_config_read. */
 int ckpt_family__read_text(ckpt_family_config **out, const ckpt_family *f, const char *framework, const char *where,
                            const char *json, size_t len);

@@ -11,33 +11,14 @@ checkpoint.
   config HF_DIR KEY=VALUE...  config.json holds these values (JSON literals)
 """
 
-import json
 import os
 import sys
 
 import numpy as np
-from safetensors.numpy import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import check, run_main  # noqa: E402
-
-
-def load_weights(d):
-    index = os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    w = {}
-    for name in files:
-        for k, v in load_file(os.path.join(d, name)).items():
-            w[k] = v.astype(np.float64)
-    return w
-
-
-def rms_norm(x, weight, eps):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+from hf_forward import attention, causal_mask, cmd_config, load_config, load_weights, logits_command, rms_norm  # noqa: E402
 
 
 def llama3_inv_freq(inv_freq, r):
@@ -81,8 +62,7 @@ def linear(x, w, name):
 
 
 def forward(d, input_ids):
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
+    cfg = load_config(d)
     w = load_weights(d)
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
@@ -93,7 +73,7 @@ def forward(d, input_ids):
     t = len(ids)
     pos = np.arange(t, dtype=np.float64)
     h = w["model.embed_tokens.weight"][ids]
-    mask = np.triu(np.full((t, t), -np.inf), k=1)
+    mask = causal_mask(t)
     if window:
         # transformers' sliding window: key k is seen from query q when q - window < k <= q
         mask = mask + np.tril(np.full((t, t), -np.inf), k=-window)
@@ -108,11 +88,7 @@ def forward(d, input_ids):
             q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k = rope(q, pos, theta, scaling), rope(k, pos, theta, scaling)
-        k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
-        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask
-        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        attn = scores / scores.sum(axis=-1, keepdims=True)
-        o = np.einsum("hqk,khd->qhd", attn, v).reshape(t, nh * hd)
+        o = attention(q, k, v, 1.0 / np.sqrt(hd), mask)
         h = h + linear(o, w, p + "self_attn.o_proj")
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
         gate = x @ w[p + "mlp.gate_proj.weight"].T
@@ -123,25 +99,5 @@ def forward(d, input_ids):
     return h @ head.T, cfg
 
 
-def cmd_logits(d, reference):
-    with open(reference) as f:
-        ref = json.load(f)
-    logits, cfg = forward(d, ref["input_ids"])
-    want = np.asarray(ref["logits"], dtype=np.float64)[:, :cfg["vocab_size"]]
-    check(logits.shape == want.shape, f"logits of shape {logits.shape}, expected {want.shape}")
-    scale = np.abs(want).max()
-    err = np.abs(logits - want).max()
-    print(f"max |difference| {err:.3g} over {want.size} logits (largest logit {scale:.3g})")
-    check(err <= 1e-4 * max(scale, 1.0), f"logits differ from the reference by up to {err:.3g}")
-
-
-def cmd_config(d, *pairs):
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
-    for pair in pairs:
-        key, value = pair.split("=", 1)
-        check(cfg.get(key) == json.loads(value), f"config.json {key} = {cfg.get(key)!r}, expected {value}")
-
-
 if __name__ == "__main__":
-    run_main({"logits": cmd_logits, "config": cmd_config})
+    run_main({"logits": logits_command(forward), "config": cmd_config})

@@ -4,16 +4,10 @@
 #ifndef CKPT_TEST_GPT2_FIXTURE_H
 #define CKPT_TEST_GPT2_FIXTURE_H
 
-#include "test.h"
+#include "family_fixture.h"
 
-#include <ckpt/family.h>
-#include <ckpt/megatron.h>
 #include <cjson/cJSON.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#define MAX_IN 64
 #define HIDDEN 32
 #define HEADS 4
 #define HEAD_DIM 8
@@ -22,60 +16,10 @@
 #define POSITIONS 64
 #define FIXTURE "hf/gpt2_tiny/model.safetensors"
 
-typedef struct fixture {
-    ckpt_ckpt *ck;
-    ckpt_graph *g;
-    ckpt_map_input in[MAX_IN];
-    char names[MAX_IN][96];
-    size_t n;
-} fixture;
-
 /* The fixture's tensors; with strip, under the hub's GPT2Model names (no "transformer."). */
-static inline int fx_open(fixture *f, int strip)
+static inline int gpt2_open(fixture *f, int strip)
 {
-    size_t i;
-    int rc;
-
-    memset(f, 0, sizeof *f);
-    if ((rc = ckpt_graph_new(&f->g)) < 0 || (rc = ckpt_open(&f->ck, ckpt_test_data(FIXTURE), NULL)) < 0)
-        return rc;
-    for (i = 0; i < ckpt_tensor_count(f->ck) && f->n < MAX_IN; i++) {
-        const ckpt_tensor *t = ckpt_tensor_at(f->ck, i);
-        const char *name = t->name;
-        if (strip && strncmp(name, "transformer.", 12) == 0)
-            name += 12;
-        snprintf(f->names[f->n], sizeof f->names[0], "%s", name);
-        f->in[f->n].name = f->names[f->n];
-        if ((rc = ckpt_node_tensor(f->g, t, &f->in[f->n].node)) < 0)
-            return rc;
-        f->n++;
-    }
-    return 0;
-}
-
-static inline void fx_close(fixture *f)
-{
-    ckpt_close(f->ck);
-    ckpt_graph_free(f->g);
-    memset(f, 0, sizeof *f);
-}
-
-static inline const ckpt_node *in_node(const fixture *f, const char *name)
-{
-    size_t i;
-    for (i = 0; i < f->n; i++)
-        if (strcmp(f->in[i].name, name) == 0)
-            return f->in[i].node;
-    return NULL;
-}
-
-static inline const ckpt_node *out_node(const ckpt_map_result *r, const char *name)
-{
-    size_t i;
-    for (i = 0; i < ckpt_map_result_count(r); i++)
-        if (strcmp(ckpt_map_result_at(r, i)->name, name) == 0)
-            return ckpt_map_result_at(r, i)->node;
-    return NULL;
+    return fx_open(f, FIXTURE, strip ? "transformer." : NULL, NULL);
 }
 
 /* A float32 node's values (malloc'd); NULL when it cannot be read. */
@@ -90,22 +34,6 @@ static inline float *values(const ckpt_node *x)
     return v;
 }
 
-static inline int same_bytes(const ckpt_node *a, const ckpt_node *b)
-{
-    float *x, *y;
-    int same;
-
-    if (!a || !b || ckpt_node_dtype(a) != ckpt_node_dtype(b) || ckpt_node_ndim(a) != ckpt_node_ndim(b) ||
-        memcmp(ckpt_node_shape(a), ckpt_node_shape(b), (size_t)ckpt_node_ndim(a) * sizeof(int64_t)) != 0)
-        return 0;
-    x = values(a);
-    y = values(b);
-    same = x && y && memcmp(x, y, (size_t)ckpt_node_numel(a) * sizeof *x) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 static inline int params_for(ckpt_map_params **p, int64_t padded)
 {
     int rc;
@@ -115,18 +43,6 @@ static inline int params_for(ckpt_map_params **p, int64_t padded)
         (rc = ckpt_map_params_set(*p, "vocab_size", VOCAB)) < 0)
         return rc;
     return ckpt_map_params_set(*p, "padded_vocab_size", padded);
-}
-
-static inline int apply(const char *map, const ckpt_map_params *p, ckpt_graph *g, const ckpt_map_input *in, size_t n,
-                 ckpt_map_result **r)
-{
-    ckpt_map *m = NULL;
-    int rc = ckpt_map_builtin(&m, map);
-
-    if (rc >= 0)
-        rc = ckpt_map_apply(m, p, g, in, n, NULL, r);
-    ckpt_map_free(m);
-    return rc;
 }
 
 /* The config.json of a fixture directory, edited: each pair of edits is a key and a JSON

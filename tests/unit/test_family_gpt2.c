@@ -60,37 +60,38 @@ CKPT_TEST(test_family_gpt2_to_megatron)
     float *emb, *wte;
     int64_t i;
 
-    ASSERT_OK(fx_open(&f, 0));
+    ASSERT_OK(gpt2_open(&f, 0));
     ASSERT_EQ_INT(f.n, 28);
     ASSERT_OK(params_for(&p, 256));
-    ASSERT_OK(apply("hf_gpt2_megatron", p, f.g, f.in, f.n, &r));
+    ASSERT_OK(fx_apply("hf_gpt2_megatron", p, f.g, f.in, f.n, &r));
     ASSERT_EQ_INT(ckpt_map_result_count(r), 28);
-    ASSERT_TRUE(is_qkv(out_node(r, D("self_attention.linear_qkv.weight")), in_node(&f, T("h.1.attn.c_attn.weight"))));
-    ASSERT_TRUE(is_qkv(out_node(r, D("self_attention.linear_qkv.bias")), in_node(&f, T("h.1.attn.c_attn.bias"))));
-    ASSERT_TRUE(is_transpose(out_node(r, D("self_attention.linear_proj.weight")),
-                             in_node(&f, T("h.1.attn.c_proj.weight"))));
-    ASSERT_TRUE(is_transpose(out_node(r, D("mlp.linear_fc1.weight")), in_node(&f, T("h.1.mlp.c_fc.weight"))));
-    ASSERT_TRUE(is_transpose(out_node(r, D("mlp.linear_fc2.weight")), in_node(&f, T("h.1.mlp.c_proj.weight"))));
-    ASSERT_TRUE(same_bytes(out_node(r, D("self_attention.linear_proj.bias")), in_node(&f, T("h.1.attn.c_proj.bias"))));
-    ASSERT_TRUE(same_bytes(out_node(r, D("self_attention.linear_qkv.layer_norm_weight")),
-                           in_node(&f, T("h.1.ln_1.weight"))));
-    ASSERT_TRUE(same_bytes(out_node(r, D("self_attention.linear_qkv.layer_norm_bias")), in_node(&f, T("h.1.ln_1.bias"))));
-    ASSERT_TRUE(same_bytes(out_node(r, D("mlp.linear_fc1.layer_norm_bias")), in_node(&f, T("h.1.ln_2.bias"))));
-    ASSERT_TRUE(same_bytes(out_node(r, D("mlp.linear_fc1.bias")), in_node(&f, T("h.1.mlp.c_fc.bias"))));
-    ASSERT_TRUE(same_bytes(out_node(r, D("mlp.linear_fc2.bias")), in_node(&f, T("h.1.mlp.c_proj.bias"))));
-    ASSERT_TRUE(same_bytes(out_node(r, "embedding.position_embeddings.weight"), in_node(&f, T("wpe.weight"))));
-    ASSERT_TRUE(same_bytes(out_node(r, "decoder.final_layernorm.bias"), in_node(&f, T("ln_f.bias"))));
+    ASSERT_TRUE(
+        is_qkv(fx_output(r, D("self_attention.linear_qkv.weight")), fx_input(&f, T("h.1.attn.c_attn.weight"))));
+    ASSERT_TRUE(is_qkv(fx_output(r, D("self_attention.linear_qkv.bias")), fx_input(&f, T("h.1.attn.c_attn.bias"))));
+    ASSERT_TRUE(is_transpose(fx_output(r, D("self_attention.linear_proj.weight")),
+                             fx_input(&f, T("h.1.attn.c_proj.weight"))));
+    ASSERT_TRUE(is_transpose(fx_output(r, D("mlp.linear_fc1.weight")), fx_input(&f, T("h.1.mlp.c_fc.weight"))));
+    ASSERT_TRUE(is_transpose(fx_output(r, D("mlp.linear_fc2.weight")), fx_input(&f, T("h.1.mlp.c_proj.weight"))));
+    ASSERT_TRUE(fx_same(fx_output(r, D("self_attention.linear_proj.bias")), fx_input(&f, T("h.1.attn.c_proj.bias"))));
+    ASSERT_TRUE(fx_same(fx_output(r, D("self_attention.linear_qkv.layer_norm_weight")),
+                        fx_input(&f, T("h.1.ln_1.weight"))));
+    ASSERT_TRUE(fx_same(fx_output(r, D("self_attention.linear_qkv.layer_norm_bias")), fx_input(&f, T("h.1.ln_1.bias"))));
+    ASSERT_TRUE(fx_same(fx_output(r, D("mlp.linear_fc1.layer_norm_bias")), fx_input(&f, T("h.1.ln_2.bias"))));
+    ASSERT_TRUE(fx_same(fx_output(r, D("mlp.linear_fc1.bias")), fx_input(&f, T("h.1.mlp.c_fc.bias"))));
+    ASSERT_TRUE(fx_same(fx_output(r, D("mlp.linear_fc2.bias")), fx_input(&f, T("h.1.mlp.c_proj.bias"))));
+    ASSERT_TRUE(fx_same(fx_output(r, "embedding.position_embeddings.weight"), fx_input(&f, T("wpe.weight"))));
+    ASSERT_TRUE(fx_same(fx_output(r, "decoder.final_layernorm.bias"), fx_input(&f, T("ln_f.bias"))));
     /* the vocabulary padded with zero rows */
-    emb = values(out_node(r, "embedding.word_embeddings.weight"));
-    wte = values(in_node(&f, T("wte.weight")));
-    ASSERT_TRUE(emb && wte && ckpt_node_shape(out_node(r, "embedding.word_embeddings.weight"))[0] == 256);
+    emb = values(fx_output(r, "embedding.word_embeddings.weight"));
+    wte = values(fx_input(&f, T("wte.weight")));
+    ASSERT_TRUE(emb && wte && ckpt_node_shape(fx_output(r, "embedding.word_embeddings.weight"))[0] == 256);
     for (i = 0; i < 256 * HIDDEN; i++)
         if (emb[i] != (i < VOCAB * HIDDEN ? wte[i] : 0.0f))
             break;
     free(emb);
     free(wte);
     ASSERT_EQ_INT(i, 256 * HIDDEN);
-    ASSERT_TRUE(out_node(r, "output_layer.weight") == NULL);
+    ASSERT_TRUE(fx_output(r, "output_layer.weight") == NULL);
     ckpt_map_result_free(r);
     ckpt_map_params_free(p);
     fx_close(&f);
@@ -106,28 +107,28 @@ CKPT_TEST(test_family_gpt2_round_trip)
     ckpt_map_input in[MAX_IN];
     size_t i, n;
 
-    ASSERT_OK(fx_open(&f, 0));
+    ASSERT_OK(gpt2_open(&f, 0));
     ASSERT_OK(params_for(&p, 256));
-    ASSERT_OK(apply("hf_gpt2_megatron", p, f.g, f.in, f.n, &mg));
+    ASSERT_OK(fx_apply("hf_gpt2_megatron", p, f.g, f.in, f.n, &mg));
     n = ckpt_map_result_count(mg);
     for (i = 0; i < n; i++) {
         in[i].name = ckpt_map_result_at(mg, i)->name;
         in[i].node = ckpt_map_result_at(mg, i)->node;
         in[i].home = 0;
     }
-    ASSERT_OK(apply("megatron_hf_gpt2", p, f.g, in, n, &back));
+    ASSERT_OK(fx_apply("megatron_hf_gpt2", p, f.g, in, n, &back));
     ASSERT_EQ_INT(ckpt_map_result_count(back), f.n);
     for (i = 0; i < f.n; i++)
-        if (!same_bytes(out_node(back, f.in[i].name), f.in[i].node))
+        if (!fx_same(fx_output(back, f.in[i].name), f.in[i].node))
             break;
     ASSERT_EQ_INT(i, f.n);
 
-    ASSERT_OK(fx_open(&hub, 1));
-    ASSERT_TRUE(in_node(&hub, "h.0.attn.c_attn.weight") != NULL);
-    ASSERT_OK(apply("hf_gpt2_megatron", p, hub.g, hub.in, hub.n, &from_hub));
+    ASSERT_OK(gpt2_open(&hub, 1));
+    ASSERT_TRUE(fx_input(&hub, "h.0.attn.c_attn.weight") != NULL);
+    ASSERT_OK(fx_apply("hf_gpt2_megatron", p, hub.g, hub.in, hub.n, &from_hub));
     ASSERT_EQ_INT(ckpt_map_result_count(from_hub), n);
     for (i = 0; i < n; i++)
-        if (!same_bytes(out_node(from_hub, ckpt_map_result_at(mg, i)->name), ckpt_map_result_at(mg, i)->node))
+        if (!fx_same(fx_output(from_hub, ckpt_map_result_at(mg, i)->name), ckpt_map_result_at(mg, i)->node))
             break;
     ASSERT_EQ_INT(i, n);
     ckpt_map_result_free(from_hub);
@@ -145,10 +146,10 @@ CKPT_TEST(test_family_gpt2_unknown_tensor)
     ckpt_map_params *p = NULL;
     ckpt_map_result *r = NULL;
 
-    ASSERT_OK(fx_open(&f, 0));
+    ASSERT_OK(gpt2_open(&f, 0));
     snprintf(f.names[3], sizeof f.names[3], "transformer.h.0.attn.c_foo.weight");
     ASSERT_OK(params_for(&p, 256));
-    ASSERT_TRUE(apply("hf_gpt2_megatron", p, f.g, f.in, f.n, &r) < 0);
+    ASSERT_TRUE(fx_apply("hf_gpt2_megatron", p, f.g, f.in, f.n, &r) < 0);
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "transformer.h.0.attn.c_foo.weight") != NULL);
     ckpt_map_params_free(p);
     fx_close(&f);
@@ -163,13 +164,13 @@ CKPT_TEST(test_family_gpt2_verify_map)
     float *q, *k, *v, *w;
     int64_t i, j, bad = 0;
 
-    ASSERT_OK(fx_open(&f, 0));
-    ASSERT_OK(apply("verify_hf_gpt2", NULL, f.g, f.in, f.n, &r));
+    ASSERT_OK(gpt2_open(&f, 0));
+    ASSERT_OK(fx_apply("verify_hf_gpt2", NULL, f.g, f.in, f.n, &r));
     ASSERT_EQ_INT(ckpt_map_result_count(r), 2 + 2 * 16 + 2);
-    q = values(out_node(r, "layers.1.attn.q.weight"));
-    k = values(out_node(r, "layers.1.attn.k.weight"));
-    v = values(out_node(r, "layers.1.attn.v.weight"));
-    w = values(in_node(&f, T("h.1.attn.c_attn.weight")));
+    q = values(fx_output(r, "layers.1.attn.q.weight"));
+    k = values(fx_output(r, "layers.1.attn.k.weight"));
+    v = values(fx_output(r, "layers.1.attn.v.weight"));
+    w = values(fx_input(&f, T("h.1.attn.c_attn.weight")));
     ASSERT_TRUE(q && k && v && w);
     for (i = 0; i < HIDDEN; i++)
         for (j = 0; j < HIDDEN; j++)
@@ -180,10 +181,10 @@ CKPT_TEST(test_family_gpt2_verify_map)
     free(v);
     free(w);
     ASSERT_EQ_INT(bad, 0);
-    ASSERT_TRUE(is_transpose(out_node(r, "layers.1.mlp.fc2.weight"), in_node(&f, T("h.1.mlp.c_proj.weight"))));
-    ASSERT_TRUE(same_bytes(out_node(r, "pos_embed.weight"), in_node(&f, T("wpe.weight"))));
-    ASSERT_TRUE(same_bytes(out_node(r, "layers.0.attn_norm.bias"), in_node(&f, T("h.0.ln_1.bias"))));
-    ASSERT_TRUE(out_node(r, "layers.0.attn.v.bias") != NULL && out_node(r, "final_norm.bias") != NULL);
+    ASSERT_TRUE(is_transpose(fx_output(r, "layers.1.mlp.fc2.weight"), fx_input(&f, T("h.1.mlp.c_proj.weight"))));
+    ASSERT_TRUE(fx_same(fx_output(r, "pos_embed.weight"), fx_input(&f, T("wpe.weight"))));
+    ASSERT_TRUE(fx_same(fx_output(r, "layers.0.attn_norm.bias"), fx_input(&f, T("h.0.ln_1.bias"))));
+    ASSERT_TRUE(fx_output(r, "layers.0.attn.v.bias") != NULL && fx_output(r, "final_norm.bias") != NULL);
     ckpt_map_result_free(r);
     fx_close(&f);
 }
@@ -276,15 +277,6 @@ static int trained_gpt2_args(ckpt_arena *a, const char *impl, ckpt_value **args)
     return 0;
 }
 
-static int64_t field_int(const ckpt_family_config *c, const char *field)
-{
-    const ckpt_value *v;
-
-    if (ckpt_family_config_get(c, field, &v) < 0)
-        return -99;
-    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : -98;
-}
-
 /* Both fixtures (transformers 4 and 5 configs) are GPT-2 with the sizes GPT2Config takes,
  * n_inner null being 4 x n_embd; the tensors are what the config implies, in state-dict order. */
 CKPT_TEST(test_family_gpt2_config)
@@ -302,11 +294,11 @@ CKPT_TEST(test_family_gpt2_config)
         ASSERT_OK(read_config(dirs[i], NULL, 0, &f, &c));
         ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
         ASSERT_EQ_STR(ckpt_family_title(f), "GPT-2");
-        ASSERT_TRUE(field_int(c, "hidden_size") == HIDDEN && field_int(c, "num_layers") == 2 &&
-                    field_int(c, "num_heads") == HEADS && field_int(c, "head_dim") == HEAD_DIM &&
-                    field_int(c, "num_kv_heads") == HEADS && field_int(c, "ffn_size") == FFN &&
-                    field_int(c, "vocab_size") == VOCAB && field_int(c, "max_positions") == POSITIONS &&
-                    field_int(c, "tied") == 1 && field_int(c, "bos_token_id") == 127);
+        ASSERT_TRUE(fx_int(c, "hidden_size") == HIDDEN && fx_int(c, "num_layers") == 2 &&
+                    fx_int(c, "num_heads") == HEADS && fx_int(c, "head_dim") == HEAD_DIM &&
+                    fx_int(c, "num_kv_heads") == HEADS && fx_int(c, "ffn_size") == FFN &&
+                    fx_int(c, "vocab_size") == VOCAB && fx_int(c, "max_positions") == POSITIONS &&
+                    fx_int(c, "tied") == 1 && fx_int(c, "bos_token_id") == 127);
         ASSERT_OK(ckpt_family_config_get(c, "norm_eps", &v));
         ASSERT_TRUE(v->kind == CKPT_VAL_FLOAT && v->u.real == 1e-5);
         ckpt_family_config_free(c);
@@ -319,7 +311,7 @@ CKPT_TEST(test_family_gpt2_config)
     ASSERT_TRUE(mc.num_layers == 2 && mc.hidden_size == HIDDEN && mc.num_heads == HEADS && mc.num_kv_heads == HEADS &&
                 mc.head_dim == HEAD_DIM && mc.ffn_hidden_size == FFN && mc.vocab_size == VOCAB && mc.norm_eps == 1e-5);
     ASSERT_EQ_STR(ckpt_family_string(f, "verify.maps.huggingface"), "verify_hf_gpt2");
-    ASSERT_OK(fx_open(&fx, 0));
+    ASSERT_OK(gpt2_open(&fx, 0));
     ASSERT_OK(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "in/config.json", "in/model.safetensors", fx.in, fx.n));
     for (i = 0; i < fx.n; i++)
         names[i] = fx.in[i].name;
@@ -439,16 +431,16 @@ CKPT_TEST(test_family_gpt2_megatron_detect)
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(field_int(c, "hidden_size") == HIDDEN && field_int(c, "num_kv_heads") == HEADS &&
-                field_int(c, "ffn_size") == FFN && field_int(c, "max_positions") == POSITIONS &&
-                field_int(c, "vocab_size") == VOCAB && field_int(c, "tied") == 1);
+    ASSERT_TRUE(fx_int(c, "hidden_size") == HIDDEN && fx_int(c, "num_kv_heads") == HEADS &&
+                fx_int(c, "ffn_size") == FFN && fx_int(c, "max_positions") == POSITIONS &&
+                fx_int(c, "vocab_size") == VOCAB && fx_int(c, "tied") == 1);
     ckpt_family_config_free(c);
     /* Megatron's default GELU is the erf one: transformers' gelu */
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "openai_gelu", 0));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "gpt2");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(field_int(c, "openai_gelu") == 0);
+    ASSERT_TRUE(fx_int(c, "openai_gelu") == 0);
     ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "group_query_attention", 1));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));

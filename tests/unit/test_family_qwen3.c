@@ -48,23 +48,23 @@ static void check_map(const char *map, const char *input_norm)
     int layer;
 
     ASSERT_OK(ckpt_graph_new(&g));
-    ASSERT_OK(fx_open(&f, g));
+    ASSERT_OK(qwen3_open(&f, g));
     ASSERT_EQ_INT(f.n, 25);
     ASSERT_OK(qwen3_params(&p));
     ASSERT_OK(there_and_back(&f, p, g, map, &mid, &back));
     for (layer = 0; layer < 2; layer++) {
         snprintf(hf, sizeof hf, "model.layers.%d.self_attn.q_norm.weight", layer);
         snprintf(mc, sizeof mc, "decoder.layers.%d.self_attention.q_layernorm.weight", layer);
-        ASSERT_TRUE(same_node(in_find(&f, hf), out_find(mid, mc)));
+        ASSERT_TRUE(fx_same(fx_input(&f, hf), fx_output(mid, mc)));
         snprintf(hf, sizeof hf, "model.layers.%d.self_attn.k_norm.weight", layer);
         snprintf(mc, sizeof mc, "decoder.layers.%d.self_attention.k_layernorm.weight", layer);
-        ASSERT_TRUE(same_node(in_find(&f, hf), out_find(mid, mc)));
+        ASSERT_TRUE(fx_same(fx_input(&f, hf), fx_output(mid, mc)));
         snprintf(hf, sizeof hf, "model.layers.%d.input_layernorm.weight", layer);
         snprintf(mc, sizeof mc, "decoder.layers.%d.%s", layer, input_norm);
-        ASSERT_TRUE(same_node(in_find(&f, hf), out_find(mid, mc)));
+        ASSERT_TRUE(fx_same(fx_input(&f, hf), fx_output(mid, mc)));
         /* 2 query groups of [2 q heads | k | v] at head_dim 16 */
         snprintf(mc, sizeof mc, "decoder.layers.%d.self_attention.linear_qkv.weight", layer);
-        ASSERT_TRUE((qkv = out_find(mid, mc)) != NULL);
+        ASSERT_TRUE((qkv = fx_output(mid, mc)) != NULL);
         ASSERT_EQ_INT(ckpt_node_shape(qkv)[0], 128);
         ASSERT_EQ_INT(ckpt_node_shape(qkv)[1], 32);
     }
@@ -72,11 +72,11 @@ static void check_map(const char *map, const char *input_norm)
         ASSERT_TRUE(strncmp(ckpt_map_result_at(mid, i)->name, "model.", 6) != 0);
     ASSERT_EQ_INT(ckpt_map_result_count(back), f.n);
     for (i = 0; i < f.n; i++)
-        ASSERT_TRUE(same_node(f.in[i].node, out_find(back, f.in[i].name)));
+        ASSERT_TRUE(fx_same(f.in[i].node, fx_output(back, f.in[i].name)));
     ckpt_map_result_free(mid);
     ckpt_map_result_free(back);
     ckpt_map_params_free(p);
-    ckpt_close(f.ck);
+    fx_close(&f);
     ckpt_graph_free(g);
 }
 
@@ -100,14 +100,14 @@ CKPT_TEST(test_family_qwen3_llama_map_refuses_q_norm)
     ckpt_map_result *r = NULL;
 
     ASSERT_OK(ckpt_graph_new(&g));
-    ASSERT_OK(fx_open(&f, g));
+    ASSERT_OK(qwen3_open(&f, g));
     ASSERT_OK(qwen3_params(&p));
     ASSERT_OK(ckpt_map_builtin(&m, "hf_llama_megatron"));
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_map_apply(m, p, g, f.in, f.n, NULL, &r));
     ASSERT_ERROR_MENTIONS("self_attn.k_norm.weight");
     ckpt_map_free(m);
     ckpt_map_params_free(p);
-    ckpt_close(f.ck);
+    fx_close(&f);
     ckpt_graph_free(g);
 }
 
@@ -115,7 +115,7 @@ CKPT_TEST(test_family_qwen3_config)
 {
     const ckpt_family *f;
     ckpt_family_config *c;
-    char *text = fixture_config();
+    char *text = fx_text(QWEN3, "config.json");
     ckpt_map *m;
 
     ASSERT_TRUE(text != NULL);
@@ -125,9 +125,9 @@ CKPT_TEST(test_family_qwen3_config)
     ASSERT_EQ_STR(ckpt_family_string(f, "hf.class"), "Qwen3ForCausalLM");
     ASSERT_TRUE(ckpt_family_string(f, "paddle.class") == NULL);
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "qwen3/config.json", text));
-    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "num_heads") == 4 && int_of(c, "num_kv_heads") == 2);
-    ASSERT_TRUE(int_of(c, "qkv_bias") == 0 && int_of(c, "tied") == 0);
-    ASSERT_TRUE(int_of(c, "sliding_window") == -1 && real_of(c, "rope_theta") == 1e6);
+    ASSERT_TRUE(fx_int(c, "head_dim") == 16 && fx_int(c, "num_heads") == 4 && fx_int(c, "num_kv_heads") == 2);
+    ASSERT_TRUE(fx_int(c, "qkv_bias") == 0 && fx_int(c, "tied") == 0);
+    ASSERT_TRUE(fx_int(c, "sliding_window") == -1 && fx_real(c, "rope_theta") == 1e6);
     ckpt_family_config_free(c);
     free(text);
 
@@ -135,7 +135,7 @@ CKPT_TEST(test_family_qwen3_config)
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
                                       "{\"model_type\": \"qwen3\", \"hidden_size\": 32, \"intermediate_size\": 64, "
                                       "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 128}"));
-    ASSERT_TRUE(int_of(c, "head_dim") == 128);
+    ASSERT_TRUE(fx_int(c, "head_dim") == 128);
     ckpt_family_config_free(c);
     ASSERT_FAILS(CKPT_EUNSUPPORTED,
                  ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c",
@@ -166,7 +166,7 @@ CKPT_TEST(test_family_qwen3_config_out)
     ckpt_arena *a;
     ckpt_value *args;
     const ckpt_value *v;
-    char *text = fixture_config();
+    char *text = fx_text(QWEN3, "config.json");
     cJSON *want, *got, *item;
 
     ASSERT_TRUE(text != NULL);
@@ -195,8 +195,8 @@ CKPT_TEST(test_family_qwen3_config_out)
     ASSERT_OK(ckpt_family_detect(&again, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(again), "qwen3");
     ASSERT_OK(ckpt_family_config_read(&back, again, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(int_of(back, "head_dim") == 16 && int_of(back, "tied") == 0 && real_of(back, "rope_theta") == 1e6);
-    ASSERT_TRUE(int_of(back, "max_window_layers") == 28);
+    ASSERT_TRUE(fx_int(back, "head_dim") == 16 && fx_int(back, "tied") == 0 && fx_real(back, "rope_theta") == 1e6);
+    ASSERT_TRUE(fx_int(back, "max_window_layers") == 28);
     ckpt_family_config_free(back);
     ASSERT_OK(ckpt_family_model_config(f, c, &mc));
     ASSERT_TRUE(mc.qk_norm == 1 && mc.head_dim == 16 && mc.num_heads == 4 && mc.num_kv_heads == 2);
@@ -210,7 +210,7 @@ CKPT_TEST(test_family_qwen3_config_out)
                                       "\"head_dim\": 16, \"max_window_layers\": 36}"));
     ASSERT_OK(ckpt_family_config_args(f, c, a, 1, "transformer_engine", &args));
     ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(int_of(back, "max_window_layers") == 36);
+    ASSERT_TRUE(fx_int(back, "max_window_layers") == 36);
     ckpt_family_config_free(back);
 
     ckpt_arena_free(a);
@@ -231,7 +231,7 @@ CKPT_TEST(test_family_qwen3_megatron_args)
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "qwen3");
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "tied") == 0);
+    ASSERT_TRUE(fx_int(c, "head_dim") == 16 && fx_int(c, "tied") == 0);
     ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "qwen3"));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
@@ -255,14 +255,14 @@ CKPT_TEST(test_family_qwen3_tensors)
 {
     const ckpt_family *f, *llama;
     ckpt_family_config *c, *lc;
-    char *text = fixture_config();
+    char *text = fx_text(QWEN3, "config.json");
     const char *names[MAX_IN];
     size_t perm[MAX_IN], i, k_norm = MAX_IN;
     ckpt_graph *g = NULL;
     fixture fx;
 
     ASSERT_OK(ckpt_graph_new(&g));
-    ASSERT_OK(fx_open(&fx, g));
+    ASSERT_OK(qwen3_open(&fx, g));
     ASSERT_OK(ckpt_family_builtin(&f, "qwen3"));
     ASSERT_OK(ckpt_family_builtin(&llama, "llama"));
     ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "c", text));
@@ -300,7 +300,7 @@ CKPT_TEST(test_family_qwen3_tensors)
     ASSERT_TRUE(ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "c", "w", fx.in, fx.n) < 0);
     ckpt_family_config_free(c);
     ckpt_family_config_free(lc);
-    ckpt_close(fx.ck);
+    fx_close(&fx);
     ckpt_graph_free(g);
     free(text);
 }
