@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Why a conversion leaves a tied head out: PaddleNLP 3 saves the embedding's parameter under
  * both names. */
@@ -23,6 +24,7 @@ typedef struct pd_fw {
     const ckpt_family *f;
     const ckpt_family_config *c;
     int fused_qkv, fused_ffn;
+    char *where; /* the source's config.json, named in refusals; NULL: "paddle" */
     char **names;
     const ckpt_node **nodes;
     size_t n, cap;
@@ -47,6 +49,7 @@ static void pd_free(void *state)
         free(s->names[i]);
     free(s->names);
     free(s->nodes);
+    free(s->where);
     free(s);
 }
 
@@ -57,19 +60,27 @@ static int config_bool(const ckpt_family_config *c, const char *field)
 }
 
 /* The family config.json names; a model of none is opened without one unless a conversion
- * needs it (a directory without config.json: LLaMA's layout, no family). */
+ * needs it. A conversion holds the config to what PaddleNLP's LLaMA and Qwen2 can describe
+ * first (ckpt_paddle_hf_dims), so that it says what PaddleNLP's model lacks. */
 static int read_family(ckpt_fw_builder *b, pd_fw *s)
 {
     const ckpt_fw_options *o = ckpt_fw_builder_options(b);
     const ckpt_paddle_model_info *mi = ckpt_paddle_model_info_of(s->m);
     const ckpt_family *f = NULL;
     ckpt_family_config *c = NULL;
+    ckpt_hf_llama_dims dims;
     int rc;
 
+    if (o->need_family && !mi->config)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                               "%s: no config.json (the Hugging Face config is made from it)",
+                               ckpt_fw_builder_path(b));
+    if (o->need_family && (rc = ckpt_paddle_hf_dims(mi->config, mi->config_json, CKPT_DTYPE_F32, &dims)) < 0)
+        return rc;
     if (!mi->config_json)
         rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
                              "%s: no config.json (the model's family and config are read from it)",
-                             ckpt_set_info_of(ckpt_fw_builder_set(b))->root);
+                             ckpt_fw_builder_path(b));
     else if ((rc = ckpt_family_detect(&f, CKPT_FAMILY_PADDLE, mi->config, mi->config_json)) == 0)
         rc = ckpt_family_config_read(&c, f, CKPT_FAMILY_PADDLE, mi->config, mi->config_json);
     if (rc < 0) {
@@ -132,10 +143,39 @@ static int has_variant(const ckpt_fw_target *t, const char *name)
     return 0;
 }
 
+/* A Hugging Face source's config.json, held to what PaddleNLP's LLaMA and Qwen2 can be
+ * (another family, llama3 RoPE scaling; Qwen2's biased q/k/v, which the fused qkv_proj
+ * does not hold); its path names the refusals and the layout check. */
+static int check_hf_source(pd_fw *s, const ckpt_fw_target *t)
+{
+    ckpt_hf_llama_dims dims;
+    ckpt_buf path = CKPT_BUF_INIT;
+    struct stat st;
+    int rc;
+
+    if (!t->source)
+        return 0;
+    if ((rc = ckpt_buf_printf(&path, "%s/config.json", t->source)) < 0 || stat((const char *)path.data, &st) != 0 ||
+        !S_ISREG(st.st_mode)) {
+        ckpt_buf_dispose(&path);
+        return rc;
+    }
+    s->where = (char *)path.data;
+    if ((rc = ckpt_hf_llama_dims_read(s->where, &dims)) < 0 || (rc = ckpt_paddle_hf_supported(s->where, &dims)) < 0)
+        return rc;
+    if (s->fused_qkv && dims.qkv_bias)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: model_type qwen2: --fused-qkv (fuse_attention_qkv) is written for llama only; "
+                               "Qwen2's q, k and v stay separate",
+                               s->where);
+    return 0;
+}
+
 static int pd_create(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state)
 {
     ckpt_fw_info info;
     pd_fw *s = calloc(1, sizeof *s);
+    int rc;
 
     if (!s)
         return ckpt_error_oom();
@@ -148,6 +188,8 @@ static int pd_create(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state)
                                "paddle: a new model is written with PaddleNLP's own layers (native), not '%s'", t->impl);
     s->fused_qkv = has_variant(t, "fused_qkv");
     s->fused_ffn = has_variant(t, "fused_ffn");
+    if ((rc = check_hf_source(s, t)) < 0)
+        return rc;
     memset(&info, 0, sizeof info);
     info.impl = "native";
     info.tp = t->tp ? t->tp : 1;
@@ -194,7 +236,7 @@ static int build(pd_fw *s, int tp, int pp, ckpt_graph *g)
     if ((rc = ckpt_family_config_json(s->f, s->c, CKPT_FAMILY_HF, dtype, &hf)) < 0 ||
         (rc = ckpt_buf_append(&hf, "", 1)) < 0 ||
         (rc = ckpt_paddle_config_from_hf((const char *)hf.data, s->fused_qkv, s->fused_ffn, dtype, &config)) < 0 ||
-        (rc = ckpt_paddle_layout_check("paddle", (const char *)config.data, 0, tp, pp)) < 0 ||
+        (rc = ckpt_paddle_layout_check(s->where ? s->where : "paddle", (const char *)config.data, 0, tp, pp)) < 0 ||
         (rc = ckpt_paddle_model_new(&s->m, g, 1, 1, (const char *)config.data, NULL)) < 0)
         goto done;
     for (i = 0; i < s->n && rc == 0; i++)
