@@ -5,11 +5,13 @@
 #include <string.h>
 
 extern const ckpt_fw_vtable ckpt_framework_megatron;
+extern const ckpt_fw_vtable ckpt_framework_paddle;
 extern const ckpt_fw_vtable ckpt_framework_huggingface;
 extern const ckpt_fw_vtable ckpt_framework_deepspeed;
 
 static const ckpt_fw_vtable *const frameworks[] = {
     &ckpt_framework_megatron,
+    &ckpt_framework_paddle,
     &ckpt_framework_huggingface,
     &ckpt_framework_deepspeed,
 };

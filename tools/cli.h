@@ -121,6 +121,6 @@ typedef struct cli_reshard_job {
     const cli_plan_args *p;
 } cli_reshard_job;
 
-int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j);
+int cli_reshard_paddle(const cli_reshard_job *j);
 
 #endif

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <ckpt/framework.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,8 +15,7 @@ static const char *const stage_names[] = { "layer", "first", "last", "every" };
 
 typedef struct logical {
     ckpt_plan *plan;              /* the graph the model's nodes live in */
-    ckpt_paddle_model *paddle;
-    ckpt_megatron *megatron;
+    ckpt_fw *fw;
     size_t n;
     const char *what;             /* "PaddleNLP model", "Megatron model" */
     ckpt_megatron_optim_range *ranges; /* a Megatron model's optimizer state, parameter by parameter */
@@ -25,37 +25,34 @@ typedef struct logical {
 
 static const char *tensor_at(const logical *l, size_t i, const ckpt_node **full, ckpt_tensor_layout *layout)
 {
-    return l->paddle ? ckpt_paddle_model_tensor_at(l->paddle, i, full, layout)
-                     : ckpt_megatron_tensor_at(l->megatron, i, full, layout);
+    return ckpt_fw_tensor_at(l->fw, i, full, layout);
 }
 
-/* The model of the layouts that have one; nothing (and no error) for the others. */
-static int open_logical(ckpt_set *set, logical *l)
+/* The model of the layouts a framework of the same name reads; nothing (and no error) for the
+ * others. */
+static int open_logical(const char *path, ckpt_set *set, logical *l)
 {
     const char *layout = ckpt_set_info_of(set)->layout;
-    ckpt_paddle_model_options po = CKPT_PADDLE_MODEL_OPTIONS_INIT;
+    ckpt_fw_options o;
+    ckpt_megatron *m;
     int rc;
 
     memset(l, 0, sizeof *l);
     if (strcmp(layout, "paddle") != 0 && strcmp(layout, "megatron") != 0)
         return 0;
-    if ((rc = ckpt_plan_new(&l->plan)) < 0)
+    memset(&o, 0, sizeof o);
+    o.version = CKPT_FW_OPTIONS_VERSION;
+    o.framework = layout;
+    o.iteration = -1;
+    if ((rc = ckpt_plan_new(&l->plan)) < 0 || (rc = ckpt_fw_open(&l->fw, path, ckpt_plan_graph(l->plan), &o)) < 0)
         return rc;
-    if (strcmp(layout, "paddle") == 0) {
-        if ((rc = ckpt_paddle_model_open(&l->paddle, set, ckpt_plan_graph(l->plan), &po)) < 0)
-            return rc;
-        l->n = ckpt_paddle_model_tensor_count(l->paddle);
-        l->what = "PaddleNLP model";
-    } else {
-        if ((rc = ckpt_megatron_open(&l->megatron, set, ckpt_plan_graph(l->plan), NULL)) < 0)
-            return rc;
-        l->n = ckpt_megatron_tensor_count(l->megatron);
-        l->what = "Megatron model";
-        /* a listing of what does not fit the layout rules still shows the rest */
-        if (ckpt_megatron_optimizer_ranges(l->megatron, &l->ranges, &l->n_ranges) < 0 &&
-            !(l->ranges_error = strdup(ckpt_error_last()->message)))
-            return CKPT_ENOMEM;
-    }
+    l->n = ckpt_fw_tensor_count(l->fw);
+    l->what = strcmp(layout, "paddle") == 0 ? "PaddleNLP model" : "Megatron model";
+    /* a listing of what does not fit the layout rules still shows the rest */
+    if ((m = ckpt_fw_native(l->fw, "megatron")) != NULL &&
+        ckpt_megatron_optimizer_ranges(m, &l->ranges, &l->n_ranges) < 0 &&
+        !(l->ranges_error = strdup(ckpt_error_last()->message)))
+        return CKPT_ENOMEM;
     return 0;
 }
 
@@ -63,8 +60,7 @@ static void close_logical(logical *l)
 {
     free(l->ranges);
     free(l->ranges_error);
-    ckpt_paddle_model_close(l->paddle);
-    ckpt_megatron_close(l->megatron);
+    ckpt_fw_close(l->fw);
     ckpt_plan_free(l->plan);
 }
 
@@ -260,7 +256,7 @@ int cli_inspect_set(const char *path, int json)
     int rc;
 
     memset(&l, 0, sizeof l);
-    if ((rc = ckpt_set_open(&set, path, NULL)) == 0 && (rc = open_logical(set, &l)) == 0) {
+    if ((rc = ckpt_set_open(&set, path, NULL)) == 0 && (rc = open_logical(path, set, &l)) == 0) {
         if (json)
             print_json(set, &l);
         else

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <ckpt/framework.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,29 +147,46 @@ static int print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt
     return cli_plan_report(o, plan, rep, seconds);
 }
 
+/* The job: PaddleNLP -> Hugging Face, or Hugging Face -> PaddleNLP at the target layout with
+ * the fused variants asked for. */
+static int plan_job(const paddle_hf_args *a, ckpt_plan *plan, ckpt_fw **src)
+{
+    const char *variants[2];
+    ckpt_job_options jo;
+
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.name = a->cmd;
+    jo.to = a->to_hf ? CKPT_FAMILY_HF : CKPT_FAMILY_PADDLE;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = a->to_hf ? CKPT_FAMILY_PADDLE : CKPT_FAMILY_HF;
+    jo.from.iteration = -1;
+    jo.from.no_optimizer = 1;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.max_shard_size = a->max_shard;
+    jo.target.tp = a->tp;
+    jo.target.pp = a->pp;
+    if (a->fused_qkv)
+        variants[jo.target.n_variants++] = "fused_qkv";
+    if (a->fused_ffn)
+        variants[jo.target.n_variants++] = "fused_ffn";
+    jo.target.variants = variants;
+    return ckpt_job_plan(plan, a->in, &jo, src);
+}
+
 static int run(const paddle_hf_args *a)
 {
-    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
-    ckpt_paddle_hf_options o = CKPT_PADDLE_HF_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_plan *plan = NULL;
-    ckpt_set *set = NULL;
-    ckpt_ckpt *weights = NULL;
+    ckpt_fw *src = NULL;
     double start = cli_now();
     int rc;
 
     memset(&rep, 0, sizeof rep);
-    so.layout = "paddle";
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
         (rc = cli_plan_drop_option(plan, &a->p)) < 0)
         goto done;
-    o.max_shard = a->max_shard;
-    o.tp = a->tp;
-    o.pp = a->pp;
-    o.fused_qkv = a->fused_qkv;
-    o.fused_ffn = a->fused_ffn;
-    rc = a->to_hf ? ((rc = ckpt_set_open(&set, a->in, &so)) < 0 ? rc : ckpt_paddle_plan_to_hf(plan, set, a->in, &o))
-                  : ckpt_paddle_plan_from_hf(plan, a->in, &o, &weights);
+    rc = plan_job(a, plan, &src);
     if (rc < 0)
         goto done;
     if (a->p.dry_run) {
@@ -193,9 +211,8 @@ static int run(const paddle_hf_args *a)
     }
 done:
     ckpt_plan_report_dispose(&rep);
+    ckpt_fw_close(src);
     ckpt_plan_free(plan);
-    ckpt_close(weights);
-    ckpt_set_close(set);
     return rc < 0 ? cli_fail(a->cmd) : CLI_EXIT_OK;
 }
 

@@ -370,7 +370,7 @@ static int print_json(const reshard_args *a, const ckpt_megatron *m, const ckpt_
     return cli_plan_report(o, plan, a->p.dry_run ? NULL : rep, seconds);
 }
 
-static int run_paddle(const reshard_args *a, ckpt_set *set)
+static int run_paddle(const reshard_args *a)
 {
     cli_reshard_job j;
     const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
@@ -399,7 +399,7 @@ static int run_paddle(const reshard_args *a, ckpt_set *set)
     j.pp_set = a->pp_set;
     j.no_optimizer = a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP;
     j.p = &a->p;
-    return cli_reshard_paddle(set, &j);
+    return cli_reshard_paddle(&j);
 }
 
 /* The job: the Megatron framework at the same framework, the target's sizes those given (the
@@ -451,7 +451,9 @@ static int run(reshard_args *a)
        and a PaddleNLP directory that does not open says why */
     paddle = ckpt_paddle_is_dir(a->in);
     if ((rc = ckpt_set_open(&set, a->in, &so)) == 0 && strcmp(ckpt_set_info_of(set)->layout, "paddle") == 0) {
-        rc = run_paddle(a, set);
+        ckpt_set_close(set);
+        set = NULL;
+        rc = run_paddle(a);
         goto done;
     }
     if (rc < 0 && paddle)

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <ckpt/framework.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,32 +27,42 @@ static int print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *in
     return cli_plan_report(o, plan, j->p->dry_run ? NULL : rep, seconds);
 }
 
-int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
+/* The job: the paddle framework at the same framework, the target's sizes those given (the
+ * source's otherwise). */
+static int plan_paddle(const cli_reshard_job *j, ckpt_plan *plan, ckpt_fw **src)
 {
-    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
-    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
+    ckpt_job_options jo;
+
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = CKPT_FAMILY_PADDLE;
+    jo.from.iteration = -1;
+    jo.from.no_optimizer = j->no_optimizer;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.tp = j->tp_set ? j->tp : 0;
+    jo.target.pp = j->pp_set ? j->pp : 0;
+    jo.target.paddle.drop_optimizer = j->no_optimizer;
+    return ckpt_job_plan(plan, j->in, &jo, src);
+}
+
+int cli_reshard_paddle(const cli_reshard_job *j)
+{
     const ckpt_paddle_model_info *info;
     ckpt_plan_report rep;
     ckpt_plan *plan = NULL;
-    ckpt_paddle_model *m = NULL;
+    ckpt_fw *src = NULL;
+    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
     double start = cli_now();
     int rc;
 
     memset(&rep, 0, sizeof rep);
-    mo.no_optimizer = j->no_optimizer;
-    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = cli_plan_drop_option(plan, j->p)) < 0)
+    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = cli_plan_drop_option(plan, j->p)) < 0 ||
+        (rc = plan_paddle(j, plan, &src)) < 0)
         goto done;
-    mo.leave_out = cli_plan_leave_out;
-    mo.leave_out_payload = plan;
-    if ((rc = ckpt_paddle_model_open(&m, set, ckpt_plan_graph(plan), &mo)) < 0 ||
-        (rc = ckpt_plan_check_drop_patterns(plan)) < 0)
-        goto done;
-    info = ckpt_paddle_model_info_of(m);
+    info = ckpt_paddle_model_info_of(ckpt_fw_native(src, CKPT_FAMILY_PADDLE));
     t.tp = j->tp_set ? j->tp : info->tp;
     t.pp = j->pp_set ? j->pp : info->pp;
-    t.drop_optimizer = j->no_optimizer;
-    if ((rc = ckpt_paddle_plan(m, &t, plan)) < 0)
-        goto done;
     if (j->p->dry_run && j->p->json) {
         rc = print_json(j, info, plan, &rep, 0);
         goto done;
@@ -80,7 +91,7 @@ int cli_reshard_paddle(ckpt_set *set, const cli_reshard_job *j)
     }
 done:
     ckpt_plan_report_dispose(&rep);
-    ckpt_paddle_model_close(m);
+    ckpt_fw_close(src);
     ckpt_plan_free(plan);
     return rc < 0 ? cli_fail("reshard") : CLI_EXIT_OK;
 }

@@ -21,6 +21,8 @@ typedef struct job {
     ckpt_map_params *params;
     ckpt_map *maps[2];
     ckpt_map_result *res[2];
+    int to_target;                 /* the index of the map into the target's names; -1: none */
+    const char **variants;         /* the target's output variants, NULL-terminated */
 } job;
 
 /* The source tensors the conversion takes: every one but those a rule of the framework or the
@@ -67,9 +69,12 @@ static int load_maps(job *j)
     if (strcmp(from->framework, CKPT_FAMILY_HF) != 0 &&
         (rc = ckpt_family_map(j->f, from->framework, from->impl, 1, &j->maps[k++])) < 0)
         return rc;
-    if (strcmp(to->framework, CKPT_FAMILY_HF) != 0 &&
-        (rc = ckpt_family_map(j->f, to->framework, to->impl, 0, &j->maps[k++])) < 0)
-        return rc;
+    j->to_target = -1;
+    if (strcmp(to->framework, CKPT_FAMILY_HF) != 0) {
+        j->to_target = (int)k;
+        if ((rc = ckpt_family_map(j->f, to->framework, to->impl, 0, &j->maps[k])) < 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -93,7 +98,8 @@ static int map_tensors(job *j)
     int rc = 0;
 
     for (k = 0; k < 2 && j->maps[k] && rc == 0; k++) {
-        if ((rc = ckpt_map_apply(j->maps[k], j->params, ckpt_plan_graph(j->plan), in, n, NULL, &j->res[k])) < 0 ||
+        if ((rc = ckpt_map_apply(j->maps[k], j->params, ckpt_plan_graph(j->plan), in, n,
+                                 (int)k == j->to_target ? j->variants : NULL, &j->res[k])) < 0 ||
             (rc = ckpt_plan_check_taken(j->in, j->name, j->res[k])) < 0)
             break;
         free(next);
@@ -130,12 +136,20 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     j.c = ckpt_fw_config(src);
     if (!t.source)
         t.source = in;
+    if (t.n_variants) {
+        size_t i;
+        if (!(j.variants = calloc(t.n_variants + 1, sizeof *j.variants)))
+            return ckpt_error_oom();
+        for (i = 0; i < t.n_variants; i++)
+            j.variants[i] = t.variants[i];
+    }
     if (!j.f || !j.c)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: a model of no family ckptconv knows (%s)",
-                               in, ckpt_family_known());
-    if ((rc = keep_inputs(&j)) == 0 && (rc = ckpt_fw_new(&j.dst, o->to, ckpt_plan_graph(plan), j.f, j.c, &t)) == 0 &&
-        (rc = load_maps(&j)) == 0 && (rc = set_params(&j)) == 0 && (rc = map_tensors(&j)) == 0 &&
-        (rc = ckpt_fw_plan(j.dst, &t, plan)) == 0 && vt->carry)
+        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: a model of no family ckptconv knows (%s)",
+                             in, ckpt_family_known());
+    else if ((rc = keep_inputs(&j)) == 0 &&
+             (rc = ckpt_fw_new(&j.dst, o->to, ckpt_plan_graph(plan), j.f, j.c, &t)) == 0 &&
+             (rc = load_maps(&j)) == 0 && (rc = set_params(&j)) == 0 && (rc = map_tensors(&j)) == 0 &&
+             (rc = ckpt_fw_plan(j.dst, &t, plan)) == 0 && vt->carry)
         rc = vt->carry(ckpt_fw__state(src), o->to, plan);
     if (rc == 0) {
         ckpt_fw__keep(src, j.dst);
@@ -147,6 +161,7 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     ckpt_map_free(j.maps[0]);
     ckpt_map_free(j.maps[1]);
     ckpt_map_params_free(j.params);
+    free(j.variants);
     free(j.kept);
     return rc;
 }
