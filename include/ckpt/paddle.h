@@ -270,34 +270,6 @@ typedef struct ckpt_paddle_te_job {
 CKPT_EXTERN(int) ckpt_paddle_te_plan(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
 CKPT_EXTERN(void) ckpt_paddle_te_job_dispose(ckpt_paddle_te_job *j);
 
-/* ---- paddle2hf / hf2paddle ---- */
-
-typedef struct ckpt_paddle_hf_options {
-    unsigned version;
-    uint64_t max_shard;         /* to HF: the largest safetensors file (0: 5 GB) */
-    int tp, pp;                 /* from HF: the target layout */
-    int fused_qkv, fused_ffn;   /* from HF: write qkv_proj / gate_up_fused_proj */
-} ckpt_paddle_hf_options;
-
-#define CKPT_PADDLE_HF_OPTIONS_VERSION 1
-#define CKPT_PADDLE_HF_OPTIONS_INIT { CKPT_PADDLE_HF_OPTIONS_VERSION, 0, 1, 1, 0, 0 }
-
-/* Add to `plan` the Hugging Face directory of the PaddleNLP model in `set` (of layout "paddle",
- * read from in_dir; it must outlive the plan): the ranks merged, mapped by paddle_llama_hf,
- * in transformers' order, as safetensors, and a config.json made from the directory's (none:
- * CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL). The plan's --drop patterns leave tensors out; every
- * other input tensor must be taken by a rule, and the tensors must be those the config
- * implies (ckpt_hf_llama_check_tensors). */
-CKPT_EXTERN(int) ckpt_paddle_plan_to_hf(ckpt_plan *plan, ckpt_set *set, const char *in_dir,
-                                        const ckpt_paddle_hf_options *o);
-/* Add to `plan` the PaddleNLP checkpoint of the Hugging Face directory hf_dir at layout
- * o->tp x o->pp: its weights (opened into *weights, which must outlive the plan; close it
- * even when this fails) checked against its config.json, mapped by hf_llama_paddle (variants
- * fused_qkv, fused_ffn), and a PaddleNLP config.json (ckpt_paddle_config_from_hf) the layout
- * must fit (ckpt_paddle_layout_check). */
-CKPT_EXTERN(int) ckpt_paddle_plan_from_hf(ckpt_plan *plan, const char *hf_dir, const ckpt_paddle_hf_options *o,
-                                          ckpt_ckpt **weights);
-
 /* ---- LLaMA configs between PaddleNLP and Hugging Face ---- */
 
 /* Whether PaddleNLP's LlamaForCausalLM can be the model a Hugging Face config (read from

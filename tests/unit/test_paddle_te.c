@@ -1,6 +1,7 @@
 /* The PaddleNLP conversions planned by the library: pd2te / te2pd (ckpt_paddle_te_map,
  * ckpt_paddle_te_params, ckpt_paddle_te_plan, file by file and at a target layout) and
- * paddle2hf / hf2paddle (ckpt_paddle_plan_to_hf, ckpt_paddle_plan_from_hf), LLaMA and Qwen2. */
+ * paddle2hf / hf2paddle through ckpt_job_plan, LLaMA and Qwen2. */
+#include <ckpt/framework.h>
 #include "test.h"
 
 #include <string.h>
@@ -103,22 +104,36 @@ CKPT_TEST(test_paddle_te_refuses_qwen2)
     ckpt_map_free(m);
 }
 
-/* paddle2hf of PaddleNLP 3's Qwen2 at TP 2: Hugging Face names, biases kept, the tied head (saved
- * under both names) left out and said so; hf2paddle back at TP 2, --fused-qkv refused. */
+/* paddle2hf of PaddleNLP 3's Qwen2 at TP 2 through the job path: Hugging Face names, biases kept,
+ * the tied head (saved under both names) left out and said so; hf2paddle back at TP 2,
+ * --fused-qkv refused. */
+static int plan_paddle_hf(ckpt_plan *plan, const char *in, int to_hf, int tp, const char *variant, ckpt_fw **src)
+{
+    ckpt_job_options jo;
+
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.to = to_hf ? CKPT_FAMILY_HF : CKPT_FAMILY_PADDLE;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = to_hf ? CKPT_FAMILY_PADDLE : CKPT_FAMILY_HF;
+    jo.from.iteration = -1;
+    jo.from.no_optimizer = 1;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.tp = tp;
+    jo.target.variants = &variant;
+    jo.target.n_variants = variant != NULL;
+    return ckpt_job_plan(plan, in, &jo, src);
+}
+
 CKPT_TEST(test_paddle_plan_qwen2_with_hf)
 {
-    ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
-    ckpt_paddle_hf_options o = CKPT_PADDLE_HF_OPTIONS_INIT;
-    ckpt_ckpt *weights = NULL;
     ckpt_plan *plan = NULL;
-    ckpt_set *set = NULL;
+    ckpt_fw *src = NULL;
     const char *reason = NULL;
     long f;
 
-    so.layout = "paddle";
-    ASSERT_OK(ckpt_set_open(&set, ckpt_test_data("paddlenlp/qwen2_tp2"), &so));
     ASSERT_OK(ckpt_plan_new(&plan));
-    ASSERT_OK(ckpt_paddle_plan_to_hf(plan, set, "qwen2_tp2", &o));
+    ASSERT_OK(plan_paddle_hf(plan, ckpt_test_data("paddlenlp/qwen2_tp2"), 1, 0, NULL, &src));
     ASSERT_TRUE((f = file_index(plan, "model.safetensors")) >= 0);
     ASSERT_TRUE(holds(plan, f, "model.layers.1.self_attn.v_proj.bias"));
     ASSERT_TRUE(!holds(plan, f, "lm_head.weight"));
@@ -127,20 +142,19 @@ CKPT_TEST(test_paddle_plan_qwen2_with_hf)
     ASSERT_EQ_STR(ckpt_plan_dropped_at(plan, 0, &reason), "lm_head.weight");
     ASSERT_TRUE(reason && strstr(reason, "tied head"));
     ckpt_plan_free(plan);
-    ckpt_set_close(set);
+    ckpt_fw_close(src);
+    src = NULL;
 
-    o.tp = 2;
     ASSERT_OK(ckpt_plan_new(&plan));
-    ASSERT_OK(ckpt_paddle_plan_from_hf(plan, ckpt_test_data("hf/qwen2_tiny"), &o, &weights));
+    ASSERT_OK(plan_paddle_hf(plan, ckpt_test_data("hf/qwen2_tiny"), 0, 2, NULL, &src));
     ASSERT_TRUE(holds(plan, file_index(plan, "model_state.tp01.pdparams"), "qwen2.layers.0.self_attn.k_proj.bias"));
     ASSERT_TRUE(file_index(plan, "config.json") >= 0);
     ckpt_plan_free(plan);
-    ckpt_close(weights);
-    weights = NULL;
-    o.fused_qkv = 1;
+    ckpt_fw_close(src);
+    src = NULL;
     ASSERT_OK(ckpt_plan_new(&plan));
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_paddle_plan_from_hf(plan, ckpt_test_data("hf/qwen2_tiny"), &o, &weights));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, plan_paddle_hf(plan, ckpt_test_data("hf/qwen2_tiny"), 0, 2, "fused_qkv", &src));
     ASSERT_ERROR_MENTIONS("--fused-qkv");
     ckpt_plan_free(plan);
-    ckpt_close(weights);
+    ckpt_fw_close(src);
 }
