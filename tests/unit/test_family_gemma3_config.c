@@ -16,12 +16,26 @@
 
 #define CONFIG "hf/transformers5/gemma3_tiny/config.json"
 
+/* The fixture's config.json as a string (ckpt_test_read_file's bytes have no NUL), malloc'ed. */
+static char *read_text(size_t *len)
+{
+    unsigned char *raw = ckpt_test_read_file(ckpt_test_data(CONFIG), len);
+    char *text = raw ? malloc(*len + 1) : NULL;
+
+    if (text) {
+        memcpy(text, raw, *len);
+        text[*len] = 0;
+    }
+    free(raw);
+    return text;
+}
+
 /* The fixture's config.json with its "layer_types" list replaced by `types` (NULL: kept;
  * "" : removed), malloc'ed. */
 static char *fixture_config(const char *types)
 {
     size_t len;
-    char *text = (char *)ckpt_test_read_file(ckpt_test_data(CONFIG), &len), *out, *a, *b;
+    char *text = read_text(&len), *out, *a, *b;
 
     if (!text || !types)
         return text;
@@ -70,7 +84,7 @@ CKPT_TEST(test_family_gemma3_config_round_trip)
     const ckpt_value *v;
     ckpt_buf json = CKPT_BUF_INIT;
     size_t len;
-    char *want = (char *)ckpt_test_read_file(ckpt_test_data(CONFIG), &len), *tv;
+    char *want = read_text(&len), *tv;
 
     ASSERT_TRUE(want != NULL);
     ASSERT_OK(ckpt_family_builtin(&f, "gemma3"));
