@@ -66,7 +66,8 @@ static int window_features(const ckpt_family *f, const ckpt_family_config *c, ck
         if (!(flags = ckpt_arena_alloc(c->arena, layers->u.seq.n + 1)))
             return ckpt_error_oom();
         for (i = 0; i < layers->u.seq.n; i++)
-            flags[i] = layers->u.seq.items[i]->kind == CKPT_VAL_STR && layers->u.seq.items[i]->u.str.ptr[0] == 's';
+            flags[i] = layers->u.seq.items[i]->kind == CKPT_VAL_STR &&
+                       strcmp(layers->u.seq.items[i]->u.str.ptr, "sliding_attention") == 0;
         out->layer_window = flags;
     }
     if (local)
