@@ -10,11 +10,12 @@
 
 static const char *const type_gens[] = { "$rope", "$token_ids", "$dtype", "$layer_types", NULL };
 static const char *const megatron_gens[] = { "$true_vocab", "$megatron_llama3_rope", "$window_size", "$token_ids",
-                                             NULL };
+                                             "$window_attn_skip_freq", NULL };
 static const char *const out_gens[] = { "$dtype", "$rope_parameters", "$rope_scaling", "$full_attention_layers",
-                                        NULL };
+                                        "$rope_parameters_by_type", NULL };
 static const char *const args_gens[] = { "$token_ids", "$padded_vocab", "$window_size", "$rope_scaling_factor",
-                                         "$use_rope_scaling", "$dtype", "$bf16", "$fp16", "$impl", "$family", NULL };
+                                         "$use_rope_scaling", "$dtype", "$bf16", "$fp16", "$impl", "$family",
+                                         "$window_attn_skip_freq", "$softmax_scale", NULL };
 /* fields a generator sets besides its row's own */
 static const char *const gen_fields[] = { "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                                           "rope_original_max_positions", "bos_token_id", "eos_token_id",
@@ -98,12 +99,13 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     static const char *const allowed[] = { "f", "type", "hf", "paddle", "megatron", "megatron_default", "required",
                                            "default", "null_is", "divides", "says", "is", "refuse", "why",
                                            "refuse_set", "megatron_must", "megatron_refuse", "rope_types", "values",
-                                           NULL };
+                                           "pattern", NULL };
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(row, "type"),
                 *dflt = cJSON_GetObjectItemCaseSensitive(row, "default"),
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
                 *div = cJSON_GetObjectItemCaseSensitive(row, "divides"),
-                *values = cJSON_GetObjectItemCaseSensitive(row, "values");
+                *values = cJSON_GetObjectItemCaseSensitive(row, "values"),
+                *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern");
     const char *t;
     char where[WHERE_MAX];
     int rc;
@@ -130,6 +132,9 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
         return rc;
     if (div && (!cJSON_IsString(div) || !ckpt_family__has_field(f, div->valuestring, strlen(div->valuestring))))
         return fail(where, "\"divides\" names no field%s", "");
+    if (pattern && (strcmp(t, "$layer_types") != 0 || !cJSON_IsString(pattern) ||
+                    !ckpt_family__has_field(f, pattern->valuestring, strlen(pattern->valuestring))))
+        return fail(where, "\"pattern\" names the field of a $layer_types row's every-Nth-layer pattern%s", "");
     if (values && (!cJSON_IsObject(values) || !values->child || strcmp(t, "bool") != 0))
         return fail(where, "\"values\" must be an object of the strings a bool field is read from%s", "");
     return 0;
@@ -168,7 +173,8 @@ static int check_out(const ckpt_family *f, const cJSON *out, const char *family)
 
 static int check_megatron(const ckpt_family *f, const cJSON *m, const char *family)
 {
-    static const char *const allowed[] = { "require", "detect", "args_out", "from_hf", "to_hf", "spec", NULL };
+    static const char *const allowed[] = { "require", "detect", "args_out", "from_hf", "to_hf", "spec", "refuse_impl",
+                                           NULL };
     const cJSON *pair, *req;
     char where[WHERE_MAX];
     int rc;
@@ -257,7 +263,8 @@ int ckpt_family__validate(ckpt_family *f, const char *where)
     static const char *const allowed[] = { "ckptconv_family", "name", "title", "hf", "config", "hf_config_out",
                                            "megatron", "paddle", "map_params", "extents", "hf_tensors", "verify",
                                            NULL };
-    static const char *const hf_allowed[] = { "model_type", "arch_prefix", "class", "left_out", NULL };
+    static const char *const hf_allowed[] = { "model_type", "arch_prefix", "class", "left_out", "refuse_model_type",
+                                              NULL };
     const cJSON *j = f->json, *v = cJSON_GetObjectItemCaseSensitive(j, "ckptconv_family"), *row, *r2;
     int rc;
 

@@ -29,6 +29,14 @@ static int by_model_type(const char *what, const char *type, const ckpt_family *
             return 0;
         }
     }
+    /* a model_type close to a family's (Gemma 3's vision-language gemma3) says which converts */
+    for (i = 0; i < ckpt_family__builtin_n(); i++) {
+        const ckpt_family *f = ckpt_family_builtin_at(i);
+        const cJSON *why = f ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->hf, "refuse_model_type"), type) : NULL;
+        if (cJSON_IsString(why))
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: model_type %s is %s", what, type,
+                                   why->valuestring);
+    }
     return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: model_type %s is not one of %s", what, type,
                            ckpt_family_known());
 }

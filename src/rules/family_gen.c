@@ -107,14 +107,14 @@ static int set_rope(family_read *r, const char *name, const rope *p)
 static int hf_rope(family_read *r, const cJSON *row, const char *name)
 {
     const cJSON *keys = cJSON_GetObjectItemCaseSensitive(row, "hf"), *k, *j;
-    const char *prev = NULL;
+    const char *prev = NULL, *last;
     rope got, use;
     int rc;
 
     memset(&use, 0, sizeof use);
     use.type = "default";
     cJSON_ArrayForEach(k, keys) {
-        if (!cJSON_IsString(k) || !(j = ckpt_family__field(r->cfg, k->valuestring)))
+        if (!cJSON_IsString(k) || !(j = ckpt_family__path(r->cfg, k->valuestring, &last)))
             continue;
         if ((rc = parse_rope(r, row, j, k->valuestring, &got)) < 0)
             return rc;
@@ -263,6 +263,82 @@ static int hf_dtype(family_read *r, const cJSON *row, const char *name)
     return cJSON_IsString(d) ? ckpt_family__set_str(r->c, name, d->valuestring) : ckpt_family__set_none(r->c, name);
 }
 
+/* A row with a "pattern" field (Gemma 3): layers of both kinds, from layer_types or, without
+ * it, the pattern N (layer i full attention when (i + 1) % N == 0, transformers' own rule),
+ * kept as a list of the layer_types strings. */
+static int mixed_layer_types(family_read *r, const cJSON *types, const char *pattern_field, const char *name)
+{
+    int64_t n = ckpt_family__int(r->c, "num_layers", 0), every = ckpt_family__int(r->c, pattern_field, 0), i = 0;
+    ckpt_value *list = ckpt_value_new(r->c->arena, CKPT_VAL_LIST);
+    const cJSON *t;
+    int rc, full;
+
+    if (!list)
+        return CKPT_ENOMEM;
+    if (n < 1 || n > FAMILY_MAX_LAYERS || (!types && every < 1))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: no layer_types for %lld layers", r->where,
+                               (long long)n);
+    if (types && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != n))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer_types is not a list of num_hidden_layers %lld",
+                               r->where, (long long)n);
+    for (i = 0; i < n; i++) {
+        full = (i + 1) % (every > 0 ? every : 1) == 0;
+        if (types) {
+            t = cJSON_GetArrayItem(types, (int)i);
+            if (!cJSON_IsString(t) ||
+                (strcmp(t->valuestring, "sliding_attention") != 0 && strcmp(t->valuestring, "full_attention") != 0))
+                return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                       "%s: layer_types[%lld] is %s, not sliding_attention or full_attention", r->where,
+                                       (long long)i, cJSON_IsString(t) ? t->valuestring : "not a string");
+            full = t->valuestring[0] == 'f';
+        }
+        if ((rc = ckpt_value_append(r->c->arena, list,
+                                    ckpt_value_new_str(r->c->arena, full ? "full_attention" : "sliding_attention",
+                                                       full ? 14 : 17))) < 0)
+            return rc;
+    }
+    return ckpt_family__set(r->c, name, list);
+}
+
+/* Megatron's window_attn_skip_freq (megatron-core's is_layer_window_attention, layers numbered
+ * from 1): N, layer l full attention when l % N == 0; a list, 1 where the layer uses the
+ * window; None, the window on every layer there is one. */
+static int megatron_layer_types(family_read *r, const char *name)
+{
+    const ckpt_value *v = ckpt_family__arg(r->args, "window_attn_skip_freq"), *w = ckpt_family__get(r->c, "sliding_window");
+    int64_t n = ckpt_family__int(r->c, "num_layers", 0), i;
+    ckpt_value *list = ckpt_value_new(r->c->arena, CKPT_VAL_LIST);
+    int rc, full;
+
+    if (!list)
+        return CKPT_ENOMEM;
+    if (n < 1 || n > FAMILY_MAX_LAYERS)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "args.num_layers %lld is not from 1 to %d",
+                               (long long)n, FAMILY_MAX_LAYERS);
+    if (v && !(v->kind == CKPT_VAL_INT && v->u.integer > 0) &&
+        !((v->kind == CKPT_VAL_LIST || v->kind == CKPT_VAL_TUPLE) && (int64_t)v->u.seq.n == n))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "args.window_attn_skip_freq is neither a positive integer nor a list of num_layers %lld",
+                               (long long)n);
+    for (i = 0; i < n; i++) {
+        full = !(w && w->kind == CKPT_VAL_INT && w->u.integer > 0);
+        if (v && v->kind == CKPT_VAL_INT)
+            full = full || (i + 1) % v->u.integer == 0;
+        else if (v) {
+            const ckpt_value *x = v->u.seq.items[i];
+            if (x->kind != CKPT_VAL_INT && x->kind != CKPT_VAL_BOOL)
+                return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                       "args.window_attn_skip_freq[%lld] is not 0 or 1", (long long)i);
+            full = full || (x->kind == CKPT_VAL_INT ? x->u.integer == 0 : !x->u.boolean);
+        }
+        if ((rc = ckpt_value_append(r->c->arena, list,
+                                    ckpt_value_new_str(r->c->arena, full ? "full_attention" : "sliding_attention",
+                                                       full ? 14 : 17))) < 0)
+            return rc;
+    }
+    return ckpt_family__set(r->c, name, list);
+}
+
 /* layer_types (transformers >= 4.53): every layer as the sliding window says. */
 static int hf_layer_types(family_read *r, const cJSON *row, const char *name)
 {
@@ -270,8 +346,11 @@ static int hf_layer_types(family_read *r, const cJSON *row, const char *name)
     const ckpt_value *w = ckpt_family__get(r->c, "sliding_window");
     int window = w && w->kind == CKPT_VAL_INT && w->u.integer > 0;
     const char *want = window ? "sliding_attention" : "full_attention";
+    const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern");
 
     types = cJSON_IsString(k) ? ckpt_family__field(r->cfg, k->valuestring) : NULL;
+    if (cJSON_IsString(pattern))
+        return mixed_layer_types(r, types, pattern->valuestring, name);
     if (!types)
         return ckpt_family__set_none(r->c, name);
     if (!cJSON_IsArray(types))
@@ -317,6 +396,8 @@ int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen)
             return megatron_rope(r, name);
         if (strcmp(gen, "$window_size") == 0)
             return megatron_window(r, name);
+        if (strcmp(gen, "$window_attn_skip_freq") == 0)
+            return megatron_layer_types(r, name);
         if (strcmp(gen, "$token_ids") == 0)
             return megatron_tokens(r);
     } else {

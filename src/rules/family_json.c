@@ -38,6 +38,17 @@ static void put_rope(ckpt_buf *b, const ckpt_family_config *c, int with_theta)
     ckpt_buf_printf(b, "%s\"rope_type\": \"%s\"\n  }", indent, llama3 ? "llama3" : "default");
 }
 
+/* transformers 5's Gemma 3: a RoPE description per attention kind, the sliding layers' base
+ * their own (rope_local_theta) and neither scaled. */
+static void put_rope_by_type(ckpt_buf *b, const ckpt_family_config *c)
+{
+    ckpt_buf_puts(b, "{\n    \"full_attention\": {\n      \"rope_theta\": ");
+    ckpt_shard_json_float(b, ckpt_family__real(c, "rope_theta", 0));
+    ckpt_buf_puts(b, ",\n      \"rope_type\": \"default\"\n    },\n    \"sliding_attention\": {\n      \"rope_theta\": ");
+    ckpt_shard_json_float(b, ckpt_family__real(c, "rope_local_theta", 0));
+    ckpt_buf_puts(b, ",\n      \"rope_type\": \"default\"\n    }\n  }");
+}
+
 static void put_value(ckpt_buf *b, const ckpt_value *v)
 {
     size_t i;
@@ -113,6 +124,8 @@ static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *
         ckpt_shard_json_string(b, ckpt_dtype_name(dtype));
     } else if (strcmp(o->valuestring, "$rope_parameters") == 0 || strcmp(o->valuestring, "$rope_scaling") == 0) {
         put_rope(b, c, o->valuestring[6] == 'p');
+    } else if (strcmp(o->valuestring, "$rope_parameters_by_type") == 0) {
+        put_rope_by_type(b, c);
     } else if (strcmp(o->valuestring, "$full_attention_layers") == 0) {
         n = ckpt_family__int(c, "num_layers", 0);
         ckpt_buf_puts(b, "[");

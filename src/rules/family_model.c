@@ -3,6 +3,7 @@
  * every word is math the verify backends have. */
 #include "family_private.h"
 
+#include <math.h>
 #include <string.h>
 
 /* A feature's word, or where it is {"by": F, "true": W, "false": W'} the one bool field F of
@@ -37,14 +38,56 @@ static int word(const ckpt_family *f, const ckpt_family_config *c, const char *n
                            f->name, name, w ? w : "(none)");
 }
 
+/* A feature naming a field of c: its value, NULL where the feature or the field is not there. */
+static const ckpt_value *feature_field(const ckpt_family *f, const ckpt_family_config *c, const char *name)
+{
+    const char *field = feature(f, c, name);
+    const ckpt_value *v = field ? ckpt_family__get(c, field) : NULL;
+    return v && v->kind != CKPT_VAL_NONE ? v : NULL;
+}
+
+/* The sliding window (a field: none is no window), the layers that use it (a field of
+ * layer_types strings; without one, every layer), the windowed layers' RoPE base, and the
+ * scales and norms Gemma 3 adds. Only what the family says is set: the rest stays "not
+ * given" for the model source to fill. */
+static int window_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
+{
+    const ckpt_value *w = feature_field(f, c, "window"), *layers = feature_field(f, c, "layer_window"),
+                     *local = feature_field(f, c, "rope_theta_local"), *attn = feature_field(f, c, "attn_scale");
+    const char *embed = feature(f, c, "embed_scale");
+    unsigned char *flags;
+    size_t i;
+
+    if (feature(f, c, "window")) {
+        out->window = w && w->kind == CKPT_VAL_INT && w->u.integer > 0 ? w->u.integer : 0;
+        out->window_full_every = 0;
+    }
+    if (layers && layers->kind == CKPT_VAL_LIST && out->window > 0) {
+        if (!(flags = ckpt_arena_alloc(c->arena, layers->u.seq.n + 1)))
+            return ckpt_error_oom();
+        for (i = 0; i < layers->u.seq.n; i++)
+            flags[i] = layers->u.seq.items[i]->kind == CKPT_VAL_STR &&
+                       strcmp(layers->u.seq.items[i]->u.str.ptr, "sliding_attention") == 0;
+        out->layer_window = flags;
+    }
+    if (local)
+        out->rope_theta_local = local->kind == CKPT_VAL_FLOAT ? local->u.real : (double)local->u.integer;
+    if (attn && attn->kind == CKPT_VAL_INT && attn->u.integer > 0)
+        out->attn_scale = 1.0 / sqrt((double)attn->u.integer);
+    if (embed && strcmp(embed, "sqrt_hidden_size") == 0)
+        out->embed_scale = sqrt((double)ckpt_family__int(c, "hidden_size", 0));
+    if (flag(f, "sandwich_norms"))
+        out->sandwich_norms = 1;
+    return 0;
+}
+
 int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
 {
     /* in the order of ckpt_norm_kind, ckpt_act_kind, ckpt_position_kind */
     static const char *const norms[] = { "rms", "layernorm", NULL };
-    static const char *const acts[] = { "swiglu", "gelu", "gelu_tanh", "relu", "silu", NULL };
+    static const char *const acts[] = { "swiglu", "gelu", "gelu_tanh", "relu", "silu", "geglu_tanh", NULL };
     static const char *const positions[] = { "rope", "learned", "none", NULL };
-    const char *rope, *window;
-    const ckpt_value *w;
+    const char *rope;
     int rc;
 
     if (!f || !c || !out)
@@ -53,12 +96,8 @@ int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, 
     if ((rc = word(f, c, "norm", norms, &out->norm)) < 0 || (rc = word(f, c, "act", acts, &out->act)) < 0 ||
         (rc = word(f, c, "position", positions, &out->position)) < 0)
         return rc;
-    /* a window the backends do not mask would be verified as full attention */
-    window = feature(f, c, "window");
-    if (window && (w = ckpt_family__get(c, window)) && w->kind == CKPT_VAL_INT && w->u.integer > 0)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: %s %lld: verify does not run sliding-window attention", c->where, window,
-                               (long long)w->u.integer);
+    if ((rc = window_features(f, c, out)) < 0)
+        return rc;
     out->norm_weight_plus_one = flag(f, "norm_plus_one");
     out->qk_norm = flag(f, "qk_norm");
     out->num_layers = ckpt_family__int(c, "num_layers", -1);

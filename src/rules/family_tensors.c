@@ -402,7 +402,7 @@ int ckpt_family_map_params(const ckpt_family *f, const ckpt_family_config *c, ck
 
 int ckpt_family_map(const ckpt_family *f, const char *framework, const char *impl, int to_hf, ckpt_map **out)
 {
-    const cJSON *block, *table, *name;
+    const cJSON *block, *table, *name, *why;
 
     if (!f || !framework || !out)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_family_map: NULL argument");
@@ -410,6 +410,10 @@ int ckpt_family_map(const ckpt_family *f, const char *framework, const char *imp
     block = strcmp(framework, CKPT_FAMILY_MEGATRON) == 0 ? f->megatron
             : strcmp(framework, CKPT_FAMILY_PADDLE) == 0 ? f->paddle
                                                          : NULL;
+    why = impl ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(block, "refuse_impl"), impl) : NULL;
+    if (cJSON_IsString(why))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: no %s map for transformer implementation %s, because %s",
+                               f->title, framework, impl, why->valuestring);
     table = cJSON_GetObjectItemCaseSensitive(block, to_hf ? "to_hf" : "from_hf");
     name = impl ? cJSON_GetObjectItemCaseSensitive(table, impl) : cJSON_IsObject(table) ? table->child : NULL;
     if (!cJSON_IsString(name))

@@ -305,6 +305,6 @@ CKPT_TEST(test_hf_family_described)
     ckpt_test_write_file("config.json", "{\"model_type\": \"t5\"}", 20);
     ASSERT_OK(ckpt_hf_config_describe("config.json", &line));
     ASSERT_EQ_STR((const char *)line.data,
-                  "not a model ckptconv converts: config.json: model_type t5 is not one of llama, mistral, qwen2, qwen3, gpt2");
+                  "not a model ckptconv converts: config.json: model_type t5 is not one of llama, mistral, qwen2, qwen3, gemma3, gpt2");
     ckpt_buf_dispose(&line);
 }

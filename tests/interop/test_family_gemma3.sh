@@ -12,11 +12,6 @@
 #    no post norms in its layer specs, one RoPE base, no embedding scale, and its local spec's
 #    torch norms assert on zero-centred gamma);
 #  - local layer names are refused with the reason.
-# Not yet a ctest (ctest runs tests/interop/test_*.sh): hf2mcore and mcore2hf read Gemma 3 through
-# formats/families/gemma3.json, whose layer pattern, per-type RoPE parameters and softmax_scale
-# need config generators the family loader does not have yet. Renamed test_family_gemma3.sh it
-# runs with the others; by hand:
-#   CKPTCONV=build/ckptconv tests/interop/family_gemma3.sh
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_venv "numpy, safetensors, torch"
