@@ -78,8 +78,9 @@ static void verify_help(FILE *out)
 "files lack, or override one, for both A and B):\n"
 "  --num-layers N  --hidden-size N  --num-heads N  --num-kv-heads N  --head-dim N\n"
 "  --ffn-hidden-size N  --vocab-size N  --norm-eps X  --rope-theta X  --rotary-percent X\n"
-"  --rope-interleaved  --norm rmsnorm|layernorm  --activation swiglu|gelu|gelu_tanh|relu|silu\n"
-"  --position rope|learned|none  --qk-norm  --tied-embeddings\n"
+"  --rope-interleaved  --norm rmsnorm|layernorm\n"
+"  --activation swiglu|gelu|gelu_tanh|relu|silu|geglu_tanh  --position rope|learned|none\n"
+"  --qk-norm  --tied-embeddings\n"
 "\n"
 "Exit status: 0 when every layer (and with --optimizer every state) passes, 1 when one\n"
 "fails (it is named) or on an error,\n"
@@ -150,7 +151,8 @@ enum {
 };
 
 static const char *const norms[] = { "rmsnorm", "layernorm" };
-static const char *const acts[] = { "swiglu", "gelu", "gelu_tanh", "relu", "silu" };
+/* in ckpt_act_kind's order */
+static const char *const acts[] = { "swiglu", "gelu", "gelu_tanh", "relu", "silu", "geglu_tanh" };
 static const char *const positions[] = { "rope", "learned", "none" };
 static const char *const devices[] = { "auto", "cpu", "cuda" };
 
@@ -177,7 +179,7 @@ static int config_option(int c, const char *arg, ckpt_model_config *o)
             return -1;
         o->norm = k;
     } else if (c == O_ACT) {
-        if ((k = keyword(arg, acts, 5)) < 0)
+        if ((k = keyword(arg, acts, (int)(sizeof acts / sizeof acts[0]))) < 0)
             return -1;
         o->act = k;
     } else if (c == O_POS) {
