@@ -2,6 +2,7 @@
  * (config.json with model.safetensors, its sharded index, or pytorch_model.bin) or one
  * weights file (config.json looked for beside it and above), mapped by verify_hf_llama. */
 #include "../verify_common.h"
+#include "hf_private.h"
 
 #include <ckpt/hf.h>
 
@@ -9,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* verify has no --drop: what it runs is the checkpoint as it is */
+#define LEAVE_OUT "verify runs a model's own weights only (a conversion leaves a tensor out with --drop PATTERN)"
 
 static const char *const weight_files[] = { "model.safetensors.index.json", "model.safetensors", "pytorch_model.bin" };
 
@@ -46,9 +50,14 @@ static int hf_bid(const char *path, int is_dir)
 static int check_tensors(const char *config, const char *weights, const ckpt_map_input *in, size_t n)
 {
     ckpt_hf_llama_dims d;
-    int rc = ckpt_hf_llama_dims_read(config, &d);
+    ckpt_family_config *c = NULL;
+    int rc;
 
-    return rc < 0 ? rc : ckpt_hf_llama_check_tensors(&d, config, weights, in, n);
+    if ((rc = ckpt_hf_llama_dims_read(config, &d)) == 0 && (rc = ckpt_hf__config_of(&d, config, &c)) == 0)
+        rc = ckpt_family_check_tensors_as(ckpt_family_config_family(c), c, CKPT_FAMILY_HF, config, weights, in, n,
+                                          LEAVE_OUT);
+    ckpt_family_config_free(c);
+    return rc;
 }
 
 /* The check sees the names the map's normalize rules give (GPT-2's hub names without
@@ -74,7 +83,8 @@ static int check_normalized(ckpt_model_builder *b, const vsrc_hf_config *hc, con
         in[i].node = ckpt_map_result_at(r, i)->node;
         in[i].home = ckpt_map_result_at(r, i)->home;
     }
-    rc = hc->family ? ckpt_family_check_tensors(hc->family, hc->family_config, CKPT_FAMILY_HF, config, weights, in, n)
+    rc = hc->family ? ckpt_family_check_tensors_as(hc->family, hc->family_config, CKPT_FAMILY_HF, config, weights, in,
+                                                   n, LEAVE_OUT)
                     : check_tensors(config, weights, in, n);
     free(in);
     ckpt_map_result_free(r);
