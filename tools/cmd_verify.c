@@ -5,6 +5,7 @@
 
 #include <ckpt/verify.h>
 #include <cjson/cJSON.h>
+#include <ckpt/family.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -39,8 +40,8 @@ static void verify_help(FILE *out)
 "    each rank's fused QKV and [gate; up] split as that rank splits them), so a shard cut\n"
 "    the wrong way fails even where merging the shards would hide it; a torch_dist\n"
 "    checkpoint (iter_NNNNNNN/ with .metadata) runs at its global shapes, as TP 1;\n"
-"  a Hugging Face LLaMA/Mistral/Qwen2 directory (config.json + safetensors or\n"
-"    pytorch_model.bin) or weights file;\n"
+"  a Hugging Face directory (config.json + safetensors or pytorch_model.bin) or weights\n"
+"    file of one of the families ckptconv knows: %s;\n"
 "  a PaddleNLP LLaMA checkpoint directory or .pdparams file, PaddleNLP or Transformer\n"
 "    Engine layers (pd2te's output), tensor-parallel files run as ranks;\n"
 "  a DeepSpeed ZeRO checkpoint directory: the fp32 master weights consolidated from the\n"
@@ -91,7 +92,8 @@ static void verify_help(FILE *out)
 "  ckptconv verify ckpt/ ckpt-tp4/ --layers 0,31 --tokens 256\n"
 "  ckptconv verify ckpt-tp4/                               # TP ranks against their merge\n"
 "  ckptconv verify paddle_ckpt/ te_ckpt/ --json | jq '.layers[] | select(.pass | not)'\n"
-"  ckptconv verify ckpt-distopt/ ckpt-plain-tp1/ --optimizer  # masters and moments too\n");
+"  ckptconv verify ckpt-distopt/ ckpt-plain-tp1/ --optimizer  # masters and moments too\n",
+            ckpt_family_known());
 }
 
 /* "all", or indices and ranges: "0,5,8-10". */
