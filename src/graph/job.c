@@ -192,7 +192,8 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     if (!j.f || !j.c)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: a model of no family ckptconv knows (%s)",
                                in, ckpt_family_known());
-    if ((rc = keep_inputs(&j, o->to, t.impl)) == 0 && (rc = ckpt_fw_new(&j.dst, o->to, ckpt_plan_graph(plan), j.f, j.c, &t)) == 0 &&
+    if ((rc = keep_inputs(&j, o->to, t.impl)) == 0 &&
+        (rc = ckpt_fw_new(&j.dst, o->to, ckpt_plan_graph(plan), j.f, j.c, &t)) == 0 &&
         (rc = load_maps(&j)) == 0 && (rc = set_params(&j)) == 0 && (rc = map_tensors(&j)) == 0 &&
         (rc = ckpt_fw_plan(j.dst, &t, plan)) == 0 && vt->carry)
         rc = vt->carry(ckpt_fw__state(src), o->to, plan);

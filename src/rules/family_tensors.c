@@ -148,8 +148,9 @@ static int check_one(check_ctx *x, const char *name, const ckpt_node *node, cons
 
 static int not_ours(const check_ctx *x, const char *name)
 {
-    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not a weight of the %s model %s describes%s%s",
-                           x->weights, name, x->f->title, x->config, x->leave_out ? "; " : "",
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                           "%s: tensor %s is not a weight of the %s model %s describes%s%s", x->weights, name,
+                           x->f->title, x->config, x->leave_out ? "; " : "",
                            x->leave_out ? x->leave_out : "");
 }
 

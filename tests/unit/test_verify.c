@@ -206,7 +206,8 @@ static int rewrite(const char *fixture, const char *out, args_fn set, const char
     if ((rc = ckpt_graph_new(&g)) < 0 || (rc = ckpt_arena_new(&a)) < 0 ||
         (rc = ckpt_set_open(&set_, ckpt_test_data(fixture), NULL)) < 0 ||
         (rc = ckpt_megatron_open(&src, set_, g, NULL)) < 0 ||
-        (rc = ckpt_value_clone(a, ckpt_megatron_args(src), NULL, NULL, &args)) < 0 || (set && (rc = set(a, args)) < 0) ||
+        (rc = ckpt_value_clone(a, ckpt_megatron_args(src), NULL, NULL, &args)) < 0 ||
+        (set && (rc = set(a, args)) < 0) ||
         (rc = ckpt_megatron_new(&dst, g, args, 10, NULL)) < 0)
         goto done;
     for (i = 0; i < ckpt_megatron_tensor_count(src) && rc == 0; i++) {
