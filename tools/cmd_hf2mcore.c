@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <ckpt/framework.h>
+#include <ckpt/family.h>
 #include <getopt.h>
 #include <limits.h>
 #include <string.h>
@@ -20,8 +21,10 @@ static void hf2mcore_help(FILE *out)
     fprintf(out,
 "usage: ckptconv hf2mcore HF_DIR OUT --tp N --pp M [--vpp K] [options]\n"
 "\n"
-"Convert a Hugging Face LLaMA, Mistral or Qwen2 directory (config.json and\n"
-"model.safetensors, or shards with model.safetensors.index.json, or pytorch_model.bin)\n"
+"Convert a Hugging Face model directory of one of the families ckptconv knows,\n"
+"  %s\n"
+"(formats/families; any other model_type is refused, listing these): config.json and\n"
+"model.safetensors, or shards with model.safetensors.index.json, or pytorch_model.bin,\n"
 "into a Megatron-LM mcore GPT checkpoint (--ckpt-format torch) at TP N, PP M: OUT/latest_\n"
 "checkpointed_iteration.txt and OUT/iter_0000001/mp_rank_TT[_PPP]/model_optim_rng.pt.\n"
 "\n"
@@ -53,7 +56,8 @@ static void hf2mcore_help(FILE *out)
 "\n"
 "examples:\n"
 "  ckptconv hf2mcore Llama-3-8B/ llama3-mcore/ --tp 4 --pp 2\n"
-"  ckptconv hf2mcore tiny-llama/ out/ --tp 2 --transformer-impl local --dry-run\n");
+"  ckptconv hf2mcore tiny-llama/ out/ --tp 2 --transformer-impl local --dry-run\n",
+            ckpt_family_known());
 }
 
 static int parse_args(int argc, char **argv, hf2mcore_args *a)

@@ -1,9 +1,10 @@
-/* ckptconv mcore2hf ROOT OUT: a Megatron-LM (mcore GPT, LLaMA-style) checkpoint at any
- * TP/PP layout -> a Hugging Face LLaMA, Mistral or Qwen2 directory transformers loads. */
+/* ckptconv mcore2hf ROOT OUT: a Megatron-LM mcore GPT checkpoint of a known family at any
+ * TP/PP layout -> a Hugging Face directory of its family that transformers loads. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
 #include <ckpt/framework.h>
+#include <ckpt/family.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -21,11 +22,13 @@ static void mcore2hf_help(FILE *out)
     fprintf(out,
 "usage: ckptconv mcore2hf ROOT OUT [options]\n"
 "\n"
-"Convert a Megatron-LM mcore GPT checkpoint of a LLaMA-style model (RMSNorm, SwiGLU,\n"
-"RoPE, no linear biases but Qwen2's q/k/v ones; GQA or not; --ckpt-format torch or\n"
-"torch_dist) at any TP/PP/VPP layout into a Hugging Face directory of its family:\n"
-"OUT/config.json (LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM: args'\n"
-"hf_model_type, else add_qkv_bias is qwen2, a window_size mistral, anything else llama;\n"
+"Convert a Megatron-LM mcore GPT checkpoint of a model of one of the families ckptconv\n"
+"knows,\n"
+"  %s\n"
+"(GQA or not; --ckpt-format torch or torch_dist) at any TP/PP/VPP layout into a Hugging\n"
+"Face directory of its family: OUT/config.json (the family's architectures and\n"
+"model_type: args' hf_model_type, else the family whose args match what the model\n"
+"computes, e.g. add_qkv_bias is qwen2, a window_size mistral, plain RoPE/SwiGLU llama;\n"
 "head_dim, key/value heads, rope_theta and llama3 scaling, rms_norm_eps, sliding_window,\n"
 "vocab_size = the true vocabulary, the token ids hf2mcore kept; args without them leave\n"
 "them to transformers' defaults, and the report says so), generation_config.json where\n"
@@ -55,7 +58,8 @@ static void mcore2hf_help(FILE *out)
 "\n"
 "examples:\n"
 "  ckptconv mcore2hf checkpoints/llama-tp2pp2 llama-hf/\n"
-"  ckptconv mcore2hf checkpoints/llama llama-hf/ --true-vocab-size 32000 --max-shard-size 2GB\n");
+"  ckptconv mcore2hf checkpoints/llama llama-hf/ --true-vocab-size 32000 --max-shard-size 2GB\n",
+            ckpt_family_known());
 }
 
 static int parse_args(int argc, char **argv, mcore2hf_args *a)

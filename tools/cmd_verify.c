@@ -5,6 +5,7 @@
 
 #include <ckpt/verify.h>
 #include <cjson/cJSON.h>
+#include <ckpt/family.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -39,8 +40,8 @@ static void verify_help(FILE *out)
 "    each rank's fused QKV and [gate; up] split as that rank splits them), so a shard cut\n"
 "    the wrong way fails even where merging the shards would hide it; a torch_dist\n"
 "    checkpoint (iter_NNNNNNN/ with .metadata) runs at its global shapes, as TP 1;\n"
-"  a Hugging Face LLaMA/Mistral/Qwen2 directory (config.json + safetensors or\n"
-"    pytorch_model.bin) or weights file;\n"
+"  a Hugging Face directory (config.json + safetensors or pytorch_model.bin) or weights\n"
+"    file of one of the families ckptconv knows: %s;\n"
 "  a PaddleNLP LLaMA checkpoint directory or .pdparams file, PaddleNLP or Transformer\n"
 "    Engine layers (pd2te's output), tensor-parallel files run as ranks;\n"
 "  a DeepSpeed ZeRO checkpoint directory: the fp32 master weights consolidated from the\n"
@@ -78,8 +79,9 @@ static void verify_help(FILE *out)
 "files lack, or override one, for both A and B):\n"
 "  --num-layers N  --hidden-size N  --num-heads N  --num-kv-heads N  --head-dim N\n"
 "  --ffn-hidden-size N  --vocab-size N  --norm-eps X  --rope-theta X  --rotary-percent X\n"
-"  --rope-interleaved  --norm rmsnorm|layernorm  --activation swiglu|gelu|gelu_tanh|relu|silu\n"
-"  --position rope|learned|none  --qk-norm  --tied-embeddings\n"
+"  --rope-interleaved  --norm rmsnorm|layernorm\n"
+"  --activation swiglu|gelu|gelu_tanh|relu|silu|geglu_tanh  --position rope|learned|none\n"
+"  --qk-norm  --tied-embeddings\n"
 "\n"
 "Exit status: 0 when every layer (and with --optimizer every state) passes, 1 when one\n"
 "fails (it is named) or on an error,\n"
@@ -90,7 +92,8 @@ static void verify_help(FILE *out)
 "  ckptconv verify ckpt/ ckpt-tp4/ --layers 0,31 --tokens 256\n"
 "  ckptconv verify ckpt-tp4/                               # TP ranks against their merge\n"
 "  ckptconv verify paddle_ckpt/ te_ckpt/ --json | jq '.layers[] | select(.pass | not)'\n"
-"  ckptconv verify ckpt-distopt/ ckpt-plain-tp1/ --optimizer  # masters and moments too\n");
+"  ckptconv verify ckpt-distopt/ ckpt-plain-tp1/ --optimizer  # masters and moments too\n",
+            ckpt_family_known());
 }
 
 /* "all", or indices and ranges: "0,5,8-10". */
@@ -150,7 +153,8 @@ enum {
 };
 
 static const char *const norms[] = { "rmsnorm", "layernorm" };
-static const char *const acts[] = { "swiglu", "gelu", "gelu_tanh", "relu", "silu" };
+/* in ckpt_act_kind's order */
+static const char *const acts[] = { "swiglu", "gelu", "gelu_tanh", "relu", "silu", "geglu_tanh" };
 static const char *const positions[] = { "rope", "learned", "none" };
 static const char *const devices[] = { "auto", "cpu", "cuda" };
 
@@ -177,7 +181,7 @@ static int config_option(int c, const char *arg, ckpt_model_config *o)
             return -1;
         o->norm = k;
     } else if (c == O_ACT) {
-        if ((k = keyword(arg, acts, 5)) < 0)
+        if ((k = keyword(arg, acts, (int)(sizeof acts / sizeof acts[0]))) < 0)
             return -1;
         o->act = k;
     } else if (c == O_POS) {

@@ -2,6 +2,7 @@
  * (config.json with model.safetensors, its sharded index, or pytorch_model.bin) or one
  * weights file (config.json looked for beside it and above), mapped by verify_hf_llama. */
 #include "../verify_common.h"
+#include "hf_private.h"
 
 #include <ckpt/hf.h>
 
@@ -9,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* verify has no --drop: what it runs is the checkpoint as it is */
+#define LEAVE_OUT "verify runs a model's own weights only (a conversion leaves a tensor out with --drop PATTERN)"
 
 static const char *const weight_files[] = { "model.safetensors.index.json", "model.safetensors", "pytorch_model.bin" };
 
@@ -46,9 +50,45 @@ static int hf_bid(const char *path, int is_dir)
 static int check_tensors(const char *config, const char *weights, const ckpt_map_input *in, size_t n)
 {
     ckpt_hf_llama_dims d;
-    int rc = ckpt_hf_llama_dims_read(config, &d);
+    ckpt_family_config *c = NULL;
+    int rc;
 
-    return rc < 0 ? rc : ckpt_hf_llama_check_tensors(&d, config, weights, in, n);
+    if ((rc = ckpt_hf_llama_dims_read(config, &d)) == 0 && (rc = ckpt_hf__config_of(&d, config, &c)) == 0)
+        rc = ckpt_family_check_tensors_as(ckpt_family_config_family(c), c, CKPT_FAMILY_HF, config, weights, in, n,
+                                          LEAVE_OUT);
+    ckpt_family_config_free(c);
+    return rc;
+}
+
+/* The check sees the names the map's normalize rules give (GPT-2's hub names without
+ * "transformer."), the layout its rules and the family's tensor list expect. */
+static int check_normalized(ckpt_model_builder *b, const vsrc_hf_config *hc, const ckpt_map *map,
+                            const ckpt_map_params *p, const char *config, const char *weights,
+                            const ckpt_map_input *raw, size_t n_raw)
+{
+    ckpt_map_result *r = NULL;
+    ckpt_map_input *in;
+    size_t n, i;
+    int rc;
+
+    if ((rc = ckpt_map_normalize(map, p, ckpt_model_builder_graph(b), raw, n_raw, &r)) < 0)
+        return rc;
+    n = ckpt_map_result_count(r);
+    if (!(in = calloc(n + 1, sizeof *in))) {
+        ckpt_map_result_free(r);
+        return ckpt_error_oom();
+    }
+    for (i = 0; i < n; i++) {
+        in[i].name = ckpt_map_result_at(r, i)->name;
+        in[i].node = ckpt_map_result_at(r, i)->node;
+        in[i].home = ckpt_map_result_at(r, i)->home;
+    }
+    rc = hc->family ? ckpt_family_check_tensors_as(hc->family, hc->family_config, CKPT_FAMILY_HF, config, weights, in,
+                                                   n, LEAVE_OUT)
+                    : check_tensors(config, weights, in, n);
+    free(in);
+    ckpt_map_result_free(r);
+    return rc;
 }
 
 /* A torch file of a whole module (DeepSpeed's model_states) keeps its weights under "module/". */
@@ -90,13 +130,10 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
             in[kept++] = in[i];
     if (prefix)
         n = kept;
-    if (check_whole && config &&
-        (rc = hc.family ? ckpt_family_check_tensors(hc.family, hc.family_config, CKPT_FAMILY_HF, config, weights, in, n)
-                        : check_tensors(config, weights, in, n)) < 0)
-        goto done;
     memset(&parts, 0, sizeof parts);
     if ((rc = ckpt_vsrc__map(b, hc.verify_map, &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0 ||
         (hc.family && (rc = ckpt_family_map_params(hc.family, hc.family_config, p)) < 0) ||
+        (check_whole && config && (rc = check_normalized(b, &hc, map, p, config, weights, in, n)) < 0) ||
         (rc = ckpt_model_builder_set_ranks(b, 1)) < 0 ||
         (rc = ckpt_vsrc__map_rank(b, 0, map, p, in, n, &parts)) < 0)
         goto done;

@@ -91,6 +91,12 @@ CKPT_EXTERN(int) ckpt_family_map(const ckpt_family *f, const char *framework, co
 CKPT_EXTERN(int) ckpt_family_check_tensors(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
                                            const char *config_where, const char *weights_where,
                                            const ckpt_map_input *in, size_t n);
+/* The same, a tensor that is no weight of the model refused with the caller's way of leaving
+ * it out appended (ckpt_family_check_tensors: a conversion's --drop; NULL: none). */
+CKPT_EXTERN(int) ckpt_family_check_tensors_as(const ckpt_family *f, const ckpt_family_config *c,
+                                              const char *framework, const char *config_where,
+                                              const char *weights_where, const ckpt_map_input *in, size_t n,
+                                              const char *leave_out);
 /* The order a framework's writer stores the tensors in: perm[i] is the index into names of the
  * i-th tensor to write (CKPT_FAMILY_HF: transformers' state_dict order; names outside it keep
  * their order, last). */

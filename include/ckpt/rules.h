@@ -81,6 +81,11 @@ typedef struct ckpt_map_result ckpt_map_result;
 CKPT_EXTERN(int) ckpt_map_apply(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph *g,
                                 const ckpt_map_input *inputs, size_t n, const char *const *variants,
                                 ckpt_map_result **out);
+/* The inputs after the map's normalize rules alone: named as its rules expect them, so that a
+ * check of a source's tensors sees one layout whichever the files were saved in (GPT-2's hub
+ * names without "transformer."). Same conventions as ckpt_map_apply. */
+CKPT_EXTERN(int) ckpt_map_normalize(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph *g,
+                                    const ckpt_map_input *inputs, size_t n, ckpt_map_result **out);
 CKPT_EXTERN(size_t) ckpt_map_result_count(const ckpt_map_result *r);
 CKPT_EXTERN(const ckpt_map_output *) ckpt_map_result_at(const ckpt_map_result *r, size_t i);
 CKPT_EXTERN(void) ckpt_map_result_free(ckpt_map_result *r);

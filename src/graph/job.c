@@ -25,9 +25,68 @@ typedef struct job {
     const char **variants;         /* the target's output variants, NULL-terminated */
 } job;
 
+/* The kept tensors by the names the normalize rules of the first map the job applies give
+ * them (GPT-2's hub names without "transformer."), so that the source's check sees the layout
+ * the family lists. The map's variant (the target's implementation) does not change its
+ * normalize rules; the first one of the family serves where the target has not decided yet. */
+static int normalized(const job *j, const char *to, const char *impl, ckpt_map_result **out)
+{
+    const ckpt_fw_info *from = ckpt_fw_info_of(j->src);
+    ckpt_map_params *p = NULL;
+    ckpt_map *m = NULL;
+    int rc;
+
+    *out = NULL;
+    if (strcmp(from->framework, CKPT_FAMILY_HF) != 0)
+        rc = ckpt_family_map(j->f, from->framework, from->impl, 1, &m);
+    else if (to && strcmp(to, CKPT_FAMILY_HF) != 0)
+        rc = ckpt_family_map(j->f, to, impl, 0, &m);
+    else
+        return 0;
+    /* a map the family lacks is refused where the job loads its maps, after the target said
+     * what it refuses */
+    if (rc < 0) {
+        ckpt_error_clear();
+        return 0;
+    }
+    if ((rc = ckpt_map_params_new(&p)) == 0 && (rc = ckpt_family_map_params(j->f, j->c, p)) == 0)
+        rc = ckpt_map_normalize(m, p, ckpt_plan_graph(j->plan), j->kept, j->n_kept, out);
+    ckpt_map_params_free(p);
+    ckpt_map_free(m);
+    return rc;
+}
+
+static int check_inputs(const job *j, const char *to, const char *impl)
+{
+    const ckpt_fw_vtable *vt = ckpt_fw__vtable(j->src);
+    ckpt_map_result *r = NULL;
+    ckpt_map_input *in = NULL;
+    size_t n, i;
+    int rc;
+
+    if (!vt->check)
+        return 0;
+    if ((rc = normalized(j, to, impl, &r)) < 0 || !r) {
+        ckpt_map_result_free(r);
+        return rc < 0 ? rc : vt->check(ckpt_fw__state(j->src), j->kept, j->n_kept);
+    }
+    n = ckpt_map_result_count(r);
+    if (!(in = calloc(n + 1, sizeof *in)))
+        rc = ckpt_error_oom();
+    for (i = 0; in && i < n; i++) {
+        in[i].name = ckpt_map_result_at(r, i)->name;
+        in[i].node = ckpt_map_result_at(r, i)->node;
+    }
+    if (in)
+        rc = vt->check(ckpt_fw__state(j->src), in, n);
+    free(in);
+    ckpt_map_result_free(r);
+    return rc;
+}
+
 /* The source tensors the conversion takes: every one but those a rule of the framework or the
  * family leaves out, or a --drop pattern, each recorded in the plan with its reason. */
-static int keep_inputs(job *j)
+static int keep_inputs(job *j, const char *to, const char *impl)
 {
     const ckpt_fw_vtable *vt = ckpt_fw__vtable(j->src);
     const char *fw = ckpt_fw_info_of(j->src)->framework;
@@ -55,7 +114,7 @@ static int keep_inputs(job *j)
     }
     if ((rc = ckpt_plan_check_drop_patterns(j->plan)) < 0)
         return rc;
-    return vt->check ? vt->check(ckpt_fw__state(j->src), j->kept, j->n_kept) : 0;
+    return check_inputs(j, to, impl);
 }
 
 /* The family's maps: the source's names to Hugging Face's (unless the source is Hugging
@@ -146,7 +205,7 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     if (!j.f || !j.c)
         rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: a model of no family ckptconv knows (%s)",
                              in, ckpt_family_known());
-    else if ((rc = keep_inputs(&j)) == 0 &&
+    else if ((rc = keep_inputs(&j, o->to, t.impl)) == 0 &&
              (rc = ckpt_fw_new(&j.dst, o->to, ckpt_plan_graph(plan), j.f, j.c, &t)) == 0 &&
              (rc = load_maps(&j)) == 0 && (rc = set_params(&j)) == 0 && (rc = map_tensors(&j)) == 0 &&
              (rc = ckpt_fw_plan(j.dst, &t, plan)) == 0 && vt->carry)

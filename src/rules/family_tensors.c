@@ -73,6 +73,7 @@ typedef struct check_ctx {
     const ckpt_family *f;
     const ckpt_family_config *c;
     const char *config, *weights;
+    const char *leave_out; /* how the caller's user leaves a tensor out, or NULL */
     const char **sorted;
     size_t n;
     ckpt_dtype dtype;
@@ -148,9 +149,9 @@ static int check_one(check_ctx *x, const char *name, const ckpt_node *node, cons
 static int not_ours(const check_ctx *x, const char *name)
 {
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                           "%s: tensor %s is not a weight of the %s model %s describes; leave it out on purpose with "
-                           "--drop PATTERN",
-                           x->weights, name, x->f->title, x->config);
+                           "%s: tensor %s is not a weight of the %s model %s describes%s%s", x->weights, name,
+                           x->f->title, x->config, x->leave_out ? "; " : "",
+                           x->leave_out ? x->leave_out : "");
 }
 
 static int present(check_ctx *x, const char *name, const ckpt_node *node, const cJSON *t)
@@ -256,6 +257,14 @@ static int check_complete(const check_ctx *x)
 int ckpt_family_check_tensors(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
                               const char *config_where, const char *weights_where, const ckpt_map_input *in, size_t n)
 {
+    return ckpt_family_check_tensors_as(f, c, framework, config_where, weights_where, in, n,
+                                        "leave it out on purpose with --drop PATTERN");
+}
+
+int ckpt_family_check_tensors_as(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
+                                 const char *config_where, const char *weights_where, const ckpt_map_input *in,
+                                 size_t n, const char *leave_out)
+{
     check_ctx x;
     size_t i;
     int rc = 0;
@@ -270,6 +279,7 @@ int ckpt_family_check_tensors(const ckpt_family *f, const ckpt_family_config *c,
     x.c = c;
     x.config = config_where ? config_where : "config.json";
     x.weights = weights_where ? weights_where : "weights";
+    x.leave_out = leave_out;
     x.n = n;
     if (!(x.sorted = calloc(n ? n : 1, sizeof *x.sorted)))
         return ckpt_error_oom();

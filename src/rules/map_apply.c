@@ -344,8 +344,9 @@ static int find_variants(const ckpt_map *m, const char *const *variants, const m
     return 0;
 }
 
-int ckpt_map_apply(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph *g, const ckpt_map_input *inputs,
-                   size_t n, const char *const *variants, ckpt_map_result **out)
+/* only_normalize: stop after the normalize rules (no rules, no strict prefixes, no variants). */
+static int apply(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph *g, const ckpt_map_input *inputs,
+                 size_t n, const char *const *variants, int only_normalize, ckpt_map_result **out)
 {
     apply_ctx c = { m, params, g, NULL, NULL };
     map_table a = { NULL, 0, 0 }, b = { NULL, 0, 0 }, tmp;
@@ -386,10 +387,12 @@ int ckpt_map_apply(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph 
             goto done;
         tmp = a, a = b, b = tmp;
     }
-    if ((rc = run_pass(&c, m->rules.v, m->rules.n, m->strict, m->n_strict, &a, &b)) < 0)
-        goto done;
-    tmp = a, a = b, b = tmp;
-    for (i = 0; i < n_wanted; i++) {
+    if (!only_normalize) {
+        if ((rc = run_pass(&c, m->rules.v, m->rules.n, m->strict, m->n_strict, &a, &b)) < 0)
+            goto done;
+        tmp = a, a = b, b = tmp;
+    }
+    for (i = 0; i < n_wanted && !only_normalize; i++) {
         if ((rc = run_pass(&c, wanted[i], 1, NULL, 0, &a, &b)) < 0)
             goto done;
         tmp = a, a = b, b = tmp;
@@ -411,6 +414,18 @@ done:
     ckpt_arena_free(c.scratch);
     ckpt_map_result_free(r);
     return rc;
+}
+
+int ckpt_map_apply(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph *g, const ckpt_map_input *inputs,
+                   size_t n, const char *const *variants, ckpt_map_result **out)
+{
+    return apply(m, params, g, inputs, n, variants, 0, out);
+}
+
+int ckpt_map_normalize(const ckpt_map *m, const ckpt_map_params *params, ckpt_graph *g,
+                       const ckpt_map_input *inputs, size_t n, ckpt_map_result **out)
+{
+    return apply(m, params, g, inputs, n, NULL, 1, out);
 }
 
 size_t ckpt_map_result_count(const ckpt_map_result *r)

@@ -102,9 +102,16 @@ static int norms(const ckpt_model *m, int r, int64_t L, vrank *v)
         return 0;
     if ((rc = need(m, r, L, "attn.q_norm.weight", 1, c->head_dim, &v->q_norm_w)) < 0 ||
         (rc = optional_vector(m, r, L, "attn.q_norm.bias", c->head_dim, &v->q_norm_b)) < 0 ||
-        (rc = need(m, r, L, "attn.k_norm.weight", 1, c->head_dim, &v->k_norm_w)) < 0)
+        (rc = need(m, r, L, "attn.k_norm.weight", 1, c->head_dim, &v->k_norm_w)) < 0 ||
+        (rc = optional_vector(m, r, L, "attn.k_norm.bias", c->head_dim, &v->k_norm_b)) < 0)
         return rc;
-    return optional_vector(m, r, L, "attn.k_norm.bias", c->head_dim, &v->k_norm_b);
+    /* q and k are normed alike: a LayerNorm's bias on one side only is a lost tensor, which
+     * would otherwise run as a norm without bias (invisible without RoPE, a wrong layer with it) */
+    if (!v->q_norm_b != !v->k_norm_b)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: layer %lld, rank %d: no %s beside %s", m->path,
+                               (long long)L, r, v->q_norm_b ? "attn.k_norm.bias" : "attn.q_norm.bias",
+                               v->q_norm_b ? "attn.q_norm.bias" : "attn.k_norm.bias");
+    return 0;
 }
 
 static int attention(const ckpt_model *m, int r, int64_t L, vrank *v)

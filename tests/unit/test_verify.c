@@ -189,8 +189,9 @@ CKPT_TEST(test_verify_geglu_merge)
 
 typedef int (*args_fn)(ckpt_arena *a, ckpt_value *args);
 
-/* megatron/tp1 written again to `out` with its args changed by `set`. */
-static int rewrite_tp1(const char *out, args_fn set)
+/* A Megatron fixture written again to `out` with its args changed by `set` (NULL: as they are)
+ * and without the tensor `skip` (NULL: none). */
+static int rewrite(const char *fixture, const char *out, args_fn set, const char *skip)
 {
     ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
     ckpt_megatron *src = NULL, *dst = NULL;
@@ -203,15 +204,16 @@ static int rewrite_tp1(const char *out, args_fn set)
     int rc;
 
     if ((rc = ckpt_graph_new(&g)) < 0 || (rc = ckpt_arena_new(&a)) < 0 ||
-        (rc = ckpt_set_open(&set_, ckpt_test_data("megatron/tp1"), NULL)) < 0 ||
+        (rc = ckpt_set_open(&set_, ckpt_test_data(fixture), NULL)) < 0 ||
         (rc = ckpt_megatron_open(&src, set_, g, NULL)) < 0 ||
-        (rc = ckpt_value_clone(a, ckpt_megatron_args(src), NULL, NULL, &args)) < 0 || (rc = set(a, args)) < 0 ||
+        (rc = ckpt_value_clone(a, ckpt_megatron_args(src), NULL, NULL, &args)) < 0 ||
+        (set && (rc = set(a, args)) < 0) ||
         (rc = ckpt_megatron_new(&dst, g, args, 10, NULL)) < 0)
         goto done;
     for (i = 0; i < ckpt_megatron_tensor_count(src) && rc == 0; i++) {
         const ckpt_node *full;
         const char *name = ckpt_megatron_tensor_at(src, i, &full, NULL);
-        if (!strstr(name, "_extra_state"))
+        if (!strstr(name, "_extra_state") && (!skip || strcmp(name, skip) != 0))
             rc = ckpt_megatron_add_tensor(dst, name, full);
     }
     if (rc == 0 && (rc = ckpt_plan_new(&plan)) == 0 && (rc = ckpt_megatron_plan(dst, &t, plan)) == 0)
@@ -265,7 +267,7 @@ CKPT_TEST(test_verify_megatron_args_window)
     float *x, *y;
     size_t bytes;
 
-    ASSERT_OK(rewrite_tp1("skip", window_args));
+    ASSERT_OK(rewrite("megatron/tp1", "skip", window_args, NULL));
     ASSERT_OK(ckpt_model_open(&m, "skip", NULL));
     c = ckpt_model_config_of(m);
     ASSERT_EQ_INT(c->window, 4);
@@ -292,7 +294,7 @@ CKPT_TEST(test_verify_megatron_args_window)
     free(x);
     free(y);
 
-    ASSERT_OK(rewrite_tp1("list", window_list_args));
+    ASSERT_OK(rewrite("megatron/tp1", "list", window_list_args, NULL));
     ASSERT_OK(ckpt_model_open(&m, "list", NULL));
     c = ckpt_model_config_of(m);
     ASSERT_EQ_INT(c->window, 2);
@@ -300,9 +302,27 @@ CKPT_TEST(test_verify_megatron_args_window)
                 c->layer_window[3] == 1);
     ckpt_model_close(m);
 
-    ASSERT_OK(rewrite_tp1("ahead", bad_window_args));
+    ASSERT_OK(rewrite("megatron/tp1", "ahead", bad_window_args, NULL));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_model_open(&m, "ahead", NULL));
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "window_size") != NULL);
+}
+
+/* A Megatron model with qk_layernorm (LayerNorm, with biases) whose layer 1 lost its
+ * k_layernorm.bias is refused naming it, not run as a k norm without bias. */
+CKPT_TEST(test_verify_megatron_qk_norm_bias_lost)
+{
+    static const int32_t ids[4] = { 1, 2, 3, 4 };
+    ckpt_model *m;
+    float *x;
+
+    ASSERT_OK(rewrite("megatron/gpt2style_tp2", "nokb", NULL, "decoder.layers.1.self_attention.k_layernorm.bias"));
+    ASSERT_OK(ckpt_model_open(&m, "nokb", NULL));
+    x = malloc((size_t)(4 * ckpt_model_config_of(m)->vocab_size) * sizeof *x);
+    ASSERT_TRUE(x != NULL);
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_model_forward(m, NULL, ids, 4, x));
+    ASSERT_ERROR_MENTIONS("layer 1, rank 0: no attn.k_norm.bias beside attn.q_norm.bias");
+    free(x);
+    ckpt_model_close(m);
 }
 
 /* megatron-core's own forward at TP 1; the same weights at other layouts run as their ranks,

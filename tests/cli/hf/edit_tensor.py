@@ -7,6 +7,7 @@ standard library only), to derive broken inputs from the fixtures:
   add NAME X           add the number X to every element (F32, F16, BF16; BF16 rounded to
                        nearest even, as torch rounds)
   copy NAME NEW        add tensor NEW, a copy of NAME (placed after it)
+  rename NAME NEW      give tensor NAME the name NEW (same place, dtype and bytes)
 
 The other tensors keep their bytes, order and dtype; the header keeps __metadata__ and is
 padded with spaces to 8 bytes, as the safetensors library writes it. A sharded model's
@@ -95,6 +96,11 @@ def main():
         if new in index:
             sys.exit("edit_tensor.py: %s already has a tensor %s" % (path, new))
         tensors.insert(index[name] + 1, [new, t[1], list(t[2]), bytearray(t[3])])
+    elif op == "rename":
+        new = sys.argv[4]
+        if new in index:
+            sys.exit("edit_tensor.py: %s already has a tensor %s" % (path, new))
+        t[0] = new
     else:
         sys.exit("edit_tensor.py: unknown operation %s\n%s" % (op, __doc__))
     save(path, meta, tensors)
