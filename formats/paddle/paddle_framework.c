@@ -20,6 +20,8 @@ typedef struct pd_fw {
     ckpt_paddle_model *m;
     int no_optimizer;
     int tied_shared; /* an opened model's head is the embedding saved twice */
+    const ckpt_family *family; /* an opened model's; NULL: none known */
+    char *dir;                 /* an opened model's directory */
     /* a created model's */
     const ckpt_family *f;
     const ckpt_family_config *c;
@@ -50,6 +52,7 @@ static void pd_free(void *state)
     free(s->names);
     free(s->nodes);
     free(s->where);
+    free(s->dir);
     free(s);
 }
 
@@ -91,6 +94,7 @@ static int read_family(ckpt_fw_builder *b, pd_fw *s)
         return 0;
     }
     s->tied_shared = s->m->family->tied_shared && config_bool(c, "tied");
+    s->family = f;
     return ckpt_fw_builder_family(b, f, c);
 }
 
@@ -108,6 +112,8 @@ static int pd_open(ckpt_fw_builder *b, void **state)
         return ckpt_error_oom();
     *state = s;
     s->no_optimizer = o->no_optimizer;
+    if (!(s->dir = strdup(ckpt_fw_builder_path(b))))
+        return ckpt_error_oom();
     mo.no_optimizer = o->no_optimizer;
     mo.leave_out = o->leave_out;
     mo.leave_out_payload = o->leave_out_payload;
@@ -249,7 +255,9 @@ done:
     return rc;
 }
 
-/* The target's layout: what t gives, else the source's (an opened model) or 1 (a new one). */
+/* The target's layout: what t gives, else the source's (an opened model) or 1 (a new one).
+ * impl "te" (an opened model only: a created one is native) writes Transformer Engine's
+ * layers. */
 static int pd_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
 {
     pd_fw *s = state;
@@ -259,6 +267,10 @@ static int pd_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
     pt.tp = t->tp ? t->tp : created ? 1 : ckpt_paddle_model_info_of(s->m)->tp;
     pt.pp = t->pp ? t->pp : created ? 1 : ckpt_paddle_model_info_of(s->m)->pp;
     pt.drop_optimizer = s->no_optimizer || t->paddle.drop_optimizer;
+    pt.te_map = t->paddle.te_map;
+    pt.te_params = t->paddle.te_params;
+    if (!created && t->impl && strcmp(t->impl, "te") == 0)
+        return ckpt_paddle__plan_te(s->m, &pt, s->dir, s->family, plan);
     if (created && !s->m && (rc = build(s, pt.tp, pt.pp, ckpt_plan_graph(plan))) < 0)
         return rc;
     return ckpt_paddle_plan(s->m, &pt, plan);

@@ -1,6 +1,7 @@
 /* pd2te / te2pd at a target layout: convert and reshard in one pass. The input's ranks are
- * read as one PaddleNLP model at full shapes (te2pd: each rank converted back first), cut
- * into the target layout, and each target rank's tensors go through the map on their way out. */
+ * read as one PaddleNLP model at full shapes (te2pd: each rank converted back first) and cut
+ * into the target layout; pd2te (the paddle framework's impl "te") maps each target rank's
+ * tensors on their way out. */
 #include "paddle_private.h"
 
 #include <ckpt/sys/common.h>
@@ -76,12 +77,13 @@ done:
 }
 
 typedef struct rank_job {
-    const ckpt_paddle_te_options *o;
+    const ckpt_map *map; /* NULL: the tensors as they are */
+    const ckpt_map_params *params;
     const ckpt_paddle_target *t;
     ckpt_plan *plan;
 } rank_job;
 
-/* One target rank's model file: pd2te maps the Paddle tensors on the way out. */
+/* One target rank's model file, the map applied on the way out. */
 static int plan_rank(void *payload, int tp, int pp, const char *const *names, const ckpt_node *const *nodes, size_t n)
 {
     const rank_job *j = payload;
@@ -94,7 +96,7 @@ static int plan_rank(void *payload, int tp, int pp, const char *const *names, co
     if ((rc = ckpt_paddle_rank_file("model_state", ".pdparams", tp, pp, j->t->tp, j->t->pp, &rel)) < 0 ||
         (rc = ckpt_plan_add_file(j->plan, (const char *)rel.data, "pdparams", &f)) < 0)
         goto done;
-    if (!j->o->to_te) {
+    if (!j->map) {
         for (i = 0; i < n && rc == 0; i++)
             rc = ckpt_plan_add_tensor(j->plan, f, names[i], nodes[i], 0, NULL);
         goto done;
@@ -108,7 +110,7 @@ static int plan_rank(void *payload, int tp, int pp, const char *const *names, co
         in[i].node = nodes[i];
         in[i].home = 0;
     }
-    rc = ckpt_map_apply(j->o->map, j->o->params, ckpt_plan_graph(j->plan), in, n, j->o->variants, &r);
+    rc = ckpt_map_apply(j->map, j->params, ckpt_plan_graph(j->plan), in, n, NULL, &r);
     for (i = 0; rc == 0 && i < ckpt_map_result_count(r); i++) {
         const ckpt_map_output *out = ckpt_map_result_at(r, i);
         rc = ckpt_plan_add_tensor(j->plan, f, out->name, out->node, 0, NULL);
@@ -122,41 +124,69 @@ done:
     return rc;
 }
 
+/* A model file per rank of t, then config.json and the directory's other files. */
+static int plan_ranks(ckpt_paddle_model *m, const ckpt_paddle_target *t, const ckpt_map *map,
+                      const ckpt_map_params *params, ckpt_plan *plan)
+{
+    rank_job rj;
+    int rc;
+
+    rj.map = map;
+    rj.params = params;
+    rj.t = t;
+    rj.plan = plan;
+    if ((rc = ckpt_paddle__each_rank(m, t, plan_rank, &rj)) < 0)
+        return rc;
+    return ckpt_paddle_plan_other_files(m, t, plan);
+}
+
+int ckpt_paddle__plan_te(ckpt_paddle_model *m, const ckpt_paddle_target *t, const char *dir, const ckpt_family *f,
+                         ckpt_plan *plan)
+{
+    const ckpt_paddle_model_info *info = ckpt_paddle_model_info_of(m);
+    const char *where = info->config ? info->config : dir, *te_map = f ? ckpt_family_string(f, "paddle.te_map") : NULL;
+    ckpt_map *own_map = NULL;
+    ckpt_map_params *own_params = NULL;
+    int rc;
+
+    /* the layout PaddleNLP can run first, then what the TE tensors can hold of it */
+    if ((rc = ckpt_paddle__te_llama_only(where, m->family)) < 0 ||
+        (rc = ckpt_paddle_layout_check(where, info->config_json, info->num_layers, t->tp, t->pp)) < 0 ||
+        (rc = ckpt_paddle_fused_kv_check(where, info->config_json, t->tp,
+                                         "Transformer Engine's fused layernorm_qkv")) < 0)
+        return rc;
+    if (!t->te_map && !te_map)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: no Transformer Engine map (te_map) for it",
+                               where);
+    if ((!t->te_map && (rc = ckpt_map_builtin(&own_map, te_map)) < 0) ||
+        (!t->te_params && (rc = ckpt_paddle_te_params(&own_params, 1, dir, NULL, 0, 0)) < 0))
+        goto done;
+    rc = plan_ranks(m, t, t->te_map ? t->te_map : own_map, t->te_params ? t->te_params : own_params, plan);
+done:
+    ckpt_map_params_free(own_params);
+    ckpt_map_free(own_map);
+    return rc;
+}
+
 int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o)
 {
-    ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
     ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
     const ckpt_paddle_model_info *info;
-    rank_job rj;
     size_t i;
     int rc;
 
-    mo.no_optimizer = 1;
-    if ((rc = ckpt_plan_new(&j->plan)) < 0)
-        return rc;
-    rc = o->to_te ? ckpt_paddle_model_open(&j->model, j->set, ckpt_plan_graph(j->plan), &mo)
-                  : open_converted(j, in_dir, o);
-    if (rc < 0)
+    if (o->to_te)
+        return ckpt_error_set(CKPT_EINVALID, "%s: pd2te at a target layout is ckpt_job_plan's (impl te)", in_dir);
+    if ((rc = ckpt_plan_new(&j->plan)) < 0 || (rc = open_converted(j, in_dir, o)) < 0)
         return rc;
     info = ckpt_paddle_model_info_of(j->model);
     j->from_tp = info->tp;
     j->from_pp = info->pp;
     t.tp = j->tp = o->tp ? o->tp : info->tp;
     t.pp = j->pp = o->pp ? o->pp : info->pp;
-    /* the layout PaddleNLP can run first, then what the TE tensors can hold of it */
-    if (o->to_te && ((rc = ckpt_paddle__te_llama_only(info->config ? info->config : in_dir, j->model->family)) < 0 ||
-                     (rc = ckpt_paddle_layout_check(info->config ? info->config : in_dir, info->config_json,
-                                                    info->num_layers, t.tp, t.pp)) < 0 ||
-                     (rc = ckpt_paddle_fused_kv_check(info->config ? info->config : in_dir, info->config_json, t.tp,
-                                                      "Transformer Engine's fused layernorm_qkv")) < 0))
-        return rc;
-    rj.o = o;
-    rj.t = &t;
-    rj.plan = j->plan;
-    if ((rc = ckpt_paddle__each_rank(j->model, &t, plan_rank, &rj)) == 0)
-        rc = ckpt_paddle_plan_other_files(j->model, &t, j->plan);
+    rc = plan_ranks(j->model, &t, NULL, NULL, j->plan);
     /* a model built from converted ranks knows no directory: its other files are copied here */
-    for (i = 0; !o->to_te && rc == 0 && i < ckpt_set_member_count(j->set); i++) {
+    for (i = 0; rc == 0 && i < ckpt_set_member_count(j->set); i++) {
         const ckpt_member *mb = ckpt_set_member_at(j->set, i);
         if (strcmp(mb->role, "other") == 0 && strcmp(mb->rel, "config.json") != 0)
             rc = ckpt_plan_add_copy(j->plan, mb->rel, mb->path);
