@@ -330,9 +330,9 @@ done:
     return rc;
 }
 
-/* pd2te --tp/--pp: the PaddleNLP model planned by its own framework with Transformer Engine's
- * layers (impl "te"). */
-static int run_te_layout(const pd2te_args *a, const ckpt_map *m, const ckpt_map_params *params, double start)
+/* --tp/--pp: the PaddleNLP model planned by its own framework, pd2te writing Transformer
+ * Engine's layers (target impl "te"), te2pd reading them back (source impl "te"). */
+static int run_layout(const pd2te_args *a, const ckpt_paddle_te_options *o, double start)
 {
     ckpt_job_options jo;
     ckpt_plan *plan = NULL;
@@ -344,7 +344,6 @@ static int run_te_layout(const pd2te_args *a, const ckpt_map *m, const ckpt_map_
     memset(&jo, 0, sizeof jo);
     jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.name = a->cmd;
-    jo.to = CKPT_FAMILY_PADDLE;
     jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = CKPT_FAMILY_PADDLE;
     jo.from.iteration = -1;
@@ -352,10 +351,15 @@ static int run_te_layout(const pd2te_args *a, const ckpt_map *m, const ckpt_map_
     jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.tp = (int)a->tp;
     jo.target.pp = (int)a->pp;
-    jo.target.impl = "te";
     jo.target.paddle = (ckpt_paddle_target)CKPT_PADDLE_TARGET_INIT;
-    jo.target.paddle.te_map = m;
-    jo.target.paddle.te_params = params;
+    if (o->to_te) {
+        jo.target.impl = "te";
+        jo.target.paddle.te_map = o->map;
+        jo.target.paddle.te_params = o->params;
+    } else {
+        jo.from.impl = "te";
+        jo.from.paddle_te = o;
+    }
     if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = ckpt_job_plan(plan, a->in, &jo, &src)) < 0)
         goto done;
     info = ckpt_fw_info_of(src);
@@ -364,7 +368,7 @@ static int run_te_layout(const pd2te_args *a, const ckpt_map *m, const ckpt_map_
     l.from_pp = info->pp;
     l.tp = a->tp ? (int)a->tp : info->tp;
     l.pp = a->pp ? (int)a->pp : info->pp;
-    rc = report_layout(a, &l, m, start);
+    rc = report_layout(a, &l, o->map, start);
 done:
     ckpt_plan_free(plan);
     ckpt_fw_close(src);
@@ -388,28 +392,18 @@ static int run(const pd2te_args *a)
         (rc = ckpt_paddle_te_params(&params, to_te, a->in, a->config, a->heads, a->kv_heads)) < 0 ||
         (layout && (rc = ckpt_outdir_check_apart(a->out, a->in)) < 0))
         goto done;
-    if (layout && to_te) {
-        rc = run_te_layout(a, m, params, start);
-        goto done;
-    }
     memcpy(variants, a->variants, a->n_variants * sizeof *variants);
     o.to_te = to_te;
     o.map = m;
     o.params = params;
     o.variants = a->n_variants ? variants : NULL;
-    o.tp = (int)a->tp;
-    o.pp = (int)a->pp;
     o.config = a->config;
-    if ((rc = ckpt_paddle_te_plan(&j, a->in, &o)) < 0) {
-        rc = layout ? rc : hint_error(rc, a);
-        goto done;
-    }
-    if (layout) {
-        layouts l = { j.plan, j.from_tp, j.from_pp, j.tp, j.pp };
-        rc = report_layout(a, &l, m, start);
-    } else {
+    if (layout)
+        rc = run_layout(a, &o, start);
+    else if ((rc = ckpt_paddle_te_plan(&j, a->in, &o)) < 0)
+        rc = hint_error(rc, a);
+    else
         rc = report_files(a, &j, m, start);
-    }
 done:
     ckpt_paddle_te_job_dispose(&j);
     ckpt_map_params_free(params);

@@ -28,8 +28,15 @@ int ckpt_paddle__config_beside(const char *dir, char **out);
 typedef int (*ckpt_paddle__rank_fn)(void *payload, int tp, int pp, const char *const *names,
                                     const ckpt_node *const *nodes, size_t n);
 int ckpt_paddle__each_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_paddle__rank_fn fn, void *payload);
-/* te2pd with a target layout (paddle_te_plan.c), on j's open set. */
-int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
+/* The paddle framework's source impl "te" (te2pd at a layout, paddle_te_plan.c): the
+ * Transformer Engine ranks of set, each mapped back to PaddleNLP's names by o (its config:
+ * o->config, else dir's config.json), as one model; the map's results (*results, one per
+ * rank) hold its names and live as long as it. */
+int ckpt_paddle__open_te(ckpt_paddle_model **out, ckpt_map_result ***results, size_t *n_results, ckpt_set *set,
+                         ckpt_graph *g, const char *dir, const ckpt_paddle_te_options *o);
+/* A model of ckpt_paddle__open_te at layout t: a model file per rank without the name table,
+ * config.json for t, set's other files copied. */
+int ckpt_paddle__plan_from_te(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_set *set, ckpt_plan *plan);
 
 /* ---- the logical model (paddle_model.c), written by paddle_plan.c ---- */
 

@@ -48,28 +48,27 @@ static int add_converted_rank(const ckpt_paddle_te_options *o, ckpt_paddle_model
     return rc;
 }
 
-/* te2pd: the TE ranks converted back to Paddle names, as one model. */
-static int open_converted(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o)
+int ckpt_paddle__open_te(ckpt_paddle_model **out, ckpt_map_result ***results, size_t *n_results, ckpt_set *set,
+                         ckpt_graph *g, const char *dir, const ckpt_paddle_te_options *o)
 {
-    const ckpt_set_info *si = ckpt_set_info_of(j->set);
+    const ckpt_set_info *si = ckpt_set_info_of(set);
     char *beside = NULL, *config = NULL;
     int tp, pp, rc;
 
-    if ((!o->config && (rc = ckpt_paddle__config_beside(in_dir, &beside)) < 0) ||
+    if ((!o->config && (rc = ckpt_paddle__config_beside(dir, &beside)) < 0) ||
         ((o->config || beside) && (rc = ckpt_paddle__read_text(o->config ? o->config : beside, &config)) < 0) ||
-        (rc = ckpt_paddle_model_new(&j->model, ckpt_plan_graph(j->plan), si->tp, si->pp, config, NULL)) < 0)
+        (rc = ckpt_paddle_model_new(out, g, si->tp, si->pp, config, NULL)) < 0)
         goto done;
-    j->n_results = (size_t)si->tp * (size_t)si->pp;
-    if (!(j->results = calloc(j->n_results, sizeof *j->results))) {
+    if (!(*results = calloc((size_t)si->tp * (size_t)si->pp, sizeof **results))) {
         rc = ckpt_error_oom();
         goto done;
     }
+    *n_results = (size_t)si->tp * (size_t)si->pp;
     for (pp = 0; pp < si->pp && rc == 0; pp++)
         for (tp = 0; tp < si->tp && rc == 0; tp++)
-            rc = add_converted_rank(o, j->model, j->set, ckpt_plan_graph(j->plan), tp, pp,
-                                    &j->results[pp * si->tp + tp]);
+            rc = add_converted_rank(o, *out, set, g, tp, pp, &(*results)[pp * si->tp + tp]);
     if (rc == 0)
-        rc = ckpt_paddle_model_finish(j->model);
+        rc = ckpt_paddle_model_finish(*out);
 done:
     free(beside);
     free(config);
@@ -168,28 +167,16 @@ done:
     return rc;
 }
 
-int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o)
+int ckpt_paddle__plan_from_te(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_set *set, ckpt_plan *plan)
 {
-    ckpt_paddle_target t = CKPT_PADDLE_TARGET_INIT;
-    const ckpt_paddle_model_info *info;
     size_t i;
-    int rc;
+    int rc = plan_ranks(m, t, NULL, NULL, plan);
 
-    if (o->to_te)
-        return ckpt_error_set(CKPT_EINVALID, "%s: pd2te at a target layout is ckpt_job_plan's (impl te)", in_dir);
-    if ((rc = ckpt_plan_new(&j->plan)) < 0 || (rc = open_converted(j, in_dir, o)) < 0)
-        return rc;
-    info = ckpt_paddle_model_info_of(j->model);
-    j->from_tp = info->tp;
-    j->from_pp = info->pp;
-    t.tp = j->tp = o->tp ? o->tp : info->tp;
-    t.pp = j->pp = o->pp ? o->pp : info->pp;
-    rc = plan_ranks(j->model, &t, NULL, NULL, j->plan);
     /* a model built from converted ranks knows no directory: its other files are copied here */
-    for (i = 0; rc == 0 && i < ckpt_set_member_count(j->set); i++) {
-        const ckpt_member *mb = ckpt_set_member_at(j->set, i);
+    for (i = 0; rc == 0 && i < ckpt_set_member_count(set); i++) {
+        const ckpt_member *mb = ckpt_set_member_at(set, i);
         if (strcmp(mb->role, "other") == 0 && strcmp(mb->rel, "config.json") != 0)
-            rc = ckpt_plan_add_copy(j->plan, mb->rel, mb->path);
+            rc = ckpt_plan_add_copy(plan, mb->rel, mb->path);
     }
     return rc;
 }
