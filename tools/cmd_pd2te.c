@@ -4,6 +4,7 @@
  * written; the output directory appears whole or not at all. */
 #include "pd2te.h"
 
+#include <ckpt/framework.h>
 #include <ckpt/sys/common.h>
 
 #include <getopt.h>
@@ -276,8 +277,14 @@ done:
     return rc;
 }
 
-static int print_layout_json(const pd2te_args *a, const ckpt_paddle_te_job *j, const ckpt_map *m,
-                             const ckpt_plan_report *rep, double seconds)
+/* The two layouts of a --tp/--pp pass. */
+typedef struct layouts {
+    const ckpt_plan *plan;
+    int from_tp, from_pp, tp, pp;
+} layouts;
+
+static int print_layout_json(const pd2te_args *a, const layouts *l, const ckpt_map *m, const ckpt_plan_report *rep,
+                             double seconds)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *from = cJSON_AddObjectToObject(o, "from"), *to = cJSON_AddObjectToObject(o, "to");
@@ -286,40 +293,85 @@ static int print_layout_json(const pd2te_args *a, const ckpt_paddle_te_job *j, c
     cJSON_AddStringToObject(o, "input", a->in);
     cJSON_AddStringToObject(o, "output", a->out);
     cJSON_AddStringToObject(o, "map", ckpt_map_name(m));
-    cJSON_AddNumberToObject(from, "tp", j->from_tp);
-    cJSON_AddNumberToObject(from, "pp", j->from_pp);
-    cJSON_AddNumberToObject(to, "tp", j->tp);
-    cJSON_AddNumberToObject(to, "pp", j->pp);
-    return cli_plan_report(o, j->plan, rep, seconds);
+    cJSON_AddNumberToObject(from, "tp", l->from_tp);
+    cJSON_AddNumberToObject(from, "pp", l->from_pp);
+    cJSON_AddNumberToObject(to, "tp", l->tp);
+    cJSON_AddNumberToObject(to, "pp", l->pp);
+    return cli_plan_report(o, l->plan, rep, seconds);
 }
 
 /* --tp/--pp: the plan or the files written, reported with both layouts. */
-static int report_layout(const pd2te_args *a, const ckpt_paddle_te_job *j, const ckpt_map *m, double start)
+static int report_layout(const pd2te_args *a, const layouts *l, const ckpt_map *m, double start)
 {
     ckpt_plan_report rep;
     int rc;
 
     memset(&rep, 0, sizeof rep);
     if (a->run.json && a->run.dry_run)
-        return print_layout_json(a, j, m, NULL, 0);
+        return print_layout_json(a, l, m, NULL, 0);
     if (a->run.dry_run) {
         char summary[512];
-        snprintf(summary, sizeof summary, "%s %s (TP %d, PP %d) -> %s (TP %d, PP %d)", a->cmd, a->in, j->from_tp,
-                 j->from_pp, a->out, j->tp, j->pp);
-        return cli_plan_dry_run(j->plan, summary);
+        snprintf(summary, sizeof summary, "%s %s (TP %d, PP %d) -> %s (TP %d, PP %d)", a->cmd, a->in, l->from_tp,
+                 l->from_pp, a->out, l->tp, l->pp);
+        return cli_plan_dry_run(l->plan, summary);
     }
-    if ((rc = cli_plan_execute(a->cmd, j->plan, a->out, &a->run, &rep)) < 0)
+    if ((rc = cli_plan_execute(a->cmd, l->plan, a->out, &a->run, &rep)) < 0)
         goto done;
     if (a->run.json) {
-        rc = print_layout_json(a, j, m, &rep, cli_now() - start);
+        rc = print_layout_json(a, l, m, &rep, cli_now() - start);
     } else if (!a->run.quiet) {
         char size[32];
         fprintf(stderr, "wrote %s: %zu files at TP %d, PP %d (from TP %d, PP %d), %s in %.2f s\n", a->out, rep.files,
-                j->tp, j->pp, j->from_tp, j->from_pp, cli_human_size(rep.bytes_written, size, sizeof size),
+                l->tp, l->pp, l->from_tp, l->from_pp, cli_human_size(rep.bytes_written, size, sizeof size),
                 cli_now() - start);
     }
 done:
     ckpt_plan_report_dispose(&rep);
+    return rc;
+}
+
+/* --tp/--pp: the PaddleNLP model planned by its own framework, pd2te writing Transformer
+ * Engine's layers (target impl "te"), te2pd reading them back (source impl "te"). */
+static int run_layout(const pd2te_args *a, const ckpt_paddle_te_options *o, double start)
+{
+    ckpt_job_options jo;
+    ckpt_plan *plan = NULL;
+    ckpt_fw *src = NULL;
+    const ckpt_fw_info *info;
+    layouts l;
+    int rc;
+
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.name = a->cmd;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = CKPT_FAMILY_PADDLE;
+    jo.from.iteration = -1;
+    jo.from.no_optimizer = 1;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.tp = (int)a->tp;
+    jo.target.pp = (int)a->pp;
+    jo.target.paddle = (ckpt_paddle_target)CKPT_PADDLE_TARGET_INIT;
+    if (o->to_te) {
+        jo.target.impl = "te";
+        jo.target.paddle.te_map = o->map;
+        jo.target.paddle.te_params = o->params;
+    } else {
+        jo.from.impl = "te";
+        jo.from.paddle_te = o;
+    }
+    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = ckpt_job_plan(plan, a->in, &jo, &src)) < 0)
+        goto done;
+    info = ckpt_fw_info_of(src);
+    l.plan = plan;
+    l.from_tp = info->tp;
+    l.from_pp = info->pp;
+    l.tp = a->tp ? (int)a->tp : info->tp;
+    l.pp = a->pp ? (int)a->pp : info->pp;
+    rc = report_layout(a, &l, o->map, start);
+done:
+    ckpt_plan_free(plan);
+    ckpt_fw_close(src);
     return rc;
 }
 
@@ -345,14 +397,13 @@ static int run(const pd2te_args *a)
     o.map = m;
     o.params = params;
     o.variants = a->n_variants ? variants : NULL;
-    o.tp = (int)a->tp;
-    o.pp = (int)a->pp;
     o.config = a->config;
-    if ((rc = ckpt_paddle_te_plan(&j, a->in, &o)) < 0) {
-        rc = layout ? rc : hint_error(rc, a);
-        goto done;
-    }
-    rc = layout ? report_layout(a, &j, m, start) : report_files(a, &j, m, start);
+    if (layout)
+        rc = run_layout(a, &o, start);
+    else if ((rc = ckpt_paddle_te_plan(&j, a->in, &o)) < 0)
+        rc = hint_error(rc, a);
+    else
+        rc = report_files(a, &j, m, start);
 done:
     ckpt_paddle_te_job_dispose(&j);
     ckpt_map_params_free(params);

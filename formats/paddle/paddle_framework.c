@@ -20,6 +20,11 @@ typedef struct pd_fw {
     ckpt_paddle_model *m;
     int no_optimizer;
     int tied_shared; /* an opened model's head is the embedding saved twice */
+    const ckpt_family *family; /* an opened model's; NULL: none known */
+    char *dir;                 /* an opened model's directory */
+    ckpt_set *set;             /* its set (borrowed) */
+    ckpt_map_result **te;      /* impl "te": the map's results per rank, holding its names */
+    size_t n_te;
     /* a created model's */
     const ckpt_family *f;
     const ckpt_family_config *c;
@@ -45,11 +50,15 @@ static void pd_free(void *state)
     size_t i;
 
     ckpt_paddle_model_close(s->m);
+    for (i = 0; i < s->n_te; i++)
+        ckpt_map_result_free(s->te[i]);
+    free(s->te);
     for (i = 0; i < s->n; i++)
         free(s->names[i]);
     free(s->names);
     free(s->nodes);
     free(s->where);
+    free(s->dir);
     free(s);
 }
 
@@ -91,6 +100,7 @@ static int read_family(ckpt_fw_builder *b, pd_fw *s)
         return 0;
     }
     s->tied_shared = s->m->family->tied_shared && config_bool(c, "tied");
+    s->family = f;
     return ckpt_fw_builder_family(b, f, c);
 }
 
@@ -108,11 +118,20 @@ static int pd_open(ckpt_fw_builder *b, void **state)
         return ckpt_error_oom();
     *state = s;
     s->no_optimizer = o->no_optimizer;
+    if (!(s->dir = strdup(ckpt_fw_builder_path(b))))
+        return ckpt_error_oom();
     mo.no_optimizer = o->no_optimizer;
     mo.leave_out = o->leave_out;
     mo.leave_out_payload = o->leave_out_payload;
-    if ((rc = ckpt_paddle_model_open(&s->m, ckpt_fw_builder_set(b), ckpt_fw_builder_graph(b), &mo)) < 0 ||
-        (rc = read_family(b, s)) < 0)
+    s->set = ckpt_fw_builder_set(b);
+    if (o->impl && strcmp(o->impl, "te") == 0) {
+        if (!o->paddle_te)
+            return ckpt_error_set(CKPT_EINVALID, "%s: impl te is read back through paddle_te's map", s->dir);
+        rc = ckpt_paddle__open_te(&s->m, &s->te, &s->n_te, s->set, ckpt_fw_builder_graph(b), s->dir, o->paddle_te);
+    } else {
+        rc = ckpt_paddle_model_open(&s->m, s->set, ckpt_fw_builder_graph(b), &mo);
+    }
+    if (rc < 0 || (rc = read_family(b, s)) < 0)
         return rc;
     for (i = 0; i < ckpt_paddle_model_tensor_count(s->m) && rc == 0; i++) {
         const ckpt_node *full;
@@ -124,7 +143,7 @@ static int pd_open(ckpt_fw_builder *b, void **state)
         return rc;
     mi = ckpt_paddle_model_info_of(s->m);
     memset(&info, 0, sizeof info);
-    info.impl = "native";
+    info.impl = s->te ? "te" : "native";
     info.tp = mi->tp;
     info.pp = mi->pp;
     info.vpp = info.ep = info.dp = 1;
@@ -249,7 +268,9 @@ done:
     return rc;
 }
 
-/* The target's layout: what t gives, else the source's (an opened model) or 1 (a new one). */
+/* The target's layout: what t gives, else the source's (an opened model) or 1 (a new one).
+ * impl "te" (an opened model only: a created one is native) writes Transformer Engine's
+ * layers; a model read back from them is written as te2pd writes it, without the name table. */
 static int pd_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
 {
     pd_fw *s = state;
@@ -259,6 +280,12 @@ static int pd_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
     pt.tp = t->tp ? t->tp : created ? 1 : ckpt_paddle_model_info_of(s->m)->tp;
     pt.pp = t->pp ? t->pp : created ? 1 : ckpt_paddle_model_info_of(s->m)->pp;
     pt.drop_optimizer = s->no_optimizer || t->paddle.drop_optimizer;
+    pt.te_map = t->paddle.te_map;
+    pt.te_params = t->paddle.te_params;
+    if (!created && t->impl && strcmp(t->impl, "te") == 0)
+        return ckpt_paddle__plan_te(s->m, &pt, s->dir, s->family, plan);
+    if (s->te)
+        return ckpt_paddle__plan_from_te(s->m, &pt, s->set, plan);
     if (created && !s->m && (rc = build(s, pt.tp, pt.pp, ckpt_plan_graph(plan))) < 0)
         return rc;
     return ckpt_paddle_plan(s->m, &pt, plan);

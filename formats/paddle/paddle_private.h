@@ -2,6 +2,7 @@
 #ifndef CKPT_FORMATS_PADDLE_PRIVATE_H
 #define CKPT_FORMATS_PADDLE_PRIVATE_H
 
+#include <ckpt/family.h>
 #include <ckpt/paddle.h>
 
 #include <cjson/cJSON.h>
@@ -27,8 +28,15 @@ int ckpt_paddle__config_beside(const char *dir, char **out);
 typedef int (*ckpt_paddle__rank_fn)(void *payload, int tp, int pp, const char *const *names,
                                     const ckpt_node *const *nodes, size_t n);
 int ckpt_paddle__each_rank(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_paddle__rank_fn fn, void *payload);
-/* ckpt_paddle_te_plan with a target layout (paddle_te_plan.c), on j's open set. */
-int ckpt_paddle__te_plan_layout(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
+/* The paddle framework's source impl "te" (te2pd at a layout, paddle_te_plan.c): the
+ * Transformer Engine ranks of set, each mapped back to PaddleNLP's names by o (its config:
+ * o->config, else dir's config.json), as one model; the map's results (*results, one per
+ * rank) hold its names and live as long as it. */
+int ckpt_paddle__open_te(ckpt_paddle_model **out, ckpt_map_result ***results, size_t *n_results, ckpt_set *set,
+                         ckpt_graph *g, const char *dir, const ckpt_paddle_te_options *o);
+/* A model of ckpt_paddle__open_te at layout t: a model file per rank without the name table,
+ * config.json for t, set's other files copied. */
+int ckpt_paddle__plan_from_te(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_set *set, ckpt_plan *plan);
 
 /* ---- the logical model (paddle_model.c), written by paddle_plan.c ---- */
 
@@ -94,6 +102,12 @@ const pd_family *ckpt_paddle__llama(void);
 const pd_family *ckpt_paddle__family_of(const char *config_json);
 /* pd2te's map knows LLaMA's names only: another family is refused naming where. */
 int ckpt_paddle__te_llama_only(const char *where, const pd_family *f);
+/* The paddle framework's impl "te": m at layout t, checked as PaddleNLP and Transformer
+ * Engine's fused layernorm_qkv need (ckpt_paddle_layout_check, ckpt_paddle_fused_kv_check),
+ * each rank's tensors through t's te_map (NULL: family f's; its parameters from dir's
+ * config.json) on their way out, without the name table. */
+int ckpt_paddle__plan_te(ckpt_paddle_model *m, const ckpt_paddle_target *t, const char *dir, const ckpt_family *f,
+                         ckpt_plan *plan);
 
 /* config.json's sizes; 0 for what it does not give (num_key_value_heads: num_attention_heads). */
 typedef struct pd_dims {

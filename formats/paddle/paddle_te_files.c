@@ -283,7 +283,7 @@ int ckpt_paddle_te_plan(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_pa
     so.layout = "paddle";
     if ((rc = ckpt_set_open(&j->set, in_dir, &so)) < 0)
         return rc;
-    return o->tp || o->pp ? ckpt_paddle__te_plan_layout(j, in_dir, o) : plan_by_file(j, in_dir, o);
+    return plan_by_file(j, in_dir, o);
 }
 
 void ckpt_paddle_te_job_dispose(ckpt_paddle_te_job *j)
@@ -295,7 +295,6 @@ void ckpt_paddle_te_job_dispose(ckpt_paddle_te_job *j)
     free(j->results);
     free(j->group_of);
     free(j->origin);
-    ckpt_paddle_model_close(j->model);
     ckpt_plan_free(j->plan);
     ckpt_paddle_close(j->dir);
     ckpt_set_close(j->set);

@@ -50,6 +50,10 @@ typedef struct ckpt_fw_options {
     void *leave_out_payload;
     int need_family;                  /* refuse a model of no known family, saying why
                                          (conversions); 0: open it without one (reshard) */
+    const char *impl;                 /* paddle "te": the ranks hold Transformer Engine's layers
+                                         (pd2te's), read back through paddle_te; NULL: the
+                                         framework's own */
+    const ckpt_paddle_te_options *paddle_te; /* impl "te": the map back (to_te 0) */
 } ckpt_fw_options;
 
 typedef struct ckpt_fw_info {

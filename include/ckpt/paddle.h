@@ -166,10 +166,15 @@ typedef struct ckpt_paddle_target {
     unsigned version;
     int tp, pp;
     int drop_optimizer;         /* model files only */
+    /* impl "te" (pd2te at a layout): the map of each rank's tensors to Transformer Engine's
+     * names and its parameters (ckpt_paddle_te_map, ckpt_paddle_te_params); NULL: the
+     * family's te_map, and the parameters of the model's config.json */
+    const ckpt_map *te_map;
+    const ckpt_map_params *te_params;
 } ckpt_paddle_target;
 
 #define CKPT_PADDLE_TARGET_VERSION 1
-#define CKPT_PADDLE_TARGET_INIT { CKPT_PADDLE_TARGET_VERSION, 1, 1, 0 }
+#define CKPT_PADDLE_TARGET_INIT { CKPT_PADDLE_TARGET_VERSION, 1, 1, 0, NULL, NULL }
 
 /* Whether PaddleNLP's LLaMA can run the model config_json describes (its text; NULL: none,
  * and only the stages are checked) at TP tp, PP pp: num_attention_heads divisible by TP
@@ -217,8 +222,9 @@ CKPT_EXTERN(int) ckpt_paddle_plan_other_files(ckpt_paddle_model *m, const ckpt_p
  * A directory converted through a tensor map (the built-in llama_pd2te, or its inverse
  * llama_te2pd), either file by file (each model file keeps its name; the files one index
  * lists are converted together and the index is rewritten) or, with a target layout, as one
- * model at full shapes cut into the target's ranks (pd2te: cut, then mapped per rank; te2pd:
- * each source rank mapped back, then merged and cut). */
+ * model at full shapes cut into the target's ranks by ckpt_job_plan, source and target of
+ * framework paddle (pd2te: target impl "te", each rank mapped on its way out; te2pd: source
+ * impl "te", each source rank mapped back, then merged and cut). */
 
 /* The map of a direction: path's map (NULL: the built-in llama_pd2te), inverted for te2pd. */
 CKPT_EXTERN(int) ckpt_paddle_te_map(ckpt_map **out, int to_te, const char *path);
@@ -237,36 +243,32 @@ typedef struct ckpt_paddle_te_options {
     const ckpt_map *map;          /* of this direction (ckpt_paddle_te_map) */
     const ckpt_map_params *params;
     const char *const *variants;  /* NULL-terminated output variants of map; NULL: none */
-    int tp, pp;                   /* either non-zero: convert and reshard in one pass (0: the input's) */
-    const char *config;           /* that pass's config.json; NULL: in_dir/config.json if any */
+    const char *config;           /* te2pd at a layout (ckpt_fw_options.paddle_te): the
+                                     config.json; NULL: the directory's if any */
 } ckpt_paddle_te_options;
 
 #define CKPT_PADDLE_TE_OPTIONS_VERSION 1
-#define CKPT_PADDLE_TE_OPTIONS_INIT { CKPT_PADDLE_TE_OPTIONS_VERSION, 1, NULL, NULL, NULL, 0, 0, NULL }
+#define CKPT_PADDLE_TE_OPTIONS_INIT { CKPT_PADDLE_TE_OPTIONS_VERSION, 1, NULL, NULL, NULL, NULL }
 
-/* A conversion, planned. File by file: per group of the directory the map's results (each
+/* A conversion file by file, planned: per group of the directory the map's results (each
  * output's home is the member of the model file it goes to), and the plan: one tensor file
- * per model file in member order, the groups' rewritten indexes, the files copied. With a
- * target layout: the model and the layouts, the plan one model file per target rank, then
- * config.json and the directory's other files. Everything is owned by the job. */
+ * per model file in member order, the groups' rewritten indexes, the files copied.
+ * Everything is owned by the job. */
 typedef struct ckpt_paddle_te_job {
     ckpt_set *set;
     ckpt_plan *plan;
-    ckpt_paddle *dir;              /* file by file; NULL with a target layout */
-    ckpt_map_result **results;     /* per group, or per source rank (te2pd with a layout) */
+    ckpt_paddle *dir;
+    ckpt_map_result **results;     /* per group */
     size_t n_results;
     size_t *group_of;              /* per member: the group of a model file */
     size_t *origin;                /* per plan file: the member of a tensor file, the group of an index */
-    ckpt_paddle_model *model;      /* with a target layout */
-    int from_tp, from_pp, tp, pp;  /* with a target layout */
 } ckpt_paddle_te_job;
 
-/* Plan the conversion of in_dir (a directory of layout "paddle"). File by file, a directory
+/* Plan the conversion of in_dir (a directory of layout "paddle") file by file. A directory
  * whose names are on the map's other side is refused naming it (CKPT_ERRCLASS_MAP_DIRECTION)
  * and a map error names the group's index or file (CKPT_ERRCLASS_MAP_PARAM: a head count the
- * rules need). With a target layout, pd2te checks it as PaddleNLP and Transformer Engine's
- * fused layernorm_qkv need (ckpt_paddle_layout_check, ckpt_paddle_fused_kv_check). Dispose
- * of j even when this fails. */
+ * rules need). At a target layout both directions are ckpt_job_plan's (paddle impl "te").
+ * Dispose of j even when this fails. */
 CKPT_EXTERN(int) ckpt_paddle_te_plan(ckpt_paddle_te_job *j, const char *in_dir, const ckpt_paddle_te_options *o);
 CKPT_EXTERN(void) ckpt_paddle_te_job_dispose(ckpt_paddle_te_job *j);
 

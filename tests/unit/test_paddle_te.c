@@ -1,6 +1,7 @@
 /* The PaddleNLP conversions planned by the library: pd2te / te2pd (ckpt_paddle_te_map,
- * ckpt_paddle_te_params, ckpt_paddle_te_plan, file by file and at a target layout) and
- * paddle2hf / hf2paddle through ckpt_job_plan, LLaMA and Qwen2. */
+ * ckpt_paddle_te_params, ckpt_paddle_te_plan file by file; pd2te at a target layout through
+ * ckpt_job_plan with target impl "te") and paddle2hf / hf2paddle through ckpt_job_plan, LLaMA and
+ * Qwen2. */
 #include <ckpt/framework.h>
 #include "test.h"
 
@@ -30,6 +31,29 @@ static int holds(const ckpt_plan *p, long f, const char *name)
     return 0;
 }
 
+/* pd2te at TP tp: the PaddleNLP model planned by its own framework with impl "te"; map NULL:
+ * the family's te_map. */
+static int plan_te(ckpt_plan *plan, const char *in, int tp, const ckpt_map *map, const ckpt_map_params *params,
+                   ckpt_fw **src)
+{
+    ckpt_job_options jo;
+
+    memset(&jo, 0, sizeof jo);
+    jo.version = CKPT_JOB_OPTIONS_VERSION;
+    jo.to = CKPT_FAMILY_PADDLE;
+    jo.from.version = CKPT_FW_OPTIONS_VERSION;
+    jo.from.framework = CKPT_FAMILY_PADDLE;
+    jo.from.iteration = -1;
+    jo.from.no_optimizer = 1;
+    jo.target.version = CKPT_FW_TARGET_VERSION;
+    jo.target.tp = tp;
+    jo.target.impl = "te";
+    jo.target.paddle = (ckpt_paddle_target)CKPT_PADDLE_TARGET_INIT;
+    jo.target.paddle.te_map = map;
+    jo.target.paddle.te_params = params;
+    return ckpt_job_plan(plan, in, &jo, src);
+}
+
 CKPT_TEST(test_paddle_te_plan_by_file_and_layout)
 {
     ckpt_paddle_te_options o = CKPT_PADDLE_TE_OPTIONS_INIT;
@@ -46,22 +70,26 @@ CKPT_TEST(test_paddle_te_plan_by_file_and_layout)
     o.params = params;
     /* file by file: one model file, its name kept, the other files copied */
     ASSERT_OK(ckpt_paddle_te_plan(&j, dir, &o));
-    ASSERT_TRUE(j.dir != NULL && j.model == NULL);
+    ASSERT_TRUE(j.dir != NULL);
     ASSERT_TRUE((f = file_index(j.plan, "model_state.pdparams")) >= 0);
     ASSERT_TRUE(holds(j.plan, f, "llama.layers.0.transformer.self_attention.layernorm_qkv.weight"));
     ASSERT_TRUE(!holds(j.plan, f, "llama.layers.0.self_attn.q_proj.weight"));
     ASSERT_TRUE(file_index(j.plan, "config.json") >= 0);
     ckpt_paddle_te_job_dispose(&j);
-    /* at TP 2: a file per rank, the layouts reported */
-    o.tp = 2;
-    ASSERT_OK(ckpt_paddle_te_plan(&j, dir, &o));
-    ASSERT_TRUE(j.dir == NULL && j.model != NULL);
-    ASSERT_EQ_INT(j.from_tp, 1);
-    ASSERT_EQ_INT(j.tp, 2);
-    ASSERT_EQ_INT(j.pp, 1);
-    ASSERT_TRUE(holds(j.plan, file_index(j.plan, "model_state.tp01.pdparams"),
-                      "llama.layers.1.transformer.layernorm_mlp.fc2_weight"));
-    ckpt_paddle_te_job_dispose(&j);
+    /* at TP 2 it is the framework's: a file per rank, the map given or the family's */
+    for (f = 0; f < 2; f++) {
+        ckpt_plan *plan = NULL;
+        ckpt_fw *src = NULL;
+        ASSERT_OK(ckpt_plan_new(&plan));
+        ASSERT_OK(plan_te(plan, dir, 2, f ? m : NULL, f ? params : NULL, &src));
+        ASSERT_EQ_INT(ckpt_fw_info_of(src)->tp, 1);
+        ASSERT_TRUE(file_index(plan, "model_state.tp00.pdparams") >= 0);
+        ASSERT_TRUE(holds(plan, file_index(plan, "model_state.tp01.pdparams"),
+                          "llama.layers.1.transformer.layernorm_mlp.fc2_weight"));
+        ASSERT_TRUE(!holds(plan, file_index(plan, "model_state.tp01.pdparams"), "llama.layers.1.mlp.down_proj.weight"));
+        ckpt_plan_free(plan);
+        ckpt_fw_close(src);
+    }
     ckpt_map_params_free(params);
     ckpt_map_free(m);
     /* the inverse map on a PaddleNLP directory: the other direction, named */
@@ -83,9 +111,9 @@ CKPT_TEST(test_paddle_te_plan_by_file_and_layout)
 /* pd2te's map is LLaMA's: a Qwen2 config or directory is refused, by config and by layout. */
 CKPT_TEST(test_paddle_te_refuses_qwen2)
 {
-    ckpt_paddle_te_options o = CKPT_PADDLE_TE_OPTIONS_INIT;
     ckpt_map_params *params = NULL;
-    ckpt_paddle_te_job j;
+    ckpt_plan *plan = NULL;
+    ckpt_fw *src = NULL;
     ckpt_map *m = NULL;
 
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_paddle_te_params(&params, 1, ckpt_test_data("paddlenlp/qwen2_tp2"), NULL,
@@ -94,12 +122,11 @@ CKPT_TEST(test_paddle_te_refuses_qwen2)
     ASSERT_ERROR_MENTIONS("model_type qwen2: pd2te converts PaddleNLP's LLaMA (model_type llama) only");
     ASSERT_OK(ckpt_paddle_te_map(&m, 1, NULL));
     ASSERT_OK(ckpt_map_params_new(&params));
-    o.map = m;
-    o.params = params;
-    o.tp = 1;
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_paddle_te_plan(&j, ckpt_test_data("paddlenlp/qwen2_tp2"), &o));
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, plan_te(plan, ckpt_test_data("paddlenlp/qwen2_tp2"), 1, m, params, &src));
     ASSERT_ERROR_MENTIONS("model_type qwen2: pd2te converts");
-    ckpt_paddle_te_job_dispose(&j);
+    ASSERT_TRUE(src == NULL);
+    ckpt_plan_free(plan);
     ckpt_map_params_free(params);
     ckpt_map_free(m);
 }
