@@ -9,6 +9,7 @@
 #include <string.h>
 
 extern const ckpt_layout_vtable ckpt_layout_deepspeed;
+extern const ckpt_model_source_vtable ckpt_model_source_deepspeed;
 
 static int ds_bid(const char *path, int is_dir)
 {
@@ -60,7 +61,7 @@ const ckpt_fw_vtable ckpt_framework_deepspeed = {
     "deepspeed",
     "DeepSpeed checkpoints (ZeRO stages 0-3, consolidated as zero_to_fp32 does); read only",
     &ckpt_layout_deepspeed,
-    NULL,
+    &ckpt_model_source_deepspeed,
     ds_bid,
     ds_open,
     NULL,

@@ -14,6 +14,8 @@
 
 #define CONFIG_MAX (16u << 20)
 
+extern const ckpt_model_source_vtable ckpt_model_source_hf;
+
 typedef struct hf_fw {
     char *config, *weights; /* an opened directory's */
     ckpt_ckpt *ck;
@@ -263,7 +265,7 @@ const ckpt_fw_vtable ckpt_framework_huggingface = {
     CKPT_FAMILY_HF,
     "Hugging Face model directories (config.json and safetensors, or pytorch_model.bin)",
     NULL,
-    NULL,
+    &ckpt_model_source_hf,
     hf_bid,
     hf_open,
     hf_create,

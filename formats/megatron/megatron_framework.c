@@ -19,6 +19,7 @@ typedef struct mg_fw {
 } mg_fw;
 
 extern const ckpt_layout_vtable ckpt_layout_megatron;
+extern const ckpt_model_source_vtable ckpt_model_source_megatron;
 
 static int mg_bid(const char *path, int is_dir)
 {
@@ -227,7 +228,7 @@ const ckpt_fw_vtable ckpt_framework_megatron = {
     "megatron",
     "Megatron-LM checkpoints (--ckpt-format torch or torch_dist), any TP/PP/VPP/EP layout",
     &ckpt_layout_megatron,
-    NULL,
+    &ckpt_model_source_megatron,
     mg_bid,
     mg_open,
     mg_create,

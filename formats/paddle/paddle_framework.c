@@ -36,6 +36,7 @@ typedef struct pd_fw {
 } pd_fw;
 
 extern const ckpt_layout_vtable ckpt_layout_paddle;
+extern const ckpt_model_source_vtable ckpt_model_source_paddle;
 
 /* Above Hugging Face's bid: a PaddleNLP unified checkpoint has config.json and
  * model.safetensors too, but the layout claims it only when its names are PaddleNLP's. */
@@ -308,7 +309,7 @@ const ckpt_fw_vtable ckpt_framework_paddle = {
     "PaddleNLP checkpoint directories (model_state[.tpXX][_ppYY].pdparams, size shards, unified "
     "safetensors; .pdopt optimizer state), any TP/PP layout",
     &ckpt_layout_paddle,
-    NULL,
+    &ckpt_model_source_paddle,
     pd_bid,
     pd_open,
     pd_create,

@@ -1,8 +1,9 @@
-/* Models: opening (each model source bids on the path, the best one fills a builder), the
- * canonical tensors of each rank, and what a model says about itself. */
+/* Models: opening (each framework's verify source bids on the path, the best one fills a
+ * builder), the canonical tensors of each rank, and what a model says about itself. */
 #include "model_private.h"
 
 #include <ckpt/sys/common.h>
+#include <ckpt/sys/framework.h>
 
 #include <errno.h>
 #include <math.h>
@@ -335,9 +336,9 @@ int ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options
     if (stat(path, &st) != 0)
         return ckpt_error_setc(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_OS, "%s: %s", path,
                                strerror(errno));
-    for (i = 0; i < ckpt_model__source_count(); i++) {
-        const ckpt_model_source_vtable *s = ckpt_model__source_at(i);
-        int bid = s->bid(path, S_ISDIR(st.st_mode));
+    for (i = 0; i < ckpt_frameworks__count(); i++) {
+        const ckpt_model_source_vtable *s = ckpt_frameworks__at(i)->verify;
+        int bid = s ? s->bid(path, S_ISDIR(st.st_mode)) : -1;
         if (bid > best_bid) {
             best_bid = bid;
             best = s;

@@ -8,7 +8,6 @@
 #endif
 
 #include <ckpt/sys/model.h>
-#include <ckpt/sys/registry.h>
 
 typedef struct mtensor {
     const char *name; /* in the model's arena */

@@ -1,10 +1,12 @@
 /* The framework interface: the rank loop and its split cache, a Megatron checkpoint opened
  * as one model by bid and by name, refusals naming what is wrong, and the one job path at
- * the same framework (reshard) planning what ckpt_megatron_plan plans. */
+ * the same framework (reshard) planning what ckpt_megatron_plan plans, and verify opening a
+ * directory with the verify source of the framework that wins its bid. */
 #include "test.h"
 
 #include <ckpt/framework.h>
 #include <ckpt/sys/framework.h>
+#include <ckpt/verify.h>
 
 #include <stdlib.h>
 
@@ -233,6 +235,29 @@ CKPT_TEST(test_framework_open_huggingface_by_bid)
     ASSERT_TRUE(ckpt_fw_tensor_count(m) > 10);
     ckpt_fw_close(m);
     ckpt_plan_free(plan);
+}
+
+/* verify's source of a directory is the verify member of the framework that wins the bid
+ * there: one registration names both. */
+CKPT_TEST(test_framework_verify_source_is_the_frameworks)
+{
+    static const char *const dirs[] = { "megatron/tp2", "hf/qwen2_tiny", "paddlenlp/fp32_tp2",
+                                        "zero/llama_stage2_bf16_ws2" };
+    size_t i;
+
+    for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        ckpt_plan *plan;
+        ckpt_model *v;
+        ckpt_fw *m;
+
+        ASSERT_OK(ckpt_plan_new(&plan));
+        ASSERT_OK(ckpt_fw_open(&m, ckpt_test_data(dirs[i]), ckpt_plan_graph(plan), NULL));
+        ASSERT_OK(ckpt_model_open(&v, ckpt_test_data(dirs[i]), NULL));
+        ASSERT_EQ_STR(ckpt_model_source(v), ckpt_fw_info_of(m)->framework);
+        ckpt_model_close(v);
+        ckpt_fw_close(m);
+        ckpt_plan_free(plan);
+    }
 }
 
 /* Hugging Face to Megatron: every tensor through the family's map, the rank files planned. */

@@ -30,7 +30,10 @@ typedef struct ckpt_fw_vtable {
     unsigned abi_version; /* CKPT_FRAMEWORK_ABI_VERSION */
     const char *name, *description;
     const ckpt_layout_vtable *layout;       /* its directory scheme; NULL: none */
-    const ckpt_model_source_vtable *verify; /* its verify source; NULL: none */
+    /* Its verify source; NULL: none. ckpt_model_open asks the sources' own bids, not `bid`:
+     * they also take single weights files, and a Hugging Face directory (config.json and
+     * weights) bids 70 there, above every layout's bid but DeepSpeed's with a `latest` tag. */
+    const ckpt_model_source_vtable *verify;
     int (*bid)(const char *path, int is_dir); /* -1 not mine, else how sure */
     int (*open)(ckpt_fw_builder *b, void **state);
     int (*create)(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state); /* NULL: read-only */

@@ -1,6 +1,6 @@
 /* For model-source implementers: how a checkpoint layout becomes a model `ckptconv verify`
- * can run (ckpt/verify.h). A source (formats/verify_<framework>.c, listed in
- * formats/verify_registry.c) recognises its paths, reads the model's configuration and hands
+ * can run (ckpt/verify.h). A source (formats/<framework>/verify_<framework>.c, the `verify`
+ * of its framework's vtable) recognises its paths, reads the model's configuration and hands
  * the engine each tensor-parallel rank's tensors under verify's own names, through a map of
  * its own (formats/maps/verify_*.json):
  *

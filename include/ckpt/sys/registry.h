@@ -1,5 +1,5 @@
-/* The tables of modules that formats/ defines (one line per module in formats/registry.c,
- * layout_registry.c and verify_registry.c) and the engine reads: the engine (src/) knows
+/* The tables of modules that formats/ defines (one line per module in formats/registry.c
+ * and layout_registry.c) and the engine reads: the engine (src/) knows
  * the modules through these calls only and includes nothing from formats/. Private to the
  * library, not for users or out-of-tree modules. */
 #ifndef CKPT_SYS_REGISTRY_H
@@ -11,7 +11,6 @@
 
 #include "format.h"
 #include "layout.h"
-#include "model.h"
 
 /* File formats (formats/registry.c), cheap bidders first. */
 size_t ckpt_registry__count(void);
@@ -27,9 +26,5 @@ size_t ckpt_layouts__count(void);
 const ckpt_layout_vtable *ckpt_layouts__at(size_t i);
 /* By name; NULL if no such layout. */
 const ckpt_layout_vtable *ckpt_layouts__find(const char *name);
-
-/* Model sources for `ckptconv verify` (formats/verify_registry.c). */
-size_t ckpt_model__source_count(void);
-const ckpt_model_source_vtable *ckpt_model__source_at(size_t i);
 
 #endif
