@@ -224,35 +224,3 @@ int cli_option_compress_level(const char *cmd, const char *arg, ckpt_convert_opt
     return 0;
 }
 
-int cli_read_text(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    long len;
-
-    *out = NULL;
-    if (!f)
-        return ckpt_error_setc(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, CKPT_ERRCLASS_OS, "%s: %s", path,
-                               strerror(errno));
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (*out = calloc(1, (size_t)len + 1)) && fread(*out, 1, (size_t)len, f) == (size_t)len) {
-        fclose(f);
-        return 0;
-    }
-    fclose(f);
-    free(*out);
-    *out = NULL;
-    return ckpt_error_setc(CKPT_EIO, CKPT_ERRCLASS_OS, "%s: cannot read it", path);
-}
-
-char *cli_path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *s = malloc(a + b + 2);
-
-    if (s) {
-        memcpy(s, dir, a);
-        s[a] = '/';
-        memcpy(s + a + 1, name, b + 1);
-    }
-    return s;
-}

@@ -67,10 +67,6 @@ int cli_option_threads(const char *cmd, const char *arg, int *out);
  * later, by the writer, which knows which one applies. */
 int cli_option_compress(const char *cmd, const char *arg, ckpt_convert_options *o);
 int cli_option_compress_level(const char *cmd, const char *arg, ckpt_convert_options *o);
-/* "dir/name", malloc'd; NULL when out of memory. */
-char *cli_path_join(const char *dir, const char *name);
-/* A whole text file, NUL-terminated (malloc'd into *out); the error names the path. */
-int cli_read_text(const char *path, char **out);
 
 /* Options of the commands that write a plan: --dry-run, --json, --force, -q/--quiet,
  * --memory, --threads, --drop. Their getopt codes: */
