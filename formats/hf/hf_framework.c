@@ -23,9 +23,7 @@ typedef struct hf_fw {
     const ckpt_family *f;
     const ckpt_family_config *c;
     char *source;
-    char **names;
-    const ckpt_node **nodes;
-    size_t n, cap;
+    ckpt_fw_tensor_list added;
 } hf_fw;
 
 static int is_file_in(const char *dir, const char *name)
@@ -50,16 +48,12 @@ static int hf_bid(const char *path, int is_dir)
 static void hf_free(void *state)
 {
     hf_fw *s = state;
-    size_t i;
 
     ckpt_close(s->ck);
     free(s->config);
     free(s->weights);
     free(s->source);
-    for (i = 0; i < s->n; i++)
-        free(s->names[i]);
-    free(s->names);
-    free(s->nodes);
+    ckpt_fw_tensor_list_dispose(&s->added);
     free(s);
 }
 
@@ -166,21 +160,7 @@ static int hf_add(void *state, const char *name, const ckpt_node *full)
 {
     hf_fw *s = state;
 
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        char **names = cap > SIZE_MAX / sizeof *names ? NULL : realloc(s->names, cap * sizeof *names);
-        const ckpt_node **nodes = names ? realloc(s->nodes, cap * sizeof *nodes) : NULL;
-        if (names)
-            s->names = names;
-        if (!names || !nodes)
-            return ckpt_error_oom();
-        s->nodes = nodes;
-        s->cap = cap;
-    }
-    if (!(s->names[s->n] = strdup(name)))
-        return ckpt_error_oom();
-    s->nodes[s->n++] = full;
-    return 0;
+    return ckpt_fw_tensor_list_add(&s->added, name, full);
 }
 
 static int config_bool(const ckpt_family_config *c, const char *field)
@@ -222,9 +202,9 @@ static int check_config(const hf_fw *s, const ckpt_buf *json, const char *const 
 static int hf_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
 {
     hf_fw *s = state;
-    const char **names = calloc(s->n + 1, sizeof *names);
-    const ckpt_node **nodes = calloc(s->n + 1, sizeof *nodes);
-    size_t *perm = calloc(s->n + 1, sizeof *perm);
+    const char **names = calloc(s->added.n + 1, sizeof *names);
+    const ckpt_node **nodes = calloc(s->added.n + 1, sizeof *nodes);
+    size_t *perm = calloc(s->added.n + 1, sizeof *perm);
     ckpt_buf json = CKPT_BUF_INIT;
     ckpt_dtype dtype = CKPT_DTYPE_F32;
     int tied = config_bool(s->c, "tied"), rc;
@@ -234,18 +214,18 @@ static int hf_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
         rc = ckpt_error_oom();
         goto done;
     }
-    for (i = 0; i < s->n; i++)
-        names[i] = s->names[i];
-    if ((rc = ckpt_family_order(s->f, CKPT_FAMILY_HF, names, s->n, perm)) < 0)
+    for (i = 0; i < s->added.n; i++)
+        names[i] = s->added.names[i];
+    if ((rc = ckpt_family_order(s->f, CKPT_FAMILY_HF, names, s->added.n, perm)) < 0)
         goto done;
-    for (i = 0; i < s->n; i++) {
-        const char *name = s->names[perm[i]];
+    for (i = 0; i < s->added.n; i++) {
+        const char *name = s->added.names[perm[i]];
         if (tied && strcmp(name, "lm_head.weight") == 0)
             continue;
         if (strcmp(name, "model.embed_tokens.weight") == 0)
-            dtype = ckpt_node_dtype(s->nodes[perm[i]]);
+            dtype = ckpt_node_dtype(s->added.nodes[perm[i]]);
         names[k] = name;
-        nodes[k++] = s->nodes[perm[i]];
+        nodes[k++] = s->added.nodes[perm[i]];
     }
     if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, k, t->max_shard_size)) < 0 ||
         (rc = ckpt_family_config_json(s->f, s->c, CKPT_FAMILY_HF, dtype, &json)) < 0 ||

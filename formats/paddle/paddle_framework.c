@@ -30,9 +30,7 @@ typedef struct pd_fw {
     const ckpt_family_config *c;
     int fused_qkv, fused_ffn;
     char *where; /* the source's config.json, named in refusals; NULL: "paddle" */
-    char **names;
-    const ckpt_node **nodes;
-    size_t n, cap;
+    ckpt_fw_tensor_list added;
 } pd_fw;
 
 extern const ckpt_layout_vtable ckpt_layout_paddle;
@@ -54,10 +52,7 @@ static void pd_free(void *state)
     for (i = 0; i < s->n_te; i++)
         ckpt_map_result_free(s->te[i]);
     free(s->te);
-    for (i = 0; i < s->n; i++)
-        free(s->names[i]);
-    free(s->names);
-    free(s->nodes);
+    ckpt_fw_tensor_list_dispose(&s->added);
     free(s->where);
     free(s->dir);
     free(s);
@@ -226,21 +221,7 @@ static int pd_add(void *state, const char *name, const ckpt_node *full)
 
     if (s->m)
         return ckpt_error_set(CKPT_EINVALID, "paddle: tensor '%s' added to a model already opened or planned", name);
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        char **names = cap > SIZE_MAX / sizeof *names ? NULL : realloc(s->names, cap * sizeof *names);
-        const ckpt_node **nodes = names ? realloc(s->nodes, cap * sizeof *nodes) : NULL;
-        if (names)
-            s->names = names;
-        if (!names || !nodes)
-            return ckpt_error_oom();
-        s->nodes = nodes;
-        s->cap = cap;
-    }
-    if (!(s->names[s->n] = strdup(name)))
-        return ckpt_error_oom();
-    s->nodes[s->n++] = full;
-    return 0;
+    return ckpt_fw_tensor_list_add(&s->added, name, full);
 }
 
 /* The PaddleNLP model of a created one: its config.json from the family's Hugging Face one
@@ -248,7 +229,7 @@ static int pd_add(void *state, const char *name, const ckpt_node *full)
  * then its tensors merged into state-dict order. */
 static int build(pd_fw *s, int tp, int pp, ckpt_graph *g)
 {
-    ckpt_dtype dtype = s->n ? ckpt_node_dtype(s->nodes[0]) : CKPT_DTYPE_F32;
+    ckpt_dtype dtype = s->added.n ? ckpt_node_dtype(s->added.nodes[0]) : CKPT_DTYPE_F32;
     ckpt_buf hf = CKPT_BUF_INIT, config = CKPT_BUF_INIT;
     size_t i;
     int rc;
@@ -259,8 +240,8 @@ static int build(pd_fw *s, int tp, int pp, ckpt_graph *g)
         (rc = ckpt_paddle_layout_check(s->where ? s->where : "paddle", (const char *)config.data, 0, tp, pp)) < 0 ||
         (rc = ckpt_paddle_model_new(&s->m, g, 1, 1, (const char *)config.data, NULL)) < 0)
         goto done;
-    for (i = 0; i < s->n && rc == 0; i++)
-        rc = ckpt_paddle_model_add_tensor(s->m, s->names[i], s->nodes[i]);
+    for (i = 0; i < s->added.n && rc == 0; i++)
+        rc = ckpt_paddle_model_add_tensor(s->m, s->added.names[i], s->added.nodes[i]);
     if (rc == 0)
         rc = ckpt_paddle_model_finish(s->m);
 done:

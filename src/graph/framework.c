@@ -360,3 +360,33 @@ void ckpt_fw__keep(ckpt_fw *m, ckpt_fw *other)
     ckpt_fw_close(m->kept);
     m->kept = other;
 }
+
+int ckpt_fw_tensor_list_add(ckpt_fw_tensor_list *l, const char *name, const ckpt_node *node)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        char **names = cap > SIZE_MAX / sizeof *names ? NULL : realloc(l->names, cap * sizeof *names);
+        const ckpt_node **nodes = names ? realloc(l->nodes, cap * sizeof *nodes) : NULL;
+        if (names)
+            l->names = names;
+        if (!names || !nodes)
+            return ckpt_error_oom();
+        l->nodes = nodes;
+        l->cap = cap;
+    }
+    if (!(l->names[l->n] = strdup(name)))
+        return ckpt_error_oom();
+    l->nodes[l->n++] = node;
+    return 0;
+}
+
+void ckpt_fw_tensor_list_dispose(ckpt_fw_tensor_list *l)
+{
+    size_t i;
+
+    for (i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->names);
+    free(l->nodes);
+    memset(l, 0, sizeof *l);
+}

@@ -8,6 +8,8 @@
 #include <ckpt/sys/framework.h>
 #include <ckpt/verify.h>
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct rank_log {
@@ -81,6 +83,29 @@ CKPT_TEST(test_framework_ranks_split_once_per_entry_and_slot)
     ckpt_fw_ranks_free(r);
     ckpt_fw_ranks_free(NULL);
     ASSERT_FAILS(CKPT_EINVALID, ckpt_fw_ranks_new(&r, 2, 1, 0, split_fake, &l));
+}
+
+/* A created model's tensors keep the order they were given in, past the first growth. */
+CKPT_TEST(test_framework_tensor_list_keeps_order)
+{
+    ckpt_fw_tensor_list l = { 0 };
+    const ckpt_node *nodes[200];
+    char name[32];
+    size_t i;
+
+    for (i = 0; i < 200; i++) {
+        nodes[i] = (const ckpt_node *)(uintptr_t)(i + 1);
+        snprintf(name, sizeof name, "t%zu", i);
+        ASSERT_OK(ckpt_fw_tensor_list_add(&l, name, nodes[i]));
+    }
+    ASSERT_TRUE(l.n == 200);
+    for (i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "t%zu", i);
+        ASSERT_EQ_STR(l.names[i], name);
+        ASSERT_TRUE(l.nodes[i] == nodes[i]);
+    }
+    ckpt_fw_tensor_list_dispose(&l);
+    ASSERT_TRUE(l.n == 0 && l.names == NULL);
 }
 
 CKPT_TEST(test_framework_ranks_each_order)

@@ -73,6 +73,16 @@ CKPT_EXTERN(int) ckpt_fw_ranks_each(ckpt_fw_ranks *r, int order, int pp, int ep,
                                     ckpt_fw_rank_fn on_rank, void *state);
 CKPT_EXTERN(void) ckpt_fw_ranks_free(ckpt_fw_ranks *r);
 
+/* The tensors a created model is given (ckpt_fw_add) before it is planned, in the order given:
+ * names copied, nodes borrowed from the graph. Zero-initialised is empty. */
+typedef struct ckpt_fw_tensor_list {
+    char **names;
+    const ckpt_node **nodes;
+    size_t n, cap;
+} ckpt_fw_tensor_list;
+CKPT_EXTERN(int) ckpt_fw_tensor_list_add(ckpt_fw_tensor_list *l, const char *name, const ckpt_node *node);
+CKPT_EXTERN(void) ckpt_fw_tensor_list_dispose(ckpt_fw_tensor_list *l);
+
 #ifdef CKPT_BUILD
 /* The table of frameworks formats/framework_registry.c defines and the engine reads. */
 size_t ckpt_frameworks__count(void);
