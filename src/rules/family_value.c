@@ -37,10 +37,11 @@ int ckpt_family_config_new(ckpt_family_config **out, const ckpt_family *f, const
 /* A copy of v in c's arena, strings included (ckpt_value_clone shares them). */
 static int copy_value(ckpt_arena *a, const ckpt_value *v, unsigned depth, ckpt_value **out)
 {
-    ckpt_value *item;
+    ckpt_value *item = NULL;
     size_t i;
     int rc;
 
+    *out = NULL;
     switch (depth > 8 ? CKPT_VAL_OBJECT : v->kind) {
     case CKPT_VAL_STR:
         *out = ckpt_value_new_str(a, v->u.str.ptr, v->u.str.len);
@@ -48,7 +49,7 @@ static int copy_value(ckpt_arena *a, const ckpt_value *v, unsigned depth, ckpt_v
     case CKPT_VAL_LIST:
     case CKPT_VAL_TUPLE:
         if (!(*out = ckpt_value_new(a, v->kind)))
-            return CKPT_ENOMEM;
+            return ckpt_error_oom();
         for (i = 0; i < v->u.seq.n; i++)
             if ((rc = copy_value(a, v->u.seq.items[i], depth + 1, &item)) < 0 ||
                 (rc = ckpt_value_append(a, *out, item)) < 0)
@@ -64,12 +65,12 @@ static int copy_value(ckpt_arena *a, const ckpt_value *v, unsigned depth, ckpt_v
     default:
         return ckpt_error_set(CKPT_EINVALID, "a config field is a number, a bool, a string, None or a list of them");
     }
-    return *out ? 0 : CKPT_ENOMEM;
+    return *out ? 0 : ckpt_error_oom();
 }
 
 int ckpt_family_config_set(ckpt_family_config *c, const char *field, const ckpt_value *v)
 {
-    ckpt_value *copy;
+    ckpt_value *copy = NULL;
     int rc;
 
     if (!c || !field || !v)
