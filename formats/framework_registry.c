@@ -1,6 +1,6 @@
 /* One line per framework: a new framework is one file (formats/<name>/<name>_framework.c)
  * plus one line here. Bids are asked in this order; a tie goes to the first. */
-#include <ckpt/sys/framework.h>
+#include <ckpt/sys/registry.h>
 
 #include <string.h>
 

@@ -3,6 +3,7 @@
 #define CKPT_GRAPH_FRAMEWORK_PRIVATE_H
 
 #include <ckpt/sys/framework.h>
+#include <ckpt/sys/registry.h>
 
 /* m's framework. */
 const ckpt_fw_vtable *ckpt_fw__vtable(const ckpt_fw *m);

@@ -4,6 +4,7 @@
 
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/framework.h>
+#include <ckpt/sys/registry.h>
 
 #include <errno.h>
 #include <math.h>

@@ -83,13 +83,6 @@ typedef struct ckpt_fw_tensor_list {
 CKPT_EXTERN(int) ckpt_fw_tensor_list_add(ckpt_fw_tensor_list *l, const char *name, const ckpt_node *node);
 CKPT_EXTERN(void) ckpt_fw_tensor_list_dispose(ckpt_fw_tensor_list *l);
 
-#ifdef CKPT_BUILD
-/* The table of frameworks formats/framework_registry.c defines and the engine reads. */
-size_t ckpt_frameworks__count(void);
-const ckpt_fw_vtable *ckpt_frameworks__at(size_t i);
-const ckpt_fw_vtable *ckpt_frameworks__find(const char *name); /* NULL: none of that name */
-#endif
-
 CKPT_END_DECL
 
 #endif

@@ -1,5 +1,5 @@
-/* The tables of modules that formats/ defines (one line per module in formats/registry.c
- * and layout_registry.c) and the engine reads: the engine (src/) knows
+/* The tables of modules that formats/ defines (one line per module in formats/registry.c,
+ * layout_registry.c and framework_registry.c) and the engine reads: the engine (src/) knows
  * the modules through these calls only and includes nothing from formats/. Private to the
  * library, not for users or out-of-tree modules. */
 #ifndef CKPT_SYS_REGISTRY_H
@@ -10,6 +10,7 @@
 #endif
 
 #include "format.h"
+#include "framework.h"
 #include "layout.h"
 
 /* File formats (formats/registry.c), cheap bidders first. */
@@ -26,5 +27,11 @@ size_t ckpt_layouts__count(void);
 const ckpt_layout_vtable *ckpt_layouts__at(size_t i);
 /* By name; NULL if no such layout. */
 const ckpt_layout_vtable *ckpt_layouts__find(const char *name);
+
+/* Frameworks (formats/framework_registry.c), in bidding order. */
+size_t ckpt_frameworks__count(void);
+const ckpt_fw_vtable *ckpt_frameworks__at(size_t i);
+/* By name; NULL if no such framework. */
+const ckpt_fw_vtable *ckpt_frameworks__find(const char *name);
 
 #endif
