@@ -184,6 +184,8 @@ int ckpt_hf__config_of(const ckpt_hf_llama_dims *d, const char *where, ckpt_fami
         return s.rc;
     if ((s.rc = ckpt_arena_new(&s.a)) == 0)
         set_fields(&s, d);
+    if (s.rc == 0)
+        s.rc = ckpt_family_config_complete(s.c);
     ckpt_arena_free(s.a);
     if (s.rc < 0) {
         ckpt_family_config_free(s.c);

@@ -67,6 +67,9 @@ CKPT_EXTERN(int) ckpt_family_config_set(ckpt_family_config *c, const char *field
 /* Set an integer field, as a caller that knows better than the source (Megatron args keep no
  * true vocabulary size when a model was trained with a padded one). */
 CKPT_EXTERN(int) ckpt_family_config_set_int(ckpt_family_config *c, const char *field, int64_t v);
+/* Give every field the caller did not set its family default (config.json's), in the rows'
+ * order, so a default that is an expression sees the fields before it. */
+CKPT_EXTERN(int) ckpt_family_config_complete(ckpt_family_config *c);
 /* The config.json a framework's users load, keys sorted, as transformers writes them; dtype
  * names the weights' dtype. CKPT_FAMILY_HF only (the family's hf_config_out); another
  * framework is CKPT_EUNSUPPORTED. */

@@ -175,7 +175,7 @@ static int one_arg(ckpt_arena *a, ckpt_value *args, const cJSON *pair, const ckp
         return generated(a, args, name, src->valuestring, f, c, tp, impl);
     if (ckpt_family__get(c, src->valuestring))
         return set_value(a, args, name, ckpt_family__get(c, src->valuestring));
-    if ((rc = ckpt_family__expr(f, c, src->valuestring, f->name, &v, &is_bool, NULL)) < 0)
+    if ((rc = ckpt_family__expr(f, c, src->valuestring, ckpt_family__where(f, c), &v, &is_bool, NULL)) < 0)
         return rc;
     return is_bool ? ckpt_megatron_args_set_bool(a, args, name, v != 0) : ckpt_megatron_args_set_int(a, args, name, v);
 }

@@ -380,6 +380,27 @@ static int read_rows(family_read *r)
     return 0;
 }
 
+int ckpt_family_config_complete(ckpt_family_config *c)
+{
+    family_read r;
+    const cJSON *row;
+    int rc;
+
+    if (!c)
+        return ckpt_error_set(CKPT_EINVALID, "ckpt_family_config_complete: NULL argument");
+    memset(&r, 0, sizeof r);
+    r.f = c->family;
+    r.c = c;
+    r.framework = CKPT_FAMILY_HF;
+    r.where = c->where;
+    cJSON_ArrayForEach(row, r.f->config) {
+        const char *type = row_str(row, "type"), *name = row_str(row, "f");
+        if (type && name && !ckpt_family__get(c, name) && (rc = set_default(&r, row, type, name)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int ckpt_family__read_text(ckpt_family_config **out, const ckpt_family *f, const char *framework, const char *where,
                            const char *json, size_t len)
 {

@@ -109,7 +109,7 @@ static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *
     } else if (cJSON_IsObject(o)) {
         const cJSON *field = cJSON_GetObjectItemCaseSensitive(o, "field"), *unless = cJSON_GetObjectItemCaseSensitive(o, "unless");
         int64_t skip = 0;
-        if (ckpt_family__expr(f, c, unless->valuestring, f->name, &skip, NULL, NULL) < 0 || skip)
+        if (ckpt_family__expr(f, c, unless->valuestring, ckpt_family__where(f, c), &skip, NULL, NULL) < 0 || skip)
             return 0;
         put_value(b, ckpt_family__get(c, field->valuestring));
     } else if (cJSON_IsBool(o)) {

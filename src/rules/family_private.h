@@ -53,6 +53,8 @@ const char *ckpt_families__json(size_t i, size_t *len);
 
 /* A field's value, NULL when the config has no such field. */
 const ckpt_value *ckpt_family__get(const ckpt_family_config *c, const char *name);
+/* What a message about c names: its source, else the family. */
+const char *ckpt_family__where(const ckpt_family *f, const ckpt_family_config *c);
 int ckpt_family__set(ckpt_family_config *c, const char *name, ckpt_value *v);
 int ckpt_family__set_int(ckpt_family_config *c, const char *name, int64_t v);
 int ckpt_family__set_real(ckpt_family_config *c, const char *name, double v);

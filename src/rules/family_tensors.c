@@ -404,7 +404,7 @@ int ckpt_family_map_params(const ckpt_family *f, const ckpt_family_config *c, ck
     if (!f || !c || !p)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_family_map_params: NULL argument");
     cJSON_ArrayForEach(e, f->map_params)
-        if ((rc = ckpt_family__expr(f, c, e->valuestring, f->name, &v, NULL, NULL)) < 0 ||
+        if ((rc = ckpt_family__expr(f, c, e->valuestring, ckpt_family__where(f, c), &v, NULL, NULL)) < 0 ||
             (rc = ckpt_map_params_set(p, e->string, v)) < 0)
             return rc;
     return 0;

@@ -105,6 +105,11 @@ const ckpt_value *ckpt_family__get(const ckpt_family_config *c, const char *name
     return s ? s->value : NULL;
 }
 
+const char *ckpt_family__where(const ckpt_family *f, const ckpt_family_config *c)
+{
+    return c && c->where ? c->where : f->name;
+}
+
 int ckpt_family__set(ckpt_family_config *c, const char *name, ckpt_value *v)
 {
     family_field *s = slot(c, name);

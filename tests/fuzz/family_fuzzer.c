@@ -24,7 +24,28 @@ static const struct {
 };
 #define N_TENSORS (sizeof tensors / sizeof tensors[0])
 
-static void use(const ckpt_family *f, const char *config)
+/* A config a family accepts becomes Megatron args that name the same family and read back
+ * through its rows: what hf2mcore writes, mcore2hf reads. */
+static void args_round_trip(const ckpt_family *f, const ckpt_family_config *c)
+{
+    const ckpt_family *back;
+    ckpt_family_config *again = NULL;
+    ckpt_value *args;
+    ckpt_arena *a;
+
+    FUZZ_ASSERT(ckpt_arena_new(&a) == 0);
+    if (ckpt_family_config_args(f, c, a, 1, "local", &args) == 0) {
+        FUZZ_ASSERT(ckpt_family_detect(&back, CKPT_FAMILY_MEGATRON, NULL, args) == 0);
+        FUZZ_ASSERT(back == f);
+        FUZZ_ASSERT(ckpt_family_config_read(&again, f, CKPT_FAMILY_MEGATRON, "args", args) == 0);
+        ckpt_family_config_free(again);
+    } else {
+        FUZZ_ASSERT(strstr(ckpt_error_last()->message, "fuzz/config.json") != NULL);
+    }
+    ckpt_arena_free(a);
+}
+
+static void use(const ckpt_family *f, const char *config, int builtin)
 {
     ckpt_family_config *c;
     ckpt_map_input in[N_TENSORS];
@@ -50,6 +71,8 @@ static void use(const ckpt_family *f, const char *config)
         (void)ckpt_family_check_tensors(f, c, CKPT_FAMILY_HF, "fuzz/config.json", "fuzz/w", in, i);
     FUZZ_ASSERT(ckpt_family_order(f, CKPT_FAMILY_HF, names, N_TENSORS, perm) == 0);
     (void)ckpt_family_left_out(f, CKPT_FAMILY_HF, "model.rotary_emb.inv_freq");
+    if (builtin)
+        args_round_trip(f, c);
     ckpt_graph_free(g);
     ckpt_family_config_free(c);
 }
@@ -66,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!(data[0] & 1)) {
         fd = fuzz_memfd(data + 1, size - 1, path, sizeof path);
         if (ckpt_family_load(&f, path) == 0) {
-            use(f, small_config);
+            use(f, small_config, 0);
             ckpt_family_free(f);
         }
         close(fd);
@@ -77,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data + 1, size - 1);
     text[size - 1] = 0;
     for (i = 0; i < ckpt_family_builtin_count(); i++)
-        use(ckpt_family_builtin_at(i), text);
+        use(ckpt_family_builtin_at(i), text, 1);
     free(text);
     return 0;
 }
