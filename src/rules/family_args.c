@@ -199,8 +199,10 @@ int ckpt_family_config_args(const ckpt_family *f, const ckpt_family_config *c, c
     for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (ckpt_family__int(c, sizes[i], 0) < 1)
             return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
-                                   "a %s config needs positive hidden_size, num_attention_heads, num_key_value_heads, "
-                                   "head_dim, num_hidden_layers, intermediate_size and vocab_size", f->title);
+                                   "%s: %s is not given or not positive (a %s config needs positive hidden_size, "
+                                   "num_attention_heads, num_key_value_heads, head_dim, num_hidden_layers, "
+                                   "intermediate_size and vocab_size)",
+                                   ckpt_family__where(f, c), ckpt_family__key(f, CKPT_FAMILY_HF, sizes[i]), f->title);
     if ((rc = refusals(f, c)) < 0 || (rc = ckpt_megatron_args_new(a, &args)) < 0)
         return rc;
     cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(f->megatron, "args_out"))

@@ -504,6 +504,44 @@ CKPT_TEST(test_family_config_args)
     ckpt_arena_free(a);
 }
 
+/* A config filled field by field takes the family's defaults for what the caller left out,
+ * expressions over earlier fields included (Qwen3's max_window_layers 28 and head_dim 128 as
+ * Qwen3Config; LLaMA's head_dim from the sizes); a size nobody gave is refused naming the
+ * config. */
+CKPT_TEST(test_family_config_complete)
+{
+    static const char *const sizes[] = { "hidden_size", "ffn_size", "num_layers", "num_heads", "num_kv_heads",
+                                         "vocab_size" };
+    static const int64_t values[] = { 64, 96, 2, 4, 2, 128 };
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_arena *a;
+    ckpt_value *args;
+    size_t i;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_family_builtin(&f, "qwen3"));
+    ASSERT_OK(ckpt_family_config_new(&c, f, "filled/config.json"));
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        ASSERT_OK(ckpt_family_config_set_int(c, sizes[i], values[i]));
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_family_config_args(f, c, a, 1, "local", &args));
+    ASSERT_ERROR_MENTIONS("filled/config.json: head_dim is not given or not positive");
+    ASSERT_OK(ckpt_family_config_complete(c));
+    ASSERT_TRUE(int_of(c, "max_window_layers") == 28 && int_of(c, "head_dim") == 128);
+    ASSERT_OK(ckpt_family_config_args(f, c, a, 1, "local", &args));
+    ASSERT_TRUE(ckpt_megatron_arg(args, "hf_max_window_layers")->u.integer == 28);
+    ckpt_family_config_free(c);
+    ASSERT_OK(ckpt_family_builtin(&f, "llama"));
+    ASSERT_OK(ckpt_family_config_new(&c, f, "filled/config.json"));
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        ASSERT_OK(ckpt_family_config_set_int(c, sizes[i], values[i]));
+    ASSERT_OK(ckpt_family_config_complete(c));
+    ASSERT_TRUE(int_of(c, "head_dim") == 16 && int_of(c, "max_positions") == 2048);
+    ckpt_family_config_free(c);
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_family_config_complete(NULL));
+    ckpt_arena_free(a);
+}
+
 /* Megatron's local layer names are a variant of one map, loadable by the old names, and its
  * inverse keeps the variant. */
 CKPT_TEST(test_family_map_variants)
