@@ -11,11 +11,6 @@
 extern const ckpt_layout_vtable ckpt_layout_deepspeed;
 extern const ckpt_model_source_vtable ckpt_model_source_deepspeed;
 
-static int ds_bid(const char *path, int is_dir)
-{
-    return ckpt_layout_deepspeed.bid(path, is_dir);
-}
-
 static void ds_free(void *state)
 {
     ckpt_close(state);
@@ -62,7 +57,7 @@ const ckpt_fw_vtable ckpt_framework_deepspeed = {
     "DeepSpeed checkpoints (ZeRO stages 0-3, consolidated as zero_to_fp32 does); read only",
     &ckpt_layout_deepspeed,
     &ckpt_model_source_deepspeed,
-    ds_bid,
+    NULL, /* the layout's bid */
     ds_open,
     NULL,
     NULL,

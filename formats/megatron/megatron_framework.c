@@ -21,11 +21,6 @@ typedef struct mg_fw {
 extern const ckpt_layout_vtable ckpt_layout_megatron;
 extern const ckpt_model_source_vtable ckpt_model_source_megatron;
 
-static int mg_bid(const char *path, int is_dir)
-{
-    return ckpt_layout_megatron.bid(path, is_dir);
-}
-
 static void mg_free(void *state)
 {
     mg_fw *s = state;
@@ -229,7 +224,7 @@ const ckpt_fw_vtable ckpt_framework_megatron = {
     "Megatron-LM checkpoints (--ckpt-format torch or torch_dist), any TP/PP/VPP/EP layout",
     &ckpt_layout_megatron,
     &ckpt_model_source_megatron,
-    mg_bid,
+    NULL, /* the layout's bid */
     mg_open,
     mg_create,
     mg_add,

@@ -36,13 +36,6 @@ typedef struct pd_fw {
 extern const ckpt_layout_vtable ckpt_layout_paddle;
 extern const ckpt_model_source_vtable ckpt_model_source_paddle;
 
-/* Above Hugging Face's bid: a PaddleNLP unified checkpoint has config.json and
- * model.safetensors too, but the layout claims it only when its names are PaddleNLP's. */
-static int pd_bid(const char *path, int is_dir)
-{
-    return ckpt_layout_paddle.bid(path, is_dir);
-}
-
 static void pd_free(void *state)
 {
     pd_fw *s = state;
@@ -291,7 +284,9 @@ const ckpt_fw_vtable ckpt_framework_paddle = {
     "safetensors; .pdopt optimizer state), any TP/PP layout",
     &ckpt_layout_paddle,
     &ckpt_model_source_paddle,
-    pd_bid,
+    /* the layout's bid, above Hugging Face's: a PaddleNLP unified checkpoint has config.json
+     * and model.safetensors too, but the layout claims it only when its names are PaddleNLP's */
+    NULL,
     pd_open,
     pd_create,
     pd_add,

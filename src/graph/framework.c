@@ -165,7 +165,8 @@ static int bid_framework(const char *path, const ckpt_fw_vtable **out)
                                strerror(errno));
     for (i = 0; i < ckpt_frameworks__count(); i++) {
         const ckpt_fw_vtable *vt = ckpt_frameworks__at(i);
-        if (vt->bid && (bid = vt->bid(path, S_ISDIR(st.st_mode))) > best) {
+        int (*bid_of)(const char *, int) = vt->bid ? vt->bid : vt->layout ? vt->layout->bid : NULL;
+        if (bid_of && (bid = bid_of(path, S_ISDIR(st.st_mode))) > best) {
             best = bid;
             *out = vt;
         }

@@ -34,7 +34,7 @@ typedef struct ckpt_fw_vtable {
      * they also take single weights files, and a Hugging Face directory (config.json and
      * weights) bids 70 there, above every layout's bid but DeepSpeed's with a `latest` tag. */
     const ckpt_model_source_vtable *verify;
-    int (*bid)(const char *path, int is_dir); /* -1 not mine, else how sure */
+    int (*bid)(const char *path, int is_dir); /* -1 not mine, else how sure; NULL: the layout's */
     int (*open)(ckpt_fw_builder *b, void **state);
     int (*create)(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state); /* NULL: read-only */
     int (*add)(void *state, const char *name, const ckpt_node *full);
