@@ -320,6 +320,34 @@ static int chunk_layers(const ckpt_megatron *m, const ckpt_value *dict, int64_t 
     return 0;
 }
 
+/* A string key of `has` that `lacks` does not hold; NULL when there is none. */
+static const char *key_not_in(const ckpt_value *has, const ckpt_value *lacks)
+{
+    size_t i;
+
+    for (i = 0; i < has->u.dict.map.n; i++) {
+        const ckpt_value *k = has->u.dict.map.keys[i];
+        if (k->kind == CKPT_VAL_STR && !ckpt_value_dict_get(lacks, k->u.str.ptr))
+            return k->u.str.ptr;
+    }
+    return NULL;
+}
+
+/* Two TP ranks of one stage with different model keys: name a key one holds and the other not. */
+static int keys_differ(const ckpt_megatron *m, int tp, int pp, int ep, const ckpt_value *d0, const ckpt_value *d)
+{
+    const char *extra = key_not_in(d, d0), *missing = key_not_in(d0, d);
+
+    if (extra)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: model key %s, which TP rank 0 (%s) lacks",
+                               ckpt_path(mg_rank_at(m, tp, pp, ep)->ck), extra, ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+    if (missing)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model key %s, which TP rank 0 (%s) has",
+                               ckpt_path(mg_rank_at(m, tp, pp, ep)->ck), missing, ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %zu model keys, TP rank 0 has %zu",
+                           ckpt_path(mg_rank_at(m, tp, pp, ep)->ck), d->u.dict.map.n, d0->u.dict.map.n);
+}
+
 static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
 {
     const ckpt_value **dicts = calloc((size_t)m->info.tp, sizeof *dicts);
@@ -335,8 +363,7 @@ static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model dict for virtual chunk %d",
                                  ckpt_path(r->ck), vp);
         else if (tp > 0 && dicts[tp]->u.dict.map.n != dicts[0]->u.dict.map.n)
-            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %zu model keys, TP rank 0 has %zu",
-                                 ckpt_path(r->ck), dicts[tp]->u.dict.map.n, dicts[0]->u.dict.map.n);
+            rc = keys_differ(m, tp, pp, ep, dicts[0], dicts[tp]);
     }
     for (i = 0; rc == 0 && i < dicts[0]->u.dict.map.n; i++) {
         const ckpt_value *k = dicts[0]->u.dict.map.keys[i];

@@ -189,7 +189,7 @@ case_run "mcore2hf writes no config.json value out of range (args' max_position_
 # naming the file, the tensor or the field.
 disagreeing_copies() {
     local how
-    for how in qkv_rows no_fc2 args_hidden; do
+    for how in qkv_rows no_fc2 no_fc2_rank1 args_hidden; do
         rm -rf "${WORK:?}/$how"
         cp -r "$MT/tp2" "$WORK/$how"
     done
@@ -197,6 +197,7 @@ disagreeing_copies() {
     cp -r "$MT/pp2" "$WORK/drop_layer"
     mcore_py corrupt "$WORK/qkv_rows" qkv_rows
     mcore_py corrupt "$WORK/no_fc2" no_fc2
+    mcore_py corrupt "$WORK/no_fc2_rank1" no_fc2 1
     mcore_py corrupt "$WORK/args_hidden" args_hidden 1
     mcore_py corrupt "$WORK/drop_layer" drop_layer 1
 }
@@ -208,6 +209,11 @@ case_run "a QKV narrower than args imply is refused, naming the tensor and the f
 case_run "a layer without its linear_fc2 is refused, naming the tensor" \
     expect_refusal "$OUT/empty" "$WORK/err8" "no 'decoder.layers.1.mlp.linear_fc2.weight'" -- \
     "$CKPTCONV" inspect "$WORK/no_fc2"
+case_run "a TP rank without a key its rank 0 has is refused, naming the key and both files" \
+    expect_refusal "$OUT/empty" "$WORK/err8b" \
+    "mp_rank_01/model_optim_rng.pt: no model key decoder.layers.1.mlp.linear_fc2.weight, which TP rank 0" \
+    "mp_rank_00/model_optim_rng.pt) has" -- \
+    "$CKPTCONV" reshard "$WORK/no_fc2_rank1" "$OUT/empty/x" --tp 1
 case_run "rank files whose args disagree are refused, naming both and the field" \
     expect_refusal "$OUT/empty" "$WORK/err9" "mp_rank_01/model_optim_rng.pt: args.hidden_size is 32" \
     "mp_rank_00/model_optim_rng.pt has 64" -- \
