@@ -178,8 +178,9 @@ static int check_row(family_read *r, const cJSON *row)
         if (cJSON_IsString(k) && is_set(ckpt_family__field(r->cfg, k->valuestring))) {
             rc = ckpt_buf_puts(&known, ckpt_family_known());
             rc = rc < 0 ? rc
-                        : ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is set, which no model of %s has",
-                                          r->where, k->valuestring, (const char *)known.data);
+                        : ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                          "%s: %s is set, which ckptconv's %s family does not convert (its families: %s)",
+                                          r->where, k->valuestring, r->f->name, (const char *)known.data);
             ckpt_buf_dispose(&known);
             return rc;
         }
