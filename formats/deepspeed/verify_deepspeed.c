@@ -4,7 +4,7 @@
  * model_states file of ZeRO stages 0-2). config.json is looked for beside `latest` and
  * above. */
 #include <ckpt/sys/registry.h>
-#include "../verify_common.h"
+#include "../verify_source.h"
 
 #include <stdio.h>
 #include <string.h>

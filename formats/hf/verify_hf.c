@@ -1,10 +1,7 @@
-/* Hugging Face LLaMA-family models as models `ckptconv verify` runs: a model directory
- * (config.json with model.safetensors, its sharded index, or pytorch_model.bin) or one
- * weights file (config.json looked for beside it and above), mapped by verify_hf_llama. */
-#include "../verify_common.h"
-#include "hf_private.h"
-
-#include <ckpt/hf.h>
+/* Hugging Face models as models `ckptconv verify` runs: a model directory (config.json with
+ * model.safetensors, its sharded index, or pytorch_model.bin) or one weights file
+ * (config.json looked for beside it and above), mapped by their family's verify map. */
+#include "../verify_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,24 +42,9 @@ static int hf_bid(const char *path, int is_dir)
     return -1;
 }
 
-/* A model directory's config.json describes all of its weights (one file of a directory may
- * hold only some). */
-static int check_tensors(const char *config, const char *weights, const ckpt_map_input *in, size_t n)
-{
-    ckpt_hf_llama_dims d;
-    ckpt_family_config *c = NULL;
-    int rc;
-
-    if ((rc = ckpt_hf_llama_dims_read(config, &d)) == 0 && (rc = ckpt_hf__config_of(&d, config, &c)) == 0)
-        rc = ckpt_family_check_tensors_as(ckpt_family_config_family(c), c, CKPT_FAMILY_HF, config, weights, in, n,
-                                          LEAVE_OUT);
-    ckpt_family_config_free(c);
-    return rc;
-}
-
 /* The check sees the names the map's normalize rules give (GPT-2's hub names without
  * "transformer."), the layout its rules and the family's tensor list expect. */
-static int check_normalized(ckpt_model_builder *b, const vsrc_hf_config *hc, const ckpt_map *map,
+static int check_normalized(ckpt_model_builder *b, const vsrc_config *hc, const ckpt_map *map,
                             const ckpt_map_params *p, const char *config, const char *weights,
                             const ckpt_map_input *raw, size_t n_raw)
 {
@@ -83,9 +65,7 @@ static int check_normalized(ckpt_model_builder *b, const vsrc_hf_config *hc, con
         in[i].node = ckpt_map_result_at(r, i)->node;
         in[i].home = ckpt_map_result_at(r, i)->home;
     }
-    rc = hc->family ? ckpt_family_check_tensors_as(hc->family, hc->family_config, CKPT_FAMILY_HF, config, weights, in,
-                                                   n, LEAVE_OUT)
-                    : check_tensors(config, weights, in, n);
+    rc = ckpt_family_check_tensors_as(hc->family, hc->config, CKPT_FAMILY_HF, config, weights, in, n, LEAVE_OUT);
     free(in);
     ckpt_map_result_free(r);
     return rc;
@@ -101,11 +81,14 @@ static const char *container_prefix(const ckpt_ckpt *c)
     return n && n * 2 >= ckpt_tensor_count(c) ? "module/" : NULL;
 }
 
-/* check_whole: the weights are a whole model directory's, to be held against its config. */
+/* check_whole: the weights are a whole model directory's, to be held against its config.
+ * Without a config.json the weights are read by the names of the first family (as
+ * ckpt_family_detect takes a config that names none). *family: the one config.json names,
+ * once read. */
 static int hf_weights(ckpt_model_builder *b, const char *weights, const char *config, const ckpt_open_options *open,
-                      int check_whole)
+                      int check_whole, const ckpt_family **family)
 {
-    vsrc_hf_config hc = { "verify_hf_llama", NULL, NULL };
+    vsrc_config hc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.huggingface") };
     ckpt_ckpt *c;
     const ckpt_map *map;
     ckpt_map_params *p;
@@ -115,8 +98,10 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
     vsrc_parts parts;
     int rc;
 
-    if (config && (rc = ckpt_vsrc__hf_config(b, config, &hc)) < 0)
+    if (config && (rc = ckpt_vsrc__config_json(b, config, CKPT_FAMILY_HF, &hc)) < 0)
         return rc;
+    if (family)
+        *family = hc.family;
     if (!config)
         ckpt_model_builder_config_source(b, "any config.json (none beside the weights or above them)");
     if ((rc = ckpt_open(&c, weights, open)) < 0 || (rc = ckpt_vsrc__keep_ckpt(b, c)) < 0)
@@ -132,7 +117,7 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
         n = kept;
     memset(&parts, 0, sizeof parts);
     if ((rc = ckpt_vsrc__map(b, hc.verify_map, &map)) < 0 || (rc = ckpt_vsrc__map_params(b, &p)) < 0 ||
-        (hc.family && (rc = ckpt_family_map_params(hc.family, hc.family_config, p)) < 0) ||
+        (hc.family && (rc = ckpt_family_map_params(hc.family, hc.config, p)) < 0) ||
         (check_whole && config && (rc = check_normalized(b, &hc, map, p, config, weights, in, n)) < 0) ||
         (rc = ckpt_model_builder_set_ranks(b, 1)) < 0 ||
         (rc = ckpt_vsrc__map_rank(b, 0, map, p, in, n, &parts)) < 0)
@@ -146,22 +131,7 @@ done:
 int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char *config,
                           const ckpt_open_options *open)
 {
-    return hf_weights(b, weights, config, open, 0);
-}
-
-/* The family its config.json names; without one (or with one that is refused later,
- * saying why) none. */
-static void set_kind(ckpt_model_builder *b, const char *config, const char *weights)
-{
-    const char *file = strrchr(weights, '/') ? strrchr(weights, '/') + 1 : weights;
-    ckpt_hf_llama_dims d;
-
-    if (config && ckpt_hf_llama_dims_read(config, &d) == 0) {
-        ckpt_model_builder_kind(b, "Hugging Face %s (%s)", ckpt_hf_family_title(d.family), file);
-        return;
-    }
-    ckpt_error_clear();
-    ckpt_model_builder_kind(b, "Hugging Face (%s)", file);
+    return hf_weights(b, weights, config, open, 0, NULL);
 }
 
 static int hf_open(ckpt_model_builder *b)
@@ -169,7 +139,8 @@ static int hf_open(ckpt_model_builder *b)
     const char *path = ckpt_model_builder_path(b);
     char weights[4096], config[4096], dir[4096];
     struct stat st;
-    const char *slash;
+    const char *slash, *file;
+    const ckpt_family *family = NULL;
     int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), found, rc;
 
     if (is_dir) {
@@ -183,8 +154,14 @@ static int hf_open(ckpt_model_builder *b)
         snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
     found = ckpt_vsrc__find_config(dir, is_dir ? 0 : 2, config, sizeof config) == 0;
-    set_kind(b, found ? config : NULL, weights);
-    return hf_weights(b, weights, found ? config : NULL, NULL, is_dir);
+    rc = hf_weights(b, weights, found ? config : NULL, NULL, is_dir, &family);
+    /* the family its config.json names; without one (or with one refused, saying why) none */
+    file = strrchr(weights, '/') ? strrchr(weights, '/') + 1 : weights;
+    if (family)
+        ckpt_model_builder_kind(b, "Hugging Face %s (%s)", ckpt_family_title(family), file);
+    else
+        ckpt_model_builder_kind(b, "Hugging Face (%s)", file);
+    return rc;
 }
 
 const ckpt_model_source_vtable ckpt_model_source_hf = {

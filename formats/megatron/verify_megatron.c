@@ -2,7 +2,7 @@
  * rank files (ckpt/megatron.h), each TP rank's parts as the rank holds them, mapped by
  * verify_megatron_gpt into the canonical scheme, and the config from the checkpoint's args. */
 #include <ckpt/sys/registry.h>
-#include "../verify_common.h"
+#include "../verify_source.h"
 
 #include <ckpt/megatron.h>
 
@@ -132,7 +132,6 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
 {
     const ckpt_value *a = ckpt_megatron_args(mg);
     ckpt_model_config *c = ckpt_model_builder_config(b);
-    const ckpt_family *family;
     const char *norm, *pos;
     int64_t vocab = ckpt_megatron_info_of(mg)->true_vocab_size;
     int rc;
@@ -200,10 +199,9 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
     arg_double(a, "softmax_scale", &c->attn_scale);
     if ((rc = window_from_args(b, a)) < 0)
         return rc;
-    /* a family verify knows from its data adds what args cannot say (Gemma 3's embedding scale) */
-    if ((family = ckpt_vsrc__data_family(arg_str(a, "hf_model_type"))))
-        return ckpt_vsrc__family_config(b, family, CKPT_FAMILY_MEGATRON, ckpt_model_builder_path(b), a, NULL);
-    return 0;
+    /* a model converted from Hugging Face is its family's, which adds what args cannot say
+     * (Gemma 3's embedding scale) */
+    return ckpt_vsrc__family_args(b, ckpt_model_builder_path(b), a, arg_str(a, "hf_model_type"));
 }
 
 /* ---- tensors ---- */

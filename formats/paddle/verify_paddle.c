@@ -1,9 +1,10 @@
-/* PaddleNLP LLaMA checkpoints as models `ckptconv verify` runs: a checkpoint directory (every
+/* PaddleNLP checkpoints as models `ckptconv verify` runs: a checkpoint directory (every
  * model_state*.pdparams of it: tensor-parallel files as ranks, pipeline and size-sharded files
- * joined) or one .pdparams file, PaddleNLP or Transformer Engine layers, mapped by
- * verify_paddle_llama, with config.json beside them. */
+ * joined) or one .pdparams file, PaddleNLP or Transformer Engine layers, with config.json
+ * beside them, mapped by their family's verify map (LLaMA's: the first family's without a
+ * config.json). */
 #include <ckpt/sys/registry.h>
-#include "../verify_common.h"
+#include "../verify_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ static int paddle_bid(const char *path, int is_dir)
     return l ? l->bid(path, is_dir) : -1;
 }
 
-static int map_ranks(ckpt_model_builder *b, rank_inputs *ranks, int n)
+static int map_ranks(ckpt_model_builder *b, const char *verify_map, rank_inputs *ranks, int n)
 {
     const ckpt_map *map;
     ckpt_map_params *p;
@@ -38,7 +39,7 @@ static int map_ranks(ckpt_model_builder *b, rank_inputs *ranks, int n)
 
     if (!parts)
         return ckpt_error_oom();
-    rc = ckpt_vsrc__map(b, "verify_paddle_llama", &map);
+    rc = ckpt_vsrc__map(b, verify_map, &map);
     if (rc == 0)
         rc = ckpt_vsrc__map_params(b, &p);
     if (rc == 0)
@@ -95,6 +96,7 @@ static int paddle_open(ckpt_model_builder *b)
     const char *slash = strrchr(path, '/');
     ckpt_set *set;
     ckpt_ckpt *c;
+    vsrc_config vc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.paddle") };
     int n = 0, r, rc, te;
 
     so.layout = "paddle";
@@ -113,14 +115,15 @@ static int paddle_open(ckpt_model_builder *b)
         rc = open_members(b, set, &ranks, &n);
     }
     if (rc == 0 && ckpt_vsrc__find_config(dir, 0, config, sizeof config) == 0)
-        rc = ckpt_vsrc__llama_config(b, config, 1);
+        rc = ckpt_vsrc__config_json(b, config, CKPT_FAMILY_PADDLE, &vc);
     else if (rc == 0)
         ckpt_model_builder_config_source(b, "config.json (there is none beside the weights)");
     te = n > 0 && has_te_layers(&ranks[0]);
-    ckpt_model_builder_kind(b, "PaddleNLP LLaMA, %s layers%s", te ? "Transformer Engine" : "PaddleNLP",
-                            n > 1 ? ", tensor-parallel files run as ranks" : "");
+    ckpt_model_builder_kind(b, "PaddleNLP %s, %s layers%s",
+                            ckpt_family_title(vc.family ? vc.family : ckpt_family_builtin_at(0)),
+                            te ? "Transformer Engine" : "PaddleNLP", n > 1 ? ", tensor-parallel files run as ranks" : "");
     if (rc == 0)
-        rc = map_ranks(b, ranks, n);
+        rc = map_ranks(b, vc.verify_map, ranks, n);
     for (r = 0; r < n; r++)
         free(ranks[r].in);
     free(ranks);

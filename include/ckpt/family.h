@@ -59,6 +59,11 @@ CKPT_EXTERN(const ckpt_family *) ckpt_family_config_family(const ckpt_family_con
 /* A canonical field ("hidden_size"); CKPT_ENOTFOUND when the family has no such field. The
  * value is borrowed from c. */
 CKPT_EXTERN(int) ckpt_family_config_get(const ckpt_family_config *c, const char *field, const ckpt_value **out);
+/* Whether a field holds the family's default because its source did not give it: the key the
+ * source lacks ("rms_norm_eps" of config.json, "layernorm_epsilon" of the args), so that a
+ * caller can say which default it took; NULL when the source gave the field, or when the
+ * source never holds it (Mistral's attention_bias, fixed by the family). */
+CKPT_EXTERN(const char *) ckpt_family_config_defaulted(const ckpt_family_config *c, const char *field);
 /* An empty config of family f, for a caller that fills it field by field (where names it in
  * messages). */
 CKPT_EXTERN(int) ckpt_family_config_new(ckpt_family_config **out, const ckpt_family *f, const char *where);

@@ -80,18 +80,20 @@ static void parse_range(const char *type, range *out)
     out->hi = *end == ',' && end[1] != ']' && end[1] != ')' ? strtod(end + 1, NULL) : 1e300;
 }
 
-/* A JSON default in the row's type; a string is an expression (sizes, bools) or the text. */
-static int set_default(family_read *r, const cJSON *row, const char *type, const char *name)
+static const cJSON *default_of(const family_read *r, const cJSON *row)
 {
-    const cJSON *d = NULL;
+    if (r->args && cJSON_GetObjectItemCaseSensitive(row, "megatron_default"))
+        return cJSON_GetObjectItemCaseSensitive(row, "megatron_default");
+    return cJSON_GetObjectItemCaseSensitive(row, "default");
+}
+
+static int set_default_value(family_read *r, const cJSON *row, const char *type, const char *name)
+{
+    const cJSON *d = default_of(r, row);
     family_expr_fail why;
     int64_t v;
     int rc;
 
-    if (r->args && cJSON_GetObjectItemCaseSensitive(row, "megatron_default"))
-        d = cJSON_GetObjectItemCaseSensitive(row, "megatron_default");
-    else
-        d = cJSON_GetObjectItemCaseSensitive(row, "default");
     if (!d || cJSON_IsNull(d)) {
         /* args Megatron did not write are zero, as Megatron's own readers take them */
         if (r->args && (strcmp(type, "size") == 0 || strcmp(type, "count") == 0))
@@ -119,6 +121,20 @@ static int set_default(family_read *r, const cJSON *row, const char *type, const
                                first_key(r, row));
     }
     return strcmp(type, "bool") == 0 ? ckpt_family__set_bool(r->c, name, v != 0) : ckpt_family__set_int(r->c, name, v);
+}
+
+/* A JSON default in the row's type; a string is an expression (sizes, bools) or the text.
+ * key: what the source lacks, marked (ckpt_family_config_defaulted) where the default is the
+ * family's own value, not one an expression computes from the other fields as the framework
+ * itself does (head_dim from hidden_size). */
+static int set_default(family_read *r, const cJSON *row, const char *type, const char *name, const char *key)
+{
+    const cJSON *d = default_of(r, row);
+    int computed = cJSON_IsString(d) && (strcmp(type, "size") == 0 || strcmp(type, "count") == 0 ||
+                                         strcmp(type, "bool") == 0),
+        rc = set_default_value(r, row, type, name);
+
+    return rc < 0 || !key || computed ? rc : ckpt_family__mark_default(r->c, name, key);
 }
 
 /* One config.json value of the row's type. */
@@ -187,10 +203,18 @@ static int check_row(family_read *r, const cJSON *row)
     if (!is || !cJSON_IsString(keys))
         return 0;
     if ((v = ckpt_family__path(r->cfg, keys->valuestring, &last)) && !equal(v, is)) {
-        char *text = cJSON_PrintUnformatted(is);
-        rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is not %s (%s)", r->where, last,
-                             text ? text : "?", row_str(row, "why") ? row_str(row, "why") : "");
-        free(text);
+        /* the value is named, and the one wanted unless "is": null refuses every value */
+        char *got = cJSON_PrintUnformatted(v), *want = cJSON_PrintUnformatted(is);
+        if (!got || !want)
+            rc = ckpt_error_oom();
+        else if (cJSON_IsNull(is))
+            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s (%s)", r->where, last, got,
+                                 row_str(row, "why") ? row_str(row, "why") : "");
+        else
+            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s, not %s (%s)", r->where, last,
+                                 got, want, row_str(row, "why") ? row_str(row, "why") : "");
+        free(got);
+        free(want);
     }
     return rc;
 }
@@ -282,7 +306,7 @@ static int read_json_row(family_read *r, const cJSON *row)
     else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "required")))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is missing", r->where, key ? key : name);
     else
-        rc = set_default(r, row, type, name);
+        rc = set_default(r, row, type, name, key);
     return rc < 0 ? rc : row_checks(r, row, name);
 }
 
@@ -317,6 +341,19 @@ static ckpt_value *arg_typed(family_read *r, const char *arg, const char *type)
     if (strcmp(type, "string") == 0 && v->kind == CKPT_VAL_STR)
         return ckpt_value_new_str(a, v->u.str.ptr, v->u.str.len);
     return NULL;
+}
+
+/* The arg a row's megatron source names first ("untie_embeddings_and_output_weights" of its
+ * negation), NULL where it names none. */
+static const char *arg_name(const cJSON *src)
+{
+    if (cJSON_IsArray(src))
+        src = cJSON_GetArrayItem(src, 0);
+    if (cJSON_IsObject(src))
+        src = cJSON_GetObjectItemCaseSensitive(src, "arg");
+    if (!cJSON_IsString(src))
+        return NULL;
+    return src->valuestring[0] == '!' ? src->valuestring + 1 : src->valuestring;
 }
 
 static int same(const ckpt_value *v, const cJSON *want)
@@ -358,7 +395,7 @@ static int read_args_row(family_read *r, const cJSON *row)
                     val = arg_typed(r, k->valuestring, type);
         if (cJSON_IsObject(src) && ckpt_family__arg_set(r->args, row_str(src, "when") ? row_str(src, "when") : ""))
             val = arg_typed(r, row_str(src, "arg") ? row_str(src, "arg") : "", type);
-        if ((rc = val ? ckpt_family__set(r->c, name, val) : set_default(r, row, type, name)) < 0)
+        if ((rc = val ? ckpt_family__set(r->c, name, val) : set_default(r, row, type, name, arg_name(src))) < 0)
             return rc;
     }
     if (r->named && cJSON_IsObject(must) && !same(ckpt_family__get(r->c, name), cJSON_GetObjectItemCaseSensitive(must, "value")))
@@ -396,7 +433,9 @@ int ckpt_family_config_complete(ckpt_family_config *c)
     r.where = c->where;
     cJSON_ArrayForEach(row, r.f->config) {
         const char *type = row_str(row, "type"), *name = row_str(row, "f");
-        if (type && name && !ckpt_family__get(c, name) && (rc = set_default(&r, row, type, name)) < 0)
+        const cJSON *keys = row_keys(&r, row);
+        const char *key = cJSON_IsString(keys) || cJSON_IsArray(keys) ? first_key(&r, row) : NULL;
+        if (type && name && !ckpt_family__get(c, name) && (rc = set_default(&r, row, type, name, key)) < 0)
             return rc;
     }
     return 0;

@@ -59,12 +59,13 @@ static int parse_rope(const family_read *r, const cJSON *row, const cJSON *j, co
     if (!cJSON_IsObject(j))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is not an object", r->where, where);
     if (type && !cJSON_IsString(type))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.rope_type is not a string", r->where, where);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a string", r->where, where,
+                               type->string);
     cJSON_ArrayForEach(c, types)
         ok |= type && cJSON_IsString(c) && strcmp(c->valuestring, type->valuestring) == 0;
     if (type && !ok)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s.rope_type %s is not one of %s", r->where,
-                               where, type->valuestring, known);
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s.%s %s is not one of %s", r->where,
+                               where, type->string, type->valuestring, known);
     /* every other key of a RoPE description changes the frequencies */
     for (c = j->child; c; c = c->next) {
         for (i = 0; i < sizeof keys / sizeof keys[0] && strcmp(c->string, keys[i]) != 0; i++)

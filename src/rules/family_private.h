@@ -28,6 +28,7 @@ struct ckpt_family {
 typedef struct family_field {
     const char *name;
     ckpt_value *value;            /* CKPT_VAL_NONE: none */
+    const char *absent;           /* the source's key it lacked, the value being the default; NULL: given */
 } family_field;
 
 struct ckpt_family_config {
@@ -61,6 +62,8 @@ int ckpt_family__set_real(ckpt_family_config *c, const char *name, double v);
 int ckpt_family__set_bool(ckpt_family_config *c, const char *name, int v);
 int ckpt_family__set_str(ckpt_family_config *c, const char *name, const char *s);
 int ckpt_family__set_none(ckpt_family_config *c, const char *name);
+/* The field (set) holds its default because the source has no `key` (ckpt_family_config_defaulted). */
+int ckpt_family__mark_default(ckpt_family_config *c, const char *name, const char *key);
 /* An integer-like field (int or bool) or fallback when absent or none. */
 int64_t ckpt_family__int(const ckpt_family_config *c, const char *name, int64_t fallback);
 double ckpt_family__real(const ckpt_family_config *c, const char *name, double fallback);

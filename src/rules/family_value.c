@@ -118,6 +118,7 @@ int ckpt_family__set(ckpt_family_config *c, const char *name, ckpt_value *v)
         return CKPT_ENOMEM;
     if (s) {
         s->value = v;
+        s->absent = NULL;
         return 0;
     }
     if (c->n == c->cap) {
@@ -131,8 +132,24 @@ int ckpt_family__set(ckpt_family_config *c, const char *name, ckpt_value *v)
     if (!(name = ckpt_arena_strndup(c->arena, name, strlen(name))))
         return CKPT_ENOMEM;
     c->fields[c->n].name = name;
+    c->fields[c->n].absent = NULL;
     c->fields[c->n++].value = v;
     return 0;
+}
+
+int ckpt_family__mark_default(ckpt_family_config *c, const char *name, const char *key)
+{
+    family_field *s = slot(c, name);
+
+    if (s && key && !(s->absent = ckpt_arena_strndup(c->arena, key, strlen(key))))
+        return CKPT_ENOMEM;
+    return 0;
+}
+
+const char *ckpt_family_config_defaulted(const ckpt_family_config *c, const char *field)
+{
+    family_field *s = field ? slot(c, field) : NULL;
+    return s ? s->absent : NULL;
 }
 
 int ckpt_family__set_int(ckpt_family_config *c, const char *name, int64_t v)

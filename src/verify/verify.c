@@ -173,6 +173,8 @@ static int precisions(const ckpt_model *a, const ckpt_model *b, const ckpt_verif
                 ta == lo ? "B" : "A", ckpt_dtype_name(ta == lo ? tb : ta), ckpt_dtype_name(lo));
 }
 
+/* What each model's reading noted (a default it took, ranks it merged), then how the two
+ * configs differ. */
 static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
 {
     const ckpt_model_config *x = ckpt_model_config_of(a), *y = ckpt_model_config_of(b);
@@ -180,6 +182,12 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
      * reader left there, nothing the two models compute */
     int rope = x->position == CKPT_POSITION_ROPE || y->position == CKPT_POSITION_ROPE, rc = 0;
     int64_t L;
+    size_t i;
+
+    for (i = 0; rc == 0 && i < ckpt_model_note_count(a); i++)
+        rc = note(r, "A: %s", ckpt_model_note_at(a, i));
+    for (i = 0; rc == 0 && i < ckpt_model_note_count(b); i++)
+        rc = note(r, "B: %s", ckpt_model_note_at(b, i));
 
 #define DIFF_I(f)                                                                                       \
     if (rc == 0 && x->f != y->f)                                                                        \

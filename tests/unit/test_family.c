@@ -117,8 +117,8 @@ CKPT_TEST(test_family_config_refused)
     static const struct {
         const char *family, *extra, *message;
     } cases[] = {
-        { "llama", "\"hidden_act\": \"gelu\"", "cfg/config.json: hidden_act is not \"silu\" (LLaMA's SwiGLU)" },
-        { "llama", "\"partial_rotary_factor\": 0.5", "partial_rotary_factor is not 1 (RoPE on part of each head)" },
+        { "llama", "\"hidden_act\": \"gelu\"", "cfg/config.json: hidden_act is \"gelu\", not \"silu\" (LLaMA's SwiGLU)" },
+        { "llama", "\"partial_rotary_factor\": 0.5", "partial_rotary_factor is 0.5, not 1 (RoPE on part of each head)" },
         { "llama", "\"num_experts\": 8", "num_experts is set, which ckptconv's llama family does not convert (its families: llama, mistral, qwen2, qwen3, gemma3, gpt2)" },
         { "qwen2", "\"use_sliding_window\": true", "use_sliding_window is true (Qwen2's window on some layers only)" },
         { "llama", "\"num_key_value_heads\": 3", "num_attention_heads 4 is not a multiple of num_key_value_heads 3" },

@@ -248,6 +248,12 @@ static int window_list_args(ckpt_arena *a, ckpt_value *args)
     return ckpt_megatron_args_set_int_list(a, args, "window_attn_skip_freq", flags, 4);
 }
 
+static int named_llama_windowed(ckpt_arena *a, ckpt_value *args)
+{
+    int rc = ckpt_megatron_args_set_str(a, args, "hf_model_type", "llama");
+    return rc < 0 ? rc : ckpt_megatron_args_set_int_pair(a, args, "window_size", 3, 0);
+}
+
 static int bad_window_args(ckpt_arena *a, ckpt_value *args)
 {
     return ckpt_megatron_args_set_int_pair(a, args, "window_size", 3, 2);
@@ -404,6 +410,44 @@ CKPT_TEST(test_verify_config)
 
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_model_open(&m, ckpt_test_data("torch"), NULL));
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_model_open(&m, "no/such/dir", NULL));
+}
+
+/* config.json without the line of `key` (transformers writes one key a line). */
+static void drop_key(const char *path, const char *key)
+{
+    size_t len;
+    char *text = (char *)ckpt_test_read_file(path, &len), *at, *end;
+
+    if (text)
+        text[len] = '\0'; /* read_file leaves room for it */
+    if (text && (at = strstr(text, key)) && (end = strchr(at, '\n'))) {
+        while (at > text && at[-1] != '\n')
+            at--;
+        memmove(at, end + 1, len - (size_t)(end + 1 - text));
+        len -= (size_t)(end + 1 - at);
+        ckpt_test_write_file(path, text, len);
+    }
+    free(text);
+}
+
+/* A config.json is read through its family: a key it has a default for is taken at it, as
+ * transformers takes it, and the model notes which; Megatron args that contradict the family
+ * their hf_model_type names are refused, naming the checkpoint. */
+CKPT_TEST(test_verify_config_family)
+{
+    ckpt_model *m;
+
+    ckpt_test_copy_data_dir("hf/llama_tiny", "hf");
+    drop_key("hf/config.json", "\"rms_norm_eps\"");
+    ASSERT_OK(ckpt_model_open(&m, "hf", NULL));
+    ASSERT_TRUE(ckpt_model_config_of(m)->norm_eps == 1e-6);
+    ASSERT_EQ_INT(ckpt_model_note_count(m), 1);
+    ASSERT_EQ_STR(ckpt_model_note_at(m, 0), "hf/config.json: rms_norm_eps is not given: 1e-06 (LLaMA's default)");
+    ckpt_model_close(m);
+
+    ASSERT_OK(rewrite("megatron/tp1", "mg", named_llama_windowed, NULL));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_model_open(&m, "mg", NULL));
+    ASSERT_ERROR_MENTIONS("mg: args.hf_model_type is llama but args have a window_size");
 }
 
 CKPT_TEST(test_verify_counterpart)

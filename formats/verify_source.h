@@ -1,8 +1,9 @@
-/* What the model sources for `ckptconv verify` share (formats/verify_*.c): resources kept
- * alive by the model, a LLaMA config.json read into the config, checkpoint tensors as map
- * inputs, and one rank's tensors mapped into the canonical scheme. */
-#ifndef CKPT_FORMATS_VERIFY_COMMON_H
-#define CKPT_FORMATS_VERIFY_COMMON_H
+/* What the model sources of `ckptconv verify` (formats/<framework>/verify_*.c) share:
+ * resources kept alive by the model, config.json found near the weights, a model's config
+ * through its family's data (verify_family.c), checkpoint tensors as map inputs, and one
+ * rank's tensors mapped into the canonical scheme. */
+#ifndef CKPT_FORMATS_VERIFY_SOURCE_H
+#define CKPT_FORMATS_VERIFY_SOURCE_H
 
 #include <ckpt/family.h>
 #include <ckpt/sys/model.h>
@@ -19,31 +20,26 @@ int ckpt_vsrc__map(ckpt_model_builder *b, const char *name, const ckpt_map **out
 /* config.json in `dir` or up to `up` directories above it, into path (cap bytes); 0 when
  * found, CKPT_ENOTFOUND otherwise. */
 int ckpt_vsrc__find_config(const char *dir, int up, char *path, size_t cap);
-/* Fill the builder's config from a LLaMA-family config.json (transformers 4 and 5 keys,
- * PaddleNLP's LlamaConfig): sizes, heads, vocabulary, RMSNorm epsilon, RoPE base and
- * Llama 3 scaling, SwiGLU, tied embeddings. CKPT_EUNSUPPORTED naming the key for what verify
- * does not run (another activation, another RoPE scaling). llama_only: a family other than
- * LLaMA is refused (PaddleNLP's weights are read by LLaMA's names). */
-int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *config_path, int llama_only);
-/* What a Hugging Face config.json says beyond the config: the verify map its family's weights
- * are read with, and for a family verify knows from its data (not llama, mistral, qwen2) that
- * family and its config (kept alive by the model). */
-typedef struct vsrc_hf_config {
-    const char *verify_map;
+
+/* A model's config as its family's data says it (verify_family.c). */
+typedef struct vsrc_config {
     const ckpt_family *family;
-    const ckpt_family_config *family_config;
-} vsrc_hf_config;
-/* ckpt_vsrc__llama_config for LLaMA, Mistral and Qwen2 (as ever); any other built-in family's
- * config through its data (ckpt_vsrc__family_config). */
-int ckpt_vsrc__hf_config(ckpt_model_builder *b, const char *config_path, vsrc_hf_config *out);
-/* The built-in family model_type names when verify knows it from its data alone (none of
- * llama, mistral, qwen2), else NULL. */
-const ckpt_family *ckpt_vsrc__data_family(const char *model_type);
-/* Read src (config.json text or Megatron args, as ckpt_family_config_read) as family f's config,
- * kept alive by the model, and lay ckpt_family_model_config's values over the builder's
- * config (verify_family.c). */
-int ckpt_vsrc__family_config(ckpt_model_builder *b, const ckpt_family *f, const char *framework, const char *where,
-                             const void *src, const ckpt_family_config **out);
+    const ckpt_family_config *config; /* kept alive by the model */
+    const char *verify_map;           /* the family's verify map for the source's framework */
+} vsrc_config;
+
+/* config.json at path, a Hugging Face model's (framework CKPT_FAMILY_HF) or PaddleNLP's
+ * (CKPT_FAMILY_PADDLE): its family detected (an unknown model_type, or architectures naming
+ * another family's class, refused), its fields read and checked through the family's rows,
+ * laid over the builder's config, and each default the family gave noted. A family verify
+ * has no map for in that framework is refused naming those it reads. */
+int ckpt_vsrc__config_json(ckpt_model_builder *b, const char *path, const char *framework, vsrc_config *out);
+/* Megatron args whose hf_model_type (model_type) names a built-in family, read through its
+ * rows (args that contradict it refused) and laid over what the Megatron source read from
+ * the args as any GPT's: sizes only where the source has none, the math wherever the family
+ * says it; any other model_type (NULL: none) adds nothing. `where` names the args. */
+int ckpt_vsrc__family_args(ckpt_model_builder *b, const char *where, const ckpt_value *args, const char *model_type);
+
 /* The integers the verify maps need (head_dim, group_size, head counts) from the config. */
 int ckpt_vsrc__map_params(ckpt_model_builder *b, ckpt_map_params **out);
 
@@ -65,7 +61,7 @@ int ckpt_vsrc__map_rank(ckpt_model_builder *b, int rank, const ckpt_map *map, co
  * the ranks reach the vocabulary) joined, a replicated one taken from rank 0. */
 int ckpt_vsrc__add_parts(ckpt_model_builder *b, const vsrc_parts *parts, int ranks);
 
-/* A Hugging Face LLaMA model from one weights path (a file, or anything ckpt_open opens with
+/* A Hugging Face model from one weights path (a file, or anything ckpt_open opens with
  * `open`) and its config.json (NULL: none found), mapped for rank 0 (verify_hf.c; the
  * DeepSpeed source uses it for its module weights and its consolidated masters). */
 int ckpt_vsrc__hf_weights(ckpt_model_builder *b, const char *weights, const char *config,
