@@ -161,7 +161,35 @@ static int window_fields(ckpt_model_builder *b, const cJSON *j, const char *path
     return c->window > 0 && cJSON_IsArray(types) ? layer_types(b, types, path) : 0;
 }
 
-static int llama_fields(ckpt_model_builder *b, const cJSON *j, const char *path, int llama_only)
+/* The map a PaddleNLP model of model_type is read with: its family's verify.maps.paddle (the
+ * families with one listed when it has none); no model_type, as older PaddleNLP writes: LLaMA's. */
+static int paddle_map(const char *path, const char *model_type, const char **map)
+{
+    const ckpt_family *f = NULL;
+    ckpt_buf known = CKPT_BUF_INIT;
+    size_t i;
+    int rc;
+
+    if (!model_type)
+        model_type = "llama";
+    if (ckpt_family_builtin(&f, model_type) == 0 && (*map = ckpt_family_string(f, "verify.maps.paddle")) != NULL)
+        return 0;
+    ckpt_error_clear();
+    for (i = 0; i < ckpt_family_builtin_count(); i++) {
+        const ckpt_family *k = ckpt_family_builtin_at(i);
+        if (ckpt_family_string(k, "verify.maps.paddle"))
+            ckpt_buf_printf(&known, "%s%s", known.len ? ", " : "", ckpt_family_name(k));
+    }
+    rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                         "%s: model_type %s: verify reads PaddleNLP checkpoints of %s only (the families whose verify.maps.paddle "
+                         "names a map)",
+                         path, model_type, known.data ? (const char *)known.data : "");
+    ckpt_buf_dispose(&known);
+    return rc;
+}
+
+/* paddle_map: a PaddleNLP config.json, whose family's map is set there (else a Hugging Face one). */
+static int llama_fields(ckpt_model_builder *b, const cJSON *j, const char *path, const char **paddle_map_out)
 {
     ckpt_model_config *c = ckpt_model_builder_config(b);
     const cJSON *act = item(j, "hidden_act"), *tied = item(j, "tie_word_embeddings"), *type, *t;
@@ -174,10 +202,8 @@ static int llama_fields(ckpt_model_builder *b, const cJSON *j, const char *path,
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: model_type is not a string", path);
     if (t && (rc = ckpt_hf_family_parse(path, t->valuestring, &family)) < 0)
         return rc;
-    if (t && llama_only && family != CKPT_HF_LLAMA)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %s: verify reads PaddleNLP's LLaMA (model_type llama) only", path,
-                               t->valuestring);
+    if (paddle_map_out && (rc = paddle_map(path, t ? t->valuestring : NULL, paddle_map_out)) < 0)
+        return rc;
 
     get_int(j, "num_hidden_layers", &c->num_layers);
     get_int(j, "hidden_size", &c->hidden_size);
@@ -210,8 +236,9 @@ static int llama_fields(ckpt_model_builder *b, const cJSON *j, const char *path,
     return 0;
 }
 
-/* config.json as ckpt_vsrc__hf_config reads it; llama_only: LLaMA's (PaddleNLP) */
-static int read_config(ckpt_model_builder *b, const char *path, int llama_only, vsrc_hf_config *out)
+/* config.json as ckpt_vsrc__hf_config reads it; paddle: PaddleNLP's, out->verify_map its family's
+ * verify.maps.paddle */
+static int read_config(ckpt_model_builder *b, const char *path, int paddle, vsrc_hf_config *out)
 {
     FILE *f = fopen(path, "rb");
     const cJSON *type;
@@ -233,13 +260,13 @@ static int read_config(ckpt_model_builder *b, const char *path, int llama_only, 
         if (!(j = cJSON_Parse(text)) || !cJSON_IsObject(j))
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: not a JSON object", path);
     }
-    type = rc == 0 && !llama_only ? item(j, "model_type") : NULL;
+    type = rc == 0 && !paddle ? item(j, "model_type") : NULL;
     if (rc == 0 && cJSON_IsString(type) && (out->family = ckpt_vsrc__data_family(type->valuestring))) {
         rc = ckpt_vsrc__family_config(b, out->family, CKPT_FAMILY_HF, path, text, &out->family_config);
         if (rc == 0 && ckpt_family_string(out->family, "verify.maps.huggingface"))
             out->verify_map = ckpt_family_string(out->family, "verify.maps.huggingface");
     } else if (rc == 0) {
-        rc = llama_fields(b, j, path, llama_only);
+        rc = llama_fields(b, j, path, paddle ? &out->verify_map : NULL);
     }
     if (rc == 0)
         rc = ckpt_model_builder_config_source(b, path);
@@ -248,10 +275,13 @@ static int read_config(ckpt_model_builder *b, const char *path, int llama_only, 
     return rc;
 }
 
-int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *path, int llama_only)
+int ckpt_vsrc__paddle_config(ckpt_model_builder *b, const char *path, const char **verify_map)
 {
-    vsrc_hf_config ignored;
-    return read_config(b, path, llama_only, &ignored);
+    vsrc_hf_config c;
+    int rc = read_config(b, path, 1, &c);
+
+    *verify_map = c.verify_map;
+    return rc;
 }
 
 int ckpt_vsrc__hf_config(ckpt_model_builder *b, const char *path, vsrc_hf_config *out)

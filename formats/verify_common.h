@@ -19,12 +19,12 @@ int ckpt_vsrc__map(ckpt_model_builder *b, const char *name, const ckpt_map **out
 /* config.json in `dir` or up to `up` directories above it, into path (cap bytes); 0 when
  * found, CKPT_ENOTFOUND otherwise. */
 int ckpt_vsrc__find_config(const char *dir, int up, char *path, size_t cap);
-/* Fill the builder's config from a LLaMA-family config.json (transformers 4 and 5 keys,
- * PaddleNLP's LlamaConfig): sizes, heads, vocabulary, RMSNorm epsilon, RoPE base and
- * Llama 3 scaling, SwiGLU, tied embeddings. CKPT_EUNSUPPORTED naming the key for what verify
- * does not run (another activation, another RoPE scaling). llama_only: a family other than
- * LLaMA is refused (PaddleNLP's weights are read by LLaMA's names). */
-int ckpt_vsrc__llama_config(ckpt_model_builder *b, const char *config_path, int llama_only);
+/* Fill the builder's config from a PaddleNLP config.json (LlamaConfig, Qwen2Config: LLaMA-family
+ * keys): sizes, heads, vocabulary, RMSNorm epsilon, RoPE base, SwiGLU, tied embeddings;
+ * *verify_map: the map its family's weights are read with (verify.maps.paddle). A family
+ * without one is refused, and CKPT_EUNSUPPORTED names the key for what verify does not run
+ * (another activation, RoPE scaling). */
+int ckpt_vsrc__paddle_config(ckpt_model_builder *b, const char *config_path, const char **verify_map);
 /* What a Hugging Face config.json says beyond the config: the verify map its family's weights
  * are read with, and for a family verify knows from its data (not llama, mistral, qwen2) that
  * family and its config (kept alive by the model). */

@@ -1,7 +1,8 @@
-/* PaddleNLP LLaMA checkpoints as models `ckptconv verify` runs: a checkpoint directory (every
+/* PaddleNLP checkpoints as models `ckptconv verify` runs: a checkpoint directory (every
  * model_state*.pdparams of it: tensor-parallel files as ranks, pipeline and size-sharded files
- * joined) or one .pdparams file, PaddleNLP or Transformer Engine layers, mapped by
- * verify_paddle_llama, with config.json beside them. */
+ * joined) or one .pdparams file, with config.json beside them, mapped by the map its family
+ * names (verify.maps.paddle: verify_paddle_llama, PaddleNLP or Transformer Engine layers;
+ * verify_paddle_qwen2). Without a config.json: LLaMA's. */
 #include <ckpt/sys/registry.h>
 #include "../verify_common.h"
 
@@ -29,18 +30,15 @@ static int paddle_bid(const char *path, int is_dir)
     return l ? l->bid(path, is_dir) : -1;
 }
 
-static int map_ranks(ckpt_model_builder *b, rank_inputs *ranks, int n)
+static int map_ranks(ckpt_model_builder *b, const ckpt_map *map, rank_inputs *ranks, int n)
 {
-    const ckpt_map *map;
     ckpt_map_params *p;
     vsrc_parts *parts = calloc((size_t)n, sizeof *parts);
     int r, rc;
 
     if (!parts)
         return ckpt_error_oom();
-    rc = ckpt_vsrc__map(b, "verify_paddle_llama", &map);
-    if (rc == 0)
-        rc = ckpt_vsrc__map_params(b, &p);
+    rc = ckpt_vsrc__map_params(b, &p);
     if (rc == 0)
         rc = ckpt_model_builder_set_ranks(b, n);
     for (r = 0; r < n && rc == 0; r++)
@@ -86,6 +84,23 @@ static int open_members(ckpt_model_builder *b, ckpt_set *set, rank_inputs **out,
     return rc;
 }
 
+/* A tied head is the embedding (PaddleNLP 3 saves it again under lm_head.weight): the
+ * decoder uses the embedding, so the copy is left out. */
+static void drop_tied_head(ckpt_model_builder *b, rank_inputs *ranks, int n)
+{
+    size_t i, kept;
+    int r;
+
+    if (ckpt_model_builder_config(b)->tied_embeddings != 1)
+        return;
+    for (r = 0; r < n; r++) {
+        for (i = kept = 0; i < ranks[r].n; i++)
+            if (strcmp(ranks[r].in[i].name, "lm_head.weight") != 0)
+                ranks[r].in[kept++] = ranks[r].in[i];
+        ranks[r].n = kept;
+    }
+}
+
 static int paddle_open(ckpt_model_builder *b)
 {
     const char *path = ckpt_model_builder_path(b);
@@ -93,6 +108,8 @@ static int paddle_open(ckpt_model_builder *b)
     rank_inputs *ranks = NULL;
     char config[4096], dir[4096];
     const char *slash = strrchr(path, '/');
+    const char *map = "verify_paddle_llama";
+    const ckpt_map *m = NULL;
     ckpt_set *set;
     ckpt_ckpt *c;
     int n = 0, r, rc, te;
@@ -113,14 +130,16 @@ static int paddle_open(ckpt_model_builder *b)
         rc = open_members(b, set, &ranks, &n);
     }
     if (rc == 0 && ckpt_vsrc__find_config(dir, 0, config, sizeof config) == 0)
-        rc = ckpt_vsrc__llama_config(b, config, 1);
+        rc = ckpt_vsrc__paddle_config(b, config, &map);
     else if (rc == 0)
         ckpt_model_builder_config_source(b, "config.json (there is none beside the weights)");
     te = n > 0 && has_te_layers(&ranks[0]);
-    ckpt_model_builder_kind(b, "PaddleNLP LLaMA, %s layers%s", te ? "Transformer Engine" : "PaddleNLP",
-                            n > 1 ? ", tensor-parallel files run as ranks" : "");
-    if (rc == 0)
-        rc = map_ranks(b, ranks, n);
+    if (rc == 0 && (rc = ckpt_vsrc__map(b, map, &m)) == 0) {
+        ckpt_model_builder_kind(b, "%s, %s layers%s", ckpt_map_source_kind(m), te ? "Transformer Engine" : "PaddleNLP",
+                                n > 1 ? ", tensor-parallel files run as ranks" : "");
+        drop_tied_head(b, ranks, n);
+        rc = map_ranks(b, m, ranks, n);
+    }
     for (r = 0; r < n; r++)
         free(ranks[r].in);
     free(ranks);
