@@ -91,11 +91,6 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
     cJSON_Delete(json);
     if (rc < 0)
         return rc;
-    if (d->family->qkv_bias && d->fuse_qkv)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: fuse_attention_qkv true: ckptconv reads %s's q, k and v (and their biases) as "
-                               "separate tensors only",
-                               where, d->family->title);
     if (!d->kv)
         d->kv = d->heads;
     if (d->hidden && d->heads && d->hidden % d->heads)

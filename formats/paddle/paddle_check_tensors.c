@@ -42,6 +42,7 @@ static const pd_shape LAYER_SHAPES[] = {
     { "self_attn.k_proj.bias", 'K', 0 },
     { "self_attn.v_proj.bias", 'K', 0 },
     { "self_attn.qkv_proj.weight", 'H', 'F' },
+    { "self_attn.qkv_proj.bias", 'F', 0 },
     { "self_attn.o_proj.weight", 'Q', 'H' },
     { "mlp.gate_proj.weight", 'H', 'I' },
     { "mlp.up_proj.weight", 'H', 'I' },
@@ -175,8 +176,9 @@ static int layers_complete(const ckpt_paddle_model *m, int64_t layers)
 
 /* What a decoder layer of PaddleNLP's LLaMA holds: per part, its forms ('|' between them:
  * separate, fused, Transformer Engine's), each the tensors that make it ('+' between them).
- * A family with q/k/v biases holds QKV_BIAS_PART too. */
-static const char QKV_BIAS_PART[] = "self_attn.q_proj.bias+self_attn.k_proj.bias+self_attn.v_proj.bias";
+ * A family with q/k/v biases holds QKV_BIAS_PART too (fused with the weights or not). */
+static const char QKV_BIAS_PART[] = "self_attn.q_proj.bias+self_attn.k_proj.bias+self_attn.v_proj.bias|"
+                                    "self_attn.qkv_proj.bias";
 static const char *const LAYER_PARTS[] = {
     ("self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
      "transformer.self_attention.layernorm_qkv.weight"),

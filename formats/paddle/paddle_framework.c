@@ -152,8 +152,7 @@ static int has_variant(const ckpt_fw_target *t, const char *name)
 }
 
 /* A Hugging Face source's config.json, held to what PaddleNLP's LLaMA and Qwen2 can be
- * (another family, llama3 RoPE scaling; Qwen2's biased q/k/v, which the fused qkv_proj
- * does not hold); its path names the refusals and the layout check. */
+ * (another family, llama3 RoPE scaling); its path names the refusals and the layout check. */
 static int check_hf_source(pd_fw *s, const ckpt_fw_target *t)
 {
     ckpt_hf_llama_dims dims;
@@ -169,14 +168,9 @@ static int check_hf_source(pd_fw *s, const ckpt_fw_target *t)
         return rc;
     }
     s->where = (char *)path.data;
-    if ((rc = ckpt_hf_llama_dims_read(s->where, &dims)) < 0 || (rc = ckpt_paddle_hf_supported(s->where, &dims)) < 0)
+    if ((rc = ckpt_hf_llama_dims_read(s->where, &dims)) < 0)
         return rc;
-    if (s->fused_qkv && dims.qkv_bias)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type qwen2: --fused-qkv (fuse_attention_qkv) is written for llama only; "
-                               "Qwen2's q, k and v stay separate",
-                               s->where);
-    return 0;
+    return ckpt_paddle_hf_supported(s->where, &dims);
 }
 
 static int pd_create(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state)

@@ -99,11 +99,6 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
                                "hidden_size / num_attention_heads",
                                what, (long long)d.hidden_size, (long long)d.num_heads, (long long)d.head_dim,
                                f->title);
-    if (fuse_qkv && f->qkv_bias)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %s: fused q/k/v (fuse_attention_qkv) is written for llama only; "
-                               "%s's q, k and v stay separate",
-                               what, f->model_type, f->title);
     snprintf(quoted, sizeof quoted, "\"%s\"", ckpt_dtype_name(dtype));
     snprintf(type, sizeof type, "\"%s\"", f->model_type);
     /* json.dumps(indent=2, sort_keys=True), as PaddleNLP's save_pretrained writes it */

@@ -70,7 +70,8 @@ static const char *class_of(const pd_family *f, const char *name, const char *he
                                            "self_attn.o_proj.weight",  "mlp.gate_proj.weight",
                                            "mlp.up_proj.weight",       "mlp.gate_up_fused_proj.weight",
                                            "mlp.down_proj.weight" };
-    static const char *const biases[] = { "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias" };
+    static const char *const biases[] = { "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+                                          "self_attn.qkv_proj.bias" };
     size_t i, base = strlen(f->base);
     const char *p = name;
 

@@ -52,6 +52,23 @@ static int map_ranks(ckpt_model_builder *b, const char *verify_map, rank_inputs 
     return rc;
 }
 
+/* A tied head is the embedding (PaddleNLP 3 saves it again under lm_head.weight): the
+ * decoder uses the embedding, so the copy is left out. */
+static void drop_tied_head(ckpt_model_builder *b, rank_inputs *ranks, int n)
+{
+    size_t i, kept;
+    int r;
+
+    if (ckpt_model_builder_config(b)->tied_embeddings != 1)
+        return;
+    for (r = 0; r < n; r++) {
+        for (i = kept = 0; i < ranks[r].n; i++)
+            if (strcmp(ranks[r].in[i].name, "lm_head.weight") != 0)
+                ranks[r].in[kept++] = ranks[r].in[i];
+        ranks[r].n = kept;
+    }
+}
+
 /* Transformer Engine layers (pd2te's output) or PaddleNLP's own. */
 static int has_te_layers(const rank_inputs *r)
 {
@@ -122,8 +139,10 @@ static int paddle_open(ckpt_model_builder *b)
     ckpt_model_builder_kind(b, "PaddleNLP %s, %s layers%s",
                             ckpt_family_title(vc.family ? vc.family : ckpt_family_builtin_at(0)),
                             te ? "Transformer Engine" : "PaddleNLP", n > 1 ? ", tensor-parallel files run as ranks" : "");
-    if (rc == 0)
+    if (rc == 0) {
+        drop_tied_head(b, ranks, n);
         rc = map_ranks(b, vc.verify_map, ranks, n);
+    }
     for (r = 0; r < n; r++)
         free(ranks[r].in);
     free(ranks);

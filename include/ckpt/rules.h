@@ -29,7 +29,9 @@ CKPT_EXTERN(const char *) ckpt_map_description(const ckpt_map *m);
 /* What the map reads and writes ("PaddleNLP LLaMA", "Transformer Engine"). */
 CKPT_EXTERN(const char *) ckpt_map_source_kind(const ckpt_map *m);
 CKPT_EXTERN(const char *) ckpt_map_target_kind(const ckpt_map *m);
-/* Optional output layouts the map can produce on request (ckpt_map_apply's `variants`). */
+/* Optional output layouts the map can produce on request (ckpt_map_apply's `variants`), by
+ * name: the inverted normalize rules of one name (a fused weight's and its fused bias's) are
+ * one variant. */
 CKPT_EXTERN(size_t) ckpt_map_variant_count(const ckpt_map *m);
 CKPT_EXTERN(const char *) ckpt_map_variant_at(const ckpt_map *m, size_t i);
 

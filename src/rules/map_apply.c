@@ -8,6 +8,7 @@
 
 #include <ckpt/sys/table.h>
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,11 +307,12 @@ done:
 
 /* ---- the whole application ---- */
 
+/* The rules of the requested output variants, in the order asked, each variant's in the map's
+ * order: one variant is every rule of that name (a fused tensor and its fused bias). */
 static int find_variants(const ckpt_map *m, const char *const *variants, const map_rule ***out, size_t *n_out)
 {
-    ckpt_buf known = CKPT_BUF_INIT;
     const map_rule **v;
-    size_t n = 0, i, k;
+    size_t n = 0, i, k, used = 0;
 
     for (n = 0; variants && variants[n]; n++)
         ;
@@ -318,16 +320,20 @@ static int find_variants(const ckpt_map *m, const char *const *variants, const m
     *n_out = 0;
     if (!n)
         return 0;
-    if (!(v = calloc(n, sizeof *v)))
+    if (n > SIZE_MAX / sizeof *v / (m->variants.n + 1) || !(v = calloc(n * (m->variants.n + 1), sizeof *v)))
         return ckpt_error_oom();
     for (i = 0; i < n; i++) {
-        for (k = 0; k < m->variants.n && strcmp(m->variants.v[k].name, variants[i]) != 0; k++)
-            ;
-        if (k == m->variants.n) {
+        size_t before = used;
+        for (k = 0; k < m->variants.n; k++)
+            if (strcmp(m->variants.v[k].name, variants[i]) == 0)
+                v[used++] = &m->variants.v[k];
+        if (used == before) {
+            ckpt_buf known = CKPT_BUF_INIT;
+            const char *name;
             int rc;
-            for (k = 0; k < m->variants.n; k++)
-                ckpt_buf_printf(&known, "%s%s", k ? ", " : "", m->variants.v[k].name);
-            if (m->variants.n)
+            for (k = 0; (name = ckpt_map_variant_at(m, k)) != NULL; k++)
+                ckpt_buf_printf(&known, "%s%s", k ? ", " : "", name);
+            if (k)
                 rc = ckpt_error_set(CKPT_ENOTFOUND, "%s has no output variant '%s' (it has: %s)", m->name,
                                     variants[i], known.data ? (const char *)known.data : "");
             else
@@ -337,10 +343,9 @@ static int find_variants(const ckpt_map *m, const char *const *variants, const m
             free(v);
             return rc;
         }
-        v[i] = &m->variants.v[k];
     }
     *out = v;
-    *n_out = n;
+    *n_out = used;
     return 0;
 }
 

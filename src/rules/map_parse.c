@@ -129,9 +129,13 @@ static int parse_rules(ckpt_map *m, const cJSON *root, const char *key, const ch
         ckpt_rules__where(where, sizeof where, "%s: %s[%zu]", origin, key, i);
         if ((rc = parse_rule(m->arena, c, where, need_name, &out->v[i])) < 0)
             return rc;
+        /* normalize rules of one name are one layout (a fused weight and its fused bias): they
+         * must take different tensors */
         for (k = 0; need_name && k < i; k++)
-            if (strcmp(out->v[k].name, out->v[i].name) == 0)
-                return ckpt_rules__json_fail(where, "two rules are named \"%s\"", out->v[i].name);
+            if (strcmp(out->v[k].name, out->v[i].name) == 0 &&
+                strcmp(out->v[k].from[0].text, out->v[i].from[0].text) == 0)
+                return ckpt_rules__json_fail(where, "two rules named \"%s\" take %s", out->v[i].name,
+                                             out->v[i].from[0].text);
         i++;
     }
     return 0;
@@ -527,12 +531,32 @@ const char *ckpt_map_target_kind(const ckpt_map *m)
     return m->target_kind;
 }
 
-size_t ckpt_map_variant_count(const ckpt_map *m)
+/* Whether output variant rule i is the first of its name: rules sharing a name are one variant. */
+static int first_of_name(const ckpt_map *m, size_t i)
 {
-    return m->variants.n;
+    size_t k;
+
+    for (k = 0; k < i; k++)
+        if (strcmp(m->variants.v[k].name, m->variants.v[i].name) == 0)
+            return 0;
+    return 1;
 }
 
-const char *ckpt_map_variant_at(const ckpt_map *m, size_t i)
+size_t ckpt_map_variant_count(const ckpt_map *m)
 {
-    return i < m->variants.n ? m->variants.v[i].name : NULL;
+    size_t i, n = 0;
+
+    for (i = 0; i < m->variants.n; i++)
+        n += first_of_name(m, i);
+    return n;
+}
+
+const char *ckpt_map_variant_at(const ckpt_map *m, size_t at)
+{
+    size_t i;
+
+    for (i = 0; i < m->variants.n; i++)
+        if (first_of_name(m, i) && at-- == 0)
+            return m->variants.v[i].name;
+    return NULL;
 }

@@ -1,5 +1,5 @@
 /* PaddleNLP checkpoints against what they say of themselves (formats/paddle/paddle_check.c): the
- * layouts PaddleNLP's LLaMA can run (and LLaMA only), config.json's sizes bounded, the rank files and
+ * layouts PaddleNLP's LLaMA and Qwen2 can run, config.json's sizes bounded, the rank files and
  * sharding ranks the config and model_meta.json call for, every layer and tensor at the
  * shape the config implies, each stage's layers where LlamaForCausalLMPipe puts them. The
  * directories are the PaddleNLP-written fixtures, copied and damaged here. */
@@ -51,12 +51,15 @@ CKPT_TEST(test_paddle_layout_check_paddlenlp_constraints)
                    "2 decoder layers");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", NULL, 2, 0, 1), CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "TP 0");
     /* every rule here is LLaMA's or Qwen2's: another family is refused, a config without model_type is
-       LLaMA's; Qwen2's fused q/k/v (with their biases) is not read */
+       LLaMA's; Qwen2's fused q/k/v (and biases) are held to LLaMA's fused layout rules */
     ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"llama\"}", 4, 1, 1));
     ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\"}", 4, 1, 1));
-    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\", \"fuse_attention_qkv\": true}", 4, 1,
-                                            1),
-                   CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "c: fuse_attention_qkv true: ckptconv reads Qwen2's q, k and v");
+    ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\", \"fuse_attention_qkv\": true}", 4, 1, 1));
+    ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\", \"fuse_attention_qkv\": true, "
+                                            "\"num_attention_heads\": 4, \"num_key_value_heads\": 2}", 2, 2, 1));
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"qwen2\", \"fuse_attention_qkv\": true, "
+                                                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2}", 2, 4, 1),
+                   CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "c: TP 4: 2 key/value heads are kept whole on every rank");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"mistral\"}", 4, 1, 1), CKPT_EUNSUPPORTED,
                    CKPT_ERRCLASS_MODEL,
                    "c: model_type mistral: ckptconv reads PaddleNLP's LLaMA and Qwen2 (model_type llama, qwen2) only");
@@ -164,7 +167,8 @@ CKPT_TEST(test_paddle_model_checked_against_its_config)
 
     /* every fixture opens as it is */
     static const char *const fixtures[] = { "fp32_tp1", "fp32_tp2", "fp32_tp4", "fp32_pp2", "fp32_pp4", "fp32_tp2pp2",
-                                            "fp32_tp2_shard2", "bf16_tp2_shard2", "unified_fp32" };
+                                            "fp32_tp2_shard2", "bf16_tp2_shard2", "unified_fp32",
+                                            "qwen2_tp2", "qwen2_tp2_fused" };
     size_t i;
     char path[128];
 

@@ -2,7 +2,7 @@
  * against the names PaddleNLP 3 wrote itself (testdata/paddlenlp/fleet3_*, one process per
  * rank) and the 2.8.1 fixtures: counters per class from 0 in every pipeline stage, the head's
  * class by version, names the source gives kept for tensors PaddleNLP's LLaMA does not have,
- * and two parameters of one process with one name refused. */
+ * Qwen2's fused q/k/v bias, and two parameters of one process with one name refused. */
 #include "test.h"
 
 #include "../../formats/paddle/paddle_private.h"
@@ -85,6 +85,55 @@ CKPT_TEST(test_paddle_names_stage_counts_from_zero)
     free(sel);
     close_fixture(&pp2);
     close_fixture(&src);
+}
+
+/* Qwen2 with fuse_attention_qkv: the fused qkv_proj's bias is its linear's linear_N.b_0, as in
+ * the name table PaddleNLP 3 wrote itself (qwen2_tp2_fused), the tied head the embedding's. */
+CKPT_TEST(test_paddle_names_qwen2_fused_bias)
+{
+    opened o;
+    const ckpt_value *table;
+    const ckpt_ckpt *rank0 = NULL;
+    size_t *sel, n = 0, i;
+    char **vars;
+
+    ASSERT_OK(open_fixture(&o, "qwen2_tp2_fused"));
+    sel = malloc(o.m->n_entries * sizeof *sel);
+    vars = calloc(o.m->n_entries, sizeof *vars);
+    ASSERT_TRUE(sel && vars);
+    for (i = 0; i < o.m->n_entries; i++)
+        if (o.m->entries[i].tensor)
+            sel[n++] = i;
+    ASSERT_EQ_INT((long)n, 2 * 7 + 3);
+    ASSERT_OK(ckpt_paddle__stage_vars(o.m, "qwen2_lm_head", 0, sel, n, vars));
+    for (i = 0; i < ckpt_set_member_count(o.set); i++)
+        if (strcmp(ckpt_set_member_at(o.set, i)->rel, "model_state.tp00.pdparams") == 0)
+            ASSERT_OK(ckpt_set_member_open(o.set, i, &rank0));
+    ASSERT_TRUE(rank0 != NULL);
+    table = ckpt_value_dict_get(ckpt_root(rank0), CKPT_PADDLE_NAME_TABLE);
+    ASSERT_TRUE(table && table->kind == CKPT_VAL_DICT && table->u.dict.map.n == n);
+    for (i = 0; i < n; i++) {
+        const ckpt_value *want = ckpt_value_dict_get(table, o.m->entries[sel[i]].name);
+        ASSERT_TRUE(want && want->kind == CKPT_VAL_STR);
+        ASSERT_EQ_STR(vars[i], want->u.str.ptr);
+    }
+    ASSERT_EQ_STR(o.m->entries[sel[2]].name, "qwen2.layers.0.self_attn.qkv_proj.bias");
+    ASSERT_EQ_STR(vars[2], "linear_0.b_0");
+    for (i = 0; i < n; i++) {
+        free(vars[i]);
+        vars[i] = NULL;
+    }
+    /* layer 1 on a stage of its own counts from 0: not the source's linear_4.b_0 */
+    for (i = 0, n = 0; i < o.m->n_entries; i++)
+        if (o.m->entries[i].tensor && o.m->entries[i].layout.layer == 1)
+            sel[n++] = i;
+    ASSERT_OK(ckpt_paddle__stage_vars(o.m, "qwen2_lm_head_pipe", 1, sel, n, vars));
+    ASSERT_EQ_STR(o.m->entries[sel[1]].name, "qwen2.layers.1.self_attn.qkv_proj.bias");
+    ASSERT_EQ_STR(vars[0], "linear_0.w_0");
+    ASSERT_EQ_STR(vars[1], "linear_0.b_0");
+    free_vars(vars, o.m->n_entries);
+    free(sel);
+    close_fixture(&o);
 }
 
 /* PaddleNLP 2.8's pipeline builds LlamaLMHead: a source whose config.json has

@@ -132,8 +132,8 @@ CKPT_TEST(test_paddle_te_refuses_qwen2)
 }
 
 /* paddle2hf of PaddleNLP 3's Qwen2 at TP 2 through the job path: Hugging Face names, biases kept,
- * the tied head (saved under both names) left out and said so; hf2paddle back at TP 2,
- * --fused-qkv refused. */
+ * the tied head (saved under both names) left out and said so; hf2paddle back at TP 2, also
+ * with --fused-qkv (weight and bias fused); PaddleNLP's fused save to Hugging Face. */
 static int plan_paddle_hf(ckpt_plan *plan, const char *in, int to_hf, int tp, const char *variant, ckpt_fw **src)
 {
     ckpt_job_options jo;
@@ -179,9 +179,31 @@ CKPT_TEST(test_paddle_plan_qwen2_with_hf)
     ckpt_plan_free(plan);
     ckpt_fw_close(src);
     src = NULL;
+    /* variant fused_qkv is both of its rules: qkv_proj's weight and its bias */
     ASSERT_OK(ckpt_plan_new(&plan));
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, plan_paddle_hf(plan, ckpt_test_data("hf/qwen2_tiny"), 0, 2, "fused_qkv", &src));
-    ASSERT_ERROR_MENTIONS("--fused-qkv");
+    ASSERT_OK(plan_paddle_hf(plan, ckpt_test_data("hf/qwen2_tiny"), 0, 2, "fused_qkv", &src));
+    f = file_index(plan, "model_state.tp01.pdparams");
+    ASSERT_TRUE(holds(plan, f, "qwen2.layers.1.self_attn.qkv_proj.weight"));
+    ASSERT_TRUE(holds(plan, f, "qwen2.layers.1.self_attn.qkv_proj.bias"));
+    ASSERT_TRUE(!holds(plan, f, "qwen2.layers.1.self_attn.q_proj.bias"));
+    ASSERT_TRUE(!holds(plan, f, "qwen2.layers.1.self_attn.k_proj.weight"));
+    ckpt_plan_free(plan);
+    ckpt_fw_close(src);
+    src = NULL;
+    /* ... but not at TP 4, which keeps the 2 KV heads whole on every rank */
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_FAILS(CKPT_EINVALID, plan_paddle_hf(plan, ckpt_test_data("hf/qwen2_tiny"), 0, 4, "fused_qkv", &src));
+    ASSERT_EQ_INT(ckpt_error_last()->klass, CKPT_ERRCLASS_LAYOUT);
+    ASSERT_ERROR_MENTIONS("fuse_attention_qkv");
+    ckpt_plan_free(plan);
+    ckpt_fw_close(src);
+    src = NULL;
+    /* PaddleNLP's fused save: q/k/v and their biases split per KV group */
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(plan_paddle_hf(plan, ckpt_test_data("paddlenlp/qwen2_tp2_fused"), 1, 0, NULL, &src));
+    ASSERT_TRUE((f = file_index(plan, "model.safetensors")) >= 0);
+    ASSERT_TRUE(holds(plan, f, "model.layers.1.self_attn.v_proj.bias"));
+    ASSERT_TRUE(holds(plan, f, "model.layers.1.mlp.up_proj.weight"));
     ckpt_plan_free(plan);
     ckpt_fw_close(src);
 }

@@ -48,6 +48,9 @@ CKPT_TEST(test_rules_parse_errors)
           "\"b.{L}\" uses a capture that the first \"from\" pattern does not have", CKPT_EFORMAT },
         { HEAD "\"normalize\": [{\"from\": \"a\", \"to\": \"b\"}], \"rules\": []}",
           "normalize[0]: needs a \"name\"", CKPT_EFORMAT },
+        { HEAD "\"normalize\": [{\"name\": \"f\", \"from\": \"a.{L}\", \"to\": \"b.{L}\"}, "
+               "{\"name\": \"f\", \"from\": \"a.{L}\", \"to\": \"c.{L}\"}], \"rules\": []}",
+          "normalize[1]: two rules named \"f\" take a.{L}", CKPT_EFORMAT },
         { HEAD "\"rules\": [{\"from\": \"a\", \"to\": \"b\", \"ops\": [{\"op\": \"pad\", \"axis\": 0, "
                "\"from\": \"n +\", \"to\": 3}]}]}",
           "bad expression \"n +\": unexpected end at column 4", CKPT_EFORMAT },
@@ -432,6 +435,56 @@ CKPT_TEST(test_rules_apply_order_and_home)
                           "4:1:1 = h : kv : kv with h=4, kv=1");
     ckpt_graph_free(g);
     ckpt_map_params_free(p);
+}
+
+/* Normalize rules sharing a name are one layout, and one output variant of the inverse: asked for
+ * by that name, every rule of it is applied (a fused weight and its fused bias). */
+CKPT_TEST(test_rules_variant_of_two_rules)
+{
+    static const char json[] = HEAD "\"normalize\": ["
+                                    "{\"name\": \"fused\", \"from\": \"w.{L}\", \"to\": [\"wa.{L}\", \"wb.{L}\"], "
+                                    "\"ops\": [{\"op\": \"split\", \"axis\": 1, \"parts\": [1, 1]}]}, "
+                                    "{\"name\": \"other\", \"from\": \"x.{L}\", \"to\": [\"xa.{L}\", \"xb.{L}\"], "
+                                    "\"ops\": [{\"op\": \"split\", \"axis\": 0, \"parts\": [1, 1]}]}, "
+                                    "{\"name\": \"fused\", \"from\": \"b.{L}\", \"to\": [\"ba.{L}\", \"bb.{L}\"], "
+                                    "\"ops\": [{\"op\": \"split\", \"axis\": 0, \"parts\": [1, 1]}]}], "
+                                    "\"rules\": []}";
+    static const zeros_input zs[] = {
+        { "wa.0", 2, { 2, 3 }, 0 }, { "wb.0", 2, { 2, 3 }, 0 }, { "ba.0", 1, { 3 }, 0 }, { "bb.0", 1, { 3 }, 0 },
+    };
+    static const char *const fused[] = { "fused", NULL };
+    static const char *const nope[] = { "nope", NULL };
+    ckpt_map *m = NULL, *inv = NULL;
+    ckpt_graph *g = NULL;
+    ckpt_map_input in[4];
+    ckpt_map_result *r = NULL;
+    size_t i;
+
+    ASSERT_OK(parse(&m, json));
+    ASSERT_OK(ckpt_map_invert(m, &inv));
+    ASSERT_EQ_INT(ckpt_map_variant_count(inv), 2);
+    ASSERT_EQ_STR(ckpt_map_variant_at(inv, 0), "fused");
+    ASSERT_EQ_STR(ckpt_map_variant_at(inv, 1), "other");
+    ASSERT_TRUE(ckpt_map_variant_at(inv, 2) == NULL);
+    ASSERT_OK(ckpt_graph_new(&g));
+    for (i = 0; i < 4; i++) {
+        in[i].name = zs[i].name;
+        in[i].home = 0;
+        ASSERT_OK(ckpt_node_zeros(g, CKPT_DTYPE_F32, zs[i].ndim, zs[i].shape, &in[i].node));
+    }
+    ASSERT_OK(ckpt_map_apply(inv, NULL, g, in, 4, fused, &r));
+    ASSERT_EQ_INT(ckpt_map_result_count(r), 2);
+    ASSERT_EQ_STR(ckpt_map_result_at(r, 0)->name, "w.0");
+    ASSERT_EQ_INT(ckpt_node_shape(ckpt_map_result_at(r, 0)->node)[1], 6);
+    ASSERT_EQ_STR(ckpt_map_result_at(r, 1)->name, "b.0");
+    ASSERT_EQ_INT(ckpt_node_shape(ckpt_map_result_at(r, 1)->node)[0], 6);
+    ckpt_map_result_free(r);
+    /* an unknown variant lists each name once */
+    ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_map_apply(inv, NULL, g, in, 4, nope, &r));
+    ASSERT_ERROR_MENTIONS("has no output variant 'nope' (it has: fused, other)");
+    ckpt_graph_free(g);
+    ckpt_map_free(inv);
+    ckpt_map_free(m);
 }
 
 CKPT_TEST(test_rules_apply_errors)
