@@ -79,7 +79,8 @@ CKPT_TEST(test_family_gemma3_rope_config_round_trip)
         v = ckpt_megatron_arg(args, "use_rope_scaling");
         ASSERT_TRUE(v && v->kind == CKPT_VAL_BOOL && !v->u.boolean);
         v = ckpt_megatron_arg(args, "rotary_base");
-        ASSERT_TRUE(v && ((v->kind == CKPT_VAL_FLOAT && v->u.real == 1e6) || (v->kind == CKPT_VAL_INT && v->u.integer == 1000000)));
+        ASSERT_TRUE(v && ((v->kind == CKPT_VAL_FLOAT && v->u.real == 1e6) ||
+                          (v->kind == CKPT_VAL_INT && v->u.integer == 1000000)));
         ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, "args", args));
         ASSERT_TRUE(is_str(back, "rope", "linear") && fx_real(back, "rope_factor") == 8.0);
         ASSERT_OK(ckpt_family_config_json(f, back, CKPT_FAMILY_HF, CKPT_DTYPE_F32, &json));
