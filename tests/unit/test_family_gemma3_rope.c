@@ -14,6 +14,10 @@
 
 static const char *const sets[] = { HF4, HF5 };
 
+#define LLAMA                                                                                                     \
+    "\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
+    "\"vocab_size\": 128"
+
 static int read_dir(const char *dir, ckpt_family_config **c)
 {
     const ckpt_family *f;
@@ -189,12 +193,20 @@ CKPT_TEST(test_family_gemma3_rope_refusals)
     ASSERT_TRUE(is_str(c, "rope", "linear") && fx_real(c, "rope_factor") == 4.0);
     ckpt_family_config_free(c);
     ckpt_arena_free(a);
-    /* LLaMA's own RoPE types stay its own */
+    /* LLaMA's own RoPE types stay its own, and args of another family with Gemma 3's factor
+     * are refused rather than read without it */
     ASSERT_OK(ckpt_family_builtin(&f, "llama"));
     ASSERT_FAILS(CKPT_EUNSUPPORTED,
                  ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "llama/config.json",
-                                         "{\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
-                                         "\"num_attention_heads\": 4, \"vocab_size\": 128, "
-                                         "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}}"));
+                                         "{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}}"));
     ASSERT_ERROR_MENTIONS("rope_scaling.rope_type linear is not one of default, llama3");
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "llama/config.json", "{" LLAMA "}"));
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_family_config_args(f, c, a, 1, "transformer_engine", &args));
+    ckpt_family_config_free(c);
+    ASSERT_OK(ckpt_family_args_check(f, args));
+    ASSERT_OK(ckpt_megatron_args_set_float(a, args, "hf_rope_scaling_factor", 8.0));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_args_check(f, args));
+    ASSERT_ERROR_MENTIONS("args.hf_rope_scaling_factor is set, which no Hugging Face llama, mistral or qwen2 config says");
+    ckpt_arena_free(a);
 }
