@@ -4,7 +4,7 @@
 # every tensor byte for byte, the factor in the args as hf_rope_scaling_factor (Megatron-LM's
 # llama3 use_rope_scaling and rope_scaling_factor as for any Gemma 3), and from either
 # spelling the config.json transformers 5 wrote (all but transformers_version); verify finds
-# both sides equal to the source layer by layer.
+# both sides equal to the source layer by layer. inspect's note on the source names the scaling.
 set -e
 args() {
     python3 -c '
@@ -26,6 +26,7 @@ want="$TESTDATA/hf/transformers5/gemma3_linear_tiny/config.json"
 for m in transformers5/gemma3_linear_tiny gemma3_linear_tiny; do
     src="$TESTDATA/hf/$m"
     echo "== $m"
+    ckptconv inspect "$src" | tail -n 1
     ckptconv hf2mcore "$src" mc --tp 2 --pp 2 -q
     args mc/iter_0000001/mp_rank_01_001/model_optim_rng.pt
     ckptconv mcore2hf mc hf -q
