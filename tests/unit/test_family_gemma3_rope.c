@@ -5,8 +5,9 @@
  * go to Megatron's args (hf_rope_scaling_factor, nothing else changed) and back to the
  * config.json transformers 5 wrote; verify's forward divides the full layers' positions by the
  * factor and gives each transformers' own logits, and without the factor does not. Another
- * rope_type, a factor that is not a positive number, scaling on the sliding layers and two
- * spellings that disagree are refused, naming the field. */
+ * rope_type, a factor that is not a positive number (in config.json or the args), scaling on
+ * the sliding layers and two spellings that disagree are refused, naming the field; LLaMA
+ * keeps its own RoPE types, and its args refuse Gemma 3's factor. */
 #include "family_fixture.h"
 
 #define HF4 "hf/gemma3_linear_tiny"
