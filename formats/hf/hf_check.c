@@ -43,13 +43,14 @@ static int rope_parameters_first(const char *path, const char *text)
     return rc;
 }
 
-int ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckpt_hf_llama_dims *d)
+/* The config.json text json (len bytes) as a config of the family it names. */
+static int parse_config(const char *path, const char *json, size_t len, ckpt_family_config **c)
 {
     const ckpt_family *f;
-    ckpt_family_config *c = NULL;
     char *text;
     int rc;
 
+    *c = NULL;
     if (len > MAX_CONFIG_BYTES)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: larger than %u bytes; not a config.json", path,
                                MAX_CONFIG_BYTES);
@@ -60,12 +61,33 @@ int ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckp
         return ckpt_error_oom();
     memcpy(text, json, len);
     text[len] = 0;
-    if ((rc = rope_parameters_first(path, text)) == 0 &&
-        (rc = ckpt_family_detect(&f, CKPT_FAMILY_HF, path, text)) == 0 &&
-        (rc = ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, path, text)) == 0)
+    if ((rc = rope_parameters_first(path, text)) == 0 && (rc = ckpt_family_detect(&f, CKPT_FAMILY_HF, path, text)) == 0)
+        rc = ckpt_family_config_read(c, f, CKPT_FAMILY_HF, path, text);
+    free(text);
+    return rc;
+}
+
+int ckpt_hf_llama_dims_parse(const char *path, const char *json, size_t len, ckpt_hf_llama_dims *d)
+{
+    ckpt_family_config *c = NULL;
+    int rc;
+
+    if ((rc = parse_config(path, json, len, &c)) == 0)
         rc = ckpt_hf__dims_of(c, d);
     ckpt_family_config_free(c);
-    free(text);
+    return rc;
+}
+
+int ckpt_hf__config_read(const char *path, ckpt_family_config **out)
+{
+    ckpt_file *f = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = ckpt_file_open(&f, path)) < 0)
+        return rc;
+    rc = parse_config(path, (const char *)f->data, f->data ? (size_t)f->size : 0, out);
+    ckpt_file_close(f);
     return rc;
 }
 

@@ -197,6 +197,8 @@ int ckpt_hf__config_of(const ckpt_hf_llama_dims *d, const char *where, ckpt_fami
 
 int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
 {
+    ckpt_family_config *c = NULL;
+    const ckpt_value *rope, *factor;
     ckpt_hf_llama_dims d;
     int rc = ckpt_hf_llama_dims_read(path, &d);
 
@@ -213,6 +215,13 @@ int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
         ckpt_buf_puts(out, ", q/k/v biases");
     if (d.rope_factor)
         ckpt_buf_printf(out, ", llama3 RoPE scaling x%g", d.rope_factor);
+    if (ckpt_hf__config_read(path, &c) == 0 && ckpt_family_config_get(c, "rope", &rope) == 0 &&
+        ckpt_value_is_str(rope, "linear") && ckpt_family_config_get(c, "rope_factor", &factor) == 0 &&
+        factor->kind == CKPT_VAL_FLOAT)
+        ckpt_buf_printf(out, ", linear RoPE scaling x%g%s", factor->u.real,
+                        ckpt_family_config_get(c, "rope_local_theta", &rope) == 0 ? " (full-attention layers)" : "");
+    ckpt_family_config_free(c);
+    ckpt_error_clear();
     if (d.sliding_window)
         ckpt_buf_printf(out, ", sliding window %lld", (long long)d.sliding_window);
     return out->data ? 0 : ckpt_error_oom();

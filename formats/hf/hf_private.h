@@ -15,6 +15,10 @@ const ckpt_family *ckpt_hf__family(ckpt_hf_family f);
  * for a d of no family. */
 int ckpt_hf__config_of(const ckpt_hf_llama_dims *d, const char *where, ckpt_family_config **out);
 
+/* The config.json at path as a config of the family it names (what ckpt_hf_llama_dims cannot
+ * hold too: Gemma 3's linear RoPE scaling). */
+int ckpt_hf__config_read(const char *path, ckpt_family_config **out);
+
 /* The fields of c over d (d->dtype kept where c names no dtype). */
 int ckpt_hf__dims_of(const ckpt_family_config *c, ckpt_hf_llama_dims *d);
 

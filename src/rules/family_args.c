@@ -138,6 +138,11 @@ static int generated(ckpt_arena *a, ckpt_value *args, const char *name, const ch
         return ckpt_megatron_args_set_bool(a, args, name, llama3);
     if (strcmp(gen, "$rope_scaling_factor") == 0)
         return ckpt_megatron_args_set_float(a, args, name, llama3 ? ckpt_family__real(c, "rope_factor", 8.0) : 8.0);
+    /* only a linearly scaled model has the arg, so that the args of one without are as before */
+    if (strcmp(gen, "$rope_linear_factor") == 0)
+        return rope && strcmp(rope, "linear") == 0
+                   ? ckpt_megatron_args_set_float(a, args, name, ckpt_family__real(c, "rope_factor", 1.0))
+                   : 0;
     if (strcmp(gen, "$token_ids") == 0)
         return set_tokens(a, args, c);
     if (strcmp(gen, "$dtype") == 0)

@@ -9,13 +9,15 @@
 #define WHERE_MAX 256
 
 static const char *const type_gens[] = { "$rope", "$token_ids", "$dtype", "$layer_types", NULL };
-static const char *const megatron_gens[] = { "$true_vocab", "$megatron_llama3_rope", "$window_size", "$token_ids",
-                                             "$window_attn_skip_freq", NULL };
+static const char *const megatron_gens[] = { "$true_vocab", "$megatron_llama3_rope", "$megatron_linear_rope",
+                                             "$window_size", "$token_ids", "$window_attn_skip_freq", NULL };
 static const char *const out_gens[] = { "$dtype", "$rope_parameters", "$rope_scaling", "$full_attention_layers",
                                         "$rope_parameters_by_type", NULL };
 static const char *const args_gens[] = { "$token_ids", "$padded_vocab", "$window_size", "$rope_scaling_factor",
                                          "$use_rope_scaling", "$dtype", "$bf16", "$fp16", "$impl", "$family",
-                                         "$window_attn_skip_freq", "$softmax_scale", NULL };
+                                         "$window_attn_skip_freq", "$softmax_scale", "$rope_linear_factor", NULL };
+/* the rope_type values the $rope generator reads and the forward passes run */
+static const char *const rope_types[] = { "default", "llama3", "linear", NULL };
 /* fields a generator sets besides its row's own */
 static const char *const gen_fields[] = { "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                                           "rope_original_max_positions", "bos_token_id", "eos_token_id",
@@ -105,7 +107,8 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
                 *div = cJSON_GetObjectItemCaseSensitive(row, "divides"),
                 *values = cJSON_GetObjectItemCaseSensitive(row, "values"),
-                *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern");
+                *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern"),
+                *rtypes = cJSON_GetObjectItemCaseSensitive(row, "rope_types"), *rt;
     const char *t;
     char where[WHERE_MAX];
     int rc;
@@ -135,6 +138,12 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     if (pattern && (strcmp(t, "$layer_types") != 0 || !cJSON_IsString(pattern) ||
                     !ckpt_family__has_field(f, pattern->valuestring, strlen(pattern->valuestring))))
         return fail(where, "\"pattern\" names the field of a $layer_types row's every-Nth-layer pattern%s", "");
+    if (rtypes && (strcmp(t, "$rope") != 0 || !cJSON_IsArray(rtypes) || !rtypes->child))
+        return fail(where, "\"rope_types\" lists the rope_type values a $rope row accepts%s", "");
+    cJSON_ArrayForEach(rt, rtypes)
+        if (!cJSON_IsString(rt) || !in_list(rope_types, rt->valuestring))
+            return fail(where, "\"rope_types\" has %s, not default, llama3 or linear",
+                        cJSON_IsString(rt) ? rt->valuestring : "a value that is not a string");
     if (values && (!cJSON_IsObject(values) || !values->child || strcmp(t, "bool") != 0))
         return fail(where, "\"values\" must be an object of the strings a bool field is read from%s", "");
     return 0;

@@ -16,17 +16,19 @@ typedef struct rope {
     int64_t original;
 } rope;
 
-static int rope_number(const family_read *r, const cJSON *j, const char *where, const char *name, double lo,
-                       double *out)
+/* A number of a RoPE description: finite, at least lo (above lo where `above`). */
+static int rope_number(const family_read *r, const cJSON *j, const char *where, const char *type, const char *name,
+                       double lo, int above, double *out)
 {
     const cJSON *v = ckpt_family__field(j, name);
 
     if (!v)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is missing (rope_type llama3)", r->where,
-                               where, name);
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > 1e300)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a number >= %g", r->where, where,
-                               name, lo);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is missing (rope_type %s)", r->where, where,
+                               name, type);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || (above && v->valuedouble == lo) ||
+        v->valuedouble > 1e300)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a number %s %g (rope_type %s)",
+                               r->where, where, name, above ? ">" : ">=", lo, type);
     *out = v->valuedouble;
     return 0;
 }
@@ -74,12 +76,17 @@ static int parse_rope(const family_read *r, const cJSON *row, const cJSON *j, co
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s.%s is not a field of RoPE types %s",
                                    r->where, where, c->string, known);
     }
+    /* linear (Gemma 3's full-attention layers): positions divided by the factor */
+    if (type && strcmp(type->valuestring, "linear") == 0) {
+        out->type = "linear";
+        return rope_number(r, j, where, "linear", "factor", 0, 1, &out->factor);
+    }
     if (!type || strcmp(type->valuestring, "llama3") != 0)
         return 0;
     out->type = "llama3";
-    if ((rc = rope_number(r, j, where, "factor", 1, &out->factor)) < 0 ||
-        (rc = rope_number(r, j, where, "low_freq_factor", 0, &out->low)) < 0 ||
-        (rc = rope_number(r, j, where, "high_freq_factor", 0, &out->high)) < 0)
+    if ((rc = rope_number(r, j, where, "llama3", "factor", 1, 0, &out->factor)) < 0 ||
+        (rc = rope_number(r, j, where, "llama3", "low_freq_factor", 0, 0, &out->low)) < 0 ||
+        (rc = rope_number(r, j, where, "llama3", "high_freq_factor", 0, 0, &out->high)) < 0)
         return rc;
     if (!(out->low < out->high))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s.low_freq_factor %g is not below high_freq_factor %g",
@@ -143,6 +150,28 @@ static int megatron_rope(family_read *r, const char *name)
         p.low = 1.0;
         p.high = 4.0;
         p.original = 8192;
+    }
+    return set_rope(r, name, &p);
+}
+
+/* Gemma 3's linear scaling, which Megatron-LM's args cannot say (its rope_scaling_factor is
+ * llama3's, its rotary_seq_len_interpolation_factor an integer for every layer): the factor
+ * hf2mcore keeps in hf_rope_scaling_factor, as Megatron-Bridge's Gemma3ModelProvider keeps it
+ * in rope_scaling_factor, for the full-attention layers only. Absent: no scaling. */
+static int megatron_linear_rope(family_read *r, const char *name)
+{
+    const ckpt_value *f = ckpt_family__arg(r->args, "hf_rope_scaling_factor");
+    rope p;
+
+    memset(&p, 0, sizeof p);
+    p.type = "default";
+    if (f && f->kind != CKPT_VAL_NONE) {
+        p.type = "linear";
+        p.factor = f->kind == CKPT_VAL_FLOAT ? f->u.real : f->kind == CKPT_VAL_INT ? (double)f->u.integer : NAN;
+        if (!(p.factor > 0) || !isfinite(p.factor) || p.factor > 1e300)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                   "args.hf_rope_scaling_factor is not a number > 0 (the linear RoPE scaling of the "
+                                   "full-attention layers)");
     }
     return set_rope(r, name, &p);
 }
@@ -395,6 +424,8 @@ int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen)
         }
         if (strcmp(gen, "$megatron_llama3_rope") == 0)
             return megatron_rope(r, name);
+        if (strcmp(gen, "$megatron_linear_rope") == 0)
+            return megatron_linear_rope(r, name);
         if (strcmp(gen, "$window_size") == 0)
             return megatron_window(r, name);
         if (strcmp(gen, "$window_attn_skip_freq") == 0)

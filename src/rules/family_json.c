@@ -13,17 +13,20 @@
 static void put_rope(ckpt_buf *b, const ckpt_family_config *c, int with_theta)
 {
     const char *indent = "\n    ", *type = ckpt_family__str(c, "rope");
-    int llama3 = type && strcmp(type, "llama3") == 0;
+    int llama3 = type && strcmp(type, "llama3") == 0, linear = type && strcmp(type, "linear") == 0;
 
-    if (!llama3 && !with_theta) {
+    if (!llama3 && !linear && !with_theta) {
         ckpt_buf_puts(b, "null");
         return;
     }
     ckpt_buf_puts(b, "{");
-    if (llama3) {
+    if (llama3 || linear) {
         ckpt_buf_printf(b, "%s\"factor\": ", indent);
         ckpt_shard_json_float(b, ckpt_family__real(c, "rope_factor", 0));
-        ckpt_buf_printf(b, ",%s\"high_freq_factor\": ", indent);
+        ckpt_buf_puts(b, ",");
+    }
+    if (llama3) {
+        ckpt_buf_printf(b, "%s\"high_freq_factor\": ", indent);
         ckpt_shard_json_float(b, ckpt_family__real(c, "rope_high_freq_factor", 0));
         ckpt_buf_printf(b, ",%s\"low_freq_factor\": ", indent);
         ckpt_shard_json_float(b, ckpt_family__real(c, "rope_low_freq_factor", 0));
@@ -35,16 +38,27 @@ static void put_rope(ckpt_buf *b, const ckpt_family_config *c, int with_theta)
         ckpt_shard_json_float(b, ckpt_family__real(c, "rope_theta", 0));
         ckpt_buf_puts(b, ",");
     }
-    ckpt_buf_printf(b, "%s\"rope_type\": \"%s\"\n  }", indent, llama3 ? "llama3" : "default");
+    ckpt_buf_printf(b, "%s\"rope_type\": \"%s\"\n  }", indent, llama3 ? "llama3" : linear ? "linear" : "default");
 }
 
 /* transformers 5's Gemma 3: a RoPE description per attention kind, the sliding layers' base
- * their own (rope_local_theta) and neither scaled. */
+ * their own (rope_local_theta) and never scaled, the full layers' linear scaling (Gemma 3
+ * 4B, 12B, 27B) where the model has it. */
 static void put_rope_by_type(ckpt_buf *b, const ckpt_family_config *c)
 {
-    ckpt_buf_puts(b, "{\n    \"full_attention\": {\n      \"rope_theta\": ");
+    const char *type = ckpt_family__str(c, "rope");
+    int linear = type && strcmp(type, "linear") == 0;
+
+    ckpt_buf_puts(b, "{\n    \"full_attention\": {\n      ");
+    if (linear) {
+        ckpt_buf_puts(b, "\"factor\": ");
+        ckpt_shard_json_float(b, ckpt_family__real(c, "rope_factor", 0));
+        ckpt_buf_puts(b, ",\n      ");
+    }
+    ckpt_buf_puts(b, "\"rope_theta\": ");
     ckpt_shard_json_float(b, ckpt_family__real(c, "rope_theta", 0));
-    ckpt_buf_puts(b, ",\n      \"rope_type\": \"default\"\n    },\n    \"sliding_attention\": {\n      \"rope_theta\": ");
+    ckpt_buf_printf(b, ",\n      \"rope_type\": \"%s\"\n    },\n    \"sliding_attention\": {\n      \"rope_theta\": ",
+                    linear ? "linear" : "default");
     ckpt_shard_json_float(b, ckpt_family__real(c, "rope_local_theta", 0));
     ckpt_buf_puts(b, ",\n      \"rope_type\": \"default\"\n    }\n  }");
 }

@@ -114,6 +114,9 @@ int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, 
     out->rope_theta = ckpt_family__real(c, "rope_theta", out->rope_theta);
     out->rope_scaling_factor = 1.0;
     rope = ckpt_family__str(c, "rope");
+    /* linear scaling divides the positions of the layers of rope_theta (the windowed layers
+     * of a family with a local base keep theirs unscaled) */
+    out->rope_linear_factor = rope && strcmp(rope, "linear") == 0 ? ckpt_family__real(c, "rope_factor", 1.0) : 1.0;
     if (rope && strcmp(rope, "llama3") == 0) {
         out->rope_scaling_factor = ckpt_family__real(c, "rope_factor", 1.0);
         out->rope_low_freq_factor = ckpt_family__real(c, "rope_low_freq_factor", 1.0);

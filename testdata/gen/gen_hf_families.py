@@ -9,7 +9,8 @@ Run twice: with transformers 4.x (OUT_DIR testdata/hf: config.json with rope_sca
 rope_theta, torch_dtype) and 5.x (OUT_DIR testdata/hf/transformers5: rope_parameters, dtype,
 Qwen2's layer_types); the versions are in each logits.json and README_hf_families.md.
 transformers 4.46 has no Qwen3 and no Gemma 3: qwen3_tiny and gemma3_tiny are written by 5.x
-only.
+only; gemma3_linear_tiny by 5.x and by 4.50 or later (Gemma 3's first 4.x release), each in its
+own spelling.
 
 All: vocab 128, hidden 32, 4 heads / 2 KV heads (head_dim 8), intermediate 64 (SwiGLU), 2
 layers, rms_norm_eps 1e-5, float32; torch.manual_seed(1234) before construction
@@ -30,6 +31,11 @@ N(0, 0.05^2), seeded by sha256 of its name, so that none is all ones or zeros.
   query_pre_attn_scalar 24, sliding_window 4, layer_types sliding x 3 then full, RoPE theta
   1e4 (sliding) / 1e6 (full), gelu_pytorch_tanh GLU, (1 + w) norms with post-attention and
   pre/post-feedforward norms, tied, rms_norm_eps 1e-6.
+- gemma3_linear_tiny: gemma3_tiny's model with the RoPE of gemma-3-4b/12b/27b: linear scaling
+  (factor 8) on the full-attention layers only; 2 layers (sliding, then full), intermediate 32
+  (to stay small), the rest as gemma3_tiny. transformers 5 says it as rope_parameters per layer
+  type, 4.5x as rope_scaling {"rope_type": "linear", "factor": 8.0} beside rope_theta and
+  rope_local_base_freq.
 - gpt2_tiny: GPT2LMHeadModel: n_embd 32, 2 layers, 4 heads, n_positions 64, n_inner default
   (4 x 32), gelu_new, LayerNorm eps 1e-5 with biases, Conv1D weights, learned absolute
   positions, tied; bos/eos 127 (GPT-2's <|endoftext|> is its last id).
@@ -92,6 +98,21 @@ def gemma3():
         rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)
 
 
+def gemma3_linear():
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    if version() >= (5, 0):
+        rope = dict(rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+    else:
+        rope = dict(rope_scaling={"rope_type": "linear", "factor": 8.0}, rope_theta=1000000.0,
+                    rope_local_base_freq=10000.0)
+    return Gemma3ForCausalLM, Gemma3TextConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=64, rms_norm_eps=1e-6,
+        hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, **rope)
+
+
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
     return GPT2LMHeadModel, GPT2Config(
@@ -99,27 +120,34 @@ def gpt2():
         layer_norm_epsilon=1e-5, tie_word_embeddings=True, bos_token_id=127, eos_token_id=127)
 
 
-# name -> (builder, the oldest transformers major version that has the class)
+# name -> (builder, the oldest transformers version that writes it: 4.46's set has no Qwen3 and
+# no Gemma 3, so those are 5.x's only, but for gemma3_linear_tiny, written by 4.5x too)
 FAMILIES = {
-    "qwen2_tiny": (qwen2, 4),
-    "mistral_tiny": (mistral, 4),
-    "llama3_tiny": (llama3, 4),
-    "llama32_tiny": (lambda: llama3(factor=32.0, tied=True), 4),
-    "qwen3_tiny": (qwen3, 5),
-    "gemma3_tiny": (gemma3, 5),
-    "gpt2_tiny": (gpt2, 4),
+    "qwen2_tiny": (qwen2, (4, 0)),
+    "mistral_tiny": (mistral, (4, 0)),
+    "llama3_tiny": (llama3, (4, 0)),
+    "llama32_tiny": (lambda: llama3(factor=32.0, tied=True), (4, 0)),
+    "qwen3_tiny": (qwen3, (5, 0)),
+    "gemma3_tiny": (gemma3, (5, 0)),
+    "gemma3_linear_tiny": (gemma3_linear, (4, 50)),
+    "gpt2_tiny": (gpt2, (4, 0)),
 }
+
+
+def version():
+    import transformers
+
+    return tuple(int(x) for x in transformers.__version__.split(".")[:2])
 
 
 def models(names):
     import transformers
 
-    major = int(transformers.__version__.split(".")[0])
     for name in names or FAMILIES:
         build, since = FAMILIES[name]
-        if major < since:
+        if version() < since:
             if names:
-                sys.exit("%s needs transformers %d or later (this is %s)" % (name, since, transformers.__version__))
+                sys.exit("%s needs transformers %d.%d or later (this is %s)" % (name, *since, transformers.__version__))
             continue
         cls, cfg = build()
         yield name, cls, cfg

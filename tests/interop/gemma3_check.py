@@ -20,7 +20,10 @@ fixture:
                               layers, post_layernorm inside linear_proj and linear_fc2,
                               zero-centred norms, embeddings times sqrt(hidden_size), the local
                               RoPE base on layers whose 1-based number is not a multiple of
-                              window_attn_skip_freq, window_size (left, 0) as Transformer Engine
+                              window_attn_skip_freq, the other layers' inverse frequencies
+                              divided by hf_rope_scaling_factor where the args have it (as
+                              Gemma3RotaryEmbedding divides its global inv_freq by the
+                              provider's rope_scaling_factor), window_size (left, 0) as Transformer Engine
                               reads it, softmax_scale), from its args alone, gives the reference
                               logits. megatron-core 0.16.1 cannot build this model (no post
                               norms in its layer spec, one RoPE base, no embedding scale), so
@@ -152,6 +155,7 @@ def mcore_forward(path, input_ids):
     check(a["tensor_model_parallel_size"] == 1 and a["pipeline_model_parallel_size"] == 1, "not TP 1 PP 1")
     nh, ng, hd, hidden = a["num_attention_heads"], a["num_query_groups"], a["kv_channels"], a["hidden_size"]
     eps, skip, (left, right) = a["norm_epsilon"], a["window_attn_skip_freq"], a["window_size"]
+    factor = a.get("hf_rope_scaling_factor") or 1.0
     check(right == 0 and isinstance(skip, int), "window_size (left, 0) and an integer window_attn_skip_freq")
     ids = np.asarray(input_ids)
     t = len(ids)
@@ -172,7 +176,8 @@ def mcore_forward(path, input_ids):
         k, v = qkv[:, :, nh // ng * hd: -hd], qkv[:, :, -hd:]
         q = norm(q, w[p + "self_attention.q_layernorm.weight"], eps)
         k = norm(k, w[p + "self_attention.k_layernorm.weight"], eps)
-        q, k = rope(q, pos, theta, 1.0), rope(k, pos, theta, 1.0)
+        scale = 1.0 if is_local else factor
+        q, k = rope(q, pos, theta, scale), rope(k, pos, theta, scale)
         k, v = np.repeat(k, nh // ng, axis=1), np.repeat(v, nh // ng, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) * a["softmax_scale"] + (local if is_local else causal)
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))

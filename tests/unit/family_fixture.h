@@ -162,11 +162,12 @@ static inline double fx_real(const ckpt_family_config *c, const char *field)
 #define FX_MAX_TOKENS 16
 
 /* The largest |difference| between the logits of verify's forward of the model at path (TP
- * ranks merged first with merge) and transformers' in testdata's fixture_dir/logits.json, over
- * `vocab` columns; INFINITY when the model cannot run or its vocabulary is not `vocab`, with
- * *why (unless NULL) saying why ("" otherwise). */
-static inline double fx_logits_error(const char *path, const char *fixture_dir, int64_t vocab, int merge,
-                                     const char **why)
+ * ranks merged first with merge; the config values given in `overrides`, unless NULL, over the
+ * files') and transformers' in testdata's fixture_dir/logits.json, over `vocab` columns;
+ * INFINITY when the model cannot run or its vocabulary is not `vocab`, with *why (unless NULL)
+ * saying why ("" otherwise). */
+static inline double fx_logits_error_with(const char *path, const char *fixture_dir, int64_t vocab, int merge,
+                                          const ckpt_model_config *overrides, const char **why)
 {
     ckpt_model_options o;
     ckpt_model *m = NULL;
@@ -188,6 +189,8 @@ static inline double fx_logits_error(const char *path, const char *fixture_dir, 
         *why = "";
     ckpt_model_options_init(&o);
     o.merge_tp = merge;
+    if (overrides)
+        o.overrides = *overrides;
     for (i = 0; i < n && i < FX_MAX_TOKENS; i++)
         tok[i] = cJSON_GetArrayItem(ids, i)->valueint;
     if (!out || n < 1 || n > FX_MAX_TOKENS || ckpt_model_open(&m, model, &o) < 0 ||
@@ -205,6 +208,12 @@ static inline double fx_logits_error(const char *path, const char *fixture_dir, 
     cJSON_Delete(j);
     free(out);
     return worst;
+}
+
+static inline double fx_logits_error(const char *path, const char *fixture_dir, int64_t vocab, int merge,
+                                     const char **why)
+{
+    return fx_logits_error_with(path, fixture_dir, vocab, merge, NULL, why);
 }
 
 /* What fx_write_megatron writes of a map output `name`: 0 *node (which the edit may replace),

@@ -396,6 +396,12 @@ CKPT_TEST(test_family_load)
         { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
           "\"megatron\": {\"args_out\": [[\"a\", \"$nothing\"]]}}",
           "unknown generator $nothing" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"config\": [{\"f\": \"rope\", \"rope_types\": [\"default\", \"yarn\"]}]}",
+          "\"rope_types\" has yarn, not default, llama3 or linear" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"config\": [{\"f\": \"w\", \"type\": \"size\", \"rope_types\": [\"linear\"]}]}",
+          "\"rope_types\" lists the rope_type values a $rope row accepts" },
         { "[1]", "fam.json: not a JSON object" },
     };
     ckpt_family *f = NULL;
