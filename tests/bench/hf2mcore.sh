@@ -15,12 +15,13 @@
 #   VENV_PYTHON           Python with torch and safetensors for the mcore2hf reference
 #                         (default .venv/bin/python: Debian's torch 1.13)
 #   TORCH_PYTHON          Python with torch for the comparisons (default /usr/bin/python3)
-#   HF_MCORE_MEMORY=SIZE  --memory given to ckptconv (default 512M, its default)
-#   HF_MCORE_GEN_ARGS     other sizes for make_hf_bench.py (e.g. "--layers 4 --hidden 1024")
+#   HF2MCORE_MEMORY=SIZE  --memory given to ckptconv (default 512M, its default)
+#   HF_BENCH_GEN_ARGS     other sizes for make_hf_bench.py (e.g. "--layers 4 --hidden 1024"; the
+#                         input is shared with paddle_hf.sh)
 #   BENCH_REPEAT=N        run each tool N times and keep the fastest (default 1)
 #   BENCH_STRICT=1        exit 1 when a target is missed (a differing output always fails)
 #   BENCH_CACHE=warm      keep the page cache (CPU cost only); default cold
-#   BENCH_KEEP=1          keep the outputs (.bench/hf_mcore_out/{1,2}_{ck,ref})
+#   BENCH_KEEP=1          keep the outputs (.bench/hf2mcore_out/{1,2}_{ck,ref})
 #   BENCH_BASELINE=EXE    another ckptconv (an older build) measured the same way, each of its runs
 #                         just before one of ckptconv's, and shown next to it
 #
@@ -65,13 +66,12 @@ TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 MEGATRON_LM="${MEGATRON_LM:-}"
 MEGATRON_PYTHON="${MEGATRON_PYTHON:-}"
 REPEAT="${BENCH_REPEAT:-1}"
-MEMORY="${HF_MCORE_MEMORY:-512M}"
+MEMORY="${HF2MCORE_MEMORY:-512M}"
 BASELINE="${BENCH_BASELINE:-}"
-GEN_ARGS="${HF_MCORE_GEN_ARGS:-}"
+GEN_ARGS="${HF_BENCH_GEN_ARGS:-}"
 # Anonymous memory the budget does not cover: code, libc, tensor tables, pickle trees.
 RSS_ALLOWANCE_MB=64
 TIME=/usr/bin/time
-GEN="$REPO/tests/bench/make_hf_bench.py"
 TP=2
 PP=2
 # shellcheck source=tests/bench/lib.sh
@@ -82,9 +82,9 @@ PP=2
 "$CKPTCONV" hf2mcore --help >/dev/null 2>&1 \
     || die "$CKPTCONV has no working 'hf2mcore' command: build a newer ckptconv"
 [ -x "$TIME" ] || die "GNU time is missing at $TIME: run scripts/install-deps.sh"
-[ -n "$MEGATRON_LM" ] && [ -f "$MEGATRON_LM/tools/checkpoint/loader_llama_mistral.py" ] \
+[ -f "${MEGATRON_LM:-/nonexistent}/tools/checkpoint/loader_llama_mistral.py" ] \
     || die "MEGATRON_LM=${MEGATRON_LM:-(unset)}: set it to a Megatron-LM tree with tools/checkpoint/loader_llama_mistral.py (git checkout core_v0.16.1)"
-[ -n "$MEGATRON_PYTHON" ] && "$MEGATRON_PYTHON" -c 'import torch, megatron.core, transformers, accelerate' 2>/dev/null \
+"${MEGATRON_PYTHON:-false}" -c 'import torch, megatron.core, transformers, accelerate' 2>/dev/null \
     || die "MEGATRON_PYTHON=${MEGATRON_PYTHON:-(unset)}: set it to a Python with torch, megatron-core, transformers 4.x and accelerate"
 "$VENV_PYTHON" -c 'import torch, safetensors, numpy' 2>/dev/null \
     || die "torch, safetensors and numpy do not import in $VENV_PYTHON: run scripts/install-deps.sh"
@@ -92,25 +92,14 @@ PP=2
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT=$REPEAT: expected a positive integer"
 check_baseline
 
-MEMORY_BYTES=$(size_bytes "$MEMORY") || die "HF_MCORE_MEMORY=$MEMORY: expected a size such as 512M or 2G"
+MEMORY_BYTES=$(size_bytes "$MEMORY") || die "HF2MCORE_MEMORY=$MEMORY: expected a size such as 512M or 2G"
 
 mkdir -p "$BENCH_DIR"
 IN="$BENCH_DIR/hf_llama"
-STAMP="$IN.done"
-GEN_ID="$( {
-    echo "$GEN_ARGS"
-    cat "$GEN"
-} | sha256sum | cut -c1-16)"
-if [ ! -f "$IN/config.json" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$GEN_ID" ]; then
-    echo "bench: generating $IN (once)"
-    rm -rf "$IN" "$STAMP"
-    # shellcheck disable=SC2086
-    "$VENV_PYTHON" "$GEN" "$IN" $GEN_ARGS
-    echo "$GEN_ID" >"$STAMP"
-fi
+hf_bench_input "$IN" "$GEN_ARGS"
 SIZE=$(du -sb "$IN" | cut -f1)
 
-OUT="$BENCH_DIR/hf_mcore_out"
+OUT="$BENCH_DIR/hf2mcore_out"
 rm -rf "$OUT"
 # Alive at once: ckptconv's hf2mcore output (input of 2), Megatron's (removed after its check),
 # then ckptconv's and the Python mcore2hf outputs.

@@ -4,18 +4,37 @@ Transformer Engine or a GPU, for tests/bench/hf2mcore.sh.
     megatron_convert.py MEGATRON_LM [convert.py arguments ...]
 
 MEGATRON_LM is a Megatron-LM source tree (core_v0.16.1 has tools/checkpoint/
-loader_llama_mistral.py; later trees dropped it). The loaders and savers build Megatron's
-argument list themselves, and Megatron's default --apply-rope-fusion needs Transformer
-Engine's fused RoPE (TransformerConfig refuses it otherwise): this wrapper appends
---no-rope-fusion to every argument list Megatron parses, which changes no weight, and then
-runs convert.py unchanged as __main__. The saver process is forked from this one, so it
-inherits the change.
+loader_llama_mistral.py; later trees dropped it). convert.py runs unchanged as __main__; before
+that, this wrapper changes what stops it here, none of which touches a weight:
+
+- every argument list Megatron parses (the loader and the saver build their own) gets
+  --no-rope-fusion, --no-gradient-accumulation-fusion and --no-bias-swiglu-fusion, fusions
+  that need Transformer Engine or Apex's CUDA extensions, and apply_layernorm_1p = False,
+  which the legacy model the llama_mistral loader builds still reads and core_v0.16's
+  arguments no longer define;
+- without a GPU: torch.cuda.current_device() is "cpu" (the legacy model's RoPE buffer),
+  validate_args' GPU architecture query answers 0, and torch.cuda.get_rng_state() an empty
+  state (save_checkpoint collects it even with the --no-save-rng the savers pass);
+  CUDA_DEVICE_MAX_CONNECTIONS=1 as Megatron's launch scripts export it (validate_args wants
+  it with TP > 1);
+- the saver's assertion that Transformer Engine >= 0.12 is installed, which
+  --saver-transformer-impl local does not use, passes;
+- the saver's fake process groups: it fakes the tensor and expert parallel groups only, while
+  mcore's GPTModel asks for all of them (ProcessGroupCollection.use_mpu_process_groups), and
+  mcore's layers read a group's size only once torch.distributed is initialized
+  (megatron.core.utils.get_pg_size; otherwise every rank's model is built at TP 1 and the
+  saver stops on a shape mismatch). The saver gets a one-process gloo group, a pipeline group
+  that follows the stage it builds, and groups of one rank for the rest (a conversion has no
+  data or context parallelism). These two stop core_v0.16.1's `--saver core` on any machine,
+  as far as its code shows.
+
+The saver process is forked from this one, so it inherits all of it.
 """
 
 import os
 import runpy
-import tempfile
 import sys
+import tempfile
 
 
 # fusions that need Transformer Engine or Apex's CUDA extensions; none changes a weight
@@ -35,7 +54,7 @@ def main():
 
     parse_args = arguments.parse_args
 
-    def parse_args_without_rope_fusion(*args, **kwargs):
+    def parse_args_for_cpu(*args, **kwargs):
         sys.argv += [f for f in CPU_FLAGS if f not in sys.argv]
         ns = parse_args(*args, **kwargs)
         # the legacy model still reads it; core_v0.16's arguments no longer define it
@@ -43,7 +62,7 @@ def main():
             ns.apply_layernorm_1p = False
         return ns
 
-    arguments.parse_args = parse_args_without_rope_fusion
+    arguments.parse_args = parse_args_for_cpu
     if not torch.cuda.is_available():
         # the legacy model the llama_mistral loader builds puts RoPE's inv_freq on
         # torch.cuda.current_device() (RotaryEmbedding without use_cpu_initialization)
@@ -56,7 +75,7 @@ def main():
         torch.cuda.get_rng_state = lambda *a, **k: torch.zeros(0, dtype=torch.uint8)
     # what Megatron's launch scripts export; validate_args requires it with TP > 1
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    # the saver asserts Transformer Engine >= 0.12 is installed even for
+    # the saver asserts Transformer Engine >= 0.12 is installed, also for
     # --saver-transformer-impl local, which does not use it
     import saver_base
 
