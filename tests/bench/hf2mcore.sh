@@ -48,9 +48,9 @@
 #    same model keys in the same order, every tensor bit-equal and args equal in the fields that
 #    define the layout and the model (the rest of args is each tool's own record of its run).
 # 2. mcore2hf of ckptconv's TP2 PP2 output. Megatron-LM has no mcore -> Hugging Face converter
-#    for GPT models that runs here (tools/checkpoint's savers write Megatron formats, and LLaVA;
-#    Megatron-Bridge's export builds the model under torch.distributed on GPUs), so the reference
-#    is the script users write: torch.load of every rank file, merge by Megatron's rules,
+#    for GPT models (tools/checkpoint's savers write Megatron formats, and LLaVA; Megatron-Bridge's
+#    export_ckpt is documented for the NeMo container on GPUs and is not set up here), so the
+#    reference is the script users write: torch.load of every rank file, merge by Megatron's rules,
 #    rename, safetensors.torch.save_file (tests/bench/mcore2hf_python.py). hf_compare.py hf
 #    checks that both wrote the same tensors (bit-equal) and config.json sizes, and that the
 #    round trip HF -> TP2 PP2 -> HF gives back the input's tensors.

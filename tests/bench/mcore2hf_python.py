@@ -5,12 +5,12 @@ any TP/PP) to a Hugging Face directory the way it is written in Python today: th
 
     mcore2hf_python.py ROOT OUT
 
-Megatron-LM ships no mcore -> Hugging Face converter for GPT/LLaMA models that runs here:
-tools/checkpoint (core_v0.16.1) has savers for Megatron formats and LLaVA only, and
-Megatron-Bridge's AutoBridge export builds the Megatron model under torch.distributed on
-GPUs. Users therefore write this script: torch.load of every rank file, the tensors merged
-over TP by Megatron's rules and renamed to transformers' LlamaForCausalLM, then
-safetensors.torch.save_file.
+Megatron-LM ships no mcore -> Hugging Face converter for GPT/LLaMA models: tools/checkpoint
+(core_v0.16.1) has savers for Megatron formats and LLaVA only. The maintained export,
+Megatron-Bridge's AutoBridge.export_ckpt, is documented for NVIDIA's NeMo container on GPUs
+and is not set up here. This is the script users write instead: torch.load of every rank
+file, the tensors merged over TP by Megatron's rules and renamed to transformers'
+LlamaForCausalLM, then safetensors.torch.save_file.
 
 - Ranks: iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt; TP, PP and the model sizes from
   args; pipeline stages hold local layer numbers, offset by stage x layers / PP (even split).
