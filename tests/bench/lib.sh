@@ -176,3 +176,21 @@ megatron_bench_input() {
         echo "$id" >"$in.done"
     fi
 }
+
+# hf_bench_input DIR GEN_ARGS: the Hugging Face input of the hf2mcore and paddle_hf benchmarks
+# (make_hf_bench.py, LLaMA-shaped bf16 safetensors), generated into DIR once and again only when
+# the generator or its arguments change. Needs REPO and a Python with numpy as VENV_PYTHON.
+hf_bench_input() {
+    local in="$1" gen_args="$2" gen="$REPO/tests/bench/make_hf_bench.py" id
+    id="$( {
+        echo "$gen_args"
+        cat "$gen"
+    } | sha256sum | cut -c1-16)"
+    if [ ! -f "$in/config.json" ] || [ "$(cat "$in.done" 2>/dev/null)" != "$id" ]; then
+        echo "bench: generating $in (once)"
+        rm -rf "$in" "$in.done"
+        # shellcheck disable=SC2086
+        "$VENV_PYTHON" "$gen" "$in" $gen_args
+        echo "$id" >"$in.done"
+    fi
+}
