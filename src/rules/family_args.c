@@ -81,32 +81,44 @@ static int set_tokens(ckpt_arena *a, ckpt_value *args, const ckpt_family_config 
     return rc;
 }
 
-/* Megatron's window_attn_skip_freq from the layers' kinds (megatron-core's
- * is_layer_window_attention, layers numbered from 1): N where "every Nth layer full" says them
- * (the config's own pattern first), else a list with 1 where the layer uses the window; None
- * when every layer uses it. */
 static int full_layer(const ckpt_value *v)
 {
     return v->kind == CKPT_VAL_STR && strcmp(v->u.str.ptr, "full_attention") == 0;
 }
 
-static int skip_freq(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_family_config *c)
+int64_t ckpt_family__layer_every(const ckpt_family_config *c)
 {
     const ckpt_value *types = ckpt_family__get(c, "attention_layers");
-    int64_t n = types && types->kind == CKPT_VAL_LIST ? (int64_t)types->u.seq.n : 0, first = 0, every, i, k, *flags;
+    int64_t n = types && types->kind == CKPT_VAL_LIST ? (int64_t)types->u.seq.n : 0, first = 0, every, i, k;
 
     while (first < n && !full_layer(types->u.seq.items[first]))
         first++;
     if (first == n)
-        return ckpt_megatron_args_set_none(a, args, name);
+        return 0;
     /* the only N the first full layer allows, or the config's own pattern */
     for (k = 0; k < 2; k++) {
         every = k == 0 ? ckpt_family__int(c, "window_pattern", 0) : first + 1;
         for (i = 0; every > 0 && i < n && full_layer(types->u.seq.items[i]) == ((i + 1) % every == 0); i++)
             ;
         if (every > 0 && i == n)
-            return ckpt_megatron_args_set_int(a, args, name, every);
+            return every;
     }
+    return -1;
+}
+
+/* Megatron's window_attn_skip_freq from the layers' kinds (megatron-core's
+ * is_layer_window_attention, layers numbered from 1): N where "every Nth layer full" says them,
+ * else a list with 1 where the layer uses the window; None when every layer uses it. */
+static int skip_freq(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_family_config *c)
+{
+    const ckpt_value *types = ckpt_family__get(c, "attention_layers");
+    int64_t n = types && types->kind == CKPT_VAL_LIST ? (int64_t)types->u.seq.n : 0, every = ckpt_family__layer_every(c), i,
+            *flags;
+
+    if (every == 0)
+        return ckpt_megatron_args_set_none(a, args, name);
+    if (every > 0)
+        return ckpt_megatron_args_set_int(a, args, name, every);
     if (!(flags = ckpt_arena_alloc(a, (size_t)n * sizeof *flags)))
         return ckpt_error_oom();
     for (i = 0; i < n; i++)

@@ -12,7 +12,7 @@ static const char *const type_gens[] = { "$rope", "$token_ids", "$dtype", "$laye
 static const char *const megatron_gens[] = { "$true_vocab", "$megatron_llama3_rope", "$megatron_linear_rope",
                                              "$window_size", "$token_ids", "$window_attn_skip_freq", NULL };
 static const char *const out_gens[] = { "$dtype", "$rope_parameters", "$rope_scaling", "$full_attention_layers",
-                                        "$rope_parameters_by_type", NULL };
+                                        "$rope_parameters_by_type", "$sliding_window_pattern", NULL };
 static const char *const args_gens[] = { "$token_ids", "$padded_vocab", "$window_size", "$rope_scaling_factor",
                                          "$use_rope_scaling", "$dtype", "$bf16", "$fp16", "$impl", "$family",
                                          "$window_attn_skip_freq", "$softmax_scale", "$rope_linear_factor", NULL };

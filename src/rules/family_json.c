@@ -63,6 +63,19 @@ static void put_rope_by_type(ckpt_buf *b, const ckpt_family_config *c)
     ckpt_buf_puts(b, ",\n      \"rope_type\": \"default\"\n    }\n  }");
 }
 
+/* transformers 4.50-4.52 have no layer_types: they take layer i for full attention where
+ * (i + 1) % sliding_window_pattern == 0 (their default 6 otherwise). The N that says the
+ * layers, past the last layer when none is full; 0 when no N says them. */
+static int64_t window_pattern_4x(const ckpt_family_config *c)
+{
+    int64_t every = ckpt_family__layer_every(c), n = ckpt_family__int(c, "num_layers", 0),
+            own = ckpt_family__int(c, "window_pattern", 0);
+
+    if (every)
+        return every > 0 ? every : 0;
+    return own > n ? own : n + 1;
+}
+
 static void put_value(ckpt_buf *b, const ckpt_value *v)
 {
     size_t i;
@@ -140,6 +153,10 @@ static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *
         put_rope(b, c, o->valuestring[6] == 'p');
     } else if (strcmp(o->valuestring, "$rope_parameters_by_type") == 0) {
         put_rope_by_type(b, c);
+    } else if (strcmp(o->valuestring, "$sliding_window_pattern") == 0) {
+        if (!(n = window_pattern_4x(c)))
+            return 0;
+        ckpt_buf_printf(b, "%lld", (long long)n);
     } else if (strcmp(o->valuestring, "$full_attention_layers") == 0) {
         n = ckpt_family__int(c, "num_layers", 0);
         ckpt_buf_puts(b, "[");

@@ -131,5 +131,9 @@ int ckpt_family__detect_text(const ckpt_family **out, const char *where, const c
 int ckpt_family__megatron_require(const ckpt_family *f, const ckpt_value *args);
 const ckpt_value *ckpt_family__arg(const ckpt_value *args, const char *name);
 int ckpt_family__arg_set(const ckpt_value *args, const char *name);
+/* The N of "every Nth layer is full attention" (layer i full exactly where (i + 1) % N == 0)
+ * that the field attention_layers says, the field window_pattern first: 0 when no layer is
+ * full, -1 when no N says them (family_args.c). */
+int64_t ckpt_family__layer_every(const ckpt_family_config *c);
 
 #endif

@@ -14,6 +14,9 @@ fixture:
     lm_head is there.
 
   logits HF_DIR LOGITS_JSON   the reference logits, within 1e-4 of the largest logit
+  logits450 HF_DIR LOGITS_JSON the same with config.json read as transformers 4.50-4.52 read
+                              it: without rope_parameters and layer_types (rope_theta,
+                              rope_local_base_freq, rope_scaling, sliding_window_pattern)
   config HF_DIR KEY=VALUE...  config.json holds these values (JSON literals)
   mcore RANK_FILE LOGITS_JSON a Megatron checkpoint at TP 1 PP 1 (hf2mcore's output, resharded)
                               run as Megatron-Bridge's Gemma 3 runs (gemma3_provider.py: TE
@@ -99,9 +102,16 @@ def layer_kinds(cfg):
     return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
 
 
-def forward(d, input_ids):
+# the keys transformers 4.50-4.52 do not read: they take Gemma 3's RoPE from rope_theta,
+# rope_local_base_freq and rope_scaling and its layers from sliding_window_pattern
+KEYS_5 = ("rope_parameters", "layer_types")
+
+
+def forward(d, input_ids, as_450=False):
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
+    if as_450:
+        cfg = {k: v for k, v in cfg.items() if k not in KEYS_5}
     check(cfg.get("model_type") == "gemma3_text", f"model_type {cfg.get('model_type')!r} is not gemma3_text")
     for field in ("attn_logit_softcapping", "final_logit_softcapping"):
         check(cfg.get(field) is None, f"{field} is not run here")
@@ -207,10 +217,10 @@ def cmd_mcore(path, reference):
     compare(mcore_forward(path, ref["input_ids"]), ref)
 
 
-def cmd_logits(d, reference):
+def cmd_logits(d, reference, as_450=False):
     with open(reference) as f:
         ref = json.load(f)
-    logits, cfg = forward(d, ref["input_ids"])
+    logits, cfg = forward(d, ref["input_ids"], as_450)
     check(logits.shape[1] == cfg["vocab_size"], "logits of another vocabulary size")
     compare(logits, ref)
 
@@ -224,4 +234,5 @@ def cmd_config(d, *pairs):
 
 
 if __name__ == "__main__":
-    run_main({"logits": cmd_logits, "config": cmd_config, "mcore": cmd_mcore})
+    run_main({"logits": cmd_logits, "logits450": lambda d, r: cmd_logits(d, r, True), "config": cmd_config,
+              "mcore": cmd_mcore})

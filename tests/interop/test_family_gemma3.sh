@@ -6,7 +6,8 @@
 #    with their own RoPE bases, query_pre_attn_scalar, scaled embeddings) gives transformers'
 #    logits on the fixture;
 #  - HF -> Megatron TP2 PP2 (Megatron-Bridge's TE names) -> HF gives back model.safetensors byte
-#    for byte and a gemma3_text config.json with transformers' logits;
+#    for byte and a gemma3_text config.json with transformers' logits, read as transformers 5
+#    and 4.53+ read it and as 4.50-4.52 read it (no rope_parameters, no layer_types);
 #  - the Megatron side, resharded to TP1 PP1, run as Megatron-Bridge's Gemma 3 runs from its
 #    args alone, gives transformers' logits too (megatron-core 0.16.1 cannot build Gemma 3:
 #    no post norms in its layer specs, one RoPE base, no embedding scale, and its local spec's
@@ -43,6 +44,7 @@ queue gemma "round trip: a gemma3_text config.json" config "$OUT/hf" 'model_type
     'layer_types=["sliding_attention","sliding_attention","sliding_attention","full_attention"]' \
     'tie_word_embeddings=true' 'hidden_activation="gelu_pytorch_tanh"'
 queue gemma "round trip: transformers' logits" logits "$OUT/hf" "$ref"
+queue gemma "round trip, read as transformers 4.50-4.52 read it: transformers' logits" logits450 "$OUT/hf" "$ref"
 queue gemma "Megatron side at TP1 PP1, run as Megatron-Bridge's Gemma 3: transformers' logits" mcore \
     "$OUT/mc1/iter_0000001/mp_rank_00/model_optim_rng.pt" "$ref"
 case_run "--transformer-impl local is refused, saying why" local_refused

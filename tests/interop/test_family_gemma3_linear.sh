@@ -8,7 +8,9 @@
 #    unscaled with their own base) gives each fixture's transformers logits, and without the
 #    factor it does not (so the fixtures tell scaled from unscaled);
 #  - HF -> Megatron TP2 PP2 -> HF gives back model.safetensors byte for byte and a config.json
-#    whose RoPE (rope_parameters.full_attention linear, factor 8) gives transformers' logits;
+#    whose RoPE (rope_parameters.full_attention linear, factor 8, for transformers 5, and the
+#    same in rope_scaling for 4.5x) gives transformers' logits, read as 5 reads it and as
+#    4.50-4.52 read it (rope_scaling, rope_theta, rope_local_base_freq, sliding_window_pattern);
 #  - the Megatron side at TP1 PP1, run as Megatron-Bridge's Gemma 3 runs from its args
 #    (hf_rope_scaling_factor dividing the global inv_freq only), gives them too.
 # shellcheck source=tests/interop/lib.sh
@@ -53,8 +55,10 @@ for m in transformers5/gemma3_linear_tiny gemma3_linear_tiny; do
     case_run "$m: HF -> mcore TP2 PP2 (TE) -> HF: the same tensors" round_trip "$src" "$out"
     queue gemma "$m round trip: linear RoPE on the full layers" config "$out/hf" 'model_type="gemma3_text"' \
         'rope_parameters={"full_attention":{"factor":8.0,"rope_theta":1000000.0,"rope_type":"linear"},"sliding_attention":{"rope_theta":10000.0,"rope_type":"default"}}' \
-        'layer_types=["sliding_attention","full_attention"]'
+        'layer_types=["sliding_attention","full_attention"]' 'rope_scaling={"factor":8.0,"rope_type":"linear"}' \
+        'rope_theta=1000000.0' 'rope_local_base_freq=10000.0' 'sliding_window_pattern=2'
     queue gemma "$m round trip: transformers' logits" logits "$out/hf" "$ref"
+    queue gemma "$m round trip, read as transformers 4.50-4.52 read it: transformers' logits" logits450 "$out/hf" "$ref"
     queue gemma "$m: Megatron side at TP1 PP1, run as Megatron-Bridge's Gemma 3: transformers' logits" mcore \
         "$out/mc1/iter_0000001/mp_rank_00/model_optim_rng.pt" "$ref"
 done

@@ -137,6 +137,30 @@ static inline char *fx_text(const char *dir, const char *name)
     return text;
 }
 
+/* A config.json as save_pretrained writes it (one top-level key a line, at indent 2) without
+ * the top-level keys `drop` (NULL-terminated), in place: what is left of a file that says its
+ * model in transformers 4's keys too. 0, or -1 when one of them is not there. */
+static inline int fx_drop_keys(char *text, const char *const *drop)
+{
+    char key[96], *at, *end;
+
+    for (; *drop; drop++) {
+        snprintf(key, sizeof key, "\n  \"%s\": ", *drop);
+        if (!(at = strstr(text, key)))
+            return -1;
+        /* the entry ends where the next top-level line begins */
+        end = strchr(at + 1, '\n');
+        while (end && strncmp(end, "\n  \"", 4) != 0 && strncmp(end, "\n}", 2) != 0)
+            end = strchr(end + 1, '\n');
+        if (!end)
+            return -1;
+        if (end[1] == '}') /* the last key: the one before it loses its comma */
+            at--;
+        memmove(at, end, strlen(end) + 1);
+    }
+    return 0;
+}
+
 /* A config field as an integer (a bool as 0/1, None as -1); -99 when absent, -98 another kind. */
 static inline int64_t fx_int(const ckpt_family_config *c, const char *field)
 {

@@ -4,17 +4,13 @@
  * list, None), softmax_scale, the config.json transformers wrote given back, the forward
  * verify runs (window, layer kinds, both RoPE bases, Gemma's scales and norms), the
  * vision-language model_type and the local implementation refused with why. */
-#include "test.h"
-
-#include <ckpt/family.h>
-#include <ckpt/megatron.h>
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "family_fixture.h"
 
 #define CONFIG "hf/transformers5/gemma3_tiny/config.json"
+
+/* what ckptconv writes beside transformers 5's keys, for transformers 4.5x */
+static const char *const keys_4x[] = { "rope_local_base_freq", "rope_scaling", "rope_theta", "sliding_window_pattern",
+                                       "torch_dtype", NULL };
 
 /* The fixture's config.json as a string (ckpt_test_read_file's bytes have no NUL), malloc'ed. */
 static char *read_text(size_t *len)
@@ -100,12 +96,19 @@ CKPT_TEST(test_family_gemma3_config_round_trip)
     v = ckpt_megatron_arg(args, "softmax_scale");
     ASSERT_TRUE(v && v->kind == CKPT_VAL_FLOAT && fabs(v->u.real - 1.0 / sqrt(24.0)) < 1e-15);
     ASSERT_TRUE(ckpt_value_is_str(ckpt_megatron_arg(args, "hf_model_type"), "gemma3_text"));
-    /* back from the args alone: the same config.json transformers wrote, but its version */
+    /* back from the args alone: the config.json transformers 5 wrote (but its version) and
+     * the same model in transformers 4.5x's keys: its RoPE bases, no scaling, and the layers
+     * as the every-Nth pattern 4.50-4.52 read (they have no layer_types) */
     ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, "args", args));
     ASSERT_OK(ckpt_family_config_json(f, back, CKPT_FAMILY_HF, CKPT_DTYPE_F32, &json));
     tv = strstr(want, "  \"transformers_version\"");
     ASSERT_TRUE(tv != NULL);
     memmove(tv, strchr(tv, '\n') + 1, strlen(strchr(tv, '\n') + 1) + 1);
+    ASSERT_TRUE(strstr((const char *)json.data, "\n  \"rope_local_base_freq\": 10000.0,\n") != NULL);
+    ASSERT_TRUE(strstr((const char *)json.data, "\n  \"rope_scaling\": null,\n  \"rope_theta\": 1000000.0,\n") != NULL);
+    ASSERT_TRUE(strstr((const char *)json.data, "\n  \"sliding_window_pattern\": 4,\n") != NULL);
+    ASSERT_TRUE(strstr((const char *)json.data, "\n  \"torch_dtype\": \"float32\",\n") != NULL);
+    ASSERT_OK(fx_drop_keys((char *)json.data, keys_4x));
     ASSERT_EQ_STR((const char *)json.data, want);
     ckpt_buf_dispose(&json);
     ckpt_family_config_free(back);

@@ -3,8 +3,9 @@
  * rope_scaling beside rope_theta and rope_local_base_freq; testdata/hf/transformers5/
  * gemma3_linear_tiny by 5.24.0: rope_parameters per layer type). Both read as the same config,
  * go to Megatron's args (hf_rope_scaling_factor, nothing else changed) and back to the
- * config.json transformers 5 wrote; verify's forward divides the full layers' positions by the
- * factor and gives each transformers' own logits, and without the factor does not. Another
+ * config.json transformers 5 wrote with the same RoPE in 4.5x's keys beside; verify's forward
+ * divides the full layers' positions by the factor and gives each transformers' own logits,
+ * and without the factor does not. Another
  * rope_type, a factor that is not a positive number (in config.json or the args), scaling on
  * the sliding layers and two spellings that disagree are refused, naming the field; LLaMA
  * keeps its own RoPE types, and its args refuse Gemma 3's factor. */
@@ -14,6 +15,9 @@
 #define HF5 "hf/transformers5/gemma3_linear_tiny"
 
 static const char *const sets[] = { HF4, HF5 };
+/* what ckptconv writes beside transformers 5's keys, for transformers 4.5x */
+static const char *const keys_4x[] = { "rope_local_base_freq", "rope_scaling", "rope_theta", "sliding_window_pattern",
+                                       "torch_dtype", NULL };
 
 #define LLAMA                                                                                                     \
     "\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
@@ -55,7 +59,9 @@ static int is_str(const ckpt_family_config *c, const char *field, const char *wa
 /* Both spellings: linear by 8 on the full layers, the local base unscaled; Megatron's args
  * carry the factor in hf_rope_scaling_factor (and leave llama3's use_rope_scaling and
  * Megatron's default rope_scaling_factor as they are); from the args alone, the config.json
- * transformers 5 wrote. A model without scaling has no such arg. */
+ * transformers 5 wrote plus the same RoPE in transformers 4.5x's keys (rope_scaling beside
+ * rope_theta and rope_local_base_freq), which 4.5x would otherwise not see. A model without
+ * scaling has no such arg. */
 CKPT_TEST(test_family_gemma3_rope_config_round_trip)
 {
     const ckpt_family *f;
@@ -89,6 +95,12 @@ CKPT_TEST(test_family_gemma3_rope_config_round_trip)
         ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, "args", args));
         ASSERT_TRUE(is_str(back, "rope", "linear") && fx_real(back, "rope_factor") == 8.0);
         ASSERT_OK(ckpt_family_config_json(f, back, CKPT_FAMILY_HF, CKPT_DTYPE_F32, &json));
+        ASSERT_TRUE(strstr((const char *)json.data, "\n  \"rope_local_base_freq\": 10000.0,\n") != NULL);
+        ASSERT_TRUE(strstr((const char *)json.data, "\n  \"rope_scaling\": {\n    \"factor\": 8.0,\n    \"rope_type\": "
+                                                    "\"linear\"\n  },\n  \"rope_theta\": 1000000.0,\n") != NULL);
+        ASSERT_TRUE(strstr((const char *)json.data, "\n  \"sliding_window_pattern\": 2,\n") != NULL);
+        ASSERT_TRUE(strstr((const char *)json.data, "\n  \"torch_dtype\": \"float32\",\n") != NULL);
+        ASSERT_OK(fx_drop_keys((char *)json.data, keys_4x));
         ASSERT_EQ_STR((const char *)json.data, want);
         ckpt_buf_dispose(&json);
         ckpt_family_config_free(back);

@@ -2,7 +2,9 @@
 # every-Nth-layer pattern is the integer N, any other mix a list with 1 where the layer uses
 # the window (megatron-core's is_layer_window_attention), and a config.json with only
 # transformers 4's sliding_window_pattern gets its layer_types from it. The weights come back
-# byte for byte and config.json says the same layers.
+# byte for byte and config.json says the same layers, in layer_types and, for transformers
+# 4.50-4.52 (which read no layer_types), as the sliding_window_pattern N that says them (past
+# the last layer when none is full; left out for a mix no N says).
 src="$TESTDATA/hf/transformers5/gemma3_tiny"
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" in/config.json "$@"; }
 args() {
@@ -28,7 +30,8 @@ try() {
         shift 2
     done
     ckptconv hf2mcore in mc -q && args && ckptconv mcore2hf mc hf -q && cmp in/model.safetensors hf/model.safetensors &&
-        python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["layer_types"])' hf/config.json
+        python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c["layer_types"], "sliding_window_pattern", c.get("sliding_window_pattern", "(none)"))' hf/config.json
     echo "exit $?"
 }
 try

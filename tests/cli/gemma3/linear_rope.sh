@@ -3,8 +3,11 @@
 # beside rope_theta and rope_local_base_freq) wrote it, to Megatron at TP 2 PP 2 and back:
 # every tensor byte for byte, the factor in the args as hf_rope_scaling_factor (Megatron-LM's
 # llama3 use_rope_scaling and rope_scaling_factor as for any Gemma 3), and from either
-# spelling the config.json transformers 5 wrote (all but transformers_version); verify finds
-# both sides equal to the source layer by layer. inspect's note on the source names the scaling.
+# spelling the config.json transformers 5 wrote (all but transformers_version) plus exactly
+# the keys transformers 4.5x reads the same RoPE and layers from (which 4.5x would otherwise
+# miss, loading an unscaled model without a word), each spelling alone reading back as the
+# same config; verify finds both sides equal to the source layer by layer. inspect's note on
+# the source names the scaling.
 set -e
 args() {
     python3 -c '
@@ -31,8 +34,15 @@ for m in transformers5/gemma3_linear_tiny gemma3_linear_tiny; do
     args mc/iter_0000001/mp_rank_01_001/model_optim_rng.pt
     ckptconv mcore2hf mc hf -q
     cmp "$src/model.safetensors" hf/model.safetensors
-    grep -v '"transformers_version"' "$want" | diff - hf/config.json
+    python3 "$CLI_DIR/config_4x.py" check "$want" hf/config.json
+    python3 "$CLI_DIR/config_4x.py" split hf/config.json in4 in5
+    for d in in4 in5; do
+        cp "$src/model.safetensors" $d/
+        ckptconv hf2mcore $d $d.mc -q
+        ckptconv mcore2hf $d.mc $d.hf -q
+        cmp hf/config.json $d.hf/config.json
+    done
     ckptconv verify "$src" mc -q
     ckptconv verify "$src" hf -q
-    rm -rf mc hf
+    rm -rf mc hf in4 in5 in4.mc in5.mc in4.hf in5.hf
 done
