@@ -101,7 +101,7 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     static const char *const allowed[] = { "f", "type", "hf", "paddle", "megatron", "megatron_default", "required",
                                            "default", "null_is", "divides", "says", "is", "refuse", "why",
                                            "refuse_set", "megatron_must", "megatron_refuse", "rope_types", "values",
-                                           "pattern", NULL };
+                                           "pattern", "agree", NULL };
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(row, "type"),
                 *dflt = cJSON_GetObjectItemCaseSensitive(row, "default"),
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
@@ -128,6 +128,9 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
                     : !(strcmp(t, "size") == 0 || strcmp(t, "count") == 0 || strcmp(t, "bool") == 0 ||
                         strcmp(t, "string") == 0 || strcmp(t, "any") == 0 || strncmp(t, "real ", 5) == 0))
         return fail(where, "unknown type %s", t);
+    if (cJSON_GetObjectItemCaseSensitive(row, "agree") &&
+        (strncmp(t, "real ", 5) != 0 || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(row, "hf"))))
+        return fail(where, "\"agree\" needs a real row read from a list of keys%s", "");
     if (cJSON_IsString(meg) && meg->valuestring[0] == '$' && !in_list(megatron_gens, meg->valuestring))
         return fail(where, "unknown megatron generator %s", meg->valuestring);
     if (cJSON_IsString(dflt) && (strcmp(t, "size") == 0 || strcmp(t, "count") == 0 || strcmp(t, "bool") == 0) &&

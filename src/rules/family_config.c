@@ -268,8 +268,9 @@ static int read_json_row(family_read *r, const cJSON *row)
 {
     const char *type = row_str(row, "type"), *name = row_str(row, "f"), *last = NULL, *key = NULL;
     const cJSON *keys = row_keys(r, row), *k, *v, *null_is = cJSON_GetObjectItemCaseSensitive(row, "null_is");
+    const char *prev = NULL;
     ckpt_value *val = NULL, *got = NULL;
-    int rc, none = 0;
+    int rc, none = 0, agree = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "agree"));
 
     if (!type)
         return check_row(r, row);
@@ -296,6 +297,14 @@ static int read_json_row(family_read *r, const cJSON *row)
             return ckpt_error_last()->code;
         if ((rc = typed(r, v, type, last, &got)) < 0)
             return rc;
+        /* keys that different transformers versions read: two values would be two models */
+        if (agree && prev && val && val->kind == CKPT_VAL_FLOAT && got->kind == CKPT_VAL_FLOAT &&
+            val->u.real != got->u.real)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                   "%s: %s %.15g and %s %.15g differ (transformers versions that read one or the "
+                                   "other would build different models)",
+                                   r->where, prev, val->u.real, k->valuestring, got->u.real);
+        prev = k->valuestring;
         val = got;
         none = 0;
     }

@@ -5,10 +5,10 @@
  * go to Megatron's args (hf_rope_scaling_factor, nothing else changed) and back to the
  * config.json transformers 5 wrote with the same RoPE in 4.5x's keys beside; verify's forward
  * divides the full layers' positions by the factor and gives each transformers' own logits,
- * and without the factor does not. Another
- * rope_type, a factor that is not a positive number (in config.json or the args), scaling on
- * the sliding layers and two spellings that disagree are refused, naming the field; LLaMA
- * keeps its own RoPE types, and its args refuse Gemma 3's factor. */
+ * and without the factor does not. Another rope_type, a factor that is not a positive number
+ * (in config.json or the args), scaling on the sliding layers and two spellings that disagree
+ * (on the scaling or on a RoPE base) are refused, naming the field; LLaMA keeps its own RoPE
+ * types, and its args refuse Gemma 3's factor. */
 #include "family_fixture.h"
 
 #define HF4 "hf/gemma3_linear_tiny"
@@ -170,6 +170,11 @@ CKPT_TEST(test_family_gemma3_rope_refusals)
         { "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}, "
           "\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}}",
           "gemma/config.json: rope_scaling and rope_parameters.full_attention describe different RoPE scalings" },
+        { "\"rope_theta\": 200000.0, \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1000000.0}}",
+          "gemma/config.json: rope_theta 200000 and rope_parameters.full_attention.rope_theta 1000000 differ "
+          "(transformers versions that read one or the other would build different models)" },
+        { "\"rope_local_base_freq\": 10000, \"rope_parameters\": {\"sliding_attention\": {\"rope_theta\": 20000.0}}",
+          "gemma/config.json: rope_local_base_freq 10000 and rope_parameters.sliding_attention.rope_theta 20000 differ" },
         { "\"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}}",
           "gemma/config.json: rope_type is \"linear\", not \"default\" (rope_parameters.sliding_attention: Gemma 3's "
           "sliding-window layers are not scaled" },

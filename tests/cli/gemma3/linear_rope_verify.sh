@@ -4,7 +4,8 @@
 # every rank file), and in the converted config.json (in both its spellings, transformers 5's
 # rope_parameters and 4.5x's rope_scaling) the factor applied twice (64) or dropped (rope_type
 # default); the sliding layer (0) and the rest agree. A config.json whose two spellings say
-# different factors (the two transformers would build different models) is refused.
+# different factors or RoPE bases (the two transformers would build different models) is
+# refused.
 src="$TESTDATA/hf/transformers5/gemma3_linear_tiny"
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" hf/config.json "$@"; }
 set -e
@@ -28,3 +29,6 @@ ckptconv verify "$src" hf --device cpu -q
 echo "factor dropped: exit $?"
 ckptconv verify "$src" hf --device cpu --layers 0 -q
 echo "the sliding layer alone: exit $?"
+edit rope_theta 200000.0
+ckptconv verify "$src" hf --device cpu -q
+echo "only rope_theta changed: exit $?"
