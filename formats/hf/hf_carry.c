@@ -23,8 +23,16 @@
 
 int ckpt_hf_llama_config_note(const ckpt_value *args, ckpt_buf *out)
 {
-    const ckpt_value *family = ckpt_megatron_arg(args, "hf_model_type");
+    const ckpt_value *family = ckpt_megatron_arg(args, "hf_model_type"),
+                     *skip = ckpt_megatron_arg(args, "window_attn_skip_freq");
 
+    /* Gemma 3's layer kinds as a list: no every-Nth-layer pattern says them, and transformers
+     * 4.50-4.52 have nothing else (no layer_types) */
+    if (family && family->kind == CKPT_VAL_STR && strcmp(family->u.str.ptr, "gemma3_text") == 0 && skip &&
+        skip->kind == CKPT_VAL_LIST)
+        return ckpt_buf_puts(out, "its layer kinds (layer_types) follow no every-Nth-layer pattern, so it has no "
+                                  "sliding_window_pattern: transformers 4.50-4.52, which read only that, would "
+                                  "take every 6th layer for full attention; load it with transformers 4.53 or later");
     if (family && family->kind == CKPT_VAL_STR)
         return 0;
     return ckpt_buf_puts(out, "no token ids in the args (a model Megatron trained, not one hf2mcore wrote): none "

@@ -159,7 +159,9 @@ CKPT_EXTERN(int) ckpt_hf_llama_args_check(const ckpt_value *megatron_args);
 /* What ckpt_hf_llama_config takes from defaults for these args, as a line for the report
  * (appended to out; nothing when args came from hf2mcore): for args without hf_model_type
  * (a model Megatron trained) the token ids, which config.json then leaves to transformers'
- * config class (LlamaConfig and MistralConfig: bos 1, eos 2; Qwen2Config: none). */
+ * config class (LlamaConfig and MistralConfig: bos 1, eos 2; Qwen2Config: none). For a
+ * Gemma 3 whose layer kinds no every-Nth-layer pattern says (window_attn_skip_freq a list),
+ * that transformers 4.50-4.52, which read no layer_types, would misread them. */
 CKPT_EXTERN(int) ckpt_hf_llama_config_note(const ckpt_value *megatron_args, ckpt_buf *out);
 
 /* `dir`/generation_config.json, when there is one, kept byte for byte as

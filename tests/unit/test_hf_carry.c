@@ -1,5 +1,6 @@
 /* What config.json and generation_config.json say that Megatron's own args cannot, kept in
- * args as hf_* attributes and read back. */
+ * args as hf_* attributes and read back; the report's note on what config.json leaves to
+ * defaults or to some transformers versions only. */
 #include "test.h"
 
 #include <stdio.h>
@@ -13,6 +14,7 @@ static const char config[] =
 
 CKPT_TEST(test_hf_carry_token_ids_round_trip)
 {
+    static const int64_t mix[] = { 0, 1, 1, 0 }; /* Gemma 3's layers: no every-Nth pattern */
     ckpt_arena *a;
     ckpt_value *args;
     ckpt_hf_llama_dims d;
@@ -49,6 +51,17 @@ CKPT_TEST(test_hf_carry_token_ids_round_trip)
     ASSERT_OK(ckpt_megatron_args_new(a, &args));
     ASSERT_OK(ckpt_hf_llama_config_note(args, &note));
     ASSERT_TRUE(strstr((const char *)note.data, "no token ids in the args") != NULL);
+
+    /* Gemma 3: layer kinds that only a list says are lost on transformers 4.50-4.52; an
+     * every-Nth pattern is not */
+    ckpt_buf_clear(&note);
+    ASSERT_OK(ckpt_megatron_args_set_str(a, args, "hf_model_type", "gemma3_text"));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "window_attn_skip_freq", 6));
+    ASSERT_OK(ckpt_hf_llama_config_note(args, &note));
+    ASSERT_EQ_INT(note.len, 0);
+    ASSERT_OK(ckpt_megatron_args_set_int_list(a, args, "window_attn_skip_freq", mix, 4));
+    ASSERT_OK(ckpt_hf_llama_config_note(args, &note));
+    ASSERT_TRUE(strstr((const char *)note.data, "transformers 4.50-4.52, which read only that") != NULL);
     ckpt_buf_dispose(&note);
     ckpt_buf_dispose(&json);
     ckpt_arena_free(a);

@@ -4,7 +4,8 @@
 # transformers 4's sliding_window_pattern gets its layer_types from it. The weights come back
 # byte for byte and config.json says the same layers, in layer_types and, for transformers
 # 4.50-4.52 (which read no layer_types), as the sliding_window_pattern N that says them (past
-# the last layer when none is full; left out for a mix no N says).
+# the last layer when none is full; left out for a mix no N says, which mcore2hf's report
+# notes).
 src="$TESTDATA/hf/transformers5/gemma3_tiny"
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" in/config.json "$@"; }
 args() {
@@ -39,3 +40,12 @@ try layer_types '["sliding_attention", "full_attention", "sliding_attention", "f
 try layer_types '["full_attention", "sliding_attention", "sliding_attention", "full_attention"]'
 try layer_types '["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention"]'
 try layer_types --delete _sliding_window_pattern --delete sliding_window_pattern 3
+# mcore2hf's report: a note for the mix only (transformers 4.50-4.52 cannot read it)
+notes() {
+    rm -rf in mc hf && cp -r "$src" in
+    [ $# -eq 0 ] || edit layer_types "$1"
+    ckptconv hf2mcore in mc -q && ckptconv mcore2hf mc hf 2>&1 | grep '^note:'
+    echo "notes: exit $?"
+}
+notes
+notes '["full_attention", "sliding_attention", "sliding_attention", "full_attention"]'
