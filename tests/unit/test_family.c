@@ -402,6 +402,9 @@ CKPT_TEST(test_family_load)
         { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
           "\"config\": [{\"f\": \"w\", \"type\": \"size\", \"rope_types\": [\"linear\"]}]}",
           "\"rope_types\" lists the rope_type values a $rope row accepts" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"config\": [{\"f\": \"w\", \"type\": \"size\", \"hf\": [\"a\", \"b\"], \"agree\": true}]}",
+          "\"agree\" needs a real row read from a list of keys" },
         { "[1]", "fam.json: not a JSON object" },
     };
     ckpt_family *f = NULL;
