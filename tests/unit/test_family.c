@@ -121,6 +121,8 @@ CKPT_TEST(test_family_config_refused)
         { "llama", "\"partial_rotary_factor\": 0.5", "partial_rotary_factor is 0.5, not 1 (RoPE on part of each head)" },
         { "llama", "\"num_experts\": 8", "num_experts is set, which ckptconv's llama family does not convert (its families: llama, mistral, qwen2, qwen3, gemma3, gpt2)" },
         { "qwen2", "\"use_sliding_window\": true", "use_sliding_window is true (Qwen2's window on some layers only)" },
+        { "llama", "\"rope_theta\": 500000, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000}",
+          "cfg/config.json: rope_theta 500000 and rope_parameters.rope_theta 10000 differ" },
         { "llama", "\"num_key_value_heads\": 3", "num_attention_heads 4 is not a multiple of num_key_value_heads 3" },
         { "llama", "\"num_attention_heads\": 3, \"num_key_value_heads\": 1",
           "hidden_size 64 is not a multiple of num_attention_heads 3 (and no head_dim)" },
