@@ -308,6 +308,28 @@ static int unit_dim(const ckpt_tensor *v)
     return -1;
 }
 
+int64_t ckpt_tensor__page_band(const ckpt_tensor *t, uint64_t page)
+{
+    size_t es = ckpt_dtype_size(t->dtype);
+    int64_t numel = ckpt_tensor_numel(t), after = 1, indices;
+    ckpt_tensor v;
+    int d, p;
+
+    if (numel <= 0 || es == 0 || ckpt_tensor_is_contiguous(t))
+        return 1;
+    view_simplify(&v, t);
+    if ((p = unit_dim(&v)) < 0)
+        return 1;
+    /* consecutive indices of p read neighbouring bytes of every source line: a page of each
+     * line is used up by page / es of them, with everything after p */
+    indices = (int64_t)((page + es - 1) / es);
+    if (indices > v.shape[p])
+        indices = v.shape[p];
+    for (d = p + 1; d < v.ndim; d++)
+        after *= v.shape[d];
+    return indices * after;
+}
+
 /* Elements per line of a tile holding lines of k elements: whole cache lines, and not a
  * multiple of 256 bytes, so that the lines a block reads do not all fall into the same
  * cache sets. */

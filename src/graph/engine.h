@@ -81,6 +81,15 @@ ckpt_dtype ckpt_convert__dtype(ckpt_dtype in, const ckpt_convert_options *opts);
 int ckpt_writer__run(const ckpt_format_vtable *format, const ckpt_out *out, const ckpt_blob_source *sources,
                      const char *path, const ckpt_convert_options *opts, ckpt_convert_report *report);
 
+/* The bytes of a placement of `len` bytes of `node` (in `dtype`) that the writer moves in one
+ * step: `chunk`, or, where the node transposes its input, a page band
+ * (ckpt_node__page_band): a shorter step reads a thin slice of every source line, and the
+ * next step maps the same pages again, once per step for every page. The band is bounded by
+ * `cap`; where it does not fit, the longest step that does, which maps each page that many
+ * times fewer. */
+uint64_t ckpt_writer__step(const ckpt_node *node, ckpt_dtype dtype, uint64_t len, uint64_t chunk, uint64_t cap,
+                           uint64_t page);
+
 /* ckpt_graph_write with a value tree for formats that carry one (CKPT_FORMAT_METADATA):
  * its TENSOR leaves index `outputs` (src/graph/graph_write.c). */
 int ckpt_graph__write(const ckpt_graph_output *outputs, size_t n, const ckpt_value *root, const char *path,

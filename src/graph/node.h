@@ -77,6 +77,11 @@ const ckpt_tensor *ckpt_node__plain_view(const ckpt_node *x);
  * length returned is of elements to read with ckpt_node_read before asking again. */
 int64_t ckpt_node__direct_run(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, int64_t min_run,
                               const ckpt_file **file, uint64_t *off);
+/* The fewest elements of x, read into `dtype`, that one ckpt_node_read must cover for the
+ * input pages it touches to be used up by it (ckpt_tensor__page_band): more than 1 where a
+ * part of x transposes its input, so that reading x in steps shorter than this would map
+ * each input page again for every step. */
+int64_t ckpt_node__page_band(const ckpt_node *x, ckpt_dtype dtype, uint64_t page);
 /* Hand back the mapped input pages a node reads (after its bytes were written), so that
  * strided reads do not keep whole tensors resident. */
 void ckpt_node__release(const ckpt_node *x);

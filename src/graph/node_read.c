@@ -4,12 +4,14 @@
  * than one type. */
 #include "node.h"
 #include "../core/storage_private.h"
+#include "../core/tensor_private.h"
 
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/io.h>
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CAST_PIECE 65536 /* elements per step of a multi-type rounding */
 /* A concatenation along an inner axis is read this many bytes of whole rows at a time. */
@@ -130,10 +132,32 @@ static int read_concat_bands(const ckpt_node *x, int64_t inner, int64_t row, int
     return 0;
 }
 
+/* Whole rows of a concatenation along an inner axis that a band must hold for every part's
+ * share of it to cover the part's page band. */
+static int64_t concat_page_rows(const ckpt_node *x, int64_t inner, ckpt_dtype dtype, uint64_t page)
+{
+    int64_t rows = 1;
+    size_t k;
+
+    for (k = 0; k < x->n_children; k++) {
+        int64_t block = x->children[k]->shape[x->axis] * inner, need = ckpt_node__page_band(x->children[k], dtype, page);
+        if (block > 0 && (need + block - 1) / block > rows)
+            rows = (need + block - 1) / block;
+    }
+    return rows;
+}
+
+static uint64_t page_size(void)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+
+    return ps > 0 ? (uint64_t)ps : 4096;
+}
+
 static int read_concat(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
 {
     size_t ds = ckpt_dtype_size(dtype);
-    int64_t inner = 1, row, head, rows, band_rows;
+    int64_t inner = 1, row, head, rows, band_rows, page_rows;
     unsigned char *band;
     int d, rc;
 
@@ -141,6 +165,10 @@ static int read_concat(const ckpt_node *x, int64_t first, int64_t count, ckpt_dt
         inner *= x->pshape[d];
     row = x->pshape[x->axis] * inner;
     band_rows = row > 0 ? (int64_t)(CONCAT_BAND / ((uint64_t)row * ds)) : 0;
+    /* a part that transposes reads each of its input pages once only in bands that span
+       them: bands as long as the read allows (never more than the caller's buffer) */
+    if (x->axis > 0 && row > 0 && (page_rows = concat_page_rows(x, inner, dtype, page_size())) > band_rows)
+        band_rows = page_rows < count / row ? page_rows : count / row;
     /* along the first axis the parts are runs of the output already, and long rows are long
        reads: only short rows of an inner axis are worth a band */
     if (x->axis == 0 || band_rows < 2 || count < 2 * row)
@@ -188,6 +216,34 @@ int ckpt_node_read(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype 
     if (count && !dst)
         return ckpt_error_set(CKPT_EINVALID, "no destination");
     return read_node(x, first, count, dtype, dst);
+}
+
+int64_t ckpt_node__page_band(const ckpt_node *x, ckpt_dtype dtype, uint64_t page)
+{
+    int64_t inner = 1, band = 1, b;
+    size_t k;
+    int d;
+
+    switch (x->kind) {
+    case NODE_LEAF:
+        /* a leaf rounded through other types is read in pieces of its own */
+        if (x->n_casts == 0 || (x->n_casts == 1 && x->casts[0] == dtype))
+            return ckpt_tensor__page_band(&x->view, page);
+        return 1;
+    case NODE_ZEROS:
+        return 1;
+    case NODE_CONCAT:
+        if (x->axis > 0) {
+            for (d = x->axis + 1; d < x->pndim; d++)
+                inner *= x->pshape[d];
+            return concat_page_rows(x, inner, dtype, page) * x->pshape[x->axis] * inner;
+        }
+        for (k = 0; k < x->n_children; k++)
+            if ((b = ckpt_node__page_band(x->children[k], dtype, page)) > band)
+                band = b;
+        return band;
+    }
+    return 1;
 }
 
 static void release_leaf(const ckpt_tensor *v)

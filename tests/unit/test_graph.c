@@ -434,3 +434,60 @@ CKPT_TEST(write_and_reopen)
     ASSERT_TRUE(access("dup.safetensors", F_OK) != 0);
     fixture_close(&f);
 }
+
+#define CKPT_BUILD
+#include "graph/engine.h"
+#include "graph/node.h"
+
+/* A transposed read uses up each input page only when it spans page / element size source
+ * columns: the writer's steps over a transpose are such page bands, however short its chunk,
+ * and for a concatenation of transposed parts along an inner axis, rows enough for every
+ * part. A page of 64 bytes here: 16 float32 columns. */
+CKPT_TEST(page_bands_of_transposes)
+{
+    static float want[32 * 24];
+    const ckpt_node *x, *y, *a, *b, *parts[2], *cat;
+    ckpt_tensor t, ta, tb;
+    uint64_t step;
+    fixture f;
+    int i, j;
+
+    fixture_open(&f);
+    matrix(&t, &f, "w", 0, 64, 64);
+    ASSERT_OK(ckpt_node_tensor(f.g, &t, &x));
+    ASSERT_OK(ckpt_node_transpose(f.g, x, 0, 1, &y));
+    ASSERT_EQ_INT(ckpt_node__page_band(x, CKPT_DTYPE_F32, 64), 1);
+    ASSERT_EQ_INT(ckpt_node__page_band(y, CKPT_DTYPE_F32, 64), 16 * 64);
+    /* a copy keeps its chunk; a transpose steps by whole pages of every source line */
+    ASSERT_EQ_INT(ckpt_writer__step(x, CKPT_DTYPE_F32, 16384, 1024, 1 << 20, 64), 1024);
+    step = ckpt_writer__step(y, CKPT_DTYPE_F32, 16384, 1024, 1 << 20, 64);
+    ASSERT_EQ_INT(step, 4096);
+    ASSERT_EQ_INT(step / (64 * 4) * 4 % 64, 0);
+    /* no more than the placement, nor than the cap (then the longest step that fits) */
+    ASSERT_EQ_INT(ckpt_writer__step(y, CKPT_DTYPE_F32, 2048, 1024, 1 << 20, 64), 2048);
+    ASSERT_EQ_INT(ckpt_writer__step(y, CKPT_DTYPE_F32, 16384, 1024, 3002, 64), 3000);
+    ASSERT_EQ_INT(ckpt_writer__step(y, CKPT_DTYPE_F32, 16384, 1024, 1000, 64), 1024);
+    /* pages shorter than a row of the transpose: a band of one row is enough */
+    ASSERT_EQ_INT(ckpt_node__page_band(y, CKPT_DTYPE_F32, 4), 64);
+
+    /* concat([A.T, B.T], axis=1), A [8, 32] and B [16, 32]: 16 rows for both parts */
+    matrix(&ta, &f, "a", 0, 8, 32);
+    matrix(&tb, &f, "b", 1000, 16, 32);
+    ASSERT_OK(ckpt_node_tensor(f.g, &ta, &a));
+    ASSERT_OK(ckpt_node_tensor(f.g, &tb, &b));
+    ASSERT_OK(ckpt_node_transpose(f.g, a, 0, 1, &parts[0]));
+    ASSERT_OK(ckpt_node_transpose(f.g, b, 0, 1, &parts[1]));
+    ASSERT_OK(ckpt_node_concat(f.g, parts, 2, 1, &cat));
+    ASSERT_EQ_INT(ckpt_node__page_band(cat, CKPT_DTYPE_F32, 64), 16 * 24);
+    for (i = 0; i < 32; i++)
+        for (j = 0; j < 24; j++)
+            want[i * 24 + j] = j < 8 ? (float)(j * 32 + i) : (float)(1000 + (j - 8) * 32 + i);
+    /* read in bands of whole rows, and from inside a row to inside another */
+    ASSERT_TRUE(check_values(cat, want, 32 * 24));
+    {
+        static float got[32 * 24];
+        ASSERT_OK(ckpt_node_read(cat, 30, 700, CKPT_DTYPE_F32, got));
+        ASSERT_TRUE(memcmp(got, want + 30, 700 * sizeof *got) == 0);
+    }
+    fixture_close(&f);
+}

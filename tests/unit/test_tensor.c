@@ -543,3 +543,38 @@ CKPT_TEST(test_tensor_transposed_views)
     unmap_file(&m);
     free(bytes);
 }
+
+#define CKPT_BUILD
+#include "core/tensor_private.h"
+
+/* The page band of a transpose: page / element size indices of its dimension of stride 1,
+ * times what follows it, so that a read of a band uses up a page of every source line;
+ * views that read along their source need none. */
+CKPT_TEST(test_tensor_page_band)
+{
+    ckpt_extent e;
+    ckpt_storage s = { "data", CKPT_DTYPE_BF16, (uint64_t)1 << 30, 1, &e, 0, NULL, 0 };
+    int64_t shape[3] = { 3, 5000, 100 };
+    ckpt_tensor t;
+
+    memset(&e, 0, sizeof e);
+    transposed(&t, CKPT_DTYPE_BF16, &s, 100, 5000, 0);
+    ASSERT_EQ_INT(ckpt_tensor__page_band(&t, 4096), 2048 * 100);
+    transposed(&t, CKPT_DTYPE_F32, &s, 100, 5000, 0);
+    ASSERT_EQ_INT(ckpt_tensor__page_band(&t, 4096), 1024 * 100);
+    /* fewer columns than a page holds: the whole view */
+    transposed(&t, CKPT_DTYPE_F32, &s, 100, 300, 0);
+    ASSERT_EQ_INT(ckpt_tensor__page_band(&t, 4096), 300 * 100);
+    /* batched: the transposes of 3 [100, 5000] matrices */
+    tensor_init(&t, "b", CKPT_DTYPE_BF16, &s, 3, shape);
+    t.stride[0] = 500000;
+    t.stride[1] = 1;
+    t.stride[2] = 5000;
+    ASSERT_EQ_INT(ckpt_tensor__page_band(&t, 4096), 2048 * 100);
+    /* contiguous, and strided along the source (every other row) */
+    tensor_init(&t, "c", CKPT_DTYPE_BF16, &s, 3, shape);
+    ASSERT_EQ_INT(ckpt_tensor__page_band(&t, 4096), 1);
+    t.stride[1] = 200;
+    t.shape[1] = 2500;
+    ASSERT_EQ_INT(ckpt_tensor__page_band(&t, 4096), 1);
+}
