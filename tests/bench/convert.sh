@@ -86,11 +86,6 @@ done
 echo "ckptconv sampled peaks: $(mb "${ANON[ckptconv]}") MB anonymous, $(mb "${FILEB[ckptconv]}") MB file-backed"
 report_baseline
 
-missed=0
-check_target() {
-    local what="$1" ok="$2"
-    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
-}
 check_target "ckptconv wall time within 2x of cp ($(awk -v a="${WALL[ckptconv]}" -v b="${WALL[cp]}" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }'); of cp+sync: $(awk -v a="${WALL[ckptconv]}" -v b="${WALL[cp+sync]}" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }'))" \
     "$(awk -v a="${WALL[ckptconv]}" -v b="${WALL[cp]}" 'BEGIN { print (a <= 2 * b) ? 1 : 0 }')"
 check_target "ckptconv peak RSS below 10% of the file ($(awk -v r="${RSS[ckptconv]}" -v s="$SIZE" 'BEGIN { printf "%.1f%%", 100 * r * 1024 / s }'))" \

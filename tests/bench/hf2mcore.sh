@@ -159,11 +159,6 @@ echo "bench: 2: comparing ckptconv's output with the Python reference's, and wit
 compare 2 hf "$OUT/2_ck" "$OUT/2_ref"
 compare rt hf "$IN" "$OUT/2_ck"
 
-missed=0
-check_target() {
-    local what="$1" ok="$2"
-    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
-}
 
 echo
 echo "hf2mcore / mcore2hf benchmark: Hugging Face LLaMA-shaped model, $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }')" \
@@ -179,26 +174,7 @@ for d in 1 2; do
         1) title="hf2mcore: Hugging Face -> TP$TP PP$PP (ref: Megatron-LM convert.py)" ;;
         2) title="mcore2hf: TP$TP PP$PP (ckptconv's output of 1) -> Hugging Face (ref: Python script)" ;;
     esac
-    echo
-    echo "$d. $title"
-    printf '%-10s %8s %12s %9s %9s %16s %15s\n' tool "wall s" "peak RSS MB" "anon MB" "file MB" "wall / ckptconv" \
-        "RSS / ckptconv"
-    for tool in $(with_baseline cp "cp+sync" baseline ckptconv ref); do
-        printf '%-10s %8.2f %12s %9s %9s %16s %15s\n' "$tool" "${WALL[$tool:$d]}" "$(mb "${RSS[$tool:$d]}")" \
-            "$(mb "${ANON[$tool:$d]}")" "$(mb "${FILEB[$tool:$d]}")" \
-            "$(ratio "${WALL[$tool:$d]}" "${WALL[ckptconv:$d]}")" "$(ratio "${RSS[$tool:$d]}" "${RSS[ckptconv:$d]}")"
-    done
-    report_baseline ":$d"
-    echo "ref / ckptconv:      wall $(ratio "${WALL[ref:$d]}" "${WALL[ckptconv:$d]}")x," \
-         "peak RSS $(ratio "${RSS[ref:$d]}" "${RSS[ckptconv:$d]}")x"
-    echo "ckptconv / cp+sync:  wall $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp+sync:$d]}")x" \
-         "(of cp: $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp:$d]}")x)"
-    echo "check: ${CHECK[$d]}"
-    check_target "ckptconv at least 3x faster than the reference ($(ratio "${WALL[ref:$d]}" "${WALL[ckptconv:$d]}")x)" \
-        "$(awk -v p="${WALL[ref:$d]}" -v c="${WALL[ckptconv:$d]}" 'BEGIN { print (p >= 3 * c) ? 1 : 0 }')"
-    check_target "ckptconv anonymous peak RSS within --memory $MEMORY + ${RSS_ALLOWANCE_MB} MB" \
-        "$(awk -v r="${ANON[ckptconv:$d]}" -v m="$MEMORY_BYTES" -v a="$RSS_ALLOWANCE_MB" \
-            'BEGIN { print (r * 1024 <= m + a * 2^20) ? 1 : 0 }')"
+    report_direction "$d" "$title"
 done
 echo
 echo "round trip: ${CHECK[rt]}"

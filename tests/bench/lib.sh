@@ -194,3 +194,37 @@ hf_bench_input() {
         echo "$id" >"$in.done"
     fi
 }
+
+# A target's line; a missed one sets missed=1, which BENCH_STRICT=1 turns into a failure.
+missed=0
+check_target() {
+    local what="$1" ok="$2"
+    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
+}
+
+# Direction D (TITLE) of a two-way bench against a reference run as tool "ref": the table of
+# every tool's wall time and peak RSS, the ratios, the output check and the targets (3x the
+# reference's speed, anonymous RSS within --memory).
+report_direction() {
+    local d="$1" title="$2" tool
+    echo
+    echo "$d. $title"
+    printf '%-10s %8s %12s %9s %9s %16s %15s\n' tool "wall s" "peak RSS MB" "anon MB" "file MB" "wall / ckptconv" \
+        "RSS / ckptconv"
+    for tool in $(with_baseline cp "cp+sync" baseline ckptconv ref); do
+        printf '%-10s %8.2f %12s %9s %9s %16s %15s\n' "$tool" "${WALL[$tool:$d]}" "$(mb "${RSS[$tool:$d]}")" \
+            "$(mb "${ANON[$tool:$d]}")" "$(mb "${FILEB[$tool:$d]}")" \
+            "$(ratio "${WALL[$tool:$d]}" "${WALL[ckptconv:$d]}")" "$(ratio "${RSS[$tool:$d]}" "${RSS[ckptconv:$d]}")"
+    done
+    report_baseline ":$d"
+    echo "ref / ckptconv:      wall $(ratio "${WALL[ref:$d]}" "${WALL[ckptconv:$d]}")x," \
+         "peak RSS $(ratio "${RSS[ref:$d]}" "${RSS[ckptconv:$d]}")x"
+    echo "ckptconv / cp+sync:  wall $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp+sync:$d]}")x" \
+         "(of cp: $(ratio "${WALL[ckptconv:$d]}" "${WALL[cp:$d]}")x)"
+    echo "check: ${CHECK[$d]}"
+    check_target "ckptconv at least 3x faster than the reference ($(ratio "${WALL[ref:$d]}" "${WALL[ckptconv:$d]}")x)" \
+        "$(awk -v p="${WALL[ref:$d]}" -v c="${WALL[ckptconv:$d]}" 'BEGIN { print (p >= 3 * c) ? 1 : 0 }')"
+    check_target "ckptconv anonymous peak RSS within --memory $MEMORY + ${RSS_ALLOWANCE_MB} MB" \
+        "$(awk -v r="${ANON[ckptconv:$d]}" -v m="$MEMORY_BYTES" -v a="$RSS_ALLOWANCE_MB" \
+            'BEGIN { print (r * 1024 <= m + a * 2^20) ? 1 : 0 }')"
+}

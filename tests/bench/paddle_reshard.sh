@@ -114,11 +114,6 @@ else
     failed=1
 fi
 
-missed=0
-check_target() {
-    local what="$1" ok="$2"
-    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
-}
 
 echo
 echo "paddle reshard benchmark: PaddleNLP LLaMA checkpoint, $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }')" \

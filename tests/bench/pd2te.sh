@@ -127,11 +127,6 @@ echo
 "$VENV_PYTHON" "$REPO/tests/bench/pd2te_compare.py" "$OUT/ckptconv" "$OUT/python" \
     || die "ckptconv and the Python converter wrote different tensors"
 
-missed=0
-check_target() {
-    local what="$1" ok="$2"
-    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
-}
 check_target "ckptconv at least 10x faster than the Python converter ($(ratio "${WALL[python]}" "${WALL[ckptconv]}")x)" \
     "$(awk -v p="${WALL[python]}" -v c="${WALL[ckptconv]}" 'BEGIN { print (p >= 10 * c) ? 1 : 0 }')"
 check_target "ckptconv peak RSS within --memory $MEMORY + ${RSS_ALLOWANCE_MB} MB" \

@@ -124,11 +124,6 @@ direction 2 "$OUT/1_ck" 2 2
 echo "bench: round trip: comparing the input with ckptconv's TP2 PP2 -> TP4 PP1 -> TP2 PP2"
 compare rt "$IN" "$OUT/2_ck" --ignore rng_state --ignore-arg rank --ignore-arg local_rank
 
-missed=0
-check_target() {
-    local what="$1" ok="$2"
-    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
-}
 
 echo
 echo "reshard benchmark: Megatron-LM checkpoint, $(awk -v s="$SIZE" 'BEGIN { printf "%.2f GB", s / 1e9 }') in" \

@@ -105,12 +105,6 @@ if [ "$failed" = 0 ] && ! msg=$("$CKPTCONV" diff "$IN" "$OUT/2_ck" 2>&1); then
     failed=1
 fi
 
-missed=0
-check_target() {
-    local what="$1" ok="$2"
-    if [ "$ok" = 1 ]; then echo "target met:    $what"; else echo "target MISSED: $what"; missed=1; fi
-}
-
 echo
 echo "reshard benchmark, distributed optimizer: Megatron-LM checkpoint, $(awk -v s="$SIZE" \
     'BEGIN { printf "%.2f GB", s / 1e9 }') in $NFILES ranks (bf16 weights; fp32 masters and Adam moments" \

@@ -116,10 +116,6 @@ trap 'rm -rf "$OUT"' EXIT
 choose_cache
 
 bytes_in() { du -sb "$1" | cut -f1; }
-missed=0
-check_target() {
-    if [ "$2" = 1 ]; then echo "target met:    $1"; else echo "target MISSED: $1"; fi
-}
 
 REPORT=""
 for s in $STAGES; do
