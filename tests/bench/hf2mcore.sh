@@ -103,9 +103,7 @@ OUT="$BENCH_DIR/hf2mcore_out"
 rm -rf "$OUT"
 # Alive at once: ckptconv's hf2mcore output (input of 2), Megatron's (removed after its check),
 # then ckptconv's and the Python mcore2hf outputs.
-FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
-[ "$FREE" -gt $((4 * SIZE + (1 << 30))) ] \
-    || die "$((4 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+need_free_disk 4
 mkdir -p "$OUT"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
 
@@ -113,16 +111,6 @@ choose_cache
 
 declare -A CHECK
 failed=0
-# compare KEY KIND A B: records hf_compare.py's verdict, never stops the run.
-compare() {
-    local key="$1" kind="$2" a="$3" b="$4" msg
-    if msg=$("$TORCH_PYTHON" "$REPO/tests/bench/hf_compare.py" "$kind" "$a" "$b" 2>&1); then
-        CHECK[$key]="ok: $msg"
-    else
-        CHECK[$key]="DIFFERENT: $msg"
-        failed=1
-    fi
-}
 
 echo "bench: 1: cp -r, cp -r + sync, ckptconv hf2mcore, Megatron-LM convert.py (TP$TP PP$PP)"
 measure "cp:1" "$OUT/cp" cp -r "$IN" "$OUT/cp"
@@ -144,7 +132,7 @@ measure "ref:1" "$OUT/1_ref" "$MEGATRON_PYTHON" "$REPO/tests/bench/megatron_conv
     die "Megatron-LM's convert.py wrote no checkpoint"
 }
 echo "bench: 1: comparing ckptconv's output with Megatron-LM's"
-compare 1 megatron "$OUT/1_ck" "$OUT/1_ref"
+hf_compare 1 megatron "$OUT/1_ck" "$OUT/1_ref"
 [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$OUT/1_ref"
 
 echo "bench: 2: cp -r, cp -r + sync, ckptconv mcore2hf, mcore2hf_python.py (ckptconv's TP$TP PP$PP output)"
@@ -156,8 +144,8 @@ rm -rf "$OUT/cp"
 measure_ckptconv ":2" "$OUT/2_ck" mcore2hf "$OUT/1_ck" "$OUT/2_ck" --memory "$MEMORY" -q
 measure "ref:2" "$OUT/2_ref" "$VENV_PYTHON" "$REPO/tests/bench/mcore2hf_python.py" "$OUT/1_ck" "$OUT/2_ref"
 echo "bench: 2: comparing ckptconv's output with the Python reference's, and with the input"
-compare 2 hf "$OUT/2_ck" "$OUT/2_ref"
-compare rt hf "$IN" "$OUT/2_ck"
+hf_compare 2 hf "$OUT/2_ck" "$OUT/2_ref"
+hf_compare rt hf "$IN" "$OUT/2_ck"
 
 
 echo

@@ -195,6 +195,26 @@ hf_bench_input() {
     fi
 }
 
+# Die unless BENCH_DIR has room for N inputs' worth (SIZE bytes each) and 1 GiB more.
+need_free_disk() {
+    local free
+    free=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
+    [ "$free" -gt $(($1 * SIZE + (1 << 30))) ] \
+        || die "$(($1 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((free / 1000000)) MB free"
+}
+
+# hf_compare KEY KIND A B: records tests/bench/hf_compare.py's verdict in CHECK[KEY] (a
+# DIFFERENT one sets failed=1), never stops the run.
+hf_compare() {
+    local key="$1" kind="$2" a="$3" b="$4" msg
+    if msg=$("$TORCH_PYTHON" "$REPO/tests/bench/hf_compare.py" "$kind" "$a" "$b" 2>&1); then
+        CHECK[$key]="ok: $msg"
+    else
+        CHECK[$key]="DIFFERENT: $msg"
+        failed=1
+    fi
+}
+
 # A target's line; a missed one sets missed=1, which BENCH_STRICT=1 turns into a failure.
 missed=0
 check_target() {

@@ -83,9 +83,7 @@ OUT="$BENCH_DIR/paddle_hf_out"
 rm -rf "$OUT"
 # Alive at once: both PaddleNLP checkpoints of 1 (PaddleNLP's is the input of 2), then both
 # Hugging Face outputs of 2.
-FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
-[ "$FREE" -gt $((4 * SIZE + (1 << 30))) ] \
-    || die "$((4 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+need_free_disk 4
 mkdir -p "$OUT"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
 
@@ -93,16 +91,6 @@ choose_cache
 
 declare -A CHECK
 failed=0
-# compare KEY KIND A B: records hf_compare.py's verdict, never stops the run.
-compare() {
-    local key="$1" kind="$2" a="$3" b="$4" msg
-    if msg=$("$TORCH_PYTHON" "$REPO/tests/bench/hf_compare.py" "$kind" "$a" "$b" 2>&1); then
-        CHECK[$key]="ok: $msg"
-    else
-        CHECK[$key]="DIFFERENT: $msg"
-        failed=1
-    fi
-}
 
 # direction D NAME SRC: cp, cp+sync, ckptconv NAME and the reference for one direction; outputs
 # in $OUT/D_ck and $OUT/D_ref.
@@ -121,12 +109,12 @@ direction() {
 
 direction 1 hf2paddle "$IN"
 echo "bench: 1: comparing ckptconv's output with PaddleNLP's"
-compare 1 paddle "$OUT/1_ck" "$OUT/1_ref"
+hf_compare 1 paddle "$OUT/1_ck" "$OUT/1_ref"
 [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$OUT/1_ck"
 direction 2 paddle2hf "$OUT/1_ref"
 echo "bench: 2: comparing ckptconv's output with the Python reference's, and with the input"
-compare 2 hf "$OUT/2_ck" "$OUT/2_ref"
-compare rt hf "$IN" "$OUT/2_ck"
+hf_compare 2 hf "$OUT/2_ck" "$OUT/2_ref"
+hf_compare rt hf "$IN" "$OUT/2_ck"
 
 
 echo

@@ -85,9 +85,7 @@ NFILES=$(find "$IN" -name '*.pdparams' -o -name '*.pdopt' | wc -l)
 OUT="$BENCH_DIR/paddle_reshard_out"
 rm -rf "$OUT"
 # Alive at once: ckptconv's output and the Python output (the copy is removed before them).
-FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
-[ "$FREE" -gt $((2 * SIZE + (1 << 30))) ] \
-    || die "$((2 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+need_free_disk 2
 mkdir -p "$OUT"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
 

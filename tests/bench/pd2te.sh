@@ -71,9 +71,7 @@ SIZE=$(du -sb "$IN" | cut -f1)
 OUT="$BENCH_DIR/pd2te_out"
 rm -rf "$OUT"
 # The copy, ckptconv's output and the Python output live side by side until the comparison.
-FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
-[ "$FREE" -gt $((3 * SIZE + (1 << 30))) ] \
-    || die "$((3 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+need_free_disk 3
 mkdir -p "$OUT"
 trap 'rm -rf "$OUT"' EXIT
 

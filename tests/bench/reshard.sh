@@ -77,9 +77,7 @@ OUT="$BENCH_DIR/reshard_out"
 rm -rf "$OUT"
 # Alive at once: the direction-1 output of ckptconv (input of direction 2), and per direction
 # a copy, ckptconv's and the Python output; the vocabulary grows a little at TP4.
-FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
-[ "$FREE" -gt $((5 * SIZE + (1 << 30))) ] \
-    || die "$((5 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+need_free_disk 5
 mkdir -p "$OUT"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
 

@@ -64,9 +64,7 @@ NFILES=$(find "$IN" -name distrib_optim.pt | wc -l)
 
 OUT="$BENCH_DIR/reshard_distopt_out"
 rm -rf "$OUT"
-FREE=$(df -B1 --output=avail "$BENCH_DIR" | tail -1)
-[ "$FREE" -gt $((4 * SIZE + (1 << 30))) ] \
-    || die "$((4 * SIZE / 1000000)) MB of free disk needed in $BENCH_DIR, $((FREE / 1000000)) MB free"
+need_free_disk 4
 mkdir -p "$OUT"
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$OUT"' EXIT
 
