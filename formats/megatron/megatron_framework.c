@@ -41,7 +41,6 @@ static int args_int(const ckpt_value *args, const char *name, int64_t fallback)
  * conversion needs it. */
 static int read_family(ckpt_fw_builder *b, const mg_fw *s)
 {
-    const ckpt_fw_options *o = ckpt_fw_builder_options(b);
     const ckpt_value *args = ckpt_megatron_args(s->m);
     const ckpt_megatron_info *mi = ckpt_megatron_info_of(s->m);
     const char *root = ckpt_set_info_of(ckpt_fw_builder_set(b))->root;
@@ -52,14 +51,7 @@ static int read_family(ckpt_fw_builder *b, const mg_fw *s)
     if ((rc = ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, root, args)) == 0 &&
         (rc = ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, root, args)) == 0 && mi->true_vocab_size)
         rc = ckpt_family_config_set_int(c, "vocab_size", mi->true_vocab_size);
-    if (rc < 0) {
-        ckpt_family_config_free(c);
-        if (o->need_family)
-            return rc;
-        ckpt_error_clear();
-        return 0;
-    }
-    return ckpt_fw_builder_family(b, f, c);
+    return ckpt_fw_builder_family_read(b, rc, f, c);
 }
 
 static int mg_open(ckpt_fw_builder *b, void **state)

@@ -81,16 +81,11 @@ static int read_family(ckpt_fw_builder *b, pd_fw *s)
                              ckpt_fw_builder_path(b));
     else if ((rc = ckpt_family_detect(&f, CKPT_FAMILY_PADDLE, mi->config, mi->config_json)) == 0)
         rc = ckpt_family_config_read(&c, f, CKPT_FAMILY_PADDLE, mi->config, mi->config_json);
-    if (rc < 0) {
-        ckpt_family_config_free(c);
-        if (o->need_family)
-            return rc;
-        ckpt_error_clear();
-        return 0;
+    if (rc == 0) {
+        s->tied_shared = s->m->family->tied_shared && config_bool(c, "tied");
+        s->family = f;
     }
-    s->tied_shared = s->m->family->tied_shared && config_bool(c, "tied");
-    s->family = f;
-    return ckpt_fw_builder_family(b, f, c);
+    return ckpt_fw_builder_family_read(b, rc, f, c);
 }
 
 static int pd_open(ckpt_fw_builder *b, void **state)

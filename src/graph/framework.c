@@ -79,6 +79,17 @@ int ckpt_fw_builder_family(ckpt_fw_builder *b, const ckpt_family *f, ckpt_family
     return 0;
 }
 
+int ckpt_fw_builder_family_read(ckpt_fw_builder *b, int rc, const ckpt_family *f, ckpt_family_config *c)
+{
+    if (rc == 0)
+        return ckpt_fw_builder_family(b, f, c);
+    ckpt_family_config_free(c);
+    if (ckpt_fw_builder_options(b)->need_family)
+        return rc;
+    ckpt_error_clear();
+    return 0;
+}
+
 static int copy_str(char **dst, const char *src)
 {
     char *s = src ? strdup(src) : NULL;

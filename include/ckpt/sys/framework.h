@@ -22,6 +22,10 @@ CKPT_EXTERN(const char *) ckpt_fw_builder_path(const ckpt_fw_builder *b); /* ckp
 CKPT_EXTERN(const ckpt_family *) ckpt_fw_builder_target_family(const ckpt_fw_builder *b, const ckpt_family_config **c);
 /* The model's family and config; the builder takes c. */
 CKPT_EXTERN(int) ckpt_fw_builder_family(ckpt_fw_builder *b, const ckpt_family *f, ckpt_family_config *c);
+/* The family an opened model's source says, read with status rc: on success as
+ * ckpt_fw_builder_family; on failure c is freed, and the failure is returned where the
+ * options need a family (conversions), else cleared and the model opens without one. */
+CKPT_EXTERN(int) ckpt_fw_builder_family_read(ckpt_fw_builder *b, int rc, const ckpt_family *f, ckpt_family_config *c);
 CKPT_EXTERN(int) ckpt_fw_builder_info(ckpt_fw_builder *b, const ckpt_fw_info *info); /* strings copied */
 CKPT_EXTERN(int) ckpt_fw_builder_add(ckpt_fw_builder *b, const char *name, const ckpt_node *full,
                                      const ckpt_tensor_layout *l);
