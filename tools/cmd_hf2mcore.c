@@ -121,7 +121,7 @@ static int print_json(const hf2mcore_args *a, const ckpt_plan *plan, const ckpt_
 
 static int run(hf2mcore_args *a)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_plan *plan = NULL;
     ckpt_fw *src = NULL;
@@ -129,14 +129,9 @@ static int run(hf2mcore_args *a)
     double start = cli_now();
 
     memset(&rep, 0, sizeof rep);
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.name = "hf2mcore";
     jo.to = CKPT_FAMILY_MEGATRON;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = CKPT_FAMILY_HF;
-    jo.from.iteration = -1;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.megatron = a->target;
     jo.target.tp = a->target.tp;
     jo.target.pp = a->target.pp;

@@ -33,17 +33,14 @@ static const char *tensor_at(const logical *l, size_t i, const ckpt_node **full,
 static int open_logical(const char *path, ckpt_set *set, logical *l)
 {
     const char *layout = ckpt_set_info_of(set)->layout;
-    ckpt_fw_options o;
+    ckpt_fw_options o = CKPT_FW_OPTIONS_INIT;
     ckpt_megatron *m;
     int rc;
 
     memset(l, 0, sizeof *l);
     if (strcmp(layout, "paddle") != 0 && strcmp(layout, "megatron") != 0)
         return 0;
-    memset(&o, 0, sizeof o);
-    o.version = CKPT_FW_OPTIONS_VERSION;
     o.framework = layout;
-    o.iteration = -1;
     if ((rc = ckpt_plan_new(&l->plan)) < 0 || (rc = ckpt_fw_open(&l->fw, path, ckpt_plan_graph(l->plan), &o)) < 0)
         return rc;
     l->n = ckpt_fw_tensor_count(l->fw);

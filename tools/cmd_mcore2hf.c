@@ -125,7 +125,7 @@ static size_t tensors_written(const ckpt_plan *plan)
 
 static int run(const mcore2hf_args *a)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan_report rep;
     ckpt_plan *plan = NULL;
     ckpt_fw *src = NULL;
@@ -133,15 +133,11 @@ static int run(const mcore2hf_args *a)
     double start = cli_now();
 
     memset(&rep, 0, sizeof rep);
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.name = "mcore2hf";
     jo.to = CKPT_FAMILY_HF;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = CKPT_FAMILY_MEGATRON;
     jo.from.iteration = a->iteration;
     jo.from.true_vocab_size = a->true_vocab;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.max_shard_size = a->max_shard;
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||
         (rc = cli_plan_drop_option(plan, &a->p)) < 0 || (rc = ckpt_job_plan(plan, a->in, &jo, &src)) < 0)

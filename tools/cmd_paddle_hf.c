@@ -152,17 +152,12 @@ static int print_json(const paddle_hf_args *a, const ckpt_plan *plan, const ckpt
 static int plan_job(const paddle_hf_args *a, ckpt_plan *plan, ckpt_fw **src)
 {
     const char *variants[2];
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
 
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.name = a->cmd;
     jo.to = a->to_hf ? CKPT_FAMILY_HF : CKPT_FAMILY_PADDLE;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = a->to_hf ? CKPT_FAMILY_PADDLE : CKPT_FAMILY_HF;
-    jo.from.iteration = -1;
     jo.from.no_optimizer = 1;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.max_shard_size = a->max_shard;
     jo.target.tp = a->tp;
     jo.target.pp = a->pp;

@@ -334,21 +334,16 @@ done:
  * Engine's layers (target impl "te"), te2pd reading them back (source impl "te"). */
 static int run_layout(const pd2te_args *a, const ckpt_paddle_te_options *o, double start)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan *plan = NULL;
     ckpt_fw *src = NULL;
     const ckpt_fw_info *info;
     layouts l;
     int rc;
 
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.name = a->cmd;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = CKPT_FAMILY_PADDLE;
-    jo.from.iteration = -1;
     jo.from.no_optimizer = 1;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.tp = (int)a->tp;
     jo.target.pp = (int)a->pp;
     jo.target.paddle = (ckpt_paddle_target)CKPT_PADDLE_TARGET_INIT;

@@ -406,17 +406,13 @@ static int run_paddle(const reshard_args *a)
  * source's otherwise: a torch_dist IN's run layout, its virtual stages with its stages). */
 static int plan_megatron(reshard_args *a, ckpt_plan *plan, ckpt_fw **src)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
     const ckpt_megatron_info *info;
     int rc;
 
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = "megatron";
     jo.from.iteration = a->iteration;
     jo.from.true_vocab_size = a->true_vocab;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.megatron = a->target;
     jo.target.tp = a->tp_set ? a->target.tp : 0;
     jo.target.pp = a->pp_set ? a->target.pp : 0;

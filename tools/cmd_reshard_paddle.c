@@ -31,15 +31,10 @@ static int print_json(const cli_reshard_job *j, const ckpt_paddle_model_info *in
  * source's otherwise). */
 static int plan_paddle(const cli_reshard_job *j, ckpt_plan *plan, ckpt_fw **src)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
 
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = CKPT_FAMILY_PADDLE;
-    jo.from.iteration = -1;
     jo.from.no_optimizer = j->no_optimizer;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.tp = j->tp_set ? j->tp : 0;
     jo.target.pp = j->pp_set ? j->pp : 0;
     jo.target.paddle.drop_optimizer = j->no_optimizer;

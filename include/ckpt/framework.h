@@ -35,6 +35,8 @@ typedef struct ckpt_fw_target {
                                          generation_config.json is kept (megatron:
                                          args.hf_generation_config) */
 } ckpt_fw_target;
+/* The source's layout in every field. */
+#define CKPT_FW_TARGET_INIT { .version = CKPT_FW_TARGET_VERSION }
 
 #define CKPT_FW_OPTIONS_VERSION 1
 typedef struct ckpt_fw_options {
@@ -55,6 +57,8 @@ typedef struct ckpt_fw_options {
                                          framework's own */
     const ckpt_paddle_te_options *paddle_te; /* impl "te": the map back (to_te 0) */
 } ckpt_fw_options;
+/* Every default: the latest iteration, the family detected, the frameworks bid. */
+#define CKPT_FW_OPTIONS_INIT { .version = CKPT_FW_OPTIONS_VERSION, .iteration = -1 }
 
 typedef struct ckpt_fw_info {
     const char *framework, *impl;
@@ -96,6 +100,8 @@ typedef struct ckpt_job_options {
     ckpt_fw_target target;
     const char *name;                 /* the job in messages ("mcore2hf"); NULL: "ckpt_job_plan" */
 } ckpt_job_options;
+#define CKPT_JOB_OPTIONS_INIT \
+    { .version = CKPT_JOB_OPTIONS_VERSION, .from = CKPT_FW_OPTIONS_INIT, .target = CKPT_FW_TARGET_INIT }
 
 /* The one path: source framework -> (another framework: its map to Hugging Face names, then
  * Hugging Face names to the target's; the same framework: no map, optimizer kept) -> target.

@@ -201,12 +201,7 @@ static int fw_alloc(ckpt_fw **out, const ckpt_fw_vtable *vt, ckpt_graph *g, cons
     m->vt = vt;
     m->g = g;
     m->builder.m = m;
-    if (o) {
-        m->opts = *o;
-    } else {
-        m->opts.version = CKPT_FW_OPTIONS_VERSION;
-        m->opts.iteration = -1;
-    }
+    m->opts = o ? *o : (ckpt_fw_options)CKPT_FW_OPTIONS_INIT;
     m->info.framework = vt->name;
     m->info.tp = m->info.pp = m->info.vpp = m->info.ep = m->info.dp = 1;
     m->info.iteration = -1;

@@ -171,17 +171,12 @@ CKPT_TEST(test_framework_open_megatron_by_bid)
 
 CKPT_TEST(test_framework_refusals_name_what)
 {
-    ckpt_fw_options o;
-    ckpt_fw_target t;
+    ckpt_fw_options o = CKPT_FW_OPTIONS_INIT;
+    ckpt_fw_target t = CKPT_FW_TARGET_INIT;
     ckpt_plan *plan;
     ckpt_fw *m;
 
-    memset(&o, 0, sizeof o);
-    o.version = CKPT_FW_OPTIONS_VERSION;
     o.framework = "caffe";
-    o.iteration = -1;
-    memset(&t, 0, sizeof t);
-    t.version = CKPT_FW_TARGET_VERSION;
     ASSERT_OK(ckpt_plan_new(&plan));
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_fw_open(&m, "no-such-dir", ckpt_plan_graph(plan), NULL));
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "no-such-dir") != NULL);
@@ -204,18 +199,13 @@ CKPT_TEST(test_framework_refusals_name_what)
 CKPT_TEST(test_framework_job_reshard_as_megatron_plan)
 {
     ckpt_megatron_target mt = CKPT_MEGATRON_TARGET_INIT;
-    ckpt_job_options o;
+    ckpt_job_options o = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan *plan, *direct;
     ckpt_set *set;
     ckpt_megatron *m;
     ckpt_fw *src;
     size_t i;
 
-    memset(&o, 0, sizeof o);
-    o.version = CKPT_JOB_OPTIONS_VERSION;
-    o.from.version = CKPT_FW_OPTIONS_VERSION;
-    o.from.iteration = -1;
-    o.target.version = CKPT_FW_TARGET_VERSION;
     o.target.megatron = mt;
     o.target.tp = 1;
     o.target.pp = 1;
@@ -289,16 +279,11 @@ CKPT_TEST(test_framework_verify_source_is_the_frameworks)
 CKPT_TEST(test_framework_job_hf_to_megatron)
 {
     ckpt_megatron_target mt = CKPT_MEGATRON_TARGET_INIT;
-    ckpt_job_options o;
+    ckpt_job_options o = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan *plan;
     ckpt_fw *src;
 
-    memset(&o, 0, sizeof o);
-    o.version = CKPT_JOB_OPTIONS_VERSION;
     o.to = "megatron";
-    o.from.version = CKPT_FW_OPTIONS_VERSION;
-    o.from.iteration = -1;
-    o.target.version = CKPT_FW_TARGET_VERSION;
     o.target.megatron = mt;
     o.target.tp = 2;
     o.target.pp = 2;
@@ -315,12 +300,10 @@ CKPT_TEST(test_framework_job_hf_to_megatron)
 /* DeepSpeed, read only: a ZeRO directory by bid, each parameter consolidated; nothing created. */
 CKPT_TEST(test_framework_deepspeed_read_only)
 {
-    ckpt_fw_target t;
+    ckpt_fw_target t = CKPT_FW_TARGET_INIT;
     ckpt_plan *plan;
     ckpt_fw *m;
 
-    memset(&t, 0, sizeof t);
-    t.version = CKPT_FW_TARGET_VERSION;
     ASSERT_OK(ckpt_plan_new(&plan));
     ASSERT_OK(ckpt_fw_open(&m, ckpt_test_data("zero/stage3_fp32_ws2"), ckpt_plan_graph(plan), NULL));
     ASSERT_EQ_STR(ckpt_fw_info_of(m)->framework, "deepspeed");

@@ -84,7 +84,7 @@ CKPT_TEST(test_framework_paddle_job_reshard_as_paddle_plan)
 {
     ckpt_paddle_model_options mo = CKPT_PADDLE_MODEL_OPTIONS_INIT;
     ckpt_paddle_target pt = CKPT_PADDLE_TARGET_INIT;
-    ckpt_job_options o;
+    ckpt_job_options o = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan *plan, *direct;
     ckpt_set_options so = CKPT_SET_OPTIONS_INIT;
     ckpt_set *set;
@@ -92,11 +92,6 @@ CKPT_TEST(test_framework_paddle_job_reshard_as_paddle_plan)
     ckpt_fw *src;
     size_t i;
 
-    memset(&o, 0, sizeof o);
-    o.version = CKPT_JOB_OPTIONS_VERSION;
-    o.from.version = CKPT_FW_OPTIONS_VERSION;
-    o.from.iteration = -1;
-    o.target.version = CKPT_FW_TARGET_VERSION;
     o.target.tp = 2;
     o.target.pp = 1;
     ASSERT_OK(ckpt_plan_new(&plan));
@@ -124,18 +119,13 @@ CKPT_TEST(test_framework_paddle_job_reshard_as_paddle_plan)
 /* Hugging Face to PaddleNLP: the family's map to PaddleNLP's names, the rank files planned. */
 CKPT_TEST(test_framework_paddle_job_from_huggingface)
 {
-    ckpt_job_options o;
+    ckpt_job_options o = CKPT_JOB_OPTIONS_INIT;
     ckpt_plan *plan;
     ckpt_fw *src;
     size_t i;
     int config = 0;
 
-    memset(&o, 0, sizeof o);
-    o.version = CKPT_JOB_OPTIONS_VERSION;
     o.to = "paddle";
-    o.from.version = CKPT_FW_OPTIONS_VERSION;
-    o.from.iteration = -1;
-    o.target.version = CKPT_FW_TARGET_VERSION;
     o.target.tp = 2;
     o.target.pp = 1;
     ASSERT_OK(ckpt_plan_new(&plan));

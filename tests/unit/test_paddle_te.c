@@ -36,16 +36,11 @@ static int holds(const ckpt_plan *p, long f, const char *name)
 static int plan_te(ckpt_plan *plan, const char *in, int tp, const ckpt_map *map, const ckpt_map_params *params,
                    ckpt_fw **src)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
 
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.to = CKPT_FAMILY_PADDLE;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = CKPT_FAMILY_PADDLE;
-    jo.from.iteration = -1;
     jo.from.no_optimizer = 1;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.tp = tp;
     jo.target.impl = "te";
     jo.target.paddle = (ckpt_paddle_target)CKPT_PADDLE_TARGET_INIT;
@@ -136,16 +131,11 @@ CKPT_TEST(test_paddle_te_refuses_qwen2)
  * with --fused-qkv (weight and bias fused); PaddleNLP's fused save to Hugging Face. */
 static int plan_paddle_hf(ckpt_plan *plan, const char *in, int to_hf, int tp, const char *variant, ckpt_fw **src)
 {
-    ckpt_job_options jo;
+    ckpt_job_options jo = CKPT_JOB_OPTIONS_INIT;
 
-    memset(&jo, 0, sizeof jo);
-    jo.version = CKPT_JOB_OPTIONS_VERSION;
     jo.to = to_hf ? CKPT_FAMILY_HF : CKPT_FAMILY_PADDLE;
-    jo.from.version = CKPT_FW_OPTIONS_VERSION;
     jo.from.framework = to_hf ? CKPT_FAMILY_PADDLE : CKPT_FAMILY_HF;
-    jo.from.iteration = -1;
     jo.from.no_optimizer = 1;
-    jo.target.version = CKPT_FW_TARGET_VERSION;
     jo.target.tp = tp;
     jo.target.variants = &variant;
     jo.target.n_variants = variant != NULL;
