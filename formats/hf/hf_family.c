@@ -198,7 +198,7 @@ int ckpt_hf__config_of(const ckpt_hf_llama_dims *d, const char *where, ckpt_fami
 int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
 {
     ckpt_family_config *c = NULL;
-    const ckpt_value *rope, *factor;
+    const ckpt_value *rope, *factor, *experts, *topk;
     ckpt_hf_llama_dims d;
     int rc = ckpt_hf_llama_dims_read(path, &d);
 
@@ -220,6 +220,9 @@ int ckpt_hf_config_describe(const char *path, ckpt_buf *out)
         factor->kind == CKPT_VAL_FLOAT)
         ckpt_buf_printf(out, ", linear RoPE scaling x%g%s", factor->u.real,
                         ckpt_family_config_get(c, "rope_local_theta", &rope) == 0 ? " (full-attention layers)" : "");
+    if (c && ckpt_family_config_get(c, "num_experts", &experts) == 0 && experts->kind == CKPT_VAL_INT &&
+        ckpt_family_config_get(c, "moe_topk", &topk) == 0 && topk->kind == CKPT_VAL_INT)
+        ckpt_buf_printf(out, ", %lld experts (top %lld)", (long long)experts->u.integer, (long long)topk->u.integer);
     ckpt_family_config_free(c);
     ckpt_error_clear();
     if (d.sliding_window)

@@ -215,7 +215,8 @@ static int check_megatron(const ckpt_family *f, const cJSON *m, const char *fami
     return 0;
 }
 
-static int check_tensor_list(const ckpt_family *f, const cJSON *list, const char *where)
+/* per_layer: whether a name may hold {E}, an expert's number (up to the field num_experts) */
+static int check_tensor_list(const ckpt_family *f, const cJSON *list, int per_layer, const char *where)
 {
     const cJSON *t;
     int i;
@@ -223,8 +224,14 @@ static int check_tensor_list(const ckpt_family *f, const cJSON *list, const char
     cJSON_ArrayForEach(t, list) {
         int n = cJSON_GetArraySize(t);
         const cJSON *cond = cJSON_GetArrayItem(t, 3);
+        const char *hole;
         if (!cJSON_IsArray(t) || n < 2 || n > 5 || !cJSON_IsString(cJSON_GetArrayItem(t, 0)))
             return fail(where, "%s: a tensor is [name, rows, cols, condition, \"optional\"]", "tensor");
+        hole = strchr(cJSON_GetArrayItem(t, 0)->valuestring, '{');
+        if (hole && (!per_layer || strncmp(hole, "{E}", 3) != 0 || strchr(hole + 3, '{') ||
+                     !ckpt_family__has_field(f, "num_experts", strlen("num_experts"))))
+            return fail(where, "tensor %s: the one capture a name may have is {E}, in per_layer, with a field num_experts",
+                        cJSON_GetArrayItem(t, 0)->valuestring);
         for (i = 1; i < 3 && i < n; i++) {
             const cJSON *x = cJSON_GetArrayItem(t, i);
             if (!(i == 2 && cJSON_IsNull(x)) &&
@@ -264,10 +271,10 @@ static int check_tensors(const ckpt_family *f, const char *family)
     }
     snprintf(where, sizeof where, "%s: hf_tensors", family);
     if ((rc = keys(f->hf_tensors, allowed, where)) < 0 || (rc = string_in(f->hf_tensors, "layer", where, 1)) < 0 ||
-        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "before"), where)) < 0 ||
-        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "per_layer"), where)) < 0)
+        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "before"), 0, where)) < 0 ||
+        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "per_layer"), 1, where)) < 0)
         return rc;
-    return check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "after"), where);
+    return check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "after"), 0, where);
 }
 
 int ckpt_family__validate(ckpt_family *f, const char *where)

@@ -109,21 +109,32 @@ int ckpt_family__detect_text(const ckpt_family **out, const char *where, const c
 
 /* ---- Megatron args ---- */
 
+/* A number is also said per layer, as a list (Megatron's moe_layer_freq [1, 1] is 1 on every
+ * layer): the list is of the number's kind, and equal when every element is. */
 static int same_kind(const ckpt_value *v, const cJSON *want)
 {
     if (cJSON_IsBool(want))
         return v->kind == CKPT_VAL_BOOL;
     if (cJSON_IsString(want))
         return v->kind == CKPT_VAL_STR;
-    return cJSON_IsNumber(want) && (v->kind == CKPT_VAL_INT || v->kind == CKPT_VAL_FLOAT);
+    return cJSON_IsNumber(want) && (v->kind == CKPT_VAL_INT || v->kind == CKPT_VAL_FLOAT || v->kind == CKPT_VAL_LIST);
 }
 
 static int equal(const ckpt_value *v, const cJSON *want)
 {
+    size_t i;
+
     if (cJSON_IsBool(want))
         return (v->u.boolean != 0) == cJSON_IsTrue(want);
     if (cJSON_IsString(want))
         return strcmp(v->u.str.ptr, want->valuestring) == 0;
+    if (v->kind == CKPT_VAL_LIST) {
+        for (i = 0; i < v->u.seq.n; i++)
+            if (!same_kind(v->u.seq.items[i], want) || v->u.seq.items[i]->kind == CKPT_VAL_LIST ||
+                !equal(v->u.seq.items[i], want))
+                return 0;
+        return 1;
+    }
     return (v->kind == CKPT_VAL_INT ? (double)v->u.integer : v->u.real) == want->valuedouble;
 }
 

@@ -58,6 +58,38 @@ static const cJSON *find(const cJSON *l, const char *name)
     return NULL;
 }
 
+/* An expert row ("block_sparse_moe.experts.{E}.w1.weight") matches rest with the expert's
+ * number (no leading zeros, as no writer makes); -1 for a row without {E} or no match. */
+static long long expert_of(const char *row, const char *rest)
+{
+    const char *hole = strstr(row, "{E}"), *d;
+    char *end;
+    long long e;
+
+    if (!hole || strncmp(rest, row, (size_t)(hole - row)) != 0)
+        return -1;
+    d = rest + (hole - row);
+    if (*d < '0' || *d > '9' || (d[0] == '0' && d[1] >= '0' && d[1] <= '9'))
+        return -1;
+    e = strtoll(d, &end, 10);
+    return strcmp(end, hole + 3) == 0 ? e : -1;
+}
+
+/* The per_layer row of a layer tensor's rest, and its expert (-1: not an expert tensor). */
+static const cJSON *find_layer(const cJSON *l, const char *rest, long long *expert)
+{
+    const cJSON *t;
+
+    *expert = -1;
+    cJSON_ArrayForEach(t, l) {
+        if (!item_str(t, 0))
+            continue;
+        if (strcmp(item_str(t, 0), rest) == 0 || (*expert = expert_of(item_str(t, 0), rest)) >= 0)
+            return t;
+    }
+    return NULL;
+}
+
 static int in_strings(const cJSON *l, const char *name)
 {
     const cJSON *t;
@@ -167,8 +199,8 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
 {
     const cJSON *t;
     const char *rest;
-    long long layer;
-    int64_t layers = ckpt_family__int(x->c, "num_layers", 0);
+    long long layer, expert;
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
 
     if ((t = find(list(x->f, "before"), name)) || (t = find(list(x->f, "after"), name)))
         return present(x, name, node, t);
@@ -182,8 +214,12 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
                                x->config);
     if (in_strings(list(x->f, "layer_buffers"), rest))
         return 0;
-    if (!(t = find(list(x->f, "per_layer"), rest)))
+    if (!(t = find_layer(list(x->f, "per_layer"), rest, &expert)))
         return not_ours(x, name);
+    if (expert >= experts)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not one of the %lld experts that %s in %s says",
+                               x->weights, name, (long long)experts, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
+                               x->config);
     return present(x, name, node, t);
 }
 
@@ -227,29 +263,48 @@ static int complete_list(const check_ctx *x, const cJSON *l)
     return 0;
 }
 
+/* One layer row's tensor in layer `layer` (and expert `expert` for an {E} row), or an error
+ * naming what implies it. */
+static int complete_one(const check_ctx *x, const cJSON *t, int64_t layer, int64_t expert)
+{
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0);
+    const char *row = item_str(t, 0), *hole = strstr(row, "{E}"), *suffix;
+    char prefix[128], name[256], fields[200], experts[80] = "";
+
+    layer_pattern(x->f, prefix, sizeof prefix, &suffix);
+    if (hole)
+        snprintf(name, sizeof name, "%s%lld%s%.*s%lld%s", prefix, (long long)layer, suffix, (int)(hole - row), row,
+                 (long long)expert, hole + 3);
+    else
+        snprintf(name, sizeof name, "%s%lld%s%s", prefix, (long long)layer, suffix, row);
+    if (has(x, name))
+        return 0;
+    if (hole)
+        snprintf(experts, sizeof experts, ", %s %lld", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
+                 (long long)ckpt_family__int(x->c, "num_experts", 0));
+    snprintf(fields, sizeof fields, "%s %lld%s%s%s", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"),
+             (long long)layers, experts, item_str(t, 3) ? ", " : "", item_str(t, 3) ? says(x, t) : "");
+    return missing(x, name, fields);
+}
+
 /* Every tensor the config implies. The files hold x->n tensors and a layer needs several, so
- * a layer count larger than the files meets a missing tensor within a few layers. */
+ * a layer (or expert) count larger than the files meets a missing tensor within a few. */
 static int check_complete(const check_ctx *x)
 {
-    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), layer;
-    char prefix[128], name[256], fields[160];
-    const char *suffix;
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
+    int64_t layer, e;
     const cJSON *t;
     int rc;
 
     if ((rc = complete_list(x, list(x->f, "before"))) < 0)
         return rc;
-    layer_pattern(x->f, prefix, sizeof prefix, &suffix);
     for (layer = 0; layer < layers; layer++)
         cJSON_ArrayForEach(t, list(x->f, "per_layer")) {
             if (!wanted(x, t))
                 continue;
-            snprintf(name, sizeof name, "%s%lld%s%s", prefix, (long long)layer, suffix, item_str(t, 0));
-            if (has(x, name))
-                continue;
-            snprintf(fields, sizeof fields, "%s %lld%s%s", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"),
-                     (long long)layers, item_str(t, 3) ? ", " : "", item_str(t, 3) ? says(x, t) : "");
-            return missing(x, name, fields);
+            for (e = 0; e < (strstr(item_str(t, 0), "{E}") ? experts : 1); e++)
+                if ((rc = complete_one(x, t, layer, e)) < 0)
+                    return rc;
         }
     return complete_list(x, list(x->f, "after"));
 }
@@ -305,8 +360,10 @@ int ckpt_family_check_tensors_as(const ckpt_family *f, const ckpt_family_config 
 typedef struct order_key {
     int group;     /* 0 before, 1 layers, 2.. after, then anything else */
     long long layer;
-    size_t within; /* place in its list */
-    size_t index;  /* input position, for a stable order */
+    size_t within;    /* place in its list; an expert's tensors: the place of the first {E} row */
+    long long expert; /* then by expert, */
+    size_t row;       /* then by row (transformers writes expert 0's tensors, then expert 1's) */
+    size_t index;     /* input position, for a stable order */
 } order_key;
 
 static size_t index_in(const cJSON *l, const char *name)
@@ -322,11 +379,29 @@ static size_t index_in(const cJSON *l, const char *name)
     return i;
 }
 
+/* An expert tensor sorts with its expert's tensors, at the place of the first {E} row. */
+static void layer_expert_key(const cJSON *per_layer, const char *rest, order_key *k)
+{
+    const cJSON *t, *row = find_layer(per_layer, rest, &k->expert);
+    size_t i = 0, first = (size_t)-1;
+
+    if (k->expert < 0)
+        return;
+    cJSON_ArrayForEach(t, per_layer) {
+        if (item_str(t, 0) && strstr(item_str(t, 0), "{E}") && first == (size_t)-1)
+            first = i;
+        if (t == row)
+            k->row = i;
+        i++;
+    }
+    k->within = first;
+}
+
 static order_key key_of(const ckpt_family *f, const char *name, size_t index)
 {
     const cJSON *before = list(f, "before"), *after = list(f, "after");
     size_t n_before = (size_t)cJSON_GetArraySize(before), n_after = (size_t)cJSON_GetArraySize(after), i;
-    order_key k = { 2 + (int)n_after, 0, 0, index };
+    order_key k = { 2 + (int)n_after, 0, 0, -1, 0, index };
     const char *rest;
 
     if ((i = index_in(before, name)) < n_before) {
@@ -337,6 +412,7 @@ static order_key key_of(const ckpt_family *f, const char *name, size_t index)
     } else if ((k.layer = layer_of(f, name, 0, &rest)) >= 0) {
         k.group = 1;
         k.within = index_in(list(f, "per_layer"), rest);
+        layer_expert_key(list(f, "per_layer"), rest, &k);
     } else {
         k.layer = 0;
     }
@@ -352,6 +428,10 @@ static int by_key(const void *a, const void *b)
         return x->layer < y->layer ? -1 : 1;
     if (x->within != y->within)
         return x->within < y->within ? -1 : 1;
+    if (x->expert != y->expert)
+        return x->expert < y->expert ? -1 : 1;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
