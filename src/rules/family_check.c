@@ -283,7 +283,7 @@ int ckpt_family__validate(ckpt_family *f, const char *where)
                                            "megatron", "paddle", "map_params", "extents", "hf_tensors", "verify",
                                            NULL };
     static const char *const hf_allowed[] = { "model_type", "arch_prefix", "class", "left_out", "refuse_model_type",
-                                              NULL };
+                                              "refuse_tensor", NULL };
     const cJSON *j = f->json, *v = cJSON_GetObjectItemCaseSensitive(j, "ckptconv_family"), *row, *r2;
     int rc;
 

@@ -178,8 +178,27 @@ static int check_one(check_ctx *x, const char *name, const ckpt_node *node, cons
     return 0;
 }
 
+/* hf.refuse_tensor: a tensor of a spelling the family knows and does not read, with why */
+static const char *refused(const ckpt_family *f, const char *name)
+{
+    const cJSON *rule;
+    size_t n = strlen(name);
+
+    cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(f->hf, "refuse_tensor")) {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(rule, "suffix"), *why = cJSON_GetObjectItemCaseSensitive(rule, "reason");
+        size_t m = cJSON_IsString(s) ? strlen(s->valuestring) : 0;
+        if (m && n >= m && strcmp(name + n - m, s->valuestring) == 0 && cJSON_IsString(why))
+            return why->valuestring;
+    }
+    return NULL;
+}
+
 static int not_ours(const check_ctx *x, const char *name)
 {
+    const char *why = refused(x->f, name);
+
+    if (why)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: tensor %s is %s", x->weights, name, why);
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                            "%s: tensor %s is not a weight of the %s model %s describes%s%s", x->weights, name,
                            x->f->title, x->config, x->leave_out ? "; " : "",

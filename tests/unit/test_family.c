@@ -407,6 +407,15 @@ CKPT_TEST(test_family_load)
         { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
           "\"config\": [{\"f\": \"w\", \"type\": \"size\", \"hf\": [\"a\", \"b\"], \"agree\": true}]}",
           "\"agree\" needs a real row read from a list of keys" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"llama\", "
+          "\"hf_tensors\": {\"per_layer\": [[\"mlp.experts.{E}.w1.weight\", \"i\", \"h\"]]}}",
+          "tensor mlp.experts.{E}.w1.weight: the one capture a name may have is {E}, in per_layer, with a field num_experts" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"mixtral\", "
+          "\"hf_tensors\": {\"after\": [[\"head.{E}.weight\", \"h\"]]}}",
+          "tensor head.{E}.weight: the one capture a name may have is {E}, in per_layer, with a field num_experts" },
+        { "{\"ckptconv_family\": 1, \"name\": \"x\", \"title\": \"X\", \"extends\": \"mixtral\", "
+          "\"hf_tensors\": {\"per_layer\": [[\"experts.{E}.{F}.weight\", \"h\"]]}}",
+          "tensor experts.{E}.{F}.weight: the one capture a name may have is {E}" },
         { "[1]", "fam.json: not a JSON object" },
     };
     ckpt_family *f = NULL;

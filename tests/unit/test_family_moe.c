@@ -42,15 +42,18 @@ static void fixture_config(const char *dir, const char *family, ckpt_family_conf
 {
     char path[512];
     const ckpt_family *f;
-    unsigned char *text;
+    unsigned char *bytes;
+    char *text;
     size_t len;
 
     snprintf(path, sizeof path, "%s/config.json", ckpt_test_data(dir));
-    text = ckpt_test_read_file(path, &len);
-    ASSERT_TRUE(text != NULL);
-    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, path, (const char *)text));
+    bytes = ckpt_test_read_file(path, &len);
+    ASSERT_TRUE(bytes != NULL && (text = calloc(len + 1, 1)) != NULL); /* the file's bytes are not a C string */
+    memcpy(text, bytes, len);
+    free(bytes);
+    ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, path, text));
     ASSERT_EQ_STR(ckpt_family_name(f), family);
-    ASSERT_OK(ckpt_family_config_read(c, f, CKPT_FAMILY_HF, path, (const char *)text));
+    ASSERT_OK(ckpt_family_config_read(c, f, CKPT_FAMILY_HF, path, text));
     free(text);
 }
 
@@ -203,6 +206,12 @@ CKPT_TEST(test_family_moe_tensors)
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_check_tensors(mixtral, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
     ASSERT_ERROR_MENTIONS("w: tensor model.layers.1.block_sparse_moe.experts.10.w1.weight has shape [11, 64], not the "
                           "[96, 64] that c says (intermediate_size, hidden_size)");
+
+    /* transformers 5's fused experts (save_original_format=False) are refused saying so */
+    build(&m, 11);
+    snprintf(m.names[2], sizeof m.names[2], "model.layers.1.mlp.experts.gate_up_proj");
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_check_tensors(mixtral, c, CKPT_FAMILY_HF, "c", "w", m.in, m.n));
+    ASSERT_ERROR_MENTIONS("w: tensor model.layers.1.mlp.experts.gate_up_proj is transformers 5's fused experts");
     ckpt_family_config_free(c);
     ckpt_graph_free(m.g);
 }
