@@ -101,11 +101,12 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     static const char *const allowed[] = { "f", "type", "hf", "paddle", "megatron", "megatron_default", "required",
                                            "default", "null_is", "divides", "says", "is", "refuse", "why",
                                            "refuse_set", "megatron_must", "megatron_refuse", "rope_types", "values",
-                                           "pattern", "agree", NULL };
+                                           "pattern", "agree", "at_most", NULL };
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(row, "type"),
                 *dflt = cJSON_GetObjectItemCaseSensitive(row, "default"),
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
                 *div = cJSON_GetObjectItemCaseSensitive(row, "divides"),
+                *most = cJSON_GetObjectItemCaseSensitive(row, "at_most"),
                 *values = cJSON_GetObjectItemCaseSensitive(row, "values"),
                 *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern"),
                 *rtypes = cJSON_GetObjectItemCaseSensitive(row, "rope_types"), *rt;
@@ -138,6 +139,8 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
         return rc;
     if (div && (!cJSON_IsString(div) || !ckpt_family__has_field(f, div->valuestring, strlen(div->valuestring))))
         return fail(where, "\"divides\" names no field%s", "");
+    if (most && (!cJSON_IsString(most) || !ckpt_family__has_field(f, most->valuestring, strlen(most->valuestring))))
+        return fail(where, "\"at_most\" names no field%s", "");
     if (pattern && (strcmp(t, "$layer_types") != 0 || !cJSON_IsString(pattern) ||
                     !ckpt_family__has_field(f, pattern->valuestring, strlen(pattern->valuestring))))
         return fail(where, "\"pattern\" names the field of a $layer_types row's every-Nth-layer pattern%s", "");

@@ -219,11 +219,11 @@ static int check_row(family_read *r, const cJSON *row)
     return rc;
 }
 
-/* After a value is read: refuse, divides. */
+/* After a value is read: refuse, divides, at_most. */
 static int row_checks(family_read *r, const cJSON *row, const char *name)
 {
     const cJSON *refuse = cJSON_GetObjectItemCaseSensitive(row, "refuse");
-    const char *div = row_str(row, "divides");
+    const char *div = row_str(row, "divides"), *most = row_str(row, "at_most");
     const ckpt_value *v = ckpt_family__get(r->c, name);
 
     if (cJSON_IsBool(refuse) && v && v->kind == CKPT_VAL_BOOL && (v->u.boolean != 0) == cJSON_IsTrue(refuse))
@@ -236,6 +236,10 @@ static int row_checks(family_read *r, const cJSON *row, const char *name)
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s %lld is not a multiple of %s %lld",
                                    r->where, key_of(r, div), (long long)whole, first_key(r, row), (long long)part);
     }
+    if (most && v && v->kind == CKPT_VAL_INT && v->u.integer > ckpt_family__int(r->c, most, 0))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s %lld is more than %s %lld", r->where,
+                               first_key(r, row), (long long)v->u.integer, key_of(r, most),
+                               (long long)ckpt_family__int(r->c, most, 0));
     return 0;
 }
 

@@ -88,6 +88,10 @@ CKPT_TEST(test_family_moe_config_refused)
     ASSERT_OK(read_cfg("mixtral", "\"num_local_experts\": 8, \"router_jitter_noise\": 0.0", &c));
     ASSERT_EQ_INT(int_of(c, "moe_topk"), 2);
     ckpt_family_config_free(c);
+    ASSERT_FAILS(CKPT_EFORMAT, read_cfg("mixtral", "\"num_local_experts\": 8, \"num_experts_per_tok\": 9", &c));
+    ASSERT_ERROR_MENTIONS("cfg/config.json: num_experts_per_tok 9 is more than num_local_experts 8");
+    ASSERT_OK(read_cfg("mixtral", "\"num_local_experts\": 8, \"num_experts_per_tok\": 8", &c));
+    ckpt_family_config_free(c);
     ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("mixtral", "\"num_local_experts\": 8, \"router_jitter_noise\": 0.1", &c));
     ASSERT_ERROR_MENTIONS("router_jitter_noise is 0.1, not 0");
     ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("qwen3_moe", "\"num_experts\": 8, \"moe_intermediate_size\": 32, \"mlp_only_layers\": [0]", &c));
