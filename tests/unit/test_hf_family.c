@@ -302,6 +302,10 @@ CKPT_TEST(test_hf_family_described)
     ASSERT_EQ_STR((const char *)line.data, "Hugging Face MistralForCausalLM (model_type mistral): 2 layers, hidden 32, "
                                            "4 heads, 2 KV heads, vocab 128, sliding window 8");
     ckpt_buf_dispose(&line);
+    ASSERT_OK(ckpt_hf_config_describe(ckpt_test_data("hf/transformers5/qwen3_moe_tiny/config.json"), &line));
+    ASSERT_EQ_STR((const char *)line.data, "Hugging Face Qwen3MoeForCausalLM (model_type qwen3_moe): 2 layers, hidden 32, "
+                                           "4 heads, 2 KV heads, vocab 128, 4 experts (top 2)");
+    ckpt_buf_dispose(&line);
     ckpt_test_write_file("config.json", "{\"model_type\": \"t5\"}", 20);
     ASSERT_OK(ckpt_hf_config_describe("config.json", &line));
     ASSERT_EQ_STR((const char *)line.data,
