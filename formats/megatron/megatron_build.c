@@ -96,7 +96,10 @@ static int new_entry(ckpt_megatron *m, const char *name, int ndim, mg_entry **ou
     if (!e->name || !e->local)
         return ckpt_error_oom();
     *out = e;
-    return ckpt_parallel_classify(m->spec, m->params, name, ndim, &e->layout);
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, ndim, &e->layout)) == 0 && e->layout.expert &&
+        !ckpt_megatron__expert_index(name, &e->expert))
+        e->expert = -1;
+    return rc;
 }
 
 int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full)

@@ -153,6 +153,10 @@ static int mg_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
     mt.vpp = t->vpp ? t->vpp : s->created || t->pp ? 1 : mi->run_vpp;
     if (t->dp)
         mt.dp = t->dp;
+    if (t->ep)
+        mt.ep = t->ep;
+    if (t->etp)
+        mt.etp = t->etp;
     if (s->created && !s->extra_states_added) {
         if ((rc = ckpt_megatron_add_extra_states(s->m, s->te)) < 0)
             return rc;

@@ -29,6 +29,8 @@ typedef struct target_ctx {
     size_t file;              /* the plan file being built */
     const mg_rank *template_rank;
     int drop_output;          /* tied embeddings at one stage: no output_layer.weight */
+    int ep_size;              /* the target's EP */
+    int tp, pp, ep;           /* the rank being written */
 } target_ctx;
 
 static int resize_vocab(const ckpt_megatron *m, int64_t padded, const mg_entry *e, const ckpt_node *full,
@@ -159,6 +161,31 @@ static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
     return rc;
 }
 
+/* A mixture of experts at another EP: its size, and the rank that saves each file, the
+ * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
+ * the expert ranks in order tp-cp-ep-dp-pp: tp + TP * ep + world / PP * pp); a local_rank
+ * equal to the rank (one node) stays equal to it. */
+static int rewrite_ep_args(target_ctx *c, ckpt_value *d)
+{
+    ckpt_arena *a = c->arena;
+    int64_t src_ep = ckpt_megatron__arg_int(d, "expert_model_parallel_size", 1), world, rank;
+    int64_t dp = c->t->dp > 0 ? c->t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
+    int rc;
+
+    if (ckpt_megatron__num_experts(d) <= 0 || src_ep == c->ep_size)
+        return 0;
+    if ((rc = set_attr(a, d, "expert_model_parallel_size", ckpt_value_new_int(a, c->ep_size))) < 0)
+        return rc;
+    world = (int64_t)c->t->tp * c->t->pp * dp * ckpt_megatron__arg_int(d, "context_parallel_size", 1);
+    if (dp < 1 || !ckpt_value_dict_get(d, "rank") || c->t->pp < 1)
+        return 0;
+    rank = c->tp + (int64_t)c->t->tp * c->ep + world / c->t->pp * c->pp;
+    if (ckpt_megatron__arg_int(d, "local_rank", -1) == ckpt_megatron__arg_int(d, "rank", -2) &&
+        (rc = set_attr(a, d, "local_rank", ckpt_value_new_int(a, rank))) < 0)
+        return rc;
+    return set_attr(a, d, "rank", ckpt_value_new_int(a, rank));
+}
+
 static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
 {
     ckpt_arena *a = c->arena;
@@ -196,6 +223,8 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                        d, "transformer_pipeline_model_parallel_size",
                                                                        src_pp))))) < 0)
         return rc;
+    if ((rc = rewrite_ep_args(c, d)) < 0)
+        return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
     if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp &&
         (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0)
@@ -214,7 +243,7 @@ static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int 
 {
     int first = pp == 0 && vp == 0, last = pp == c->t->pp - 1 && vp == c->t->vpp - 1;
 
-    if (e->ep >= 0 && e->ep != ep)
+    if (!ckpt_megatron__on_ep(c->m, e, c->ep_size, ep))
         return 0;
     switch (e->layout.stage) {
     case CKPT_STAGE_FIRST:
@@ -228,11 +257,20 @@ static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int 
     }
 }
 
+/* e's key in its target chunk: its layer and its expert local to it. */
 static int local_name(const target_ctx *c, const mg_entry *e, int64_t lo, ckpt_buf *out)
 {
+    ckpt_buf layer = CKPT_BUF_INIT;
+    int rc;
+
     if (e->layout.layer < 0)
         return ckpt_buf_puts(out, e->name);
-    return ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, out);
+    if (e->expert < 0)
+        return ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, out);
+    if ((rc = ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, &layer)) == 0)
+        rc = ckpt_megatron__local_expert_name(c->m, e, c->ep_size, (const char *)layer.data, out);
+    ckpt_buf_dispose(&layer);
+    return rc;
 }
 
 static int empty_extra_state(target_ctx *c, const char *key, size_t *index)
@@ -314,7 +352,7 @@ static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *fil
         rc = ckpt_buf_printf(out, "mp_rank_%02d", tp);
     if (rc == 0 && c->t->pp > 1)
         rc = ckpt_buf_printf(out, "_%03d", pp);
-    if (rc == 0 && c->m->info.ep > 1)
+    if (rc == 0 && c->ep_size > 1)
         rc = ckpt_buf_printf(out, "_%03d", ep);
     return rc == 0 ? ckpt_buf_printf(out, "/%s", file) : rc;
 }
@@ -335,9 +373,20 @@ static int distributed_target(const target_ctx *c)
            c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED;
 }
 
+/* A mixture of experts at EP 1 has no expert-parallel parameters, so no chained optimizer:
+ * its [dense, expert] state's dense one holds the step and param groups (the experts' share
+ * the dense groups, check_target). */
+static const ckpt_value *dense_optimizer(const target_ctx *c, const ckpt_value *v)
+{
+    if (c->ep_size == 1 && c->m->info.ep > 1 && v->kind == CKPT_VAL_LIST && v->u.seq.n == 2)
+        return v->u.seq.items[0];
+    return v;
+}
+
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
 {
-    const mg_rank *tmpl = mg_rank_at(c->m, tp < c->m->info.tp ? tp : 0, pp < c->m->info.pp ? pp : 0, ep);
+    const mg_rank *tmpl = mg_rank_at(c->m, tp < c->m->info.tp ? tp : 0, pp < c->m->info.pp ? pp : 0,
+                                     ep < c->m->info.ep ? ep : 0);
     const ckpt_value *troot = tmpl->root;
     ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
     mg_param_out *params = NULL;
@@ -350,6 +399,9 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         return CKPT_ENOMEM;
     root->u.dict.cls = troot->u.dict.cls;
     c->template_rank = tmpl;
+    c->tp = tp;
+    c->pp = pp;
+    c->ep = ep;
     if ((rc = rank_rel(c, tp, pp, ep, "model_optim_rng.pt", &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
         goto done;
     for (i = 0; i < troot->u.dict.map.n && rc == 0; i++) {
@@ -381,7 +433,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
             /* the distributed optimizer's holds no parameter state: hyper-parameters and
              * steps per group, the grad scaler */
             if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
-                rc = carry(c, tmpl->ck, v, &copy);
+                rc = carry(c, tmpl->ck, dense_optimizer(c, v), &copy);
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
                 rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)
@@ -454,11 +506,38 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
+/* A mixture of experts' optimizer state at another EP: the distributed optimizer's follows
+ * its parameters, into the expert buffers (expert data-parallel group) at EP > 1 and the dense
+ * ones at EP 1, where the experts are dense parameters; the chained optimizer's expert param
+ * groups of a run at EP > 1 are not made from EP 1's, nor a torch_dist source's state moved. */
+static int check_ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    int ep = ckpt_megatron__target_ep(m, t);
+    const char *src = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
+
+    if (ckpt_megatron__num_experts(m->args) <= 0 || ep == m->info.ep || t->optimizer == CKPT_MEGATRON_OPTIM_DROP ||
+        !m->info.has_optimizer)
+        return 0;
+    if (m->dist)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: a torch_dist checkpoint's optimizer state at another EP (%d -> %d) is not written "
+                               "yet; --no-optimizer writes the model",
+                               src, m->info.ep, ep);
+    if (m->info.ep == 1)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: EP 1 -> %d: at EP 1 megatron-core keeps the experts in the dense optimizer, and "
+                               "the expert optimizer a run at EP %d chains to it (its param groups) is not made from "
+                               "it yet; --no-optimizer writes the model",
+                               src, ep, ep);
+    return 0;
+}
+
 static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
-    if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0))
+    if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0) ||
+        (rc = check_ep_optimizer(m, t)) < 0)
         return rc;
     if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
@@ -524,6 +603,7 @@ int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, 
     c.arena = ckpt_plan_arena(plan);
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     c.template_rank = mg_rank_at(m, 0, 0, 0);
+    c.ep_size = ckpt_megatron__target_ep(m, t);
     return rewrite_args(&c, m->args, out);
 }
 
@@ -552,9 +632,10 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
     c.arena = ckpt_plan_arena(plan);
     c.drop_output = drop_output;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
+    c.ep_size = ckpt_megatron__target_ep(m, t);
     if ((rc = ckpt_fw_ranks_new(&c.ranks, m->n_entries, 1, t->tp, split_entry, &c)) < 0)
         return rc;
-    rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_EP_PP_TP, t->pp, m->info.ep, NULL, on_rank, &c);
+    rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_EP_PP_TP, t->pp, c.ep_size, NULL, on_rank, &c);
     if (rc == 0) {
         if (m->release)
             snprintf(tracker, sizeof tracker, "release");

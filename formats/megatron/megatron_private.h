@@ -18,7 +18,9 @@ typedef struct mg_entry {
     int src_pp, src_vp;        /* the source chunk it comes from */
     char *local;               /* the key in its source file */
     ckpt_tensor_layout layout; /* layer: global index */
-    int ep;                    /* expert tensors: the EP rank they belong to; -1 otherwise */
+    int ep;                    /* expert tensors: the source EP rank they come from; -1 otherwise */
+    int64_t expert;            /* an expert's tensors: its global index (its name holds it); -1
+                                  otherwise (megatron_experts.c) */
     int param;                 /* a model parameter (the optimizer has state for it) */
     const ckpt_node *full;     /* tensors: the merged full tensor */
     const ckpt_node **shards;  /* tensors read from rank files: each TP rank's part, as stored */
@@ -82,6 +84,22 @@ static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep
     return &m->ranks[((size_t)ep * (size_t)m->info.pp + (size_t)pp) * (size_t)m->info.tp + (size_t)tp];
 }
 
+/* Experts (megatron_experts.c). The expert index in a SequentialMLP or TEGroupedMLP name (1;
+ * 0: none); `name` with it replaced; the experts of each EP rank at EP size ep_size (0 when
+ * args give no num_experts); whether entry e goes to EP rank ep of ep_size; the key of e at
+ * such a rank (`name`: e's key with its layer already local) with its local expert index. */
+int ckpt_megatron__expert_index(const char *name, int64_t *index);
+int ckpt_megatron__rename_expert(const char *name, int64_t index, ckpt_buf *out);
+int64_t ckpt_megatron__experts_at(const ckpt_megatron *m, int ep_size);
+int ckpt_megatron__on_ep(const ckpt_megatron *m, const mg_entry *e, int ep_size, int ep);
+int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, int ep_size, const char *name,
+                                     ckpt_buf *out);
+/* A legacy set's experts: num_experts / EP of each MoE layer in every EP rank file, each with
+ * the same modules; then each layer's experts of every EP rank into Megatron's order at their
+ * layer (by global index), the others left in their place. */
+int ckpt_megatron__check_experts(const ckpt_megatron *m);
+int ckpt_megatron__order_experts(ckpt_megatron *m);
+
 /* Shared by the files that build models (megatron_model.c, megatron_build.c). */
 int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out);
 int ckpt_megatron__load_spec(ckpt_megatron *m, const ckpt_megatron_options *opts);
@@ -99,6 +117,8 @@ int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_
 /* The target's sizes by ckpt_megatron_check_layout's rules, with the layers the model holds
  * (megatron_layout_check.c). */
 int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* The target's EP: t's, else the source's. */
+int ckpt_megatron__target_ep(const ckpt_megatron *m, const ckpt_megatron_target *t);
 int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                ckpt_value **out);
 /* torch_dist (megatron-core dist_checkpointing) stacks the decoder's layers under one key

@@ -46,6 +46,11 @@ def main():
            "--tp", str(y["tp"]), "--pp", str(y["pp"]), "--vpp", str(pair.get("target_vpp") or 1),
            "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none",
            "--num-distributed-optimizer-instances", str(y.get("inst", 1))]
+    # a mixture of experts: its expert-parallel (and expert tensor-parallel) size
+    if "ep" in y:
+        cmd += ["--ep", str(y["ep"])]
+    if "etp" in y:
+        cmd += ["--etp", str(y["etp"])]
     print(" ".join(cmd[1:]))
     subprocess.run(cmd, check=True)
     ours = dh.describe_dir(out)

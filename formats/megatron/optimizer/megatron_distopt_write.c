@@ -161,7 +161,7 @@ static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, 
                                  "%s: no optimizer state for parameter %s", where, params[i].entry->name);
     }
     if (rc == 0 && (rc = ckpt_megatron__dopt_config(targs, 0, pp, where, &cfg)) == 0 &&
-        (rc = ckpt_megatron__dopt_params(m, entries, chunks, shards, n, t->pp, &p)) == 0)
+        (rc = ckpt_megatron__dopt_params(m, entries, chunks, shards, n, t->pp, ckpt_megatron__target_ep(m, t), &p)) == 0)
         rc = ckpt_megatron__dopt_layout(p, n, &cfg, l);
     free(p);
     free(entries);

@@ -1,0 +1,75 @@
+# A mixture of experts (megatron-core 0.16.1: 4 experts at EP 2 inside DP 2, the distributed
+# optimizer's chained [dense, expert] state) at another EP: EP 2 -> 1 -> 2 and 2 -> 4 -> 2
+# give the files of a same-layout reshard back byte for byte (and the source's content);
+# each file holds its experts at their local index, in the source's key order. At EP 1 the
+# experts are dense parameters (one optimizer, no _EEE suffix). What cannot be written is
+# refused before anything is, as is a checkpoint whose EP rank files do not fit together.
+set -e
+D="$TESTDATA/megatron/distopt/m_tp1pp1dp2_ep2/legacy"
+R=iter_0000003
+keys() { ckptconv inspect "$1" | awk '/^model\//{print $1}'; }
+same() { # same bytes as a same-layout reshard, same content as the source
+    for f in same/$R/mp_rank_*/*.pt; do
+        rel=${f#same/}
+        cmp -s "$f" "$1/$rel" || { echo "$1: $rel differs"; return 1; }
+        ckptconv diff -q "$D/$rel" "$1/$rel" || { echo "$1: $rel differs from the source"; return 1; }
+    done
+    echo "$1: $(ls same/$R | wc -l) ranks identical"
+}
+ckptconv reshard -q "$D" same --tp 1 --pp 1
+for r in mp_rank_00_000 mp_rank_00_001; do
+    keys "$D/$R/$r/model_optim_rng.pt" >want
+    keys same/$R/$r/model_optim_rng.pt | cmp -s want - && echo "$r: the source's key order"
+done
+ckptconv reshard -q "$D" ep1 --tp 1 --pp 1 --ep 1
+ls ep1/$R
+keys ep1/$R/mp_rank_00/model_optim_rng.pt | grep 'layers\.1\.mlp\.experts'
+ckptconv reshard -q ep1 refused --tp 1 --pp 1 --ep 2 2>&1 || echo "exit $?"
+ckptconv reshard -q "$D" ep1_model --tp 1 --pp 1 --ep 1 --no-optimizer
+ckptconv reshard -q ep1_model back1 --tp 1 --pp 1 --ep 2 --no-optimizer
+ckptconv reshard -q "$D" same_model --tp 1 --pp 1 --no-optimizer
+for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "back1/${f#same_model/}"; done && echo "EP 2 -> 1 -> 2 (model): same bytes"
+ckptconv reshard "$D" ep4 --tp 1 --pp 1 --ep 4 --dp 4 2>&1 | sed 's/KiB.* in [0-9.]* s$/KiB/'
+keys ep4/$R/mp_rank_00_003/model_optim_rng.pt | grep 'layers\.0\.mlp\.experts'
+ckptconv reshard -q ep4 back4 --tp 1 --pp 1 --ep 2 --dp 2
+same back4
+ckptconv reshard -q "$D" tp2ep1 --tp 2 --pp 2 --ep 1
+ckptconv reshard -q tp2ep1 back2 --tp 1 --pp 1 --ep 2 --no-optimizer
+for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "back2/${f#same_model/}"; done && echo "EP 2 -> TP 2 PP 2 EP 1 -> 2 (model): same bytes"
+set +e
+cp -r "$D" src
+for opts in "--ep 3" "--ep 4" "--etp 2" "--ep 1 --to torch_dist" "--ep 0"; do
+    # shellcheck disable=SC2086
+    ckptconv reshard src x --tp 1 --pp 1 $opts
+    echo "$opts: exit $?"
+done
+rewrite() { # a model_optim_rng.pt's pickle with key "decoder.OLD" renamed "decoder.NEW"
+    python3 - "$@" <<'PY'
+import sys, zipfile
+path = sys.argv[1]
+old, new = (("decoder." + a).encode() for a in sys.argv[2:4])
+old, new = (b"X" + len(k).to_bytes(4, "little") + k for k in (old, new))  # BINUNICODE
+z = zipfile.ZipFile(path)
+items = [(i, z.read(i.filename)) for i in z.infolist()]
+z.close()
+items = [(i, d.replace(old, new) if i.filename.endswith("data.pkl") and d.count(old) == 1 else d) for i, d in items]
+with zipfile.ZipFile(path, "w") as out:
+    for i, d in items:
+        out.writestr(i, d)
+PY
+}
+cp -r "$D" local2
+rewrite local2/$R/mp_rank_00_001/model_optim_rng.pt layers.0.mlp.experts.local_experts.1.linear_fc2.weight \
+    layers.0.mlp.experts.local_experts.2.linear_fc2.weight
+cp -r "$D" dense
+rewrite dense/$R/mp_rank_00_001/model_optim_rng.pt layers.1.pre_mlp_layernorm.weight layers.1.pre_mlp_layernorm.wxight
+cp -r "$D" missing
+rewrite missing/$R/mp_rank_00_001/model_optim_rng.pt layers.1.mlp.experts.local_experts.1.linear_fc1.weight \
+    layers.1.mlp.experts.local_experts.0.linear_fc1.bias
+cp -r "$D" noexperts
+rm -r noexperts/$R/mp_rank_00_001
+for set in local2 dense missing noexperts; do
+    ckptconv reshard "$set" out --tp 1 --pp 1 --no-optimizer
+    echo "$set: exit $?"
+done
+test ! -e x && test ! -e out && echo "nothing written"

@@ -1,0 +1,99 @@
+/* Mixture-of-experts models under global expert indices (formats/megatron/megatron_experts.c):
+ * the index in SequentialMLP and TEGroupedMLP names, which target EP rank owns an expert and
+ * its local name there, and megatron-core 0.16.1's legacy save of
+ * testdata/megatron/distopt/m_tp1pp1dp2_ep2 (4 experts at EP 2) read as one model: global
+ * names, each layer's experts inside it in Megatron's order. The CLI runs (EP 2 -> 1 -> 2,
+ * 2 -> 4 -> 2, refusals) are tests/cli/reshard/moe_ep.sh. */
+#include "../../formats/megatron/megatron_private.h"
+#include "megatron_fixture.h"
+
+CKPT_TEST(test_experts_index_in_names)
+{
+    ckpt_buf b = CKPT_BUF_INIT;
+    int64_t i = -1;
+
+    ASSERT_TRUE(ckpt_megatron__expert_index("decoder.layers.3.mlp.experts.local_experts.17.linear_fc1.weight", &i));
+    ASSERT_EQ_INT((int)i, 17);
+    ASSERT_TRUE(ckpt_megatron__expert_index("decoder.layers.0.mlp.experts.linear_fc2.weight5", &i));
+    ASSERT_EQ_INT((int)i, 5);
+    ASSERT_TRUE(ckpt_megatron__expert_index("decoder.layers.0.mlp.experts.linear_fc1.bias12", &i));
+    ASSERT_EQ_INT((int)i, 12);
+    /* no index: the router, TEGroupedLinear's _extra_state, a dense MLP */
+    ASSERT_TRUE(!ckpt_megatron__expert_index("decoder.layers.0.mlp.router.weight", &i));
+    ASSERT_TRUE(!ckpt_megatron__expert_index("decoder.layers.0.mlp.experts.linear_fc1._extra_state", &i));
+    ASSERT_TRUE(!ckpt_megatron__expert_index("decoder.layers.0.mlp.linear_fc1.weight", &i));
+    ASSERT_TRUE(!ckpt_megatron__expert_index("decoder.layers.0.mlp.experts.local_experts.x.linear_fc1.weight", &i));
+    ASSERT_OK(ckpt_megatron__rename_expert("decoder.layers.3.mlp.experts.local_experts.17.linear_fc1.weight", 2, &b));
+    ASSERT_EQ_STR((const char *)b.data, "decoder.layers.3.mlp.experts.local_experts.2.linear_fc1.weight");
+    ckpt_buf_clear(&b);
+    ASSERT_OK(ckpt_megatron__rename_expert("decoder.layers.0.mlp.experts.linear_fc2.weight5", 11, &b));
+    ASSERT_EQ_STR((const char *)b.data, "decoder.layers.0.mlp.experts.linear_fc2.weight11");
+    ckpt_buf_dispose(&b);
+}
+
+/* Whether EP rank ep's file holds the keys want[0..n) in this order (None values included). */
+static int same_keys(const ckpt_megatron *m, int ep, const char *const *want, size_t n)
+{
+    const ckpt_value *d = ckpt_value_dict_get(mg_rank_at(m, 0, 0, ep)->root, "model");
+    size_t i;
+
+    if (!d || d->u.dict.map.n != n)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (!ckpt_value_is_str(d->u.dict.map.keys[i], want[i]))
+            return 0;
+    return 1;
+}
+
+CKPT_TEST(test_experts_global_names_in_megatron_order)
+{
+    const char *rank1[64];
+    ckpt_buf b = CKPT_BUF_INIT;
+    size_t i, n = 0, experts = 0;
+    int64_t last = -1;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "distopt/m_tp1pp1dp2_ep2/legacy"));
+    ASSERT_EQ_INT(o.m->info.ep, 2);
+    ASSERT_EQ_INT((int)ckpt_megatron__experts_at(o.m, 2), 2);
+    ASSERT_EQ_INT((int)ckpt_megatron__experts_at(o.m, 4), 1);
+    for (i = 0; i < o.m->n_entries; i++) {
+        const mg_entry *e = &o.m->entries[i];
+        if (e->expert < 0)
+            continue;
+        experts++;
+        /* global index = EP rank * 2 + local, in the name; a layer's experts in order */
+        ASSERT_EQ_INT((int)(e->expert / 2), e->ep);
+        ASSERT_TRUE(ckpt_megatron__expert_index(e->name, &last));
+        ASSERT_EQ_INT((int)last, (int)e->expert);
+    }
+    /* 2 layers x 4 experts x (fc1, fc2) x (weight, _extra_state) */
+    ASSERT_EQ_INT((int)experts, 32);
+    ASSERT_TRUE(entry_named(o.m, "decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight") != NULL);
+    ASSERT_TRUE(entry_named(o.m, "decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight")->ep == 1);
+    /* at EP rank 1 of EP 2, in that file's order under its local names: EP rank 1's file's keys */
+    for (i = 0; i < o.m->n_entries && n < 64; i++) {
+        const mg_entry *e = &o.m->entries[i];
+        char *copy;
+        if (!ckpt_megatron__on_ep(o.m, e, 2, 1))
+            continue;
+        ckpt_buf_clear(&b);
+        ASSERT_OK(ckpt_megatron__local_expert_name(o.m, e, 2, e->name, &b));
+        ASSERT_TRUE((copy = ckpt_arena_strndup(ckpt_plan_arena(o.plan), (const char *)b.data, b.len)) != NULL);
+        rank1[n++] = copy;
+    }
+    ASSERT_TRUE(same_keys(o.m, 1, rank1, n));
+    /* at EP 4, global expert 3 is EP rank 3's local expert 0; the router is on every rank */
+    ASSERT_TRUE(ckpt_megatron__on_ep(o.m, entry_named(o.m, "decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight"),
+                                     4, 3));
+    ASSERT_TRUE(!ckpt_megatron__on_ep(o.m, entry_named(o.m, "decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight"),
+                                      4, 1));
+    ckpt_buf_clear(&b);
+    ASSERT_OK(ckpt_megatron__local_expert_name(
+        o.m, entry_named(o.m, "decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight"), 4,
+        "decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight", &b));
+    ASSERT_EQ_STR((const char *)b.data, "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight");
+    ASSERT_TRUE(ckpt_megatron__on_ep(o.m, entry_named(o.m, "decoder.layers.0.mlp.router.weight"), 4, 2));
+    ckpt_buf_dispose(&b);
+    close_fixture(&o);
+}
