@@ -225,29 +225,6 @@ static const ckpt_tensor *leaf_tensor(const mg_rank *r, const ckpt_value *v)
     return v && v->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(r->ck, v->u.tensor.index) : NULL;
 }
 
-/* The global index of local expert *expert of EP rank ep (key: its name in the file), into
- * *expert and the entry's name. */
-static int global_expert(const ckpt_megatron *m, int pp, int ep, const char *key, int64_t *expert, ckpt_buf *name)
-{
-    int64_t per = ckpt_megatron__experts_at(m, m->info.ep);
-    ckpt_buf global = CKPT_BUF_INIT;
-    int rc;
-
-    if (per > 0 && *expert >= per)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                               "%s: '%s': local expert %lld, but args give %lld experts over expert_model_parallel_size "
-                               "%d, %lld per EP rank",
-                               ckpt_path(mg_rank_at(m, 0, pp, ep)->ck), key, (long long)*expert,
-                               (long long)ckpt_megatron__num_experts(m->args), m->info.ep, (long long)per);
-    *expert += (int64_t)ep * per;
-    if ((rc = ckpt_megatron__rename_expert((const char *)name->data, *expert, &global)) == 0) {
-        ckpt_buf_clear(name);
-        rc = ckpt_buf_puts(name, (const char *)global.data);
-    }
-    ckpt_buf_dispose(&global);
-    return rc;
-}
-
 /* One key of one chunk: merged over the TP ranks of (pp, ep). */
 static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int vp, int ep, const char *key,
                    int64_t offset)
@@ -286,7 +263,7 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
         rc = ckpt_buf_puts(&name, key);
     }
     if (rc == 0 && layout.expert && ckpt_megatron__expert_index(key, &expert))
-        rc = global_expert(m, pp, ep, key, &expert, &name);
+        rc = ckpt_megatron__global_expert(m, pp, ep, key, &expert, &name);
     if (rc == 0 && t0 && m->leave_out && (rc = m->leave_out(m->leave_out_payload, (const char *)name.data)) > 0) {
         m->left_out_params += !ckpt_megatron__is_extra_state(key);
         ckpt_buf_dispose(&name);
@@ -381,55 +358,6 @@ static int keys_differ(const ckpt_megatron *m, int tp, int pp, int ep, const ckp
                            ckpt_path(mg_rank_at(m, tp, pp, ep)->ck), d->u.dict.map.n, d0->u.dict.map.n);
 }
 
-/* Each key of `from` that is not an expert's is in `to` as the same kind of value, tensors at
- * the same shape; else an error naming EP rank ep > 0's file r (r0: EP rank 0's) and the key.
- * from_ep0: `from` is EP rank 0's dict. */
-static int dense_in(const ckpt_megatron *m, const ckpt_value *from, const ckpt_value *to, const mg_rank *r,
-                    const mg_rank *r0, int from_ep0)
-{
-    size_t i;
-
-    for (i = 0; i < from->u.dict.map.n; i++) {
-        const ckpt_value *k = from->u.dict.map.keys[i], *v = from->u.dict.map.vals[i], *w;
-        const ckpt_tensor *t, *u;
-        ckpt_tensor_layout l;
-        if (k->kind != CKPT_VAL_STR)
-            continue;
-        if (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0)
-            ckpt_error_clear();
-        else if (l.expert)
-            continue;
-        if (!(w = ckpt_value_dict_get(to, k->u.str.ptr)))
-            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                                   "%s: %s model key %s, which EP rank 0 (%s) %s: EP ranks differ only in their experts",
-                                   ckpt_path(r->ck), from_ep0 ? "no" : "a", k->u.str.ptr, ckpt_path(r0->ck),
-                                   from_ep0 ? "has" : "lacks");
-        t = leaf_tensor(from_ep0 ? r0 : r, v);
-        u = leaf_tensor(from_ep0 ? r : r0, w);
-        if (!t != !u || (t && (t->ndim != u->ndim || memcmp(t->shape, u->shape, (size_t)t->ndim * sizeof *t->shape))))
-            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                                   "%s: '%s' is not the tensor of EP rank 0 (%s) at its shape: EP ranks differ only in "
-                                   "their experts",
-                                   ckpt_path(r->ck), k->u.str.ptr, ckpt_path(r0->ck));
-    }
-    return 0;
-}
-
-/* The tensors of EP rank ep > 0 that are not experts' are copies of EP rank 0's (not read):
- * the same keys at the same shapes. */
-static int same_dense(const ckpt_megatron *m, int tp, int pp, int vp, int ep, const ckpt_value *d)
-{
-    const mg_rank *r = mg_rank_at(m, tp, pp, ep), *r0 = mg_rank_at(m, tp, pp, 0);
-    const ckpt_value *d0 = ckpt_megatron__chunk_dict(r0->root, m->info.vpp, vp);
-    int rc;
-
-    if (!d0 || d0->kind != CKPT_VAL_DICT)
-        return 0; /* refused when EP rank 0's chunk was read */
-    if ((rc = dense_in(m, d, d0, r, r0, 0)) < 0)
-        return rc;
-    return dense_in(m, d0, d, r, r0, 1);
-}
-
 static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
 {
     const ckpt_value **dicts = calloc((size_t)m->info.tp, sizeof *dicts);
@@ -464,7 +392,7 @@ static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
         rc = add_key(m, dicts, pp, vp, ep, k->u.str.ptr, offset);
     }
     for (tp = 0; ep > 0 && tp < m->info.tp && rc == 0; tp++)
-        rc = same_dense(m, tp, pp, vp, ep, dicts[tp]);
+        rc = ckpt_megatron__same_dense(m, tp, pp, vp, ep, dicts[tp]);
     free(dicts);
     return rc;
 }

@@ -161,31 +161,6 @@ static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
     return rc;
 }
 
-/* A mixture of experts at another EP: its size, and the rank that saves each file, the
- * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
- * the expert ranks in order tp-cp-ep-dp-pp: tp + TP * ep + world / PP * pp); a local_rank
- * equal to the rank (one node) stays equal to it. */
-static int rewrite_ep_args(target_ctx *c, ckpt_value *d)
-{
-    ckpt_arena *a = c->arena;
-    int64_t src_ep = ckpt_megatron__arg_int(d, "expert_model_parallel_size", 1), world, rank;
-    int64_t dp = c->t->dp > 0 ? c->t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
-    int rc;
-
-    if (ckpt_megatron__num_experts(d) <= 0 || src_ep == c->ep_size)
-        return 0;
-    if ((rc = set_attr(a, d, "expert_model_parallel_size", ckpt_value_new_int(a, c->ep_size))) < 0)
-        return rc;
-    world = (int64_t)c->t->tp * c->t->pp * dp * ckpt_megatron__arg_int(d, "context_parallel_size", 1);
-    if (dp < 1 || !ckpt_value_dict_get(d, "rank") || c->t->pp < 1)
-        return 0;
-    rank = c->tp + (int64_t)c->t->tp * c->ep + world / c->t->pp * c->pp;
-    if (ckpt_megatron__arg_int(d, "local_rank", -1) == ckpt_megatron__arg_int(d, "rank", -2) &&
-        (rc = set_attr(a, d, "local_rank", ckpt_value_new_int(a, rank))) < 0)
-        return rc;
-    return set_attr(a, d, "rank", ckpt_value_new_int(a, rank));
-}
-
 static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
 {
     ckpt_arena *a = c->arena;
@@ -223,7 +198,7 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                        d, "transformer_pipeline_model_parallel_size",
                                                                        src_pp))))) < 0)
         return rc;
-    if ((rc = rewrite_ep_args(c, d)) < 0)
+    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, c->ep_size, c->tp, c->pp, c->ep)) < 0)
         return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
     if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp &&
@@ -373,16 +348,6 @@ static int distributed_target(const target_ctx *c)
            c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED;
 }
 
-/* A mixture of experts at EP 1 has no expert-parallel parameters, so no chained optimizer:
- * its [dense, expert] state's dense one holds the step and param groups (the experts' share
- * the dense groups, check_target). */
-static const ckpt_value *dense_optimizer(const target_ctx *c, const ckpt_value *v)
-{
-    if (c->ep_size == 1 && c->m->info.ep > 1 && v->kind == CKPT_VAL_LIST && v->u.seq.n == 2)
-        return v->u.seq.items[0];
-    return v;
-}
-
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
 {
     const mg_rank *tmpl = mg_rank_at(c->m, tp < c->m->info.tp ? tp : 0, pp < c->m->info.pp ? pp : 0,
@@ -433,7 +398,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
             /* the distributed optimizer's holds no parameter state: hyper-parameters and
              * steps per group, the grad scaler */
             if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
-                rc = carry(c, tmpl->ck, dense_optimizer(c, v), &copy);
+                rc = carry(c, tmpl->ck, ckpt_megatron__ep_optimizer_value(c->m, c->ep_size, v), &copy);
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
                 rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)
@@ -506,38 +471,12 @@ static int tie_output_layer(ckpt_megatron *m, const ckpt_megatron_target *t, int
     return e->name && e->local ? 0 : ckpt_error_oom();
 }
 
-/* A mixture of experts' optimizer state at another EP: the distributed optimizer's follows
- * its parameters, into the expert buffers (expert data-parallel group) at EP > 1 and the dense
- * ones at EP 1, where the experts are dense parameters; the chained optimizer's expert param
- * groups of a run at EP > 1 are not made from EP 1's, nor a torch_dist source's state moved. */
-static int check_ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t)
-{
-    int ep = ckpt_megatron__target_ep(m, t);
-    const char *src = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
-
-    if (ckpt_megatron__num_experts(m->args) <= 0 || ep == m->info.ep || t->optimizer == CKPT_MEGATRON_OPTIM_DROP ||
-        !m->info.has_optimizer)
-        return 0;
-    if (m->dist)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: a torch_dist checkpoint's optimizer state at another EP (%d -> %d) is not written "
-                               "yet; --no-optimizer writes the model",
-                               src, m->info.ep, ep);
-    if (m->info.ep == 1)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: EP 1 -> %d: at EP 1 megatron-core keeps the experts in the dense optimizer, and "
-                               "the expert optimizer a run at EP %d chains to it (its param groups) is not made from "
-                               "it yet; --no-optimizer writes the model",
-                               src, ep, ep);
-    return 0;
-}
-
 static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
     if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0) ||
-        (rc = check_ep_optimizer(m, t)) < 0)
+        (rc = ckpt_megatron__ep_optimizer(m, t)) < 0)
         return rc;
     if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,

@@ -99,6 +99,19 @@ int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, 
  * layer (by global index), the others left in their place. */
 int ckpt_megatron__check_experts(const ckpt_megatron *m);
 int ckpt_megatron__order_experts(ckpt_megatron *m);
+/* Reading a legacy set: local expert *expert of EP rank ep (`key` in its file) to its global
+ * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds EP rank
+ * 0's tensors that are not experts', at the same shapes, and no others. */
+int ckpt_megatron__global_expert(const ckpt_megatron *m, int pp, int ep, const char *key, int64_t *expert,
+                                 ckpt_buf *name);
+int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, int ep, const ckpt_value *d);
+/* At another EP (megatron_experts_target.c): args d (a copy) for target t at ep_size, for the
+ * file of rank (tp, pp, ep); whether the optimizer state goes there (0, or an error saying
+ * why not); model_optim_rng.pt's `optimizer` value v of the source there. */
+int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int ep_size, int tp, int pp,
+                           int ep);
+int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
+const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
 
 /* Shared by the files that build models (megatron_model.c, megatron_build.c). */
 int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out);
