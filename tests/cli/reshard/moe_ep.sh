@@ -2,7 +2,8 @@
 # optimizer's chained [dense, expert] state) at another EP: EP 2 -> 1 -> 2 and 2 -> 4 -> 2
 # give the files of a same-layout reshard back byte for byte (and the source's content);
 # each file holds its experts at their local index, in the source's key order. At EP 1 the
-# experts are dense parameters (one optimizer, no _EEE suffix). What cannot be written is
+# experts are dense parameters (one optimizer, no _EEE suffix). torch_dist model items do not
+# depend on the EP. What cannot be written is
 # refused before anything is, as is a checkpoint whose EP rank files do not fit together.
 set -e
 D="$TESTDATA/megatron/distopt/m_tp1pp1dp2_ep2/legacy"
@@ -36,6 +37,14 @@ same back4
 ckptconv reshard -q "$D" tp2ep1 --tp 2 --pp 2 --ep 1
 ckptconv reshard -q tp2ep1 back2 --tp 1 --pp 1 --ep 2 --no-optimizer
 for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "back2/${f#same_model/}"; done && echo "EP 2 -> TP 2 PP 2 EP 1 -> 2 (model): same bytes"
+# torch_dist: the model's items are the same at any EP (each expert one chunk at its global
+# index); args say the EP, and a legacy target of it gets that EP
+ckptconv reshard -q "$D" td2 --tp 1 --pp 1 --to torch_dist --no-optimizer
+ckptconv reshard -q "$D" td1 --tp 1 --pp 1 --ep 1 --to torch_dist --no-optimizer
+for f in .metadata __0_0.distcp __0_1.distcp; do cmp td2/$R/$f td1/$R/$f; done && echo "torch_dist EP 1: EP 2's items"
+ckptconv reshard -q td1 td1_legacy --tp 1 --pp 1 --no-optimizer
+ls td1_legacy/$R
+ckptconv diff -q ep1_model/$R/mp_rank_00/model_optim_rng.pt td1_legacy/$R/mp_rank_00/model_optim_rng.pt && echo "its legacy: EP 1's"
 set +e
 cp -r "$D" src
 for opts in "--ep 3" "--ep 4" "--etp 2" "--ep 1 --to torch_dist" "--ep 0"; do
