@@ -97,3 +97,64 @@ CKPT_TEST(test_experts_global_names_in_megatron_order)
     ckpt_buf_dispose(&b);
     close_fixture(&o);
 }
+
+/* A model given tensor by tensor (hf2mcore's: every expert under its global index) written at
+ * EP 2: EP rank r's file holds experts 2r, 2r + 1 as its local 0, 1, each layer's experts in
+ * it, the router on every rank; args say the EP. */
+CKPT_TEST(test_experts_built_model_at_ep2)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_arena *a = NULL;
+    ckpt_plan *plan = NULL;
+    ckpt_megatron *m = NULL;
+    ckpt_value *args = NULL;
+    const ckpt_node *w;
+    const ckpt_plan_file *f;
+    int64_t fc1[2] = { 16, 8 }, fc2[2] = { 8, 8 }, router[2] = { 4, 8 };
+    char name[128];
+    int g, rc;
+
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(ckpt_megatron_args_new(a, &args));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_layers", 1));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "hidden_size", 8));
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "num_experts", 4));
+    ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "swiglu", 1));
+    ASSERT_OK(ckpt_megatron_new(&m, ckpt_plan_graph(plan), args, 1, NULL));
+    ASSERT_OK(ckpt_node_full(ckpt_plan_graph(plan), CKPT_DTYPE_F32, 2, router, 1.0, &w));
+    ASSERT_OK(ckpt_megatron_add_tensor(m, "decoder.layers.0.mlp.router.weight", w));
+    for (g = 3; g >= 0; g--) {
+        ASSERT_OK(ckpt_node_full(ckpt_plan_graph(plan), CKPT_DTYPE_F32, 2, fc1, g, &w));
+        snprintf(name, sizeof name, "decoder.layers.0.mlp.experts.local_experts.%d.linear_fc1.weight", g);
+        ASSERT_OK(ckpt_megatron_add_tensor(m, name, w));
+        ASSERT_OK(ckpt_node_full(ckpt_plan_graph(plan), CKPT_DTYPE_F32, 2, fc2, g, &w));
+        snprintf(name, sizeof name, "decoder.layers.0.mlp.experts.local_experts.%d.linear_fc2.weight", g);
+        ASSERT_OK(ckpt_megatron_add_tensor(m, name, w));
+    }
+    t.ep = 2;
+    rc = ckpt_megatron_plan(m, &t, plan);
+    ASSERT_OK(rc);
+    ASSERT_EQ_INT((int)ckpt_plan_file_count(plan), 3);
+    f = ckpt_plan_file_at(plan, 1);
+    ASSERT_EQ_STR(f->rel, "iter_0000001/mp_rank_00_001/model_optim_rng.pt");
+    ASSERT_EQ_INT((int)f->n_tensors, 5);
+    ASSERT_EQ_STR(ckpt_plan_tensor_at(plan, 1, 0, NULL, NULL), "model/decoder.layers.0.mlp.router.weight");
+    ASSERT_EQ_STR(ckpt_plan_tensor_at(plan, 1, 1, &w, NULL),
+                  "model/decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight");
+    {
+        float v = -1;
+        ASSERT_OK(ckpt_node_read(w, 0, 1, CKPT_DTYPE_F32, &v));
+        ASSERT_TRUE(v == 2.0f); /* global expert 2 */
+    }
+    ASSERT_EQ_STR(ckpt_plan_tensor_at(plan, 1, 4, NULL, NULL),
+                  "model/decoder.layers.0.mlp.experts.local_experts.1.linear_fc2.weight");
+    ASSERT_EQ_INT((int)ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1), 1);
+    /* num_experts that EP does not divide */
+    t.ep = 3;
+    ASSERT_FAILS(CKPT_EINVALID, ckpt_megatron_check_layout(args, &t));
+    ASSERT_ERROR_MENTIONS("num_experts % EP != 0");
+    ckpt_megatron_close(m);
+    ckpt_plan_free(plan);
+    ckpt_arena_free(a);
+}
