@@ -135,6 +135,14 @@ static void reshard_help(FILE *out)
 "                           and EP 1 -> N, with --no-optimizer for now\n"
 "  --etp M                  expert tensor-parallel size: the experts are cut like the\n"
 "                           dense layers, so M is the target TP (another is refused)\n"
+"  --moe-grouped-gemm on|off on: the experts as the local spec's GroupedMLP holds them\n"
+"                           (Megatron's --moe-grouped-gemm --transformer-impl local):\n"
+"                           per layer experts.weight1 [hidden, local experts x fc1 rows\n"
+"                           / TP], whose view(local, hidden, -1)[i] is expert i's\n"
+"                           linear_fc1.weight TRANSPOSED, and experts.weight2\n"
+"                           [local experts x fc2 columns / TP, hidden], the fc2 weights\n"
+"                           transposed one after the other; model only (--no-optimizer).\n"
+"                           off (default): SequentialMLP's local_experts.<i>.linear_fc1/2\n"
 "  --dp N                   data-parallel size the target runs with (default: the\n"
 "                           input's args.data_parallel_size): the distributed\n"
 "                           optimizer's buffers are padded for it (Megatron)\n"
@@ -238,7 +246,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
 {
     enum {
         O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT,
-        O_DP, O_BUCKET, O_OPTIM_FORMAT, O_INSTANCES, O_EP, O_ETP
+        O_DP, O_BUCKET, O_OPTIM_FORMAT, O_INSTANCES, O_EP, O_ETP, O_GROUPED
     };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
@@ -250,6 +258,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT },
         { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
         { "ep", required_argument, NULL, O_EP }, { "etp", required_argument, NULL, O_ETP },
+        { "moe-grouped-gemm", required_argument, NULL, O_GROUPED },
         { "num-distributed-optimizer-instances", required_argument, NULL, O_INSTANCES },
         { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
@@ -276,6 +285,11 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         case O_DP: rc = cli_option_parallel("reshard", "--dp", optarg, &a->target.dp); break;
         case O_EP: rc = cli_option_parallel("reshard", "--ep", optarg, &a->target.ep); break;
         case O_ETP: rc = cli_option_parallel("reshard", "--etp", optarg, &a->target.etp); break;
+        case O_GROUPED:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+                return cli_usage_error("reshard", "--moe-grouped-gemm is on or off, not '%s'", optarg);
+            a->target.moe_grouped_gemm = strcmp(optarg, "on") == 0;
+            break;
         case O_INSTANCES:
             rc = cli_option_parallel("reshard", "--num-distributed-optimizer-instances", optarg,
                                      &a->target.dist_opt_instances);
@@ -396,6 +410,7 @@ static int run_paddle(const reshard_args *a)
                                 : a->target.dp                      ? "--dp"
                                 : a->target.ep                      ? "--ep"
                                 : a->target.etp                     ? "--etp"
+                                : a->target.moe_grouped_gemm        ? "--moe-grouped-gemm"
                                 : a->target.ddp_bucket_size         ? "--ddp-bucket-size"
                                 : a->target.dist_opt_instances      ? "--num-distributed-optimizer-instances"
                                 : a->to_dist                        ? "--to torch_dist"

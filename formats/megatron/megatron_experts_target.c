@@ -13,7 +13,7 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 /* A mixture of experts at another EP: its size, and the rank that saves each file, the
  * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
  * the expert ranks in order tp-cp-ep-dp-pp: tp + TP * ep + world / PP * pp); a local_rank
- * equal to the rank (one node) stays equal to it. */
+ * equal to the rank (one node) stays equal to it. moe_grouped_gemm when t asks for it. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int ep_size, int tp, int pp,
                            int ep)
 {
@@ -21,6 +21,8 @@ int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_tar
     int64_t dp = t->dp > 0 ? t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
     int rc;
 
+    if (t->moe_grouped_gemm > 0 && (rc = set_attr(a, d, "moe_grouped_gemm", ckpt_value_new_bool(a, 1))) < 0)
+        return rc;
     if (ckpt_megatron__num_experts(d) <= 0 || src_ep == ep_size)
         return 0;
     if ((rc = set_attr(a, d, "expert_model_parallel_size", ckpt_value_new_int(a, ep_size))) < 0)

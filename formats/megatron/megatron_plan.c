@@ -33,6 +33,9 @@ typedef struct target_ctx {
     int tp, pp, ep;           /* the rank being written */
 } target_ctx;
 
+/* TP rank c->tp's part of entry i (ckpt_megatron__grouped_part's callback). */
+static int part_at(void *state, size_t i, const ckpt_node **out);
+
 static int resize_vocab(const ckpt_megatron *m, int64_t padded, const mg_entry *e, const ckpt_node *full,
                         const ckpt_node **out)
 {
@@ -281,6 +284,21 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
         if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP) ||
             (c->drop_output && strcmp(e->name, OUTPUT_WEIGHT) == 0))
             continue;
+        if (c->t->moe_grouped_gemm > 0 && e->expert >= 0) {
+            const char *which = NULL;
+            const ckpt_node *w = NULL;
+            c->tp = tp;
+            if ((rc = ckpt_megatron__grouped_part(c->m, i, c->ep_size, part_at, c, &which, &w)) <= 0)
+                continue;
+            ckpt_buf_clear(&key);
+            ckpt_buf_clear(&tname);
+            if ((rc = ckpt_buf_printf(&key, "decoder.layers.%lld.mlp.experts.%s", (long long)(e->layout.layer - lo),
+                                      which)) == 0 &&
+                (rc = ckpt_buf_printf(&tname, "%s/%s", chunk, (const char *)key.data)) == 0 &&
+                (rc = ckpt_plan_add_tensor(c->plan, c->file, (const char *)tname.data, w, 0, &index)) == 0)
+                rc = set_attr(a, dict, (const char *)key.data, ckpt_value_new_tensor(a, index));
+            continue;
+        }
         ckpt_buf_clear(&key);
         ckpt_buf_clear(&tname);
         if ((rc = local_name(c, e, lo, &key)) < 0)
@@ -316,6 +334,12 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
     ckpt_buf_dispose(&tname);
     *out = dict;
     return rc;
+}
+
+static int part_at(void *state, size_t i, const ckpt_node **out)
+{
+    target_ctx *c = state;
+    return shard_of(c, i, c->tp, out);
 }
 
 static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *file, ckpt_buf *out)
@@ -476,7 +500,7 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
     int rc = ckpt_megatron__check_sizes(m, t);
 
     if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0) ||
-        (rc = ckpt_megatron__ep_optimizer(m, t)) < 0)
+        (rc = ckpt_megatron__ep_optimizer(m, t)) < 0 || (rc = ckpt_megatron__grouped_check(m, t)) < 0)
         return rc;
     if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,

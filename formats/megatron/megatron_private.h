@@ -112,6 +112,15 @@ int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_tar
                            int ep);
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
 const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
+/* The local spec's GroupedMLP (megatron_experts_grouped.c): whether target t can have it (0,
+ * or an error saying why not); for expert entry i of a target EP rank of ep_size, 1 with
+ * *which "weight1" or "weight2" and *out its layer's grouped tensor at the rank (made from the
+ * parts part() gives of its local experts), for the entry of its first local expert's
+ * weight; 0 for the entries it takes in (the other experts, their _extra_state). */
+int ckpt_megatron__grouped_check(const ckpt_megatron *m, const ckpt_megatron_target *t);
+int ckpt_megatron__grouped_part(const ckpt_megatron *m, size_t i, int ep_size,
+                                int (*part)(void *ctx, size_t i, const ckpt_node **out), void *ctx,
+                                const char **which, const ckpt_node **out);
 
 /* Shared by the files that build models (megatron_model.c, megatron_build.c). */
 int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out);

@@ -202,13 +202,19 @@ typedef struct ckpt_megatron_target {
                                           0 ..; 0: the source's; args follow */
     int etp;                           /* expert tensor-parallel size: 0 or tp (experts cut like the
                                           dense layers); another is refused */
+    int moe_grouped_gemm;              /* 1: the experts as the local spec's GroupedMLP
+                                          (--moe-grouped-gemm) holds them, per layer
+                                          experts.weight1 [hidden, local experts x fc1 rows / TP]
+                                          and weight2 [local experts x fc2 columns / TP, hidden],
+                                          each expert's weight transposed (model only); 0: as the
+                                          source (SequentialMLP) */
 } ckpt_megatron_target;
 
 #define CKPT_MEGATRON_NO_BUCKETS (-1)
 
 #define CKPT_MEGATRON_TARGET_VERSION 3
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
-                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0, 0, 0 }
+                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0, 0, 0, 0 }
 
 /* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
  * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides

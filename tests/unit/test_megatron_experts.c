@@ -158,3 +158,56 @@ CKPT_TEST(test_experts_built_model_at_ep2)
     ckpt_plan_free(plan);
     ckpt_arena_free(a);
 }
+
+/* The node of plan tensor `name` of file f. */
+static const ckpt_node *plan_tensor(const ckpt_plan *p, size_t f, const char *name)
+{
+    const ckpt_node *n;
+    const char *at;
+    size_t i;
+
+    for (i = 0; (at = ckpt_plan_tensor_at(p, f, i, &n, NULL)) != NULL; i++)
+        if (strcmp(at, name) == 0)
+            return n;
+    return NULL;
+}
+
+/* megatron-core's GroupedMLP: weight1.view(local, hidden, -1)[i] is local expert i's
+ * linear_fc1.weight transposed, weight2.view(local, -1, hidden)[i] its linear_fc2.weight's;
+ * the fixture at EP 1 (4 local experts, hidden 8, fc1 [32, 8], fc2 [8, 16]). */
+CKPT_TEST(test_experts_grouped_mlp_weights)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    static float w1[8 * 128], w2[64 * 8], fc1[32 * 8], fc2[8 * 16];
+    const ckpt_node *n1, *n2;
+    char name[128];
+    int i, r, k;
+    opened o;
+
+    ASSERT_OK(open_fixture(&o, "distopt/m_tp1pp1dp2_ep2/legacy"));
+    t.ep = 1;
+    t.optimizer = CKPT_MEGATRON_OPTIM_DROP;
+    t.moe_grouped_gemm = 1;
+    ASSERT_OK(ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_TRUE((n1 = plan_tensor(o.plan, 0, "model/decoder.layers.1.mlp.experts.weight1")) != NULL);
+    ASSERT_TRUE((n2 = plan_tensor(o.plan, 0, "model/decoder.layers.1.mlp.experts.weight2")) != NULL);
+    ASSERT_EQ_INT((int)ckpt_node_shape(n1)[0], 8);
+    ASSERT_EQ_INT((int)ckpt_node_shape(n1)[1], 128);
+    ASSERT_EQ_INT((int)ckpt_node_shape(n2)[0], 64);
+    ASSERT_OK(ckpt_node_read(n1, 0, 8 * 128, CKPT_DTYPE_F32, w1));
+    ASSERT_OK(ckpt_node_read(n2, 0, 64 * 8, CKPT_DTYPE_F32, w2));
+    ASSERT_TRUE(plan_tensor(o.plan, 0, "model/decoder.layers.1.mlp.experts.local_experts.0.linear_fc1.weight") == NULL);
+    for (i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "decoder.layers.1.mlp.experts.local_experts.%d.linear_fc1.weight", i);
+        ASSERT_OK(ckpt_node_read(entry_named(o.m, name)->full, 0, 32 * 8, CKPT_DTYPE_F32, fc1));
+        snprintf(name, sizeof name, "decoder.layers.1.mlp.experts.local_experts.%d.linear_fc2.weight", i);
+        ASSERT_OK(ckpt_node_read(entry_named(o.m, name)->full, 0, 8 * 16, CKPT_DTYPE_F32, fc2));
+        for (r = 0; r < 32; r++)
+            for (k = 0; k < 8; k++)
+                ASSERT_TRUE(w1[i * 8 * 32 + k * 32 + r] == fc1[r * 8 + k]);
+        for (r = 0; r < 8; r++)
+            for (k = 0; k < 16; k++)
+                ASSERT_TRUE(w2[i * 16 * 8 + k * 8 + r] == fc2[r * 16 + k]);
+    }
+    close_fixture(&o);
+}

@@ -3,8 +3,9 @@
 # give the files of a same-layout reshard back byte for byte (and the source's content);
 # each file holds its experts at their local index, in the source's key order. At EP 1 the
 # experts are dense parameters (one optimizer, no _EEE suffix). torch_dist model items do not
-# depend on the EP. What cannot be written is
-# refused before anything is, as is a checkpoint whose EP rank files do not fit together.
+# depend on the EP. --moe-grouped-gemm on writes the local spec's GroupedMLP (model only).
+# What cannot be written is refused before anything is, as is a checkpoint whose EP rank
+# files do not fit together.
 set -e
 D="$TESTDATA/megatron/distopt/m_tp1pp1dp2_ep2/legacy"
 R=iter_0000003
@@ -45,9 +46,13 @@ for f in .metadata __0_0.distcp __0_1.distcp; do cmp td2/$R/$f td1/$R/$f; done &
 ckptconv reshard -q td1 td1_legacy --tp 1 --pp 1 --no-optimizer
 ls td1_legacy/$R
 ckptconv diff -q ep1_model/$R/mp_rank_00/model_optim_rng.pt td1_legacy/$R/mp_rank_00/model_optim_rng.pt && echo "its legacy: EP 1's"
+# the local spec's GroupedMLP (its values: tests/unit/test_megatron_experts.c)
+ckptconv reshard -q "$D" grouped --tp 1 --pp 1 --ep 1 --moe-grouped-gemm on --no-optimizer
+keys grouped/$R/mp_rank_00/model_optim_rng.pt | grep 'layers\.0\.mlp'
 set +e
 cp -r "$D" src
-for opts in "--ep 3" "--ep 4" "--etp 2" "--ep 1 --to torch_dist" "--ep 0"; do
+for opts in "--ep 3" "--ep 4" "--etp 2" "--ep 1 --to torch_dist" "--ep 0" "--moe-grouped-gemm on" \
+    "--moe-grouped-gemm yes"; do
     # shellcheck disable=SC2086
     ckptconv reshard src x --tp 1 --pp 1 $opts
     echo "$opts: exit $?"
