@@ -142,7 +142,8 @@ static void reshard_help(FILE *out)
 "                           linear_fc1.weight TRANSPOSED, and experts.weight2\n"
 "                           [local experts x fc2 columns / TP, hidden], the fc2 weights\n"
 "                           transposed one after the other; model only (--no-optimizer).\n"
-"                           off (default): SequentialMLP's local_experts.<i>.linear_fc1/2\n"
+"                           off: SequentialMLP's local_experts.<i>.linear_fc1/2 (a\n"
+"                           GroupedMLP input is read as such). Default: the input's\n"
 "  --dp N                   data-parallel size the target runs with (default: the\n"
 "                           input's args.data_parallel_size): the distributed\n"
 "                           optimizer's buffers are padded for it (Megatron)\n"
@@ -288,7 +289,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         case O_GROUPED:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
                 return cli_usage_error("reshard", "--moe-grouped-gemm is on or off, not '%s'", optarg);
-            a->target.moe_grouped_gemm = strcmp(optarg, "on") == 0;
+            a->target.moe_grouped_gemm = strcmp(optarg, "on") == 0 ? 1 : -1;
             break;
         case O_INSTANCES:
             rc = cli_option_parallel("reshard", "--num-distributed-optimizer-instances", optarg,

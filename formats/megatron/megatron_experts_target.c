@@ -13,15 +13,16 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 /* A mixture of experts at another EP: its size, and the rank that saves each file, the
  * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
  * the expert ranks in order tp-cp-ep-dp-pp: tp + TP * ep + world / PP * pp); a local_rank
- * equal to the rank (one node) stays equal to it. moe_grouped_gemm when t asks for it. */
-int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int ep_size, int tp, int pp,
-                           int ep)
+ * equal to the rank (one node) stays equal to it. moe_grouped_gemm: `grouped`. */
+int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
+                           int tp, int pp, int ep)
 {
     int64_t src_ep = ckpt_megatron__arg_int(d, "expert_model_parallel_size", 1), world, rank;
     int64_t dp = t->dp > 0 ? t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
     int rc;
 
-    if (t->moe_grouped_gemm > 0 && (rc = set_attr(a, d, "moe_grouped_gemm", ckpt_value_new_bool(a, 1))) < 0)
+    if (ckpt_megatron__num_experts(d) > 0 && !ckpt_megatron__arg_int(d, "moe_grouped_gemm", 0) != !grouped &&
+        (rc = set_attr(a, d, "moe_grouped_gemm", ckpt_value_new_bool(a, grouped))) < 0)
         return rc;
     if (ckpt_megatron__num_experts(d) <= 0 || src_ep == ep_size)
         return 0;
@@ -50,12 +51,14 @@ static int number(const ckpt_value *group, const char *key, double *out)
     return 1;
 }
 
-/* The param groups of inner optimizer i of a chained optimizer's saved [{'optimizer': ...}] list. */
+/* The param groups of inner optimizer i of a chained optimizer's state: legacy
+ * model_optim_rng.pt's [{'optimizer': {...}}, ...], torch_dist's [{'param_groups': ...}, ...]. */
 static const ckpt_value *groups_of(const ckpt_value *chained, size_t i)
 {
-    const ckpt_value *o = chained->u.seq.items[i];
+    const ckpt_value *o = chained->u.seq.items[i], *in;
 
-    o = o && o->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(o, "optimizer") : NULL;
+    if (o && o->kind == CKPT_VAL_DICT && (in = ckpt_value_dict_get(o, "optimizer")) != NULL)
+        o = in;
     o = o && o->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(o, "param_groups") : NULL;
     return o && o->kind == CKPT_VAL_LIST ? o : NULL;
 }
@@ -66,7 +69,8 @@ static const ckpt_value *groups_of(const ckpt_value *chained, size_t i)
 static int expert_groups_fit(const ckpt_megatron *m, const char *src)
 {
     static const char *const keys[] = { "wd_mult", "lr_mult", "max_lr", "min_lr", "weight_decay", "is_decoupled_lr" };
-    const ckpt_value *opt = ckpt_value_dict_get(mg_rank_at(m, 0, 0, 0)->root, "optimizer"), *dense, *expert;
+    const ckpt_value *opt = m->dist ? m->dist_optim_sd : ckpt_value_dict_get(mg_rank_at(m, 0, 0, 0)->root, "optimizer");
+    const ckpt_value *dense, *expert;
     size_t i, j, k;
 
     if (!opt || opt->kind != CKPT_VAL_LIST || opt->u.seq.n != 2 || !(dense = groups_of(opt, 0)) ||
@@ -74,7 +78,7 @@ static int expert_groups_fit(const ckpt_megatron *m, const char *src)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: optimizer is not the chained optimizer's [{'optimizer': {'param_groups': ...}}] x 2 "
                                "a mixture of experts at EP > 1 saves",
-                               ckpt_path(mg_rank_at(m, 0, 0, 0)->ck));
+                               src);
     for (i = 0; i < expert->u.seq.n; i++) {
         int found = 0;
         for (j = 0; j < dense->u.seq.n && !found; j++)
@@ -96,7 +100,7 @@ static int expert_groups_fit(const ckpt_megatron *m, const char *src)
 /* A mixture of experts' optimizer state at another EP: the distributed optimizer's follows
  * its parameters, into the expert buffers (expert data-parallel group) at EP > 1 and the dense
  * ones at EP 1, where the experts are dense parameters; the chained optimizer's expert param
- * groups of a run at EP > 1 are not made from EP 1's, nor a torch_dist source's state moved. */
+ * groups of a run at EP > 1 are not made from EP 1's. */
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int ep = ckpt_megatron__target_ep(m, t);
@@ -105,11 +109,6 @@ int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_targ
     if (ckpt_megatron__num_experts(m->args) <= 0 || ep == m->info.ep || t->optimizer == CKPT_MEGATRON_OPTIM_DROP ||
         !m->info.has_optimizer)
         return 0;
-    if (m->dist)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: a torch_dist checkpoint's optimizer state at another EP (%d -> %d) is not written "
-                               "yet; --no-optimizer writes the model",
-                               src, m->info.ep, ep);
     if (m->info.ep == 1)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: EP 1 -> %d: at EP 1 megatron-core keeps the experts in the dense optimizer, and "

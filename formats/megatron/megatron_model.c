@@ -238,6 +238,8 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
     int64_t expert = -1;
     int tp, rc;
 
+    if (ckpt_megatron__grouped_key(key))
+        return ckpt_megatron__grouped_add(m, dicts, pp, vp, ep, key, offset);
     if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &layout)) < 0) {
         /* a tensor no layout entry takes is an error, unless the caller leaves it out */
         int left = t0 && m->leave_out ? m->leave_out(m->leave_out_payload, key) : 0;
@@ -467,7 +469,7 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
         rc = ckpt_megatron__open_dist(m, set, &opts);
     else if ((rc = open_ranks(m)) == 0 && (rc = read_info(m, &opts)) == 0 && (rc = ckpt_megatron__check_ranks(m)) == 0 &&
              (rc = ckpt_megatron__load_params(m)) == 0 && (rc = build_entries(m)) == 0 &&
-             (rc = ckpt_megatron__check_experts(m)) == 0 && (m->info.ep == 1 || (rc = ckpt_megatron__order_experts(m)) == 0))
+             (rc = ckpt_megatron__check_experts(m)) == 0 && ((m->info.ep == 1 && !m->grouped) || (rc = ckpt_megatron__order_experts(m)) == 0))
         rc = ckpt_megatron__check_shapes(m);
     if (rc < 0)
         goto fail;

@@ -201,7 +201,8 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                        d, "transformer_pipeline_model_parallel_size",
                                                                        src_pp))))) < 0)
         return rc;
-    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, c->ep_size, c->tp, c->pp, c->ep)) < 0)
+    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->tp, c->pp,
+                                      c->ep)) < 0)
         return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
     if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp &&
@@ -284,7 +285,7 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
         if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP) ||
             (c->drop_output && strcmp(e->name, OUTPUT_WEIGHT) == 0))
             continue;
-        if (c->t->moe_grouped_gemm > 0 && e->expert >= 0) {
+        if (e->expert >= 0 && ckpt_megatron__grouped_out(c->m, c->t)) {
             const char *which = NULL;
             const ckpt_node *w = NULL;
             c->tp = tp;

@@ -61,6 +61,8 @@ struct ckpt_megatron {
        holds its step and param groups (megatron_dist_optim.c) */
     int dist_form;                   /* mg_dist_form */
     int dist_nd;                     /* FULLY read from megatron-core 0.13's fully_sharded_model_space */
+    int grouped;                     /* a legacy set of the local spec's GroupedMLP (experts.weight1/2),
+                                        read as SequentialMLP's experts (megatron_experts_grouped.c) */
     int dist_chained;                /* a MoE model's ChainedOptimizer [dense, expert]: its step and
                                         param groups (dist_optim_sd, common.pt) per inner optimizer */
     const ckpt_ckpt *dist_ck;
@@ -108,8 +110,8 @@ int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, in
 /* At another EP (megatron_experts_target.c): args d (a copy) for target t at ep_size, for the
  * file of rank (tp, pp, ep); whether the optimizer state goes there (0, or an error saying
  * why not); model_optim_rng.pt's `optimizer` value v of the source there. */
-int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int ep_size, int tp, int pp,
-                           int ep);
+int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
+                           int tp, int pp, int ep);
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
 const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
 /* The local spec's GroupedMLP (megatron_experts_grouped.c): whether target t can have it (0,
@@ -118,6 +120,14 @@ const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int 
  * parts part() gives of its local experts), for the entry of its first local expert's
  * weight; 0 for the entries it takes in (the other experts, their _extra_state). */
 int ckpt_megatron__grouped_check(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* Whether target t holds GroupedMLP's weights (asked for, or the source's kept). */
+int ckpt_megatron__grouped_out(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* Reading: whether `key` is a GroupedMLP weight; its experts as entries of their global name
+ * (SequentialMLP's), their TP parts views of the rank files' weight (chunk dicts[tp] of stage
+ * pp, virtual chunk vp, EP rank ep; layer offset as add_key's). */
+int ckpt_megatron__grouped_key(const char *key);
+int ckpt_megatron__grouped_add(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int vp, int ep,
+                               const char *key, int64_t offset);
 int ckpt_megatron__grouped_part(const ckpt_megatron *m, size_t i, int ep_size,
                                 int (*part)(void *ctx, size_t i, const ckpt_node **out), void *ctx,
                                 const char **which, const ckpt_node **out);

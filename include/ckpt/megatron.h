@@ -206,8 +206,8 @@ typedef struct ckpt_megatron_target {
                                           (--moe-grouped-gemm) holds them, per layer
                                           experts.weight1 [hidden, local experts x fc1 rows / TP]
                                           and weight2 [local experts x fc2 columns / TP, hidden],
-                                          each expert's weight transposed (model only); 0: as the
-                                          source (SequentialMLP) */
+                                          each expert's weight transposed (model only); -1:
+                                          SequentialMLP's local_experts.<i>; 0: as the source */
 } ckpt_megatron_target;
 
 #define CKPT_MEGATRON_NO_BUCKETS (-1)

@@ -27,6 +27,10 @@ ckptconv reshard -q "$D" ep1 --tp 1 --pp 1 --ep 1
 ls ep1/$R
 keys ep1/$R/mp_rank_00/model_optim_rng.pt | grep 'layers\.1\.mlp\.experts'
 ckptconv reshard -q ep1 refused --tp 1 --pp 1 --ep 2 2>&1 || echo "exit $?"
+# the same from megatron-core's torch_dist (dp_reshardable) save of the same state
+ckptconv reshard -q "${D%/legacy}/dp_reshardable" td_ep1 --tp 1 --pp 1 --ep 1
+for f in ep1/$R/mp_rank_00/*.pt; do ckptconv diff -q "$f" "td_ep1/${f#ep1/}" || exit 1; done &&
+    echo "torch_dist -> EP 1: the same state"
 ckptconv reshard -q "$D" ep1_model --tp 1 --pp 1 --ep 1 --no-optimizer
 ckptconv reshard -q ep1_model back1 --tp 1 --pp 1 --ep 2 --no-optimizer
 ckptconv reshard -q "$D" same_model --tp 1 --pp 1 --no-optimizer
@@ -46,9 +50,16 @@ for f in .metadata __0_0.distcp __0_1.distcp; do cmp td2/$R/$f td1/$R/$f; done &
 ckptconv reshard -q td1 td1_legacy --tp 1 --pp 1 --no-optimizer
 ls td1_legacy/$R
 ckptconv diff -q ep1_model/$R/mp_rank_00/model_optim_rng.pt td1_legacy/$R/mp_rank_00/model_optim_rng.pt && echo "its legacy: EP 1's"
-# the local spec's GroupedMLP (its values: tests/unit/test_megatron_experts.c)
+# the local spec's GroupedMLP (its values: tests/unit/test_megatron_experts.c; megatron-core's
+# own save of it: tests/interop/distopt_check.py with the oracle's grouped_gemm pair)
 ckptconv reshard -q "$D" grouped --tp 1 --pp 1 --ep 1 --moe-grouped-gemm on --no-optimizer
 keys grouped/$R/mp_rank_00/model_optim_rng.pt | grep 'layers\.0\.mlp'
+# read back, each expert a view of them: SequentialMLP at EP 2 again, byte for byte
+ckptconv reshard -q grouped sequential --tp 1 --pp 1 --ep 2 --moe-grouped-gemm off
+for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "sequential/${f#same_model/}"; done && echo "GroupedMLP -> SequentialMLP: same bytes"
+ckptconv reshard -q grouped grouped2 --tp 2 --pp 2 --ep 4 --dp 4
+ckptconv reshard -q grouped2 sequential2 --tp 1 --pp 1 --ep 2 --dp 2 --moe-grouped-gemm off
+for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "sequential2/${f#same_model/}"; done && echo "GroupedMLP TP 2 PP 2 EP 4 -> SequentialMLP: same bytes"
 set +e
 cp -r "$D" src
 for opts in "--ep 3" "--ep 4" "--etp 2" "--ep 1 --to torch_dist" "--ep 0" "--moe-grouped-gemm on" \
