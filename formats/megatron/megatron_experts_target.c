@@ -97,10 +97,12 @@ static int expert_groups_fit(const ckpt_megatron *m, const char *src)
     return 0;
 }
 
+static int default_group(const ckpt_megatron *m, const ckpt_value *opt, const char *src, const ckpt_value **out);
+
 /* A mixture of experts' optimizer state at another EP: the distributed optimizer's follows
  * its parameters, into the expert buffers (expert data-parallel group) at EP > 1 and the dense
- * ones at EP 1, where the experts are dense parameters; the chained optimizer's expert param
- * groups of a run at EP > 1 are not made from EP 1's. */
+ * ones at EP 1, where the experts are dense parameters; from EP 1 the expert optimizer's
+ * param group is the dense group the experts' weights are in (ckpt_megatron__ep_chain). */
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int ep = ckpt_megatron__target_ep(m, t);
@@ -109,13 +111,94 @@ int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_targ
     if (ckpt_megatron__num_experts(m->args) <= 0 || ep == m->info.ep || t->optimizer == CKPT_MEGATRON_OPTIM_DROP ||
         !m->info.has_optimizer)
         return 0;
-    if (m->info.ep == 1)
+    if (m->info.ep == 1 && m->dist)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: EP 1 -> %d: at EP 1 megatron-core keeps the experts in the dense optimizer, and "
-                               "the expert optimizer a run at EP %d chains to it (its param groups) is not made from "
-                               "it yet; --no-optimizer writes the model",
-                               src, ep, ep);
+                               "%s: EP 1 -> %d: a torch_dist checkpoint's optimizer at EP 1 is not chained to an "
+                               "expert optimizer yet; --no-optimizer writes the model",
+                               src, ep);
+    if (m->info.ep == 1)
+        return default_group(m, ckpt_value_dict_get(mg_rank_at(m, 0, 0, 0)->root, "optimizer"), src, NULL);
     return ep == 1 ? expert_groups_fit(m, src) : 0;
+}
+
+/* The dense optimizer's param group the experts' weights are in at EP 1: weight decay, no
+ * overrides (megatron-core 0.16.1 optimizer/__init__.py _get_param_groups: 2-D weights decay,
+ * biases and 1-D parameters do not); exactly one, else the experts' group is unknown. */
+static int default_group(const ckpt_megatron *m, const ckpt_value *opt, const char *src, const ckpt_value **out)
+{
+    const ckpt_value *inner = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "optimizer") : NULL;
+    const ckpt_value *groups = inner && inner->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(inner, "param_groups") : NULL;
+    const ckpt_value *found = NULL;
+    size_t i, n = 0;
+
+    (void)m;
+    for (i = 0; groups && groups->kind == CKPT_VAL_LIST && i < groups->u.seq.n; i++) {
+        const ckpt_value *g = groups->u.seq.items[i];
+        double wd = 0, lr = 0, dec = 0;
+        if (g && g->kind == CKPT_VAL_DICT && number(g, "wd_mult", &wd) && wd == 1.0 && number(g, "lr_mult", &lr) &&
+            lr == 1.0 && (!number(g, "is_decoupled_lr", &dec) || dec == 0)) {
+            found = g;
+            n++;
+        }
+    }
+    if (n != 1)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: EP 1 -> N: the optimizer's param groups hold %zu with weight decay and no "
+                               "overrides, where the experts' weights are; the expert optimizer a run at EP > 1 chains "
+                               "to the dense one is made from exactly one; --no-optimizer writes the model",
+                               src, n);
+    if (out)
+        *out = found;
+    return 0;
+}
+
+/* The key object of `dict` that reads `name` (the pickler then writes a reference to the one
+ * it wrote, as torch.save does for the source's shared strings). */
+static ckpt_value *key_of(const ckpt_value *dict, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < dict->u.dict.map.n; i++)
+        if (ckpt_value_is_str(dict->u.dict.map.keys[i], name))
+            return dict->u.dict.map.keys[i];
+    return NULL;
+}
+
+int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out)
+{
+    const ckpt_value *group = NULL, *inner;
+    ckpt_value *copy, *groups, *sd, *wrap, *list, *k_opt, *k_groups;
+    size_t i;
+    int rc;
+
+    if ((rc = default_group(m, opt, "the optimizer", &group)) < 0)
+        return rc;
+    inner = ckpt_value_dict_get(opt, "optimizer");
+    k_opt = key_of(opt, "optimizer");
+    k_groups = key_of(inner, "param_groups");
+    copy = ckpt_value_new(a, CKPT_VAL_DICT);
+    groups = ckpt_value_new(a, CKPT_VAL_LIST);
+    sd = ckpt_value_new(a, CKPT_VAL_DICT);
+    wrap = ckpt_value_new(a, CKPT_VAL_DICT);
+    list = ckpt_value_new(a, CKPT_VAL_LIST);
+    if (!copy || !groups || !sd || !wrap || !list || !k_opt || !k_groups)
+        return CKPT_ENOMEM;
+    /* the dense group's entries (values of their own, as the expert optimizer's are; keys
+     * shared), is_expert_parallel True */
+    for (i = 0; i < group->u.dict.map.n && rc == 0; i++) {
+        ckpt_value *k = group->u.dict.map.keys[i], *v = NULL;
+        if (ckpt_value_is_str(k, "is_expert_parallel"))
+            v = ckpt_value_new_bool(a, 1);
+        else if ((rc = ckpt_value_clone(a, group->u.dict.map.vals[i], NULL, NULL, &v)) < 0)
+            break;
+        rc = ckpt_value_dict_set(a, copy, k, v);
+    }
+    if (rc < 0 || ckpt_value_append(a, groups, copy) < 0 || ckpt_value_dict_set(a, sd, k_groups, groups) < 0 ||
+        ckpt_value_dict_set(a, wrap, k_opt, sd) < 0 || ckpt_value_append(a, list, opt) < 0 ||
+        ckpt_value_append(a, list, wrap) < 0)
+        return CKPT_ENOMEM;
+    *out = list;
+    return 0;
 }
 
 /* A mixture of experts at EP 1 has no expert-parallel parameters, so no chained optimizer:

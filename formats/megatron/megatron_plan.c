@@ -423,7 +423,12 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
             /* the distributed optimizer's holds no parameter state: hyper-parameters and
              * steps per group, the grad scaler */
             if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
+            {
                 rc = carry(c, tmpl->ck, ckpt_megatron__ep_optimizer_value(c->m, c->ep_size, v), &copy);
+                /* EP 1 -> N: the experts get an optimizer of their own */
+                if (rc == 0 && c->m->info.ep == 1 && c->ep_size > 1 && ckpt_megatron__num_experts(c->m->args) > 0)
+                    rc = ckpt_megatron__ep_chain(c->m, c->arena, copy, &copy);
+            }
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
                 rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)

@@ -114,6 +114,9 @@ int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_tar
                            int tp, int pp, int ep);
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
 const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
+/* EP 1 -> N: model_optim_rng.pt's `optimizer` opt (the dense optimizer's, a copy in arena a)
+ * as the chained optimizer's [opt, {'optimizer': {'param_groups': [its experts' group]}}]. */
+int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out);
 /* The local spec's GroupedMLP (megatron_experts_grouped.c): whether target t can have it (0,
  * or an error saying why not); for expert entry i of a target EP rank of ep_size, 1 with
  * *which "weight1" or "weight2" and *out its layer's grouped tensor at the rank (made from the

@@ -1,6 +1,7 @@
 # A mixture of experts (megatron-core 0.16.1: 4 experts at EP 2 inside DP 2, the distributed
-# optimizer's chained [dense, expert] state) at another EP: EP 2 -> 1 -> 2 and 2 -> 4 -> 2
-# give the files of a same-layout reshard back byte for byte (and the source's content);
+# optimizer's chained [dense, expert] state) at another EP: EP 2 -> 1 -> 2, 2 -> 4 -> 2 and
+# 2 -> 1 -> 4 give the files of the direct reshard back byte for byte (and the source's
+# content), the optimizer state with them;
 # each file holds its experts at their local index, in the source's key order. At EP 1 the
 # experts are dense parameters (one optimizer, no _EEE suffix). torch_dist model items do not
 # depend on the EP. --moe-grouped-gemm on writes the local spec's GroupedMLP (model only).
@@ -26,16 +27,19 @@ done
 ckptconv reshard -q "$D" ep1 --tp 1 --pp 1 --ep 1
 ls ep1/$R
 keys ep1/$R/mp_rank_00/model_optim_rng.pt | grep 'layers\.1\.mlp\.experts'
-ckptconv reshard -q ep1 refused --tp 1 --pp 1 --ep 2 2>&1 || echo "exit $?"
+ckptconv reshard -q ep1 back1 --tp 1 --pp 1 --ep 2
+same back1
+ckptconv reshard -q ep1 ep1_4 --tp 1 --pp 1 --ep 4 --dp 4
 # the same from megatron-core's torch_dist (dp_reshardable) save of the same state
 ckptconv reshard -q "${D%/legacy}/dp_reshardable" td_ep1 --tp 1 --pp 1 --ep 1
 for f in ep1/$R/mp_rank_00/*.pt; do ckptconv diff -q "$f" "td_ep1/${f#ep1/}" || exit 1; done &&
     echo "torch_dist -> EP 1: the same state"
 ckptconv reshard -q "$D" ep1_model --tp 1 --pp 1 --ep 1 --no-optimizer
-ckptconv reshard -q ep1_model back1 --tp 1 --pp 1 --ep 2 --no-optimizer
+ckptconv reshard -q ep1_model back1_model --tp 1 --pp 1 --ep 2 --no-optimizer
 ckptconv reshard -q "$D" same_model --tp 1 --pp 1 --no-optimizer
-for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "back1/${f#same_model/}"; done && echo "EP 2 -> 1 -> 2 (model): same bytes"
+for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "back1_model/${f#same_model/}"; done && echo "EP 2 -> 1 -> 2 (model): same bytes"
 ckptconv reshard "$D" ep4 --tp 1 --pp 1 --ep 4 --dp 4 2>&1 | sed 's/KiB.* in [0-9.]* s$/KiB/'
+for f in ep4/$R/mp_rank_*/*.pt; do cmp "$f" "ep1_4/${f#ep4/}"; done && echo "EP 2 -> 1 -> 4: EP 2 -> 4's bytes"
 keys ep4/$R/mp_rank_00_003/model_optim_rng.pt | grep 'layers\.0\.mlp\.experts'
 ckptconv reshard -q ep4 back4 --tp 1 --pp 1 --ep 2 --dp 2
 same back4
