@@ -2,6 +2,7 @@
  * EP has, and what becomes of the optimizer state. */
 #include "megatron_private.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_value *v)
@@ -12,10 +13,10 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 
 /* A mixture of experts at another EP: its size, and the rank that saves each file, the
  * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
- * the expert ranks in order tp-cp-ep-dp-pp: tp + TP * ep + world / PP * pp); a local_rank
+ * the expert ranks in order tp-cp-ep-dp-pp: etp + ETP * ep + world / PP * pp); a local_rank
  * equal to the rank (one node) stays equal to it. moe_grouped_gemm: `grouped`. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
-                           int tp, int pp, int ep)
+                           int etp, int pp, int ep)
 {
     int64_t src_ep = ckpt_megatron__arg_int(d, "expert_model_parallel_size", 1), world, rank;
     int64_t dp = t->dp > 0 ? t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
@@ -24,14 +25,14 @@ int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_tar
     if (ckpt_megatron__num_experts(d) > 0 && !ckpt_megatron__arg_int(d, "moe_grouped_gemm", 0) != !grouped &&
         (rc = set_attr(a, d, "moe_grouped_gemm", ckpt_value_new_bool(a, grouped))) < 0)
         return rc;
-    if (ckpt_megatron__num_experts(d) <= 0 || src_ep == ep_size)
+    if (ckpt_megatron__num_experts(d) <= 0 || (src_ep == ep_size && t->etp <= 0))
         return 0;
     if ((rc = set_attr(a, d, "expert_model_parallel_size", ckpt_value_new_int(a, ep_size))) < 0)
         return rc;
     world = (int64_t)t->tp * t->pp * dp * ckpt_megatron__arg_int(d, "context_parallel_size", 1);
     if (dp < 1 || !ckpt_value_dict_get(d, "rank") || t->pp < 1)
         return 0;
-    rank = tp + (int64_t)t->tp * ep + world / t->pp * pp;
+    rank = etp + (int64_t)ckpt_megatron__etp(t) * ep + world / t->pp * pp;
     if (ckpt_megatron__arg_int(d, "local_rank", -1) == ckpt_megatron__arg_int(d, "rank", -2) &&
         (rc = set_attr(a, d, "local_rank", ckpt_value_new_int(a, rank))) < 0)
         return rc;
@@ -209,4 +210,45 @@ const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int 
     if (ep_size == 1 && m->info.ep > 1 && v->kind == CKPT_VAL_LIST && v->u.seq.n == 2)
         return v->u.seq.items[0];
     return v;
+}
+
+int ckpt_megatron__etp(const ckpt_megatron_target *t)
+{
+    return t->etp > 0 ? t->etp : t->tp;
+}
+
+int ckpt_megatron__part(const ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                        const mg_entry *e, const ckpt_node *full, int tp, int etp, const ckpt_node **out)
+{
+    int expert = e->layout.expert && ckpt_megatron__etp(t) != t->tp, n = expert ? ckpt_megatron__etp(t) : t->tp;
+    const ckpt_node **parts = calloc((size_t)n, sizeof *parts);
+    int rc;
+
+    if (!parts)
+        return ckpt_error_oom();
+    rc = expert ? ckpt_parallel_split(m->g, &e->layout, e->name, full, (size_t)n, parts)
+                : ckpt_megatron__split(m, t, padded_vocab, e, full, parts);
+    *out = rc == 0 ? parts[expert ? etp : tp] : NULL;
+    free(parts);
+    return rc;
+}
+
+int ckpt_megatron__saving_rank(const ckpt_megatron_target *t, int tp, int ep, int *etp, int *dense_rank)
+{
+    int64_t e, etp_size = ckpt_megatron__etp(t);
+
+    if (etp_size == t->tp) {
+        *etp = tp;
+        *dense_rank = ep;
+        return 1;
+    }
+    for (e = 0; e < etp_size; e++) {
+        int64_t r = e + etp_size * ep; /* its rank within the pipeline stage */
+        if (r % t->tp == tp) {
+            *etp = (int)e;
+            *dense_rank = (int)(r / t->tp);
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -100,9 +100,15 @@ static int check_ep(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
     if (d->experts > 0 && d->experts % ep)
         return refuse("EP %lld: %lld experts cannot be split over %lld expert-parallel ranks (num_experts %% EP != 0)",
                       (long long)ep, (long long)d->experts, (long long)ep);
-    if (t->etp && t->etp != t->tp)
+    if (t->etp && t->etp != t->tp && d->experts <= 0)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "expert TP %d: the model has no experts to cut (args.num_experts %lld)", t->etp,
+                               (long long)d->experts);
+    /* the legacy files are those of the dense TP ranks: an expert TP rank per file */
+    if (t->etp && (t->etp > t->tp || t->tp % t->etp))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "expert TP %d: an expert tensor-parallel size other than the TP (%d) is not written yet",
+                               "expert TP %d: an expert tensor-parallel size that does not divide the TP (%d) is not "
+                               "written",
                                t->etp, t->tp);
     return 0;
 }

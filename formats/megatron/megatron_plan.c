@@ -31,6 +31,8 @@ typedef struct target_ctx {
     int drop_output;          /* tied embeddings at one stage: no output_layer.weight */
     int ep_size;              /* the target's EP */
     int tp, pp, ep;           /* the rank being written */
+    int etp;                  /* its expert TP rank */
+    int dense_rank;           /* its rank in the dense optimizer's data-parallel group */
 } target_ctx;
 
 /* TP rank c->tp's part of entry i (ckpt_megatron__grouped_part's callback). */
@@ -81,6 +83,11 @@ static int split_entry(void *state, size_t i, size_t slot, int n_tp, const ckpt_
 /* The target TP rank's part of entry i. */
 static int shard_of(target_ctx *c, size_t i, int tp, const ckpt_node **out)
 {
+    const mg_entry *e = &c->m->entries[i];
+
+    /* experts cut over their own TP size */
+    if (e->layout.expert && ckpt_megatron__etp(c->t) != c->t->tp)
+        return ckpt_megatron__part(c->m, c->t, c->padded_vocab, e, e->full, tp, c->etp, out);
     return ckpt_fw_ranks_part(c->ranks, i, 0, tp, out);
 }
 
@@ -201,12 +208,13 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                        d, "transformer_pipeline_model_parallel_size",
                                                                        src_pp))))) < 0)
         return rc;
-    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->tp, c->pp,
-                                      c->ep)) < 0)
+    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->etp,
+                                      c->pp, c->ep)) < 0)
         return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
-    if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp &&
-        (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0)
+    if ((ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp ||
+         (c->t->etp > 0 && ckpt_megatron__num_experts(d) > 0)) &&
+        (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, ckpt_megatron__etp(c->t)))) < 0)
         return rc;
     if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
         (rc = set_attr(a, d, "num_layers_per_virtual_pipeline_stage",
@@ -452,7 +460,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         ckpt_buf_clear(&rel);
         if ((rc = rank_rel(c, tp, pp, ep, "distrib_optim.pt", &rel)) == 0)
             rc = ckpt_megatron__distopt_write(c->m, c->t, targs ? targs : c->m->args, c->plan, (const char *)rel.data,
-                                              params, n_params, tp, pp, ep, c->padded_vocab);
+                                              params, n_params, tp, c->etp, pp, c->dense_rank, c->padded_vocab);
     }
 done:
     free(params);
@@ -578,8 +586,14 @@ int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, 
 
 static int on_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)
 {
+    target_ctx *c = state;
+
     (void)r;
-    return build_rank(state, tp, pp, ep);
+    /* the file of (tp, pp, ep) is written by the rank of expert data-parallel rank 0 whose
+     * dense TP rank is tp (none: no such file), at its expert TP rank */
+    if (!ckpt_megatron__saving_rank(c->t, tp, ep, &c->etp, &c->dense_rank))
+        return 0;
+    return build_rank(c, tp, pp, ep);
 }
 
 int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)

@@ -111,7 +111,16 @@ int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, in
  * file of rank (tp, pp, ep); whether the optimizer state goes there (0, or an error saying
  * why not); model_optim_rng.pt's `optimizer` value v of the source there. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
-                           int tp, int pp, int ep);
+                           int etp, int pp, int ep);
+/* The target's expert TP size (t->etp, else its TP); part tp (experts: etp) of `full`
+ * (entry e's tensor or an optimizer moment of it); whether a target file (tp, ep) exists, its
+ * writer's expert TP rank and dense data-parallel (x CP) rank (megatron-core 0.16.1
+ * parallel_state: ranks in order tp-cp-ep-dp-pp, the expert ones etp-ep-edp-pp, a legacy file
+ * written by expert data-parallel rank 0). */
+int ckpt_megatron__etp(const ckpt_megatron_target *t);
+int ckpt_megatron__part(const ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                        const mg_entry *e, const ckpt_node *full, int tp, int etp, const ckpt_node **out);
+int ckpt_megatron__saving_rank(const ckpt_megatron_target *t, int tp, int ep, int *etp, int *dense_rank);
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
 const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
 /* EP 1 -> N: model_optim_rng.pt's `optimizer` opt (the dense optimizer's, a copy in arena a)

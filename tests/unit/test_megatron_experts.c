@@ -211,3 +211,33 @@ CKPT_TEST(test_experts_grouped_mlp_weights)
     }
     close_fixture(&o);
 }
+
+/* Which legacy files a target at an expert TP below the TP has (megatron-core's expert
+ * data-parallel rank 0 of each (expert TP, EP) rank writes one, named by its dense TP rank):
+ * TP 2, EP 4, expert TP 1 writes mp_rank_00_000, 01_001, 00_002, 01_003, the last two by dense
+ * data-parallel rank 1 (no dense optimizer state). */
+CKPT_TEST(test_experts_saving_ranks)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    int etp = -1, dense = -1;
+
+    t.tp = 2;
+    t.etp = 1;
+    ASSERT_TRUE(ckpt_megatron__saving_rank(&t, 0, 0, &etp, &dense));
+    ASSERT_EQ_INT(etp, 0);
+    ASSERT_EQ_INT(dense, 0);
+    ASSERT_TRUE(!ckpt_megatron__saving_rank(&t, 1, 0, &etp, &dense));
+    ASSERT_TRUE(ckpt_megatron__saving_rank(&t, 1, 1, &etp, &dense));
+    ASSERT_EQ_INT(dense, 0);
+    ASSERT_TRUE(!ckpt_megatron__saving_rank(&t, 0, 1, &etp, &dense));
+    ASSERT_TRUE(ckpt_megatron__saving_rank(&t, 0, 2, &etp, &dense));
+    ASSERT_EQ_INT(dense, 1);
+    ASSERT_TRUE(ckpt_megatron__saving_rank(&t, 1, 3, &etp, &dense));
+    ASSERT_EQ_INT(dense, 1);
+    /* expert TP = TP: every (tp, ep), the file of dense data-parallel rank ep */
+    t.etp = 0;
+    ASSERT_TRUE(ckpt_megatron__saving_rank(&t, 1, 2, &etp, &dense));
+    ASSERT_EQ_INT(etp, 1);
+    ASSERT_EQ_INT(dense, 2);
+    ASSERT_EQ_INT(ckpt_megatron__etp(&t), 2);
+}

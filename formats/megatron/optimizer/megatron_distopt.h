@@ -125,6 +125,6 @@ int ckpt_megatron__read_distopt(ckpt_megatron *m);
  * buckets) make its grad buffers (megatron_distopt_write.c). */
 int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
                                  ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
-                                 int pp, int ep, int64_t padded_vocab);
+                                 int etp, int pp, int dense_rank, int64_t padded_vocab);
 
 #endif

@@ -1,5 +1,5 @@
-# hf2mcore --ep/--etp: a dense model has no experts to split over EP ranks, and the experts are
-# cut like the dense layers (expert TP = TP); --ep 1 --etp = TP writes the dense model as ever.
+# hf2mcore --ep/--etp: a dense model has no experts to split over EP ranks or cut over expert
+# TP ranks; --ep 1 --etp = TP writes the dense model as ever.
 ckptconv hf2mcore --help | grep -A1 -- '--ep N'
 ckptconv hf2mcore "$TESTDATA/hf/llama_tiny" out --ep 2
 echo "exit $?"
