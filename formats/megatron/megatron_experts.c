@@ -13,6 +13,9 @@
 #include <string.h>
 
 #define SEQUENTIAL ".mlp.experts.local_experts."
+/* Bounds on args' num_experts and on experts x layers (DeepSeek-V3: 256 x 61) */
+#define MAX_EXPERTS (1 << 20)
+#define MAX_COUNTS ((int64_t)1 << 28)
 #define GROUPED ".mlp.experts.linear_fc"
 
 /* The digits of the expert index in `name`: at[0] their offset, at[1] their length. */
@@ -176,6 +179,13 @@ int ckpt_megatron__check_experts(const ckpt_megatron *m)
 
     if (per < 1 || layers < 1)
         return 0;
+    /* one count per (layer, expert): bounded before it is allocated */
+    if (per > MAX_EXPERTS / m->info.ep || layers > MAX_COUNTS / (per * m->info.ep))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: args: %lld experts in each of %lld layers: more than are read (%d experts, "
+                               "%lld in all)",
+                               ckpt_path(mg_rank_at(m, 0, 0, 0)->ck), (long long)(per * m->info.ep),
+                               (long long)layers, MAX_EXPERTS, (long long)MAX_COUNTS);
     count = calloc((size_t)(layers * m->info.ep * per), sizeof *count);
     pp_of = calloc((size_t)layers, sizeof *pp_of);
     if (!count || !pp_of) {

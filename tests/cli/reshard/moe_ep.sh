@@ -103,7 +103,11 @@ rewrite missing/$R/mp_rank_00_001/model_optim_rng.pt layers.1.mlp.experts.local_
     layers.1.mlp.experts.local_experts.0.linear_fc1.bias
 cp -r "$D" noexperts
 rm -r noexperts/$R/mp_rank_00_001
-for set in local2 dense missing noexperts; do
+cp -r "$D" huge
+for f in huge/$R/*/model_optim_rng.pt; do
+    python3 "$CLI_DIR/poke_pickle.py" "$f" '(num_experts(?:q.|r....))K\x04' 'J\x00\x00\x00\x40'
+done
+for set in local2 dense missing noexperts huge; do
     ckptconv reshard "$set" out --tp 1 --pp 1 --no-optimizer
     echo "$set: exit $?"
 done
