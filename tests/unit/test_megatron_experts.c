@@ -241,3 +241,46 @@ CKPT_TEST(test_experts_saving_ranks)
     ASSERT_EQ_INT(dense, 2);
     ASSERT_EQ_INT(ckpt_megatron__etp(&t), 2);
 }
+
+/* The fixture's tensors given one by one (as hf2mcore gives a model) with the local spec's
+ * _extra_state keys, written at its layout: each EP rank file holds the keys megatron-core's
+ * file holds, in its order, None values included (a MoE layer has its experts' _extra_state
+ * and no dense MLP's). */
+CKPT_TEST(test_experts_built_model_extra_states)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+    ckpt_plan *plan = NULL;
+    ckpt_megatron *m = NULL;
+    const ckpt_node *full;
+    const char *name;
+    size_t i;
+    int ep;
+    opened o, back;
+
+    ASSERT_OK(open_fixture(&o, "distopt/m_tp1pp1dp2_ep2/legacy"));
+    ASSERT_OK(ckpt_plan_new(&plan));
+    ASSERT_OK(ckpt_megatron_new(&m, ckpt_plan_graph(plan), ckpt_megatron_args(o.m), 3, NULL));
+    for (i = 0; (name = ckpt_megatron_tensor_at(o.m, i, &full, NULL)) != NULL; i++)
+        ASSERT_OK(ckpt_megatron_add_tensor(m, name, full));
+    ASSERT_OK(ckpt_megatron_add_extra_states(m, 0));
+    t.ep = 2;
+    t.optimizer = CKPT_MEGATRON_OPTIM_DROP;
+    ASSERT_OK(ckpt_megatron_plan(m, &t, plan));
+    ASSERT_OK(ckpt_plan_execute(plan, "built_extra_states", &po, NULL));
+    ASSERT_OK(open_path(&back, "built_extra_states"));
+    for (ep = 0; ep < 2; ep++) {
+        const ckpt_value *want = ckpt_value_dict_get(mg_rank_at(o.m, 0, 0, ep)->root, "model");
+        const ckpt_value *built = ckpt_value_dict_get(mg_rank_at(back.m, 0, 0, ep)->root, "model");
+        ASSERT_TRUE(want && built);
+        ASSERT_EQ_INT((int)built->u.dict.map.n, (int)want->u.dict.map.n);
+        for (i = 0; i < want->u.dict.map.n; i++) {
+            ASSERT_EQ_STR(built->u.dict.map.keys[i]->u.str.ptr, want->u.dict.map.keys[i]->u.str.ptr);
+            ASSERT_EQ_INT(built->u.dict.map.vals[i]->kind, want->u.dict.map.vals[i]->kind);
+        }
+    }
+    close_fixture(&back);
+    ckpt_megatron_close(m);
+    ckpt_plan_free(plan);
+    close_fixture(&o);
+}
