@@ -45,6 +45,14 @@ static void hf2mcore_help(FILE *out)
 "\n"
 "options:\n"
 "  --tp N, --pp M, --vpp K        target layout (default 1, 1, 1)\n"
+"  --ep N                         expert-parallel size of a mixture of experts (default\n"
+"                                 1): rank files mp_rank_TT[_PPP]_EEE, EP rank r holding\n"
+"                                 experts r * E/N .. (r + 1) * E/N - 1 as its local experts\n"
+"                                 0..; num_experts must be a multiple of N\n"
+"  --etp M                        expert tensor-parallel size (default --tp), dividing --tp:\n"
+"                                 the experts cut over M ranks, one file per (dense TP\n"
+"                                 rank, EP rank) that Megatron's expert data-parallel rank\n"
+"                                 0 writes\n"
 "  --transformer-impl IMPL        transformer_engine (default, Megatron's) or local\n"
 "  --iteration I                  the iteration recorded (default 1)\n"
 "  --dry-run                      print every output file and tensor; write nothing\n"
@@ -62,11 +70,12 @@ static void hf2mcore_help(FILE *out)
 
 static int parse_args(int argc, char **argv, hf2mcore_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_IMPL, O_ITER };
+    enum { O_TP = 256, O_PP, O_VPP, O_IMPL, O_ITER, O_EP, O_ETP };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "transformer-impl", required_argument, NULL, O_IMPL },
-        { "iteration", required_argument, NULL, O_ITER }, CLI_PLAN_LONGOPTS,
+        { "iteration", required_argument, NULL, O_ITER }, { "ep", required_argument, NULL, O_EP },
+        { "etp", required_argument, NULL, O_ETP }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
@@ -79,6 +88,8 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
         case O_TP: rc = cli_option_parallel("hf2mcore", "--tp", optarg, &a->target.tp); break;
         case O_PP: rc = cli_option_parallel("hf2mcore", "--pp", optarg, &a->target.pp); break;
         case O_VPP: rc = cli_option_parallel("hf2mcore", "--vpp", optarg, &a->target.vpp); break;
+        case O_EP: rc = cli_option_parallel("hf2mcore", "--ep", optarg, &a->target.ep); break;
+        case O_ETP: rc = cli_option_parallel("hf2mcore", "--etp", optarg, &a->target.etp); break;
         case O_ITER:
             if ((rc = cli_option_int("hf2mcore", "--iteration", optarg, 0, LLONG_MAX, &v)) == 0)
                 a->iteration = v;
@@ -136,6 +147,8 @@ static int run(hf2mcore_args *a)
     jo.target.tp = a->target.tp;
     jo.target.pp = a->target.pp;
     jo.target.vpp = a->target.vpp;
+    jo.target.ep = a->target.ep;
+    jo.target.etp = a->target.etp;
     jo.target.impl = a->impl;
     jo.target.iteration = a->iteration;
     if ((rc = ckpt_outdir_check_apart(a->out, a->in)) < 0 || (rc = ckpt_plan_new(&plan)) < 0 ||

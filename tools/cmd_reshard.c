@@ -108,8 +108,16 @@ static void reshard_help(FILE *out)
 "state of the source rank at its coordinates, each one past the source's sizes taken as\n"
 "0. _extra_state entries are copied from the first source rank of their stage\n"
 "(--extra-state empty writes empty uint8 tensors, TE >= 2.0's \"no FP8 state\"; drop\n"
-"leaves them out). MoE experts are carried at the same expert-parallel size\n"
-"(changing EP is not supported yet).\n"
+"leaves them out).\n"
+"Mixture-of-experts models: the rank files of EP rank r (mp_rank_TT[_PPP]_EEE) hold\n"
+"num_experts / EP experts of each MoE layer as their local experts 0.., which are\n"
+"global experts r * num_experts / EP + i; the model names them by their global index\n"
+"(inspect shows it), and --ep N gives each target EP rank the experts it owns under\n"
+"their local indices again, in Megatron's order, args.expert_model_parallel_size\n"
+"rewritten. Every EP rank file must hold its experts and the same dense tensors.\n"
+"A distributed optimizer's expert state (the chained optimizer's second buffers, over\n"
+"the expert data-parallel group DP x TP / (expert TP x EP)) follows its experts; the\n"
+"target's --dp must leave that group whole (EP 4 at DP 2 needs --dp 4).\n"
 "\n"
 "Nothing appears under OUT unless every file was written and synced; a non-empty OUT\n"
 "needs --force.\n"
@@ -120,6 +128,28 @@ static void reshard_help(FILE *out)
 "                           PP its args name)\n"
 "  --vpp K                  virtual pipeline chunks per stage (default: the run's when\n"
 "                           --pp is not given, else 1; Megatron)\n"
+"  --ep N                   expert-parallel size of a mixture of experts (default: the\n"
+"                           input's); num_experts must be a multiple of it. The\n"
+"                           distributed optimizer's state moves with the experts in\n"
+"                           the legacy layout (at EP 1 the experts are dense\n"
+"                           parameters; EP 1 -> N gives them the expert optimizer,\n"
+"                           their dense param group); torch_dist output at another\n"
+"                           EP with --no-optimizer for now\n"
+"  --etp M                  expert tensor-parallel size (default: the TP), dividing the\n"
+"                           TP: the experts are cut over M ranks, and the files are\n"
+"                           those Megatron's expert data-parallel rank 0 writes, one per\n"
+"                           (its dense TP rank, EP rank): with --tp 2 --ep 2 --etp 1\n"
+"                           mp_rank_00_000 and mp_rank_01_001, each with whole experts\n"
+"                           (legacy output; an input at another expert TP is refused)\n"
+"  --moe-grouped-gemm on|off on: the experts as the local spec's GroupedMLP holds them\n"
+"                           (Megatron's --moe-grouped-gemm --transformer-impl local):\n"
+"                           per layer experts.weight1 [hidden, local experts x fc1 rows\n"
+"                           / TP], whose view(local, hidden, -1)[i] is expert i's\n"
+"                           linear_fc1.weight TRANSPOSED, and experts.weight2\n"
+"                           [local experts x fc2 columns / TP, hidden], the fc2 weights\n"
+"                           transposed one after the other; model only (--no-optimizer).\n"
+"                           off: SequentialMLP's local_experts.<i>.linear_fc1/2 (a\n"
+"                           GroupedMLP input is read as such). Default: the input's\n"
 "  --dp N                   data-parallel size the target runs with (default: the\n"
 "                           input's args.data_parallel_size): the distributed\n"
 "                           optimizer's buffers are padded for it (Megatron)\n"
@@ -223,7 +253,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
 {
     enum {
         O_TP = 256, O_PP, O_VPP, O_STRATEGY, O_ITER, O_PADDED, O_TRUE, O_NOOPT, O_EXTRA, O_TO, O_TO_OPTIM, O_TO_DOPT,
-        O_DP, O_BUCKET, O_OPTIM_FORMAT, O_INSTANCES
+        O_DP, O_BUCKET, O_OPTIM_FORMAT, O_INSTANCES, O_EP, O_ETP, O_GROUPED
     };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
@@ -234,6 +264,8 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "to-optimizer", required_argument, NULL, O_TO_OPTIM },
         { "to-distributed-optimizer", no_argument, NULL, O_TO_DOPT },
         { "dp", required_argument, NULL, O_DP }, { "ddp-bucket-size", required_argument, NULL, O_BUCKET },
+        { "ep", required_argument, NULL, O_EP }, { "etp", required_argument, NULL, O_ETP },
+        { "moe-grouped-gemm", required_argument, NULL, O_GROUPED },
         { "num-distributed-optimizer-instances", required_argument, NULL, O_INSTANCES },
         { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
@@ -258,6 +290,13 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             a->vpp_set = 1;
             break;
         case O_DP: rc = cli_option_parallel("reshard", "--dp", optarg, &a->target.dp); break;
+        case O_EP: rc = cli_option_parallel("reshard", "--ep", optarg, &a->target.ep); break;
+        case O_ETP: rc = cli_option_parallel("reshard", "--etp", optarg, &a->target.etp); break;
+        case O_GROUPED:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+                return cli_usage_error("reshard", "--moe-grouped-gemm is on or off, not '%s'", optarg);
+            a->target.moe_grouped_gemm = strcmp(optarg, "on") == 0 ? 1 : -1;
+            break;
         case O_INSTANCES:
             rc = cli_option_parallel("reshard", "--num-distributed-optimizer-instances", optarg,
                                      &a->target.dist_opt_instances);
@@ -355,6 +394,7 @@ static int print_json(const reshard_args *a, const ckpt_megatron *m, const ckpt_
     cJSON_AddNumberToObject(to, "tp", a->target.tp);
     cJSON_AddNumberToObject(to, "pp", a->target.pp);
     cJSON_AddNumberToObject(to, "vpp", a->target.vpp);
+    cJSON_AddNumberToObject(to, "ep", a->target.ep);
     cJSON_AddNumberToObject(to, "dp", (double)target_dp(a, m));
     cJSON_AddStringToObject(to, "format", a->to_dist ? "torch_dist" : "torch");
     cJSON_AddNumberToObject(o, "num_layers", (double)in->num_layers);
@@ -375,6 +415,9 @@ static int run_paddle(const reshard_args *a)
     cli_reshard_job j;
     const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
                                 : a->target.dp                      ? "--dp"
+                                : a->target.ep                      ? "--ep"
+                                : a->target.etp                     ? "--etp"
+                                : a->target.moe_grouped_gemm        ? "--moe-grouped-gemm"
                                 : a->target.ddp_bucket_size         ? "--ddp-bucket-size"
                                 : a->target.dist_opt_instances      ? "--num-distributed-optimizer-instances"
                                 : a->to_dist                        ? "--to torch_dist"
@@ -418,12 +461,15 @@ static int plan_megatron(reshard_args *a, ckpt_plan *plan, ckpt_fw **src)
     jo.target.pp = a->pp_set ? a->target.pp : 0;
     jo.target.vpp = a->vpp_set ? a->target.vpp : a->pp_set ? 1 : 0;
     jo.target.format = a->to_dist ? "torch_dist" : "torch";
+    jo.target.ep = a->target.ep;
+    jo.target.etp = a->target.etp;
     if ((rc = ckpt_job_plan(plan, a->in, &jo, src)) < 0)
         return rc;
     info = ckpt_megatron_info_of(ckpt_fw_native(*src, "megatron"));
     a->target.tp = jo.target.tp ? jo.target.tp : info->run_tp;
     a->target.pp = jo.target.pp ? jo.target.pp : info->run_pp;
     a->target.vpp = jo.target.vpp ? jo.target.vpp : info->run_vpp;
+    a->target.ep = jo.target.ep ? jo.target.ep : info->ep;
     return 0;
 }
 
@@ -480,13 +526,15 @@ static int run(reshard_args *a)
     } else if (!a->p.quiet) {
         char size[32];
         cli_plan_print_dropped(plan, &a->p);
-        char dp[64] = "";
+        char dp[64] = "", ep[48] = "";
+        if (info->ep > 1 || a->target.ep > 1)
+            snprintf(ep, sizeof ep, ", EP %d -> %d", info->ep, a->target.ep);
         if ((info->distributed_optimizer && a->target.optimizer == CKPT_MEGATRON_OPTIM_KEEP) ||
             a->target.optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED)
             snprintf(dp, sizeof dp, " (distributed optimizer, DP %lld -> %lld)", (long long)source_dp(m),
                      (long long)target_dp(a, m));
-        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s%s, %zu files, %s%s in %.2f s\n",
-                a->out, info->run_tp, info->run_pp, info->run_vpp, a->target.tp, a->target.pp, a->target.vpp,
+        fprintf(stderr, "wrote %s: TP %d, PP %d, VPP %d -> TP %d, PP %d, VPP %d%s%s%s, %zu files, %s%s in %.2f s\n",
+                a->out, info->run_tp, info->run_pp, info->run_vpp, a->target.tp, a->target.pp, a->target.vpp, ep,
                 a->to_dist ? " (torch_dist)" : "", dp, rep.files,
                 cli_human_size(rep.bytes_written, size, sizeof size),
                 !info->has_optimizer || a->target.optimizer == CKPT_MEGATRON_OPTIM_DROP ? ""

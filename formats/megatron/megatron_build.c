@@ -96,7 +96,10 @@ static int new_entry(ckpt_megatron *m, const char *name, int ndim, mg_entry **ou
     if (!e->name || !e->local)
         return ckpt_error_oom();
     *out = e;
-    return ckpt_parallel_classify(m->spec, m->params, name, ndim, &e->layout);
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, name, ndim, &e->layout)) == 0 && e->layout.expert &&
+        !ckpt_megatron__expert_index(name, &e->expert))
+        e->expert = -1;
+    return rc;
 }
 
 int ckpt_megatron_add_tensor(ckpt_megatron *m, const char *name, const ckpt_node *full)
@@ -273,24 +276,55 @@ int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep)
     return e->value ? 0 : CKPT_ENOMEM;
 }
 
+/* SequentialMLP's experts keep an _extra_state per linear, as a dense MLP does; a MoE layer
+ * has no dense MLP linears. */
+static int add_expert_extras(ckpt_megatron *m, int transformer_engine)
+{
+    size_t i, n = m->n_entries;
+    int rc = 0;
+
+    for (i = 0; i < n && rc == 0; i++) {
+        const char *w = m->entries[i].name;
+        size_t len = strlen(w);
+        char name[320];
+        if (!strstr(w, ".mlp.experts.local_experts.") || len < 7 ||
+            strcmp(w + len - 7, ".weight") != 0 || len - 7 + sizeof "._extra_state" > sizeof name)
+            continue;
+        snprintf(name, sizeof name, "%.*s._extra_state", (int)(len - 7), w);
+        rc = ckpt_megatron__add_extra(m, name, transformer_engine, m->entries[i].ep);
+    }
+    return rc;
+}
+
 int ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine)
 {
     const char *const *keys = transformer_engine ? te_extra : local_extra;
     size_t n = transformer_engine ? sizeof te_extra / sizeof *te_extra : sizeof local_extra / sizeof *local_extra;
+    char *moe = calloc((size_t)m->info.num_layers + 1, 1);
     char name[256];
     int64_t layer;
     size_t i;
-    int rc;
+    int rc = moe ? 0 : ckpt_error_oom();
 
-    if (m->set)
+    if (m->set) {
+        free(moe);
         return ckpt_error_set(CKPT_EINVALID, "_extra_state keys are added only to a model made by ckpt_megatron_new");
-    for (layer = 0; layer < m->info.num_layers; layer++)
-        for (i = 0; i < n; i++) {
+    }
+    for (i = 0; i < m->n_entries && rc == 0; i++)
+        if (m->entries[i].layout.expert && m->entries[i].layout.layer >= 0 &&
+            m->entries[i].layout.layer < m->info.num_layers)
+            moe[m->entries[i].layout.layer] = 1;
+    for (layer = 0; layer < m->info.num_layers && rc == 0; layer++)
+        for (i = 0; i < n && rc == 0; i++) {
+            if (moe[layer] && strncmp(keys[i], "mlp.linear_fc", 13) == 0)
+                continue;
             snprintf(name, sizeof name, "decoder.layers.%lld.%s", (long long)layer, keys[i]);
-            if ((rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1)) < 0)
-                return rc;
+            rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1);
         }
-    if (!transformer_engine && (rc = ckpt_megatron__add_extra(m, "output_layer._extra_state", 0, -1)) < 0)
-        return rc;
-    return ckpt_megatron__sort(m);
+    free(moe);
+    if (rc == 0)
+        rc = add_expert_extras(m, transformer_engine);
+    if (rc == 0 && !transformer_engine)
+        rc = ckpt_megatron__add_extra(m, "output_layer._extra_state", 0, -1);
+    return rc < 0 ? rc : ckpt_megatron__sort(m);
 }

@@ -87,7 +87,7 @@ int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t)
             size_t before = m->n_entries;
             ckpt_buf_clear(&name);
             if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld." LOCAL_EXPERTS "%lld.%s", (long long)l,
-                                      (long long)(g % per_rank), rest)) < 0 ||
+                                      (long long)g, rest)) < 0 ||
                 (rc = ckpt_megatron__expert_of(m, t, l, g, (const char *)name.data, &view)) < 0 ||
                 (rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, view)) < 0)
                 break;
@@ -102,18 +102,16 @@ int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ck
 {
     static const char layers[] = CKPT_MEGATRON_LAYERS;
     const char *p = strncmp(e->name, layers, sizeof layers - 1) == 0 ? strchr(e->name + sizeof layers - 1, '.') : NULL;
-    char *end;
-    long long local;
 
-    if (!p || strncmp(p + 1, LOCAL_EXPERTS, strlen(LOCAL_EXPERTS)) != 0)
+    (void)m;
+    if (!p || strncmp(p + 1, LOCAL_EXPERTS, strlen(LOCAL_EXPERTS)) != 0 || e->expert < 0)
         return 0;
-    p += 1 + strlen(LOCAL_EXPERTS);
-    local = strtoll(p, &end, 10);
-    if (end == p || *end != '.')
+    p = strchr(p + 1 + strlen(LOCAL_EXPERTS), '.');
+    if (!p)
         return 0;
-    *global = (int64_t)(e->ep > 0 ? e->ep : 0) * ckpt_megatron__experts_per_rank(m) + local;
+    *global = e->expert;
     ckpt_buf_clear(key);
-    return ckpt_buf_printf(key, DIST_EXPERTS "%s", end + 1) < 0 ? CKPT_ENOMEM : 1;
+    return ckpt_buf_printf(key, DIST_EXPERTS "%s", p + 1) < 0 ? CKPT_ENOMEM : 1;
 }
 
 /* The local spec's experts keep None as their linears' _extra_state, TE's an empty tensor;

@@ -249,6 +249,21 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
     if (!t || t->version != CKPT_MEGATRON_TARGET_VERSION)
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
                               CKPT_MEGATRON_TARGET_VERSION);
+    /* the model's items do not depend on the EP (each expert one chunk at its global index,
+     * megatron-core 0.16.1 SequentialMLP.sharded_state_dict); the optimizer's do (the expert
+     * buffers of the EP ranks, a chained optimizer or none at EP 1) */
+    if (t->etp > 0 && t->etp != t->tp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: torch_dist with an expert TP (%d) other than the TP (%d) is not written yet",
+                               m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model", t->etp,
+                               t->tp);
+    if (ckpt_megatron__num_experts(m->args) > 0 && ckpt_megatron__target_ep(m, t) != m->info.ep &&
+        m->info.has_optimizer && t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: torch_dist optimizer state at EP %d (the source's is %d) is not written yet; "
+                               "--no-optimizer writes the model, or the legacy layout (--to torch) carries it",
+                               m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
+                               ckpt_megatron__target_ep(m, t), m->info.ep);
     if ((rc = check(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0) ||
         (rc = ckpt_megatron__dist_target_form(m, t, &form)) < 0)
         return rc;

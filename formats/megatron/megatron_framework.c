@@ -155,6 +155,10 @@ static int mg_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
     mt.vpp = t->vpp ? t->vpp : s->created || t->pp ? 1 : mi->run_vpp;
     if (t->dp)
         mt.dp = t->dp;
+    if (t->ep)
+        mt.ep = t->ep;
+    if (t->etp)
+        mt.etp = t->etp;
     if (s->created && !s->extra_states_added) {
         /* a MoE layer's MLP is its router and experts, each expert linear with its own state */
         rc = ckpt_megatron__num_experts(ckpt_megatron_args(s->m)) > 0 ? ckpt_megatron__dist_moe_extra_states(s->m, s->te)

@@ -14,7 +14,7 @@
 #define MAX_TARGET_RANKS (1 << 20)
 
 typedef struct mg_dims {
-    int64_t layers, heads, groups, ffn, moe_ffn;
+    int64_t layers, heads, groups, ffn, moe_ffn, experts;
 } mg_dims;
 
 static void dims_of(const ckpt_value *args, mg_dims *d)
@@ -28,7 +28,8 @@ static void dims_of(const ckpt_value *args, mg_dims *d)
                     ? ckpt_megatron__arg_int(args, "num_query_groups", d->heads)
                     : d->heads;
     d->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", hidden > 0 && hidden <= INT64_MAX / 4 ? 4 * hidden : 0);
-    d->moe_ffn = ckpt_megatron__num_experts(args) > 0
+    d->experts = ckpt_megatron__num_experts(args);
+    d->moe_ffn = d->experts > 0
                      ? ckpt_megatron__arg_int(args, "moe_ffn_hidden_size", 0)
                      : 0;
 }
@@ -86,6 +87,32 @@ static int check_pp(const mg_dims *d, const ckpt_megatron_target *t)
     return 0;
 }
 
+/* Megatron's experts: num_experts over the EP ranks, each cut over the expert TP ranks. */
+static int check_ep(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
+{
+    if (ep < 1 || ep > 4096)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "EP %lld: the expert-parallel size is 1 to 4096",
+                               (long long)ep);
+    if (ep > 1 && d->experts <= 0)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "EP %lld: the model has no experts to split (args.num_experts %lld)", (long long)ep,
+                               (long long)d->experts);
+    if (d->experts > 0 && d->experts % ep)
+        return refuse("EP %lld: %lld experts cannot be split over %lld expert-parallel ranks (num_experts %% EP != 0)",
+                      (long long)ep, (long long)d->experts, (long long)ep);
+    if (t->etp && t->etp != t->tp && d->experts <= 0)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                               "expert TP %d: the model has no experts to cut (args.num_experts %lld)", t->etp,
+                               (long long)d->experts);
+    /* the legacy files are those of the dense TP ranks: an expert TP rank per file */
+    if (t->etp && (t->etp > t->tp || t->tp % t->etp))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "expert TP %d: an expert tensor-parallel size that does not divide the TP (%d) is not "
+                               "written",
+                               t->etp, t->tp);
+    return 0;
+}
+
 static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
 {
     int64_t chunks;
@@ -99,7 +126,7 @@ static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int64_t e
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "target layout TP %d, PP %d, VPP %d: more than %d model chunks", t->tp, t->pp, t->vpp,
                                MAX_TARGET_RANKS);
-    if ((rc = check_tp(d, t)) < 0)
+    if ((rc = check_tp(d, t)) < 0 || (rc = check_ep(d, t, ep)) < 0)
         return rc;
     return check_pp(d, t);
 }
@@ -114,7 +141,7 @@ int ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_megatron_targe
     if (!ckpt_megatron__namespace_dict(args))
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_check_layout: args is not a Namespace");
     dims_of(args, &d);
-    return check_dims(&d, t, ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1));
+    return check_dims(&d, t, t->ep ? t->ep : ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1));
 }
 
 /* A padded vocabulary only aligns the table: it holds every true row and adds no more padding
@@ -154,7 +181,12 @@ int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_targe
     if (m->info.num_layers > 0)
         d.layers = m->info.num_layers;
     /* the sizes that forbid the layout are the checkpoint's: name it */
-    if ((rc = check_dims(&d, t, m->info.ep)) < 0 && (m->set || m->dist))
+    if ((rc = check_dims(&d, t, ckpt_megatron__target_ep(m, t))) < 0 && (m->set || m->dist))
         ckpt_error_prefix("%s", m->set ? ckpt_set_info_of(m->set)->root : m->dist);
     return rc;
+}
+
+int ckpt_megatron__target_ep(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    return t->ep > 0 ? t->ep : m->info.ep > 0 ? m->info.ep : 1;
 }

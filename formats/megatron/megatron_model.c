@@ -180,6 +180,11 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
                                ckpt_path(r0->ck), (long long)ckpt_megatron__arg_int(m->args,
                                                                                     "expert_tensor_parallel_size", 0),
                                m->info.tp);
+    if (m->info.ep > 1 && (ckpt_megatron__num_experts(m->args) <= 0 ||
+                           ckpt_megatron__num_experts(m->args) % m->info.ep != 0))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %d EP ranks of files, but args.num_experts %lld is not a multiple of them",
+                               ckpt_path(r0->ck), m->info.ep, (long long)ckpt_megatron__num_experts(m->args));
     if (m->info.checkpoint_version > 0 && m->info.checkpoint_version < 2.0)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: checkpoint_version %g predates Megatron's current QKV order (2.0); load and save "
@@ -200,6 +205,7 @@ int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out)
     }
     *out = &m->entries[m->n_entries++];
     memset(*out, 0, sizeof **out);
+    (*out)->expert = -1;
     return 0;
 }
 
@@ -229,8 +235,11 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
     ckpt_buf name = CKPT_BUF_INIT;
     mg_entry *e = NULL;
     ckpt_tensor_layout layout;
+    int64_t expert = -1;
     int tp, rc;
 
+    if (ckpt_megatron__grouped_key(key))
+        return ckpt_megatron__grouped_add(m, dicts, pp, vp, ep, key, offset);
     if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &layout)) < 0) {
         /* a tensor no layout entry takes is an error, unless the caller leaves it out */
         int left = t0 && m->leave_out ? m->leave_out(m->leave_out_payload, key) : 0;
@@ -255,6 +264,8 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
     } else {
         rc = ckpt_buf_puts(&name, key);
     }
+    if (rc == 0 && layout.expert && ckpt_megatron__expert_index(key, &expert))
+        rc = ckpt_megatron__global_expert(m, pp, ep, key, &expert, &name);
     if (rc == 0 && t0 && m->leave_out && (rc = m->leave_out(m->leave_out_payload, (const char *)name.data)) > 0) {
         m->left_out_params += !ckpt_megatron__is_extra_state(key);
         ckpt_buf_dispose(&name);
@@ -268,6 +279,7 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
     e->src_vp = vp;
     e->layout = layout;
     e->ep = e->layout.expert && m->info.ep > 1 ? ep : -1;
+    e->expert = expert;
     e->name = strdup((const char *)name.data);
     e->local = strdup(key);
     ckpt_buf_dispose(&name);
@@ -373,13 +385,16 @@ static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
                                  ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
             break;
         }
-        /* experts of EP ranks > 0: only their expert tensors are their own */
+        /* experts of EP ranks > 0: only their expert tensors are their own, the others copies
+         * of EP rank 0's */
         if (ep > 0 && (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0 || !l.expert)) {
             ckpt_error_clear();
             continue;
         }
         rc = add_key(m, dicts, pp, vp, ep, k->u.str.ptr, offset);
     }
+    for (tp = 0; ep > 0 && tp < m->info.tp && rc == 0; tp++)
+        rc = ckpt_megatron__same_dense(m, tp, pp, vp, ep, dicts[tp]);
     free(dicts);
     return rc;
 }
@@ -453,7 +468,8 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
     if (ckpt_set_member_count(set) == 1 && strcmp(ckpt_set_member_at(set, 0)->role, "dist") == 0)
         rc = ckpt_megatron__open_dist(m, set, &opts);
     else if ((rc = open_ranks(m)) == 0 && (rc = read_info(m, &opts)) == 0 && (rc = ckpt_megatron__check_ranks(m)) == 0 &&
-             (rc = ckpt_megatron__load_params(m)) == 0 && (rc = build_entries(m)) == 0)
+             (rc = ckpt_megatron__load_params(m)) == 0 && (rc = build_entries(m)) == 0 &&
+             (rc = ckpt_megatron__check_experts(m)) == 0 && ((m->info.ep == 1 && !m->grouped) || (rc = ckpt_megatron__order_experts(m)) == 0))
         rc = ckpt_megatron__check_shapes(m);
     if (rc < 0)
         goto fail;

@@ -29,7 +29,14 @@ typedef struct target_ctx {
     size_t file;              /* the plan file being built */
     const mg_rank *template_rank;
     int drop_output;          /* tied embeddings at one stage: no output_layer.weight */
+    int ep_size;              /* the target's EP */
+    int tp, pp, ep;           /* the rank being written */
+    int etp;                  /* its expert TP rank */
+    int dense_rank;           /* its rank in the dense optimizer's data-parallel group */
 } target_ctx;
+
+/* TP rank c->tp's part of entry i (ckpt_megatron__grouped_part's callback). */
+static int part_at(void *state, size_t i, const ckpt_node **out);
 
 static int resize_vocab(const ckpt_megatron *m, int64_t padded, const mg_entry *e, const ckpt_node *full,
                         const ckpt_node **out)
@@ -76,6 +83,11 @@ static int split_entry(void *state, size_t i, size_t slot, int n_tp, const ckpt_
 /* The target TP rank's part of entry i. */
 static int shard_of(target_ctx *c, size_t i, int tp, const ckpt_node **out)
 {
+    const mg_entry *e = &c->m->entries[i];
+
+    /* experts cut over their own TP size */
+    if (e->layout.expert && ckpt_megatron__etp(c->t) != c->t->tp)
+        return ckpt_megatron__part(c->m, c->t, c->padded_vocab, e, e->full, tp, c->etp, out);
     return ckpt_fw_ranks_part(c->ranks, i, 0, tp, out);
 }
 
@@ -196,9 +208,13 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                        d, "transformer_pipeline_model_parallel_size",
                                                                        src_pp))))) < 0)
         return rc;
+    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->etp,
+                                      c->pp, c->ep)) < 0)
+        return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
-    if (ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp &&
-        (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0)
+    if ((ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp ||
+         (c->t->etp > 0 && ckpt_megatron__num_experts(d) > 0)) &&
+        (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, ckpt_megatron__etp(c->t)))) < 0)
         return rc;
     if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
         (rc = set_attr(a, d, "num_layers_per_virtual_pipeline_stage",
@@ -214,7 +230,7 @@ static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int 
 {
     int first = pp == 0 && vp == 0, last = pp == c->t->pp - 1 && vp == c->t->vpp - 1;
 
-    if (e->ep >= 0 && e->ep != ep)
+    if (!ckpt_megatron__on_ep(c->m, e, c->ep_size, ep))
         return 0;
     switch (e->layout.stage) {
     case CKPT_STAGE_FIRST:
@@ -228,11 +244,20 @@ static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int 
     }
 }
 
+/* e's key in its target chunk: its layer and its expert local to it. */
 static int local_name(const target_ctx *c, const mg_entry *e, int64_t lo, ckpt_buf *out)
 {
+    ckpt_buf layer = CKPT_BUF_INIT;
+    int rc;
+
     if (e->layout.layer < 0)
         return ckpt_buf_puts(out, e->name);
-    return ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, out);
+    if (e->expert < 0)
+        return ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, out);
+    if ((rc = ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, &layer)) == 0)
+        rc = ckpt_megatron__local_expert_name(c->m, e, c->ep_size, (const char *)layer.data, out);
+    ckpt_buf_dispose(&layer);
+    return rc;
 }
 
 static int empty_extra_state(target_ctx *c, const char *key, size_t *index)
@@ -268,6 +293,21 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
         if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP) ||
             (c->drop_output && strcmp(e->name, OUTPUT_WEIGHT) == 0))
             continue;
+        if (e->expert >= 0 && ckpt_megatron__grouped_out(c->m, c->t)) {
+            const char *which = NULL;
+            const ckpt_node *w = NULL;
+            c->tp = tp;
+            if ((rc = ckpt_megatron__grouped_part(c->m, i, c->ep_size, part_at, c, &which, &w)) <= 0)
+                continue;
+            ckpt_buf_clear(&key);
+            ckpt_buf_clear(&tname);
+            if ((rc = ckpt_buf_printf(&key, "decoder.layers.%lld.mlp.experts.%s", (long long)(e->layout.layer - lo),
+                                      which)) == 0 &&
+                (rc = ckpt_buf_printf(&tname, "%s/%s", chunk, (const char *)key.data)) == 0 &&
+                (rc = ckpt_plan_add_tensor(c->plan, c->file, (const char *)tname.data, w, 0, &index)) == 0)
+                rc = set_attr(a, dict, (const char *)key.data, ckpt_value_new_tensor(a, index));
+            continue;
+        }
         ckpt_buf_clear(&key);
         ckpt_buf_clear(&tname);
         if ((rc = local_name(c, e, lo, &key)) < 0)
@@ -305,6 +345,12 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
     return rc;
 }
 
+static int part_at(void *state, size_t i, const ckpt_node **out)
+{
+    target_ctx *c = state;
+    return shard_of(c, i, c->tp, out);
+}
+
 static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *file, ckpt_buf *out)
 {
     int rc = c->m->release ? ckpt_buf_puts(out, "release/")
@@ -314,7 +360,7 @@ static int rank_rel(const target_ctx *c, int tp, int pp, int ep, const char *fil
         rc = ckpt_buf_printf(out, "mp_rank_%02d", tp);
     if (rc == 0 && c->t->pp > 1)
         rc = ckpt_buf_printf(out, "_%03d", pp);
-    if (rc == 0 && c->m->info.ep > 1)
+    if (rc == 0 && c->ep_size > 1)
         rc = ckpt_buf_printf(out, "_%03d", ep);
     return rc == 0 ? ckpt_buf_printf(out, "/%s", file) : rc;
 }
@@ -337,7 +383,8 @@ static int distributed_target(const target_ctx *c)
 
 static int build_rank(target_ctx *c, int tp, int pp, int ep)
 {
-    const mg_rank *tmpl = mg_rank_at(c->m, tp < c->m->info.tp ? tp : 0, pp < c->m->info.pp ? pp : 0, ep);
+    const mg_rank *tmpl = mg_rank_at(c->m, tp < c->m->info.tp ? tp : 0, pp < c->m->info.pp ? pp : 0,
+                                     ep < c->m->info.ep ? ep : 0);
     const ckpt_value *troot = tmpl->root;
     ckpt_value *root = ckpt_value_new(c->arena, CKPT_VAL_DICT);
     mg_param_out *params = NULL;
@@ -350,6 +397,9 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         return CKPT_ENOMEM;
     root->u.dict.cls = troot->u.dict.cls;
     c->template_rank = tmpl;
+    c->tp = tp;
+    c->pp = pp;
+    c->ep = ep;
     if ((rc = rank_rel(c, tp, pp, ep, "model_optim_rng.pt", &rel)) < 0 || (rc = ckpt_plan_add_file(c->plan, (const char *)rel.data, "torch", &c->file)) < 0)
         goto done;
     for (i = 0; i < troot->u.dict.map.n && rc == 0; i++) {
@@ -381,7 +431,12 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
             /* the distributed optimizer's holds no parameter state: hyper-parameters and
              * steps per group, the grad scaler */
             if (strcmp(key, "optimizer") == 0 && distributed_target(c) && c->m->info.distributed_optimizer)
-                rc = carry(c, tmpl->ck, v, &copy);
+            {
+                rc = carry(c, tmpl->ck, ckpt_megatron__ep_optimizer_value(c->m, c->ep_size, v), &copy);
+                /* EP 1 -> N: the experts get an optimizer of their own */
+                if (rc == 0 && c->m->info.ep == 1 && c->ep_size > 1 && ckpt_megatron__num_experts(c->m->args) > 0)
+                    rc = ckpt_megatron__ep_chain(c->m, c->arena, copy, &copy);
+            }
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
                 rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
             else if (strcmp(key, "optimizer") == 0)
@@ -405,7 +460,7 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         ckpt_buf_clear(&rel);
         if ((rc = rank_rel(c, tp, pp, ep, "distrib_optim.pt", &rel)) == 0)
             rc = ckpt_megatron__distopt_write(c->m, c->t, targs ? targs : c->m->args, c->plan, (const char *)rel.data,
-                                              params, n_params, tp, pp, ep, c->padded_vocab);
+                                              params, n_params, tp, c->etp, pp, c->dense_rank, c->padded_vocab);
     }
 done:
     free(params);
@@ -458,7 +513,8 @@ static int check_target(ckpt_megatron *m, const ckpt_megatron_target *t)
 {
     int rc = ckpt_megatron__check_sizes(m, t);
 
-    if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0))
+    if (rc < 0 || (t->optimizer != CKPT_MEGATRON_OPTIM_DROP && (rc = ckpt_megatron__dist_optim_unread(m)) < 0) ||
+        (rc = ckpt_megatron__ep_optimizer(m, t)) < 0 || (rc = ckpt_megatron__grouped_check(m, t)) < 0)
         return rc;
     if (t->dp < 0 || t->ddp_bucket_size < CKPT_MEGATRON_NO_BUCKETS)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_ARGUMENT,
@@ -524,13 +580,20 @@ int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, 
     c.arena = ckpt_plan_arena(plan);
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     c.template_rank = mg_rank_at(m, 0, 0, 0);
+    c.ep_size = ckpt_megatron__target_ep(m, t);
     return rewrite_args(&c, m->args, out);
 }
 
 static int on_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)
 {
+    target_ctx *c = state;
+
     (void)r;
-    return build_rank(state, tp, pp, ep);
+    /* the file of (tp, pp, ep) is written by the rank of expert data-parallel rank 0 whose
+     * dense TP rank is tp (none: no such file), at its expert TP rank */
+    if (!ckpt_megatron__saving_rank(c->t, tp, ep, &c->etp, &c->dense_rank))
+        return 0;
+    return build_rank(c, tp, pp, ep);
 }
 
 int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)
@@ -552,9 +615,10 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
     c.arena = ckpt_plan_arena(plan);
     c.drop_output = drop_output;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
+    c.ep_size = ckpt_megatron__target_ep(m, t);
     if ((rc = ckpt_fw_ranks_new(&c.ranks, m->n_entries, 1, t->tp, split_entry, &c)) < 0)
         return rc;
-    rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_EP_PP_TP, t->pp, m->info.ep, NULL, on_rank, &c);
+    rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_EP_PP_TP, t->pp, c.ep_size, NULL, on_rank, &c);
     if (rc == 0) {
         if (m->release)
             snprintf(tracker, sizeof tracker, "release");

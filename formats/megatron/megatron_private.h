@@ -18,7 +18,9 @@ typedef struct mg_entry {
     int src_pp, src_vp;        /* the source chunk it comes from */
     char *local;               /* the key in its source file */
     ckpt_tensor_layout layout; /* layer: global index */
-    int ep;                    /* expert tensors: the EP rank they belong to; -1 otherwise */
+    int ep;                    /* expert tensors: the source EP rank they come from; -1 otherwise */
+    int64_t expert;            /* an expert's tensors: its global index (its name holds it); -1
+                                  otherwise (megatron_experts.c) */
     int param;                 /* a model parameter (the optimizer has state for it) */
     const ckpt_node *full;     /* tensors: the merged full tensor */
     const ckpt_node **shards;  /* tensors read from rank files: each TP rank's part, as stored */
@@ -59,6 +61,8 @@ struct ckpt_megatron {
        holds its step and param groups (megatron_dist_optim.c) */
     int dist_form;                   /* mg_dist_form */
     int dist_nd;                     /* FULLY read from megatron-core 0.13's fully_sharded_model_space */
+    int grouped;                     /* a legacy set of the local spec's GroupedMLP (experts.weight1/2),
+                                        read as SequentialMLP's experts (megatron_experts_grouped.c) */
     int dist_chained;                /* a MoE model's ChainedOptimizer [dense, expert]: its step and
                                         param groups (dist_optim_sd, common.pt) per inner optimizer */
     const ckpt_ckpt *dist_ck;
@@ -82,6 +86,64 @@ static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep
     return &m->ranks[((size_t)ep * (size_t)m->info.pp + (size_t)pp) * (size_t)m->info.tp + (size_t)tp];
 }
 
+/* Experts (megatron_experts.c). The expert index in a SequentialMLP or TEGroupedMLP name (1;
+ * 0: none); `name` with it replaced; the experts of each EP rank at EP size ep_size (0 when
+ * args give no num_experts); whether entry e goes to EP rank ep of ep_size; the key of e at
+ * such a rank (`name`: e's key with its layer already local) with its local expert index. */
+int ckpt_megatron__expert_index(const char *name, int64_t *index);
+int ckpt_megatron__rename_expert(const char *name, int64_t index, ckpt_buf *out);
+int64_t ckpt_megatron__experts_at(const ckpt_megatron *m, int ep_size);
+int ckpt_megatron__on_ep(const ckpt_megatron *m, const mg_entry *e, int ep_size, int ep);
+int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, int ep_size, const char *name,
+                                     ckpt_buf *out);
+/* A legacy set's experts: num_experts / EP of each MoE layer in every EP rank file, each with
+ * the same modules; then each layer's experts of every EP rank into Megatron's order at their
+ * layer (by global index), the others left in their place. */
+int ckpt_megatron__check_experts(const ckpt_megatron *m);
+int ckpt_megatron__order_experts(ckpt_megatron *m);
+/* Reading a legacy set: local expert *expert of EP rank ep (`key` in its file) to its global
+ * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds EP rank
+ * 0's tensors that are not experts', at the same shapes, and no others. */
+int ckpt_megatron__global_expert(const ckpt_megatron *m, int pp, int ep, const char *key, int64_t *expert,
+                                 ckpt_buf *name);
+int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, int ep, const ckpt_value *d);
+/* At another EP (megatron_experts_target.c): args d (a copy) for target t at ep_size, for the
+ * file of rank (tp, pp, ep); whether the optimizer state goes there (0, or an error saying
+ * why not); model_optim_rng.pt's `optimizer` value v of the source there. */
+int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
+                           int etp, int pp, int ep);
+/* The target's expert TP size (t->etp, else its TP); part tp (experts: etp) of `full`
+ * (entry e's tensor or an optimizer moment of it); whether a target file (tp, ep) exists, its
+ * writer's expert TP rank and dense data-parallel (x CP) rank (megatron-core 0.16.1
+ * parallel_state: ranks in order tp-cp-ep-dp-pp, the expert ones etp-ep-edp-pp, a legacy file
+ * written by expert data-parallel rank 0). */
+int ckpt_megatron__etp(const ckpt_megatron_target *t);
+int ckpt_megatron__part(const ckpt_megatron *m, const ckpt_megatron_target *t, int64_t padded_vocab,
+                        const mg_entry *e, const ckpt_node *full, int tp, int etp, const ckpt_node **out);
+int ckpt_megatron__saving_rank(const ckpt_megatron_target *t, int tp, int ep, int *etp, int *dense_rank);
+int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
+const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
+/* EP 1 -> N: model_optim_rng.pt's `optimizer` opt (the dense optimizer's, a copy in arena a)
+ * as the chained optimizer's [opt, {'optimizer': {'param_groups': [its experts' group]}}]. */
+int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out);
+/* The local spec's GroupedMLP (megatron_experts_grouped.c): whether target t can have it (0,
+ * or an error saying why not); for expert entry i of a target EP rank of ep_size, 1 with
+ * *which "weight1" or "weight2" and *out its layer's grouped tensor at the rank (made from the
+ * parts part() gives of its local experts), for the entry of its first local expert's
+ * weight; 0 for the entries it takes in (the other experts, their _extra_state). */
+int ckpt_megatron__grouped_check(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* Whether target t holds GroupedMLP's weights (asked for, or the source's kept). */
+int ckpt_megatron__grouped_out(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* Reading: whether `key` is a GroupedMLP weight; its experts as entries of their global name
+ * (SequentialMLP's), their TP parts views of the rank files' weight (chunk dicts[tp] of stage
+ * pp, virtual chunk vp, EP rank ep; layer offset as add_key's). */
+int ckpt_megatron__grouped_key(const char *key);
+int ckpt_megatron__grouped_add(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int vp, int ep,
+                               const char *key, int64_t offset);
+int ckpt_megatron__grouped_part(const ckpt_megatron *m, size_t i, int ep_size,
+                                int (*part)(void *ctx, size_t i, const ckpt_node **out), void *ctx,
+                                const char **which, const ckpt_node **out);
+
 /* Shared by the files that build models (megatron_model.c, megatron_build.c). */
 int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out);
 int ckpt_megatron__load_spec(ckpt_megatron *m, const ckpt_megatron_options *opts);
@@ -99,6 +161,8 @@ int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_
 /* The target's sizes by ckpt_megatron_check_layout's rules, with the layers the model holds
  * (megatron_layout_check.c). */
 int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_target *t);
+/* The target's EP: t's, else the source's. */
+int ckpt_megatron__target_ep(const ckpt_megatron *m, const ckpt_megatron_target *t);
 int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                ckpt_value **out);
 /* torch_dist (megatron-core dist_checkpointing) stacks the decoder's layers under one key

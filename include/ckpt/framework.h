@@ -34,6 +34,8 @@ typedef struct ckpt_fw_target {
                                          messages; a Hugging Face source's
                                          generation_config.json is kept (megatron:
                                          args.hf_generation_config) */
+    int ep, etp;                      /* megatron: expert-parallel and expert tensor-parallel
+                                         sizes of a mixture of experts; 0: the source's */
 } ckpt_fw_target;
 /* The source's layout in every field. */
 #define CKPT_FW_TARGET_INIT { .version = CKPT_FW_TARGET_VERSION }

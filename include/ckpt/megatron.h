@@ -196,13 +196,25 @@ typedef struct ckpt_megatron_target {
     int dist_opt_instances;            /* --num-distributed-optimizer-instances of the target run:
                                           the distributed optimizer's buffers are laid out for
                                           dp / this; 0: the source's; args follow */
+    /* version 3 */
+    int ep;                            /* expert-parallel size (a mixture of experts): EP rank r
+                                          holds experts r * E/ep .. (r + 1) * E/ep - 1 as its local
+                                          0 ..; 0: the source's; args follow */
+    int etp;                           /* expert tensor-parallel size: 0 or tp (experts cut like the
+                                          dense layers); another is refused */
+    int moe_grouped_gemm;              /* 1: the experts as the local spec's GroupedMLP
+                                          (--moe-grouped-gemm) holds them, per layer
+                                          experts.weight1 [hidden, local experts x fc1 rows / TP]
+                                          and weight2 [local experts x fc2 columns / TP, hidden],
+                                          each expert's weight transposed (model only); -1:
+                                          SequentialMLP's local_experts.<i>; 0: as the source */
 } ckpt_megatron_target;
 
 #define CKPT_MEGATRON_NO_BUCKETS (-1)
 
-#define CKPT_MEGATRON_TARGET_VERSION 2
+#define CKPT_MEGATRON_TARGET_VERSION 3
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
-                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0 }
+                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0, 0, 0, 0 }
 
 /* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
  * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides

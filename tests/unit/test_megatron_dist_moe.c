@@ -63,8 +63,9 @@ CKPT_TEST(test_dist_moe_experts_per_ep_rank)
     /* 2 layers x 4 experts x (fc1, fc2), and 13 dense parameters */
     ASSERT_EQ_INT((int)experts, 16);
     ASSERT_EQ_INT((int)params, 29);
-    /* EP rank 1's local expert 1 of layer 1 is global expert 3 */
-    ASSERT_TRUE((e = entry(o.m, "decoder.layers.1.mlp.experts.local_experts.1.linear_fc2.weight", 1)) != NULL);
+    /* EP rank 1's local expert 1 of layer 1 is global expert 3, and named so */
+    ASSERT_TRUE((e = entry(o.m, "decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight", 1)) != NULL);
+    ASSERT_EQ_INT((int)e->expert, 3);
     ASSERT_TRUE(same_as_expert(o.m, e->full, "decoder.layers.mlp.experts.experts.linear_fc2.weight", 1, 3));
     ASSERT_EQ_INT(ckpt_megatron__dist_expert_key(o.m, e, &key, &global), 1);
     ASSERT_EQ_STR((const char *)key.data, "decoder.layers.mlp.experts.experts.linear_fc2.weight");

@@ -84,7 +84,7 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, co
         p->chunk = evp;
         p->numel = shard_numel(e, z->tp, z->padded_vocab);
         p->dtype = ckpt_node_dtype(e->full);
-        p->expert = e->layout.expert;
+        p->expert = e->layout.expert && m->info.ep > 1;
         p->shared_embedding = tied && (long)i == emb;
         s->idx[s->n++] = (long)i;
     }

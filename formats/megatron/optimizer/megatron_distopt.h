@@ -101,9 +101,11 @@ int ckpt_megatron__dopt_config(const ckpt_value *args, int64_t dp, int pp_rank, 
  * stage's output layer copy one, with a bucket of its own. */
 int ckpt_megatron__dopt_shared_embedding(const ckpt_value *args, int pp, const char *name);
 /* The layout's view of n parameters: entries[i] (its name and layout), its chunk, its part at
- * this rank `shards[i]` (numel, dtype), for a model of pp_size stages. Free *out. */
+ * this rank `shards[i]` (numel, dtype), for a model of pp_size stages and ep_size EP ranks
+ * (experts are expert-parallel parameters at ep_size > 1 only). Free *out. */
 int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *entries, const int *chunks,
-                               const ckpt_node *const *shards, size_t n, int pp_size, mg_dopt_param **out);
+                               const ckpt_node *const *shards, size_t n, int pp_size, int ep_size,
+                               mg_dopt_param **out);
 /* The layout of source rank (tp, pp, ep) of a legacy checkpoint (the dense parameters and EP
  * rank ep's experts): *entries and *shards (its parts as stored), n of them, in the order of
  * l->ranges. Free *entries, *shards, and l. */
@@ -123,6 +125,6 @@ int ckpt_megatron__read_distopt(ckpt_megatron *m);
  * buckets) make its grad buffers (megatron_distopt_write.c). */
 int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
                                  ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
-                                 int pp, int ep, int64_t padded_vocab);
+                                 int etp, int pp, int dense_rank, int64_t padded_vocab);
 
 #endif

@@ -224,14 +224,13 @@ int ckpt_megatron__dopt_config(const ckpt_value *args, int64_t dp, int pp_rank, 
                                "a distributed optimizer of its own and the other chunks another, so distrib_optim.pt "
                                "is a list of two states with grad buffers numbered per optimizer; not read",
                                file);
-    /* the expert-parallel size is kept (a MoE reshard changes TP, PP and DP only) */
+    /* a target's EP and DP: the experts' data-parallel group must come out whole */
     if (cp >= 1 && tp >= 1 && etp >= 1 && ep > 1 && dp >= 1 && dp <= MG_DOPT_MAX_NUMEL / 65536 / cp &&
         (dp * cp * tp) % (etp * ep) != 0)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "%s: data-parallel size %lld with expert-parallel size %lld (tensor %lld, expert "
                                "tensor %lld, context %lld): the experts' data-parallel group DP x CP x TP / (expert "
-                               "TP x EP) is no whole number; the EP is kept (changing it is not supported), give a "
-                               "--dp that fits it",
+                               "TP x EP) is no whole number; give a --dp (or --ep) that fits it",
                                file, (long long)dp, (long long)ep, (long long)tp, (long long)etp, (long long)cp);
     if (cp < 1 || tp < 1 || etp < 1 || ep < 1 || dp < 1 || dp > MG_DOPT_MAX_NUMEL / 65536 / cp ||
         (dp * cp * tp) % (etp * ep) != 0)

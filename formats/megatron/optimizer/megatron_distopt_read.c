@@ -35,7 +35,8 @@ int ckpt_megatron__dopt_shared_embedding(const ckpt_value *args, int pp, const c
 }
 
 int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *entries, const int *chunks,
-                               const ckpt_node *const *shards, size_t n, int pp_size, mg_dopt_param **out)
+                               const ckpt_node *const *shards, size_t n, int pp_size, int ep_size,
+                               mg_dopt_param **out)
 {
     size_t i;
 
@@ -47,7 +48,9 @@ int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *en
         p->chunk = chunks[i];
         p->numel = ckpt_node_numel(shards[i]);
         p->dtype = ckpt_node_dtype(shards[i]);
-        p->expert = entries[i]->layout.expert;
+        /* at EP 1 the experts are dense parameters (allreduce: megatron-core 0.16.1
+         * tensor_parallel/layers.py), in the dense buffers and optimizer */
+        p->expert = entries[i]->layout.expert && ep_size > 1;
         p->shared_embedding = ckpt_megatron__dopt_shared_embedding(m->args, pp_size, entries[i]->name);
     }
     return 0;
@@ -91,7 +94,7 @@ int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, in
     memset(l, 0, sizeof *l);
     if ((rc = source_rank(m, tp, pp, ep, entries, shards, &chunks, n)) == 0 &&
         (rc = ckpt_megatron__dopt_config(m->args, 0, pp, ckpt_path(ck), &cfg)) == 0 &&
-        (rc = ckpt_megatron__dopt_params(m, *entries, chunks, *shards, *n, m->info.pp, &params)) == 0)
+        (rc = ckpt_megatron__dopt_params(m, *entries, chunks, *shards, *n, m->info.pp, m->info.ep, &params)) == 0)
         rc = ckpt_megatron__dopt_layout(params, *n, &cfg, l);
     free(params);
     free(chunks);

@@ -20,7 +20,7 @@ typedef struct write_ctx {
     ckpt_plan *plan;
     size_t file;
     int64_t padded_vocab;
-    int tp;
+    int tp, etp;
     const mg_param_out *params;
     size_t n;
     const mg_dopt_layout *l;
@@ -30,15 +30,10 @@ typedef struct write_ctx {
 static int flat_part(write_ctx *c, size_t i, int k, const ckpt_node **out)
 {
     const mg_entry *e = c->params[i].entry;
-    const ckpt_node **parts = calloc((size_t)c->t->tp, sizeof *parts), *part;
+    const ckpt_node *part;
     int64_t numel;
-    int rc;
+    int rc = ckpt_megatron__part(c->m, c->t, c->padded_vocab, e, e->moment[k], c->tp, c->etp, &part);
 
-    if (!parts)
-        return ckpt_error_oom();
-    rc = ckpt_megatron__split(c->m, c->t, c->padded_vocab, e, e->moment[k], parts);
-    part = rc == 0 ? parts[c->tp] : NULL;
-    free(parts);
     if (rc < 0)
         return rc;
     numel = ckpt_node_numel(part);
@@ -161,7 +156,7 @@ static int target_layout(const ckpt_megatron *m, const ckpt_megatron_target *t, 
                                  "%s: no optimizer state for parameter %s", where, params[i].entry->name);
     }
     if (rc == 0 && (rc = ckpt_megatron__dopt_config(targs, 0, pp, where, &cfg)) == 0 &&
-        (rc = ckpt_megatron__dopt_params(m, entries, chunks, shards, n, t->pp, &p)) == 0)
+        (rc = ckpt_megatron__dopt_params(m, entries, chunks, shards, n, t->pp, ckpt_megatron__target_ep(m, t), &p)) == 0)
         rc = ckpt_megatron__dopt_layout(p, n, &cfg, l);
     free(p);
     free(entries);
@@ -193,9 +188,9 @@ static int optimizer_state(write_ctx *c, int expert, ckpt_value **out)
 
 /* A rank with dense and expert parameters (a mixture of experts) has two optimizers
  * (ChainedOptimizer.save_parameter_state): the list [dense, expert], the dense state None but
- * at EP rank 0, the dense optimizer's data-parallel rank 0 (the file's writer, expert-DP rank
- * 0, is dense DP rank `ep`). */
-static int chained_state(write_ctx *c, int ep, ckpt_value **out)
+ * at the dense optimizer's data-parallel rank 0 (the file's writer, expert-DP rank 0, is dense
+ * data-parallel rank `dense_rank`). */
+static int chained_state(write_ctx *c, int dense_rank, ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(c->plan);
     ckpt_value *dense = NULL, *expert = NULL;
@@ -204,7 +199,7 @@ static int chained_state(write_ctx *c, int ep, ckpt_value **out)
     *out = ckpt_value_new(a, CKPT_VAL_LIST);
     if (!*out)
         return CKPT_ENOMEM;
-    if (ep == 0)
+    if (dense_rank == 0)
         rc = optimizer_state(c, 0, &dense);
     else
         rc = (dense = ckpt_value_new(a, CKPT_VAL_NONE)) ? 0 : CKPT_ENOMEM;
@@ -219,7 +214,7 @@ static int chained_state(write_ctx *c, int ep, ckpt_value **out)
 
 int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t, const ckpt_value *targs,
                                  ckpt_plan *plan, const char *rel, const mg_param_out *params, size_t n, int tp,
-                                 int pp, int ep, int64_t padded_vocab)
+                                 int etp, int pp, int dense_rank, int64_t padded_vocab)
 {
     ckpt_value *root = NULL;
     mg_dopt_layout l;
@@ -236,12 +231,13 @@ int ckpt_megatron__distopt_write(ckpt_megatron *m, const ckpt_megatron_target *t
     c.plan = plan;
     c.padded_vocab = padded_vocab;
     c.tp = tp;
+    c.etp = etp;
     c.params = params;
     c.n = n;
     c.l = &l;
     if ((rc = ckpt_plan_add_file(plan, rel, "torch", &c.file)) == 0) {
         if (l.n_dense && l.n_buffers > l.n_dense)
-            rc = chained_state(&c, ep, &root);
+            rc = chained_state(&c, dense_rank, &root);
         else
             rc = optimizer_state(&c, l.n_dense == 0, &root);
     }

@@ -459,7 +459,8 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
         rc = ckpt_value_dict_set(a, opt, new_str(a, "grad_scaler"), scaler_copy);
     }
     if (rc == 0)
-        rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), opt);
+        rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"),
+                                 (ckpt_value *)ckpt_megatron__ep_optimizer_value(m, ckpt_megatron__target_ep(m, t), opt));
     sched = common ? ckpt_value_dict_get(common, "opt_param_scheduler") : NULL;
     if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);

@@ -41,7 +41,7 @@ ckptconv reshard -q nobucket out1 --tp 1 2>&1 || echo "exit $?"
 cp -r "$d/dp_reshardable" ep4
 python3 "$CLI_DIR/set_args.py" ep4/iter_0000003/common.pt expert_model_parallel_size=4
 ckptconv reshard -q ep4 out2 --tp 1 2>&1 || echo "exit $?"
-# the EP is kept: a target DP its experts do not fit is refused
+# a target DP the experts of its EP do not fit is refused
 cp -r "$d/legacy" moe_legacy
 ckptconv reshard -q moe_legacy dp1 --tp 1 --dp 1 --to torch_dist 2>&1 || echo "exit $?"
 ckptconv reshard -q moe_legacy dp1 --tp 1 --dp 1 2>&1 || echo "exit $?"
