@@ -187,6 +187,10 @@ def megatron_argv(c, save):
     if c["experts"]:
         argv += ["--num-experts", str(c["experts"]), "--moe-router-topk", "2",
                  "--expert-model-parallel-size", str(c["ep"])]
+        if c.get("etp"):
+            argv += ["--expert-tensor-parallel-size", str(c["etp"])]
+        if c.get("grouped_gemm"):
+            argv += ["--moe-grouped-gemm"]
     argv += ["--save", save]
     return argv
 
@@ -254,6 +258,18 @@ def install_distopt_cpu():
     DistributedOptimizer.__init__ = wrapper
 
 
+def install_grouped_gemm_build():
+    """--moe-grouped-gemm with the local spec builds the legacy GroupedMLP (`experts.weight1`,
+    `weight2`). Building, loading and saving it never calls the grouped_gemm kernels (only its
+    forward does, in bf16 on a GPU), but GroupedMLP.__init__ asserts the package is importable
+    and validate_args asks the GPU for compute capability >= 8. Both answered here; nothing that
+    runs uses them."""
+    from megatron.core.transformer.moe import grouped_gemm_util as gg
+    if gg.grouped_gemm is None:
+        gg.grouped_gemm = object()
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+
+
 def setup(c, save, extra=()):
     """initialize Megatron at layout c and build model, optimizer, scheduler (no load)."""
     import gen_megatron
@@ -267,6 +283,8 @@ def setup(c, save, extra=()):
         from megatron.core.transformer.moe import moe_utils
         if not hasattr(moe_utils, "te_general_gemm"):
             moe_utils.te_general_gemm = None
+    if c.get("grouped_gemm"):
+        install_grouped_gemm_build()
     sys.argv = ["pretrain_gpt.py"] + megatron_argv(c, save) + list(extra)
     args = gen_megatron.init_megatron()
 
@@ -521,19 +539,26 @@ def cmd_train(opts):
 
 
 def target_layout(family, spec):
-    """spec: a config name, or 'tpXppYdpZ[epE][instN][vppV]' (no overlapped grad reduce; instN:
-    --num-distributed-optimizer-instances N) -> layout dict."""
+    """spec: a config name, or 'tpXppYdpZ[epE][etpT][gg][instN][vppV]' (no overlapped grad
+    reduce; etpT: --expert-tensor-parallel-size T, default TP; gg: --moe-grouped-gemm, the
+    legacy GroupedMLP of the local spec; instN: --num-distributed-optimizer-instances N) ->
+    layout dict."""
     import re
     if spec in CONFIGS:
         c = layout_of(CONFIGS[spec])
         assert c["family"] == family, (spec, family)
         return c
-    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:inst(\d+))?(?:vpp(\d+))?", spec)
+    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:etp(\d+))?(gg)?(?:inst(\d+))?(?:vpp(\d+))?",
+                     spec)
     assert m, spec
     c = dict(FAMILIES[family])
     c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)),
-             ep=int(m.group(4) or 1), inst=int(m.group(5) or 1))
-    vpp = int(m.group(6) or 1)
+             ep=int(m.group(4) or 1), inst=int(m.group(7) or 1))
+    if m.group(5):
+        c["etp"] = int(m.group(5))
+    if m.group(6):
+        c["grouped_gemm"] = True
+    vpp = int(m.group(8) or 1)
     c["vpl"] = c["layers"] // (c["pp"] * vpp) if vpp > 1 else None
     c.setdefault("bucket", None)
     c.setdefault("experts", None)
@@ -553,9 +578,13 @@ ORACLE = [
 ]
 
 # the mixture-of-experts fixture to other TP/PP at the same EP: OUT/oracle_moe.json
+# and to other expert layouts: EP 1 and 4, expert TP 1 under TP 2, the legacy GroupedMLP
 ORACLE_MOE = [
     ("m_tp1pp1dp2_ep2", "m_tp1pp1dp2_ep2"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2"),
     ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
+    ("m_tp1pp1dp2_ep2", "tp1pp1dp2ep1"), ("m_tp1pp1dp2_ep2", "tp1pp1dp4ep4"),
+    ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2etp1"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep4etp1"),
+    ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep1"), ("m_tp1pp1dp2_ep2", "tp1pp1dp2ep2gg"),
 ]
 # the fp16 fixture with three optimizer instances: to itself, and to TP 2 DP 2 with two
 # instances of DP 1 (tp2pp1dp1, tp1pp2dp2 equal ckptconv's too: left out, testdata budget)
@@ -603,6 +632,35 @@ def install_fully_reshardable_step_fix():
     DistributedOptimizer._set_main_param_and_optimizer_states = wrapper
 
 
+def install_chained_to_single_load():
+    """EP 2 -> EP 1: at EP 1 the experts are ordinary data-parallel parameters (`allreduce`
+    True), so megatron-core 0.16.1 builds one optimizer, not [dense, expert], and its
+    ChainedOptimizer.load_state_dict hands the source's {0: dense, 1: expert} state to that one
+    optimizer as is (KeyError 'optimizer'). The parameter states are keyed by model name
+    (chained_optim_avoid_prefix) and load as they are; the param groups are the dense
+    optimizer's (the same hyperparameters and step as the expert group, which has no decay-free
+    parameters). Take entry 0 for them."""
+    from megatron.core.optimizer.optimizer import ChainedOptimizer
+
+    orig = ChainedOptimizer.load_state_dict
+    if getattr(orig, "__wrapped__", None):
+        return
+
+    def wrapper(self, state_dict):
+        if len(self.chained_optimizers) == 1 and isinstance(state_dict, dict) and 0 in state_dict:
+            if torch.distributed.get_rank() == 0:
+                print("chained->single load:", {k: sorted(map(str, v)) if isinstance(v, dict) else type(v)
+                                                 for k, v in state_dict.items()})
+            merged = {k: v for k, v in state_dict.items() if not isinstance(k, int)}
+            for k in sorted(k for k in state_dict if isinstance(k, int)):
+                for kk, vv in state_dict[k].items():
+                    merged.setdefault(kk, vv)
+            state_dict = merged
+        return orig(self, state_dict)
+    wrapper.__wrapped__ = orig
+    ChainedOptimizer.load_state_dict = wrapper
+
+
 def cmd_reshard(opts):
     """Megatron's own reshard: build at the target, load the fully_reshardable save, save legacy."""
     src = layout_of(CONFIGS[opts.config])
@@ -617,6 +675,8 @@ def cmd_reshard(opts):
 
     init_states_for_dist_load(optimizer)
     install_fully_reshardable_step_fix()
+    if src["ep"] > 1 and c["ep"] == 1:
+        install_chained_to_single_load()
     it, flops = load_checkpoint(model, optimizer, sched)
     assert it == ITERS, it
     args.iteration = it
@@ -765,6 +825,8 @@ def check_fully_vs_legacy(src, ranks, c):
 def full_states(root, ranks, c):
     """{global parameter name: {param, exp_avg, exp_avg_sq}} of a legacy checkpoint, TP-merged
     (gen_megatron.tp_merge), read from distrib_optim.pt with the dumped layout of its ranks."""
+    import re
+
     import gen_megatron
 
     import distopt_hashes as dh
@@ -784,17 +846,46 @@ def full_states(root, ranks, c):
             for p in b["params"]:
                 lo = p["start"] - shift[p["bucket"]]
                 n = p["end"] - p["start"]
+                name = p["global_name"]
+                if re.search(r"\.mlp\.experts\.weight[12]$", name):
+                    name += f"@ep{r['ep']}"
                 for st in ("param", "exp_avg", "exp_avg_sq"):
                     t = world[st][lo:lo + n].reshape(p["shape"])
-                    parts.setdefault((p["global_name"], st), {})[r["tp"]] = t
+                    parts.setdefault((name, st), {})[r["tp"]] = t
     out = {}
-    import re
+    grouped = {}
     for (name, st), by_tp in parts.items():
+        m = re.fullmatch(r"(decoder\.layers\.\d+\.mlp\.experts\.)weight([12])@ep(\d+)", name)
+        if m:
+            grouped[(m.group(1), m.group(2), int(m.group(3)), st)] = by_tp
+            continue
         # an expert's linear layers are cut over TP as the dense MLP's
         kind = re.sub(r"\.experts\.local_experts\.\d+\.", ".", name)
         out.setdefault(name, {})[st] = gen_megatron.tp_merge(
             kind, [by_tp[t] for t in sorted(by_tp)], True)
+    for (prefix, w, ep, st), by_tp in grouped.items():
+        for name, t in grouped_experts(prefix, w, ep, by_tp, c).items():
+            out.setdefault(name, {})[st] = t
     return out
+
+
+def grouped_experts(prefix, w, ep, by_tp, c):
+    """the legacy GroupedMLP's weight1 [hidden, local * 2 ffn] / weight2 [local * ffn, hidden] of
+    one EP rank as SequentialMLP's per-expert linear_fc1/linear_fc2 weights at the global expert
+    index, the way GroupedMLP.sharded_state_dict maps them: the buffer viewed as
+    [local, hidden, 2 ffn] resp. [local, ffn, hidden] (a reinterpretation of the memory, not a
+    column cut), each expert transposed. Expert TP 1 only."""
+    assert list(by_tp) == [0] or len(by_tp) == 1, "grouped experts with expert TP > 1"
+    (t,) = by_tp.values()
+    hidden = int(MODEL[MODEL.index("--hidden-size") + 1])
+    local = c["experts"] // c["ep"]
+    if w == "1":
+        e = t.reshape(local, hidden, -1).transpose(-1, -2)
+        sub = "linear_fc1.weight"
+    else:
+        e = t.reshape(local, -1, hidden).transpose(-1, -2)
+        sub = "linear_fc2.weight"
+    return {f"{prefix}local_experts.{ep * local + i}.{sub}": e[i].contiguous() for i in range(local)}
 
 
 def cmd_describe(opts):
@@ -873,10 +964,16 @@ def cmd_oracle(opts):
         rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
                "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")
                                  + (("experts", "ep") if c["experts"] else ())
+                                 + tuple(k for k in ("etp", "grouped_gemm") if c.get(k))
                                  + (("fp16",) if c.get("fp16") else ())
                                  + (("inst",) if c.get("inst", 1) > 1 else ())},
                "target_vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
                "target_ddp_bucket_size": c["bucket"],
+               # the layout as reshard options (expert TP defaults to TP, as in Megatron)
+               "reshard_args": {"tp": c["tp"], "pp": c["pp"], "dp": c["dp"],
+                                **({"ep": c["ep"], "etp": c.get("etp") or c["tp"],
+                                    "moe_grouped_gemm": bool(c.get("grouped_gemm"))}
+                                   if c["experts"] else {})},
                "megatron_argv": ranks[0]["argv"],
                "master_sha256_per_rank": [x["master_sha256"] for x in ranks]}
         if target == source:
