@@ -5,11 +5,12 @@ and Megatron's own reshard of them (the oracle). See README_megatron_distopt.md.
 Driver: testdata/gen/run_megatron.sh distopt (sets the overlay, PYTHONPATH and environment).
 
     gen_megatron_distopt.py train --config NAME          # under torchrun, cwd = work directory
-    gen_megatron_distopt.py reshard --config NAME --target LAYOUT [--source DIR]
+    gen_megatron_distopt.py reshard --config NAME --target LAYOUT [--source DIR] [--model-only DIR]
                                                          # under torchrun: one oracle pair
                                                          # (WORK/oracle/NAME__to__LAYOUT)
     gen_megatron_distopt.py world LAYOUT                 # number of processes
-    gen_megatron_distopt.py oracle-pairs                 # the oracle's (source, target) pairs
+    gen_megatron_distopt.py oracle-pairs                 # the oracle's (source, target) pairs, and
+                                                         # the model-only fixture of the pair or -
     gen_megatron_distopt.py describe WORK OUT NAME... [--tag T]  # OUT/TNAME/expected.json
     gen_megatron_distopt.py oracle WORK OUT              # OUT/oracle.json from WORK/oracle/*
 
@@ -591,6 +592,8 @@ ORACLE_MOE = [
 ORACLE_FP16_INST = [
     ("f_tp1pp1dp3_fp16_inst3", "f_tp1pp1dp3_fp16_inst3"), ("f_tp1pp1dp3_fp16_inst3", "tp2pp1dp2inst2"),
 ]
+# pairs whose target model is also saved alone (no optimizer) as a fixture: testdata/megatron/<name>
+MODEL_ONLY_FIXTURES = {("m_tp1pp1dp2_ep2", "tp1pp1dp2ep2gg"): "moe_grouped_tp1pp1ep2"}
 ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE, "oracle_fp16_inst.json": ORACLE_FP16_INST}
 
 
@@ -683,6 +686,10 @@ def cmd_reshard(opts):
     args.ckpt_format = "torch"
     update_use_dist_ckpt(args)
     save_checkpoint(it, model, optimizer, sched, flops)
+    if opts.model_only:
+        # the same model without the optimizer (--no-save-optim): a small fixture of the layout
+        args.save, args.no_save_optim = opts.model_only, True
+        save_checkpoint(it, model, optimizer, sched, flops)
     meta = dump_layout(model, optimizer)
     meta["master_sha256"] = master_hash(optimizer)
     meta["argv"] = sys.argv[1:]
@@ -1031,6 +1038,8 @@ def main():
     r.add_argument("--config", required=True, choices=sorted(CONFIGS))
     r.add_argument("--target", required=True)
     r.add_argument("--source", help="default CONFIG/fully_reshardable")
+    r.add_argument("--model-only", metavar="DIR",
+                   help="also save the model alone (no optimizer) in the legacy form to DIR")
     w = sub.add_parser("world", help="number of processes of a config or target")
     w.add_argument("spec")
     d = sub.add_parser("describe")
@@ -1053,7 +1062,7 @@ def main():
         return
     if opts.cmd == "oracle-pairs":
         for a, b in ORACLE_SETS[opts.set]:
-            print(a, b)
+            print(a, b, MODEL_ONLY_FIXTURES.get((a, b), "-"))
         return
     {"train": cmd_train, "reshard": cmd_reshard, "describe": cmd_describe,
      "oracle": cmd_oracle}[opts.cmd](opts)
