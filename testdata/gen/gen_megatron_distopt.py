@@ -404,6 +404,7 @@ def dump_layout(model, optimizer):
     }
     if len(opts) > 1:
         out.update(ep=mpu.get_expert_model_parallel_rank(),
+                   etp=mpu.get_expert_tensor_parallel_rank(),
                    expert_dp=mpu.get_expert_data_parallel_rank(),
                    n_optimizers=len(opts))
     return out
@@ -579,13 +580,15 @@ ORACLE = [
 ]
 
 # the mixture-of-experts fixture to other TP/PP at the same EP: OUT/oracle_moe.json
-# and to other expert layouts: EP 1 and 4, expert TP 1 under TP 2, the legacy GroupedMLP
+# and to other expert layouts: EP 1 and 4, expert TP 1 under TP 2, the legacy GroupedMLP (expert
+# TP 1 and 2). Not expert TP > TP: the legacy save loses data there (README_megatron_distopt.md)
 ORACLE_MOE = [
     ("m_tp1pp1dp2_ep2", "m_tp1pp1dp2_ep2"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2"),
     ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
     ("m_tp1pp1dp2_ep2", "tp1pp1dp2ep1"), ("m_tp1pp1dp2_ep2", "tp1pp1dp4ep4"),
     ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2etp1"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep4etp1"),
     ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep1"), ("m_tp1pp1dp2_ep2", "tp1pp1dp2ep2gg"),
+    ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2gg"),
 ]
 # the fp16 fixture with three optimizer instances: to itself, and to TP 2 DP 2 with two
 # instances of DP 1 (tp2pp1dp1, tp1pp2dp2 equal ckptconv's too: left out, testdata budget)
@@ -856,9 +859,11 @@ def full_states(root, ranks, c):
                 name = p["global_name"]
                 if re.search(r"\.mlp\.experts\.weight[12]$", name):
                     name += f"@ep{r['ep']}"
+                # an expert's shards are cut over expert TP (ETP), which may differ from TP
+                tp = r.get("etp", r["tp"]) if b["expert"] else r["tp"]
                 for st in ("param", "exp_avg", "exp_avg_sq"):
                     t = world[st][lo:lo + n].reshape(p["shape"])
-                    parts.setdefault((name, st), {})[r["tp"]] = t
+                    parts.setdefault((name, st), {})[tp] = t
     out = {}
     grouped = {}
     for (name, st), by_tp in parts.items():
@@ -877,22 +882,26 @@ def full_states(root, ranks, c):
 
 
 def grouped_experts(prefix, w, ep, by_tp, c):
-    """the legacy GroupedMLP's weight1 [hidden, local * 2 ffn] / weight2 [local * ffn, hidden] of
-    one EP rank as SequentialMLP's per-expert linear_fc1/linear_fc2 weights at the global expert
-    index, the way GroupedMLP.sharded_state_dict maps them: the buffer viewed as
-    [local, hidden, 2 ffn] resp. [local, ffn, hidden] (a reinterpretation of the memory, not a
-    column cut), each expert transposed. Expert TP 1 only."""
-    assert list(by_tp) == [0] or len(by_tp) == 1, "grouped experts with expert TP > 1"
-    (t,) = by_tp.values()
+    """the legacy GroupedMLP's weight1 [hidden, local * 2 ffn / ETP] / weight2 [local * ffn / ETP,
+    hidden] of one EP rank as SequentialMLP's per-expert linear_fc1/linear_fc2 weights at the
+    global expert index, the way GroupedMLP.sharded_state_dict maps them: each expert-TP shard
+    viewed as [local, hidden, 2 ffn / ETP] resp. [local, ffn / ETP, hidden] (a reinterpretation
+    of the memory, not a column cut), each expert transposed, then the shards merged as
+    SequentialMLP's (by_tp: expert TP rank = TP rank, i.e. ETP 1 or ETP = TP)."""
+    import gen_megatron
+    assert len(by_tp) in (1, c["tp"]), ("grouped experts with expert TP != 1, TP", c)
     hidden = int(MODEL[MODEL.index("--hidden-size") + 1])
     local = c["experts"] // c["ep"]
-    if w == "1":
-        e = t.reshape(local, hidden, -1).transpose(-1, -2)
-        sub = "linear_fc1.weight"
-    else:
-        e = t.reshape(local, -1, hidden).transpose(-1, -2)
-        sub = "linear_fc2.weight"
-    return {f"{prefix}local_experts.{ep * local + i}.{sub}": e[i].contiguous() for i in range(local)}
+    sub = "linear_fc1.weight" if w == "1" else "linear_fc2.weight"
+    shards = []
+    for t in (by_tp[k] for k in sorted(by_tp)):
+        if w == "1":
+            shards.append(t.reshape(local, hidden, -1).transpose(-1, -2))
+        else:
+            shards.append(t.reshape(local, -1, hidden).transpose(-1, -2))
+    return {f"{prefix}local_experts.{ep * local + i}.{sub}":
+            gen_megatron.tp_merge(f"mlp.{sub}", [x[i].contiguous() for x in shards], True)
+            for i in range(local)}
 
 
 def cmd_describe(opts):
