@@ -860,7 +860,7 @@ def full_states(root, ranks, c):
                 if re.search(r"\.mlp\.experts\.weight[12]$", name):
                     name += f"@ep{r['ep']}"
                 # an expert's shards are cut over expert TP (ETP), which may differ from TP
-                tp = r.get("etp", r["tp"]) if b["expert"] else r["tp"]
+                tp = r.get("etp", r["tp"]) if b.get("expert") else r["tp"]
                 for st in ("param", "exp_avg", "exp_avg_sq"):
                     t = world[st][lo:lo + n].reshape(p["shape"])
                     parts.setdefault((name, st), {})[tp] = t
