@@ -5,11 +5,12 @@ and Megatron's own reshard of them (the oracle). See README_megatron_distopt.md.
 Driver: testdata/gen/run_megatron.sh distopt (sets the overlay, PYTHONPATH and environment).
 
     gen_megatron_distopt.py train --config NAME          # under torchrun, cwd = work directory
-    gen_megatron_distopt.py reshard --config NAME --target LAYOUT [--source DIR]
+    gen_megatron_distopt.py reshard --config NAME --target LAYOUT [--source DIR] [--model-only DIR]
                                                          # under torchrun: one oracle pair
                                                          # (WORK/oracle/NAME__to__LAYOUT)
     gen_megatron_distopt.py world LAYOUT                 # number of processes
-    gen_megatron_distopt.py oracle-pairs                 # the oracle's (source, target) pairs
+    gen_megatron_distopt.py oracle-pairs                 # the oracle's (source, target) pairs, and
+                                                         # the model-only fixture of the pair or -
     gen_megatron_distopt.py describe WORK OUT NAME... [--tag T]  # OUT/TNAME/expected.json
     gen_megatron_distopt.py oracle WORK OUT              # OUT/oracle.json from WORK/oracle/*
 
@@ -187,6 +188,10 @@ def megatron_argv(c, save):
     if c["experts"]:
         argv += ["--num-experts", str(c["experts"]), "--moe-router-topk", "2",
                  "--expert-model-parallel-size", str(c["ep"])]
+        if c.get("etp"):
+            argv += ["--expert-tensor-parallel-size", str(c["etp"])]
+        if c.get("grouped_gemm"):
+            argv += ["--moe-grouped-gemm"]
     argv += ["--save", save]
     return argv
 
@@ -254,6 +259,18 @@ def install_distopt_cpu():
     DistributedOptimizer.__init__ = wrapper
 
 
+def install_grouped_gemm_build():
+    """--moe-grouped-gemm with the local spec builds the legacy GroupedMLP (`experts.weight1`,
+    `weight2`). Building, loading and saving it never calls the grouped_gemm kernels (only its
+    forward does, in bf16 on a GPU), but GroupedMLP.__init__ asserts the package is importable
+    and validate_args asks the GPU for compute capability >= 8. Both answered here; nothing that
+    runs uses them."""
+    from megatron.core.transformer.moe import grouped_gemm_util as gg
+    if gg.grouped_gemm is None:
+        gg.grouped_gemm = object()
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+
+
 def setup(c, save, extra=()):
     """initialize Megatron at layout c and build model, optimizer, scheduler (no load)."""
     import gen_megatron
@@ -267,6 +284,8 @@ def setup(c, save, extra=()):
         from megatron.core.transformer.moe import moe_utils
         if not hasattr(moe_utils, "te_general_gemm"):
             moe_utils.te_general_gemm = None
+    if c.get("grouped_gemm"):
+        install_grouped_gemm_build()
     sys.argv = ["pretrain_gpt.py"] + megatron_argv(c, save) + list(extra)
     args = gen_megatron.init_megatron()
 
@@ -385,6 +404,7 @@ def dump_layout(model, optimizer):
     }
     if len(opts) > 1:
         out.update(ep=mpu.get_expert_model_parallel_rank(),
+                   etp=mpu.get_expert_tensor_parallel_rank(),
                    expert_dp=mpu.get_expert_data_parallel_rank(),
                    n_optimizers=len(opts))
     return out
@@ -521,19 +541,26 @@ def cmd_train(opts):
 
 
 def target_layout(family, spec):
-    """spec: a config name, or 'tpXppYdpZ[epE][instN][vppV]' (no overlapped grad reduce; instN:
-    --num-distributed-optimizer-instances N) -> layout dict."""
+    """spec: a config name, or 'tpXppYdpZ[epE][etpT][gg][instN][vppV]' (no overlapped grad
+    reduce; etpT: --expert-tensor-parallel-size T, default TP; gg: --moe-grouped-gemm, the
+    legacy GroupedMLP of the local spec; instN: --num-distributed-optimizer-instances N) ->
+    layout dict."""
     import re
     if spec in CONFIGS:
         c = layout_of(CONFIGS[spec])
         assert c["family"] == family, (spec, family)
         return c
-    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:inst(\d+))?(?:vpp(\d+))?", spec)
+    m = re.fullmatch(r"tp(\d+)pp(\d+)dp(\d+)(?:ep(\d+))?(?:etp(\d+))?(gg)?(?:inst(\d+))?(?:vpp(\d+))?",
+                     spec)
     assert m, spec
     c = dict(FAMILIES[family])
     c.update(family=family, tp=int(m.group(1)), pp=int(m.group(2)), dp=int(m.group(3)),
-             ep=int(m.group(4) or 1), inst=int(m.group(5) or 1))
-    vpp = int(m.group(6) or 1)
+             ep=int(m.group(4) or 1), inst=int(m.group(7) or 1))
+    if m.group(5):
+        c["etp"] = int(m.group(5))
+    if m.group(6):
+        c["grouped_gemm"] = True
+    vpp = int(m.group(8) or 1)
     c["vpl"] = c["layers"] // (c["pp"] * vpp) if vpp > 1 else None
     c.setdefault("bucket", None)
     c.setdefault("experts", None)
@@ -553,15 +580,23 @@ ORACLE = [
 ]
 
 # the mixture-of-experts fixture to other TP/PP at the same EP: OUT/oracle_moe.json
+# and to other expert layouts: EP 1 and 4, expert TP 1 under TP 2, the legacy GroupedMLP (expert
+# TP 1 and 2). Not expert TP > TP: the legacy save loses data there (README_megatron_distopt.md)
 ORACLE_MOE = [
     ("m_tp1pp1dp2_ep2", "m_tp1pp1dp2_ep2"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2"),
     ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep2"),
+    ("m_tp1pp1dp2_ep2", "tp1pp1dp2ep1"), ("m_tp1pp1dp2_ep2", "tp1pp1dp4ep4"),
+    ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2etp1"), ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep4etp1"),
+    ("m_tp1pp1dp2_ep2", "tp1pp2dp2ep1"), ("m_tp1pp1dp2_ep2", "tp1pp1dp2ep2gg"),
+    ("m_tp1pp1dp2_ep2", "tp2pp1dp2ep2gg"),
 ]
 # the fp16 fixture with three optimizer instances: to itself, and to TP 2 DP 2 with two
 # instances of DP 1 (tp2pp1dp1, tp1pp2dp2 equal ckptconv's too: left out, testdata budget)
 ORACLE_FP16_INST = [
     ("f_tp1pp1dp3_fp16_inst3", "f_tp1pp1dp3_fp16_inst3"), ("f_tp1pp1dp3_fp16_inst3", "tp2pp1dp2inst2"),
 ]
+# pairs whose target model is also saved alone (no optimizer) as a fixture: testdata/megatron/<name>
+MODEL_ONLY_FIXTURES = {("m_tp1pp1dp2_ep2", "tp1pp1dp2ep2gg"): "moe_grouped_tp1pp1ep2"}
 ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE, "oracle_fp16_inst.json": ORACLE_FP16_INST}
 
 
@@ -603,6 +638,35 @@ def install_fully_reshardable_step_fix():
     DistributedOptimizer._set_main_param_and_optimizer_states = wrapper
 
 
+def install_chained_to_single_load():
+    """EP 2 -> EP 1: at EP 1 the experts are ordinary data-parallel parameters (`allreduce`
+    True), so megatron-core 0.16.1 builds one optimizer, not [dense, expert], and its
+    ChainedOptimizer.load_state_dict hands the source's {0: dense, 1: expert} state to that one
+    optimizer as is (KeyError 'optimizer'). The parameter states are keyed by model name
+    (chained_optim_avoid_prefix) and load as they are; the param groups are the dense
+    optimizer's (the same hyperparameters and step as the expert group, which has no decay-free
+    parameters). Take entry 0 for them."""
+    from megatron.core.optimizer.optimizer import ChainedOptimizer
+
+    orig = ChainedOptimizer.load_state_dict
+    if getattr(orig, "__wrapped__", None):
+        return
+
+    def wrapper(self, state_dict):
+        if len(self.chained_optimizers) == 1 and isinstance(state_dict, dict) and 0 in state_dict:
+            if torch.distributed.get_rank() == 0:
+                print("chained->single load:", {k: sorted(map(str, v)) if isinstance(v, dict) else type(v)
+                                                 for k, v in state_dict.items()})
+            merged = {k: v for k, v in state_dict.items() if not isinstance(k, int)}
+            for k in sorted(k for k in state_dict if isinstance(k, int)):
+                for kk, vv in state_dict[k].items():
+                    merged.setdefault(kk, vv)
+            state_dict = merged
+        return orig(self, state_dict)
+    wrapper.__wrapped__ = orig
+    ChainedOptimizer.load_state_dict = wrapper
+
+
 def cmd_reshard(opts):
     """Megatron's own reshard: build at the target, load the fully_reshardable save, save legacy."""
     src = layout_of(CONFIGS[opts.config])
@@ -617,12 +681,18 @@ def cmd_reshard(opts):
 
     init_states_for_dist_load(optimizer)
     install_fully_reshardable_step_fix()
+    if src["ep"] > 1 and c["ep"] == 1:
+        install_chained_to_single_load()
     it, flops = load_checkpoint(model, optimizer, sched)
     assert it == ITERS, it
     args.iteration = it
     args.ckpt_format = "torch"
     update_use_dist_ckpt(args)
     save_checkpoint(it, model, optimizer, sched, flops)
+    if opts.model_only:
+        # the same model without the optimizer (--no-save-optim): a small fixture of the layout
+        args.save, args.no_save_optim = opts.model_only, True
+        save_checkpoint(it, model, optimizer, sched, flops)
     meta = dump_layout(model, optimizer)
     meta["master_sha256"] = master_hash(optimizer)
     meta["argv"] = sys.argv[1:]
@@ -765,6 +835,8 @@ def check_fully_vs_legacy(src, ranks, c):
 def full_states(root, ranks, c):
     """{global parameter name: {param, exp_avg, exp_avg_sq}} of a legacy checkpoint, TP-merged
     (gen_megatron.tp_merge), read from distrib_optim.pt with the dumped layout of its ranks."""
+    import re
+
     import gen_megatron
 
     import distopt_hashes as dh
@@ -784,17 +856,52 @@ def full_states(root, ranks, c):
             for p in b["params"]:
                 lo = p["start"] - shift[p["bucket"]]
                 n = p["end"] - p["start"]
+                name = p["global_name"]
+                if re.search(r"\.mlp\.experts\.weight[12]$", name):
+                    name += f"@ep{r['ep']}"
+                # an expert's shards are cut over expert TP (ETP), which may differ from TP
+                tp = r.get("etp", r["tp"]) if b.get("expert") else r["tp"]
                 for st in ("param", "exp_avg", "exp_avg_sq"):
                     t = world[st][lo:lo + n].reshape(p["shape"])
-                    parts.setdefault((p["global_name"], st), {})[r["tp"]] = t
+                    parts.setdefault((name, st), {})[tp] = t
     out = {}
-    import re
+    grouped = {}
     for (name, st), by_tp in parts.items():
+        m = re.fullmatch(r"(decoder\.layers\.\d+\.mlp\.experts\.)weight([12])@ep(\d+)", name)
+        if m:
+            grouped[(m.group(1), m.group(2), int(m.group(3)), st)] = by_tp
+            continue
         # an expert's linear layers are cut over TP as the dense MLP's
         kind = re.sub(r"\.experts\.local_experts\.\d+\.", ".", name)
         out.setdefault(name, {})[st] = gen_megatron.tp_merge(
             kind, [by_tp[t] for t in sorted(by_tp)], True)
+    for (prefix, w, ep, st), by_tp in grouped.items():
+        for name, t in grouped_experts(prefix, w, ep, by_tp, c).items():
+            out.setdefault(name, {})[st] = t
     return out
+
+
+def grouped_experts(prefix, w, ep, by_tp, c):
+    """the legacy GroupedMLP's weight1 [hidden, local * 2 ffn / ETP] / weight2 [local * ffn / ETP,
+    hidden] of one EP rank as SequentialMLP's per-expert linear_fc1/linear_fc2 weights at the
+    global expert index, the way GroupedMLP.sharded_state_dict maps them: each expert-TP shard
+    viewed as [local, hidden, 2 ffn / ETP] resp. [local, ffn / ETP, hidden] (a reinterpretation
+    of the memory, not a column cut), each expert transposed, then the shards merged as
+    SequentialMLP's (by_tp: expert TP rank = TP rank, i.e. ETP 1 or ETP = TP)."""
+    import gen_megatron
+    assert len(by_tp) in (1, c["tp"]), ("grouped experts with expert TP != 1, TP", c)
+    hidden = int(MODEL[MODEL.index("--hidden-size") + 1])
+    local = c["experts"] // c["ep"]
+    sub = "linear_fc1.weight" if w == "1" else "linear_fc2.weight"
+    shards = []
+    for t in (by_tp[k] for k in sorted(by_tp)):
+        if w == "1":
+            shards.append(t.reshape(local, hidden, -1).transpose(-1, -2))
+        else:
+            shards.append(t.reshape(local, -1, hidden).transpose(-1, -2))
+    return {f"{prefix}local_experts.{ep * local + i}.{sub}":
+            gen_megatron.tp_merge(f"mlp.{sub}", [x[i].contiguous() for x in shards], True)
+            for i in range(local)}
 
 
 def cmd_describe(opts):
@@ -873,10 +980,16 @@ def cmd_oracle(opts):
         rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
                "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")
                                  + (("experts", "ep") if c["experts"] else ())
+                                 + tuple(k for k in ("etp", "grouped_gemm") if c.get(k))
                                  + (("fp16",) if c.get("fp16") else ())
                                  + (("inst",) if c.get("inst", 1) > 1 else ())},
                "target_vpp": c["layers"] // (c["pp"] * c["vpl"]) if c["vpl"] else None,
                "target_ddp_bucket_size": c["bucket"],
+               # the layout as reshard options (expert TP defaults to TP, as in Megatron)
+               "reshard_args": {"tp": c["tp"], "pp": c["pp"], "dp": c["dp"],
+                                **({"ep": c["ep"], "etp": c.get("etp") or c["tp"],
+                                    "moe_grouped_gemm": bool(c.get("grouped_gemm"))}
+                                   if c["experts"] else {})},
                "megatron_argv": ranks[0]["argv"],
                "master_sha256_per_rank": [x["master_sha256"] for x in ranks]}
         if target == source:
@@ -934,6 +1047,8 @@ def main():
     r.add_argument("--config", required=True, choices=sorted(CONFIGS))
     r.add_argument("--target", required=True)
     r.add_argument("--source", help="default CONFIG/fully_reshardable")
+    r.add_argument("--model-only", metavar="DIR",
+                   help="also save the model alone (no optimizer) in the legacy form to DIR")
     w = sub.add_parser("world", help="number of processes of a config or target")
     w.add_argument("spec")
     d = sub.add_parser("describe")
@@ -956,7 +1071,7 @@ def main():
         return
     if opts.cmd == "oracle-pairs":
         for a, b in ORACLE_SETS[opts.set]:
-            print(a, b)
+            print(a, b, MODEL_ONLY_FIXTURES.get((a, b), "-"))
         return
     {"train": cmd_train, "reshard": cmd_reshard, "describe": cmd_describe,
      "oracle": cmd_oracle}[opts.cmd](opts)

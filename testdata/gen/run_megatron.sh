@@ -113,17 +113,24 @@ if [ "$MODE" = distopt-oracle ]; then
     DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
     mkdir -p "$WORK/oracle"
     DO_ORACLE=${DISTOPT_ORACLE:-oracle.json}     # oracle_moe.json: the MoE fixture's pairs
-    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs --set "$DO_ORACLE" | while read -r src dst; do
+    # a pair may also save its target's model alone: the fixture testdata/megatron/<model_only>
+    "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle-pairs --set "$DO_ORACLE" | while read -r src dst model_only; do
         n=$("$PY" "$GEN_DIR/gen_megatron_distopt.py" world "$dst")
         echo "== oracle $src -> $dst: $n processes"
-        rm -rf "$WORK/oracle/${src}__to__$dst"
+        rm -rf "$WORK/oracle/${src}__to__$dst" "$WORK/oracle/model_only"
+        mo=()
+        [ "$model_only" = - ] || mo=(--model-only "oracle/model_only")
         if ! (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node "$n" \
                 --master_addr 127.0.0.1 --master_port "$(free_port)" \
-                "$GEN_DIR/gen_megatron_distopt.py" reshard --config "$src" --target "$dst") \
+                "$GEN_DIR/gen_megatron_distopt.py" reshard --config "$src" --target "$dst" "${mo[@]}") \
                 >"$WORK/oracle/${src}__to__$dst.log" 2>&1; then
             grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/oracle/${src}__to__$dst.log" | tail -40
             echo "$src -> $dst failed" >&2
             exit 1
+        fi
+        if [ "$model_only" != - ]; then
+            rm -rf "${OUT:?}/$model_only"
+            cp -r "$WORK/oracle/model_only" "$OUT/$model_only"
         fi
     done
     "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT" --set "$DO_ORACLE"
