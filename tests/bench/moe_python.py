@@ -27,6 +27,7 @@ import glob
 import json
 import os
 from argparse import Namespace
+from collections import OrderedDict
 
 import torch
 from safetensors.torch import load_file
@@ -73,7 +74,7 @@ def main():
     it = os.path.join(o.out, "iter_0000001")
     for s in range(o.pp):
         for r in range(o.ep):
-            m = {}
+            m = OrderedDict()  # a module's state_dict, as Megatron saves it
             if s == 0:
                 m["embedding.word_embeddings.weight"] = sd["model.embed_tokens.weight"]
             for j in range(per_stage):
