@@ -125,13 +125,14 @@ def compare_megatron(a, b):
         raise Differ(f"latest_checkpointed_iteration.txt: {ta!r} vs {tb!r}")
     if sa != sb or sorted(fa) != sorted(fb):
         raise Differ(f"rank directories: {sa} {sorted(fa)} vs {sb} {sorted(fb)}")
-    n_tensors = 0
+    n_tensors, fields, moe = 0, ARGS_FIELDS, False
     for key in sorted(fa):
         rel = os.path.relpath(fa[key], a)
         da, db = mc.load(fa[key]), mc.load(fb[key])
         args = [d.pop("args", None) for d in (da, db)]
         moe = any(getattr(x, "num_experts", None) for x in args)
-        for f in ARGS_FIELDS + (MOE_ARGS_FIELDS if moe else ()):
+        fields = ARGS_FIELDS + (MOE_ARGS_FIELDS if moe else ())
+        for f in fields:
             va, vb = (getattr(x, f, None) for x in args)
             if va != vb:
                 raise Differ(f"{rel}: args.{f}: {va!r} vs {vb!r}")
@@ -143,7 +144,7 @@ def compare_megatron(a, b):
                          if isinstance(v, torch.Tensor))
         del da, db
     return (f"same checkpoint: {len(fa)} rank files, {n_tensors} tensors bit-equal, keys in the same order, "
-            f"args equal in {len(ARGS_FIELDS)} fields (layout and model)")
+            f"args equal in {len(fields)} fields (layout and model{', experts' if moe else ''})")
 
 
 # ------------------------------------------------------------------------ PaddleNLP
