@@ -12,10 +12,10 @@ headers and data directly (no framework needed); config.json equal in the fields
 define the model (model_type, sizes, head counts, vocabulary, norm epsilon, RoPE base,
 tie_word_embeddings) where both have them.
 
-megatron: the same tracker text and mp_rank_* directories; in every rank file the same
+megatron: the same tracker text and mp_rank_* directories (expert-parallel ones too); in every rank file the same
 top-level entries but `args` (each tool records its own run: Megatron's saver all of
 Megatron's ~500 arguments, ckptconv what Megatron reads to resume), which are compared in
-the fields that define the layout and the model; `model` / `model{i}` with the same keys
+the fields that define the layout and the model (and the experts, when there are any); `model` / `model{i}` with the same keys
 in the same order and every tensor bit-equal (tests/bench/reshard_compare.py's rules).
 Needs torch; Megatron's classes in args are read as stand-ins (megatron_ckpt.py), so Megatron
 need not be installed. (Megatron's converter records bf16 False and params_dtype float32
@@ -44,6 +44,8 @@ ARGS_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "nu
                "ffn_hidden_size", "num_attention_heads", "num_query_groups", "group_query_attention",
                "kv_channels", "swiglu", "normalization", "untie_embeddings_and_output_weights",
                "padded_vocab_size", "add_bias_linear", "position_embedding_type")
+# compared when either side has experts (a dense model's defaults differ from tool to tool)
+MOE_ARGS_FIELDS = ("num_experts", "expert_model_parallel_size", "moe_router_topk", "moe_ffn_hidden_size")
 
 
 class Differ(Exception):
@@ -117,18 +119,20 @@ def compare_megatron(a, b):
     import megatron_ckpt as mc
     import reshard_compare as rc
 
-    ta, sa, fa = mc.rank_files(a)
-    tb, sb, fb = mc.rank_files(b)
+    ta, sa, fa = mc.rank_dirs(a)
+    tb, sb, fb = mc.rank_dirs(b)
     if ta != tb:
         raise Differ(f"latest_checkpointed_iteration.txt: {ta!r} vs {tb!r}")
     if sa != sb or sorted(fa) != sorted(fb):
         raise Differ(f"rank directories: {sa} {sorted(fa)} vs {sb} {sorted(fb)}")
-    n_tensors = 0
+    n_tensors, fields, moe = 0, ARGS_FIELDS, False
     for key in sorted(fa):
         rel = os.path.relpath(fa[key], a)
         da, db = mc.load(fa[key]), mc.load(fb[key])
         args = [d.pop("args", None) for d in (da, db)]
-        for f in ARGS_FIELDS:
+        moe = any(getattr(x, "num_experts", None) for x in args)
+        fields = ARGS_FIELDS + (MOE_ARGS_FIELDS if moe else ())
+        for f in fields:
             va, vb = (getattr(x, f, None) for x in args)
             if va != vb:
                 raise Differ(f"{rel}: args.{f}: {va!r} vs {vb!r}")
@@ -140,7 +144,7 @@ def compare_megatron(a, b):
                          if isinstance(v, torch.Tensor))
         del da, db
     return (f"same checkpoint: {len(fa)} rank files, {n_tensors} tensors bit-equal, keys in the same order, "
-            f"args equal in {len(ARGS_FIELDS)} fields (layout and model)")
+            f"args equal in {len(fields)} fields (layout and model{', experts' if moe else ''})")
 
 
 # ------------------------------------------------------------------------ PaddleNLP

@@ -1,6 +1,6 @@
 """Writes a LLaMA-shaped Hugging Face model directory in bfloat16, the input of the
 hf2mcore / mcore2hf and hf2paddle / paddle2hf benchmarks (tests/bench/hf2mcore.sh,
-tests/bench/paddle_hf.sh).
+tests/bench/paddle_hf.sh), or with --experts a Mixtral-shaped one (tests/bench/moe.sh).
 
 Run with any Python that has numpy (the venv's):
 
@@ -23,6 +23,11 @@ tokenizer Megatron-LM's loader can read:
 Default shape: hidden 2048, intermediate 5632, 16 heads in 4 KV groups (head_dim 128),
 12 layers, vocabulary 32000: 672M parameters, 1.34 GB of bfloat16. Values: numpy's
 default_rng(SEED), weights 0.02*N(0,1), norms 1+0.1*N(0,1), rounded to nearest-even bf16.
+With --experts N every MLP is a mixture of N experts as MixtralForCausalLM saves it
+(transformers 4.x names, which the released Mixtral checkpoints use):
+block_sparse_moe.gate.weight [N, hidden] and block_sparse_moe.experts.E.w1/w3 [--ffn, hidden],
+w2 [hidden, --ffn]; config.json is a MixtralConfig's (num_local_experts N,
+num_experts_per_tok --top-k, rope_theta 1e6, no sliding window).
 The safetensors files are written directly (header + raw bytes), so neither torch nor the
 safetensors package is needed. The directory is written under OUT_DIR.tmp and renamed into
 place, so an interrupted run never leaves a half-written input behind.
@@ -60,11 +65,18 @@ def layout(a):
         items += [(p + "self_attn.q_proj.weight", (a.hidden, a.hidden)),
                   (p + "self_attn.k_proj.weight", (kv, a.hidden)),
                   (p + "self_attn.v_proj.weight", (kv, a.hidden)),
-                  (p + "self_attn.o_proj.weight", (a.hidden, a.hidden)),
-                  (p + "mlp.gate_proj.weight", (a.ffn, a.hidden)),
-                  (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
-                  (p + "mlp.down_proj.weight", (a.hidden, a.ffn)),
-                  (p + "input_layernorm.weight", (a.hidden,)),
+                  (p + "self_attn.o_proj.weight", (a.hidden, a.hidden))]
+        if a.experts:
+            items.append((p + "block_sparse_moe.gate.weight", (a.experts, a.hidden)))
+            for e in range(a.experts):
+                q = f"{p}block_sparse_moe.experts.{e}."
+                items += [(q + "w1.weight", (a.ffn, a.hidden)), (q + "w2.weight", (a.hidden, a.ffn)),
+                          (q + "w3.weight", (a.ffn, a.hidden))]
+        else:
+            items += [(p + "mlp.gate_proj.weight", (a.ffn, a.hidden)),
+                      (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
+                      (p + "mlp.down_proj.weight", (a.hidden, a.ffn))]
+        items += [(p + "input_layernorm.weight", (a.hidden,)),
                   (p + "post_attention_layernorm.weight", (a.hidden,))]
     items += [("model.norm.weight", (a.hidden,)), ("lm_head.weight", (a.vocab, a.hidden))]
     return items
@@ -118,6 +130,42 @@ def write_shard(path, rng, group):
 
 
 def config(a):
+    return mixtral_config(a) if a.experts else llama_config(a)
+
+
+def mixtral_config(a):
+    return {
+        "architectures": ["MixtralForCausalLM"],
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "head_dim": a.hidden // a.heads,
+        "hidden_act": "silu",
+        "hidden_size": a.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": a.ffn,
+        "max_position_embeddings": 4096,
+        "model_type": "mixtral",
+        "num_attention_heads": a.heads,
+        "num_experts_per_tok": a.top_k,
+        "num_hidden_layers": a.layers,
+        "num_key_value_heads": a.kv_heads,
+        "num_local_experts": a.experts,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.02,
+        "router_jitter_noise": 0.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.46.3",
+        "use_cache": True,
+        "vocab_size": a.vocab,
+    }
+
+
+def llama_config(a):
     return {
         "architectures": ["LlamaForCausalLM"],
         "attention_bias": False,
@@ -180,6 +228,8 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--experts", type=int, default=0, help="Mixtral-shaped: experts per layer")
+    ap.add_argument("--top-k", type=int, default=2, help="with --experts: experts per token")
     ap.add_argument("--shard-size", type=int, default=1 << 30, help="bytes per safetensors shard at most")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -215,7 +265,8 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     os.rename(tmp, out)
     params = sum(int(np.prod(s)) for _, s in items)
-    print(f"{out}: LLaMA-shaped, {a.layers} layers, hidden {a.hidden}, {params / 1e6:.1f}M parameters, "
+    shape = f"Mixtral-shaped ({a.experts} experts of ffn {a.ffn})" if a.experts else "LLaMA-shaped"
+    print(f"{out}: {shape}, {a.layers} layers, hidden {a.hidden}, {params / 1e6:.1f}M parameters, "
           f"{total / 1e9:.2f} GB of bfloat16 in {len(groups)} shards, numpy {np.__version__}")
 
 

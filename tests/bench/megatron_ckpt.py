@@ -185,6 +185,25 @@ def rank_files(root):
     return tracker, sub, files
 
 
+RANK_DIR_EXPERT = re.compile(r"mp_rank_\d\d(?:_\d\d\d){0,2}")
+
+
+def rank_dirs(root):
+    """(tracker text, iteration dir name, {rank directory name: path of model_optim_rng.pt}), expert-
+    parallel directories (mp_rank_TT[_PPP][_EEE]) included: the names alone do not say whether a
+    single suffix is the pipeline or the expert rank, so they are kept as names."""
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt")) as f:
+        tracker = f.read()
+    it = tracker.strip()
+    sub = "release" if it == "release" else f"iter_{int(it):07d}"
+    d = os.path.join(root, sub)
+    files = {name: os.path.join(d, name, "model_optim_rng.pt") for name in sorted(os.listdir(d))
+             if RANK_DIR_EXPERT.fullmatch(name)}
+    if not files:
+        raise SystemExit(f"{d}: no mp_rank_* directories")
+    return tracker, sub, files
+
+
 def rank_dir(tp_rank, pp_rank, pp):
     return f"mp_rank_{tp_rank:02d}" if pp == 1 else f"mp_rank_{tp_rank:02d}_{pp_rank:03d}"
 
