@@ -30,7 +30,7 @@ int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m)
 int ckpt_megatron__dist_moe_setup(ckpt_megatron *m)
 {
     int64_t experts = ckpt_megatron__num_experts(m->args);
-    int64_t ep = ckpt_megatron__arg_int(m->args, "expert_model_parallel_size", 1);
+    int64_t ep = ckpt_megatron__arg_int(m->args, "expert_model_parallel_size", 1), tp, etp;
     mg_rank *ranks;
     int64_t r;
 
@@ -40,13 +40,14 @@ int ckpt_megatron__dist_moe_setup(ckpt_megatron *m)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                "%s: args: %lld experts over expert_model_parallel_size %lld", m->dist,
                                (long long)experts, (long long)ep);
-    if (ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", 1) !=
-        ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1))
+    /* megatron-core's expert tensor-parallel size, when args do not give it, is the TP size */
+    tp = ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1);
+    etp = ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", tp);
+    if (etp != tp)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: expert_tensor_parallel_size %lld differs from the tensor-parallel size %lld; "
                                "resharding experts with their own TP size is not supported yet",
-                               m->dist, (long long)ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", 1),
-                               (long long)ckpt_megatron__arg_int(m->args, "tensor_model_parallel_size", 1));
+                               m->dist, (long long)etp, (long long)tp);
     /* a legacy target is written per EP rank from the one template a built model has */
     if (!(ranks = calloc((size_t)ep, sizeof *ranks)))
         return ckpt_error_oom();

@@ -5,8 +5,6 @@
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/framework.h>
 
-#include "megatron_private.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,10 +158,7 @@ static int mg_plan(void *state, const ckpt_fw_target *t, ckpt_plan *plan)
     if (t->etp)
         mt.etp = t->etp;
     if (s->created && !s->extra_states_added) {
-        /* a MoE layer's MLP is its router and experts, each expert linear with its own state */
-        rc = ckpt_megatron__num_experts(ckpt_megatron_args(s->m)) > 0 ? ckpt_megatron__dist_moe_extra_states(s->m, s->te)
-                                                                      : ckpt_megatron_add_extra_states(s->m, s->te);
-        if (rc < 0)
+        if ((rc = ckpt_megatron_add_extra_states(s->m, s->te)) < 0)
             return rc;
         s->extra_states_added = 1;
     }

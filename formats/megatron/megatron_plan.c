@@ -211,9 +211,11 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
     if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->etp,
                                       c->pp, c->ep)) < 0)
         return rc;
-    /* an expert tensor-parallel size left to its default follows the tensor-parallel size */
+    /* an expert tensor-parallel size left to its default follows the tensor-parallel size; a
+     * MoE model's args always say it, as Megatron-LM's do */
     if ((ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp ||
-         (c->t->etp > 0 && ckpt_megatron__num_experts(d) > 0)) &&
+         ((c->t->etp > 0 || ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) < 0) &&
+          ckpt_megatron__num_experts(d) > 0)) &&
         (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, ckpt_megatron__etp(c->t)))) < 0)
         return rc;
     if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&

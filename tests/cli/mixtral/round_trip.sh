@@ -20,6 +20,25 @@ for m in mixtral_tiny transformers5/mixtral_tiny; do
     done
 done
 src="$TESTDATA/hf/mixtral_tiny"
+# and from any expert layout: EP 2 under TP 2 PP 2, EP 4, and the local spec's grouped GEMM
+ckptconv hf2mcore "$src" ep --tp 2 --pp 2 --ep 2 --transformer-impl local -q
+ls ep/iter_0000001
+ckptconv mcore2hf ep hf -q
+cmp "$src/model.safetensors" hf/model.safetensors
+rm -rf hf
+ckptconv reshard ep ep4 --tp 1 --pp 1 --ep 4 -q
+ckptconv reshard ep4 gg --tp 1 --pp 1 --ep 2 --moe-grouped-gemm on -q
+ckptconv inspect gg/iter_0000001/mp_rank_00_001/model_optim_rng.pt | grep -E "layers.1.mlp"
+ckptconv mcore2hf gg hf -q
+cmp "$src/model.safetensors" hf/model.safetensors
+rm -rf ep ep4 gg hf
+# through torch_dist: the args say the expert TP (= TP), as Megatron-LM's do
+ckptconv hf2mcore "$src" tp2 --tp 2 --transformer-impl local -q
+python3 "$CLI_DIR/show_args.py" tp2/iter_0000001/mp_rank_00/model_optim_rng.pt expert_tensor_parallel_size
+ckptconv reshard tp2 dist --tp 2 --pp 1 --to torch_dist -q
+ckptconv mcore2hf dist hf -q
+cmp "$src/model.safetensors" hf/model.safetensors
+rm -rf tp2 dist hf
 for impl in local transformer_engine; do
     ckptconv hf2mcore "$src" mc --tp 2 --pp 2 --transformer-impl "$impl" -q
     echo "== $impl"
