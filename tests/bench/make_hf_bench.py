@@ -134,35 +134,13 @@ def config(a):
 
 
 def mixtral_config(a):
-    return {
-        "architectures": ["MixtralForCausalLM"],
-        "attention_dropout": 0.0,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "head_dim": a.hidden // a.heads,
-        "hidden_act": "silu",
-        "hidden_size": a.hidden,
-        "initializer_range": 0.02,
-        "intermediate_size": a.ffn,
-        "max_position_embeddings": 4096,
-        "model_type": "mixtral",
-        "num_attention_heads": a.heads,
-        "num_experts_per_tok": a.top_k,
-        "num_hidden_layers": a.layers,
-        "num_key_value_heads": a.kv_heads,
-        "num_local_experts": a.experts,
-        "output_router_logits": False,
-        "rms_norm_eps": 1e-05,
-        "rope_theta": 1000000.0,
-        "router_aux_loss_coef": 0.02,
-        "router_jitter_noise": 0.0,
-        "sliding_window": None,
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-        "transformers_version": "4.46.3",
-        "use_cache": True,
-        "vocab_size": a.vocab,
-    }
+    c = llama_config(a)
+    for key in ("attention_bias", "mlp_bias", "pretraining_tp", "rope_scaling"):
+        del c[key]
+    c.update(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=a.experts,
+             num_experts_per_tok=a.top_k, output_router_logits=False, rope_theta=1000000.0,
+             router_aux_loss_coef=0.02, router_jitter_noise=0.0, sliding_window=None)
+    return c
 
 
 def llama_config(a):

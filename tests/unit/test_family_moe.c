@@ -3,6 +3,7 @@
  * tensor check and in transformers' order ({E} rows), and Megatron args, megatron-core's own
  * included, detected as the family whose routing they compute. */
 #include "test.h"
+#include "family_config_text.h"
 
 #include <ckpt/family.h>
 #include <ckpt/megatron.h>
@@ -11,31 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define SIZES                                                                                                  \
-    "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
-    "\"num_key_value_heads\": 2, \"vocab_size\": 200"
-
-static int read_cfg(const char *family, const char *extra, ckpt_family_config **c)
-{
-    const ckpt_family *f;
-    char text[1024];
-    int rc;
-
-    snprintf(text, sizeof text, "{" SIZES "%s%s}", extra ? ", " : "", extra ? extra : "");
-    if ((rc = ckpt_family_builtin(&f, family)) < 0)
-        return rc;
-    return ckpt_family_config_read(c, f, CKPT_FAMILY_HF, "cfg/config.json", text);
-}
-
-static int64_t int_of(const ckpt_family_config *c, const char *field)
-{
-    const ckpt_value *v;
-
-    if (ckpt_family_config_get(c, field, &v) < 0)
-        return -99;
-    return v->kind == CKPT_VAL_INT ? v->u.integer : v->kind == CKPT_VAL_BOOL ? v->u.boolean : -98;
-}
 
 /* The fixture's config.json read by the family its model_type names. */
 static void fixture_config(const char *dir, const char *family, ckpt_family_config **c)
