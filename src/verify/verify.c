@@ -16,7 +16,7 @@
 typedef struct report {
     ckpt_verify_report pub;
     ckpt_verify_entry *entries;
-    char (*names)[32];
+    char (*names)[64];
     char **errors;
     char **notes;
     size_t n_notes;
@@ -222,6 +222,14 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
     DIFF_D(attn_scale);
     DIFF_D(embed_scale);
     DIFF_I(sandwich_norms);
+    DIFF_I(num_experts);
+    if (x->num_experts > 0 || y->num_experts > 0) {
+        DIFF_I(moe_top_k);
+        DIFF_I(moe_ffn_hidden_size);
+        DIFF_I(moe_layer_freq);
+        DIFF_I(moe_score);
+        DIFF_D(moe_topk_scale);
+    }
     for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
         if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
             rc = note(r, "the configs differ: layer %lld uses the window in %s only", (long long)L,
@@ -338,6 +346,7 @@ static int add_entry(vrun *v, int64_t index, const char *name, const float *x, c
     snprintf(r->names[r->pub.n_entries], sizeof r->names[0], "%s", name);
     e->index = index;
     e->name = r->names[r->pub.n_entries];
+    e->expert = -1;
     if ((rc = compare(&v->ra, x, y, n, r->pub.tol, e)) < 0)
         return rc;
     v->seconds_compare += ckpt_run__now() - t0;
@@ -359,12 +368,57 @@ static int unfit_layer(vrun *v, int64_t L, const char *name, const char *side)
         return ckpt_error_oom();
     e->index = L;
     e->name = r->names[r->pub.n_entries];
+    e->expert = -1;
     e->max_abs = e->rel_l2 = e->cosine = NAN;
     e->pass = 0;
     e->error = r->errors[r->pub.n_entries];
     r->pub.n_entries++;
     ckpt_error_clear();
     return 0;
+}
+
+/* Both models' layer L are MoE layers of as many experts: the router and every expert are
+ * compared on their own as well, so that a failing layer names the expert or the router. */
+static int expert_entries(const ckpt_model *a, const ckpt_model *b, int64_t L)
+{
+    if (!ckpt_model__layer_moe(a, L) || !ckpt_model__layer_moe(b, L) || a->cfg.num_experts != b->cfg.num_experts)
+        return 0;
+    return 1 + (int)a->cfg.num_experts;
+}
+
+/* Rows of the layer's input the router and each expert are compared on: every expert sees
+ * them all, whatever the router picks. */
+#define EXPERT_ROWS 16
+
+static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
+{
+    int64_t S = v->ra.tokens < EXPERT_ROWS ? v->ra.tokens : EXPERT_ROWS, E = la->n_experts, e;
+    size_t mark = v->ra.n_live;
+    float *ya = NULL, *yb = NULL;
+    char name[64];
+    int rc;
+
+    if ((rc = ckpt_run__alloc(&v->ra, (size_t)(S * E) * sizeof(float), (void **)&ya)) == 0 &&
+        (rc = ckpt_run__alloc(&v->ra, (size_t)(S * E) * sizeof(float), (void **)&yb)) == 0 &&
+        (rc = ckpt_run__router(&v->ra, v->a, la, S, v->x, ya)) == 0 &&
+        (rc = ckpt_run__router(&v->rb, v->b, lb, S, v->x, yb)) == 0) {
+        snprintf(name, sizeof name, "layer %lld router", (long long)L);
+        if ((rc = add_entry(v, L, name, ya, yb, S * E)) == 0)
+            v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_ROUTER;
+    }
+    while (v->ra.n_live > mark)
+        v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
+    for (e = 0; e < E && rc == 0; e++) {
+        snprintf(name, sizeof name, "layer %lld expert %lld", (long long)L, (long long)e);
+        if ((rc = ckpt_run__expert(&v->ra, v->a, la, e, S, v->x, v->da)) == 0 &&
+            (rc = ckpt_run__expert(&v->rb, v->b, lb, e, S, v->x, v->db)) == 0)
+            rc = add_entry(v, L, name, v->da, v->db, S * ckpt_model_config_of(v->a)->hidden_size);
+        if (rc == 0) {
+            v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_EXPERT;
+            v->r->entries[v->r->pub.n_entries - 1].expert = e;
+        }
+    }
+    return rc;
 }
 
 static int run_layer(vrun *v, int64_t L)
@@ -389,9 +443,13 @@ static int run_layer(vrun *v, int64_t L)
     use_model(v, 1);
     if (rc == 0)
         rc = ckpt_run__layer(&v->rb, v->b, &lb, v->x, v->db, NULL);
+    if (rc == 0)
+        rc = add_entry(v, L, name, v->da, v->db, n);
+    if (rc == 0 && la.router && lb.router && la.n_experts == lb.n_experts)
+        rc = run_experts(v, L, &la, &lb);
     ckpt_model__layer_dispose(&la);
     ckpt_model__layer_dispose(&lb);
-    return rc < 0 ? rc : add_entry(v, L, name, v->da, v->db, n);
+    return rc;
 }
 
 static int run_model_level(vrun *v)
@@ -522,7 +580,7 @@ int ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *user, c
     ckpt_backend *be = NULL;
     report *r = calloc(1, sizeof *r);
     int64_t *layers = NULL;
-    size_t n_layers = 0, i;
+    size_t n_layers = 0, n_entries = 3, i;
     vrun v;
     int rc;
 
@@ -543,11 +601,13 @@ int ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *user, c
         rc = select_layers(a, b, o, &layers, &n_layers, r);
     if (rc == 0)
         rc = config_notes(a, b, r);
-    if (rc == 0 && !(r->entries = calloc(n_layers + 3, sizeof *r->entries)))
+    for (i = 0; rc == 0 && i < n_layers; i++)
+        n_entries += 1 + (size_t)expert_entries(a, b, layers[i]);
+    if (rc == 0 && !(r->entries = calloc(n_entries, sizeof *r->entries)))
         rc = ckpt_error_oom();
-    if (rc == 0 && !(r->names = calloc(n_layers + 3, sizeof *r->names)))
+    if (rc == 0 && !(r->names = calloc(n_entries, sizeof *r->names)))
         rc = ckpt_error_oom();
-    if (rc == 0 && !(r->errors = calloc(n_layers + 3, sizeof *r->errors)))
+    if (rc == 0 && !(r->errors = calloc(n_entries, sizeof *r->errors)))
         rc = ckpt_error_oom();
     if (rc == 0) {
         double t0 = ckpt_run__now();

@@ -353,6 +353,16 @@ CKPT_TEST(test_verify_logits_megatron_gpt2_style)
     ASSERT_LOGITS("megatron/gpt2style_tp2", "megatron/gpt2style_tp2/logits.json", 1, 0);
 }
 
+/* Mixture of experts (4 experts, top-2 softmax routing, SwiGLU experts): megatron-core's
+ * forward of the fixture loaded at EP 1, reproduced from the EP 2 legacy files and from the
+ * dp_reshardable torch_dist save (testdata/gen/gen_megatron_moe_logits.py). */
+CKPT_TEST(test_verify_logits_megatron_moe)
+{
+    ASSERT_LOGITS("megatron/distopt/m_tp1pp1dp2_ep2/legacy", "megatron/distopt/m_tp1pp1dp2_ep2/logits.json", 0, 0);
+    ASSERT_LOGITS("megatron/distopt/m_tp1pp1dp2_ep2/dp_reshardable", "megatron/distopt/m_tp1pp1dp2_ep2/logits.json", 0,
+                  0);
+}
+
 CKPT_TEST(test_verify_logits_paddlenlp)
 {
     ASSERT_LOGITS("llama/fp32_tp1", "llama/fp32_tp1/logits.json", 0, 0);
