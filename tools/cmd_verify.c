@@ -33,6 +33,8 @@ static void verify_help(FILE *out)
 "the next layer: the first layer that fails is the broken one. Then the embeddings of\n"
 "the same random tokens, the final norm and the logits are compared where both have them.\n"
 "A layer is compared by what it adds to the residual stream (its output minus its input).\n"
+"A mixture-of-experts layer's row is followed by its router's and each expert's, run\n"
+"alone on the same rows, so that a failing layer names the router or the experts.\n"
 "\n"
 "A and B may each be:\n"
 "  a Megatron-LM checkpoint root or iteration directory, any TP/PP/VPP; tensor-parallel\n"
