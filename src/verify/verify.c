@@ -59,71 +59,6 @@ void ckpt_verify_report_free(ckpt_verify_report *pub)
     free(r);
 }
 
-/* ---- random inputs: xoshiro256**, seeded per purpose with splitmix64 ---- */
-
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* A generator of its own for each block of a stream, so that blocks can be drawn in
- * parallel and the numbers do not depend on the number of threads. */
-static void rng_seed(rng *g, uint64_t seed, uint64_t stream, uint64_t block)
-{
-    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull) ^ (block * 0x8CB92BA72F3D8DD7ull);
-    int i;
-    for (i = 0; i < 4; i++)
-        g->s[i] = splitmix(&x);
-}
-
-static uint64_t rng_next(rng *g)
-{
-    uint64_t *s = g->s, result = ((s[1] * 5) << 7 | (s[1] * 5) >> 57) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = s[3] << 45 | s[3] >> 19;
-    return result;
-}
-
-static double rng_unit(rng *g) /* (0, 1] */
-{
-    return ((double)(rng_next(g) >> 11) + 1.0) * 0x1.0p-53;
-}
-
-/* Standard normal values (Box-Muller), drawn in blocks of RANDN_BLOCK on `threads` threads:
- * a 7B layer's input at 2048 tokens is 8M values, 0.2 s on one thread. */
-#define RANDN_BLOCK ((int64_t)1 << 16)
-static void randn(uint64_t seed, uint64_t stream, float *out, int64_t n, int threads)
-{
-    int64_t blocks = (n + RANDN_BLOCK - 1) / RANDN_BLOCK, b;
-
-    (void)threads;
-#ifdef CKPT_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads)
-#endif
-    for (b = 0; b < blocks; b++) {
-        int64_t end = (b + 1) * RANDN_BLOCK < n ? (b + 1) * RANDN_BLOCK : n, i;
-        rng g;
-        rng_seed(&g, seed, stream, (uint64_t)b);
-        for (i = b * RANDN_BLOCK; i < end; i += 2) {
-            double r = sqrt(-2.0 * log(rng_unit(&g))), th = 2.0 * M_PI * rng_unit(&g);
-            out[i] = (float)(r * cos(th));
-            if (i + 1 < end)
-                out[i + 1] = (float)(r * sin(th));
-        }
-    }
-}
-
 /* Streams: layer L uses L; the model-level inputs use these. */
 #define STREAM_TOKENS (UINT64_C(1) << 62)
 #define STREAM_HIDDEN (STREAM_TOKENS + 1)
@@ -429,7 +364,7 @@ static int run_layer(vrun *v, int64_t L)
     int rc;
 
     snprintf(name, sizeof name, "layer %lld", (long long)L);
-    randn(v->o->seed, (uint64_t)L, v->host, n, v->ra.threads);
+    ckpt_rng__randn(v->o->seed, (uint64_t)L, v->host, n, v->ra.threads);
     if ((rc = v->ra.vt->upload(v->ra.ctx, v->x, v->host, (size_t)n * sizeof(float))) < 0)
         return rc;
     if ((rc = ckpt_model__layer(v->a, L, &la)) < 0)
@@ -460,19 +395,19 @@ static int run_model_level(vrun *v)
     int32_t *ids = malloc((size_t)T * sizeof *ids);
     float *la = NULL, *lb = NULL;
     size_t mark = v->ra.n_live;
-    rng g;
+    ckpt_rng g;
     int rc = ids ? 0 : ckpt_error_oom();
 
-    rng_seed(&g, v->o->seed, STREAM_TOKENS, 0);
+    ckpt_rng__seed(&g, v->o->seed, STREAM_TOKENS, 0);
     for (t = 0; t < T && rc == 0; t++)
-        ids[t] = (int32_t)(rng_next(&g) % (uint64_t)vocab);
+        ids[t] = (int32_t)(ckpt_rng__next(&g) % (uint64_t)vocab);
     if (rc == 0 && ckpt_model_has_embedding(v->a) && ckpt_model_has_embedding(v->b)) {
         progress(v, "embedding");
         use_model(v, 0);
         if ((rc = ckpt_run__embed(&v->ra, v->a, ids, v->da)) == 0 && (rc = ckpt_run__embed(&v->rb, v->b, ids, v->db)) == 0)
             rc = add_entry(v, -1, "embedding", v->da, v->db, T * H);
     }
-    randn(v->o->seed, STREAM_HIDDEN, v->host, T * H, v->ra.threads);
+    ckpt_rng__randn(v->o->seed, STREAM_HIDDEN, v->host, T * H, v->ra.threads);
     if (rc == 0)
         rc = v->ra.vt->upload(v->ra.ctx, v->x, v->host, (size_t)(T * H) * sizeof(float));
     if (rc == 0 && ckpt_model_has_final_norm(v->a) && ckpt_model_has_final_norm(v->b)) {
