@@ -138,7 +138,7 @@ static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
         { "moe_router_num_groups", "group-limited routing" },
         { "moe_router_group_topk", "group-limited routing" },
         { "moe_expert_capacity_factor", "token dropping by expert capacity" },
-        { "moe_shared_expert_intermediate_size", "shared experts" },
+        { "moe_shared_expert_gate", "the shared expert's gate" },
         { "moe_input_jitter_eps", "router input jitter" },
         { "moe_apply_probs_on_input", "router weights applied to the experts' input" },
         { "moe_router_force_load_balancing", "random routing" },
@@ -163,6 +163,8 @@ static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
     arg_int(a, "moe_router_topk", &c->moe_top_k);
     arg_int(a, "moe_ffn_hidden_size", &c->moe_ffn_hidden_size);
     arg_double(a, "moe_router_topk_scaling_factor", &c->moe_topk_scale);
+    c->moe_shared_ffn_hidden_size = 0;
+    arg_int(a, "moe_shared_expert_intermediate_size", &c->moe_shared_ffn_hidden_size);
     if (balance && strcmp(balance, "sinkhorn") == 0)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "%s: args.moe_router_load_balancing_type: sinkhorn routing is not run by verify", path);

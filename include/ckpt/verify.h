@@ -92,6 +92,8 @@ typedef struct ckpt_model_config {
     int moe_score;            /* ckpt_moe_score_kind */
     double moe_topk_scale;    /* the experts' weights times this (Megatron's moe_router_topk_scaling_factor);
                                  1: none */
+    int64_t moe_shared_ffn_hidden_size; /* a shared expert every token goes through, added to the routed
+                                           experts' sum (ungated); 0: none */
 } ckpt_model_config;
 
 #define CKPT_MODEL_CONFIG_VERSION 3
@@ -217,7 +219,7 @@ typedef struct ckpt_verify_entry {
                                the metrics are NaN then), or NULL */
     /* A MoE layer's entry is followed by its router's and each expert's, compared alone on
        the same rows of the layer's input (every expert on every row), so that a failing
-       layer names what differs: "layer 3 router", "layer 3 expert 5". */
+       layer names what differs: "layer 3 router", "layer 3 expert 5", "layer 3 shared expert". */
     int part;               /* ckpt_verify_part */
     int64_t expert;         /* CKPT_VERIFY_PART_EXPERT: the expert's index; else -1 */
 } ckpt_verify_entry;
@@ -226,7 +228,8 @@ typedef struct ckpt_verify_entry {
 typedef enum ckpt_verify_part {
     CKPT_VERIFY_PART_WHOLE = 0, /* a layer or a model-level piece */
     CKPT_VERIFY_PART_ROUTER,
-    CKPT_VERIFY_PART_EXPERT
+    CKPT_VERIFY_PART_EXPERT,
+    CKPT_VERIFY_PART_SHARED     /* a MoE layer's shared expert */
 } ckpt_verify_part;
 
 typedef struct ckpt_verify_report {

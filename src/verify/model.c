@@ -23,7 +23,8 @@ static const char *const layer_suffixes[] = {
     "attn.v.weight", "attn.v.bias", "attn.q_norm.weight", "attn.q_norm.bias", "attn.k_norm.weight",
     "attn.k_norm.bias", "attn.o.weight", "attn.o.bias", "mlp_norm.weight", "mlp_norm.bias", "mlp.fc1.weight",
     "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias", "attn_post_norm.weight", "attn_post_norm.bias",
-    "mlp_post_norm.weight", "mlp_post_norm.bias", "moe.router.weight",
+    "mlp_post_norm.weight", "mlp_post_norm.bias", "moe.router.weight", "moe.shared.fc1.weight",
+    "moe.shared.fc2.weight",
 };
 /* after "moe.experts.{E}." */
 static const char *const expert_suffixes[] = { "fc1.weight", "fc2.weight" };
@@ -96,6 +97,7 @@ void ckpt_model_config_unset(ckpt_model_config *c)
     c->num_experts = c->moe_top_k = c->moe_ffn_hidden_size = c->moe_layer_freq = -1;
     c->moe_score = -1;
     c->moe_topk_scale = NAN;
+    c->moe_shared_ffn_hidden_size = -1;
 }
 
 void ckpt_model_options_init(ckpt_model_options *o)

@@ -51,6 +51,7 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     n += SET_INT(c->moe_layer_freq, o->moe_layer_freq);
     n += SET_INT(c->moe_score, o->moe_score);
     n += SET_DBL(c->moe_topk_scale, o->moe_topk_scale);
+    n += SET_INT(c->moe_shared_ffn_hidden_size, o->moe_shared_ffn_hidden_size);
     if (o->layer_window) {
         /* the caller's flags are for the layers the config (or its override) counts */
         if (c->num_layers < 1)
@@ -171,6 +172,8 @@ static void defaults(ckpt_model *m)
         c->moe_score = CKPT_MOE_SOFTMAX_TOPK;
     if (isnan(c->moe_topk_scale))
         c->moe_topk_scale = 1.0;
+    if (c->moe_shared_ffn_hidden_size < 0)
+        c->moe_shared_ffn_hidden_size = 0;
 }
 
 static int missing(const ckpt_model *m)

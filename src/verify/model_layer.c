@@ -213,13 +213,24 @@ static int moe(ckpt_model *m, int64_t L, vlayer *out)
         if (!(out->rank[r].experts = calloc((size_t)c->num_experts, sizeof *out->rank[r].experts)))
             return ckpt_error_oom();
     }
-    for (e = 0; e < c->num_experts && rc == 0; e++) {
-        snprintf(prefix, sizeof prefix, "moe.experts.%lld", (long long)e);
+    for (e = c->moe_shared_ffn_hidden_size > 0 ? -1 : 0; e < c->num_experts && rc == 0; e++) {
+        int64_t want = e < 0 ? c->moe_shared_ffn_hidden_size : c->moe_ffn_hidden_size;
+        if (e < 0)
+            snprintf(prefix, sizeof prefix, "moe.shared");
+        else
+            snprintf(prefix, sizeof prefix, "moe.experts.%lld", (long long)e);
         for (r = 0, ffn = 0; r < m->ranks && rc == 0; r++) {
-            rc = mlp(m, r, L, prefix, &out->rank[r].experts[e]);
-            ffn += out->rank[r].experts[e].ffn;
+            vmlp *v = e < 0 ? &out->rank[r].shared : &out->rank[r].experts[e];
+            rc = mlp(m, r, L, prefix, v);
+            ffn += v->ffn;
         }
-        if (rc == 0 && ffn != c->moe_ffn_hidden_size)
+        if (rc == 0 && e < 0 && ffn != want)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                 "%s: layer %lld: the shared expert holds an MLP of %lld over its %d rank%s; the config "
+                                 "says %lld",
+                                 m->path, (long long)L, (long long)ffn, m->ranks, m->ranks > 1 ? "s" : "",
+                                 (long long)want);
+        else if (rc == 0 && ffn != want)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                  "%s: layer %lld: expert %lld holds an MLP of %lld over its %d rank%s; the config says "
                                  "moe_ffn_hidden_size %lld",

@@ -65,6 +65,7 @@ typedef struct vrank {
     const ckpt_node *q, *k, *v, *bq, *bk, *bv, *o;
     vmlp mlp;        /* a dense layer's */
     vmlp *experts;   /* a MoE layer's: num_experts, this rank's part of each */
+    vmlp shared;     /* a MoE layer's shared expert (ffn 0: none) */
     int64_t heads, kv_heads;
 } vrank;
 

@@ -100,7 +100,7 @@ int ckpt_run__expert(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t e
     int i, rc = w && jobs ? 0 : ckpt_error_oom();
 
     for (i = 0; i < l->n_ranks && rc == 0; i++) {
-        const vmlp *v = &l->rank[i].experts[e];
+        const vmlp *v = e < 0 ? &l->rank[i].shared : &l->rank[i].experts[e];
         const ckpt_node *nodes[5] = { v->gate, v->up, v->bgate, v->bup, v->fc2 };
         void **dst[5] = { &w[i].gate, &w[i].up, &w[i].bgate, &w[i].bup, &w[i].fc2 };
         int j;
@@ -118,7 +118,7 @@ int ckpt_run__expert(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t e
     if (rc == 0)
         rc = ckpt_run__alloc(r, (size_t)(rows * F) * sizeof(float), (void **)&u);
     for (i = 0; i < l->n_ranks && rc == 0; i++) {
-        const vmlp *v = &l->rank[i].experts[e];
+        const vmlp *v = e < 0 ? &l->rank[i].shared : &l->rank[i].experts[e];
         ckpt_backend_linear op1 = { rows, v->ffn, H, x, w[i].gate, r->wdtype, w[i].bgate, g, 0 };
         ckpt_backend_linear op2 = { rows, v->ffn, H, x, w[i].up, r->wdtype, w[i].bup, u, 0 };
         ckpt_backend_linear op3 = { rows, H, v->ffn, g, w[i].fc2, r->wdtype, NULL, y, i > 0 };
@@ -188,6 +188,11 @@ int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float 
             for (j = 0; j < H; j++)
                 acc[rows[i] * H + j] += wts[i] * hy[i * H + j];
     }
+    /* the shared expert: every token, unweighted (Megatron's MoELayer adds its output) */
+    if (rc == 0 && l->rank[0].shared.ffn > 0 && (rc = ckpt_run__expert(r, m, l, -1, T, x, dy)) == 0 &&
+        (rc = r->vt->download(r->ctx, hy, dy, TH * sizeof(float))) == 0)
+        for (i = 0; i < (int64_t)TH; i++)
+            acc[i] += hy[i];
     if (rc == 0)
         rc = r->vt->upload(r->ctx, y, acc, TH * sizeof(float));
     /* the upload reads acc when it runs */

@@ -164,6 +164,7 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
         DIFF_I(moe_layer_freq);
         DIFF_I(moe_score);
         DIFF_D(moe_topk_scale);
+        DIFF_I(moe_shared_ffn_hidden_size);
     }
     for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
         if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
@@ -318,7 +319,7 @@ static int expert_entries(const ckpt_model *a, const ckpt_model *b, int64_t L)
 {
     if (!ckpt_model__layer_moe(a, L) || !ckpt_model__layer_moe(b, L) || a->cfg.num_experts != b->cfg.num_experts)
         return 0;
-    return 1 + (int)a->cfg.num_experts;
+    return 1 + (int)a->cfg.num_experts + (a->cfg.moe_shared_ffn_hidden_size > 0 && b->cfg.moe_shared_ffn_hidden_size > 0);
 }
 
 /* Rows of the layer's input the router and each expert are compared on: every expert sees
@@ -343,14 +344,17 @@ static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
     }
     while (v->ra.n_live > mark)
         v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
-    for (e = 0; e < E && rc == 0; e++) {
-        snprintf(name, sizeof name, "layer %lld expert %lld", (long long)L, (long long)e);
+    for (e = la->rank[0].shared.ffn > 0 && lb->rank[0].shared.ffn > 0 ? -1 : 0; e < E && rc == 0; e++) {
+        if (e < 0)
+            snprintf(name, sizeof name, "layer %lld shared expert", (long long)L);
+        else
+            snprintf(name, sizeof name, "layer %lld expert %lld", (long long)L, (long long)e);
         if ((rc = ckpt_run__expert(&v->ra, v->a, la, e, S, v->x, v->da)) == 0 &&
             (rc = ckpt_run__expert(&v->rb, v->b, lb, e, S, v->x, v->db)) == 0)
             rc = add_entry(v, L, name, v->da, v->db, S * ckpt_model_config_of(v->a)->hidden_size);
         if (rc == 0) {
-            v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_EXPERT;
-            v->r->entries[v->r->pub.n_entries - 1].expert = e;
+            v->r->entries[v->r->pub.n_entries - 1].part = e < 0 ? CKPT_VERIFY_PART_SHARED : CKPT_VERIFY_PART_EXPERT;
+            v->r->entries[v->r->pub.n_entries - 1].expert = e < 0 ? -1 : e;
         }
     }
     return rc;

@@ -337,9 +337,9 @@ static int moe_dense_list_args(ckpt_arena *a, ckpt_value *args)
     return ckpt_megatron_args_set_int_list(a, args, "moe_layer_freq", freq, 2);
 }
 
-static int moe_shared_args(ckpt_arena *a, ckpt_value *args)
+static int moe_shared_gate_args(ckpt_arena *a, ckpt_value *args)
 {
-    return ckpt_megatron_args_set_int(a, args, "moe_shared_expert_intermediate_size", 16);
+    return ckpt_megatron_args_set_bool(a, args, "moe_shared_expert_gate", 1);
 }
 
 static int moe_groups_args(ckpt_arena *a, ckpt_value *args)
@@ -384,7 +384,7 @@ CKPT_TEST(test_verify_megatron_args_moe)
         const char *arg;
     } refused[] = {
         { moe_dense_list_args, "moe_layer_freq" },
-        { moe_shared_args, "moe_shared_expert_intermediate_size" },
+        { moe_shared_gate_args, "moe_shared_expert_gate" },
         { moe_groups_args, "moe_router_num_groups" },
         { moe_capacity_args, "moe_expert_capacity_factor" },
         { mla_args, "multi_latent_attention" },
@@ -400,7 +400,7 @@ CKPT_TEST(test_verify_megatron_args_moe)
     ASSERT_EQ_INT((int)c.moe_ffn_hidden_size, 16);
     ASSERT_EQ_INT((int)c.moe_layer_freq, 1);
     ASSERT_EQ_INT(c.moe_score, CKPT_MOE_SOFTMAX_TOPK);
-    ASSERT_TRUE(c.moe_topk_scale == 1.0 && c.vocab_size == 29);
+    ASSERT_TRUE(c.moe_topk_scale == 1.0 && c.vocab_size == 29 && c.moe_shared_ffn_hidden_size == 0);
 
     ASSERT_OK(rewrite(MOE_FIXTURE, "pre", moe_pre_softmax_args, NULL));
     ASSERT_OK(moe_logits("pre", other, &c));
@@ -476,6 +476,17 @@ CKPT_TEST(test_verify_logits_megatron_moe)
     ASSERT_LOGITS("megatron/distopt/m_tp1pp1dp2_ep2/legacy", "megatron/distopt/m_tp1pp1dp2_ep2/logits.json", 0, 0);
     ASSERT_LOGITS("megatron/distopt/m_tp1pp1dp2_ep2/dp_reshardable", "megatron/distopt/m_tp1pp1dp2_ep2/logits.json", 0,
                   0);
+}
+
+/* A shared expert beside the routed ones (testdata/gen/gen_megatron_moe_shared.py). */
+CKPT_TEST(test_verify_logits_megatron_moe_shared)
+{
+    ckpt_model *m;
+
+    ASSERT_LOGITS("megatron/moe_shared_tp1", "megatron/moe_shared_tp1/logits.json", 0, 0);
+    ASSERT_OK(ckpt_model_open(&m, ckpt_test_data("megatron/moe_shared_tp1"), NULL));
+    ASSERT_EQ_INT((int)ckpt_model_config_of(m)->moe_shared_ffn_hidden_size, 16);
+    ckpt_model_close(m);
 }
 
 CKPT_TEST(test_verify_logits_paddlenlp)

@@ -25,6 +25,8 @@
  *   layers.{L}.moe.experts.{E}.fc2.weight [hidden, ffn]             expert E (global index) cut as
  *                                                                   mlp.fc1/fc2 are; a MoE layer has
  *                                                                   these instead of mlp.fc*
+ *   layers.{L}.moe.shared.fc1.weight / .fc2.weight                  a MoE layer's shared expert, cut
+ *                                                                   as mlp.fc1/fc2 are
  *   final_norm.weight / .bias             [hidden]                  model-level
  *   output.weight                         [vocab rows, hidden]      model-level
  *
