@@ -33,6 +33,8 @@ static void verify_help(FILE *out)
 "the next layer: the first layer that fails is the broken one. Then the embeddings of\n"
 "the same random tokens, the final norm and the logits are compared where both have them.\n"
 "A layer is compared by what it adds to the residual stream (its output minus its input).\n"
+"A mixture-of-experts layer's row is followed by its router's and each expert's, run\n"
+"alone on the same rows, so that a failing layer names the router or the experts.\n"
 "\n"
 "A and B may each be:\n"
 "  a Megatron-LM checkpoint root or iteration directory, any TP/PP/VPP; tensor-parallel\n"
@@ -306,7 +308,7 @@ static cJSON *json_number_or_null(double x)
 static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_model *mb, double seconds_open,
                        const ckpt_verify_report *r, const verify_optim *vo)
 {
-    cJSON *o = cJSON_CreateObject(), *layers, *notes, *side;
+    cJSON *o = cJSON_CreateObject(), *layers, *notes, *side, *parts = NULL;
     size_t i;
     char *text;
 
@@ -319,6 +321,12 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
         if (e->index >= 0)
             cJSON_AddNumberToObject(j, "index", (double)e->index);
         cJSON_AddStringToObject(j, "name", e->name);
+        if (e->part != CKPT_VERIFY_PART_WHOLE)
+            cJSON_AddStringToObject(j, "part", e->part == CKPT_VERIFY_PART_ROUTER   ? "router"
+                                               : e->part == CKPT_VERIFY_PART_SHARED ? "shared expert"
+                                                                                    : "expert");
+        if (e->part == CKPT_VERIFY_PART_EXPERT)
+            cJSON_AddNumberToObject(j, "expert", (double)e->expert);
         cJSON_AddItemToObject(j, "max_abs", json_number_or_null(e->max_abs));
         cJSON_AddItemToObject(j, "rel_l2", json_number_or_null(e->rel_l2));
         cJSON_AddItemToObject(j, "cosine", json_number_or_null(e->cosine));
@@ -333,6 +341,12 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
     }
     if (r->first_failure)
         cJSON_AddStringToObject(o, "first_failure", r->first_failure->name);
+    for (i = 0; i < r->n_entries; i++)
+        if (!r->entries[i].pass && r->entries[i].part != CKPT_VERIFY_PART_WHOLE) {
+            if (!parts)
+                parts = cJSON_AddArrayToObject(o, "failing_parts");
+            cJSON_AddItemToArray(parts, cJSON_CreateString(r->entries[i].name));
+        }
     cJSON_AddNumberToObject(o, "tol", r->tol);
     cJSON_AddStringToObject(o, "tol_reason", r->tol_reason);
     if (r->dtype != CKPT_DTYPE_INVALID)
@@ -364,24 +378,48 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
     cJSON_Delete(o);
 }
 
+/* The failing routers and experts of MoE layers, "layer 0 expert 1, layer 0 expert 2", into
+ * buf ("" when none). */
+static const char *failing_parts(const ckpt_verify_report *r, char *buf, size_t size)
+{
+    size_t i, n = 0, count = 0;
+
+    buf[0] = 0;
+    for (i = 0; i < r->n_entries; i++) {
+        const ckpt_verify_entry *e = &r->entries[i];
+        if (e->pass || e->part == CKPT_VERIFY_PART_WHOLE)
+            continue;
+        if (count++ < 16)
+            n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", count > 1 ? ", " : "", e->name);
+        else if (count == 17)
+            n += (size_t)snprintf(buf + n, n < size ? size - n : 0, ", ...");
+    }
+    return buf;
+}
+
 static void print_table(const ckpt_model *ma, const ckpt_model *mb, double seconds_open, const ckpt_verify_report *r)
 {
     size_t i, failed = 0;
+    int width = 12;
+    char parts[1024];
+
+    for (i = 0; i < r->n_entries; i++)
+        width = (int)strlen(r->entries[i].name) > width ? (int)strlen(r->entries[i].name) : width;
 
     printf("A: %s\nB: %s\n", ckpt_model_kind(ma), ckpt_model_kind(mb));
     printf("device: %s; %lld tokens; tolerance: relative L2 <= %g (%s)\n", r->device, (long long)r->tokens, r->tol,
            r->tol_reason);
     for (i = 0; i < r->n_notes; i++)
         printf("note: %s\n", r->notes[i]);
-    printf("\n%-12s %12s %12s %14s  %s\n", "", "max abs", "rel L2", "cosine", "");
+    printf("\n%-*s %12s %12s %14s  %s\n", width, "", "max abs", "rel L2", "cosine", "");
     for (i = 0; i < r->n_entries; i++) {
         const ckpt_verify_entry *e = &r->entries[i];
         failed += !e->pass;
         if (e->error) {
-            printf("%-12s %12s %12s %14s  FAIL: %s\n", e->name, "-", "-", "-", e->error);
+            printf("%-*s %12s %12s %14s  FAIL: %s\n", width, e->name, "-", "-", "-", e->error);
             continue;
         }
-        printf("%-12s %12.3e %12.3e %14.10f  %s", e->name, e->max_abs, e->rel_l2, e->cosine, e->pass ? "ok" : "FAIL");
+        printf("%-*s %12.3e %12.3e %14.10f  %s", width, e->name, e->max_abs, e->rel_l2, e->cosine, e->pass ? "ok" : "FAIL");
         if (e->nonfinite_a || e->nonfinite_b)
             printf(" (NaN/Inf: %llu in A, %llu in B)", (unsigned long long)e->nonfinite_a,
                    (unsigned long long)e->nonfinite_b);
@@ -392,6 +430,8 @@ static void print_table(const ckpt_model *ma, const ckpt_model *mb, double secon
         printf("PASS: all %zu compared\n", r->n_entries);
     else
         printf("FAIL: %s is the first that differs (%zu of %zu fail)\n", r->first_failure->name, failed, r->n_entries);
+    if (*failing_parts(r, parts, sizeof parts))
+        printf("FAIL: on their own, these differ: %s\n", parts);
     printf("time: opening %.2f s, starting the device %.2f s, reading weights %.2f s, running A %.2f s, B %.2f s, "
            "comparing %.2f s\n",
            seconds_open, r->seconds_device, r->seconds_load, r->seconds_a, r->seconds_b, r->seconds_compare);
@@ -429,8 +469,11 @@ static int run(verify_args *a)
         if (vo)
             verify_optim_print(vo);
     } else {
+        char parts[1024];
         if (!r->pass)
             fprintf(stderr, "ckptconv verify: %s differs first\n", r->first_failure->name);
+        if (*failing_parts(r, parts, sizeof parts))
+            fprintf(stderr, "ckptconv verify: on their own, these differ: %s\n", parts);
         if (vo && !verify_optim_pass(vo))
             fprintf(stderr, "ckptconv verify: optimizer state %s differs first\n", verify_optim_first_failure(vo));
     }

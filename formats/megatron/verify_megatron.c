@@ -128,6 +128,69 @@ static int window_from_args(ckpt_model_builder *b, const ckpt_value *a)
     return rc;
 }
 
+/* Experts and their routing (megatron/core/transformer/moe/router.py, moe_utils.py
+ * topk_routing_with_score_function); what verify does not compute is refused by its arg. */
+static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
+{
+    static const char *const refused[][2] = {
+        { "multi_latent_attention", "multi-latent attention (MLA)" },
+        { "moe_router_enable_expert_bias", "the expert bias of aux-loss-free routing" },
+        { "moe_router_num_groups", "group-limited routing" },
+        { "moe_router_group_topk", "group-limited routing" },
+        { "moe_expert_capacity_factor", "token dropping by expert capacity" },
+        { "moe_shared_expert_gate", "the shared expert's gate" },
+        { "moe_input_jitter_eps", "router input jitter" },
+        { "moe_apply_probs_on_input", "router weights applied to the experts' input" },
+        { "moe_router_force_load_balancing", "random routing" },
+        { "moe_latent_size", "latent MoE" },
+    };
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const char *path = ckpt_model_builder_path(b), *score = arg_str(a, "moe_router_score_function");
+    const char *balance = arg_str(a, "moe_router_load_balancing_type");
+    const ckpt_value *freq = arg(a, "moe_layer_freq");
+    size_t i;
+
+    c->num_experts = 0;
+    arg_int(a, "num_experts", &c->num_experts);
+    for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const ckpt_value *v = arg(a, refused[i][0]);
+        if (v && (v->kind != CKPT_VAL_BOOL || v->u.boolean))
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: args.%s: %s is not run by verify", path,
+                                   refused[i][0], refused[i][1]);
+    }
+    if (c->num_experts <= 0)
+        return 0;
+    arg_int(a, "moe_router_topk", &c->moe_top_k);
+    arg_int(a, "moe_ffn_hidden_size", &c->moe_ffn_hidden_size);
+    arg_double(a, "moe_router_topk_scaling_factor", &c->moe_topk_scale);
+    c->moe_shared_ffn_hidden_size = 0;
+    arg_int(a, "moe_shared_expert_intermediate_size", &c->moe_shared_ffn_hidden_size);
+    if (balance && strcmp(balance, "sinkhorn") == 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.moe_router_load_balancing_type: sinkhorn routing is not run by verify", path);
+    if (score && strcmp(score, "softmax") != 0 && strcmp(score, "sigmoid") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.moe_router_score_function '%s' is not run by verify", path, score);
+    c->moe_score = score && strcmp(score, "sigmoid") == 0 ? CKPT_MOE_SIGMOID
+                   : arg_bool(a, "moe_router_pre_softmax") ? CKPT_MOE_SOFTMAX_ALL
+                                                           : CKPT_MOE_SOFTMAX_TOPK;
+    if (c->moe_score == CKPT_MOE_SIGMOID && arg_bool(a, "moe_router_pre_softmax"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.moe_router_pre_softmax with the sigmoid score is not run by verify", path);
+    c->moe_layer_freq = 1;
+    if (freq && freq->kind == CKPT_VAL_INT && freq->u.integer >= 1)
+        c->moe_layer_freq = freq->u.integer;
+    else if (freq && (freq->kind == CKPT_VAL_LIST || freq->kind == CKPT_VAL_TUPLE)) {
+        for (i = 0; i < freq->u.seq.n; i++)
+            if (freq->u.seq.items[i]->kind != CKPT_VAL_INT || freq->u.seq.items[i]->u.integer != 1)
+                return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                       "%s: args.moe_layer_freq: a list with dense layers is not run by verify", path);
+    } else if (freq)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.moe_layer_freq is neither a positive integer nor a list", path);
+    return 0;
+}
+
 static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
 {
     const ckpt_value *a = ckpt_megatron_args(mg);
@@ -158,10 +221,12 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
                                ckpt_model_builder_path(b), norm);
     c->norm = norm && strcmp(norm, "RMSNorm") == 0 ? CKPT_NORM_RMS : CKPT_NORM_LAYER;
     c->norm_weight_plus_one = arg_bool(a, "apply_layernorm_1p");
-    if (arg_bool(a, "squared_relu") || arg_bool(a, "attention_output_gate") || arg_bool(a, "num_experts"))
+    if (arg_bool(a, "squared_relu") || arg_bool(a, "attention_output_gate"))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: squared ReLU, gated attention output and MoE layers are not run by verify",
+                               "%s: squared ReLU and gated attention output are not run by verify",
                                ckpt_model_builder_path(b));
+    if ((rc = moe_from_args(b, a)) < 0)
+        return rc;
     c->act = arg_bool(a, "swiglu") ? CKPT_ACT_SWIGLU : arg_bool(a, "openai_gelu") ? CKPT_ACT_GELU_TANH : CKPT_ACT_GELU;
     /* a gated MLP without swiglu gates its gelu (Gemma's GeGLU with the tanh gelu) */
     if (c->act != CKPT_ACT_SWIGLU && arg_bool(a, "gated_linear_unit")) {
@@ -298,11 +363,6 @@ static int add_tensors(ckpt_model_builder *b, ckpt_megatron *mg, int ranks)
         const char *name = ckpt_megatron_tensor_at(mg, i, &full, &lay);
         if (ends_with(name, "._extra_state"))
             continue;
-        if (lay.expert) {
-            rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s: MoE layers are not run by verify",
-                                 ckpt_model_builder_path(b), name);
-            break;
-        }
         if (strncmp(name, "decoder.layers.", 15) != 0 || ranks == 1) {
             rc = push(strncmp(name, "decoder.layers.", 15) ? model : &lists[0], name, full);
             continue;
@@ -351,13 +411,13 @@ static int megatron_open(ckpt_model_builder *b)
     snprintf(where, sizeof where, "the args of %s", ckpt_set_member_at(set, 0)->path);
     if ((rc = ckpt_model_builder_config_source(b, where)) < 0 || (rc = config_from_args(b, mg)) < 0)
         return rc;
-    if (info->ep > 1)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: expert parallelism (EP %d): MoE layers are "
-                               "not run by verify", ckpt_model_builder_path(b), info->ep);
     ranks = o->merge_tp ? 1 : info->tp;
-    snprintf(where, sizeof where, " VPP %d", info->vpp);
-    ckpt_model_builder_kind(b, "Megatron-LM mcore GPT, TP %d PP %d%s (run as %s)", info->tp, info->pp,
-                            info->vpp > 1 ? where : "",
+    where[0] = 0;
+    if (info->vpp > 1)
+        snprintf(where, sizeof where, " VPP %d", info->vpp);
+    if (info->ep > 1)
+        snprintf(where + strlen(where), sizeof where - strlen(where), " EP %d", info->ep);
+    ckpt_model_builder_kind(b, "Megatron-LM mcore GPT, TP %d PP %d%s (run as %s)", info->tp, info->pp, where,
                             ranks > 1 ? "tensor-parallel ranks" : info->tp > 1 ? "the merged tensors" : "one rank");
     if ((rc = ckpt_model_builder_set_ranks(b, ranks)) < 0)
         return rc;

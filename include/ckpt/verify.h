@@ -37,6 +37,17 @@ typedef enum ckpt_position_kind {
     CKPT_POSITION_NONE
 } ckpt_position_kind;
 
+/* How a MoE layer's router turns its logits into the weights of the top-k experts of a
+ * token. Append-only. */
+typedef enum ckpt_moe_score_kind {
+    CKPT_MOE_SOFTMAX_TOPK = 0, /* top-k logits, then softmax over those k (Megatron's default; equal to
+                                  softmax over all then renormalised over the k: Mixtral, Qwen3-MoE's
+                                  norm_topk_prob) */
+    CKPT_MOE_SOFTMAX_ALL,      /* softmax over all experts, the top k of those probabilities as they are
+                                  (Megatron's moe_router_pre_softmax, Qwen3-MoE without norm_topk_prob) */
+    CKPT_MOE_SIGMOID           /* sigmoid, top k, divided by their sum when k > 1 (no expert bias) */
+} ckpt_moe_score_kind;
+
 /* A model's hyper-parameters. In overrides, -1 (integers and enums) and NaN (floats) mean
  * "not given"; in a model's config every field is known. */
 typedef struct ckpt_model_config {
@@ -70,9 +81,22 @@ typedef struct ckpt_model_config {
                                  0: none */
     int sandwich_norms;       /* attn_post_norm and mlp_post_norm on the attention and MLP outputs before
                                  they join the residual stream (Gemma 2 and 3) */
+    /* version 3: mixture of experts. A MoE layer's MLP is num_experts routed MLPs of
+       moe_ffn_hidden_size each (the activation of the dense MLP); a token's output is the sum
+       of its top moe_top_k experts' outputs times their router weights */
+    int64_t num_experts;      /* 0: no MoE layers */
+    int64_t moe_top_k;
+    int64_t moe_ffn_hidden_size;
+    int64_t moe_layer_freq;   /* N >= 1: layer i (from 0) is a MoE layer when i % N == 0 (Megatron's int
+                                 moe_layer_freq) */
+    int moe_score;            /* ckpt_moe_score_kind */
+    double moe_topk_scale;    /* the experts' weights times this (Megatron's moe_router_topk_scaling_factor);
+                                 1: none */
+    int64_t moe_shared_ffn_hidden_size; /* a shared expert every token goes through, added to the routed
+                                           experts' sum (ungated); 0: none */
 } ckpt_model_config;
 
-#define CKPT_MODEL_CONFIG_VERSION 2
+#define CKPT_MODEL_CONFIG_VERSION 3
 /* Everything "not given". */
 CKPT_EXTERN(void) ckpt_model_config_unset(ckpt_model_config *c);
 
@@ -89,7 +113,7 @@ typedef struct ckpt_model_options {
     int64_t iteration;           /* Megatron iteration; -1: the tracker's */
 } ckpt_model_options;
 
-#define CKPT_MODEL_OPTIONS_VERSION 2
+#define CKPT_MODEL_OPTIONS_VERSION 3
 /* Fills defaults (overrides unset, iteration -1). */
 CKPT_EXTERN(void) ckpt_model_options_init(ckpt_model_options *o);
 
@@ -193,7 +217,20 @@ typedef struct ckpt_verify_entry {
     int pass;
     const char *error;      /* why the layer could not run (a tensor that does not fit its model;
                                the metrics are NaN then), or NULL */
+    /* A MoE layer's entry is followed by its router's and each expert's, compared alone on
+       the same rows of the layer's input (every expert on every row), so that a failing
+       layer names what differs: "layer 3 router", "layer 3 expert 5", "layer 3 shared expert". */
+    int part;               /* ckpt_verify_part */
+    int64_t expert;         /* CKPT_VERIFY_PART_EXPERT: the expert's index; else -1 */
 } ckpt_verify_entry;
+
+/* Append-only. */
+typedef enum ckpt_verify_part {
+    CKPT_VERIFY_PART_WHOLE = 0, /* a layer or a model-level piece */
+    CKPT_VERIFY_PART_ROUTER,
+    CKPT_VERIFY_PART_EXPERT,
+    CKPT_VERIFY_PART_SHARED     /* a MoE layer's shared expert */
+} ckpt_verify_part;
 
 typedef struct ckpt_verify_report {
     int pass;                 /* every entry passed */

@@ -23,32 +23,60 @@ static const char *const layer_suffixes[] = {
     "attn.v.weight", "attn.v.bias", "attn.q_norm.weight", "attn.q_norm.bias", "attn.k_norm.weight",
     "attn.k_norm.bias", "attn.o.weight", "attn.o.bias", "mlp_norm.weight", "mlp_norm.bias", "mlp.fc1.weight",
     "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias", "attn_post_norm.weight", "attn_post_norm.bias",
-    "mlp_post_norm.weight", "mlp_post_norm.bias",
+    "mlp_post_norm.weight", "mlp_post_norm.bias", "moe.router.weight", "moe.shared.fc1.weight",
+    "moe.shared.fc2.weight",
 };
+/* after "moe.experts.{E}." */
+static const char *const expert_suffixes[] = { "fc1.weight", "fc2.weight" };
+
+static const char *parse_index(const char *p, int64_t *out)
+{
+    const char *start = p;
+    int64_t v = 0;
+
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (INT64_MAX - 9) / 10)
+            return NULL;
+        v = v * 10 + (*p - '0');
+    }
+    if (p == start || *p != '.')
+        return NULL;
+    *out = v;
+    return p + 1;
+}
+
+int64_t ckpt_model__expert_of(const char *name)
+{
+    const char *p = strstr(name, ".moe.experts.");
+    int64_t e;
+    size_t i;
+
+    if (!p || !(p = parse_index(p + 13, &e)))
+        return -1;
+    for (i = 0; i < sizeof expert_suffixes / sizeof expert_suffixes[0]; i++)
+        if (strcmp(p, expert_suffixes[i]) == 0)
+            return e;
+    return -1;
+}
 
 /* The layer index of a canonical layer name (-1 for a model-level name); -2 when the name is
  * not in the scheme. */
 int64_t ckpt_model__canonical_layer(const char *name)
 {
     size_t i;
-    int64_t layer = 0;
+    int64_t layer;
     const char *p;
 
     for (i = 0; i < sizeof model_names / sizeof model_names[0]; i++)
         if (strcmp(name, model_names[i]) == 0)
             return -1;
-    if (strncmp(name, "layers.", 7) != 0)
-        return -2;
-    for (p = name + 7; *p >= '0' && *p <= '9'; p++) {
-        if (layer > (INT64_MAX - 9) / 10)
-            return -2;
-        layer = layer * 10 + (*p - '0');
-    }
-    if (p == name + 7 || *p != '.')
+    if (strncmp(name, "layers.", 7) != 0 || !(p = parse_index(name + 7, &layer)))
         return -2;
     for (i = 0; i < sizeof layer_suffixes / sizeof layer_suffixes[0]; i++)
-        if (strcmp(p + 1, layer_suffixes[i]) == 0)
+        if (strcmp(p, layer_suffixes[i]) == 0)
             return layer;
+    if (strncmp(p, "moe.experts.", 12) == 0 && ckpt_model__expert_of(name) >= 0)
+        return layer;
     return -2;
 }
 
@@ -66,6 +94,10 @@ void ckpt_model_config_unset(ckpt_model_config *c)
     c->layer_window = NULL;
     c->rope_theta_local = c->rope_linear_factor = c->attn_scale = c->embed_scale = NAN;
     c->sandwich_norms = -1;
+    c->num_experts = c->moe_top_k = c->moe_ffn_hidden_size = c->moe_layer_freq = -1;
+    c->moe_score = -1;
+    c->moe_topk_scale = NAN;
+    c->moe_shared_ffn_hidden_size = -1;
 }
 
 void ckpt_model_options_init(ckpt_model_options *o)
@@ -329,7 +361,7 @@ int ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options
         ckpt_model_options_init(&defaults);
         opts = &defaults;
     }
-    /* version 2 grew the config the options hold, so a version 1 caller's fields are elsewhere */
+    /* the config the options hold grew with versions 2 and 3, so an older caller's fields are elsewhere */
     if (opts->version != CKPT_MODEL_OPTIONS_VERSION)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
                                "model options version %u is not this library's %u (rebuild against its headers)",

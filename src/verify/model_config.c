@@ -45,6 +45,13 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     n += SET_DBL(c->attn_scale, o->attn_scale);
     n += SET_DBL(c->embed_scale, o->embed_scale);
     n += SET_INT(c->sandwich_norms, o->sandwich_norms);
+    n += SET_INT(c->num_experts, o->num_experts);
+    n += SET_INT(c->moe_top_k, o->moe_top_k);
+    n += SET_INT(c->moe_ffn_hidden_size, o->moe_ffn_hidden_size);
+    n += SET_INT(c->moe_layer_freq, o->moe_layer_freq);
+    n += SET_INT(c->moe_score, o->moe_score);
+    n += SET_DBL(c->moe_topk_scale, o->moe_topk_scale);
+    n += SET_INT(c->moe_shared_ffn_hidden_size, o->moe_shared_ffn_hidden_size);
     if (o->layer_window) {
         /* the caller's flags are for the layers the config (or its override) counts */
         if (c->num_layers < 1)
@@ -57,6 +64,26 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     if (n)
         ckpt_model__note(m, "%d configuration value%s given by the caller", n, n == 1 ? "" : "s");
     return 0;
+}
+
+/* An expert's MLP size from the first layer holding expert 0, summed over the ranks. */
+static void infer_moe_ffn(ckpt_model *m)
+{
+    ckpt_model_config *c = &m->cfg;
+    char name[128];
+    int64_t ffn = 0;
+    const ckpt_node *x;
+    size_t i;
+    int r;
+
+    for (i = 0; i < m->n_layers && c->moe_ffn_hidden_size < 0 && ffn == 0; i++) {
+        snprintf(name, sizeof name, "layers.%lld.moe.experts.0.fc2.weight", (long long)m->layers[i]);
+        for (r = 0; r < m->ranks; r++)
+            if ((x = ckpt_model__find(m, r, name)) && ckpt_node_ndim(x) == 2)
+                ffn += ckpt_node_shape(x)[1];
+    }
+    if (c->moe_ffn_hidden_size < 0 && ffn > 0)
+        c->moe_ffn_hidden_size = ffn;
 }
 
 /* What the tensors say about values the files left out: q/k norms and sandwich norms are
@@ -91,6 +118,7 @@ static void infer_from_tensors(ckpt_model *m)
     snprintf(name, sizeof name, "layers.%lld.attn.q.weight", (long long)first);
     if ((x = ckpt_model__find(m, 0, name)))
         m->dtype = ckpt_node_dtype(x);
+    infer_moe_ffn(m);
 }
 
 static void defaults(ckpt_model *m)
@@ -136,6 +164,16 @@ static void defaults(ckpt_model *m)
         c->embed_scale = 0.0;
     if (c->sandwich_norms < 0)
         c->sandwich_norms = 0;
+    if (c->num_experts < 0)
+        c->num_experts = 0;
+    if (c->moe_layer_freq < 0)
+        c->moe_layer_freq = 1;
+    if (c->moe_score < 0)
+        c->moe_score = CKPT_MOE_SOFTMAX_TOPK;
+    if (isnan(c->moe_topk_scale))
+        c->moe_topk_scale = 1.0;
+    if (c->moe_shared_ffn_hidden_size < 0)
+        c->moe_shared_ffn_hidden_size = 0;
 }
 
 static int missing(const ckpt_model *m)
@@ -155,6 +193,8 @@ static int missing(const ckpt_model *m)
     MISSING(c->norm < 0, "norm");
     MISSING(c->act < 0, "act");
     MISSING(c->position < 0, "position");
+    MISSING(c->num_experts > 0 && c->moe_top_k < 0, "moe_top_k");
+    MISSING(c->num_experts > 0 && c->moe_ffn_hidden_size < 0, "moe_ffn_hidden_size");
 #undef MISSING
     if (!n)
         return 0;
@@ -195,6 +235,14 @@ static int check(const ckpt_model *m)
                                "attention scale %g or embedding scale %g out of range",
                                m->path, (long long)c->window, (long long)c->window_full_every, c->rope_linear_factor,
                                c->rope_theta_local, c->attn_scale, c->embed_scale);
+    if (c->num_experts > 0 && (c->moe_top_k < 1 || c->moe_top_k > c->num_experts || c->num_experts > (1 << 16) ||
+                               c->moe_layer_freq < 1 || c->moe_score > CKPT_MOE_SIGMOID ||
+                               !(c->moe_topk_scale > 0) || c->moe_ffn_hidden_size < 1))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: %lld experts, top %lld, every %lld layers, score kind %d, scale %g or expert MLP %lld "
+                               "out of range",
+                               m->path, (long long)c->num_experts, (long long)c->moe_top_k, (long long)c->moe_layer_freq,
+                               c->moe_score, c->moe_topk_scale, (long long)c->moe_ffn_hidden_size);
     if (c->layer_window && m->n_layer_window != c->num_layers)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: window flags for %lld layers, but %lld layers",
                                m->path, (long long)m->n_layer_window, (long long)c->num_layers);
@@ -214,6 +262,11 @@ int ckpt_model__layer_windowed(const ckpt_model *m, int64_t L)
     if (c->layer_window)
         return L >= 0 && L < m->n_layer_window && c->layer_window[L];
     return c->window_full_every <= 0 || (L + 1) % c->window_full_every != 0;
+}
+
+int ckpt_model__layer_moe(const ckpt_model *m, int64_t L)
+{
+    return m->cfg.num_experts > 0 && L >= 0 && L % m->cfg.moe_layer_freq == 0;
 }
 
 int ckpt_model__finish_config(ckpt_model *m, const ckpt_model_config *overrides)

@@ -149,28 +149,33 @@ static int attention(const ckpt_model *m, int r, int64_t L, vrank *v)
     return 0;
 }
 
-static int mlp(ckpt_model *m, int r, int64_t L, vrank *v)
+/* The MLP under `prefix` ("mlp", "moe.experts.3"): fc1 (gated: its gate and up halves) and fc2. */
+static int mlp(ckpt_model *m, int r, int64_t L, const char *prefix, vmlp *v)
 {
     const ckpt_model_config *c = &m->cfg;
     int gated = c->act == CKPT_ACT_SWIGLU || c->act == CKPT_ACT_GEGLU_TANH;
     const ckpt_node *fc1, *b1;
-    char expected[96];
+    char expected[224], n1[96], n2[96], nb[96];
     int64_t rows;
     int rc;
 
-    if ((rc = need(m, r, L, "mlp.fc1.weight", 2, c->hidden_size, &fc1)) < 0 ||
-        (rc = need(m, r, L, "mlp.fc2.weight", 2, 0, &v->fc2)) < 0)
+    snprintf(n1, sizeof n1, "%s.fc1.weight", prefix);
+    snprintf(n2, sizeof n2, "%s.fc2.weight", prefix);
+    snprintf(nb, sizeof nb, "%s.fc1.bias", prefix);
+    if ((rc = need(m, r, L, n1, 2, c->hidden_size, &fc1)) < 0 || (rc = need(m, r, L, n2, 2, 0, &v->fc2)) < 0)
         return rc;
     v->ffn = ckpt_node_shape(v->fc2)[1];
     rows = ckpt_node_shape(fc1)[0];
-    snprintf(expected, sizeof expected, "[%lld, %lld]%s", (long long)(gated ? 2 * v->ffn : v->ffn),
-             (long long)c->hidden_size, gated ? " (gate and up halves, as mlp.fc2.weight's input)" : "");
+    snprintf(expected, sizeof expected, "[%lld, %lld]%s%s", (long long)(gated ? 2 * v->ffn : v->ffn),
+             (long long)c->hidden_size, gated ? " (gate and up halves, as the input of " : "", gated ? n2 : "");
+    if (gated)
+        strncat(expected, ")", sizeof expected - strlen(expected) - 1);
     if (rows != (gated ? 2 * v->ffn : v->ffn))
-        return shape_error(m, L, r, "mlp.fc1.weight", fc1, expected);
+        return shape_error(m, L, r, n1, fc1, expected);
     snprintf(expected, sizeof expected, "[%lld, %lld]", (long long)c->hidden_size, (long long)v->ffn);
     if (ckpt_node_shape(v->fc2)[0] != c->hidden_size)
-        return shape_error(m, L, r, "mlp.fc2.weight", v->fc2, expected);
-    if ((rc = optional_vector(m, r, L, "mlp.fc1.bias", rows, &b1)) < 0)
+        return shape_error(m, L, r, n2, v->fc2, expected);
+    if ((rc = optional_vector(m, r, L, nb, rows, &b1)) < 0)
         return rc;
     if (!gated) {
         v->gate = fc1;
@@ -186,11 +191,60 @@ static int mlp(ckpt_model *m, int r, int64_t L, vrank *v)
     return 0;
 }
 
+/* A MoE layer: the router (every rank's of one shape; rank 0's routes) and each expert's part
+ * on every rank, the parts of an expert adding up to the config's expert MLP. */
+static int moe(ckpt_model *m, int64_t L, vlayer *out)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int64_t e, ffn;
+    char prefix[64], expected[64];
+    int r, rc = 0;
+
+    out->n_experts = c->num_experts;
+    for (r = 0; r < m->ranks && rc == 0; r++) {
+        const ckpt_node *router;
+        if ((rc = need(m, r, L, "moe.router.weight", 2, c->hidden_size, &router)) < 0)
+            return rc;
+        snprintf(expected, sizeof expected, "[%lld, %lld]", (long long)c->num_experts, (long long)c->hidden_size);
+        if (ckpt_node_shape(router)[0] != c->num_experts)
+            return shape_error(m, L, r, "moe.router.weight", router, expected);
+        if (r == 0)
+            out->router = router;
+        if (!(out->rank[r].experts = calloc((size_t)c->num_experts, sizeof *out->rank[r].experts)))
+            return ckpt_error_oom();
+    }
+    for (e = c->moe_shared_ffn_hidden_size > 0 ? -1 : 0; e < c->num_experts && rc == 0; e++) {
+        int64_t want = e < 0 ? c->moe_shared_ffn_hidden_size : c->moe_ffn_hidden_size;
+        if (e < 0)
+            snprintf(prefix, sizeof prefix, "moe.shared");
+        else
+            snprintf(prefix, sizeof prefix, "moe.experts.%lld", (long long)e);
+        for (r = 0, ffn = 0; r < m->ranks && rc == 0; r++) {
+            vmlp *v = e < 0 ? &out->rank[r].shared : &out->rank[r].experts[e];
+            rc = mlp(m, r, L, prefix, v);
+            ffn += v->ffn;
+        }
+        if (rc == 0 && e < 0 && ffn != want)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                 "%s: layer %lld: the shared expert holds an MLP of %lld over its %d rank%s; the config "
+                                 "says %lld",
+                                 m->path, (long long)L, (long long)ffn, m->ranks, m->ranks > 1 ? "s" : "",
+                                 (long long)want);
+        else if (rc == 0 && ffn != want)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                                 "%s: layer %lld: expert %lld holds an MLP of %lld over its %d rank%s; the config says "
+                                 "moe_ffn_hidden_size %lld",
+                                 m->path, (long long)L, (long long)e, (long long)ffn, m->ranks, m->ranks > 1 ? "s" : "",
+                                 (long long)c->moe_ffn_hidden_size);
+    }
+    return rc;
+}
+
 int ckpt_model__layer(ckpt_model *m, int64_t L, vlayer *out)
 {
     const ckpt_model_config *c = &m->cfg;
     int64_t heads = 0, ffn = 0;
-    int r, rc = 0, shared_kv = 1;
+    int r, rc = 0, shared_kv = 1, is_moe = ckpt_model__layer_moe(m, L);
 
     memset(out, 0, sizeof *out);
     out->index = L;
@@ -199,12 +253,18 @@ int ckpt_model__layer(ckpt_model *m, int64_t L, vlayer *out)
     out->n_ranks = m->ranks;
     for (r = 0; r < m->ranks && rc == 0; r++) {
         vrank *v = &out->rank[r];
-        if ((rc = norms(m, r, L, v)) < 0 || (rc = attention(m, r, L, v)) < 0 || (rc = mlp(m, r, L, v)) < 0)
+        if ((rc = norms(m, r, L, v)) < 0 || (rc = attention(m, r, L, v)) < 0 ||
+            (!is_moe && (rc = mlp(m, r, L, "mlp", &v->mlp)) < 0))
             break;
         heads += v->heads;
-        ffn += v->ffn;
+        ffn += v->mlp.ffn;
         shared_kv &= v->kv_heads == 1;
     }
+    if (rc == 0 && is_moe)
+        rc = moe(m, L, out);
+    /* a MoE layer's experts were checked against moe_ffn_hidden_size */
+    if (rc == 0 && is_moe)
+        ffn = c->ffn_hidden_size;
     if (rc == 0 && (heads != c->num_heads || ffn != c->ffn_hidden_size))
         rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                              "%s: layer %lld holds %lld query heads and an MLP of %lld over its %d rank%s; the config "
@@ -224,7 +284,7 @@ int ckpt_model__layer(ckpt_model *m, int64_t L, vlayer *out)
     }
     if (rc == 0)
         rc = optional_vector(m, 0, L, "attn.o.bias", c->hidden_size, &out->bo);
-    if (rc == 0)
+    if (rc == 0 && !is_moe)
         rc = optional_vector(m, 0, L, "mlp.fc2.bias", c->hidden_size, &out->bfc2);
     if (rc < 0)
         ckpt_model__layer_dispose(out);
@@ -233,6 +293,10 @@ int ckpt_model__layer(ckpt_model *m, int64_t L, vlayer *out)
 
 void ckpt_model__layer_dispose(vlayer *l)
 {
+    int r;
+
+    for (r = 0; r < l->n_ranks; r++)
+        free(l->rank[r].experts);
     free(l->rank);
     l->rank = NULL;
     l->n_ranks = 0;

@@ -53,22 +53,35 @@ struct ckpt_model_builder {
 
 /* A rank's part of a layer, in the runner's terms: gated MLPs have fc1 cut into its gate
  * and up halves. */
+typedef struct vmlp {
+    const ckpt_node *gate, *up, *bgate, *bup, *fc2; /* not gated: gate is fc1, up NULL */
+    int64_t ffn;
+} vmlp;
+
 typedef struct vrank {
     const ckpt_node *attn_norm_w, *attn_norm_b, *mlp_norm_w, *mlp_norm_b;
     const ckpt_node *attn_post_w, *attn_post_b, *mlp_post_w, *mlp_post_b; /* sandwich norms */
     const ckpt_node *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
     const ckpt_node *q, *k, *v, *bq, *bk, *bv, *o;
-    const ckpt_node *gate, *up, *bgate, *bup, *fc2; /* not gated: gate is fc1, up NULL */
-    int64_t heads, kv_heads, ffn;
+    vmlp mlp;        /* a dense layer's */
+    vmlp *experts;   /* a MoE layer's: num_experts, this rank's part of each */
+    vmlp shared;     /* a MoE layer's shared expert (ffn 0: none) */
+    int64_t heads, kv_heads;
 } vrank;
 
 typedef struct vlayer {
     int64_t index;
     const ckpt_node *bo, *bfc2; /* row-parallel biases (rank 0's): added once */
+    const ckpt_node *router;    /* a MoE layer's [experts, hidden] (rank 0's: every rank routes alike); NULL: dense */
+    int64_t n_experts;
     int n_ranks;
     vrank *rank;
 } vlayer;
 
+/* The expert index of a canonical expert tensor's name (layers.L.moe.experts.E.*), else -1 (model.c). */
+int64_t ckpt_model__expert_of(const char *name);
+/* Whether layer L of the config is a MoE layer (model_config.c). */
+int ckpt_model__layer_moe(const ckpt_model *m, int64_t L);
 /* The layer index of a canonical layer name (-1 for a model-level name); -2 when the name is
  * not in the scheme (model.c). */
 int64_t ckpt_model__canonical_layer(const char *name);

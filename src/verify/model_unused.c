@@ -27,6 +27,14 @@ static const char *unused_because(const ckpt_model *m, const char *name, int64_t
         return "the model has no post-attention/post-MLP norms";
     if (c->norm != CKPT_NORM_LAYER && has_suffix(name, "norm.bias"))
         return "RMSNorm has no bias";
+    if (strstr(name, ".moe.") && !ckpt_model__layer_moe(m, layer))
+        return c->num_experts > 0 ? "a dense layer by moe_layer_freq" : "the model has no experts (num_experts 0)";
+    if (strstr(name, ".moe.shared.") && c->moe_shared_ffn_hidden_size == 0)
+        return "the model has no shared expert";
+    if (ckpt_model__expert_of(name) >= c->num_experts)
+        return "an expert past the model's num_experts";
+    if (ckpt_model__layer_moe(m, layer) && strstr(name, ".mlp.fc"))
+        return "a MoE layer's MLP is its experts";
     if (c->position != CKPT_POSITION_LEARNED && strcmp(name, "pos_embed.weight") == 0)
         return "the model has no learned position embeddings";
     return NULL;

@@ -89,19 +89,8 @@ int ckpt_run__round_f32(const run_ctx *r, float *v, int64_t n, int plus_one)
     return 0;
 }
 
-/* One tensor to bring to the device: as `dtype`, 1-D parameters plus one when asked. */
-typedef struct upload_job {
-    const ckpt_node *node;
-    ckpt_dtype dtype;
-    int plus_one;
-    void **dst;
-    void *host;
-    size_t bytes;
-} upload_job;
-
-/* Read every job's tensor (in parallel: the reads are independent) and place it on the
- * device. The CPU backend's memory is the host's, so tensors are read straight into it. */
-static int upload(run_ctx *r, upload_job *jobs, size_t n)
+/* The CPU backend's memory is the host's, so tensors are read straight into it. */
+int ckpt_run__upload(run_ctx *r, upload_job *jobs, size_t n)
 {
     int direct = r->vt == &ckpt_backend__cpu;
     ckpt_error_first failed = { 0 };
@@ -190,16 +179,16 @@ static int upload_layer(run_ctx *r, const ckpt_model *m, const vlayer *l, rank_w
         JOB(v->bk, f32, &x->bk, 0);
         JOB(v->bv, f32, &x->bv, 0);
         JOB(v->o, wt, &x->o, 0);
-        JOB(v->gate, wt, &x->gate, 0);
-        JOB(v->up, wt, &x->up, 0);
-        JOB(v->bgate, f32, &x->bgate, 0);
-        JOB(v->bup, f32, &x->bup, 0);
-        JOB(v->fc2, wt, &x->fc2, 0);
+        JOB(v->mlp.gate, wt, &x->gate, 0);
+        JOB(v->mlp.up, wt, &x->up, 0);
+        JOB(v->mlp.bgate, f32, &x->bgate, 0);
+        JOB(v->mlp.bup, f32, &x->bup, 0);
+        JOB(v->mlp.fc2, wt, &x->fc2, 0);
     }
     *bo = *bfc2 = NULL;
     JOB(l->bo, f32, bo, 0);
     JOB(l->bfc2, f32, bfc2, 0);
-    rc = upload(r, jobs, n);
+    rc = ckpt_run__upload(r, jobs, n);
     free(jobs);
     return rc;
 }
@@ -234,7 +223,7 @@ static int alloc_acts(run_ctx *r, const ckpt_model *m, const vlayer *l, acts *s)
     for (i = 0; i < l->n_ranks; i++) {
         heads = l->rank[i].heads > heads ? l->rank[i].heads : heads;
         kv = l->rank[i].kv_heads > kv ? l->rank[i].kv_heads : kv;
-        ffn = l->rank[i].ffn > ffn ? l->rank[i].ffn : ffn;
+        ffn = l->rank[i].mlp.ffn > ffn ? l->rank[i].mlp.ffn : ffn;
     }
     sizes[0] = sizes[5] = sizes[6] = sizes[7] = sizes[10] = T * H;
     sizes[1] = sizes[4] = T * heads * d;
@@ -279,11 +268,10 @@ static int mlp_part(run_ctx *r, const ckpt_model *m, const vrank *v, const rank_
                     int first, acts *s)
 {
     const ckpt_model_config *c = &m->cfg;
-    int64_t T = r->tokens, H = c->hidden_size, F = v->ffn;
+    int64_t T = r->tokens, H = c->hidden_size, F = v->mlp.ffn;
     int rc;
 
-    if ((rc = norm(r, m, T, H, s->res, w->ln2_w, w->ln2_b, s->h2)) < 0 ||
-        (rc = linear(r, T, F, H, s->h2, w->gate, w->bgate, s->g, 0)) < 0)
+    if ((rc = linear(r, T, F, H, s->h2, w->gate, w->bgate, s->g, 0)) < 0)
         return rc;
     if (w->up && (rc = linear(r, T, F, H, s->h2, w->up, w->bup, s->u, 0)) < 0)
         return rc;
@@ -321,8 +309,12 @@ int ckpt_run__layer(run_ctx *r, const ckpt_model *m, const vlayer *l, const floa
         rc = norm(r, m, r->tokens, m->cfg.hidden_size, s.attn, w[0].post1_w, w[0].post1_b, s.attn);
     if (rc == 0)
         rc = r->vt->add(r->ctx, n, x, s.attn, s.res);
-    for (i = 0; i < l->n_ranks && rc == 0; i++)
-        rc = mlp_part(r, m, &l->rank[i], &w[i], bfc2, i == 0, &s);
+    for (i = 0; i < l->n_ranks && rc == 0 && !l->router; i++)
+        if ((rc = norm(r, m, r->tokens, m->cfg.hidden_size, s.res, w[i].ln2_w, w[i].ln2_b, s.h2)) == 0)
+            rc = mlp_part(r, m, &l->rank[i], &w[i], bfc2, i == 0, &s);
+    /* a MoE layer's experts take rank 0's normalised input, the one its router routes */
+    if (rc == 0 && l->router && (rc = norm(r, m, r->tokens, m->cfg.hidden_size, s.res, w[0].ln2_w, w[0].ln2_b, s.h2)) == 0)
+        rc = ckpt_run__moe(r, m, l, s.h2, s.mlp);
     if (rc == 0 && m->cfg.sandwich_norms)
         rc = norm(r, m, r->tokens, m->cfg.hidden_size, s.mlp, w[0].post2_w, w[0].post2_b, s.mlp);
     if (rc == 0)

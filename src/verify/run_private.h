@@ -5,6 +5,24 @@
 
 #ifndef CKPT_BUILD
 #error "run_private.h is private to the ckpt library"
+/* ---- mixture of experts (run_moe.c) ---- */
+
+/* Each token's top-k experts (idx: tokens x k, best first; of equal scores the lower index)
+ * and their weights (w: tokens x k) from router logits (tokens x experts, host), by score
+ * kind `score` (ckpt_moe_score_kind), times `scale`. NaN logits rank below every number. */
+void ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_t k, int score, double scale,
+                     int32_t *idx, float *w);
+/* Router logits of `rows` rows of x (device, rows x hidden) into y (device, rows x experts). */
+int ckpt_run__router(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t rows, const float *x, float *y);
+/* Expert e of MoE layer l (-1: its shared expert) on `rows` rows of x into y (device, rows x
+ * hidden): its ranks' column parts side by side, their row parts summed. */
+int ckpt_run__expert(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t e, int64_t rows, const float *x,
+                     float *y);
+/* A MoE layer's MLP output for normalised x (device, tokens x hidden) into y: each token
+ * through its top-k experts, their outputs weighted by the router and summed, plus the
+ * shared expert's output. */
+int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y);
+
 #endif
 
 #include "model_private.h"
@@ -33,6 +51,20 @@ int ckpt_run__scratch(run_ctx *r, int slot, size_t bytes, void **out);
 /* Every buffer, live and scratch. */
 void ckpt_run__release_all(run_ctx *r);
 
+/* One tensor to bring to the device: as `dtype`, 1-D parameters plus one when asked. */
+typedef struct upload_job {
+    const ckpt_node *node;
+    ckpt_dtype dtype;
+    int plus_one;
+    void **dst;
+    void *host;
+    size_t bytes;
+} upload_job;
+
+/* Read every job's tensor (in parallel: the reads are independent) into a live device buffer
+ * of its own. */
+int ckpt_run__upload(run_ctx *r, upload_job *jobs, size_t n);
+
 /* Float32 values of a 1-D parameter (norm weight, bias) rounded through r->wdtype, as the
  * model's other weights are, then 1 added when the config stores norm weights minus one. */
 int ckpt_run__round_f32(const run_ctx *r, float *v, int64_t n, int plus_one);
@@ -51,5 +83,22 @@ int ckpt_run__final_norm(run_ctx *r, const ckpt_model *m, const float *x, float 
 /* Logits over the first `vocab` rows of the output layer for normalised x into y (device,
  * tokens x vocab). */
 int ckpt_run__logits(run_ctx *r, const ckpt_model *m, const float *x, int64_t vocab, float *y);
+
+/* ---- mixture of experts (run_moe.c) ---- */
+
+/* Each token's top-k experts (idx: tokens x k, best first; of equal scores the lower index)
+ * and their weights (w: tokens x k) from router logits (tokens x experts, host), by score
+ * kind `score` (ckpt_moe_score_kind), times `scale`. NaN logits rank below every number. */
+void ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_t k, int score, double scale,
+                     int32_t *idx, float *w);
+/* Router logits of `rows` rows of x (device, rows x hidden) into y (device, rows x experts). */
+int ckpt_run__router(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t rows, const float *x, float *y);
+/* Expert e of MoE layer l on `rows` rows of x into y (device, rows x hidden): its ranks'
+ * column parts side by side, their row parts summed. */
+int ckpt_run__expert(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t e, int64_t rows, const float *x,
+                     float *y);
+/* A MoE layer's MLP output for normalised x (device, tokens x hidden) into y: each token
+ * through its top-k experts, their outputs weighted by the router and summed. */
+int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y);
 
 #endif

@@ -16,7 +16,7 @@
 typedef struct report {
     ckpt_verify_report pub;
     ckpt_verify_entry *entries;
-    char (*names)[32];
+    char (*names)[64];
     char **errors;
     char **notes;
     size_t n_notes;
@@ -57,71 +57,6 @@ void ckpt_verify_report_free(ckpt_verify_report *pub)
     free(r->entries);
     free(r->names);
     free(r);
-}
-
-/* ---- random inputs: xoshiro256**, seeded per purpose with splitmix64 ---- */
-
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* A generator of its own for each block of a stream, so that blocks can be drawn in
- * parallel and the numbers do not depend on the number of threads. */
-static void rng_seed(rng *g, uint64_t seed, uint64_t stream, uint64_t block)
-{
-    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull) ^ (block * 0x8CB92BA72F3D8DD7ull);
-    int i;
-    for (i = 0; i < 4; i++)
-        g->s[i] = splitmix(&x);
-}
-
-static uint64_t rng_next(rng *g)
-{
-    uint64_t *s = g->s, result = ((s[1] * 5) << 7 | (s[1] * 5) >> 57) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = s[3] << 45 | s[3] >> 19;
-    return result;
-}
-
-static double rng_unit(rng *g) /* (0, 1] */
-{
-    return ((double)(rng_next(g) >> 11) + 1.0) * 0x1.0p-53;
-}
-
-/* Standard normal values (Box-Muller), drawn in blocks of RANDN_BLOCK on `threads` threads:
- * a 7B layer's input at 2048 tokens is 8M values, 0.2 s on one thread. */
-#define RANDN_BLOCK ((int64_t)1 << 16)
-static void randn(uint64_t seed, uint64_t stream, float *out, int64_t n, int threads)
-{
-    int64_t blocks = (n + RANDN_BLOCK - 1) / RANDN_BLOCK, b;
-
-    (void)threads;
-#ifdef CKPT_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads)
-#endif
-    for (b = 0; b < blocks; b++) {
-        int64_t end = (b + 1) * RANDN_BLOCK < n ? (b + 1) * RANDN_BLOCK : n, i;
-        rng g;
-        rng_seed(&g, seed, stream, (uint64_t)b);
-        for (i = b * RANDN_BLOCK; i < end; i += 2) {
-            double r = sqrt(-2.0 * log(rng_unit(&g))), th = 2.0 * M_PI * rng_unit(&g);
-            out[i] = (float)(r * cos(th));
-            if (i + 1 < end)
-                out[i + 1] = (float)(r * sin(th));
-        }
-    }
 }
 
 /* Streams: layer L uses L; the model-level inputs use these. */
@@ -222,6 +157,15 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
     DIFF_D(attn_scale);
     DIFF_D(embed_scale);
     DIFF_I(sandwich_norms);
+    DIFF_I(num_experts);
+    if (x->num_experts > 0 || y->num_experts > 0) {
+        DIFF_I(moe_top_k);
+        DIFF_I(moe_ffn_hidden_size);
+        DIFF_I(moe_layer_freq);
+        DIFF_I(moe_score);
+        DIFF_D(moe_topk_scale);
+        DIFF_I(moe_shared_ffn_hidden_size);
+    }
     for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
         if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
             rc = note(r, "the configs differ: layer %lld uses the window in %s only", (long long)L,
@@ -338,6 +282,7 @@ static int add_entry(vrun *v, int64_t index, const char *name, const float *x, c
     snprintf(r->names[r->pub.n_entries], sizeof r->names[0], "%s", name);
     e->index = index;
     e->name = r->names[r->pub.n_entries];
+    e->expert = -1;
     if ((rc = compare(&v->ra, x, y, n, r->pub.tol, e)) < 0)
         return rc;
     v->seconds_compare += ckpt_run__now() - t0;
@@ -359,12 +304,60 @@ static int unfit_layer(vrun *v, int64_t L, const char *name, const char *side)
         return ckpt_error_oom();
     e->index = L;
     e->name = r->names[r->pub.n_entries];
+    e->expert = -1;
     e->max_abs = e->rel_l2 = e->cosine = NAN;
     e->pass = 0;
     e->error = r->errors[r->pub.n_entries];
     r->pub.n_entries++;
     ckpt_error_clear();
     return 0;
+}
+
+/* Both models' layer L are MoE layers of as many experts: the router and every expert are
+ * compared on their own as well, so that a failing layer names the expert or the router. */
+static int expert_entries(const ckpt_model *a, const ckpt_model *b, int64_t L)
+{
+    if (!ckpt_model__layer_moe(a, L) || !ckpt_model__layer_moe(b, L) || a->cfg.num_experts != b->cfg.num_experts)
+        return 0;
+    return 1 + (int)a->cfg.num_experts + (a->cfg.moe_shared_ffn_hidden_size > 0 && b->cfg.moe_shared_ffn_hidden_size > 0);
+}
+
+/* Rows of the layer's input the router and each expert are compared on: every expert sees
+ * them all, whatever the router picks. */
+#define EXPERT_ROWS 16
+
+static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
+{
+    int64_t S = v->ra.tokens < EXPERT_ROWS ? v->ra.tokens : EXPERT_ROWS, E = la->n_experts, e;
+    size_t mark = v->ra.n_live;
+    float *ya = NULL, *yb = NULL;
+    char name[64];
+    int rc;
+
+    if ((rc = ckpt_run__alloc(&v->ra, (size_t)(S * E) * sizeof(float), (void **)&ya)) == 0 &&
+        (rc = ckpt_run__alloc(&v->ra, (size_t)(S * E) * sizeof(float), (void **)&yb)) == 0 &&
+        (rc = ckpt_run__router(&v->ra, v->a, la, S, v->x, ya)) == 0 &&
+        (rc = ckpt_run__router(&v->rb, v->b, lb, S, v->x, yb)) == 0) {
+        snprintf(name, sizeof name, "layer %lld router", (long long)L);
+        if ((rc = add_entry(v, L, name, ya, yb, S * E)) == 0)
+            v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_ROUTER;
+    }
+    while (v->ra.n_live > mark)
+        v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
+    for (e = la->rank[0].shared.ffn > 0 && lb->rank[0].shared.ffn > 0 ? -1 : 0; e < E && rc == 0; e++) {
+        if (e < 0)
+            snprintf(name, sizeof name, "layer %lld shared expert", (long long)L);
+        else
+            snprintf(name, sizeof name, "layer %lld expert %lld", (long long)L, (long long)e);
+        if ((rc = ckpt_run__expert(&v->ra, v->a, la, e, S, v->x, v->da)) == 0 &&
+            (rc = ckpt_run__expert(&v->rb, v->b, lb, e, S, v->x, v->db)) == 0)
+            rc = add_entry(v, L, name, v->da, v->db, S * ckpt_model_config_of(v->a)->hidden_size);
+        if (rc == 0) {
+            v->r->entries[v->r->pub.n_entries - 1].part = e < 0 ? CKPT_VERIFY_PART_SHARED : CKPT_VERIFY_PART_EXPERT;
+            v->r->entries[v->r->pub.n_entries - 1].expert = e < 0 ? -1 : e;
+        }
+    }
+    return rc;
 }
 
 static int run_layer(vrun *v, int64_t L)
@@ -375,7 +368,7 @@ static int run_layer(vrun *v, int64_t L)
     int rc;
 
     snprintf(name, sizeof name, "layer %lld", (long long)L);
-    randn(v->o->seed, (uint64_t)L, v->host, n, v->ra.threads);
+    ckpt_rng__randn(v->o->seed, (uint64_t)L, v->host, n, v->ra.threads);
     if ((rc = v->ra.vt->upload(v->ra.ctx, v->x, v->host, (size_t)n * sizeof(float))) < 0)
         return rc;
     if ((rc = ckpt_model__layer(v->a, L, &la)) < 0)
@@ -389,9 +382,13 @@ static int run_layer(vrun *v, int64_t L)
     use_model(v, 1);
     if (rc == 0)
         rc = ckpt_run__layer(&v->rb, v->b, &lb, v->x, v->db, NULL);
+    if (rc == 0)
+        rc = add_entry(v, L, name, v->da, v->db, n);
+    if (rc == 0 && la.router && lb.router && la.n_experts == lb.n_experts)
+        rc = run_experts(v, L, &la, &lb);
     ckpt_model__layer_dispose(&la);
     ckpt_model__layer_dispose(&lb);
-    return rc < 0 ? rc : add_entry(v, L, name, v->da, v->db, n);
+    return rc;
 }
 
 static int run_model_level(vrun *v)
@@ -402,19 +399,19 @@ static int run_model_level(vrun *v)
     int32_t *ids = malloc((size_t)T * sizeof *ids);
     float *la = NULL, *lb = NULL;
     size_t mark = v->ra.n_live;
-    rng g;
+    ckpt_rng g;
     int rc = ids ? 0 : ckpt_error_oom();
 
-    rng_seed(&g, v->o->seed, STREAM_TOKENS, 0);
+    ckpt_rng__seed(&g, v->o->seed, STREAM_TOKENS, 0);
     for (t = 0; t < T && rc == 0; t++)
-        ids[t] = (int32_t)(rng_next(&g) % (uint64_t)vocab);
+        ids[t] = (int32_t)(ckpt_rng__next(&g) % (uint64_t)vocab);
     if (rc == 0 && ckpt_model_has_embedding(v->a) && ckpt_model_has_embedding(v->b)) {
         progress(v, "embedding");
         use_model(v, 0);
         if ((rc = ckpt_run__embed(&v->ra, v->a, ids, v->da)) == 0 && (rc = ckpt_run__embed(&v->rb, v->b, ids, v->db)) == 0)
             rc = add_entry(v, -1, "embedding", v->da, v->db, T * H);
     }
-    randn(v->o->seed, STREAM_HIDDEN, v->host, T * H, v->ra.threads);
+    ckpt_rng__randn(v->o->seed, STREAM_HIDDEN, v->host, T * H, v->ra.threads);
     if (rc == 0)
         rc = v->ra.vt->upload(v->ra.ctx, v->x, v->host, (size_t)(T * H) * sizeof(float));
     if (rc == 0 && ckpt_model_has_final_norm(v->a) && ckpt_model_has_final_norm(v->b)) {
@@ -522,7 +519,7 @@ int ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *user, c
     ckpt_backend *be = NULL;
     report *r = calloc(1, sizeof *r);
     int64_t *layers = NULL;
-    size_t n_layers = 0, i;
+    size_t n_layers = 0, n_entries = 3, i;
     vrun v;
     int rc;
 
@@ -543,11 +540,13 @@ int ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *user, c
         rc = select_layers(a, b, o, &layers, &n_layers, r);
     if (rc == 0)
         rc = config_notes(a, b, r);
-    if (rc == 0 && !(r->entries = calloc(n_layers + 3, sizeof *r->entries)))
+    for (i = 0; rc == 0 && i < n_layers; i++)
+        n_entries += 1 + (size_t)expert_entries(a, b, layers[i]);
+    if (rc == 0 && !(r->entries = calloc(n_entries, sizeof *r->entries)))
         rc = ckpt_error_oom();
-    if (rc == 0 && !(r->names = calloc(n_layers + 3, sizeof *r->names)))
+    if (rc == 0 && !(r->names = calloc(n_entries, sizeof *r->names)))
         rc = ckpt_error_oom();
-    if (rc == 0 && !(r->errors = calloc(n_layers + 3, sizeof *r->errors)))
+    if (rc == 0 && !(r->errors = calloc(n_entries, sizeof *r->errors)))
         rc = ckpt_error_oom();
     if (rc == 0) {
         double t0 = ckpt_run__now();

@@ -16,6 +16,10 @@
 #                                                  # testdata/megatron/distopt/ (README_megatron_distopt.md);
 #                                                  # DISTOPT_TAG=t210_ DISTOPT_CONFIGS=... for the torch 2.10 set
 #   ... run_megatron.sh distopt-oracle             # Megatron's own reshard of them: distopt/oracle.json
+#   ... run_megatron.sh moe-logits                 # megatron-core's forward of the MoE fixture:
+#                                                  # distopt/m_tp1pp1dp2_ep2/logits.json
+#   ... run_megatron.sh moe-shared                 # a MoE model with a shared expert and its
+#                                                  # logits: testdata/megatron/moe_shared_tp1/
 #   ... run_megatron.sh load-ours CKPTCONV         # megatron-core's load_checkpoint of
 #                                                  # `ckptconv reshard tp2 --to torch_dist` at TP1 and
 #                                                  # TP2 PP2; log in testdata/gen/load_ours_dist.log
@@ -134,6 +138,21 @@ if [ "$MODE" = distopt-oracle ]; then
         fi
     done
     "$PY" "$GEN_DIR/gen_megatron_distopt.py" oracle "$WORK" "$DO_OUT" --set "$DO_ORACLE"
+    exit 0
+fi
+if [ "$MODE" = moe-logits ]; then
+    DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
+    (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node 1 --master_addr 127.0.0.1 \
+        --master_port "$(free_port)" "$GEN_DIR/gen_megatron_moe_logits.py" \
+        "$DO_OUT/m_tp1pp1dp2_ep2/dp_reshardable" "$DO_OUT/m_tp1pp1dp2_ep2/logits.json") >"$WORK/moe_logits.log" 2>&1 ||
+        { grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/moe_logits.log" | tail -40; exit 1; }
+    exit 0
+fi
+if [ "$MODE" = moe-shared ]; then
+    rm -rf "${OUT:?}/moe_shared_tp1"
+    (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node 1 --master_addr 127.0.0.1 \
+        --master_port "$(free_port)" "$GEN_DIR/gen_megatron_moe_shared.py" "$OUT/moe_shared_tp1") \
+        >"$WORK/moe_shared.log" 2>&1 || { grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/moe_shared.log" | tail -40; exit 1; }
     exit 0
 fi
 if [ "$MODE" = load-ours ]; then

@@ -313,6 +313,121 @@ CKPT_TEST(test_verify_megatron_args_window)
     ASSERT_TRUE(strstr(ckpt_error_last()->message, "window_size") != NULL);
 }
 
+#define MOE_FIXTURE "megatron/distopt/m_tp1pp1dp2_ep2/legacy"
+
+static int moe_sigmoid_args(ckpt_arena *a, ckpt_value *args)
+{
+    int rc = ckpt_megatron_args_set_str(a, args, "moe_router_score_function", "sigmoid");
+    return rc < 0 ? rc : ckpt_megatron_args_set_float(a, args, "moe_router_topk_scaling_factor", 2.0);
+}
+
+static int moe_pre_softmax_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_bool(a, args, "moe_router_pre_softmax", 1);
+}
+
+static int moe_every_other_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_int(a, args, "moe_layer_freq", 2);
+}
+
+static int moe_dense_list_args(ckpt_arena *a, ckpt_value *args)
+{
+    static const int64_t freq[] = { 1, 0 };
+    return ckpt_megatron_args_set_int_list(a, args, "moe_layer_freq", freq, 2);
+}
+
+static int moe_shared_gate_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_bool(a, args, "moe_shared_expert_gate", 1);
+}
+
+static int moe_groups_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_int(a, args, "moe_router_num_groups", 2);
+}
+
+static int moe_capacity_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_float(a, args, "moe_expert_capacity_factor", 1.0);
+}
+
+static int mla_args(ckpt_arena *a, ckpt_value *args)
+{
+    return ckpt_megatron_args_set_bool(a, args, "multi_latent_attention", 1);
+}
+
+/* The logits of the model at `path` for 8 tokens into x (vocab_size per token); the model's
+ * config into *c_out, copied. */
+static int moe_logits(const char *path, float *x, ckpt_model_config *c_out)
+{
+    static const int32_t ids[8] = { 1, 17, 4, 9, 15, 3, 19, 6 };
+    ckpt_model *m;
+    int rc = ckpt_model_open(&m, path, NULL);
+
+    if (rc < 0)
+        return rc;
+    *c_out = *ckpt_model_config_of(m);
+    rc = ckpt_model_forward(m, NULL, ids, 8, x);
+    ckpt_model_close(m);
+    return rc;
+}
+
+/* The MoE facts verify reads from Megatron's args: experts, top-k, expert MLP, the score
+ * function (top-k then softmax, pre-softmax, sigmoid) and the scaling factor, each changing
+ * the logits; an integer moe_layer_freq that makes a layer holding experts dense is refused
+ * naming its tensors, and routing verify does not compute is refused naming the arg. */
+CKPT_TEST(test_verify_megatron_args_moe)
+{
+    static const struct {
+        args_fn set;
+        const char *arg;
+    } refused[] = {
+        { moe_dense_list_args, "moe_layer_freq" },
+        { moe_shared_gate_args, "moe_shared_expert_gate" },
+        { moe_groups_args, "moe_router_num_groups" },
+        { moe_capacity_args, "moe_expert_capacity_factor" },
+        { mla_args, "multi_latent_attention" },
+    };
+    float base[8 * 29], other[8 * 29];
+    ckpt_model_config c;
+    ckpt_model *m;
+    size_t i;
+
+    ASSERT_OK(moe_logits(ckpt_test_data(MOE_FIXTURE), base, &c));
+    ASSERT_EQ_INT((int)c.num_experts, 4);
+    ASSERT_EQ_INT((int)c.moe_top_k, 2);
+    ASSERT_EQ_INT((int)c.moe_ffn_hidden_size, 16);
+    ASSERT_EQ_INT((int)c.moe_layer_freq, 1);
+    ASSERT_EQ_INT(c.moe_score, CKPT_MOE_SOFTMAX_TOPK);
+    ASSERT_TRUE(c.moe_topk_scale == 1.0 && c.vocab_size == 29 && c.moe_shared_ffn_hidden_size == 0);
+
+    ASSERT_OK(rewrite(MOE_FIXTURE, "pre", moe_pre_softmax_args, NULL));
+    ASSERT_OK(moe_logits("pre", other, &c));
+    ASSERT_EQ_INT(c.moe_score, CKPT_MOE_SOFTMAX_ALL);
+    ASSERT_TRUE(memcmp(base, other, sizeof base) != 0);
+
+    ASSERT_OK(rewrite(MOE_FIXTURE, "sig", moe_sigmoid_args, NULL));
+    ASSERT_OK(moe_logits("sig", other, &c));
+    ASSERT_EQ_INT(c.moe_score, CKPT_MOE_SIGMOID);
+    ASSERT_TRUE(c.moe_topk_scale == 2.0);
+    ASSERT_TRUE(memcmp(base, other, sizeof base) != 0);
+
+    ASSERT_OK(rewrite(MOE_FIXTURE, "freq2", moe_every_other_args, NULL));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_model_open(&m, "freq2", NULL));
+    ASSERT_ERROR_MENTIONS("layers.1.moe.");
+    ASSERT_ERROR_MENTIONS("a dense layer by moe_layer_freq");
+
+    for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char dir[32];
+        snprintf(dir, sizeof dir, "refused%zu", i);
+        ASSERT_OK(rewrite(MOE_FIXTURE, dir, refused[i].set, NULL));
+        ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_model_open(&m, dir, NULL));
+        ASSERT_ERROR_MENTIONS(refused[i].arg);
+        ckpt_error_clear();
+    }
+}
+
 /* A Megatron model with qk_layernorm (LayerNorm, with biases) whose layer 1 lost its
  * k_layernorm.bias is refused naming it, not run as a k norm without bias. */
 CKPT_TEST(test_verify_megatron_qk_norm_bias_lost)
@@ -351,6 +466,27 @@ CKPT_TEST(test_verify_logits_megatron_gpt2_style)
 {
     ASSERT_LOGITS("megatron/gpt2style_tp2", "megatron/gpt2style_tp2/logits.json", 0, 0);
     ASSERT_LOGITS("megatron/gpt2style_tp2", "megatron/gpt2style_tp2/logits.json", 1, 0);
+}
+
+/* Mixture of experts (4 experts, top-2 softmax routing, SwiGLU experts): megatron-core's
+ * forward of the fixture loaded at EP 1, reproduced from the EP 2 legacy files and from the
+ * dp_reshardable torch_dist save (testdata/gen/gen_megatron_moe_logits.py). */
+CKPT_TEST(test_verify_logits_megatron_moe)
+{
+    ASSERT_LOGITS("megatron/distopt/m_tp1pp1dp2_ep2/legacy", "megatron/distopt/m_tp1pp1dp2_ep2/logits.json", 0, 0);
+    ASSERT_LOGITS("megatron/distopt/m_tp1pp1dp2_ep2/dp_reshardable", "megatron/distopt/m_tp1pp1dp2_ep2/logits.json", 0,
+                  0);
+}
+
+/* A shared expert beside the routed ones (testdata/gen/gen_megatron_moe_shared.py). */
+CKPT_TEST(test_verify_logits_megatron_moe_shared)
+{
+    ckpt_model *m;
+
+    ASSERT_LOGITS("megatron/moe_shared_tp1", "megatron/moe_shared_tp1/logits.json", 0, 0);
+    ASSERT_OK(ckpt_model_open(&m, ckpt_test_data("megatron/moe_shared_tp1"), NULL));
+    ASSERT_EQ_INT((int)ckpt_model_config_of(m)->moe_shared_ffn_hidden_size, 16);
+    ckpt_model_close(m);
 }
 
 CKPT_TEST(test_verify_logits_paddlenlp)

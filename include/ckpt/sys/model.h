@@ -20,6 +20,13 @@
  *   layers.{L}.mlp.fc2.bias               [hidden]                  replicated, added once
  *   layers.{L}.attn_post_norm.weight / .bias [hidden]               replicated: sandwich norms (Gemma),
  *   layers.{L}.mlp_post_norm.weight / .bias  [hidden]               on the summed row-parallel output
+ *   layers.{L}.moe.router.weight          [experts, hidden]         replicated: a MoE layer's router
+ *   layers.{L}.moe.experts.{E}.fc1.weight [ffn, hidden] (gated: [gate; up]) and
+ *   layers.{L}.moe.experts.{E}.fc2.weight [hidden, ffn]             expert E (global index) cut as
+ *                                                                   mlp.fc1/fc2 are; a MoE layer has
+ *                                                                   these instead of mlp.fc*
+ *   layers.{L}.moe.shared.fc1.weight / .fc2.weight                  a MoE layer's shared expert, cut
+ *                                                                   as mlp.fc1/fc2 are
  *   final_norm.weight / .bias             [hidden]                  model-level
  *   output.weight                         [vocab rows, hidden]      model-level
  *
