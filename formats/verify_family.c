@@ -83,6 +83,13 @@ static int overlay(ckpt_model_builder *b, const ckpt_family *fam, const ckpt_fam
     FILL_D(rope_high_freq_factor, NULL);
     FILL_I(rope_original_max_positions, NULL);
     FILL_I(tied_embeddings, "tied");
+    FILL_I(num_experts, NULL);
+    FILL_I(moe_top_k, NULL);
+    FILL_I(moe_ffn_hidden_size, NULL);
+    FILL_I(moe_layer_freq, NULL);
+    FILL_I(moe_score, NULL);
+    FILL_D(moe_topk_scale, NULL);
+    FILL_I(moe_shared_ffn_hidden_size, NULL);
     TAKE_I(norm);
     TAKE_I(norm_weight_plus_one);
     TAKE_I(act);

@@ -81,6 +81,29 @@ static int window_features(const ckpt_family *f, const ckpt_family_config *c, ck
     return 0;
 }
 
+static int64_t feature_int(const ckpt_family *f, const ckpt_family_config *c, const char *name)
+{
+    const ckpt_value *v = feature_field(f, c, name);
+    return v && v->kind == CKPT_VAL_INT ? v->u.integer : -1;
+}
+
+/* Mixture of experts on every layer: the fields holding the expert count, the top-k and an
+ * expert's FFN width, and the routing, a word or {"by": F, ...} as for the activation. */
+static int moe_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
+{
+    /* in the order of ckpt_moe_score_kind */
+    static const char *const scores[] = { "topk_softmax", "softmax_topk", "sigmoid", NULL };
+    if (!feature(f, c, "moe_experts"))
+        return 0;
+    out->num_experts = feature_int(f, c, "moe_experts");
+    out->moe_top_k = feature_int(f, c, "moe_top_k");
+    out->moe_ffn_hidden_size = feature_int(f, c, "moe_ffn");
+    out->moe_layer_freq = 1;
+    out->moe_topk_scale = 1.0;
+    out->moe_shared_ffn_hidden_size = 0;
+    return word(f, c, "moe_score", scores, &out->moe_score);
+}
+
 int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
 {
     /* in the order of ckpt_norm_kind, ckpt_act_kind, ckpt_position_kind */
@@ -96,7 +119,7 @@ int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, 
     if ((rc = word(f, c, "norm", norms, &out->norm)) < 0 || (rc = word(f, c, "act", acts, &out->act)) < 0 ||
         (rc = word(f, c, "position", positions, &out->position)) < 0)
         return rc;
-    if ((rc = window_features(f, c, out)) < 0)
+    if ((rc = window_features(f, c, out)) < 0 || (rc = moe_features(f, c, out)) < 0)
         return rc;
     out->norm_weight_plus_one = flag(f, "norm_plus_one");
     out->qk_norm = flag(f, "qk_norm");

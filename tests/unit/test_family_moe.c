@@ -8,6 +8,7 @@
 #include <ckpt/family.h>
 #include <ckpt/megatron.h>
 #include <ckpt/set.h>
+#include <ckpt/verify.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,43 @@ CKPT_TEST(test_family_moe_fixture_configs)
         }
         ckpt_family_config_free(c);
     }
+}
+
+/* What verify runs for the fixtures: every layer MoE, the experts' count, top-k and width,
+ * and the routing Qwen3-MoE's norm_topk_prob chooses (false: softmax over every expert, then the
+ * top k as they are). */
+CKPT_TEST(test_family_moe_model_config)
+{
+    static const char *const dirs[] = { "hf/mixtral_tiny", "hf/qwen3_moe_tiny" };
+    const ckpt_family *f;
+    ckpt_family_config *c;
+    ckpt_model_config mc;
+    size_t i;
+
+    for (i = 0; i < 2; i++) {
+        fixture_config(dirs[i], i ? "qwen3_moe" : "mixtral", &c);
+        ASSERT_OK(ckpt_family_builtin(&f, i ? "qwen3_moe" : "mixtral"));
+        ASSERT_OK(ckpt_family_model_config(f, c, &mc));
+        ASSERT_EQ_INT(mc.num_experts, 4);
+        ASSERT_EQ_INT(mc.moe_top_k, 2);
+        ASSERT_EQ_INT(mc.moe_ffn_hidden_size, 32);
+        ASSERT_EQ_INT(mc.moe_layer_freq, 1);
+        ASSERT_EQ_INT(mc.moe_shared_ffn_hidden_size, 0);
+        ASSERT_EQ_INT(mc.moe_score, i ? CKPT_MOE_SOFTMAX_ALL : CKPT_MOE_SOFTMAX_TOPK);
+        ckpt_family_config_free(c);
+    }
+    ASSERT_OK(ckpt_family_builtin(&f, "qwen3_moe"));
+    ASSERT_OK(read_cfg("qwen3_moe", "\"model_type\": \"qwen3_moe\", \"num_experts\": 8, \"moe_intermediate_size\": 16, \"norm_topk_prob\": true", &c));
+    ASSERT_OK(ckpt_family_model_config(f, c, &mc));
+    ASSERT_EQ_INT(mc.moe_score, CKPT_MOE_SOFTMAX_TOPK);
+    ASSERT_EQ_INT(mc.num_experts, 8);
+    ckpt_family_config_free(c);
+    /* a dense family runs no experts */
+    ASSERT_OK(ckpt_family_builtin(&f, "llama"));
+    ASSERT_OK(read_cfg("llama", NULL, &c));
+    ASSERT_OK(ckpt_family_model_config(f, c, &mc));
+    ASSERT_TRUE(mc.num_experts <= 0);
+    ckpt_family_config_free(c);
 }
 
 CKPT_TEST(test_family_moe_config_refused)
