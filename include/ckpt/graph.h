@@ -34,6 +34,14 @@ CKPT_EXTERN(int) ckpt_node_zeros(ckpt_graph *g, ckpt_dtype dtype, int ndim, cons
  * fill): zeros when value is 0. */
 CKPT_EXTERN(int) ckpt_node_full(ckpt_graph *g, ckpt_dtype dtype, int ndim, const int64_t *shape, double value,
                                 const ckpt_node **out);
+/* Block-scaled dequantisation (FP8 weights with one scale per block): element [i][j] of the
+ * 2-D C-contiguous input tensor `data`, as float32, times scale[i / block_rows][j / block_cols]
+ * (float32 product), rounded to dtype. `scale` must be [ceil(rows / block_rows),
+ * ceil(cols / block_cols)]; its values are read here, data's as the result is read. Transposes,
+ * slices and casts of the result stay lazy. */
+CKPT_EXTERN(int) ckpt_node_block_dequant(ckpt_graph *g, const ckpt_tensor *data, const ckpt_tensor *scale,
+                                         int64_t block_rows, int64_t block_cols, ckpt_dtype dtype,
+                                         const ckpt_node **out);
 
 /* ---- operations (each returns a new node; axes may be negative, counting from the end) ---- */
 

@@ -40,6 +40,11 @@ struct ckpt_node {
     ckpt_tensor view;
     int n_casts;
     ckpt_dtype casts[NODE_MAX_CASTS];
+    /* A block-scaled leaf (ckpt_node_block_dequant): each stored value, in float32, times the
+     * scale of its block of the source, then the casts. The scales are read when the node is
+     * made (one per block: a small fraction of the source). */
+    const float *scale;
+    int64_t scale_cols, block_rows, block_cols;
 
     /* NODE_ZEROS: every element is `fill` (one element of dtype; all-zero bits for zeros). */
     unsigned char fill[16];
@@ -82,6 +87,9 @@ int64_t ckpt_node__direct_run(const ckpt_node *x, int64_t first, int64_t count, 
  * part of x transposes its input, so that reading x in steps shorter than this would map
  * each input page again for every step. */
 int64_t ckpt_node__page_band(const ckpt_node *x, ckpt_dtype dtype, uint64_t page);
+/* Multiply the float32 values of elements [first, first + count) of a block-scaled leaf
+ * by their blocks' scales. */
+void ckpt_node__scale(const ckpt_node *x, int64_t first, int64_t count, float *vals);
 /* Hand back the mapped input pages a node reads (after its bytes were written), so that
  * strided reads do not keep whole tensors resident. */
 void ckpt_node__release(const ckpt_node *x);

@@ -52,7 +52,18 @@ static int read_rounded(const ckpt_node *x, int64_t first, int64_t count, ckpt_d
     }
     for (done = 0; done < count && !rc; done += m) {
         m = count - done < CAST_PIECE ? count - done : CAST_PIECE;
-        rc = ckpt_tensor_read(&x->view, first + done, m, x->casts[0], a);
+        if (x->scale) {
+            rc = ckpt_tensor_read(&x->view, first + done, m, CKPT_DTYPE_F32, a);
+            if (!rc) {
+                unsigned char *t = a;
+                ckpt_node__scale(x, first + done, m, (float *)a);
+                rc = ckpt_dtype_convert(x->casts[0], b, CKPT_DTYPE_F32, a, (size_t)m);
+                a = b;
+                b = t;
+            }
+        } else {
+            rc = ckpt_tensor_read(&x->view, first + done, m, x->casts[0], a);
+        }
         for (k = 1; k < x->n_casts && !rc; k++) {
             unsigned char *t;
             rc = ckpt_dtype_convert(x->casts[k], b, x->casts[k - 1], a, (size_t)m);
@@ -70,7 +81,7 @@ static int read_rounded(const ckpt_node *x, int64_t first, int64_t count, ckpt_d
 
 static int read_leaf(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
 {
-    if (x->n_casts == 0 || (x->n_casts == 1 && x->casts[0] == dtype))
+    if (!x->scale && (x->n_casts == 0 || (x->n_casts == 1 && x->casts[0] == dtype)))
         return ckpt_tensor_read(&x->view, first, count, dtype, dst);
     return read_rounded(x, first, count, dtype, dst);
 }
@@ -227,7 +238,7 @@ int64_t ckpt_node__page_band(const ckpt_node *x, ckpt_dtype dtype, uint64_t page
     switch (x->kind) {
     case NODE_LEAF:
         /* a leaf rounded through other types is read in pieces of its own */
-        if (x->n_casts == 0 || (x->n_casts == 1 && x->casts[0] == dtype))
+        if (!x->scale && (x->n_casts == 0 || (x->n_casts == 1 && x->casts[0] == dtype)))
             return ckpt_tensor__page_band(&x->view, page);
         return 1;
     case NODE_ZEROS:
