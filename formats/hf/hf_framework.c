@@ -2,6 +2,8 @@
  * index, or pytorch_model.bin) opened as its family's model, or written from a model given
  * tensor by tensor: safetensors sharded as save_pretrained shards them, in transformers'
  * order, and the config.json of its family, read back and held against the tensors. */
+#include "hf_private.h"
+
 #include <ckpt/hf.h>
 #include <ckpt/sys/common.h>
 #include <ckpt/sys/framework.h>
@@ -24,6 +26,7 @@ typedef struct hf_fw {
     const ckpt_family_config *c;
     char *source;
     ckpt_fw_tensor_list added;
+    int64_t fp8_block[2]; /* an FP8 block-scaled checkpoint's block sizes, else 0 */
 } hf_fw;
 
 static int is_file_in(const char *dir, const char *name)
@@ -89,7 +92,8 @@ static int read_family(ckpt_fw_builder *b, hf_fw *s)
 
     if ((rc = read_config(s->config, &text)) < 0)
         return rc;
-    if ((rc = ckpt_family_detect(&f, CKPT_FAMILY_HF, s->config, text)) == 0 &&
+    if ((rc = ckpt_hf__fp8_config(s->config, &text, s->fp8_block)) == 0 &&
+        (rc = ckpt_family_detect(&f, CKPT_FAMILY_HF, s->config, text)) == 0 &&
         (rc = ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, s->config, text)) == 0 &&
         (rc = ckpt_fw_builder_family(b, f, c)) == 0) {
         s->f = f;
@@ -119,8 +123,12 @@ static int hf_open(ckpt_fw_builder *b, void **state)
         return rc;
     for (i = 0; i < ckpt_tensor_count(s->ck) && rc == 0; i++) {
         const ckpt_tensor *t = ckpt_tensor_at(s->ck, i);
-        const ckpt_node *node;
-        if ((rc = ckpt_node_tensor(ckpt_fw_builder_graph(b), t, &node)) == 0)
+        const ckpt_node *node = NULL;
+        if (s->fp8_block[0])
+            rc = ckpt_hf__fp8_node(ckpt_fw_builder_graph(b), s->ck, s->weights, t, s->fp8_block, &node);
+        else
+            rc = ckpt_node_tensor(ckpt_fw_builder_graph(b), t, &node);
+        if (rc == 0 && node)
             rc = ckpt_fw_builder_add(b, t->name, node, NULL);
     }
     if (rc < 0)

@@ -5,6 +5,7 @@
 #define CKPT_HF_PRIVATE_H
 
 #include <ckpt/family.h>
+#include <ckpt/graph.h>
 #include <ckpt/hf.h>
 
 /* The built-in family of f (ckpt_hf_family numbers the built-ins in index order); NULL for
@@ -21,5 +22,15 @@ int ckpt_hf__config_read(const char *path, ckpt_family_config **out);
 
 /* The fields of c over d (d->dtype kept where c names no dtype). */
 int ckpt_hf__dims_of(const ckpt_family_config *c, ckpt_hf_llama_dims *d);
+
+/* FP8 block-scaled checkpoints (hf_fp8.c). In config.json text *text (replaced when it
+ * changes): the block sizes of an FP8 quantization_config, which is removed, the weights
+ * being read as bf16; {0, 0} without one. Refuses an FP8 config it cannot read, naming path. */
+int ckpt_hf__fp8_config(const char *path, char **text, int64_t block[2]);
+/* t of ck (in file) as the graph reads it given block sizes from ckpt_hf__fp8_config: an FP8
+ * weight dequantised with its scale, a scale checked against its weight and consumed (*out
+ * NULL), anything else as it is. */
+int ckpt_hf__fp8_node(ckpt_graph *g, const ckpt_ckpt *ck, const char *file, const ckpt_tensor *t,
+                      const int64_t block[2], const ckpt_node **out);
 
 #endif
