@@ -193,7 +193,10 @@ int cli_convert(int argc, char **argv)
     start = cli_now();
     if (ckpt_open(&in, argv[optind], &oopts) < 0)
         return cli_fail("convert");
-    rc = ckpt_convert(in, argv[optind + 1], &opts, &report);
+    /* a Hugging Face directory released in FP8 is written dequantised (its scales consumed) */
+    if ((rc = ckpt_hf_fp8_dir(argv[optind])) >= 0)
+        rc = rc ? ckpt_hf_fp8_convert(argv[optind], argv[optind + 1], &opts, &report)
+                : ckpt_convert(in, argv[optind + 1], &opts, &report);
     cli_progress_done();
     if (rc < 0) {
         ckpt_convert_report_dispose(&report);

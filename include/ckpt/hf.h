@@ -22,6 +22,18 @@ CKPT_EXTERN(int) ckpt_hf_plan_safetensors(ckpt_plan *plan, const char *const *na
  * CKPT_ENOTFOUND naming the directory when it has none. */
 CKPT_EXTERN(int) ckpt_hf_weights_path(const char *dir, char **out);
 
+/* FP8 checkpoints with block scales (DeepSeek-V3/R1, Qwen3 "-FP8": config.json's
+ * quantization_config quant_method "fp8", fmt "e4m3", weight_block_size [R, C]; each F8_E4M3
+ * `X.weight` beside its float32 `X.weight_scale_inv`). ckpt_hf_fp8_dir: 1 when dir is a model
+ * directory whose config.json says so, else 0; negative (naming config.json) for an FP8
+ * quantization_config that cannot be read. ckpt_hf_fp8_convert: dir's weights written to
+ * path as ckpt_graph_write writes them, the FP8 ones dequantised to bfloat16 as they are read
+ * (float32 product, rounded to nearest even), their scales consumed; a weight without its
+ * scale or a scale of another shape is refused, naming the file and the tensor. */
+CKPT_EXTERN(int) ckpt_hf_fp8_dir(const char *dir);
+CKPT_EXTERN(int) ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_options *opts,
+                                     ckpt_convert_report *report);
+
 /* The model families whose weights are LLaMA's, give or take q/k/v biases and a sliding
  * window, and whose config Megatron-LM's args can carry: transformers' model_type llama
  * (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM). Each is a file
