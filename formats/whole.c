@@ -67,13 +67,17 @@ static void drop_tensors(ckpt_whole *w)
     w->n = 0;
 }
 
-static int open_file(ckpt_whole *w, const char *path)
+/* fp8_dir: the Hugging Face directory of the weights at path when they are FP8 with block
+ * scales, read dequantised. */
+static int open_file(ckpt_whole *w, const char *path, const char *fp8_dir)
 {
     size_t i;
     int rc;
 
     if ((rc = ckpt_open(&w->ckpt, path, NULL)) < 0 || (rc = alloc_tensors(w, ckpt_tensor_count(w->ckpt))) < 0)
         return rc;
+    if (fp8_dir)
+        return ckpt_hf_fp8_nodes(fp8_dir, w->ckpt, w->graph, w->names, w->nodes, &w->n);
     for (i = 0; i < ckpt_tensor_count(w->ckpt); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(w->ckpt, i);
         if ((rc = ckpt_node_tensor(w->graph, t, &w->nodes[w->n])) < 0)
@@ -177,8 +181,10 @@ static int open_dir(ckpt_whole *w, const char *path)
         return open_paddle(w);
     }
     if (ckpt_hf_weights_path(path, &weights) == 0) {
-        snprintf(w->kind, sizeof w->kind, "Hugging Face directory");
-        rc = open_file(w, weights);
+        int fp8 = ckpt_hf_fp8_dir(path);
+        snprintf(w->kind, sizeof w->kind, "%s",
+                 fp8 == 1 ? "Hugging Face directory, FP8 read as bf16" : "Hugging Face directory");
+        rc = fp8 < 0 ? fp8 : open_file(w, weights, fp8 ? path : NULL);
         free(weights);
         return rc;
     }
@@ -209,11 +215,11 @@ int ckpt_whole_open(ckpt_whole **out, const char *path)
         return ckpt_error_oom();
     if ((rc = ckpt_graph_new(&w->graph)) == 0) {
         if (!S_ISDIR(st.st_mode))
-            rc = open_file(w, path);
-        else if (!ckpt_format_detect(path))
-            rc = open_dir(w, path);
+            rc = open_file(w, path, NULL);
+        else if (ckpt_hf_fp8_dir(path) != 0 || !ckpt_format_detect(path))
+            rc = open_dir(w, path); /* FP8 Hugging Face weights are read dequantised */
         else if (!megatron_dist(w, path))
-            rc = open_file(w, path);
+            rc = open_file(w, path, NULL);
     }
     /* a directory a format reads (sharded safetensors) may hold a model's config.json too */
     if (rc == 0 && S_ISDIR(st.st_mode) && !w->config)

@@ -95,8 +95,9 @@ static int check_scale(const ckpt_ckpt *ck, const char *file, const ckpt_tensor 
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: %s: a scale without its weight %s", file,
                                s->name, name);
     if (w->dtype != CKPT_DTYPE_F8_E4M3FN)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: %s: the scale of %s, which is %s, not F8_E4M3",
-                               file, s->name, name, ckpt_dtype_name(w->dtype));
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
+                               "%s: %s: the scale of %s, which is %s, not F8_E4M3", file, s->name, name,
+                               ckpt_dtype_name(w->dtype));
     return 0;
 }
 

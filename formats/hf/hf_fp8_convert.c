@@ -53,42 +53,67 @@ int ckpt_hf_fp8_dir(const char *dir)
     return rc < 0 ? rc : block[0] > 0;
 }
 
-int ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_options *opts,
-                        ckpt_convert_report *report)
+int ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, const char **names, const ckpt_node **nodes,
+                      size_t *n)
 {
-    char config[4096], *weights = NULL;
+    char config[4096];
     int64_t block[2];
-    ckpt_ckpt *ck = NULL;
-    ckpt_graph *g = NULL;
-    ckpt_graph_output *outs = NULL;
-    size_t i, n = 0;
+    size_t i;
     int rc;
 
+    *n = 0;
     if ((rc = dir_blocks(dir, config, sizeof config, block)) < 0)
         return rc;
     if (!block[0])
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_FORMAT, "%s: no FP8 block-scaled quantization_config",
                                config);
-    if ((rc = ckpt_hf_weights_path(dir, &weights)) < 0 || (rc = ckpt_open(&ck, weights, NULL)) < 0 ||
-        (rc = ckpt_graph_new(&g)) < 0)
-        goto done;
-    if (!(outs = calloc(ckpt_tensor_count(ck) + 1, sizeof *outs))) {
-        rc = ckpt_error_oom();
-        goto done;
-    }
     for (i = 0; i < ckpt_tensor_count(ck); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(ck, i);
         const ckpt_node *node;
-        if ((rc = ckpt_hf__fp8_node(g, ck, weights, t, block, &node)) < 0)
-            goto done;
+        if ((rc = ckpt_hf__fp8_node(g, ck, ckpt_path(ck), t, block, &node)) < 0)
+            return rc;
         if (node) {
-            outs[n].name = t->name;
-            outs[n++].node = node;
+            names[*n] = t->name;
+            nodes[(*n)++] = node;
         }
+    }
+    return 0;
+}
+
+int ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_options *opts,
+                        ckpt_convert_report *report)
+{
+    char *weights = NULL;
+    ckpt_ckpt *ck = NULL;
+    ckpt_graph *g = NULL;
+    ckpt_graph_output *outs = NULL;
+    const char **names = NULL;
+    const ckpt_node **nodes = NULL;
+    size_t i, n = 0, count;
+    int rc;
+
+    if ((rc = ckpt_hf_weights_path(dir, &weights)) < 0 || (rc = ckpt_open(&ck, weights, NULL)) < 0 ||
+        (rc = ckpt_graph_new(&g)) < 0)
+        goto done;
+    count = ckpt_tensor_count(ck) + 1;
+    outs = calloc(count, sizeof *outs);
+    names = calloc(count, sizeof *names);
+    nodes = calloc(count, sizeof *nodes);
+    if (!outs || !names || !nodes) {
+        rc = ckpt_error_oom();
+        goto done;
+    }
+    if ((rc = ckpt_hf_fp8_nodes(dir, ck, g, names, nodes, &n)) < 0)
+        goto done;
+    for (i = 0; i < n; i++) {
+        outs[i].name = names[i];
+        outs[i].node = nodes[i];
     }
     rc = ckpt_graph_write(outs, n, path, opts, report);
 done:
     free(outs);
+    free(names);
+    free(nodes);
     ckpt_graph_free(g);
     ckpt_close(ck);
     free(weights);

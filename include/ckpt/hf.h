@@ -29,8 +29,13 @@ CKPT_EXTERN(int) ckpt_hf_weights_path(const char *dir, char **out);
  * quantization_config that cannot be read. ckpt_hf_fp8_convert: dir's weights written to
  * path as ckpt_graph_write writes them, the FP8 ones dequantised to bfloat16 as they are read
  * (float32 product, rounded to nearest even), their scales consumed; a weight without its
- * scale or a scale of another shape is refused, naming the file and the tensor. */
+ * scale or a scale of another shape is refused, naming the file and the tensor (diff reads
+ * such a directory through ckpt_hf_fp8_nodes). */
 CKPT_EXTERN(int) ckpt_hf_fp8_dir(const char *dir);
+/* The tensors of ck, the opened weights of such a dir, as nodes of g: names[0..*n) and
+ * nodes[0..*n), which hold ckpt_tensor_count(ck) entries; the scales consumed. */
+CKPT_EXTERN(int) ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, const char **names,
+                                   const ckpt_node **nodes, size_t *n);
 CKPT_EXTERN(int) ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_options *opts,
                                      ckpt_convert_report *report);
 

@@ -47,8 +47,9 @@ static int check(const ckpt_tensor *data, const ckpt_tensor *scale, int64_t br, 
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_GRAPH,
                                "block_dequant: %s: a block-scaled tensor is a C-contiguous matrix (%d dimensions)",
                                NAME(data), data->ndim);
-    if (!ckpt_dtype_can_convert(CKPT_DTYPE_F32, data->dtype) || !ckpt_dtype_can_convert(CKPT_DTYPE_F32, scale->dtype) ||
-        !ckpt_dtype_can_convert(dtype, CKPT_DTYPE_F32) || !ckpt_dtype_is_float(dtype))
+    if (!ckpt_dtype_can_convert(CKPT_DTYPE_F32, data->dtype) ||
+        !ckpt_dtype_can_convert(CKPT_DTYPE_F32, scale->dtype) || !ckpt_dtype_can_convert(dtype, CKPT_DTYPE_F32) ||
+        !ckpt_dtype_is_float(dtype))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_GRAPH,
                                "block_dequant: %s: %s values with %s scales cannot be dequantised to %s",
                                NAME(data), ckpt_dtype_name(data->dtype),
