@@ -8,20 +8,58 @@
 
 #include <stdio.h>
 
+/* n elements from source element `at` on, `step` apart: along a row (step 1) a block's scale
+ * is looked up once for its run of columns; other steps look up each element's. */
+static void scale_run(const ckpt_node *x, int64_t at, int64_t step, int64_t n, float *vals)
+{
+    int64_t cols = x->source->shape[1], r = at / cols, c = at % cols, i = 0, j, m, end;
+
+    if (step != 1) {
+        for (; i < n; i++, at += step)
+            vals[i] *= x->scale[(at / cols) / x->block_rows * x->scale_cols + (at % cols) / x->block_cols];
+        return;
+    }
+    while (i < n) {
+        const float s = x->scale[r / x->block_rows * x->scale_cols + c / x->block_cols];
+        end = (c / x->block_cols + 1) * x->block_cols;
+        m = (end < cols ? end : cols) - c;
+        if (m > n - i)
+            m = n - i;
+        for (j = 0; j < m; j++)
+            vals[i + j] *= s;
+        i += m;
+        if ((c += m) == cols) {
+            c = 0;
+            r++;
+        }
+    }
+}
+
 void ckpt_node__scale(const ckpt_node *x, int64_t first, int64_t count, float *vals)
 {
     const ckpt_tensor *v = &x->view;
-    int64_t idx[CKPT_MAX_DIMS], rest = first, at = v->offset - x->source->offset, cols = x->source->shape[1], k;
-    int d;
+    int64_t idx[CKPT_MAX_DIMS], rest = first, at = v->offset - x->source->offset, k, run;
+    int d, last = v->ndim - 1;
 
-    for (d = v->ndim - 1; d >= 0; d--) {
+    if (v->ndim == 0) {
+        if (count)
+            scale_run(x, at, 1, 1, vals);
+        return;
+    }
+    for (d = last; d >= 0; d--) {
         idx[d] = rest % v->shape[d];
         rest /= v->shape[d];
         at += idx[d] * v->stride[d];
     }
-    for (k = 0; k < count; k++) {
-        vals[k] *= x->scale[(at / cols) / x->block_rows * x->scale_cols + (at % cols) / x->block_cols];
-        for (d = v->ndim - 1; d >= 0; d--) {
+    for (k = 0; k < count; k += run) {
+        run = v->shape[last] - idx[last] < count - k ? v->shape[last] - idx[last] : count - k;
+        scale_run(x, at, v->stride[last], run, vals + k);
+        at += run * v->stride[last];
+        if ((idx[last] += run) < v->shape[last])
+            continue;
+        at -= idx[last] * v->stride[last];
+        idx[last] = 0;
+        for (d = last - 1; d >= 0; d--) {
             at += v->stride[d];
             if (++idx[d] < v->shape[d])
                 break;
