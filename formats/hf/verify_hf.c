@@ -2,6 +2,7 @@
  * model.safetensors, its sharded index, or pytorch_model.bin) or one weights file
  * (config.json looked for beside it and above), mapped by their family's verify map. */
 #include "../verify_source.h"
+#include "hf_private.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,31 @@ static const char *container_prefix(const ckpt_ckpt *c)
     return n && n * 2 >= ckpt_tensor_count(c) ? "module/" : NULL;
 }
 
+/* FP8 block-scaled weights read dequantised, their scales consumed (hf_fp8.c). */
+static int fp8_inputs(ckpt_model_builder *b, const ckpt_ckpt *c, const char *weights, const char *prefix,
+                      const int64_t block[2], ckpt_map_input *in, size_t *n)
+{
+    char full[1024];
+    size_t i, kept = 0;
+    int rc;
+
+    for (i = 0; i < *n; i++) {
+        const ckpt_tensor *t;
+        const ckpt_node *node;
+        if ((size_t)snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", in[i].name) >= sizeof full ||
+            !(t = ckpt_tensor_find(c, full)))
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_FORMAT, "%s: %s: not found", weights, in[i].name);
+        if ((rc = ckpt_hf__fp8_node(ckpt_model_builder_graph(b), c, weights, t, block, &node)) < 0)
+            return rc;
+        if (node) {
+            in[kept] = in[i];
+            in[kept++].node = node;
+        }
+    }
+    *n = kept;
+    return 0;
+}
+
 /* check_whole: the weights are a whole model directory's, to be held against its config.
  * Without a config.json the weights are read by the names of the first family (as
  * ckpt_family_detect takes a config that names none). *family: the one config.json names,
@@ -88,7 +114,7 @@ static const char *container_prefix(const ckpt_ckpt *c)
 static int hf_weights(ckpt_model_builder *b, const char *weights, const char *config, const ckpt_open_options *open,
                       int check_whole, const ckpt_family **family)
 {
-    vsrc_config hc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.huggingface") };
+    vsrc_config hc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.huggingface"), { 0, 0 } };
     ckpt_ckpt *c;
     const ckpt_map *map;
     ckpt_map_params *p;
@@ -108,6 +134,8 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
         return rc;
     prefix = container_prefix(c);
     if ((rc = ckpt_vsrc__inputs(b, c, prefix, &in, &n, &cap)) < 0)
+        goto done;
+    if (hc.fp8_block[0] && (rc = fp8_inputs(b, c, weights, prefix, hc.fp8_block, in, &n)) < 0)
         goto done;
     /* a module file also holds things beside its weights (frozen_param_fragments/...) */
     for (i = 0; prefix && i < n; i++)

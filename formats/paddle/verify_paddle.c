@@ -113,7 +113,7 @@ static int paddle_open(ckpt_model_builder *b)
     const char *slash = strrchr(path, '/');
     ckpt_set *set;
     ckpt_ckpt *c;
-    vsrc_config vc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.paddle") };
+    vsrc_config vc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.paddle"), { 0, 0 } };
     int n = 0, r, rc, te;
 
     so.layout = "paddle";
