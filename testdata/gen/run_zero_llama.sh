@@ -37,6 +37,8 @@ run_case() {
     "$PYTHON" "$GEN_DIR/gen_zero_llama.py" logits "$dir"
     # describe also deletes the copies of DeepSpeed's scripts save_checkpoint placed in $dir
     "$PYTHON" "$GEN_DIR/gen_zero_llama.py" describe "$dir"
+    # its bytes are kept as the names, sizes and sha256 describe recorded in tensors.json
+    rm -r "$dir/expected/safetensors"
 }
 
 for c in ${@:-llama_stage2_bf16_ws2 llama_stage3_bf16_ws2}; do

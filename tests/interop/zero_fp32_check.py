@@ -23,6 +23,9 @@ modes:
                          REF's tensor by tensor
   stbin OURS BIN         (venv) OURS/model.safetensors loads with safetensors and holds the
                          tensors of DeepSpeed's BIN
+  hashes OURS CASE KIND  the output files DeepSpeed's zero_to_fp32 wrote for KIND, byte for byte:
+                         the names, sizes and sha256 its run recorded in CASE/expected/tensors.json
+                         (for outputs whose bytes are not committed)
 Prints ok/FAIL per check and a last line "BATCH <passed> <failed>"."""
 import importlib.abc
 import importlib.machinery
@@ -262,7 +265,22 @@ def check_stbin(ours, ref_bin):
     return f"{len(b)} tensors load and equal DeepSpeed's .bin"
 
 
-MODES = {"same": check_same, "derived": check_derived, "module": check_module, "optim": check_optim,
+def check_hashes(ours, case, kind):
+    import hashlib
+
+    with open(os.path.join(case, "expected", "tensors.json")) as f:
+        files = json.load(f)["outputs"][kind]["files"]
+    if output_files(ours) != sorted(x["file"] for x in files):
+        raise Fail(f"files differ:\n  ours {output_files(ours)}\n  DeepSpeed's {sorted(x['file'] for x in files)}")
+    for x in files:
+        with open(os.path.join(ours, x["file"]), "rb") as f:
+            data = f.read()
+        if len(data) != x["size"] or hashlib.sha256(data).hexdigest() != x["sha256"]:
+            raise Fail(f"{x['file']}: not the bytes DeepSpeed wrote ({len(data)} bytes, DeepSpeed's {x['size']})")
+    return f"{len(files)} files byte for byte as DeepSpeed's"
+
+
+MODES = {"same": check_same, "hashes": check_hashes, "derived": check_derived, "module": check_module, "optim": check_optim,
          "stload": check_stload,
          "stbin": check_stbin}
 
