@@ -5,24 +5,6 @@
 
 #ifndef CKPT_BUILD
 #error "run_private.h is private to the ckpt library"
-/* ---- mixture of experts (run_moe.c) ---- */
-
-/* Each token's top-k experts (idx: tokens x k, best first; of equal scores the lower index)
- * and their weights (w: tokens x k) from router logits (tokens x experts, host), by score
- * kind `score` (ckpt_moe_score_kind), times `scale`. NaN logits rank below every number. */
-void ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_t k, int score, double scale,
-                     int32_t *idx, float *w);
-/* Router logits of `rows` rows of x (device, rows x hidden) into y (device, rows x experts). */
-int ckpt_run__router(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t rows, const float *x, float *y);
-/* Expert e of MoE layer l (-1: its shared expert) on `rows` rows of x into y (device, rows x
- * hidden): its ranks' column parts side by side, their row parts summed. */
-int ckpt_run__expert(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t e, int64_t rows, const float *x,
-                     float *y);
-/* A MoE layer's MLP output for normalised x (device, tokens x hidden) into y: each token
- * through its top-k experts, their outputs weighted by the router and summed, plus the
- * shared expert's output. */
-int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y);
-
 #endif
 
 #include "model_private.h"
@@ -93,12 +75,13 @@ void ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64
                      int32_t *idx, float *w);
 /* Router logits of `rows` rows of x (device, rows x hidden) into y (device, rows x experts). */
 int ckpt_run__router(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t rows, const float *x, float *y);
-/* Expert e of MoE layer l on `rows` rows of x into y (device, rows x hidden): its ranks'
- * column parts side by side, their row parts summed. */
+/* Expert e of MoE layer l (-1: its shared expert) on `rows` rows of x into y (device, rows x
+ * hidden): its ranks' column parts side by side, their row parts summed. */
 int ckpt_run__expert(run_ctx *r, const ckpt_model *m, const vlayer *l, int64_t e, int64_t rows, const float *x,
                      float *y);
 /* A MoE layer's MLP output for normalised x (device, tokens x hidden) into y: each token
- * through its top-k experts, their outputs weighted by the router and summed. */
+ * through its top-k experts, their outputs weighted by the router and summed, plus the
+ * shared expert's output. */
 int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y);
 
 #endif

@@ -5,15 +5,6 @@
 
 #ifndef CKPT_BUILD
 #error "verify_private.h is private to the ckpt library"
-/* Random inputs (verify_random.c). */
-typedef struct ckpt_rng {
-    uint64_t s[4];
-} ckpt_rng;
-void ckpt_rng__seed(ckpt_rng *g, uint64_t seed, uint64_t stream, uint64_t block);
-uint64_t ckpt_rng__next(ckpt_rng *g);
-/* n standard normal values of stream `stream` into out. */
-void ckpt_rng__randn(uint64_t seed, uint64_t stream, float *out, int64_t n, int threads);
-
 #endif
 
 #include <ckpt/sys/backend.h>
@@ -23,15 +14,6 @@ void ckpt_rng__randn(uint64_t seed, uint64_t stream, float *out, int64_t n, int 
 #define CKPT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CKPT_SIMD_CLONES
-/* Random inputs (verify_random.c). */
-typedef struct ckpt_rng {
-    uint64_t s[4];
-} ckpt_rng;
-void ckpt_rng__seed(ckpt_rng *g, uint64_t seed, uint64_t stream, uint64_t block);
-uint64_t ckpt_rng__next(ckpt_rng *g);
-/* n standard normal values of stream `stream` into out. */
-void ckpt_rng__randn(uint64_t seed, uint64_t stream, float *out, int64_t n, int threads);
-
 #endif
 
 extern const ckpt_backend_vtable ckpt_backend__cpu;
