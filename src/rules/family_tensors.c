@@ -178,19 +178,25 @@ static int check_one(check_ctx *x, const char *name, const ckpt_node *node, cons
     return 0;
 }
 
-/* hf.refuse_tensor: a tensor of a spelling the family knows and does not read, with why */
-static const char *refused(const ckpt_family *f, const char *name)
+/* The reason of the first {"suffix", "reason"} rule of hf.<list> whose suffix ends name */
+static const char *suffix_rule(const ckpt_family *f, const char *list, const char *name)
 {
     const cJSON *rule;
     size_t n = strlen(name);
 
-    cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(f->hf, "refuse_tensor")) {
+    cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(f->hf, list)) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(rule, "suffix"), *why = cJSON_GetObjectItemCaseSensitive(rule, "reason");
         size_t m = cJSON_IsString(s) ? strlen(s->valuestring) : 0;
         if (m && n >= m && strcmp(name + n - m, s->valuestring) == 0 && cJSON_IsString(why))
             return why->valuestring;
     }
     return NULL;
+}
+
+/* hf.refuse_tensor: a tensor of a spelling the family knows and does not read, with why */
+static const char *refused(const ckpt_family *f, const char *name)
+{
+    return suffix_rule(f, "refuse_tensor", name);
 }
 
 static int not_ours(const check_ctx *x, const char *name)
@@ -477,19 +483,8 @@ int ckpt_family_order(const ckpt_family *f, const char *framework, const char *c
 
 const char *ckpt_family_left_out(const ckpt_family *f, const char *framework, const char *name)
 {
-    const cJSON *rule;
-    size_t n = name ? strlen(name) : 0;
-
     (void)framework;
-    if (!f || !name)
-        return NULL;
-    cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(f->hf, "left_out")) {
-        const cJSON *s = cJSON_GetObjectItemCaseSensitive(rule, "suffix"), *why = cJSON_GetObjectItemCaseSensitive(rule, "reason");
-        size_t m = cJSON_IsString(s) ? strlen(s->valuestring) : 0;
-        if (m && n >= m && strcmp(name + n - m, s->valuestring) == 0 && cJSON_IsString(why))
-            return why->valuestring;
-    }
-    return NULL;
+    return f && name ? suffix_rule(f, "left_out", name) : NULL;
 }
 
 /* ---- maps ---- */
