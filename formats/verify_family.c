@@ -3,7 +3,6 @@
  * args that name a family read through them over what the Megatron source reads from any
  * args, each default taken said in a note. */
 #include "verify_source.h"
-#include "hf/hf_private.h"
 
 #include <ckpt/buf.h>
 
@@ -204,7 +203,8 @@ static int read_text(const char *path, char **out)
     return rc;
 }
 
-int ckpt_vsrc__config_json(ckpt_model_builder *b, const char *path, const char *framework, vsrc_config *out)
+int ckpt_vsrc__config_json(ckpt_model_builder *b, const char *path, const char *framework,
+                           vsrc_config_prepare prepare, void *payload, vsrc_config *out)
 {
     char map_path[64], *text = NULL;
     int rc;
@@ -212,7 +212,7 @@ int ckpt_vsrc__config_json(ckpt_model_builder *b, const char *path, const char *
     memset(out, 0, sizeof *out);
     snprintf(map_path, sizeof map_path, "verify.maps.%s", framework);
     if ((rc = read_text(path, &text)) == 0 &&
-        (strcmp(framework, CKPT_FAMILY_HF) != 0 || (rc = ckpt_hf__fp8_config(path, &text, out->fp8_block)) == 0) &&
+        (!prepare || (rc = prepare(path, &text, payload)) == 0) &&
         (rc = ckpt_family_detect(&out->family, framework, path, text)) == 0) {
         out->verify_map = ckpt_family_string(out->family, map_path);
         rc = out->verify_map ? family_config(b, out->family, framework, path, text, &out->config)

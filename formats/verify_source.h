@@ -26,17 +26,20 @@ typedef struct vsrc_config {
     const ckpt_family *family;
     const ckpt_family_config *config; /* kept alive by the model */
     const char *verify_map;           /* the family's verify map for the source's framework */
-    int64_t fp8_block[2];             /* a Hugging Face FP8 block-scaled model's block sizes, else 0 */
 } vsrc_config;
+
+/* A framework's own reading of its config.json text before the family reads it: may replace
+ * *text (freeing the old one) with what the family is to read. */
+typedef int (*vsrc_config_prepare)(const char *path, char **text, void *payload);
 
 /* config.json at path, a Hugging Face model's (framework CKPT_FAMILY_HF) or PaddleNLP's
  * (CKPT_FAMILY_PADDLE): its family detected (an unknown model_type, or architectures naming
  * another family's class, refused), its fields read and checked through the family's rows,
  * laid over the builder's config, and each default the family gave noted. A family verify
- * has no map for in that framework is refused naming those it reads. A Hugging Face
- * quantization_config of FP8 block-scaled weights is read into out->fp8_block (the family
- * reads the config without it: the weights are read dequantised). */
-int ckpt_vsrc__config_json(ckpt_model_builder *b, const char *path, const char *framework, vsrc_config *out);
+ * has no map for in that framework is refused naming those it reads. prepare (or NULL) sees
+ * the text first. */
+int ckpt_vsrc__config_json(ckpt_model_builder *b, const char *path, const char *framework,
+                           vsrc_config_prepare prepare, void *payload, vsrc_config *out);
 /* Megatron args whose hf_model_type (model_type) names a built-in family, read through its
  * rows (args that contradict it refused) and laid over what the Megatron source read from
  * the args as any GPT's: sizes only where the source has none, the math wherever the family

@@ -82,6 +82,13 @@ static const char *container_prefix(const ckpt_ckpt *c)
     return n && n * 2 >= ckpt_tensor_count(c) ? "module/" : NULL;
 }
 
+/* A quantization_config of FP8 block-scaled weights: its block sizes into payload (int64_t[2]),
+ * the config the family reads without it (the weights are read dequantised). */
+static int fp8_config(const char *path, char **text, void *payload)
+{
+    return ckpt_hf__fp8_config(path, text, payload);
+}
+
 /* FP8 block-scaled weights read dequantised, their scales consumed (hf_fp8.c). */
 static int fp8_inputs(ckpt_model_builder *b, const ckpt_ckpt *c, const char *weights, const char *prefix,
                       const int64_t block[2], ckpt_map_input *in, size_t *n)
@@ -114,7 +121,8 @@ static int fp8_inputs(ckpt_model_builder *b, const ckpt_ckpt *c, const char *wei
 static int hf_weights(ckpt_model_builder *b, const char *weights, const char *config, const ckpt_open_options *open,
                       int check_whole, const ckpt_family **family)
 {
-    vsrc_config hc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.huggingface"), { 0, 0 } };
+    vsrc_config hc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.huggingface") };
+    int64_t fp8_block[2] = { 0, 0 };
     ckpt_ckpt *c;
     const ckpt_map *map;
     ckpt_map_params *p;
@@ -124,7 +132,7 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
     vsrc_parts parts;
     int rc;
 
-    if (config && (rc = ckpt_vsrc__config_json(b, config, CKPT_FAMILY_HF, &hc)) < 0)
+    if (config && (rc = ckpt_vsrc__config_json(b, config, CKPT_FAMILY_HF, fp8_config, fp8_block, &hc)) < 0)
         return rc;
     if (family)
         *family = hc.family;
@@ -135,7 +143,7 @@ static int hf_weights(ckpt_model_builder *b, const char *weights, const char *co
     prefix = container_prefix(c);
     if ((rc = ckpt_vsrc__inputs(b, c, prefix, &in, &n, &cap)) < 0)
         goto done;
-    if (hc.fp8_block[0] && (rc = fp8_inputs(b, c, weights, prefix, hc.fp8_block, in, &n)) < 0)
+    if (fp8_block[0] && (rc = fp8_inputs(b, c, weights, prefix, fp8_block, in, &n)) < 0)
         goto done;
     /* a module file also holds things beside its weights (frozen_param_fragments/...) */
     for (i = 0; prefix && i < n; i++)

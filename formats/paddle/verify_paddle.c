@@ -113,7 +113,7 @@ static int paddle_open(ckpt_model_builder *b)
     const char *slash = strrchr(path, '/');
     ckpt_set *set;
     ckpt_ckpt *c;
-    vsrc_config vc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.paddle"), { 0, 0 } };
+    vsrc_config vc = { NULL, NULL, ckpt_family_string(ckpt_family_builtin_at(0), "verify.maps.paddle") };
     int n = 0, r, rc, te;
 
     so.layout = "paddle";
@@ -132,7 +132,7 @@ static int paddle_open(ckpt_model_builder *b)
         rc = open_members(b, set, &ranks, &n);
     }
     if (rc == 0 && ckpt_vsrc__find_config(dir, 0, config, sizeof config) == 0)
-        rc = ckpt_vsrc__config_json(b, config, CKPT_FAMILY_PADDLE, &vc);
+        rc = ckpt_vsrc__config_json(b, config, CKPT_FAMILY_PADDLE, NULL, NULL, &vc);
     else if (rc == 0)
         ckpt_model_builder_config_source(b, "config.json (there is none beside the weights)");
     te = n > 0 && has_te_layers(&ranks[0]);
