@@ -250,7 +250,5 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
     if ((rc = ckpt_megatron__read_dist_optim(m, ck, root, impl && ckpt_value_is_str(impl, "local"))) < 0 &&
         (rc = ckpt_megatron__dist_optim_failed(m, rc)) < 0)
         return rc;
-    if (ckpt_megatron__num_experts(args) > 0)
-        return ckpt_megatron__dist_moe_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
     return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));
 }

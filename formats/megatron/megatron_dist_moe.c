@@ -115,39 +115,6 @@ int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ck
     return ckpt_buf_printf(key, DIST_EXPERTS "%s", p + 1) < 0 ? CKPT_ENOMEM : 1;
 }
 
-/* The local spec's experts keep None as their linears' _extra_state, TE's an empty tensor;
- * a MoE layer has no dense MLP linears. */
-int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine)
-{
-    static const char *const attn[] = { "self_attention.core_attention._extra_state",
-                                        "self_attention.linear_proj._extra_state",
-                                        "self_attention.linear_qkv._extra_state" };
-    size_t i, n = m->n_entries;
-    ckpt_buf name = CKPT_BUF_INIT;
-    int64_t l;
-    int rc = 0;
-
-    for (l = 0; l < m->info.num_layers && rc == 0; l++)
-        for (i = transformer_engine ? 0 : 1; i < sizeof attn / sizeof *attn && rc == 0; i++) {
-            ckpt_buf_clear(&name);
-            if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld.%s", (long long)l, attn[i])) == 0)
-                rc = ckpt_megatron__add_extra(m, (const char *)name.data, transformer_engine, -1);
-        }
-    for (i = 0; i < n && rc == 0; i++) {
-        const mg_entry *e = &m->entries[i];
-        size_t len = strlen(e->name);
-        if (!strstr(e->name, "." LOCAL_EXPERTS) || len < 7 || strcmp(e->name + len - 7, ".weight") != 0)
-            continue;
-        ckpt_buf_clear(&name);
-        if ((rc = ckpt_buf_printf(&name, "%.*s._extra_state", (int)(len - 7), e->name)) == 0)
-            rc = ckpt_megatron__add_extra(m, (const char *)name.data, transformer_engine, e->ep);
-    }
-    if (rc == 0 && !transformer_engine)
-        rc = ckpt_megatron__add_extra(m, "output_layer._extra_state", 0, -1);
-    ckpt_buf_dispose(&name);
-    return rc < 0 ? rc : ckpt_megatron__sort(m);
-}
-
 int ckpt_megatron__dist_chained_prefix(const ckpt_value *root, int form)
 {
     const ckpt_value *md = root ? ckpt_value_dict_get(root, "content_metadata") : NULL;

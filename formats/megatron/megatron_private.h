@@ -187,8 +187,7 @@ int ckpt_megatron__dist_add_named(ckpt_megatron *m, const char *name, const ckpt
  * ([num_layers, num_experts, ...]); the EP size from args (m->info.ep, a template per EP rank);
  * each expert of each layer as an entry of its EP rank under its legacy local name; the
  * experts of an EP rank; expert (global index) `expert` of layer `layer` of item t; for an
- * expert entry its item key into `key` and its global index (1; 0: not an expert); the
- * `_extra_state` entries of a MoE model. */
+ * expert entry its item key into `key` and its global index (1; 0: not an expert). */
 int ckpt_megatron__dist_is_expert(const char *name);
 int ckpt_megatron__dist_moe_setup(ckpt_megatron *m);
 int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t);
@@ -196,7 +195,6 @@ int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m);
 int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
                              const ckpt_node **out);
 int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global);
-int ckpt_megatron__dist_moe_extra_states(ckpt_megatron *m, int transformer_engine);
 /* Whether a chained optimizer's items carry "chained_<i>." (megatron-core 0.16.1 optimizer.py
  * ChainedOptimizer.sharded_state_dict): always in the dp_reshardable form, in the others
  * unless the save's content_metadata has chained_optim_avoid_prefix True. */
