@@ -14,15 +14,19 @@ forward on logits.json's ids on the CPU (gloo); its logits must equal transforme
 VENV: torch, megatron-core 0.16.1 and transformers (5.23 here, for the reference forward of
 the derived model below); Megatron-LM: a checkout of tag core_v0.16.1.
 
-The fixtures route top-2 of 8 experts in 4 groups with topk_group 2. transformers scores a group
-by the sum of its top 2 expert scores, megatron-core's group_limited_topk by the sum of its top
-moe_router_topk / moe_router_group_topk = 1: the two pick different experts, so hf2mcore refuses
-these configs (group_routing_same). The rows "fixture routing" build Megatron from the
-conversion below with the fixture's own top-2 routing to show the difference against
-logits.json. The conversions are of the fixture with num_experts_per_tok 4 (= 2 x topk_group,
-where both sides score groups by their top 2: DeepSeek-V3's own 8 of 256 in 4 of 8 groups), the
-same weights; its reference logits are transformers' float32 forward of them (the first row
-shows that forward reproduces logits.json with the fixture's config).
+The fixtures as they are are no model Megatron can compute, and hf2mcore refuses them: they route
+top-2 of 8 experts in 4 groups with topk_group 2, where transformers scores a group by the sum of
+its top 2 expert scores and megatron-core's group_limited_topk by the sum of its top
+moe_router_topk / moe_router_group_topk = 1 (group_routing_same); and they have rms_norm_eps
+1e-5, where transformers normalises MLA's compressed q and kv with DeepseekV3RMSNorm's own eps
+1e-6 and Megatron with layernorm_epsilon (norm_epsilon) like every other norm. The conversions
+are of the fixture with num_experts_per_tok 4 (= 2 x topk_group: both sides score groups by
+their top 2, as in DeepSeek-V3's own 8 of 256 in 4 of 8 groups) and rms_norm_eps 1e-6, the same
+weights; the reference is transformers' float32 forward of that (the first row shows that
+forward reproduces logits.json for the fixture itself). The rows "top 2" and "eps 1e-5" build
+Megatron from that conversion with the fixture's moe_router_topk 2 or norm_epsilon 1e-5 and
+compare with transformers' forward of the fixture with only that change: what the refusals
+prevent.
 
 megatron-core 0.16.1's local spec cannot build MLA as it is: MLASelfAttention passes k_channels
 and v_channels to the local DotProductAttention, whose __init__ has no such arguments (TypeError);
@@ -97,8 +101,10 @@ def worker(ckpt, logits_json, control):
     for k, v in theirs.items():
         setattr(args, k, v)
     args.bf16, args.fp16, args.params_dtype = False, False, torch.float32
-    if control == "fixture_routing":
+    if control == "topk2":
         args.moe_router_topk = 2
+    if control == "eps":
+        args.norm_epsilon = args.layernorm_epsilon = 1e-5
     global_vars.set_args(args)
 
     from megatron.core.transformer.moe import moe_utils
@@ -195,40 +201,52 @@ def row(family, how, out):
         out["max_abs_diff"], verdict(out["max_abs_diff"], out["largest_logit"]))
 
 
+def derive(src, dst, changes):
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    cfg = json.load(open(os.path.join(dst, "config.json")))
+    cfg.update(changes)
+    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
+
+
 def check(ckptconv, family, rel, work):
     src = os.path.join(TESTDATA, rel)
     fixture_logits = os.path.join(src, "logits.json")
-    variant, direct, mc, tp1 = (os.path.join(work, d) for d in ("variant", "direct", "mc", "tp1"))
-    variant_logits, check_logits = os.path.join(work, "variant_logits.json"), os.path.join(work, "check.json")
-    for d in (variant, direct, mc, tp1):
+    direct, mc, tp1 = (os.path.join(work, d) for d in ("direct", "mc", "tp1"))
+    for d in (direct, mc, tp1):
         shutil.rmtree(d, ignore_errors=True)
     rows = []
     try:
         run(ckptconv, "hf2mcore", src, direct, "--transformer-impl", "local")
     except RuntimeError as e:
-        rows.append("%-32s %-26s hf2mcore refuses: %s" % (family, "fixture as it is", str(e)[:160] + "..."))
+        rows.append("%-32s %-26s hf2mcore refuses: %s" % (family, "fixture as it is",
+                                                          str(e).split("config.json: ")[-1][:110] + "..."))
+    check_logits = os.path.join(work, "check.json")
     reference(src, fixture_logits, check_logits)
     diff, largest = compare(check_logits, fixture_logits)
     rows.append("%-32s %-26s transformers %s forward vs logits.json: %.3g %s" % (
         family, "reference", json.load(open(check_logits))["transformers"], diff, verdict(diff, largest)))
-    shutil.copytree(src, variant)
-    cfg = json.load(open(os.path.join(variant, "config.json")))
-    cfg["num_experts_per_tok"] = TOPK
-    json.dump(cfg, open(os.path.join(variant, "config.json"), "w"), indent=2)
-    reference(variant, fixture_logits, variant_logits)
+    refs = {}
+    for name, changes in (("variant", {"num_experts_per_tok": TOPK, "rms_norm_eps": 1e-6}),
+                          ("topk2", {"rms_norm_eps": 1e-6}), ("eps", {"num_experts_per_tok": TOPK})):
+        derive(src, os.path.join(work, name), changes)
+        refs[name] = os.path.join(work, name + ".json")
+        reference(os.path.join(work, name), fixture_logits, refs[name])
+    variant = os.path.join(work, "variant")
     try:
         run(ckptconv, "hf2mcore", variant, direct, "--transformer-impl", "local")
         run(ckptconv, "hf2mcore", variant, mc, "--tp", "2", "--ep", "2", "--transformer-impl", "local")
         run(ckptconv, "reshard", mc, tp1, "--tp", "1", "--pp", "1", "--ep", "1")
     except RuntimeError as e:
         return rows + ["%-32s not run: %s" % (family, str(e))]
-    for how, ckpt, control, logits in (
-            ("topk 4: hf2mcore TP1 PP1", direct, "-", variant_logits),
-            ("topk 4: TP2 EP2 -> TP1", tp1, "-", variant_logits),
-            ("fixture routing (top 2)", direct, "fixture_routing", fixture_logits),
-            ("control: zero expert bias", direct, "zero_bias", variant_logits),
-            ("control: swap experts", direct, "swap_experts", variant_logits)):
-        out, err = forward(ckpt, logits, control)
+    for how, ckpt, control, ref in (
+            ("hf2mcore TP1 PP1", direct, "-", "variant"),
+            ("TP2 EP2 -> reshard TP1", tp1, "-", "variant"),
+            ("refused: top 2", direct, "topk2", "topk2"),
+            ("refused: eps 1e-5", direct, "eps", "eps"),
+            ("control: zero expert bias", direct, "zero_bias", "variant"),
+            ("control: swap experts", direct, "swap_experts", "variant")):
+        out, err = forward(ckpt, refs[ref], control)
         rows.append(row(family, how, out) if out else "%-32s %-26s megatron-core: %s" % (family, how, err))
     return rows
 
@@ -248,8 +266,9 @@ def main():
     print("torch %s, megatron-core %s, transformers %s, Python %s" % (
         torch.__version__, megatron.core.__version__, transformers.__version__, sys.version.split()[0]))
     print("equal: max |logits - reference| <= %g x the largest logit; reference: transformers' forward of the "
-          "same weights with num_experts_per_tok %d (logits.json for the fixture-routing row); n: tensors "
-          "(_extra_state aside); order: the file's keys in the model's state_dict order" % (INPUT_TOL, TOPK))
+          "same weights with num_experts_per_tok %d and rms_norm_eps 1e-6 (for the refused rows: with only the "
+          "one change); n: tensors (_extra_state aside); order: the file's keys in the model's state_dict "
+          "order" % (INPUT_TOL, TOPK))
     print()
     print("%-32s %-26s %-42s %-44s %3s %-5s %-9s" % ("fixture", "what", "modules (layer 0, MLP 0/1)", "routing",
                                                      "n", "order", "max diff"))

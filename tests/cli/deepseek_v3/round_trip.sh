@@ -2,8 +2,9 @@
 # expert bias and a shared expert) that transformers 4.53 and 5.24 wrote comes back from
 # Megatron as itself: the same model.safetensors, tensor for tensor and byte for byte, under
 # local and Transformer Engine names at TP 1/2, PP 1/3 and EP 1/2/4. The fixtures route top-2
-# in groups of 2 of 4 (refused.sh: Megatron scores groups otherwise), so each is converted with
-# num_experts_per_tok 4, the same weights. A 4-layer model (layer 3 a copy of layer 2) goes
+# in groups of 2 of 4 and have rms_norm_eps 1e-5 (refused.sh: Megatron scores groups otherwise
+# and normalises MLA's compressed q and kv with rms_norm_eps, transformers with 1e-6), so each is
+# converted with num_experts_per_tok 4 and rms_norm_eps 1e-6, the same weights. A 4-layer model (layer 3 a copy of layer 2) goes
 # through TP 2 PP 2 EP 2. inspect shows a rank's MLA, router and shared expert tensors, the args
 # say MLA, YaRN and the routing, and the config.json written back says the same model.
 set -e
@@ -12,6 +13,7 @@ args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
 for m in deepseek_v3_tiny transformers5/deepseek_v3_tiny; do
     rm -rf src && cp -r "$TESTDATA/hf/$m" src
     edit src/config.json num_experts_per_tok 4
+    edit src/config.json rms_norm_eps 1e-6
     for impl in local transformer_engine; do
         for layout in "1 1 1" "2 1 2" "1 3 4" "2 3 2"; do
             set -- $layout
@@ -46,7 +48,7 @@ for impl in local transformer_engine; do
 done
 ckptconv hf2mcore src mc -q
 args mc/iter_0000001/mp_rank_00/model_optim_rng.pt hf_model_type multi_latent_attention q_lora_rank kv_lora_rank \
-    qk_head_dim qk_pos_emb_head_dim v_head_dim kv_channels qk_layernorm rope_type rotary_base rotary_scaling_factor \
+    qk_head_dim qk_pos_emb_head_dim v_head_dim kv_channels qk_layernorm norm_epsilon rope_type rotary_base rotary_scaling_factor \
     original_max_position_embeddings beta_fast beta_slow mscale mscale_all_dim ffn_hidden_size num_experts \
     moe_ffn_hidden_size moe_shared_expert_intermediate_size moe_layer_freq moe_router_topk moe_router_score_function \
     moe_router_enable_expert_bias moe_router_num_groups moe_router_group_topk moe_router_topk_scaling_factor \
