@@ -3,7 +3,8 @@
  * rope_parameters, first_k_dense_replace as the 0/1 list of MoE layers), the Megatron args
  * written from them and read back (moe_layer_freq as Megatron's list, first_k_dense_replace
  * from it), what args cannot say (a dense layer after a MoE layer), q_lora_rank null both ways,
- * and the tensor check's per-layer condition and own_dtype flag. */
+ * the tensor check's per-layer condition and own_dtype flag, and what Megatron cannot compute
+ * refused by the conversion, not by reading (verify runs the fixtures as transformers does). */
 #include "test.h"
 
 #include <ckpt/family.h>
@@ -98,6 +99,8 @@ CKPT_TEST(test_family_deepseek_fixtures)
     static const char *const dirs[] = { "hf/deepseek_v3_tiny", "hf/transformers5/deepseek_v3_tiny" };
     const ckpt_family *f;
     ckpt_family_config *c;
+    ckpt_arena *a;
+    ckpt_value *args;
     char buf[16], *text;
     size_t i;
 
@@ -105,9 +108,14 @@ CKPT_TEST(test_family_deepseek_fixtures)
         ASSERT_TRUE((text = fixture_text(dirs[i], NULL, NULL)) != NULL);
         ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_HF, "cfg/config.json", text));
         ASSERT_EQ_STR(ckpt_family_name(f), "deepseek_v3");
-        /* as they are: transformers and Megatron would normalise q and kv differently */
-        ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "cfg/config.json", text));
-        ASSERT_ERROR_MENTIONS("cfg/config.json: rms_norm_eps is 1e-05, not 1e-06");
+        /* as they are, a model transformers runs (verify reads it), but not Megatron: it would
+         * normalise MLA's compressed q and kv with rms_norm_eps 1e-5, transformers with 1e-6 */
+        ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_HF, "cfg/config.json", text));
+        ASSERT_OK(ckpt_arena_new(&a));
+        ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_args(f, c, a, 1, "local", &args));
+        ASSERT_ERROR_MENTIONS("cfg/config.json: rms_norm_eps is not 1e-06: transformers' DeepSeek-V3 normalises");
+        ckpt_arena_free(a);
+        ckpt_family_config_free(c);
         free(text);
         ASSERT_OK(read_fixture(dirs[i], NULL, NULL, &c));
         ASSERT_EQ_STR(list_of(c, "moe_layers", buf, sizeof buf), "011");
@@ -123,8 +131,12 @@ CKPT_TEST(test_family_deepseek_fixtures)
         ckpt_family_config_free(c);
     }
     /* the fixture's own top 2 in groups the two sides score differently */
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, read_fixture(dirs[0], "\"num_experts_per_tok\": 4", "\"num_experts_per_tok\": 2", &c));
-    ASSERT_ERROR_MENTIONS("cfg/config.json: group_routing_same is false");
+    ASSERT_OK(read_fixture(dirs[0], "\"num_experts_per_tok\": 4", "\"num_experts_per_tok\": 2", &c));
+    ASSERT_OK(ckpt_arena_new(&a));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_args(ckpt_family_config_family(c), c, a, 1, "local", &args));
+    ASSERT_ERROR_MENTIONS("cfg/config.json: n_group, topk_group and num_experts_per_tok");
+    ckpt_arena_free(a);
+    ckpt_family_config_free(c);
     /* more dense layers than layers */
     ASSERT_FAILS(CKPT_EFORMAT, read_fixture(dirs[1], "\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 4", &c));
     ASSERT_ERROR_MENTIONS("first_k_dense_replace 4 is more than num_hidden_layers 3");
@@ -172,6 +184,11 @@ CKPT_TEST(test_family_deepseek_args)
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_ERROR_MENTIONS("args.moe_layer_freq is neither a positive integer nor a list of num_layers 3");
     ASSERT_OK(ckpt_megatron_args_set_int(a, args, "moe_layer_freq", 1));
+    /* args whose routing transformers scores otherwise are refused when read */
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "moe_router_topk", 2));
+    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_ERROR_MENTIONS("args: n_group, topk_group and num_experts_per_tok");
+    ASSERT_OK(ckpt_megatron_args_set_int(a, args, "moe_router_topk", 4));
     ASSERT_OK(ckpt_family_config_read(&back, f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(list_of(back, "moe_layers", buf, sizeof buf), "111");
     ASSERT_EQ_INT(int_of(back, "first_k_dense"), 0);
