@@ -7,7 +7,7 @@
 # router, another top-k method, RoPE not interleaved, not YaRN, dense layers among the MoE
 # layers; tensors that do not fit it: q_lora_rank against q_a_proj, first_k_dense_replace
 # against the layers' MLPs, n_shared_experts against the shared expert, a missing expert bias
-# or shared expert, an MTP layer's tensors (model.layers.3: not converted). Megatron args: no
+# or shared expert, a layer past num_hidden_layers, an MTP layer's tensors (not converted). Megatron args: no
 # expert bias, a dense layer after a MoE layer, a top-k the groups do not fit, norm_epsilon 1e-5.
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 tensor() { python3 "$CLI_DIR/../hf/edit_tensor.py" "$@"; }
@@ -42,6 +42,16 @@ for case in "remove $l.1.mlp.gate.e_score_correction_bias" "remove $l.2.mlp.shar
     echo "$case: exit $?"
     test ! -e out || echo "out written"
 done
+# transformers 5.24 writes num_nextn_predict_layers 1 and no MTP tensor: it converts as a model
+# without MTP (round_trip.sh); an MTP layer's tensors (layer num_hidden_layers + 0) are refused
+# as such, and --drop leaves them out
+rm -rf in out && cp -r "$TESTDATA/hf/transformers5/deepseek_v3_tiny" in
+edit in/config.json num_experts_per_tok 4 && edit in/config.json rms_norm_eps 1e-6
+tensor in/model.safetensors copy $l.2.input_layernorm.weight $l.3.enorm.weight
+ckptconv hf2mcore in out -q
+echo "5.24 with model.layers.3.enorm.weight: exit $?"
+ckptconv hf2mcore in out --drop 'model.layers.3.*' -q
+echo "the same with --drop 'model.layers.3.*': exit $?"
 ckptconv hf2mcore src mc -q || exit 1
 for change in moe_router_enable_expert_bias=False "moe_layer_freq=[1, 0, 1]" moe_router_topk=2 norm_epsilon=1e-5; do
     rm -rf m hf && cp -r mc m
