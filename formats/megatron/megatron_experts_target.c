@@ -14,9 +14,11 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 /* A mixture of experts at another EP: its size, and the rank that saves each file, the
  * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
  * the expert ranks in order tp-cp-ep-dp-pp: etp + ETP * ep + world / PP * pp); a local_rank
- * equal to the rank (one node) stays equal to it. moe_grouped_gemm: `grouped`. */
+ * equal to the rank (one node) stays equal to it. moe_grouped_gemm: `grouped`. rerank: d is
+ * the args of another rank's file (a source at expert TP below its TP has no file for some
+ * ranks), so the rank is the target's even at the same layout. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
-                           int etp, int pp, int ep)
+                           int etp, int pp, int ep, int rerank)
 {
     int64_t src_ep = ckpt_megatron__arg_int(d, "expert_model_parallel_size", 1), world, rank;
     int64_t dp = t->dp > 0 ? t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
@@ -25,7 +27,7 @@ int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_tar
     if (ckpt_megatron__num_experts(d) > 0 && !ckpt_megatron__arg_int(d, "moe_grouped_gemm", 0) != !grouped &&
         (rc = set_attr(a, d, "moe_grouped_gemm", ckpt_value_new_bool(a, grouped))) < 0)
         return rc;
-    if (ckpt_megatron__num_experts(d) <= 0 || (src_ep == ep_size && t->etp <= 0))
+    if (ckpt_megatron__num_experts(d) <= 0 || (src_ep == ep_size && t->etp <= 0 && !rerank))
         return 0;
     if ((rc = set_attr(a, d, "expert_model_parallel_size", ckpt_value_new_int(a, ep_size))) < 0)
         return rc;

@@ -209,7 +209,7 @@ static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
                                                                        src_pp))))) < 0)
         return rc;
     if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->etp,
-                                      c->pp, c->ep)) < 0)
+                                      c->pp, c->ep, c->template_rank->stand_in)) < 0)
         return rc;
     /* an expert tensor-parallel size left to its default follows the tensor-parallel size; a
      * MoE model's args always say it, as Megatron-LM's do */

@@ -36,6 +36,8 @@ typedef struct mg_entry {
 typedef struct mg_rank {
     const ckpt_ckpt *ck;
     const ckpt_value *root;
+    int stand_in; /* an expert TP below the TP leaves (tp, pp, ep) without a file: this is the
+                     file of its dense TP rank (mg_dense_rank) */
 } mg_rank;
 
 struct ckpt_megatron {
@@ -45,6 +47,7 @@ struct ckpt_megatron {
     const ckpt_parallel_spec *spec;
     ckpt_map_params *params;         /* args' integers and booleans, for the spec's "when" */
     ckpt_megatron_info info;
+    int etp;                         /* the legacy set's expert TP size (its TP unless args say) */
     mg_rank *ranks;                  /* [ep][pp][tp] */
     mg_entry *entries;
     size_t n_entries, cap_entries;
@@ -86,6 +89,37 @@ static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep
     return &m->ranks[((size_t)ep * (size_t)m->info.pp + (size_t)pp) * (size_t)m->info.tp + (size_t)tp];
 }
 
+/* A legacy set at expert TP (m->etp) dividing the TP (megatron-core 0.16.1: the files of the
+ * first ETP x EP ranks of each stage, rank r at dense TP rank r % TP and EP rank r / ETP):
+ * its expert TP size; the file holding expert TP rank etp of EP rank ep; the file of dense TP rank tp's model
+ * optimizer state (its dense data-parallel rank 0); the dense data-parallel rank of the file
+ * of (tp, ep). With ETP = TP: (etp, ep), (tp, 0) and ep. */
+static inline int mg_etp(const ckpt_megatron *m)
+{
+    return m->etp > 0 ? m->etp : m->info.tp;
+}
+
+static inline int mg_expert_tp(const ckpt_megatron *m, int etp, int ep)
+{
+    return (etp + mg_etp(m) * ep) % m->info.tp;
+}
+
+static inline int mg_dense_ep(const ckpt_megatron *m, int tp)
+{
+    return mg_etp(m) < m->info.tp ? tp / mg_etp(m) : 0;
+}
+
+static inline int mg_dense_dp(const ckpt_megatron *m, int tp, int ep)
+{
+    return (mg_etp(m) * ep + tp % mg_etp(m)) / m->info.tp;
+}
+
+/* The TP parts entry `expert` (an expert's tensor, or not) is cut in when read. */
+static inline int mg_read_ways(const ckpt_megatron *m, int expert)
+{
+    return expert ? mg_etp(m) : m->info.tp;
+}
+
 /* Experts (megatron_experts.c). The expert index in a SequentialMLP or TEGroupedMLP name (1;
  * 0: none); `name` with it replaced; the experts of each EP rank at EP size ep_size (0 when
  * args give no num_experts); whether entry e goes to EP rank ep of ep_size; the key of e at
@@ -102,16 +136,23 @@ int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, 
 int ckpt_megatron__check_experts(const ckpt_megatron *m);
 int ckpt_megatron__order_experts(ckpt_megatron *m);
 /* Reading a legacy set: local expert *expert of EP rank ep (`key` in its file) to its global
- * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds EP rank
- * 0's tensors that are not experts', at the same shapes, and no others. */
+ * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds the
+ * tensors that are not experts' of the file its dense TP rank's are read from (EP rank 0's
+ * at an expert TP equal to the TP), at the same shapes (below the TP: the same values), and
+ * no others. */
 int ckpt_megatron__global_expert(const ckpt_megatron *m, int pp, int ep, const char *key, int64_t *expert,
                                  ckpt_buf *name);
 int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, int ep, const ckpt_value *d);
+/* A legacy set's expert TP size (args') into m->etp, and each rank without a file of its own
+ * (mg_rank.stand_in) given its dense TP rank's file; an error for a size megatron-core's
+ * legacy save cannot hold and for a file missing at that size. */
+int ckpt_megatron__stand_ins(ckpt_megatron *m);
 /* At another EP (megatron_experts_target.c): args d (a copy) for target t at ep_size, for the
- * file of rank (tp, pp, ep); whether the optimizer state goes there (0, or an error saying
- * why not); model_optim_rng.pt's `optimizer` value v of the source there. */
+ * file of rank (tp, pp, ep) (rerank: d is another rank's); whether the optimizer state goes
+ * there (0, or an error saying why not); model_optim_rng.pt's `optimizer` value v of the
+ * source there. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
-                           int etp, int pp, int ep);
+                           int etp, int pp, int ep, int rerank);
 /* The target's expert TP size (t->etp, else its TP); part tp (experts: etp) of `full`
  * (entry e's tensor or an optimizer moment of it); whether a target file (tp, ep) exists, its
  * writer's expert TP rank and dense data-parallel (x CP) rank (megatron-core 0.16.1

@@ -16,7 +16,9 @@ or another: --ep, --etp; a grouped_gemm pair's model only, --moe-grouped-gemm on
 oracle_fp16_inst.json (fp16 with its grad scaler, distributed-optimizer instances) or
 oracle_versions.json, megatron-core 0.13.1's and 0.19's own
 reshards (README_megatron_distopt_versions.md); FORM (default legacy) picks which committed
-save of X ckptconv reads (each holds the same state). The values under rerun_state_machine
+save of X ckptconv reads (each holds the same state); FORM `etp1` reads ckptconv's reshard of
+X's legacy save to TP 2 EP 2 at expert TP 1 (the files megatron-core writes there, oracle_moe.json
+pair 5: a source with no file for some (TP, EP) ranks). The values under rerun_state_machine
 (0.13.1's legacy files) are not compared: Megatron's load resets current_iteration, and
 their enums render differently with and without megatron-core installed."""
 import json
@@ -38,12 +40,18 @@ def main():
     source = pair["source"]
     if source.endswith("/fully_reshardable"):
         source = source[: -len("fully_reshardable")]
-    source = source.rstrip("/") + "/" + form
+    source = os.path.join(testdata, source.rstrip("/") + "/" + ("legacy" if form == "etp1" else form))
+    if form == "etp1":
+        via = os.path.join(work, f"{oracle}.{index}.via_etp1")
+        shutil.rmtree(via, ignore_errors=True)
+        subprocess.run([ckptconv, "reshard", source, via, "-q", "--tp", "2", "--pp", "1", "--dp", "2", "--ep", "2",
+                        "--etp", "1"], check=True)
+        source = via
     y = pair["target_layout"]
     bucket = pair.get("target_ddp_bucket_size")
     out = os.path.join(work, f"{oracle}.{index}.{form}")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [ckptconv, "reshard", os.path.join(testdata, source), out, "-q",
+    cmd = [ckptconv, "reshard", source, out, "-q",
            "--tp", str(y["tp"]), "--pp", str(y["pp"]), "--vpp", str(pair.get("target_vpp") or 1),
            "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none",
            "--num-distributed-optimizer-instances", str(y.get("inst", 1))]
