@@ -440,10 +440,10 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
                     rc = ckpt_megatron__ep_chain(c->m, c->arena, copy, &copy);
             }
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
-                rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
+                rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, c->t, &copy);
             else if (strcmp(key, "optimizer") == 0)
                 rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
-                                                    c->t, c->padded_vocab, &copy);
+                                                    c->etp, c->t, c->padded_vocab, &copy);
             else
                 rc = carry(c, tmpl->ck, v, &copy);
         } else {

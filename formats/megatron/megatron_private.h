@@ -164,6 +164,14 @@ int ckpt_megatron__part(const ckpt_megatron *m, const ckpt_megatron_target *t, i
 int ckpt_megatron__saving_rank(const ckpt_megatron_target *t, int tp, int ep, int *etp, int *dense_rank);
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
 const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
+/* The param groups of inner optimizer i of an optimizer state `opt` (a chained optimizer's
+ * list, i < its length; else opt itself, i 0): legacy {'optimizer': {'param_groups'}} (the
+ * distributed optimizer's), torch's {state, param_groups}, torch_dist's {'param_groups'};
+ * NULL when it has none. The param groups an expert optimizer chained at EP > 1 to a dense one
+ * of `dense` groups has: its one group, the dense group of the experts' weights (weight decay,
+ * no overrides; exactly one), is_expert_parallel True, a copy in arena a. */
+const ckpt_value *ckpt_megatron__param_groups(const ckpt_value *opt, size_t i);
+int ckpt_megatron__expert_groups(ckpt_arena *a, const ckpt_value *dense, ckpt_value **out);
 /* EP 1 -> N: model_optim_rng.pt's `optimizer` opt (the dense optimizer's, a copy in arena a)
  * as the chained optimizer's [opt, {'optimizer': {'param_groups': [its experts' group]}}]. */
 int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out);
@@ -346,11 +354,16 @@ int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, 
  * chunk, state index, param group and place in the group. */
 typedef struct mg_optim_view {
     const ckpt_ckpt *ck;
-    const ckpt_value *sd;      /* {state, param_groups} */
+    const ckpt_value *sd;      /* {state, param_groups} (of the dense optimizer: sds[0]) */
     const ckpt_value *masters; /* fp32_from_fp16_params: a list per group, or NULL */
+    /* a mixture of experts at EP > 1 chains a dense and an expert optimizer: the file's
+       `optimizer` is the list of their states, n_opt 2 (else 1), and parameter i's is
+       sds[which[i]] */
+    const ckpt_value *sds[2], *masters_of[2];
+    size_t n_opt;
     size_t n;
     const char **keys;
-    int *vp;
+    int *vp, *which;
     int64_t *index;
     size_t *group, *pos;
 } mg_optim_view;
@@ -390,18 +403,19 @@ size_t ckpt_megatron__seq_len(const ckpt_value *v);
  * moments of every parameter entry read from the rank files' `optimizer`; the common step
  * count of the source's optimizer, plain or distributed; the `optimizer` entry of a target
  * rank file as the non-distributed optimizer saves it, from the moments, for the parameters
- * `params` (in state-dict order), its param groups and grad scaler from template rank `tmpl`;
- * tensors are added to plan file `file`. */
+ * `params` (in state-dict order; tp, etp: the rank's TP and expert TP rank), its param groups
+ * and grad scaler from template rank `tmpl` (a mixture of experts at EP > 1: the chained
+ * [dense, expert] list); tensors are added to plan file `file`. */
 int ckpt_megatron__read_plain_moments(ckpt_megatron *m);
 int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
-                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp, int etp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
 /* The `optimizer` entry of a target rank file as the distributed optimizer saves it (its
  * param groups without 'params', each with the common step, and the grad scaler) from a
  * plain source's template rank `tmpl`. */
 int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
-                                         ckpt_value **out);
+                                         const ckpt_megatron_target *t, ckpt_value **out);
 /* Its {'param_groups': [...]} alone (DistributedOptimizer.state_dict()['optimizer']). */
 int ckpt_megatron__distributed_groups(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
                                       ckpt_value **out);

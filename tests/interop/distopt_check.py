@@ -13,6 +13,8 @@ buckets_coalesced, the optimizer's param groups and step, the scheduler, the ite
 
 ORACLE (default oracle.json) may be oracle_moe.json (the mixture-of-experts fixture at its EP
 or another: --ep, --etp; a grouped_gemm pair's model only, --moe-grouped-gemm on),
+oracle_moe_plain.json (the same with the non-distributed optimizer: chained [dense, expert]
+torch state dicts; its source made by ckptconv, DERIVED),
 oracle_fp16_inst.json (fp16 with its grad scaler, distributed-optimizer instances) or
 oracle_versions.json, megatron-core 0.13.1's and 0.19's own
 reshards (README_megatron_distopt_versions.md); FORM (default legacy) picks which committed
@@ -28,6 +30,13 @@ import subprocess
 import sys
 
 
+# fixtures whose legacy files are ckptconv's reshard of a committed one: the MoE model trained
+# with the non-distributed optimizer holds, tensor for tensor, the state of the same training with
+# the distributed one (testdata/gen/README_megatron_distopt.md; pair 0 of oracle_moe_plain.json
+# checks every tensor and value of the derived files against megatron-core's)
+DERIVED = {"m_tp1pp1dp2_ep2_plain": ("m_tp1pp1dp2_ep2", ["--tp", "1", "--pp", "1", "--to-optimizer", "plain"])}
+
+
 def main():
     ckptconv, testdata, index, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     oracle = sys.argv[5] if len(sys.argv) > 5 else "oracle.json"
@@ -38,9 +47,20 @@ def main():
     with open(os.path.join(testdata, "megatron", "distopt", oracle)) as f:
         pair = json.load(f)["pairs"][index]
     source = pair["source"]
-    if source.endswith("/fully_reshardable"):
-        source = source[: -len("fully_reshardable")]
-    source = os.path.join(testdata, source.rstrip("/") + "/" + ("legacy" if form == "etp1" else form))
+    for saved in ("/fully_reshardable", "/torch_dist"):
+        if source.endswith(saved):
+            source = source[: -len(saved)]
+    name = os.path.basename(source.rstrip("/"))
+    if name in DERIVED:
+        # not committed (testdata budget): made from its committed twin as the oracle's pair 0
+        # shows it equals megatron-core's own files
+        twin, args = DERIVED[name]
+        source = os.path.join(work, f"{oracle}.{index}.{name}")
+        shutil.rmtree(source, ignore_errors=True)
+        subprocess.run([ckptconv, "reshard", os.path.join(testdata, "megatron", "distopt", twin, "legacy"), source,
+                        "-q"] + args, check=True)
+    else:
+        source = os.path.join(testdata, source.rstrip("/") + "/" + ("legacy" if form == "etp1" else form))
     if form == "etp1":
         via = os.path.join(work, f"{oracle}.{index}.via_etp1")
         shutil.rmtree(via, ignore_errors=True)
