@@ -412,8 +412,9 @@ int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t fil
                                    const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp, int etp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
 /* The `optimizer` entry of a target rank file as the distributed optimizer saves it (its
- * param groups without 'params', each with the common step, and the grad scaler) from a
- * plain source's template rank `tmpl`. */
+ * param groups without 'params', each with the common step, and the grad scaler; a mixture of
+ * experts at EP > 1: the chained [dense, expert] list) from a plain source's template rank
+ * `tmpl` (megatron_optim_distributed_form.c). */
 int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
                                          const ckpt_megatron_target *t, ckpt_value **out);
 /* Its {'param_groups': [...]} alone (DistributedOptimizer.state_dict()['optimizer']). */
