@@ -205,7 +205,7 @@ int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t 
                               const ckpt_megatron_options *opts);
 int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node *full);
 /* The target's padded vocabulary, and `args` rewritten for the target layout, its tensors
- * (none, in practice) added to plan file `file` (megatron_plan.c). */
+ * (none, in practice) added to plan file `file` (megatron_plan.c, megatron_args_target.c). */
 int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t);
 /* The target's sizes by ckpt_megatron_check_layout's rules, with the layers the model holds
  * (megatron_layout_check.c). */
@@ -214,6 +214,16 @@ int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_targe
 int ckpt_megatron__target_ep(const ckpt_megatron *m, const ckpt_megatron_target *t);
 int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                ckpt_value **out);
+/* `args` (the template rank's) rewritten for the target rank `at` describes, a copy in plan
+ * file `file` (megatron_args_target.c). */
+typedef struct mg_args_at {
+    const mg_rank *tmpl;  /* the source file the target rank is built from */
+    int64_t padded_vocab; /* the target's */
+    int ep_size;          /* the target's EP */
+    int etp, pp, ep;      /* the rank's expert TP rank, stage and EP rank */
+} mg_args_at;
+int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
+                                const mg_args_at *at, const ckpt_value *args, ckpt_value **out);
 /* torch_dist (megatron-core dist_checkpointing) stacks the decoder's layers under one key
  * each, "decoder.layers.<module key>", and names the local spec's norms as Transformer
  * Engine's fused ones (TransformerLayer's sharded_state_dict_keys_map). The module key of
