@@ -134,7 +134,7 @@ static void reshard_help(FILE *out)
 "                           the legacy layout (at EP 1 the experts are dense\n"
 "                           parameters; EP 1 -> N gives them the expert optimizer,\n"
 "                           their dense param group); torch_dist output at another\n"
-"                           EP with --no-optimizer for now\n"
+"                           EP with --optim-format fully_reshardable or --no-optimizer\n"
 "  --etp M                  expert tensor-parallel size (default: the TP), dividing the\n"
 "                           TP: the experts are cut over M ranks, and the files are\n"
 "                           those Megatron's expert data-parallel rank 0 writes, one per\n"

@@ -310,10 +310,11 @@ int ckpt_megatron__distopt_missing(const ckpt_megatron *m);
 /* The state key ("optimizer.state.<name>.<key>") of moment k of entry e in `form`; NULL for
  * the master copy of an fp32 model under the non-distributed optimizer (the weight itself). */
 const char *ckpt_megatron__dist_moment_name(int form, const mg_entry *e, int k);
-/* common.pt's `optimizer` and `opt_param_scheduler` entries for `form`, added to root (plan
+/* common.pt's `optimizer` and `opt_param_scheduler` entries for `form` at EP ep_size, added to root (plan
  * file `file`, its `args` already there: use_distributed_optimizer set to the form); then its
  * `content_metadata`, as megatron-core saves it. */
-int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root);
+int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, int ep_size, ckpt_plan *plan, size_t file,
+                                     ckpt_value *root);
 int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root);
 /* common.pt's `optimizer` keeping a legacy source's non-distributed optimizer (its step and
  * param groups; megatron_dist_optim_legacy_plain.c). */
