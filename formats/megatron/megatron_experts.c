@@ -236,8 +236,8 @@ int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, in
 /* The expert TP size of the set, and the ranks without a file of their own: a legacy set's
  * experts are cut over the expert TP ranks, which divide the TP (megatron-core cannot save
  * more: two expert TP ranks would write one file); below the TP the files are those of
- * expert data-parallel rank 0 (mg_expert_tp), and a missing (tp, pp, ep) stands in for by the
- * file of its dense TP rank, the experts read from the file mg_expert_tp names. */
+ * expert data-parallel rank 0 (mg_expert_tp): the file of its dense TP rank stands in for a
+ * missing (tp, pp, ep), and its experts are read from the file mg_expert_tp names. */
 int ckpt_megatron__stand_ins(ckpt_megatron *m)
 {
     const char *first = ckpt_path(mg_rank_at(m, 0, 0, 0)->ck);
