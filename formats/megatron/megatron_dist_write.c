@@ -225,7 +225,8 @@ static int add_common(dist_ctx *c, const char *dir)
         ckpt_value_dict_set(a, root, ckpt_value_new_str(a, "iteration", 9),
                             ckpt_value_new_int(a, c->m->info.iteration)) < 0)
         return CKPT_ENOMEM;
-    if ((rc = ckpt_megatron__dist_optim_common(c->m, c->form, c->plan, file, root)) < 0)
+    if ((rc = ckpt_megatron__dist_optim_common(c->m, c->form, ckpt_megatron__target_ep(c->m, c->t), c->plan, file,
+                                                root)) < 0)
         return rc;
     ckpt_megatron__dist_source(c->m, &src, &src_root);
     flops = src_root ? ckpt_value_dict_get(src_root, "num_floating_point_operations_so_far") : NULL;
@@ -257,16 +258,20 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
                                "%s: torch_dist with an expert TP (%d) other than the TP (%d) is not written yet",
                                m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model", t->etp,
                                t->tp);
-    if (ckpt_megatron__num_experts(m->args) > 0 && ckpt_megatron__target_ep(m, t) != m->info.ep &&
-        m->info.has_optimizer && t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: torch_dist optimizer state at EP %d (the source's is %d) is not written yet; "
-                               "--no-optimizer writes the model, or the legacy layout (--to torch) carries it",
-                               m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
-                               ckpt_megatron__target_ep(m, t), m->info.ep);
     if ((rc = check(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0) ||
         (rc = ckpt_megatron__dist_target_form(m, t, &form)) < 0)
         return rc;
+    /* fully_reshardable keeps each parameter's state whole, in items that do not depend on the
+     * EP either (common.pt's optimizer follows it: megatron_dist_optim_write.c) */
+    if (ckpt_megatron__num_experts(m->args) > 0 && ckpt_megatron__target_ep(m, t) != m->info.ep &&
+        form != MG_DIST_NONE && form != MG_DIST_FULLY)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: torch_dist %s optimizer state at EP %d (the source's is %d) is not written yet; "
+                               "--optim-format fully_reshardable writes it, --no-optimizer the model, the legacy "
+                               "layout (--to torch) both",
+                               m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
+                               form == MG_DIST_DP ? "dp_reshardable" : "non-distributed",
+                               ckpt_megatron__target_ep(m, t), m->info.ep);
     memset(&c, 0, sizeof c);
     c.m = m;
     c.t = t;

@@ -154,8 +154,72 @@ static int dense_in(const ckpt_megatron *m, const ckpt_value *from, const ckpt_v
     return 0;
 }
 
-/* The tensors of EP rank ep > 0 that are not experts' are copies of EP rank 0's (not read):
- * the same keys at the same shapes. */
+/* Tensors t and u (of the same dtype and shape) hold the same bytes; compared in slices of
+ * bounded size. */
+static int same_bytes(const ckpt_tensor *t, const ckpt_tensor *u, int *same)
+{
+    enum { SLICE = 16384 };
+    int64_t n = ckpt_tensor_numel(t), at, k;
+    size_t es = ckpt_dtype_size(t->dtype);
+    unsigned char *a, *b;
+    int rc = 0;
+
+    *same = 1;
+    if (t->dtype != u->dtype || es == 0 || n < 0) {
+        *same = t->dtype == u->dtype && n == 0;
+        return 0;
+    }
+    a = malloc(SLICE * es);
+    b = malloc(SLICE * es);
+    for (at = 0; a && b && at < n && *same && rc == 0; at += k) {
+        k = n - at < SLICE ? n - at : SLICE;
+        if ((rc = ckpt_tensor_read(t, at, k, t->dtype, a)) == 0 && (rc = ckpt_tensor_read(u, at, k, u->dtype, b)) == 0)
+            *same = memcmp(a, b, (size_t)k * es) == 0;
+    }
+    if (!a || !b)
+        rc = ckpt_error_oom();
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* At expert TP below the TP, the files of one dense TP rank are written by its dense
+ * data-parallel ranks, whose copies of its tensors are read from one of them (r0): every
+ * other copy (r's) must be the same tensor, else the set is not one model. */
+static int same_copies(const ckpt_megatron *m, const ckpt_value *d, const ckpt_value *d0, const mg_rank *r,
+                       const mg_rank *r0)
+{
+    size_t i;
+    int rc, same;
+
+    for (i = 0; i < d0->u.dict.map.n; i++) {
+        const ckpt_value *k = d0->u.dict.map.keys[i];
+        const ckpt_tensor *t, *u;
+        ckpt_tensor_layout l;
+        if (k->kind != CKPT_VAL_STR)
+            continue;
+        if (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0)
+            ckpt_error_clear();
+        else if (l.expert)
+            continue;
+        t = leaf(r0, d0->u.dict.map.vals[i]);
+        u = leaf(r, ckpt_value_dict_get(d, k->u.str.ptr));
+        if (!t || !u)
+            continue;
+        if ((rc = same_bytes(t, u, &same)) < 0)
+            return rc;
+        if (!same)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: '%s' differs from its copy in %s: the files of one dense TP rank hold one "
+                                   "model's tensors",
+                                   ckpt_path(r->ck), k->u.str.ptr, ckpt_path(r0->ck));
+    }
+    return 0;
+}
+
+/* The tensors of a file that are not experts' are copies of those its dense TP rank's file
+ * holds (r0: EP rank 0's at an expert TP equal to the TP): the same keys at the same shapes,
+ * not read; at an expert TP below the TP also the same values. */
 int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, int ep, const ckpt_value *d)
 {
     const mg_rank *r = mg_rank_at(m, tp, pp, ep), *r0 = mg_rank_at(m, tp, pp, 0);
@@ -164,9 +228,51 @@ int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, in
 
     if (!d0 || d0->kind != CKPT_VAL_DICT)
         return 0; /* refused when EP rank 0's chunk was read */
-    if ((rc = dense_in(m, d, d0, r, r0, 0)) < 0)
+    if ((rc = dense_in(m, d, d0, r, r0, 0)) < 0 || (rc = dense_in(m, d0, d, r, r0, 1)) < 0)
         return rc;
-    return dense_in(m, d0, d, r, r0, 1);
+    return mg_etp(m) < m->info.tp ? same_copies(m, d, d0, r, r0) : 0;
+}
+
+/* The expert TP size of the set, and the ranks without a file of their own: a legacy set's
+ * experts are cut over the expert TP ranks, which divide the TP (megatron-core cannot save
+ * more: two expert TP ranks would write one file); below the TP the files are those of
+ * expert data-parallel rank 0 (mg_expert_tp): the file of its dense TP rank stands in for a
+ * missing (tp, pp, ep), and its experts are read from the file mg_expert_tp names. */
+int ckpt_megatron__stand_ins(ckpt_megatron *m)
+{
+    const char *first = ckpt_path(mg_rank_at(m, 0, 0, 0)->ck);
+    int64_t etp = ckpt_megatron__num_experts(m->args) > 0
+                      ? ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", m->info.tp)
+                      : m->info.tp;
+    int tp, pp, ep;
+
+    if (etp > m->info.tp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: expert_tensor_parallel_size %lld is above the tensor-parallel size %d: "
+                               "megatron-core's legacy save cannot hold that layout (the expert TP ranks of one dense "
+                               "TP rank all write its mp_rank file, and one survives)",
+                               first, (long long)etp, m->info.tp);
+    if (etp < 1 || m->info.tp % etp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: expert_tensor_parallel_size %lld does not divide the tensor-parallel size %d",
+                               first, (long long)etp, m->info.tp);
+    m->etp = (int)etp;
+    for (ep = 0; ep < m->info.ep; ep++)
+        for (pp = 0; pp < m->info.pp; pp++)
+            for (tp = 0; tp < m->info.tp; tp++) {
+                mg_rank *r = mg_rank_at(m, tp, pp, ep);
+                const mg_rank *dense = mg_rank_at(m, tp, pp, mg_dense_ep(m, tp));
+                const mg_rank *expert = mg_rank_at(m, mg_expert_tp(m, tp % mg_etp(m), ep), pp, ep);
+                if (!r->stand_in && !expert->stand_in)
+                    continue;
+                if (etp == m->info.tp || dense->stand_in || expert->stand_in)
+                    return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                                           "%s: no rank file for TP %d, PP %d, EP %d (expert TP %lld)",
+                                           ckpt_set_info_of(m->set)->root, tp, pp, ep, (long long)etp);
+                r->ck = dense->ck;
+                r->root = dense->root;
+            }
+    return 0;
 }
 
 /* Each EP rank file holds num_experts / EP experts of every MoE layer, each with the same

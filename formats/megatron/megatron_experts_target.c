@@ -14,9 +14,11 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
 /* A mixture of experts at another EP: its size, and the rank that saves each file, the
  * expert data-parallel rank 0 of its (TP, PP, EP) ranks (megatron-core 0.16.1 parallel_state,
  * the expert ranks in order tp-cp-ep-dp-pp: etp + ETP * ep + world / PP * pp); a local_rank
- * equal to the rank (one node) stays equal to it. moe_grouped_gemm: `grouped`. */
+ * equal to the rank (one node) stays equal to it. moe_grouped_gemm: `grouped`. rerank: d is
+ * the args of another rank's file (a source at expert TP below its TP has no file for some
+ * ranks), so the rank is the target's even at the same layout. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
-                           int etp, int pp, int ep)
+                           int etp, int pp, int ep, int rerank)
 {
     int64_t src_ep = ckpt_megatron__arg_int(d, "expert_model_parallel_size", 1), world, rank;
     int64_t dp = t->dp > 0 ? t->dp : ckpt_megatron__arg_int(d, "data_parallel_size", 0);
@@ -25,7 +27,7 @@ int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_tar
     if (ckpt_megatron__num_experts(d) > 0 && !ckpt_megatron__arg_int(d, "moe_grouped_gemm", 0) != !grouped &&
         (rc = set_attr(a, d, "moe_grouped_gemm", ckpt_value_new_bool(a, grouped))) < 0)
         return rc;
-    if (ckpt_megatron__num_experts(d) <= 0 || (src_ep == ep_size && t->etp <= 0))
+    if (ckpt_megatron__num_experts(d) <= 0 || (src_ep == ep_size && t->etp <= 0 && !rerank))
         return 0;
     if ((rc = set_attr(a, d, "expert_model_parallel_size", ckpt_value_new_int(a, ep_size))) < 0)
         return rc;
@@ -52,12 +54,14 @@ static int number(const ckpt_value *group, const char *key, double *out)
     return 1;
 }
 
-/* The param groups of inner optimizer i of a chained optimizer's state: legacy
- * model_optim_rng.pt's [{'optimizer': {...}}, ...], torch_dist's [{'param_groups': ...}, ...]. */
-static const ckpt_value *groups_of(const ckpt_value *chained, size_t i)
+const ckpt_value *ckpt_megatron__param_groups(const ckpt_value *opt, size_t i)
 {
-    const ckpt_value *o = chained->u.seq.items[i], *in;
+    const ckpt_value *o = opt, *in;
 
+    if (o && (o->kind == CKPT_VAL_LIST || o->kind == CKPT_VAL_TUPLE))
+        o = i < o->u.seq.n ? o->u.seq.items[i] : NULL;
+    else if (i > 0)
+        return NULL;
     if (o && o->kind == CKPT_VAL_DICT && (in = ckpt_value_dict_get(o, "optimizer")) != NULL)
         o = in;
     o = o && o->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(o, "param_groups") : NULL;
@@ -74,8 +78,8 @@ static int expert_groups_fit(const ckpt_megatron *m, const char *src)
     const ckpt_value *dense, *expert;
     size_t i, j, k;
 
-    if (!opt || opt->kind != CKPT_VAL_LIST || opt->u.seq.n != 2 || !(dense = groups_of(opt, 0)) ||
-        !(expert = groups_of(opt, 1)))
+    if (!opt || opt->kind != CKPT_VAL_LIST || opt->u.seq.n != 2 || !(dense = ckpt_megatron__param_groups(opt, 0)) ||
+        !(expert = ckpt_megatron__param_groups(opt, 1)))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: optimizer is not the chained optimizer's [{'optimizer': {'param_groups': ...}}] x 2 "
                                "a mixture of experts at EP > 1 saves",
@@ -98,7 +102,7 @@ static int expert_groups_fit(const ckpt_megatron *m, const char *src)
     return 0;
 }
 
-static int default_group(const ckpt_megatron *m, const ckpt_value *opt, const char *src, const ckpt_value **out);
+static int default_group(const ckpt_value *groups, const char *src, const ckpt_value **out);
 
 /* A mixture of experts' optimizer state at another EP: the distributed optimizer's follows
  * its parameters, into the expert buffers (expert data-parallel group) at EP > 1 and the dense
@@ -118,21 +122,20 @@ int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_targ
                                "expert optimizer yet; --no-optimizer writes the model",
                                src, ep);
     if (m->info.ep == 1)
-        return default_group(m, ckpt_value_dict_get(mg_rank_at(m, 0, 0, 0)->root, "optimizer"), src, NULL);
+        return default_group(ckpt_megatron__param_groups(ckpt_value_dict_get(mg_rank_at(m, 0, 0, 0)->root, "optimizer"),
+                                                         0),
+                             src, NULL);
     return ep == 1 ? expert_groups_fit(m, src) : 0;
 }
 
 /* The dense optimizer's param group the experts' weights are in at EP 1: weight decay, no
  * overrides (megatron-core 0.16.1 optimizer/__init__.py _get_param_groups: 2-D weights decay,
  * biases and 1-D parameters do not); exactly one, else the experts' group is unknown. */
-static int default_group(const ckpt_megatron *m, const ckpt_value *opt, const char *src, const ckpt_value **out)
+static int default_group(const ckpt_value *groups, const char *src, const ckpt_value **out)
 {
-    const ckpt_value *inner = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "optimizer") : NULL;
-    const ckpt_value *groups = inner && inner->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(inner, "param_groups") : NULL;
     const ckpt_value *found = NULL;
     size_t i, n = 0;
 
-    (void)m;
     for (i = 0; groups && groups->kind == CKPT_VAL_LIST && i < groups->u.seq.n; i++) {
         const ckpt_value *g = groups->u.seq.items[i];
         double wd = 0, lr = 0, dec = 0;
@@ -165,24 +168,16 @@ static ckpt_value *key_of(const ckpt_value *dict, const char *name)
     return NULL;
 }
 
-int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out)
+int ckpt_megatron__expert_groups(ckpt_arena *a, const ckpt_value *dense, ckpt_value **out)
 {
-    const ckpt_value *group = NULL, *inner;
-    ckpt_value *copy, *groups, *sd, *wrap, *list, *k_opt, *k_groups;
+    const ckpt_value *group = NULL;
+    ckpt_value *copy = ckpt_value_new(a, CKPT_VAL_DICT), *groups = ckpt_value_new(a, CKPT_VAL_LIST);
     size_t i;
     int rc;
 
-    if ((rc = default_group(m, opt, "the optimizer", &group)) < 0)
+    if ((rc = default_group(dense, "the optimizer", &group)) < 0)
         return rc;
-    inner = ckpt_value_dict_get(opt, "optimizer");
-    k_opt = key_of(opt, "optimizer");
-    k_groups = key_of(inner, "param_groups");
-    copy = ckpt_value_new(a, CKPT_VAL_DICT);
-    groups = ckpt_value_new(a, CKPT_VAL_LIST);
-    sd = ckpt_value_new(a, CKPT_VAL_DICT);
-    wrap = ckpt_value_new(a, CKPT_VAL_DICT);
-    list = ckpt_value_new(a, CKPT_VAL_LIST);
-    if (!copy || !groups || !sd || !wrap || !list || !k_opt || !k_groups)
+    if (!copy || !groups)
         return CKPT_ENOMEM;
     /* the dense group's entries (values of their own, as the expert optimizer's are; keys
      * shared), is_expert_parallel True */
@@ -194,7 +189,29 @@ int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *o
             break;
         rc = ckpt_value_dict_set(a, copy, k, v);
     }
-    if (rc < 0 || ckpt_value_append(a, groups, copy) < 0 || ckpt_value_dict_set(a, sd, k_groups, groups) < 0 ||
+    if (rc == 0 && (rc = ckpt_value_append(a, groups, copy)) == 0)
+        *out = groups;
+    return rc;
+}
+
+int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out)
+{
+    const ckpt_value *inner;
+    ckpt_value *groups, *sd, *wrap, *list, *k_opt, *k_groups;
+    int rc;
+
+    (void)m;
+    if ((rc = ckpt_megatron__expert_groups(a, ckpt_megatron__param_groups(opt, 0), &groups)) < 0)
+        return rc;
+    inner = ckpt_value_dict_get(opt, "optimizer");
+    k_opt = key_of(opt, "optimizer");
+    k_groups = key_of(inner, "param_groups");
+    sd = ckpt_value_new(a, CKPT_VAL_DICT);
+    wrap = ckpt_value_new(a, CKPT_VAL_DICT);
+    list = ckpt_value_new(a, CKPT_VAL_LIST);
+    if (!sd || !wrap || !list || !k_opt || !k_groups)
+        return CKPT_ENOMEM;
+    if (ckpt_value_dict_set(a, sd, k_groups, groups) < 0 ||
         ckpt_value_dict_set(a, wrap, k_opt, sd) < 0 || ckpt_value_append(a, list, opt) < 0 ||
         ckpt_value_append(a, list, wrap) < 0)
         return CKPT_ENOMEM;

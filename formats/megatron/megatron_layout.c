@@ -172,30 +172,56 @@ static int pick_dir(const char *root, const ckpt_set_options *o, ckpt_set_info *
     return 0;
 }
 
-/* One number after the TP rank: the pipeline stage, unless args say the pipeline has one
- * stage and experts are spread over ranks. */
-static int single_suffix_is_expert(const char *rank_dir)
+/* The parallel sizes the args of a rank file give (0 where absent), read only to tell what
+ * its directory names mean: one number after the TP rank is the pipeline stage unless the
+ * pipeline has one stage and experts are spread over ranks, and an expert TP size below the
+ * TP leaves some (TP, EP) pairs without a file. */
+typedef struct rank_args {
+    long long tp, pp, ep, etp;
+} rank_args;
+
+static long long args_int(const ckpt_value *d, const char *name)
+{
+    const ckpt_value *v = ckpt_value_dict_get(d, name);
+    return v && v->kind == CKPT_VAL_INT ? v->u.integer : 0;
+}
+
+static void read_rank_args(const char *rank_dir, rank_args *a)
 {
     char path[4096];
     const ckpt_value *args;
-    const ckpt_value *pp, *ep;
     ckpt_ckpt *ck;
-    int expert = 0;
 
+    memset(a, 0, sizeof *a);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", rank_dir, MODEL_FILE) >= sizeof path ||
         ckpt_open(&ck, path, NULL) < 0) {
         ckpt_error_clear();
-        return 0;
+        return;
     }
     args = ckpt_root(ck) ? ckpt_value_dict_get(ckpt_root(ck), "args") : NULL;
     if (args && args->kind == CKPT_VAL_OBJECT && args->u.obj.state && args->u.obj.state->kind == CKPT_VAL_DICT) {
-        pp = ckpt_value_dict_get(args->u.obj.state, "pipeline_model_parallel_size");
-        ep = ckpt_value_dict_get(args->u.obj.state, "expert_model_parallel_size");
-        expert = pp && pp->kind == CKPT_VAL_INT && pp->u.integer == 1 && ep && ep->kind == CKPT_VAL_INT &&
-                 ep->u.integer > 1;
+        a->tp = args_int(args->u.obj.state, "tensor_model_parallel_size");
+        a->pp = args_int(args->u.obj.state, "pipeline_model_parallel_size");
+        a->ep = args_int(args->u.obj.state, "expert_model_parallel_size");
+        a->etp = args_int(args->u.obj.state, "expert_tensor_parallel_size");
     }
     ckpt_close(ck);
-    return expert;
+}
+
+/* Expert TP below the TP (dividing it): megatron-core's legacy save is written by the ranks of
+ * expert data-parallel rank 0, the first ETP x EP of each stage (megatron-core 0.16.1
+ * parallel_state: rank r has dense TP rank r % TP, EP rank r / ETP), so only the (TP, EP)
+ * pairs with tp / ETP == ep % (TP / ETP) have a file; and every dense TP rank only when
+ * ETP x EP >= TP. */
+static int expert_tp_set(const rank_args *a)
+{
+    return a->tp > 1 && a->ep > 1 && a->etp >= 1 && a->etp < a->tp && a->tp % a->etp == 0 && a->etp * a->ep >= a->tp &&
+           a->tp <= 1000 && a->ep <= 4096 && a->pp >= 1 && a->pp <= 1000;
+}
+
+static int expert_tp_has(const rank_args *a, const ckpt_coords *at)
+{
+    return at->tp < a->tp && at->pp < a->pp && at->ep < a->ep && at->tp / a->etp == at->ep % (a->tp / a->etp);
 }
 
 typedef struct rank_dir {
@@ -276,6 +302,50 @@ static int missing_rank(const char *path, const rank_dir *dirs, size_t n, int tp
                            path, n, tp, pp, ep);
 }
 
+static void name_rank(char *buf, size_t cap, const ckpt_coords *at, int pp, int ep)
+{
+    int k = snprintf(buf, cap, "mp_rank_%02d", at->tp);
+
+    if (pp > 1)
+        k += snprintf(buf + k, cap - (size_t)k, "_%03d", at->pp);
+    if (ep > 1)
+        snprintf(buf + k, cap - (size_t)k, "_%03d", at->ep);
+}
+
+/* dirs (sorted by_coords, no two the same rank) are exactly the files of an expert-TP set
+ * (expert_tp_set): none extra, none missing. */
+static int check_expert_tp_set(const char *path, const rank_dir *dirs, size_t n, const rank_args *a)
+{
+    ckpt_coords at = CKPT_COORDS_NONE;
+    char name[64];
+    size_t i = 0;
+
+    for (i = 0; i < n; i++)
+        if (!expert_tp_has(a, &dirs[i].at))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                                   "%s: %s is no rank of TP %lld x PP %lld x EP %lld at expert TP %lld: megatron-core "
+                                   "saves only the TP ranks of expert data-parallel rank 0, mp_rank_TT_EEE with "
+                                   "TT / ETP == EEE %% (TP / ETP)",
+                                   path, dirs[i].name, a->tp, a->pp, a->ep, a->etp);
+    i = 0;
+    for (at.pp = 0; at.pp < a->pp; at.pp++)
+        for (at.ep = 0; at.ep < a->ep; at.ep++)
+            for (at.tp = 0; at.tp < a->tp; at.tp++) {
+                if (!expert_tp_has(a, &at))
+                    continue;
+                if (i < n && dirs[i].at.tp == at.tp && dirs[i].at.pp == at.pp && dirs[i].at.ep == at.ep) {
+                    i++;
+                    continue;
+                }
+                name_rank(name, sizeof name, &at, (int)a->pp, (int)a->ep);
+                return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
+                                       "%s: no %s: TP %lld x PP %lld x EP %lld at expert TP %lld (args) is saved as "
+                                       "%lld rank directories, %zu found",
+                                       path, name, a->tp, a->pp, a->ep, a->etp, a->etp * a->ep * a->pp, n);
+            }
+    return 0;
+}
+
 static int add_member(ckpt_set_builder *b, const char *dir, const char *rank_name, const char *file,
                       const ckpt_coords *at, const char *role)
 {
@@ -324,6 +394,7 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     rank_dir *dirs = NULL;
     size_t i, n = 0;
     int rc, tp = 0, pp = 0, ep = 0, single = 1, distrib = 0, has;
+    rank_args args;
     struct stat st;
 
     if (stat(root, &st) == 0 && S_ISREG(st.st_mode))
@@ -351,14 +422,16 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     }
     for (i = 0; i < n; i++)
         single &= strchr(dirs[i].name + 8, '_') != NULL && strchr(strchr(dirs[i].name + 8, '_') + 1, '_') == NULL;
-    if (single) {
-        if ((size_t)snprintf(rel, sizeof rel, "%s/%s", path, dirs[0].name) < sizeof rel &&
-            single_suffix_is_expert(rel))
-            for (i = 0; i < n; i++) {
-                dirs[i].at.ep = dirs[i].at.pp;
-                dirs[i].at.pp = 0;
-            }
-    }
+    memset(&args, 0, sizeof args);
+    if ((size_t)snprintf(rel, sizeof rel, "%s/%s", path, dirs[0].name) >= sizeof rel)
+        rel[0] = '\0';
+    if (single && rel[0])
+        read_rank_args(rel, &args);
+    if (single && args.pp == 1 && args.ep > 1)
+        for (i = 0; i < n; i++) {
+            dirs[i].at.ep = dirs[i].at.pp;
+            dirs[i].at.pp = 0;
+        }
     qsort(dirs, n, sizeof *dirs, by_coords);
     for (i = 0; i < n; i++) {
         tp = dirs[i].at.tp + 1 > tp ? dirs[i].at.tp + 1 : tp;
@@ -369,13 +442,23 @@ static int megatron_list(ckpt_set_builder *b, const char *root)
     info.pp = pp;
     info.ep = ep;
     info.dp = 1;
+    if (!single && rel[0] && (uint64_t)tp * (uint64_t)pp * (uint64_t)ep != n)
+        read_rank_args(rel, &args);
     rc = ckpt_set_builder_info(b, &info);
     for (i = 1; i < n && rc == 0; i++)
         if (by_coords(&dirs[i - 1], &dirs[i]) == 0)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: %s and %s are the same rank", path,
                                  dirs[i - 1].name, dirs[i].name);
-    if (rc == 0 && (uint64_t)tp * (uint64_t)pp * (uint64_t)ep != n)
+    if (rc == 0 && expert_tp_set(&args)) {
+        rc = check_expert_tp_set(path, dirs, n, &args);
+        info.tp = (int)args.tp;
+        info.pp = (int)args.pp;
+        info.ep = (int)args.ep;
+        if (rc == 0)
+            rc = ckpt_set_builder_info(b, &info);
+    } else if (rc == 0 && (uint64_t)tp * (uint64_t)pp * (uint64_t)ep != n) {
         rc = missing_rank(path, dirs, n, tp, pp, ep);
+    }
     for (i = 0; i < n && rc == 0; i++) {
         char sub[4096];
         if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, dirs[i].name) >= sizeof sub) {

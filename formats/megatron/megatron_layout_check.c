@@ -104,12 +104,26 @@ static int check_ep(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
                                "expert TP %d: the model has no experts to cut (args.num_experts %lld)", t->etp,
                                (long long)d->experts);
-    /* the legacy files are those of the dense TP ranks: an expert TP rank per file */
-    if (t->etp && (t->etp > t->tp || t->tp % t->etp))
+    /* megatron-core 0.16.1's legacy save: the ranks of expert data-parallel rank 0 write
+     * mp_rank_TT[_PPP]_EEE, TT their dense TP rank; above the TP two expert TP ranks write
+     * each file (one survives), and below it the first expert TP x EP ranks of a stage hold
+     * only that many dense TP ranks */
+    if (t->etp > t->tp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "expert TP %d above the TP %d: megatron-core's legacy save cannot hold it (the expert "
+                               "TP ranks of one dense TP rank all write its mp_rank file, and one survives)",
+                               t->etp, t->tp);
+    if (t->etp && t->tp % t->etp)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "expert TP %d: an expert tensor-parallel size that does not divide the TP (%d) is not "
                                "written",
                                t->etp, t->tp);
+    if (t->etp && t->etp < t->tp && (int64_t)t->etp * ep < t->tp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "expert TP %d x EP %lld below the TP %d: megatron-core's legacy save is written by the "
+                               "ranks of expert data-parallel rank 0, which hold dense TP ranks 0 to %lld only; the "
+                               "other dense TP ranks would be in no file",
+                               t->etp, (long long)ep, t->tp, (long long)t->etp * ep - 1);
     return 0;
 }
 

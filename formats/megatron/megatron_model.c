@@ -126,6 +126,12 @@ static int open_ranks(ckpt_megatron *m)
                 at.pp = pp;
                 at.ep = ep;
                 i = ckpt_set_find(m->set, &at, "model");
+                /* an expert TP below the TP: its file's part of the set is in others
+                   (stand_ins, after the args) */
+                if (i < 0 && (tp > 0 || ep > 0)) {
+                    r->stand_in = 1;
+                    continue;
+                }
                 if (i < 0)
                     return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_LAYOUT,
                                            "%s: no rank file for TP %d, PP %d, EP %d", si->root, tp, pp, ep);
@@ -146,7 +152,7 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
 {
     const mg_rank *r0 = mg_rank_at(m, 0, 0, 0);
     const ckpt_value *v;
-    int vp;
+    int vp, rc;
 
     m->args = ckpt_value_dict_get(r0->root, "args");
     if (!ckpt_megatron__namespace_dict(m->args))
@@ -177,15 +183,8 @@ static int read_info(ckpt_megatron *m, const ckpt_megatron_options *o)
                                                  : ckpt_megatron__true_vocab(m->args);
     v = ckpt_value_dict_get(r0->root, "optimizer");
     m->info.has_optimizer = v && v->kind != CKPT_VAL_NONE;
-    /* experts are cut over the expert tensor-parallel ranks, which this reads as the TP ranks */
-    if (ckpt_megatron__num_experts(m->args) > 0 &&
-        ckpt_megatron__arg_int(m->args, "expert_tensor_parallel_size", m->info.tp) != m->info.tp)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: expert_tensor_parallel_size %lld differs from the tensor-parallel size %d; "
-                               "resharding experts with their own TP size is not supported yet",
-                               ckpt_path(r0->ck), (long long)ckpt_megatron__arg_int(m->args,
-                                                                                    "expert_tensor_parallel_size", 0),
-                               m->info.tp);
+    if ((rc = ckpt_megatron__stand_ins(m)) < 0)
+        return rc;
     if (m->info.ep > 1 && (ckpt_megatron__num_experts(m->args) <= 0 ||
                            ckpt_megatron__num_experts(m->args) % m->info.ep != 0))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
@@ -231,12 +230,22 @@ static const ckpt_tensor *leaf_tensor(const mg_rank *r, const ckpt_value *v)
     return v && v->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(r->ck, v->u.tensor.index) : NULL;
 }
 
-/* One key of one chunk: merged over the TP ranks of (pp, ep). */
-static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int vp, int ep, const char *key,
-                   int64_t offset)
+/* A chunk's model dicts per TP rank: the dense tensors' (rank files of (tp, pp, ep), or their
+ * stand-ins) and the experts' (the files mg_expert_tp names), with their rank files. */
+typedef struct mg_chunk {
+    const ckpt_value **dicts, **xdicts;
+    const mg_rank **ranks, **xranks;
+} mg_chunk;
+
+/* One key of one chunk: merged over the TP ranks of (pp, ep), an expert's over its expert TP
+ * ranks. */
+static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, const char *key, int64_t offset)
 {
-    const ckpt_value *v0 = ckpt_value_dict_get(dicts[0], key);
-    const ckpt_tensor *t0 = leaf_tensor(mg_rank_at(m, 0, pp, ep), v0);
+    const ckpt_value *v0 = ckpt_value_dict_get(ep > 0 ? c->xdicts[0] : c->dicts[0], key);
+    const mg_rank *r0 = ep > 0 ? c->xranks[0] : c->ranks[0];
+    const ckpt_tensor *t0 = leaf_tensor(r0, v0);
+    const ckpt_value *const *dicts;
+    const mg_rank *const *ranks;
     const ckpt_node **shards;
     ckpt_buf name = CKPT_BUF_INIT;
     mg_entry *e = NULL;
@@ -244,8 +253,12 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
     int64_t expert = -1;
     int tp, rc;
 
+    if (ckpt_megatron__grouped_key(key) && m->etp != m->info.tp)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: '%s': GroupedMLP weights at expert TP %d under TP %d are not read yet",
+                               ckpt_path(r0->ck), key, m->etp, m->info.tp);
     if (ckpt_megatron__grouped_key(key))
-        return ckpt_megatron__grouped_add(m, dicts, pp, vp, ep, key, offset);
+        return ckpt_megatron__grouped_add(m, c->dicts, pp, vp, ep, key, offset);
     if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &layout)) < 0) {
         /* a tensor no layout entry takes is an error, unless the caller leaves it out */
         int left = t0 && m->leave_out ? m->leave_out(m->leave_out_payload, key) : 0;
@@ -258,12 +271,14 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
             char why[512];
             snprintf(why, sizeof why, "%s", ckpt_error_last()->message);
             return ckpt_error_setc(rc, CKPT_ERRCLASS_LAYOUT, "%s: %s; leave it out on purpose with --drop PATTERN",
-                                   ckpt_path(mg_rank_at(m, 0, pp, ep)->ck), why);
+                                   ckpt_path(r0->ck), why);
         }
         if (left == 0)
-            ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+            ckpt_error_prefix("%s", ckpt_path(r0->ck));
         return left < 0 ? left : rc;
     }
+    dicts = layout.expert ? c->xdicts : c->dicts;
+    ranks = layout.expert ? c->xranks : c->ranks;
     if (layout.layer >= 0) {
         layout.layer += offset;
         rc = ckpt_parallel_rename_layer(m->spec, key, layout.layer, &name);
@@ -293,26 +308,26 @@ static int add_key(ckpt_megatron *m, const ckpt_value *const *dicts, int pp, int
         return rc < 0 ? rc : ckpt_error_oom();
     if (!t0) {
         e->value = v0;
-        e->src = mg_rank_at(m, 0, pp, ep)->ck;
+        e->src = r0->ck;
         return 0;
     }
     e->param = !ckpt_megatron__is_extra_state(key);
+    /* one per TP rank: an expert's at expert TP < TP is its expert TP rank's part, repeated */
     shards = calloc((size_t)m->info.tp, sizeof *shards);
     if (!shards)
         return ckpt_error_oom();
     for (tp = 0, rc = 0; tp < m->info.tp && rc == 0; tp++) {
-        const mg_rank *r = mg_rank_at(m, tp, pp, ep);
-        const ckpt_tensor *t = leaf_tensor(r, ckpt_value_dict_get(dicts[tp], key));
+        const ckpt_tensor *t = leaf_tensor(ranks[tp], ckpt_value_dict_get(dicts[tp], key));
         if (!t)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: '%s' is missing or not a tensor here",
-                                 ckpt_path(r->ck), key);
+                                 ckpt_path(ranks[tp]->ck), key);
         else
             rc = ckpt_node_tensor(m->g, t, &shards[tp]);
     }
     if (rc == 0)
-        rc = ckpt_parallel_merge(m->g, &e->layout, e->name, shards, (size_t)m->info.tp, &e->full);
+        rc = ckpt_parallel_merge(m->g, &e->layout, e->name, shards, (size_t)mg_read_ways(m, layout.expert), &e->full);
     if (rc < 0)
-        ckpt_error_prefix("%s", ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+        ckpt_error_prefix("%s", ckpt_path(r0->ck));
     e->shards = shards;
     return rc;
 }
@@ -368,27 +383,43 @@ static int keys_differ(const ckpt_megatron *m, int tp, int pp, int ep, const ckp
 
 static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
 {
-    const ckpt_value **dicts = calloc((size_t)m->info.tp, sizeof *dicts);
-    size_t i;
+    mg_chunk c;
+    const ckpt_value *keys;
+    size_t i, n = (size_t)m->info.tp;
     int tp, rc = 0;
 
-    if (!dicts)
+    c.dicts = calloc(2 * n, sizeof *c.dicts);
+    c.ranks = calloc(2 * n, sizeof *c.ranks);
+    if (!c.dicts || !c.ranks) {
+        free(c.dicts);
+        free(c.ranks);
         return ckpt_error_oom();
+    }
+    c.xdicts = c.dicts + n;
+    c.xranks = c.ranks + n;
     for (tp = 0; tp < m->info.tp && rc == 0; tp++) {
         const mg_rank *r = mg_rank_at(m, tp, pp, ep);
-        dicts[tp] = ckpt_megatron__chunk_dict(r->root, m->info.vpp, vp);
-        if (!dicts[tp] || dicts[tp]->kind != CKPT_VAL_DICT)
+        c.ranks[tp] = r;
+        c.xranks[tp] = mg_rank_at(m, mg_expert_tp(m, tp % mg_etp(m), ep), pp, ep);
+        c.dicts[tp] = ckpt_megatron__chunk_dict(r->root, m->info.vpp, vp);
+        c.xdicts[tp] = ckpt_megatron__chunk_dict(c.xranks[tp]->root, m->info.vpp, vp);
+        if (!c.dicts[tp] || c.dicts[tp]->kind != CKPT_VAL_DICT)
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model dict for virtual chunk %d",
                                  ckpt_path(r->ck), vp);
-        else if (tp > 0 && dicts[tp]->u.dict.map.n != dicts[0]->u.dict.map.n)
-            rc = keys_differ(m, tp, pp, ep, dicts[0], dicts[tp]);
+        else if (tp > 0 && !r->stand_in && c.dicts[tp]->u.dict.map.n != c.dicts[0]->u.dict.map.n)
+            rc = keys_differ(m, tp, pp, ep, c.dicts[0], c.dicts[tp]);
     }
-    for (i = 0; rc == 0 && i < dicts[0]->u.dict.map.n; i++) {
-        const ckpt_value *k = dicts[0]->u.dict.map.keys[i];
+    for (tp = 0; tp < m->info.tp && rc == 0; tp++)
+        if (!c.xdicts[tp] || c.xdicts[tp]->kind != CKPT_VAL_DICT)
+            rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no model dict for virtual chunk %d",
+                                 ckpt_path(c.xranks[tp]->ck), vp);
+    keys = rc == 0 ? (ep > 0 ? c.xdicts[0] : c.dicts[0]) : NULL;
+    for (i = 0; rc == 0 && i < keys->u.dict.map.n; i++) {
+        const ckpt_value *k = keys->u.dict.map.keys[i];
         ckpt_tensor_layout l;
         if (k->kind != CKPT_VAL_STR) {
             rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: a model key is not a string",
-                                 ckpt_path(mg_rank_at(m, 0, pp, ep)->ck));
+                                 ckpt_path((ep > 0 ? c.xranks : c.ranks)[0]->ck));
             break;
         }
         /* experts of EP ranks > 0: only their expert tensors are their own, the others copies
@@ -397,11 +428,14 @@ static int add_chunk(ckpt_megatron *m, int pp, int vp, int ep, int64_t offset)
             ckpt_error_clear();
             continue;
         }
-        rc = add_key(m, dicts, pp, vp, ep, k->u.str.ptr, offset);
+        rc = add_key(m, &c, pp, vp, ep, k->u.str.ptr, offset);
     }
-    for (tp = 0; ep > 0 && tp < m->info.tp && rc == 0; tp++)
-        rc = ckpt_megatron__same_dense(m, tp, pp, vp, ep, dicts[tp]);
-    free(dicts);
+    /* the files that are not their dense TP rank's optimizer owner hold copies of its tensors */
+    for (tp = 0; tp < m->info.tp && rc == 0; tp++)
+        if (!c.ranks[tp]->stand_in && ep != mg_dense_ep(m, tp))
+            rc = ckpt_megatron__same_dense(m, tp, pp, vp, ep, c.dicts[tp]);
+    free(c.dicts);
+    free(c.ranks);
     return rc;
 }
 

@@ -143,90 +143,6 @@ static int set_attr(ckpt_arena *a, ckpt_value *dict, const char *name, ckpt_valu
     return key && v ? ckpt_value_dict_set(a, dict, key, v) : CKPT_ENOMEM;
 }
 
-/* The data-parallel settings a distributed optimizer's buffers are laid out by, which its
- * reader takes from args: the DP (and the world it implies), the optimizer instances and the
- * buckets. */
-static int rewrite_ddp_args(target_ctx *c, ckpt_value *d)
-{
-    ckpt_arena *a = c->arena;
-    int64_t bucket = c->t->ddp_bucket_size;
-    int rc = 0;
-
-    if (c->t->dp > 0) {
-        int64_t world = (int64_t)c->t->tp * c->t->pp * c->t->dp * ckpt_megatron__arg_int(d, "context_parallel_size", 1);
-        if ((rc = set_attr(a, d, "data_parallel_size", ckpt_value_new_int(a, c->t->dp))) == 0 &&
-            ckpt_value_dict_get(d, "world_size"))
-            rc = set_attr(a, d, "world_size", ckpt_value_new_int(a, world));
-    }
-    if (rc == 0 && c->t->dist_opt_instances > 0)
-        rc = set_attr(a, d, "num_distributed_optimizer_instances", ckpt_value_new_int(a, c->t->dist_opt_instances));
-    if (rc < 0 || !bucket)
-        return rc;
-    if ((rc = set_attr(a, d, "overlap_grad_reduce", ckpt_value_new_bool(a, bucket > 0))) < 0 || bucket < 0)
-        return rc;
-    /* Megatron takes either a bucket size or a number of buckets */
-    if ((rc = set_attr(a, d, "ddp_bucket_size", ckpt_value_new_int(a, bucket))) == 0 &&
-        ckpt_value_dict_get(d, "ddp_num_buckets"))
-        rc = set_attr(a, d, "ddp_num_buckets", ckpt_value_new(a, CKPT_VAL_NONE));
-    return rc;
-}
-
-static int rewrite_args(target_ctx *c, const ckpt_value *args, ckpt_value **out)
-{
-    ckpt_arena *a = c->arena;
-    ckpt_value *copy, *d;
-    int64_t layers = c->m->info.num_layers;
-    /* the layout the args were written for: a torch_dist model's own is TP 1, PP 1 */
-    int64_t src_tp = c->m->dist ? ckpt_megatron__arg_int(args, "tensor_model_parallel_size", 1) : c->m->info.tp;
-    int64_t src_pp = c->m->dist ? ckpt_megatron__arg_int(args, "pipeline_model_parallel_size", 1) : c->m->info.pp;
-    int rc;
-
-    if ((rc = carry(c, c->template_rank->ck, args, &copy)) < 0)
-        return rc;
-    /* only rank 0's args were checked at open; the template may be another rank's */
-    if (!(d = (ckpt_value *)ckpt_megatron__namespace_dict(copy)))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: args is not a Namespace",
-                               c->template_rank->ck ? ckpt_path(c->template_rank->ck) : "args");
-    if ((rc = set_attr(a, d, "tensor_model_parallel_size", ckpt_value_new_int(a, c->t->tp))) < 0 ||
-        (rc = set_attr(a, d, "pipeline_model_parallel_size", ckpt_value_new_int(a, c->t->pp))) < 0 ||
-        (rc = set_attr(a, d, "virtual_pipeline_model_parallel_size",
-                       c->t->vpp > 1 ? ckpt_value_new_int(a, c->t->vpp) : ckpt_value_new(a, CKPT_VAL_NONE))) < 0 ||
-        (rc = set_attr(a, d, "padded_vocab_size", ckpt_value_new_int(a, c->padded_vocab))) < 0)
-        return rc;
-    /* Megatron builds the kind of optimizer args name, and loads only the state it saves */
-    if ((c->t->optimizer == CKPT_MEGATRON_OPTIM_PLAIN || c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED) &&
-        (rc = set_attr(a, d, "use_distributed_optimizer",
-                       ckpt_value_new_bool(a, c->t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED))) < 0)
-        return rc;
-    if ((rc = rewrite_ddp_args(c, d)) < 0)
-        return rc;
-    /* derived from the layout by Megatron at start-up (one stage less with a standalone
-     * embedding stage); kept consistent with it here */
-    if (ckpt_value_dict_get(d, "transformer_pipeline_model_parallel_size") &&
-        (rc = set_attr(a, d, "transformer_pipeline_model_parallel_size",
-                       ckpt_value_new_int(a, c->t->pp - (src_pp - ckpt_megatron__arg_int(
-                                                                       d, "transformer_pipeline_model_parallel_size",
-                                                                       src_pp))))) < 0)
-        return rc;
-    if ((rc = ckpt_megatron__ep_args(c->arena, d, c->t, ckpt_megatron__grouped_out(c->m, c->t), c->ep_size, c->etp,
-                                      c->pp, c->ep)) < 0)
-        return rc;
-    /* an expert tensor-parallel size left to its default follows the tensor-parallel size; a
-     * MoE model's args always say it, as Megatron-LM's do */
-    if ((ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) == src_tp ||
-         ((c->t->etp > 0 || ckpt_megatron__arg_int(d, "expert_tensor_parallel_size", -1) < 0) &&
-          ckpt_megatron__num_experts(d) > 0)) &&
-        (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, ckpt_megatron__etp(c->t)))) < 0)
-        return rc;
-    if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
-        (rc = set_attr(a, d, "num_layers_per_virtual_pipeline_stage",
-                       c->t->vpp > 1 ? ckpt_value_new_int(a, layers / (c->t->pp * c->t->vpp))
-                                     : ckpt_value_new(a, CKPT_VAL_NONE))) < 0)
-        return rc;
-    *out = copy;
-    return 0;
-}
-
 /* Whether entry e belongs to chunk (pp, vp) of the target, whose layers are [lo, hi). */
 static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int ep, int64_t lo, int64_t hi)
 {
@@ -410,7 +326,8 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
         ckpt_value *copy = NULL;
 
         if (strcmp(key, "args") == 0) {
-            rc = rewrite_args(c, v, &copy);
+            mg_args_at at = { c->template_rank, c->padded_vocab, c->ep_size, c->etp, c->pp, c->ep };
+            rc = ckpt_megatron__rewrite_args(c->m, c->t, c->plan, c->file, &at, v, &copy);
             targs = copy;
         } else if (strncmp(key, "model", 5) == 0 && (!key[5] || (key[5] >= '0' && key[5] <= '9'))) {
             const ckpt_value *cls = v->kind == CKPT_VAL_DICT ? v->u.dict.cls : NULL;
@@ -440,10 +357,10 @@ static int build_rank(target_ctx *c, int tp, int pp, int ep)
                     rc = ckpt_megatron__ep_chain(c->m, c->arena, copy, &copy);
             }
             else if (strcmp(key, "optimizer") == 0 && distributed_target(c))
-                rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, &copy);
+                rc = ckpt_megatron__optimizer_distributed(c->m, c->plan, c->file, tmpl, c->t, &copy);
             else if (strcmp(key, "optimizer") == 0)
                 rc = ckpt_megatron__optimizer_plain(c->m, c->plan, c->file, c->arena, tmpl, params, n_params, tp,
-                                                    c->t, c->padded_vocab, &copy);
+                                                    c->etp, c->t, c->padded_vocab, &copy);
             else
                 rc = carry(c, tmpl->ck, v, &copy);
         } else {
@@ -567,23 +484,6 @@ int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_
                                 : ckpt_megatron_padded_vocab(m->info.true_vocab_size ? m->info.true_vocab_size
                                                                                      : m->info.padded_vocab_size,
                                                              m->info.make_vocab_size_divisible_by, t->tp);
-}
-
-int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
-                               ckpt_value **out)
-{
-    target_ctx c;
-
-    memset(&c, 0, sizeof c);
-    c.m = m;
-    c.t = t;
-    c.plan = plan;
-    c.file = file;
-    c.arena = ckpt_plan_arena(plan);
-    c.padded_vocab = ckpt_megatron__target_vocab(m, t);
-    c.template_rank = mg_rank_at(m, 0, 0, 0);
-    c.ep_size = ckpt_megatron__target_ep(m, t);
-    return rewrite_args(&c, m->args, out);
 }
 
 static int on_rank(void *state, int tp, int pp, int ep, ckpt_fw_ranks *r)

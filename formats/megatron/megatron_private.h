@@ -36,6 +36,8 @@ typedef struct mg_entry {
 typedef struct mg_rank {
     const ckpt_ckpt *ck;
     const ckpt_value *root;
+    int stand_in; /* an expert TP below the TP leaves (tp, pp, ep) without a file: this is the
+                     file of its dense TP rank (mg_dense_rank) */
 } mg_rank;
 
 struct ckpt_megatron {
@@ -45,6 +47,7 @@ struct ckpt_megatron {
     const ckpt_parallel_spec *spec;
     ckpt_map_params *params;         /* args' integers and booleans, for the spec's "when" */
     ckpt_megatron_info info;
+    int etp;                         /* the legacy set's expert TP size (its TP unless args say) */
     mg_rank *ranks;                  /* [ep][pp][tp] */
     mg_entry *entries;
     size_t n_entries, cap_entries;
@@ -86,6 +89,37 @@ static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep
     return &m->ranks[((size_t)ep * (size_t)m->info.pp + (size_t)pp) * (size_t)m->info.tp + (size_t)tp];
 }
 
+/* A legacy set at expert TP (m->etp) dividing the TP (megatron-core 0.16.1: the files of the
+ * first ETP x EP ranks of each stage, rank r at dense TP rank r % TP and EP rank r / ETP):
+ * its expert TP size; the file holding expert TP rank etp of EP rank ep; the file of dense TP rank tp's model
+ * optimizer state (its dense data-parallel rank 0); the dense data-parallel rank of the file
+ * of (tp, ep). With ETP = TP: (etp, ep), (tp, 0) and ep. */
+static inline int mg_etp(const ckpt_megatron *m)
+{
+    return m->etp > 0 ? m->etp : m->info.tp;
+}
+
+static inline int mg_expert_tp(const ckpt_megatron *m, int etp, int ep)
+{
+    return (etp + mg_etp(m) * ep) % m->info.tp;
+}
+
+static inline int mg_dense_ep(const ckpt_megatron *m, int tp)
+{
+    return mg_etp(m) < m->info.tp ? tp / mg_etp(m) : 0;
+}
+
+static inline int mg_dense_dp(const ckpt_megatron *m, int tp, int ep)
+{
+    return (mg_etp(m) * ep + tp % mg_etp(m)) / m->info.tp;
+}
+
+/* The TP parts entry `expert` (an expert's tensor, or not) is cut in when read. */
+static inline int mg_read_ways(const ckpt_megatron *m, int expert)
+{
+    return expert ? mg_etp(m) : m->info.tp;
+}
+
 /* Experts (megatron_experts.c). The expert index in a SequentialMLP or TEGroupedMLP name (1;
  * 0: none); `name` with it replaced; the experts of each EP rank at EP size ep_size (0 when
  * args give no num_experts); whether entry e goes to EP rank ep of ep_size; the key of e at
@@ -102,16 +136,23 @@ int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, 
 int ckpt_megatron__check_experts(const ckpt_megatron *m);
 int ckpt_megatron__order_experts(ckpt_megatron *m);
 /* Reading a legacy set: local expert *expert of EP rank ep (`key` in its file) to its global
- * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds EP rank
- * 0's tensors that are not experts', at the same shapes, and no others. */
+ * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds the
+ * tensors that are not experts' of the file its dense TP rank's are read from (EP rank 0's
+ * at an expert TP equal to the TP), at the same shapes (below the TP: the same values), and
+ * no others. */
 int ckpt_megatron__global_expert(const ckpt_megatron *m, int pp, int ep, const char *key, int64_t *expert,
                                  ckpt_buf *name);
 int ckpt_megatron__same_dense(const ckpt_megatron *m, int tp, int pp, int vp, int ep, const ckpt_value *d);
+/* A legacy set's expert TP size (args') into m->etp, and each rank without a file of its own
+ * (mg_rank.stand_in) given its dense TP rank's file; an error for a size megatron-core's
+ * legacy save cannot hold and for a file missing at that size. */
+int ckpt_megatron__stand_ins(ckpt_megatron *m);
 /* At another EP (megatron_experts_target.c): args d (a copy) for target t at ep_size, for the
- * file of rank (tp, pp, ep); whether the optimizer state goes there (0, or an error saying
- * why not); model_optim_rng.pt's `optimizer` value v of the source there. */
+ * file of rank (tp, pp, ep) (rerank: d is another rank's); whether the optimizer state goes
+ * there (0, or an error saying why not); model_optim_rng.pt's `optimizer` value v of the
+ * source there. */
 int ckpt_megatron__ep_args(ckpt_arena *a, ckpt_value *d, const ckpt_megatron_target *t, int grouped, int ep_size,
-                           int etp, int pp, int ep);
+                           int etp, int pp, int ep, int rerank);
 /* The target's expert TP size (t->etp, else its TP); part tp (experts: etp) of `full`
  * (entry e's tensor or an optimizer moment of it); whether a target file (tp, ep) exists, its
  * writer's expert TP rank and dense data-parallel (x CP) rank (megatron-core 0.16.1
@@ -123,6 +164,14 @@ int ckpt_megatron__part(const ckpt_megatron *m, const ckpt_megatron_target *t, i
 int ckpt_megatron__saving_rank(const ckpt_megatron_target *t, int tp, int ep, int *etp, int *dense_rank);
 int ckpt_megatron__ep_optimizer(const ckpt_megatron *m, const ckpt_megatron_target *t);
 const ckpt_value *ckpt_megatron__ep_optimizer_value(const ckpt_megatron *m, int ep_size, const ckpt_value *v);
+/* The param groups of inner optimizer i of an optimizer state `opt` (a chained optimizer's
+ * list, i < its length; else opt itself, i 0): legacy {'optimizer': {'param_groups'}} (the
+ * distributed optimizer's), torch's {state, param_groups}, torch_dist's {'param_groups'};
+ * NULL when it has none. The param groups an expert optimizer chained at EP > 1 to a dense one
+ * of `dense` groups has: its one group, the dense group of the experts' weights (weight decay,
+ * no overrides; exactly one), is_expert_parallel True, a copy in arena a. */
+const ckpt_value *ckpt_megatron__param_groups(const ckpt_value *opt, size_t i);
+int ckpt_megatron__expert_groups(ckpt_arena *a, const ckpt_value *dense, ckpt_value **out);
 /* EP 1 -> N: model_optim_rng.pt's `optimizer` opt (the dense optimizer's, a copy in arena a)
  * as the chained optimizer's [opt, {'optimizer': {'param_groups': [its experts' group]}}]. */
 int ckpt_megatron__ep_chain(const ckpt_megatron *m, ckpt_arena *a, ckpt_value *opt, ckpt_value **out);
@@ -156,7 +205,7 @@ int ckpt_megatron__init_built(ckpt_megatron *m, const ckpt_value *args, int64_t 
                               const ckpt_megatron_options *opts);
 int ckpt_megatron__add_full(ckpt_megatron *m, const char *name, const ckpt_node *full);
 /* The target's padded vocabulary, and `args` rewritten for the target layout, its tensors
- * (none, in practice) added to plan file `file` (megatron_plan.c). */
+ * (none, in practice) added to plan file `file` (megatron_plan.c, megatron_args_target.c). */
 int64_t ckpt_megatron__target_vocab(const ckpt_megatron *m, const ckpt_megatron_target *t);
 /* The target's sizes by ckpt_megatron_check_layout's rules, with the layers the model holds
  * (megatron_layout_check.c). */
@@ -165,6 +214,16 @@ int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_targe
 int ckpt_megatron__target_ep(const ckpt_megatron *m, const ckpt_megatron_target *t);
 int ckpt_megatron__target_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                ckpt_value **out);
+/* `args` (the template rank's) rewritten for the target rank `at` describes, a copy in plan
+ * file `file` (megatron_args_target.c). */
+typedef struct mg_args_at {
+    const mg_rank *tmpl;  /* the source file the target rank is built from */
+    int64_t padded_vocab; /* the target's */
+    int ep_size;          /* the target's EP */
+    int etp, pp, ep;      /* the rank's expert TP rank, stage and EP rank */
+} mg_args_at;
+int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
+                                const mg_args_at *at, const ckpt_value *args, ckpt_value **out);
 /* torch_dist (megatron-core dist_checkpointing) stacks the decoder's layers under one key
  * each, "decoder.layers.<module key>", and names the local spec's norms as Transformer
  * Engine's fused ones (TransformerLayer's sharded_state_dict_keys_map). The module key of
@@ -251,10 +310,11 @@ int ckpt_megatron__distopt_missing(const ckpt_megatron *m);
 /* The state key ("optimizer.state.<name>.<key>") of moment k of entry e in `form`; NULL for
  * the master copy of an fp32 model under the non-distributed optimizer (the weight itself). */
 const char *ckpt_megatron__dist_moment_name(int form, const mg_entry *e, int k);
-/* common.pt's `optimizer` and `opt_param_scheduler` entries for `form`, added to root (plan
+/* common.pt's `optimizer` and `opt_param_scheduler` entries for `form` at EP ep_size, added to root (plan
  * file `file`, its `args` already there: use_distributed_optimizer set to the form); then its
  * `content_metadata`, as megatron-core saves it. */
-int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root);
+int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, int ep_size, ckpt_plan *plan, size_t file,
+                                     ckpt_value *root);
 int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *root);
 /* common.pt's `optimizer` keeping a legacy source's non-distributed optimizer (its step and
  * param groups; megatron_dist_optim_legacy_plain.c). */
@@ -305,11 +365,16 @@ int ckpt_megatron__split(const ckpt_megatron *m, const ckpt_megatron_target *t, 
  * chunk, state index, param group and place in the group. */
 typedef struct mg_optim_view {
     const ckpt_ckpt *ck;
-    const ckpt_value *sd;      /* {state, param_groups} */
+    const ckpt_value *sd;      /* {state, param_groups} (of the dense optimizer: sds[0]) */
     const ckpt_value *masters; /* fp32_from_fp16_params: a list per group, or NULL */
+    /* a mixture of experts at EP > 1 chains a dense and an expert optimizer: the file's
+       `optimizer` is the list of their states, n_opt 2 (else 1), and parameter i's is
+       sds[which[i]] */
+    const ckpt_value *sds[2], *masters_of[2];
+    size_t n_opt;
     size_t n;
     const char **keys;
-    int *vp;
+    int *vp, *which;
     int64_t *index;
     size_t *group, *pos;
 } mg_optim_view;
@@ -349,18 +414,20 @@ size_t ckpt_megatron__seq_len(const ckpt_value *v);
  * moments of every parameter entry read from the rank files' `optimizer`; the common step
  * count of the source's optimizer, plain or distributed; the `optimizer` entry of a target
  * rank file as the non-distributed optimizer saves it, from the moments, for the parameters
- * `params` (in state-dict order), its param groups and grad scaler from template rank `tmpl`;
- * tensors are added to plan file `file`. */
+ * `params` (in state-dict order; tp, etp: the rank's TP and expert TP rank), its param groups
+ * and grad scaler from template rank `tmpl` (a mixture of experts at EP > 1: the chained
+ * [dense, expert] list); tensors are added to plan file `file`. */
 int ckpt_megatron__read_plain_moments(ckpt_megatron *m);
 int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step);
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
-                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp, int etp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out);
 /* The `optimizer` entry of a target rank file as the distributed optimizer saves it (its
- * param groups without 'params', each with the common step, and the grad scaler) from a
- * plain source's template rank `tmpl`. */
+ * param groups without 'params', each with the common step, and the grad scaler; a mixture of
+ * experts at EP > 1: the chained [dense, expert] list) from a plain source's template rank
+ * `tmpl` (megatron_optim_distributed_form.c). */
 int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
-                                         ckpt_value **out);
+                                         const ckpt_megatron_target *t, ckpt_value **out);
 /* Its {'param_groups': [...]} alone (DistributedOptimizer.state_dict()['optimizer']). */
 int ckpt_megatron__distributed_groups(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
                                       ckpt_value **out);

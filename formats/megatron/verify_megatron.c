@@ -390,6 +390,25 @@ done:
     return rc;
 }
 
+static int int_arg(const ckpt_megatron *mg, const char *name, int64_t *out)
+{
+    const ckpt_value *v = ckpt_megatron_arg(ckpt_megatron_args(mg), name);
+
+    if (!v || v->kind != CKPT_VAL_INT)
+        return 0;
+    *out = v->u.integer;
+    return 1;
+}
+
+/* A mixture of experts whose experts are cut over fewer ranks (expert TP) than its TP. */
+static int expert_tp_below(const ckpt_megatron *mg, int tp)
+{
+    int64_t experts = 0, etp = tp;
+
+    return int_arg(mg, "num_experts", &experts) && experts > 0 && int_arg(mg, "expert_tensor_parallel_size", &etp) &&
+           etp < tp;
+}
+
 static int megatron_open(ckpt_model_builder *b)
 {
     const ckpt_model_options *o = ckpt_model_builder_options(b);
@@ -411,7 +430,9 @@ static int megatron_open(ckpt_model_builder *b)
     snprintf(where, sizeof where, "the args of %s", ckpt_set_member_at(set, 0)->path);
     if ((rc = ckpt_model_builder_config_source(b, where)) < 0 || (rc = config_from_args(b, mg)) < 0)
         return rc;
-    ranks = o->merge_tp ? 1 : info->tp;
+    /* experts cut over fewer ranks than the TP (expert TP) run merged, as their TP ranks do not
+     * hold a part each */
+    ranks = o->merge_tp || expert_tp_below(mg, info->tp) ? 1 : info->tp;
     where[0] = 0;
     if (info->vpp > 1)
         snprintf(where, sizeof where, " VPP %d", info->vpp);

@@ -104,6 +104,9 @@ CONFIGS = {
     # the same model with the non-distributed optimizer (no --use-distributed-optimizer): the
     # plain torch_dist optimizer state (optimizer.state.exp_avg.<key>) and its legacy twin
     "a_tp2pp1dp1_plain": dict(family="a", tp=2, pp=1, dp=1, plain=True),
+    # the MoE fixture's model and training with the non-distributed optimizer: the chained
+    # [dense, expert] torch state dicts in model_optim_rng.pt (legacy only committed)
+    "m_tp1pp1dp2_ep2_plain": dict(family="m", tp=1, pp=1, dp=2, ep=2, plain=True),
     # fp16 (the grad scaler's state in every form) with --num-distributed-optimizer-instances 3
     # at DP 3: three optimizer instances of DP 1 each, whose buckets are padded for DP 1 (to
     # 128; DP 3 would pad to 384); buckets of 1024, 896 and 448 elements, so the fully_
@@ -456,15 +459,22 @@ def plain_meta(model, optimizer):
     from megatron.core import mpu
     from megatron.training.utils import unwrap_model
 
-    (opt,) = optimizer.chained_optimizers
     names = {id(p): k for chunk in unwrap_model(model) for k, p in chunk.named_parameters()}
-    return {
+    opts = [{"optimizer": type(opt).__name__, "torch_optimizer": type(opt.optimizer).__name__,
+             "param_names": [[names[id(p)] for p in g["params"]] for g in opt.optimizer.param_groups]}
+            for opt in optimizer.chained_optimizers]
+    meta = {
         "rank": torch.distributed.get_rank(),
         "tp": mpu.get_tensor_model_parallel_rank(), "pp": mpu.get_pipeline_model_parallel_rank(),
         "dp": mpu.get_data_parallel_rank(),
-        "optimizer": type(opt).__name__, "torch_optimizer": type(opt.optimizer).__name__,
-        "param_names": [[names[id(p)] for p in g["params"]] for g in opt.optimizer.param_groups],
     }
+    if len(opts) == 1:
+        meta.update(opts[0])
+    else:
+        # a mixture of experts: ChainedOptimizer([dense, expert]), each its own torch optimizer
+        meta.update(optimizers=opts, ep=mpu.get_expert_model_parallel_rank(),
+                    expert_dp=mpu.get_expert_data_parallel_rank())
+    return meta
 
 
 def jsonable(v):
@@ -595,9 +605,16 @@ ORACLE_MOE = [
 ORACLE_FP16_INST = [
     ("f_tp1pp1dp3_fp16_inst3", "f_tp1pp1dp3_fp16_inst3"), ("f_tp1pp1dp3_fp16_inst3", "tp2pp1dp2inst2"),
 ]
+# the MoE model with the non-distributed optimizer (its torch_dist save loaded): to itself, EP 1,
+# EP 4 and expert TP 1 under TP 2
+ORACLE_MOE_PLAIN = [
+    ("m_tp1pp1dp2_ep2_plain", "m_tp1pp1dp2_ep2_plain"), ("m_tp1pp1dp2_ep2_plain", "tp1pp1dp2ep1"),
+    ("m_tp1pp1dp2_ep2_plain", "tp1pp1dp4ep4"), ("m_tp1pp1dp2_ep2_plain", "tp2pp1dp2ep2etp1"),
+]
 # pairs whose target model is also saved alone (no optimizer) as a fixture: testdata/megatron/<name>
 MODEL_ONLY_FIXTURES = {("m_tp1pp1dp2_ep2", "tp1pp1dp2ep2gg"): "moe_grouped_tp1pp1ep2"}
-ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE, "oracle_fp16_inst.json": ORACLE_FP16_INST}
+ORACLE_SETS = {"oracle.json": ORACLE, "oracle_moe.json": ORACLE_MOE, "oracle_fp16_inst.json": ORACLE_FP16_INST,
+               "oracle_moe_plain.json": ORACLE_MOE_PLAIN}
 
 
 def oracle_dir(source, target):
@@ -645,7 +662,8 @@ def install_chained_to_single_load():
     optimizer as is (KeyError 'optimizer'). The parameter states are keyed by model name
     (chained_optim_avoid_prefix) and load as they are; the param groups are the dense
     optimizer's (the same hyperparameters and step as the expert group, which has no decay-free
-    parameters). Take entry 0 for them."""
+    parameters). Take entry 0 for them (the non-distributed optimizer: merged into the target's
+    [{'params'}] groups, and its common step beside the loaded per-parameter state)."""
     from megatron.core.optimizer.optimizer import ChainedOptimizer
 
     orig = ChainedOptimizer.load_state_dict
@@ -658,6 +676,14 @@ def install_chained_to_single_load():
                 print("chained->single load:", {k: sorted(map(str, v)) if isinstance(v, dict) else type(v)
                                                  for k, v in state_dict.items()})
             merged = {k: v for k, v in state_dict.items() if not isinstance(k, int)}
+            if "state" in merged:
+                # the non-distributed optimizer: dist_checkpointing gives the target's groups
+                # as [{'params'}] and its per-parameter tensors under 'state'; the source's
+                # common state has the dense groups' hyperparameters ([decay, no decay], the
+                # target's order too) and the common step
+                first = state_dict[0]
+                merged["param_groups"] = [{**g, **t} for g, t in zip(first["param_groups"], merged["param_groups"])]
+                merged["state"] = {**first["state"], **merged["state"]}
             for k in sorted(k for k in state_dict if isinstance(k, int)):
                 for kk, vv in state_dict[k].items():
                     merged.setdefault(kk, vv)
@@ -671,16 +697,19 @@ def cmd_reshard(opts):
     """Megatron's own reshard: build at the target, load the fully_reshardable save, save legacy."""
     src = layout_of(CONFIGS[opts.config])
     c = target_layout(src["family"], opts.target)
+    c["plain"] = src["plain"]
     out = os.path.join("oracle", oracle_dir(opts.config, opts.target))
-    source = opts.source or os.path.join(opts.config, "fully_reshardable")
+    source = opts.source or os.path.join(opts.config, "torch_dist" if src["plain"] else "fully_reshardable")
     args, model, optimizer, sched = setup(c, out, ["--ckpt-format", "torch_dist", "--load",
                                                    source, "--no-load-rng"])
     import torch.distributed as dist
     from megatron.training.checkpointing import load_checkpoint, save_checkpoint
     from megatron.training.utils import update_use_dist_ckpt
 
-    init_states_for_dist_load(optimizer)
-    install_fully_reshardable_step_fix()
+    if not c["plain"]:
+        # the non-distributed optimizer makes its states itself (init_state_fn) for a load
+        init_states_for_dist_load(optimizer)
+        install_fully_reshardable_step_fix()
     if src["ep"] > 1 and c["ep"] == 1:
         install_chained_to_single_load()
     it, flops = load_checkpoint(model, optimizer, sched)
@@ -693,7 +722,7 @@ def cmd_reshard(opts):
         # the same model without the optimizer (--no-save-optim): a small fixture of the layout
         args.save, args.no_save_optim = opts.model_only, True
         save_checkpoint(it, model, optimizer, sched, flops)
-    meta = dump_layout(model, optimizer)
+    meta = plain_meta(model, optimizer) if c["plain"] else dump_layout(model, optimizer)
     meta["master_sha256"] = master_hash(optimizer)
     meta["argv"] = sys.argv[1:]
     with open(f"{out}.layout.rank{meta['rank']}.json", "w") as f:
@@ -934,10 +963,15 @@ def cmd_describe(opts):
             "losses_last_stage": [x["losses"] for x in ranks if x["losses"]][0],
             "ranks": [{k: x[k] for k in ("rank", "tp", "pp", "dp", "optimizer", "torch_optimizer",
                                          "ddp_config", "per_bucket_numel_unpadded",
-                                         "master_sha256", "buffers", "param_names") if k in x} for x in ranks],
+                                         "master_sha256", "buffers", "param_names", "optimizers")
+                       if k in x} for x in ranks],
             "forms": {},
         }
-        if c["experts"]:
+        if c["experts"] and c["plain"]:
+            rec["layout"].update(experts=c["experts"], ep=c["ep"], plain=True)
+            for x, y in zip(rec["ranks"], ranks):
+                x.update(ep=y["ep"], expert_dp=y["expert_dp"])
+        elif c["experts"]:
             rec["layout"].update(experts=c["experts"], ep=c["ep"])
             for x, y in zip(rec["ranks"], ranks):
                 x.update(ep=y["ep"], expert_dp=y["expert_dp"], n_optimizers=y["n_optimizers"])
@@ -972,14 +1006,17 @@ def cmd_oracle(opts):
         d = os.path.join(opts.work, "oracle", oracle_dir(source, target))
         src = layout_of(CONFIGS[source])
         c = target_layout(src["family"], target)
+        c["plain"] = src["plain"]
         ranks = []
         r = 0
         while os.path.exists(f"{d}.layout.rank{r}.json"):
             ranks.append(json.load(open(f"{d}.layout.rank{r}.json")))
             r += 1
-        rec = {"source": f"megatron/distopt/{source}/fully_reshardable", "target": target,
+        rec = {"source": f"megatron/distopt/{source}/" + ("torch_dist" if c["plain"] else "fully_reshardable"),
+               "target": target,
                "target_layout": {k: c[k] for k in ("tp", "pp", "dp", "layers", "bf16", "tied")
                                  + (("experts", "ep") if c["experts"] else ())
+                                 + (("plain",) if c["plain"] else ())
                                  + tuple(k for k in ("etp", "grouped_gemm") if c.get(k))
                                  + (("fp16",) if c.get("fp16") else ())
                                  + (("inst",) if c.get("inst", 1) > 1 else ())},
@@ -994,6 +1031,11 @@ def cmd_oracle(opts):
                "master_sha256_per_rank": [x["master_sha256"] for x in ranks]}
         if target == source:
             rec["equals_source_legacy"] = same_tensors(d + "/.", os.path.join(opts.work, source, "legacy"))
+        if c["plain"]:
+            # per-parameter state: distopt_hashes' description is the whole comparison
+            rec.update(dh.describe_dir(d))
+            pairs.append(rec)
+            continue
         # the optimizer state Megatron resharded, merged to full tensors, against the source's
         # legacy save merged the same way
         src_ranks = []

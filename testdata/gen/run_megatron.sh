@@ -20,6 +20,8 @@
 #                                                  # distopt/m_tp1pp1dp2_ep2/logits.json
 #   ... run_megatron.sh moe-shared                 # a MoE model with a shared expert and its
 #                                                  # logits: testdata/megatron/moe_shared_tp1/
+#   ... run_megatron.sh load-ours-moe CKPTCONV     # megatron-core's load of ckptconv's torch_dist
+#                                                  # MoE output at EP 1 and 4: load_ours_moe_ep.log
 #   ... run_megatron.sh load-ours CKPTCONV         # megatron-core's load_checkpoint of
 #                                                  # `ckptconv reshard tp2 --to torch_dist` at TP1 and
 #                                                  # TP2 PP2; log in testdata/gen/load_ours_dist.log
@@ -153,6 +155,43 @@ if [ "$MODE" = moe-shared ]; then
     (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node 1 --master_addr 127.0.0.1 \
         --master_port "$(free_port)" "$GEN_DIR/gen_megatron_moe_shared.py" "$OUT/moe_shared_tp1") \
         >"$WORK/moe_shared.log" 2>&1 || { grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/moe_shared.log" | tail -40; exit 1; }
+    exit 0
+fi
+if [ "$MODE" = load-ours-moe ]; then
+    # megatron-core's load of ckptconv's torch_dist (fully_reshardable) output of the MoE fixture
+    # at EP 1 and EP 4, saved legacy, against its own reshards (oracle_moe.json)
+    CK=${2:?give the ckptconv binary}
+    DO_OUT=${DISTOPT_OUT:-$OUT/distopt}
+    {
+        for spec in "tp1pp1dp2ep1 1 2" "tp1pp1dp4ep4 4 4"; do
+            read -r tgt ep dp <<<"$spec"
+            rm -rf "$WORK/ours_$tgt" "$WORK/oracle/m_tp1pp1dp2_ep2__to__$tgt"
+            mkdir -p "$WORK/oracle"
+            echo "ckptconv reshard m_tp1pp1dp2_ep2/legacy ours_$tgt --tp 1 --pp 1 --ep $ep --dp $dp --to torch_dist --optim-format fully_reshardable"
+            "$CK" reshard -q "$DO_OUT/m_tp1pp1dp2_ep2/legacy" "$WORK/ours_$tgt" --tp 1 --pp 1 --ep "$ep" --dp "$dp" \
+                --to torch_dist --optim-format fully_reshardable
+            echo "megatron-core $("$PY" -c 'import megatron.core as m; print(m.__version__)' 2>/dev/null) at $tgt: load_checkpoint of ours_$tgt, save_checkpoint --ckpt-format torch"
+            (cd "$WORK" && "$PY" -m torch.distributed.run --nproc_per_node "$dp" --master_addr 127.0.0.1 \
+                --master_port "$(free_port)" "$GEN_DIR/gen_megatron_distopt.py" reshard --config m_tp1pp1dp2_ep2 \
+                --target "$tgt" --source "ours_$tgt") >"$WORK/load_ours_$tgt.log" 2>&1 ||
+                { grep -v -e '^\[Gloo\]' -e 'warn' "$WORK/load_ours_$tgt.log" | tail -40; exit 1; }
+            "$PY" - "$DO_OUT/oracle_moe.json" "$tgt" "$WORK/oracle/m_tp1pp1dp2_ep2__to__$tgt" <<'PY'
+import json, sys
+import distopt_hashes as dh
+pair = [p for p in json.load(open(sys.argv[1]))["pairs"] if p["target"] == sys.argv[2]][0]
+ours = dh.describe_dir(sys.argv[3])
+n = bad = 0
+for rel, want in pair["files"].items():
+    got = ours["files"].get(rel, {"tensors": {}, "values": {}})
+    for k, rec in want["tensors"].items():
+        n += 1
+        bad += got["tensors"].get(k) != rec
+    bad += sum(got["values"].get(k) != v for k, v in want["values"].items() if not k.startswith("rerun_state_machine"))
+print(f"its files against oracle_moe.json {sys.argv[2]}: {n} tensors and the values compared, {bad} differ; "
+      f"same files: {sorted(ours['files']) == sorted(pair['files'])}")
+PY
+        done
+    } | tee "$GEN_DIR/load_ours_moe_ep.log"
     exit 0
 fi
 if [ "$MODE" = load-ours ]; then

@@ -13,10 +13,14 @@ buckets_coalesced, the optimizer's param groups and step, the scheduler, the ite
 
 ORACLE (default oracle.json) may be oracle_moe.json (the mixture-of-experts fixture at its EP
 or another: --ep, --etp; a grouped_gemm pair's model only, --moe-grouped-gemm on),
+oracle_moe_plain.json (the same with the non-distributed optimizer: chained [dense, expert]
+torch state dicts; its source made by ckptconv, DERIVED),
 oracle_fp16_inst.json (fp16 with its grad scaler, distributed-optimizer instances) or
 oracle_versions.json, megatron-core 0.13.1's and 0.19's own
 reshards (README_megatron_distopt_versions.md); FORM (default legacy) picks which committed
-save of X ckptconv reads (each holds the same state). The values under rerun_state_machine
+save of X ckptconv reads (each holds the same state); FORM `etp1` reads ckptconv's reshard of
+X's legacy save to TP 2 EP 2 at expert TP 1 (the files megatron-core writes there, oracle_moe.json
+pair 5: a source with no file for some (TP, EP) ranks). The values under rerun_state_machine
 (0.13.1's legacy files) are not compared: Megatron's load resets current_iteration, and
 their enums render differently with and without megatron-core installed."""
 import json
@@ -24,6 +28,13 @@ import os
 import shutil
 import subprocess
 import sys
+
+
+# fixtures whose legacy files are ckptconv's reshard of a committed one: the MoE model trained
+# with the non-distributed optimizer holds, tensor for tensor, the state of the same training with
+# the distributed one (testdata/gen/README_megatron_distopt.md; pair 0 of oracle_moe_plain.json
+# checks every tensor and value of the derived files against megatron-core's)
+DERIVED = {"m_tp1pp1dp2_ep2_plain": ("m_tp1pp1dp2_ep2", ["--tp", "1", "--pp", "1", "--to-optimizer", "plain"])}
 
 
 def main():
@@ -36,14 +47,31 @@ def main():
     with open(os.path.join(testdata, "megatron", "distopt", oracle)) as f:
         pair = json.load(f)["pairs"][index]
     source = pair["source"]
-    if source.endswith("/fully_reshardable"):
-        source = source[: -len("fully_reshardable")]
-    source = source.rstrip("/") + "/" + form
+    for saved in ("/fully_reshardable", "/torch_dist"):
+        if source.endswith(saved):
+            source = source[: -len(saved)]
+    name = os.path.basename(source.rstrip("/"))
+    if name in DERIVED:
+        # not committed (testdata budget): made from its committed twin as the oracle's pair 0
+        # shows it equals megatron-core's own files
+        twin, args = DERIVED[name]
+        source = os.path.join(work, f"{oracle}.{index}.{name}")
+        shutil.rmtree(source, ignore_errors=True)
+        subprocess.run([ckptconv, "reshard", os.path.join(testdata, "megatron", "distopt", twin, "legacy"), source,
+                        "-q"] + args, check=True)
+    else:
+        source = os.path.join(testdata, source.rstrip("/") + "/" + ("legacy" if form == "etp1" else form))
+    if form == "etp1":
+        via = os.path.join(work, f"{oracle}.{index}.via_etp1")
+        shutil.rmtree(via, ignore_errors=True)
+        subprocess.run([ckptconv, "reshard", source, via, "-q", "--tp", "2", "--pp", "1", "--dp", "2", "--ep", "2",
+                        "--etp", "1"], check=True)
+        source = via
     y = pair["target_layout"]
     bucket = pair.get("target_ddp_bucket_size")
     out = os.path.join(work, f"{oracle}.{index}.{form}")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [ckptconv, "reshard", os.path.join(testdata, source), out, "-q",
+    cmd = [ckptconv, "reshard", source, out, "-q",
            "--tp", str(y["tp"]), "--pp", str(y["pp"]), "--vpp", str(pair.get("target_vpp") or 1),
            "--dp", str(y["dp"]), "--ddp-bucket-size", str(bucket) if bucket else "none",
            "--num-distributed-optimizer-instances", str(y.get("inst", 1))]

@@ -14,9 +14,10 @@ need_torch
 pair() { "$TORCH_PYTHON" "$INTEROP_DIR/distopt_check.py" "$CKPTCONV" "$TESTDATA" "$1" "$WORK" "${2:-oracle.json}" "${3:-legacy}"; }
 
 # oracle_moe.json: the mixture-of-experts fixture (chained optimizer) to other TP/PP at its EP,
-# from its legacy and its torch_dist dp_reshardable save; oracle_fp16_inst.json: fp16 (the grad
+# from its legacy and its torch_dist dp_reshardable save; oracle_moe_plain.json: the same model
+# with the non-distributed optimizer to other EP and expert TP; oracle_fp16_inst.json: fp16 (the grad
 # scaler) with three optimizer instances, to other TP/PP/DP and instances
-for file in oracle.json oracle_moe.json oracle_fp16_inst.json; do
+for file in oracle.json oracle_moe.json oracle_moe_plain.json oracle_fp16_inst.json; do
     ORACLE="$TESTDATA/megatron/distopt/$file"
     [ -f "$ORACLE" ] || die "$ORACLE is missing"
     N=$("$TORCH_PYTHON" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["pairs"]))' "$ORACLE")
@@ -24,9 +25,11 @@ for file in oracle.json oracle_moe.json oracle_fp16_inst.json; do
     for ((i = 0; i < N; i++)); do
         name=$("$TORCH_PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["pairs"][int(sys.argv[2])]; print(p["source"].split("/")[2], "->", p["target"])' "$ORACLE" "$i")
         case_run "distopt $name" pair "$i" "$file"
-        # the MoE fixture's torch_dist save too (chained optimizer, expert grad buffers)
-        if [ "$file" = oracle_moe.json ]; then
-            case_run "distopt $name (dp_reshardable)" pair "$i" "$file" dp_reshardable
+        # the MoE fixture's torch_dist save too (chained optimizer, expert grad buffers), and
+        # its files at expert TP 1 under TP 2 (no file for some TP x EP ranks)
+        if [ "$file" = oracle_moe.json ] || [ "$file" = oracle_moe_plain.json ]; then
+            [ "$file" = oracle_moe_plain.json ] || case_run "distopt $name (dp_reshardable)" pair "$i" "$file" dp_reshardable
+            case_run "distopt $name (via TP 2 EP 2 expert TP 1)" pair "$i" "$file" etp1
         fi
     done
 done

@@ -3,7 +3,8 @@
  * its local name there, and megatron-core 0.16.1's legacy save of
  * testdata/megatron/distopt/m_tp1pp1dp2_ep2 (4 experts at EP 2) read as one model: global
  * names, each layer's experts inside it in Megatron's order. The CLI runs (EP 2 -> 1 -> 2,
- * 2 -> 4 -> 2, refusals) are tests/cli/reshard/moe_ep.sh. */
+ * 2 -> 4 -> 2, refusals) are tests/cli/reshard/moe_ep.sh; expert TP below the TP as a source
+ * tests/cli/reshard/moe_etp.sh. */
 #include "../../formats/megatron/megatron_private.h"
 #include "megatron_fixture.h"
 
@@ -282,5 +283,63 @@ CKPT_TEST(test_experts_built_model_extra_states)
     close_fixture(&back);
     ckpt_megatron_close(m);
     ckpt_plan_free(plan);
+    close_fixture(&o);
+}
+
+/* Whether nodes a and b hold the same float32 values. */
+static int same_values(const ckpt_node *a, const ckpt_node *b)
+{
+    static float x[4096], y[4096];
+    int64_t n = ckpt_node_numel(a);
+
+    if (n != ckpt_node_numel(b) || n > 4096 || ckpt_node_read(a, 0, n, CKPT_DTYPE_F32, x) < 0 ||
+        ckpt_node_read(b, 0, n, CKPT_DTYPE_F32, y) < 0)
+        return 0;
+    return memcmp(x, y, (size_t)n * sizeof *x) == 0;
+}
+
+/* A set at expert TP 1 under TP 2 read back (megatron_experts.c stand-ins): TP 2 EP 4 has the
+ * files of ranks 0-3 only, mp_rank_00_000, 01_001, 00_002, 01_003; the others stand in by
+ * their dense TP rank's file (dense data-parallel rank 0: EP rank tp / ETP), each expert TP
+ * rank's experts come from the one file holding them, and the model with its distributed
+ * optimizer state is the source's, value for value. */
+CKPT_TEST(test_experts_expert_tp_set_read)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+    size_t i;
+    int k;
+    opened o, back;
+
+    ASSERT_OK(open_fixture(&o, "distopt/m_tp1pp1dp2_ep2/legacy"));
+    t.tp = 2;
+    t.ep = 4;
+    t.etp = 1;
+    t.dp = 2;
+    ASSERT_OK(ckpt_megatron_plan(o.m, &t, o.plan));
+    ASSERT_OK(ckpt_plan_execute(o.plan, "etp_set", &po, NULL));
+    ASSERT_OK(open_path(&back, "etp_set"));
+    ASSERT_EQ_INT(back.m->info.tp, 2);
+    ASSERT_EQ_INT(back.m->info.ep, 4);
+    ASSERT_EQ_INT(back.m->etp, 1);
+    ASSERT_TRUE(!mg_rank_at(back.m, 1, 0, 1)->stand_in && !mg_rank_at(back.m, 0, 0, 2)->stand_in);
+    ASSERT_TRUE(mg_rank_at(back.m, 1, 0, 0)->stand_in && mg_rank_at(back.m, 0, 0, 3)->stand_in);
+    ASSERT_TRUE(mg_rank_at(back.m, 1, 0, 0)->ck == mg_rank_at(back.m, 1, 0, 1)->ck);
+    ASSERT_TRUE(mg_rank_at(back.m, 0, 0, 3)->ck == mg_rank_at(back.m, 0, 0, 0)->ck);
+    ASSERT_EQ_INT(mg_expert_tp(back.m, 0, 3), 1);
+    ASSERT_EQ_INT(mg_dense_ep(back.m, 1), 1);
+    ASSERT_EQ_INT(mg_dense_dp(back.m, 0, 2), 1);
+    ASSERT_EQ_INT(mg_dense_dp(back.m, 1, 1), 0);
+    ASSERT_TRUE(back.m->moments);
+    for (i = 0; i < o.m->n_entries; i++) {
+        const mg_entry *e = &o.m->entries[i], *f = entry_named(back.m, e->name);
+        ASSERT_TRUE(f != NULL);
+        if (!e->full)
+            continue;
+        ASSERT_TRUE(same_values(e->full, f->full));
+        for (k = 0; e->param && k < MG_N_MOMENTS; k++)
+            ASSERT_TRUE(same_values(e->moment[k], f->moment[k]));
+    }
+    close_fixture(&back);
     close_fixture(&o);
 }

@@ -1,6 +1,7 @@
 /* The per-parameter optimizer state of Megatron checkpoints (ckpt_megatron_optimizer_state)
  * from the non-distributed optimizer's and the distributed optimizer's files, and plans that
  * write either kind from it, on the checkpoints megatron-core wrote (testdata/megatron). */
+#include "../../formats/megatron/megatron_private.h"
 #include "megatron_fixture.h"
 
 #include <stdlib.h>
@@ -122,6 +123,53 @@ CKPT_TEST(plain_to_distributed_and_distributed_to_plain_keep_every_state)
     through_plan("tp2pp2_bf16_optim", CKPT_MEGATRON_OPTIM_DISTRIBUTED, 1, 2, "dist");
     through_plan("distopt/b_tp2pp2dp1_bf16_tied/legacy", CKPT_MEGATRON_OPTIM_PLAIN, 2, 2, "plain");
     through_plan("distopt/a_tp2pp1dp1_plain/legacy", CKPT_MEGATRON_OPTIM_PLAIN, 1, 1, "plain_tp1");
+}
+
+/* o written at TP 1 PP 1 EP ep with the optimizer of `kind` into `out`, opened as back. */
+static void at_ep(opened *o, ckpt_megatron_optimizer kind, int ep, const char *out, opened *back)
+{
+    ckpt_megatron_target t = CKPT_MEGATRON_TARGET_INIT;
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+
+    t.ep = ep;
+    t.dp = ep > 2 ? ep : 2;
+    t.optimizer = kind;
+    ASSERT_OK(ckpt_megatron_plan(o->m, &t, o->plan));
+    ASSERT_OK(ckpt_plan_execute(o->plan, out, &po, NULL));
+    ASSERT_OK(open_path(back, out));
+}
+
+/* A mixture of experts (4 experts, EP 2) with the non-distributed optimizer: at EP > 1 each
+ * rank file's optimizer is ChainedOptimizer's [dense, expert] list, each state dict numbering
+ * its own parameters (an expert's state in the second); at EP 1 one. Written from the
+ * distributed optimizer's state and moved to EP 1 and EP 4, every parameter keeps its state. */
+CKPT_TEST(moe_plain_state_is_chained_by_expert_parallel_size)
+{
+    const ckpt_value *opt;
+    mg_optim_view v;
+    size_t i;
+    opened o, plain, ep1, ep4;
+
+    ASSERT_OK(open_fixture(&o, "distopt/m_tp1pp1dp2_ep2/legacy"));
+    at_ep(&o, CKPT_MEGATRON_OPTIM_PLAIN, 2, "moe_plain", &plain);
+    ASSERT_TRUE(same_state(o.m, plain.m) && same_state(plain.m, o.m));
+    opt = ckpt_value_dict_get(mg_rank_at(plain.m, 0, 0, 1)->root, "optimizer");
+    ASSERT_TRUE(opt && opt->kind == CKPT_VAL_LIST && opt->u.seq.n == 2);
+    ASSERT_OK(ckpt_megatron__optim_view_open(plain.m, mg_rank_at(plain.m, 0, 0, 1), &v));
+    ASSERT_EQ_INT((int)v.n_opt, 2);
+    for (i = 0; i < v.n; i++)
+        ASSERT_EQ_INT(v.which[i], strstr(v.keys[i], ".local_experts.") != NULL);
+    ckpt_megatron__optim_view_free(&v);
+    at_ep(&plain, CKPT_MEGATRON_OPTIM_KEEP, 1, "moe_plain_ep1", &ep1);
+    opt = ckpt_value_dict_get(mg_rank_at(ep1.m, 0, 0, 0)->root, "optimizer");
+    ASSERT_TRUE(opt && opt->kind == CKPT_VAL_DICT && ckpt_value_dict_get(opt, "state"));
+    ASSERT_TRUE(same_state(plain.m, ep1.m) && same_state(ep1.m, plain.m));
+    at_ep(&ep1, CKPT_MEGATRON_OPTIM_KEEP, 4, "moe_plain_ep4", &ep4);
+    ASSERT_TRUE(same_state(o.m, ep4.m) && same_state(ep4.m, o.m));
+    close_fixture(&ep4);
+    close_fixture(&ep1);
+    close_fixture(&plain);
+    close_fixture(&o);
 }
 
 CKPT_TEST(a_tied_output_layer_copy_names_the_embedding)

@@ -76,6 +76,12 @@ int ckpt_megatron__dist_plain_common_legacy(ckpt_megatron *m, ckpt_plan *plan, s
     size_t i;
     int rc;
 
+    if (opt && opt->kind == CKPT_VAL_LIST)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: a mixture of experts' non-distributed optimizer (the chained [dense, expert] "
+                               "state) is not written in the torch_dist format yet; --to-optimizer distributed or "
+                               "--no-optimizer writes it, the legacy layout (--to torch) keeps it",
+                               ckpt_path(r->ck));
     if ((rc = ckpt_megatron__find_state_dict(r->ck, opt, &sd, &masters)) < 0)
         return rc;
     if (!(inner = ckpt_value_new(a, CKPT_VAL_DICT)))

@@ -172,10 +172,39 @@ int ckpt_megatron__dist_optim_sd(ckpt_megatron *m, ckpt_plan *plan, size_t file,
     return ckpt_megatron__carry(plan, file, m->g, ck, opt, sd);
 }
 
+/* The source's DistributedOptimizer.state_dict() sd for a mixture of experts at EP ep_size:
+ * at EP 1 one optimizer, the experts in the dense groups (the dense one's of a chained
+ * source); at EP > 1 the chained [dense, expert], the expert one's groups from a source at EP
+ * 1 the dense group of the experts' weights (ckpt_megatron__expert_groups). */
+static int at_ep(ckpt_megatron *m, ckpt_arena *a, int ep_size, ckpt_value **sd)
+{
+    ckpt_value *list, *expert, *groups;
+    int rc;
+
+    if (ckpt_megatron__num_experts(m->args) <= 0)
+        return 0;
+    if (ep_size == 1 && (*sd)->kind == CKPT_VAL_LIST && (*sd)->u.seq.n > 0) {
+        *sd = (*sd)->u.seq.items[0];
+        return 0;
+    }
+    if (ep_size == 1 || (*sd)->kind == CKPT_VAL_LIST)
+        return 0;
+    if ((rc = ckpt_megatron__expert_groups(a, ckpt_megatron__param_groups(*sd, 0), &groups)) < 0)
+        return rc;
+    list = ckpt_value_new(a, CKPT_VAL_LIST);
+    expert = ckpt_value_new(a, CKPT_VAL_DICT);
+    if (!list || !expert || ckpt_value_dict_set(a, expert, new_str(a, "param_groups"), groups) < 0 ||
+        ckpt_value_append(a, list, *sd) < 0 || ckpt_value_append(a, list, expert) < 0)
+        return CKPT_ENOMEM;
+    *sd = list;
+    return 0;
+}
+
 /* common.pt's optimizer: fully_reshardable keeps DistributedOptimizer.state_dict() there,
  * beside its sharding type; dp_reshardable the sharding type only. A chained optimizer's is
  * {0: the dense one's, 1: the expert one's}. */
-static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value **out)
+static int distributed_common(ckpt_megatron *m, int form, int ep_size, ckpt_plan *plan, size_t file,
+                              ckpt_value **out)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
     const ckpt_value *scaler;
@@ -185,7 +214,7 @@ static int distributed_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_
 
     if (!(*out = ckpt_value_new(a, CKPT_VAL_DICT)))
         return CKPT_ENOMEM;
-    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0)
+    if ((rc = ckpt_megatron__dist_optim_sd(m, plan, file, &sd, &scaler)) < 0 || (rc = at_ep(m, a, ep_size, &sd)) < 0)
         return rc;
     if (sd->kind == CKPT_VAL_LIST) {
         for (i = 0; i < (int64_t)sd->u.seq.n; i++) {
@@ -232,7 +261,8 @@ static int content_metadata(ckpt_arena *a, int form, ckpt_value **out)
     return 0;
 }
 
-int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan, size_t file, ckpt_value *root)
+int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, int ep_size, ckpt_plan *plan, size_t file,
+                                     ckpt_value *root)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
     const ckpt_ckpt *ck;
@@ -249,7 +279,7 @@ int ckpt_megatron__dist_optim_common(ckpt_megatron *m, int form, ckpt_plan *plan
     else if (form == MG_DIST_PLAIN)
         rc = ckpt_megatron__carry(plan, file, m->g, ck, ckpt_value_dict_get(src, "optimizer"), &copy);
     else
-        rc = distributed_common(m, form, plan, file, &copy);
+        rc = distributed_common(m, form, ep_size, plan, file, &copy);
     if (rc == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "optimizer"), copy);
     /* Megatron builds the kind of optimizer args name: the form written, also when only

@@ -112,9 +112,10 @@ int ckpt_megatron__dopt_params(const ckpt_megatron *m, const mg_entry *const *en
 int ckpt_megatron__dopt_source_layout(const ckpt_megatron *m, int tp, int pp, int ep, const mg_entry ***entries,
                                       const ckpt_node ***shards, size_t *n, mg_dopt_layout *l);
 /* The flat tensors of a distributed optimizer state `root` (distrib_optim.pt's top level, in
- * file ck) at EP rank ep, each checked against layout l: flat[buffer * MG_N_MOMENTS + moment],
- * left NULL for the buffers the file does not hold (the dense ones at EP rank > 0). */
-int ckpt_megatron__dopt_flat(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int ep,
+ * file ck) of the file of dense data-parallel rank dense_dp (mg_dense_dp), each checked
+ * against layout l: flat[buffer * MG_N_MOMENTS + moment], left NULL for the buffers the file
+ * does not hold (the dense ones unless dense_dp is 0). */
+int ckpt_megatron__dopt_flat(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int dense_dp,
                              const ckpt_tensor **flat);
 
 /* Fill every parameter entry's moment[] from the source ranks' distrib_optim.pt

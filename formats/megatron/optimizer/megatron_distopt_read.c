@@ -148,9 +148,9 @@ static int check_state(const ckpt_ckpt *ck, const ckpt_value *root, const char *
 }
 
 /* The file's top level: states[0] the dense optimizer's, states[1] the expert one's (one dict
- * for both when the rank's parameters are of one kind; NULL for what EP rank `ep` does not
- * hold: the dense state of EP ranks > 0). */
-static int check_top(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int ep,
+ * for both when the rank's parameters are of one kind; NULL for what the file of dense
+ * data-parallel rank `dense_dp` does not hold: the dense state unless dense_dp is 0). */
+static int check_top(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int dense_dp,
                      const ckpt_value **states)
 {
     size_t n_expert = l->n_buffers - l->n_dense;
@@ -176,18 +176,19 @@ static int check_top(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_
                                !root                                                        ? "missing"
                                : root->kind == CKPT_VAL_LIST || root->kind == CKPT_VAL_TUPLE ? "a list of another length"
                                                                                             : "not a list");
-    /* EP ranks > 0 are not the dense optimizer's data-parallel rank 0: Megatron writes None */
-    if (ep == 0 && (rc = check_state(ck, root->u.seq.items[0], "dense optimizer's state (list entry 0)",
+    /* the files of dense data-parallel ranks > 0 (EP ranks > 0 at an expert TP equal to the
+     * TP): Megatron writes None */
+    if (dense_dp == 0 && (rc = check_state(ck, root->u.seq.items[0], "dense optimizer's state (list entry 0)",
                                      l->n_dense)) < 0)
         return rc;
-    if (ep > 0 && root->u.seq.items[0]->kind != CKPT_VAL_NONE)
+    if (dense_dp > 0 && root->u.seq.items[0]->kind != CKPT_VAL_NONE)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                               "%s: list entry 0 (the dense optimizer's state) is not None at EP rank %d; Megatron "
-                               "saves it at EP rank 0 only",
-                               ckpt_path(ck), ep);
+                               "%s: list entry 0 (the dense optimizer's state) is not None in the file of dense "
+                               "data-parallel rank %d; Megatron saves it at data-parallel rank 0 only",
+                               ckpt_path(ck), dense_dp);
     if ((rc = check_state(ck, root->u.seq.items[1], "expert optimizer's state (list entry 1)", n_expert)) < 0)
         return rc;
-    states[0] = ep == 0 ? root->u.seq.items[0] : NULL;
+    states[0] = dense_dp == 0 ? root->u.seq.items[0] : NULL;
     states[1] = root->u.seq.items[1];
     return 0;
 }
@@ -232,12 +233,12 @@ static int buffer_state(const ckpt_ckpt *ck, const mg_dopt_layout *l, const ckpt
     return 0;
 }
 
-int ckpt_megatron__dopt_flat(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int ep,
+int ckpt_megatron__dopt_flat(const ckpt_ckpt *ck, const ckpt_value *root, const mg_dopt_layout *l, int dense_dp,
                              const ckpt_tensor **flat)
 {
     const ckpt_value *states[2];
     size_t i;
-    int rc = check_top(ck, root, l, ep, states);
+    int rc = check_top(ck, root, l, dense_dp, states);
 
     for (i = 0; i < l->n_buffers && rc == 0; i++)
         if (states[l->buffers[i].expert != 0])
@@ -246,7 +247,8 @@ int ckpt_megatron__dopt_flat(const ckpt_ckpt *ck, const ckpt_value *root, const 
 }
 
 /* Rank (tp, pp, ep)'s part of each of its parameters' state, into parts[entry][moment][tp]
- * (dense parameters from EP rank 0). */
+ * (an expert's at its expert TP rank; dense parameters from the file of dense data-parallel
+ * rank 0). */
 static int read_rank(ckpt_megatron *m, int tp, int pp, int ep, const ckpt_node **parts)
 {
     ckpt_coords at = CKPT_COORDS_NONE;
@@ -276,11 +278,12 @@ static int read_rank(ckpt_megatron *m, int tp, int pp, int ep, const ckpt_node *
         rc = ckpt_error_oom();
         goto done;
     }
-    if ((rc = ckpt_megatron__dopt_flat(ck, ckpt_root(ck), &l, ep, flat)) < 0)
+    if ((rc = ckpt_megatron__dopt_flat(ck, ckpt_root(ck), &l, mg_dense_dp(m, tp, ep), flat)) < 0)
         goto done;
     for (i = 0; i < n && rc == 0; i++) {
         const mg_dopt_range *r = &l.ranges[i];
         size_t e = (size_t)(entries[i] - m->entries);
+        int part = entries[i]->layout.expert ? tp % mg_etp(m) : tp;
         if (!flat[r->buffer * MG_N_MOMENTS])
             continue;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
@@ -288,7 +291,7 @@ static int read_rank(ckpt_megatron *m, int tp, int pp, int ep, const ckpt_node *
             if ((rc = ckpt_node_tensor(m->g, flat[r->buffer * MG_N_MOMENTS + (size_t)k], &whole)) == 0 &&
                 (rc = ckpt_node_slice(m->g, whole, 0, r->flat, r->end - r->start, &cut)) == 0)
                 rc = ckpt_node_reshape(m->g, cut, ckpt_node_ndim(shards[i]), ckpt_node_shape(shards[i]),
-                                       &parts[(e * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp + (size_t)tp]);
+                                       &parts[(e * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp + (size_t)part]);
         }
         if (rc < 0)
             ckpt_error_prefix("%s: %s", ckpt_path(ck), entries[i]->name);
@@ -313,14 +316,16 @@ int ckpt_megatron__read_distopt(ckpt_megatron *m)
     for (pp = 0; pp < m->info.pp && rc == 0; pp++)
         for (ep = 0; ep < m->info.ep && rc == 0; ep++)
             for (tp = 0; tp < m->info.tp && rc == 0; tp++)
-                rc = read_rank(m, tp, pp, ep, parts);
+                if (!mg_rank_at(m, tp, pp, ep)->stand_in)
+                    rc = read_rank(m, tp, pp, ep, parts);
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         mg_entry *e = &m->entries[i];
         if (!e->param || !e->full)
             continue;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
             const ckpt_node *const *row = &parts[(i * MG_N_MOMENTS + (size_t)k) * (size_t)m->info.tp];
-            rc = ckpt_parallel_merge(m->g, &e->layout, e->name, row, (size_t)m->info.tp, &e->moment[k]);
+            rc = ckpt_parallel_merge(m->g, &e->layout, e->name, row, (size_t)mg_read_ways(m, e->layout.expert),
+                                     &e->moment[k]);
         }
     }
     free(parts);

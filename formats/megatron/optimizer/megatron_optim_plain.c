@@ -11,7 +11,10 @@
  * positions under 'params', its last key. The distributed optimizer (distrib_optimizer.py
  * state_dict) saves the same param groups without 'params' and with the common 'step' added
  * last, and no state: that is where a distributed source's step count comes from. An fp32
- * model's master copy is the weight itself. */
+ * model's master copy is the weight itself. A mixture of experts at EP > 1 has two optimizers,
+ * dense and expert parameters (ChainedOptimizer.state_dict(): the list of both states, each
+ * numbering its own parameters; the expert one's param groups is_expert_parallel); at EP 1
+ * one, the experts in the dense groups. */
 #include "megatron_dist_optim.h"
 #include "megatron_distopt.h"
 #include "../megatron_private.h"
@@ -21,10 +24,11 @@
 
 static const char *const moment_keys[MG_N_MOMENTS] = { "fp32_from_fp16_params", "exp_avg", "exp_avg_sq" };
 
-/* Moment k of entry e, merged over the source TP ranks, as fp32. */
+/* Moment k of entry e, merged over the source TP ranks (an expert's: its expert TP ranks), as
+ * fp32. */
 static int read_moment(mg_optim_views *views, ckpt_megatron *m, mg_entry *e, mg_moment k, const ckpt_node **out)
 {
-    int n = m->info.tp, tp, rc = 0;
+    int n = mg_read_ways(m, e->layout.expert), tp, rc = 0;
     const ckpt_node **shards = calloc((size_t)n, sizeof *shards);
 
     if (!shards)
@@ -139,6 +143,9 @@ int ckpt_megatron__optim_step(const ckpt_megatron *m, double *step)
     const ckpt_value *opt = ckpt_value_dict_get(r->root, "optimizer"), *sd, *masters, *state, *v;
     const ckpt_node *node;
 
+    /* a mixture of experts' chained optimizers share the step: the dense one's */
+    if (opt && opt->kind == CKPT_VAL_LIST && opt->u.seq.n > 0)
+        opt = opt->u.seq.items[0];
     if (ckpt_megatron__find_state_dict(r->ck, opt, &sd, &masters) == 0) {
         state = ckpt_value_dict_get(sd, "state");
         v = state && state->kind == CKPT_VAL_DICT && state->u.dict.map.n
@@ -171,6 +178,10 @@ typedef struct plain_out {
     double step;
     mg_optim_views *views; /* a plain source's, else NULL */
     const ckpt_value *wrap, *sd; /* the template's optimizer entry and its state dict, or NULL */
+    int etp;                     /* the target rank's expert TP rank */
+    /* the keys of the file's Adam states, one string each ("step", "exp_avg", "exp_avg_sq"), as
+       torch.save writes Python's one interned string: the first taken from a source entry */
+    ckpt_value *adam_keys[3], *sd_keys[5];
 } plain_out;
 
 static ckpt_value *new_str(ckpt_arena *a, const char *s)
@@ -181,52 +192,68 @@ static ckpt_value *new_str(ckpt_arena *a, const char *s)
 /* The target rank's part of moment k of e, as a tensor of the plan file. */
 static int moment_part(plain_out *o, const mg_entry *e, mg_moment k, const char *what, ckpt_value **out)
 {
-    const ckpt_node **outs = calloc((size_t)o->t->tp, sizeof *outs);
+    const ckpt_node *part = NULL;
     ckpt_buf name = CKPT_BUF_INIT;
     size_t index;
-    int rc = outs ? 0 : ckpt_error_oom();
+    int rc = 0;
 
     *out = NULL;
-    if (rc == 0 && !e->moment[k])
+    if (!e->moment[k])
         rc = ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: no optimizer state '%s' read for it",
                              e->name, what);
     if (rc == 0)
-        rc = ckpt_megatron__split(o->m, o->t, o->padded_vocab, e, e->moment[k], outs);
+        rc = ckpt_megatron__part(o->m, o->t, o->padded_vocab, e, e->moment[k], o->tp, o->etp, &part);
     if (rc == 0)
         rc = ckpt_buf_printf(&name, "optimizer/%s/%s", e->name, what);
     if (rc == 0)
-        rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, outs[o->tp], 0, &index);
+        rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, part, 0, &index);
     if (rc == 0 && !(*out = ckpt_value_new_tensor(o->a, index)))
         rc = CKPT_ENOMEM;
     ckpt_buf_dispose(&name);
-    free(outs);
     return rc;
 }
 
 /* Key `s` of `dict` when it has one (the output then shares that string with the rest of the
- * template it is built from, as the source file did), else a new string. */
+ * template it is built from, as the source file did), else a new string; the state dict's own
+ * keys once per file (a chained optimizer's two state dicts share them, Python's interned
+ * strings). */
 static ckpt_value *key_of(plain_out *o, const ckpt_value *dict, const char *s)
 {
-    size_t i;
+    static const char *const shared[] = { "state", "param_groups", "optimizer", "grad_scaler",
+                                          "fp32_from_fp16_params" };
+    ckpt_value *k = NULL;
+    size_t i, c;
 
-    for (i = 0; dict && dict->kind == CKPT_VAL_DICT && i < dict->u.dict.map.n; i++)
+    for (c = 0; c < sizeof shared / sizeof *shared && strcmp(shared[c], s) != 0; c++)
+        ;
+    if (c < sizeof shared / sizeof *shared && o->sd_keys[c])
+        return o->sd_keys[c];
+    for (i = 0; dict && dict->kind == CKPT_VAL_DICT && i < dict->u.dict.map.n && !k; i++)
         if (ckpt_value_is_str(dict->u.dict.map.keys[i], s))
-            return dict->u.dict.map.keys[i];
-    return new_str(o->a, s);
+            k = dict->u.dict.map.keys[i];
+    if (!k)
+        k = new_str(o->a, s);
+    if (c < sizeof shared / sizeof *shared)
+        o->sd_keys[c] = k;
+    return k;
 }
 
-/* The key `s` of a plain source's state entry of e, so that the file shares its strings the
- * way the source's does; a new string for any other source. */
-static ckpt_value *state_key(plain_out *o, const mg_entry *e, const char *s)
+/* Adam's state key `which` (step, exp_avg, exp_avg_sq) of the file: a plain source's (of e's
+ * entry), so that the file shares its strings the way the source's does; a new string for
+ * any other source. */
+static ckpt_value *state_key(plain_out *o, const mg_entry *e, int which)
 {
+    static const char *const names[3] = { "step", "exp_avg", "exp_avg_sq" };
     const mg_optim_view *v;
     const ckpt_value *entry = NULL, *master;
 
+    if (o->adam_keys[which])
+        return o->adam_keys[which];
     if (o->views && ckpt_megatron__optim_state(o->views, e, 0, &v, &entry, &master) < 0) {
         ckpt_error_clear();
         entry = NULL;
     }
-    return key_of(o, entry, s);
+    return o->adam_keys[which] = key_of(o, entry, names[which]);
 }
 
 /* Adam's state of one parameter: {step, exp_avg, exp_avg_sq}, as torch orders it. Each
@@ -245,34 +272,11 @@ static int adam_state(plain_out *o, const mg_entry *e, ckpt_value **out)
         rc = ckpt_plan_add_tensor(o->plan, o->file, (const char *)name.data, step, 0, &index);
     ckpt_buf_dispose(&name);
     if (rc == 0)
-        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, "step"), ckpt_value_new_tensor(o->a, index));
+        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, 0), ckpt_value_new_tensor(o->a, index));
     if (rc == 0 && (rc = moment_part(o, e, MG_EXP_AVG, "exp_avg", &v)) == 0)
-        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, "exp_avg"), v);
+        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, 1), v);
     if (rc == 0 && (rc = moment_part(o, e, MG_EXP_AVG_SQ, "exp_avg_sq", &v)) == 0)
-        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, "exp_avg_sq"), v);
-    *out = dict;
-    return rc;
-}
-
-/* A param group of the template without its 'params' and 'step' (the distributed
- * optimizer's), to which the target's 'params' is added. */
-static int bare_group(plain_out *o, const ckpt_ckpt *src, const ckpt_value *group, ckpt_value **out)
-{
-    ckpt_value *dict = ckpt_value_new(o->a, CKPT_VAL_DICT);
-    size_t i;
-    int rc = dict ? 0 : CKPT_ENOMEM;
-
-    if (rc == 0 && (!group || group->kind != CKPT_VAL_DICT))
-        rc = ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: optimizer: a param group is not a dict",
-                             ckpt_path(src));
-    for (i = 0; rc == 0 && i < group->u.dict.map.n; i++) {
-        const ckpt_value *k = group->u.dict.map.keys[i];
-        ckpt_value *copy;
-        if (ckpt_value_is_str(k, "params") || ckpt_value_is_str(k, "step"))
-            continue;
-        if ((rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, src, group->u.dict.map.vals[i], &copy)) == 0)
-            rc = ckpt_value_dict_set(o->a, dict, (ckpt_value *)k, copy);
-    }
+        rc = ckpt_value_dict_set(o->a, dict, state_key(o, e, 2), v);
     *out = dict;
     return rc;
 }
@@ -380,36 +384,89 @@ static int plain_form(plain_out *o, const ckpt_ckpt *src, const ckpt_value *grou
     return 0;
 }
 
+/* Inner optimizer i of the template's `optimizer` value (a chained optimizer's list: its
+ * entry i): its state dict (or the distributed optimizer's {'param_groups'}) into *sd, the fp16
+ * wrapper around it into *wrap (NULL when bare); 0 when there is none. */
+static int template_inner(const ckpt_value *opt, size_t i, const ckpt_value **sd, const ckpt_value **wrap)
+{
+    if (opt && opt->kind == CKPT_VAL_LIST)
+        opt = i < opt->u.seq.n ? opt->u.seq.items[i] : NULL;
+    else if (i > 0)
+        opt = NULL;
+    *sd = opt;
+    *wrap = NULL;
+    if (opt && opt->kind == CKPT_VAL_DICT && !ckpt_value_dict_get(opt, "param_groups")) {
+        *sd = ckpt_value_dict_get(opt, "optimizer");
+        *wrap = opt;
+    }
+    return *sd && (*sd)->kind == CKPT_VAL_DICT && ckpt_value_dict_get(*sd, "param_groups");
+}
+
+/* The plain form of one optimizer of the target rank: for its parameters of kind `expert`
+ * (-1: all), in the param groups of the template's inner optimizer `inner` (`groups` instead
+ * when not NULL). */
+static int plain_inner(plain_out *o, const mg_rank *tmpl, size_t inner, const ckpt_value *groups, double step,
+                       const mg_param_out *params, size_t n_params, int expert, ckpt_value **out)
+{
+    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer"), *sd, *scaler = NULL;
+    mg_param_out *mine = calloc(n_params + 1, sizeof *mine);
+    ckpt_value *copy = NULL;
+    size_t i, n = 0;
+    int rc = mine ? 0 : ckpt_error_oom();
+
+    if (rc == 0 && !template_inner(opt, inner, &sd, &o->wrap) && !template_inner(opt, 0, &sd, &o->wrap))
+        rc = ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
+    if (rc == 0) {
+        o->sd = sd;
+        scaler = o->wrap ? ckpt_value_dict_get(o->wrap, "grad_scaler") : NULL;
+        if (scaler)
+            rc = ckpt_megatron__carry(o->plan, o->file, o->m->g, tmpl->ck, scaler, &copy);
+    }
+    for (i = 0; rc == 0 && i < n_params; i++)
+        if (expert < 0 || !params[i].entry->layout.expert == !expert)
+            mine[n++] = params[i];
+    if (rc == 0)
+        rc = plain_form(o, tmpl->ck, groups ? groups : ckpt_value_dict_get(sd, "param_groups"), copy, step, mine, n,
+                        out);
+    free(mine);
+    return rc;
+}
+
 int ckpt_megatron__optimizer_plain(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_arena *arena,
-                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp,
+                                   const mg_rank *tmpl, const mg_param_out *params, size_t n_params, int tp, int etp,
                                    const ckpt_megatron_target *t, int64_t padded_vocab, ckpt_value **out)
 {
     mg_optim_views views;
-    plain_out o = { m, plan, file, arena, t, padded_vocab, tp, 0, NULL, NULL, NULL };
+    plain_out o = { m, plan, file, arena, t, padded_vocab, tp, 0, NULL, NULL, NULL, etp, { NULL, NULL, NULL }, { NULL, NULL, NULL, NULL, NULL } };
     const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
-    const ckpt_value *sd = opt, *scaler = NULL;
-    ckpt_value *copy = NULL;
+    ckpt_value *list = NULL, *sd = NULL, *experts = NULL;
     double step;
-    int rc;
+    int rc, chained = ckpt_megatron__num_experts(m->args) > 0 && ckpt_megatron__target_ep(m, t) > 1;
 
     *out = NULL;
-    if (opt && opt->kind == CKPT_VAL_DICT && !ckpt_value_dict_get(opt, "param_groups")) {
-        sd = ckpt_value_dict_get(opt, "optimizer");
-        scaler = ckpt_value_dict_get(opt, "grad_scaler");
-        o.wrap = opt;
-    }
-    o.sd = sd;
-    if (!sd || sd->kind != CKPT_VAL_DICT || !ckpt_value_dict_get(sd, "param_groups"))
-        return ckpt_megatron__optim_unsupported(tmpl->ck, "no param groups, bare or in Megatron's wrapper");
-    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0 ||
-        (scaler && (rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0))
+    if ((rc = ckpt_megatron__optim_step(m, &step)) < 0)
         return rc;
     if (!m->info.distributed_optimizer && !m->dist) {
         if ((rc = ckpt_megatron__optim_views_init(&views, m)) < 0)
             return rc;
         o.views = &views;
     }
-    rc = plain_form(&o, tmpl->ck, ckpt_value_dict_get(sd, "param_groups"), copy, step, params, n_params, out);
+    /* a mixture of experts at EP > 1: ChainedOptimizer([dense, expert]).state_dict(), the list
+     * of both; the expert one's groups from a source without one are the dense group of the
+     * experts' weights (ckpt_megatron__expert_groups); at EP 1 the experts join the dense
+     * optimizer's groups */
+    if (!chained) {
+        rc = plain_inner(&o, tmpl, 0, NULL, step, params, n_params, -1, out);
+    } else if (!(list = ckpt_value_new(arena, CKPT_VAL_LIST))) {
+        rc = CKPT_ENOMEM;
+    } else if ((opt && opt->kind == CKPT_VAL_LIST) ||
+               (rc = ckpt_megatron__expert_groups(arena, ckpt_megatron__param_groups(opt, 0), &experts)) == 0) {
+        if ((rc = plain_inner(&o, tmpl, 0, NULL, step, params, n_params, 0, &sd)) == 0 &&
+            (rc = ckpt_value_append(arena, list, sd)) == 0 &&
+            (rc = plain_inner(&o, tmpl, 1, experts, step, params, n_params, 1, &sd)) == 0 &&
+            (rc = ckpt_value_append(arena, list, sd)) == 0)
+            *out = list;
+    }
     if (o.views)
         ckpt_megatron__optim_views_dispose(o.views);
     return rc;
@@ -420,7 +477,7 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
                                        ckpt_value *root)
 {
     ckpt_arena *a = ckpt_plan_arena(plan);
-    plain_out o = { m, plan, file, a, t, padded_vocab, tp, 0, NULL, NULL, NULL };
+    plain_out o = { m, plan, file, a, t, padded_vocab, tp, 0, NULL, NULL, NULL, tp, { NULL, NULL, NULL }, { NULL, NULL, NULL, NULL, NULL } };
     const ckpt_value *scaler, *common, *sched;
     const ckpt_ckpt *ck;
     ckpt_value *sd, *opt = NULL, *copy = NULL, *scaler_copy = NULL;
@@ -465,63 +522,4 @@ int ckpt_megatron__optimizer_from_dist(ckpt_megatron *m, ckpt_plan *plan, size_t
     if (rc == 0 && sched && (rc = ckpt_megatron__carry(plan, file, m->g, ck, sched, &copy)) == 0)
         rc = ckpt_value_dict_set(a, root, new_str(a, "opt_param_scheduler"), copy);
     return rc;
-}
-
-/* Param group g of a plain template as the distributed optimizer saves it: no 'params', the
- * common step added last (a float: megatron-core takes it with .item() from the per-parameter
- * float32 steps). */
-static int distributed_group(ckpt_megatron *m, ckpt_plan *plan, size_t file, const ckpt_ckpt *src,
-                             const ckpt_value *group, double step, ckpt_value **out)
-{
-    ckpt_arena *a = ckpt_plan_arena(plan);
-    plain_out o = { m, plan, file, a, NULL, 0, 0, 0, NULL, NULL, NULL };
-    int rc = bare_group(&o, src, group, out);
-
-    return rc < 0 ? rc : ckpt_value_dict_set(a, *out, new_str(a, "step"), ckpt_value_new_float(a, step));
-}
-
-int ckpt_megatron__distributed_groups(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
-                                      ckpt_value **out)
-{
-    ckpt_arena *a = ckpt_plan_arena(plan);
-    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer"), *sd, *masters, *groups;
-    ckpt_value *groups_out = ckpt_value_new(a, CKPT_VAL_LIST), *group;
-    double step;
-    size_t g;
-    int rc;
-
-    *out = ckpt_value_new(a, CKPT_VAL_DICT);
-    if (!groups_out || !*out)
-        return CKPT_ENOMEM;
-    if ((rc = ckpt_megatron__find_state_dict(tmpl->ck, opt, &sd, &masters)) < 0 ||
-        (rc = ckpt_megatron__optim_step(m, &step)) < 0)
-        return rc;
-    groups = ckpt_value_dict_get(sd, "param_groups");
-    for (g = 0; g < ckpt_megatron__seq_len(groups); g++)
-        if ((rc = distributed_group(m, plan, file, tmpl->ck, ckpt_megatron__seq_at(groups, g), step, &group)) < 0 ||
-            (rc = ckpt_value_append(a, groups_out, group)) < 0)
-            return rc;
-    return ckpt_value_dict_set(a, *out, new_str(a, "param_groups"), groups_out);
-}
-
-int ckpt_megatron__optimizer_distributed(ckpt_megatron *m, ckpt_plan *plan, size_t file, const mg_rank *tmpl,
-                                         ckpt_value **out)
-{
-    ckpt_arena *a = ckpt_plan_arena(plan);
-    const ckpt_value *opt = ckpt_value_dict_get(tmpl->root, "optimizer");
-    const ckpt_value *scaler = opt && opt->kind == CKPT_VAL_DICT ? ckpt_value_dict_get(opt, "grad_scaler") : NULL;
-    ckpt_value *wrap = ckpt_value_new(a, CKPT_VAL_DICT), *inner, *copy;
-    int rc;
-
-    *out = NULL;
-    if (!wrap)
-        return CKPT_ENOMEM;
-    if ((rc = ckpt_megatron__distributed_groups(m, plan, file, tmpl, &inner)) < 0 ||
-        (rc = ckpt_value_dict_set(a, wrap, new_str(a, "optimizer"), inner)) < 0)
-        return rc;
-    if (scaler && ((rc = ckpt_megatron__carry(plan, file, m->g, tmpl->ck, scaler, &copy)) < 0 ||
-                   (rc = ckpt_value_dict_set(a, wrap, new_str(a, "grad_scaler"), copy)) < 0))
-        return rc;
-    *out = wrap;
-    return 0;
 }

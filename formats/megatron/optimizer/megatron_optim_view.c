@@ -99,14 +99,15 @@ int ckpt_megatron__find_state_dict(const ckpt_ckpt *ck, const ckpt_value *opt, c
         return 0;
     }
     return ckpt_megatron__optim_unsupported(ck, "neither a torch optimizer state dict nor Megatron's fp16 wrapper "
-                                                "of one (several chained optimizers, e.g. for experts, are not "
-                                                "resharded yet)");
+                                                "of one (chained optimizers other than a mixture of experts' dense "
+                                                "and expert ones are not resharded yet)");
 }
 
 void ckpt_megatron__optim_view_free(mg_optim_view *v)
 {
     free(v->keys);
     free(v->vp);
+    free(v->which);
     free(v->index);
     free(v->group);
     free(v->pos);
@@ -132,11 +133,12 @@ static int view_push(mg_optim_view *v, const char *key, int vp, size_t *cap)
     return 0;
 }
 
-/* Parameter i of the view dealt to its group; its state checked against its shape. */
+/* Parameter i of the view dealt to its group (of its optimizer: flags and taken are that
+ * optimizer's); its state checked against its shape. */
 static int view_deal(const ckpt_megatron *m, const mg_rank *r, mg_optim_view *v, size_t i, const int *flags,
                      size_t *taken)
 {
-    const ckpt_value *groups = ckpt_value_dict_get(v->sd, "param_groups");
+    const ckpt_value *sd = v->sds[v->which[i]], *groups = ckpt_value_dict_get(sd, "param_groups");
     const ckpt_value *d = ckpt_megatron__chunk_dict(r->root, m->info.vpp, v->vp[i]);
     /* looked up again by its C string: a key with a NUL byte finds another entry, or none */
     const ckpt_value *leaf = ckpt_value_dict_get(d, v->keys[i]);
@@ -160,7 +162,7 @@ static int view_deal(const ckpt_megatron *m, const mg_rank *r, mg_optim_view *v,
     v->group[i] = g;
     v->pos[i] = taken[g]++;
     v->index[i] = idx->u.integer;
-    entry = ckpt_megatron__int_key_get(ckpt_value_dict_get(v->sd, "state"), idx->u.integer);
+    entry = ckpt_megatron__int_key_get(ckpt_value_dict_get(sd, "state"), idx->u.integer);
     moment = entry ? ckpt_value_dict_get(entry, "exp_avg") : NULL;
     if (moment && moment->kind == CKPT_VAL_TENSOR) {
         const ckpt_tensor *mt = ckpt_tensor_at(r->ck, moment->u.tensor.index);
@@ -173,19 +175,53 @@ static int view_deal(const ckpt_megatron *m, const mg_rank *r, mg_optim_view *v,
     return 0;
 }
 
+/* The state dicts of `opt`: one, or a mixture of experts' chained [dense, expert] list. */
+static int view_states(const ckpt_megatron *m, const mg_rank *r, const ckpt_value *opt, mg_optim_view *v)
+{
+    size_t i;
+    int rc;
+
+    if (m->info.ep > 1 && ckpt_megatron__num_experts(m->args) > 0 && opt && opt->kind == CKPT_VAL_LIST) {
+        if (opt->u.seq.n != 2)
+            return ckpt_megatron__optim_unsupported(r->ck, "a list of other than the two chained optimizers, dense "
+                                                           "and expert, of a mixture of experts");
+        for (i = 0; i < 2; i++)
+            if ((rc = ckpt_megatron__find_state_dict(r->ck, opt->u.seq.items[i], &v->sds[i], &v->masters_of[i])) < 0)
+                return rc;
+        v->n_opt = 2;
+    } else {
+        if ((rc = ckpt_megatron__find_state_dict(r->ck, opt, &v->sds[0], &v->masters_of[0])) < 0)
+            return rc;
+        v->n_opt = 1;
+    }
+    v->sd = v->sds[0];
+    v->masters = v->masters_of[0];
+    return 0;
+}
+
+/* Which optimizer key i's parameter is in: the expert one for an expert's. */
+static int view_which(const ckpt_megatron *m, const mg_optim_view *v, const char *key)
+{
+    ckpt_tensor_layout l;
+
+    if (v->n_opt < 2)
+        return 0;
+    if (ckpt_parallel_classify(m->spec, m->params, key, 2, &l) < 0) {
+        ckpt_error_clear();
+        return 0;
+    }
+    return l.expert != 0;
+}
+
 int ckpt_megatron__optim_view_open(const ckpt_megatron *m, const mg_rank *r, mg_optim_view *v)
 {
-    const ckpt_value *groups;
-    size_t cap = 0, i, g, n_groups, *taken = NULL;
-    int *flags = NULL, vp, rc;
+    size_t cap = 0, i, g, o, n_groups[2], *taken[2] = { NULL, NULL };
+    int *flags[2] = { NULL, NULL }, vp, rc;
 
     memset(v, 0, sizeof *v);
     v->ck = r->ck;
-    if ((rc = ckpt_megatron__find_state_dict(r->ck, ckpt_value_dict_get(r->root, "optimizer"), &v->sd,
-                                             &v->masters)) < 0)
+    if ((rc = view_states(m, r, ckpt_value_dict_get(r->root, "optimizer"), v)) < 0)
         return rc;
-    groups = ckpt_value_dict_get(v->sd, "param_groups");
-    n_groups = ckpt_megatron__seq_len(groups);
     for (vp = 0; vp < m->info.vpp; vp++) {
         const ckpt_value *d = ckpt_megatron__chunk_dict(r->root, m->info.vpp, vp);
         for (i = 0; d && i < d->u.dict.map.n; i++) {
@@ -199,21 +235,33 @@ int ckpt_megatron__optim_view_open(const ckpt_megatron *m, const mg_rank *r, mg_
     v->index = calloc(v->n + 1, sizeof *v->index);
     v->group = calloc(v->n + 1, sizeof *v->group);
     v->pos = calloc(v->n + 1, sizeof *v->pos);
-    flags = calloc(n_groups + 1, sizeof *flags);
-    taken = calloc(n_groups + 1, sizeof *taken);
-    if (!v->index || !v->group || !v->pos || !flags || !taken) {
+    v->which = calloc(v->n + 1, sizeof *v->which);
+    for (o = 0; o < v->n_opt; o++) {
+        n_groups[o] = ckpt_megatron__seq_len(ckpt_value_dict_get(v->sds[o], "param_groups"));
+        flags[o] = calloc(n_groups[o] + 1, sizeof *flags[o]);
+        taken[o] = calloc(n_groups[o] + 1, sizeof *taken[o]);
+        if (flags[o])
+            ckpt_megatron__group_flags(ckpt_value_dict_get(v->sds[o], "param_groups"), flags[o]);
+    }
+    if (!v->index || !v->group || !v->pos || !v->which || !flags[0] || !taken[0] ||
+        (v->n_opt > 1 && (!flags[1] || !taken[1]))) {
         rc = ckpt_error_oom();
         goto done;
     }
-    ckpt_megatron__group_flags(groups, flags);
-    for (i = 0, rc = 0; i < v->n && rc == 0; i++)
-        rc = view_deal(m, r, v, i, flags, taken);
-    for (g = 0; rc == 0 && g < n_groups; g++)
-        if (taken[g] != ckpt_megatron__seq_len(ckpt_value_dict_get(ckpt_megatron__seq_at(groups, g), "params")))
-            rc = ckpt_megatron__optim_unsupported(r->ck, "a param group holds more parameters than the model");
+    for (i = 0, rc = 0; i < v->n && rc == 0; i++) {
+        v->which[i] = view_which(m, v, v->keys[i]);
+        rc = view_deal(m, r, v, i, flags[v->which[i]], taken[v->which[i]]);
+    }
+    for (o = 0; o < v->n_opt; o++)
+        for (g = 0; rc == 0 && g < n_groups[o]; g++)
+            if (taken[o][g] != ckpt_megatron__seq_len(ckpt_value_dict_get(
+                                   ckpt_megatron__seq_at(ckpt_value_dict_get(v->sds[o], "param_groups"), g), "params")))
+                rc = ckpt_megatron__optim_unsupported(r->ck, "a param group holds more parameters than the model");
 done:
-    free(taken);
-    free(flags);
+    for (o = 0; o < 2; o++) {
+        free(taken[o]);
+        free(flags[o]);
+    }
     if (rc < 0)
         ckpt_megatron__optim_view_free(v);
     return rc;
@@ -251,11 +299,13 @@ int ckpt_megatron__optim_state(mg_optim_views *c, const mg_entry *e, int tp, con
 {
     const ckpt_megatron *m = c->m;
     int ep = e->ep >= 0 ? e->ep : 0, rc;
-    size_t i = ((size_t)ep * (size_t)m->info.pp + (size_t)e->src_pp) * (size_t)m->info.tp + (size_t)tp, k;
+    /* an expert's part tp of its expert TP ranks is in the file mg_expert_tp names */
+    int at = e->layout.expert ? mg_expert_tp(m, tp % mg_etp(m), ep) : tp;
+    size_t i = ((size_t)ep * (size_t)m->info.pp + (size_t)e->src_pp) * (size_t)m->info.tp + (size_t)at, k;
     mg_optim_view *v = &c->views[i];
 
     if (!c->opened[i]) {
-        if ((rc = ckpt_megatron__optim_view_open(m, mg_rank_at(m, tp, e->src_pp, ep), v)) < 0)
+        if ((rc = ckpt_megatron__optim_view_open(m, mg_rank_at(m, at, e->src_pp, ep), v)) < 0)
             return rc;
         c->opened[i] = 1;
     }
@@ -266,7 +316,9 @@ int ckpt_megatron__optim_state(mg_optim_views *c, const mg_entry *e, int tp, con
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT, "%s: no optimizer state for '%s'", ckpt_path(v->ck),
                                e->local);
     *view = v;
-    *entry = ckpt_megatron__int_key_get(ckpt_value_dict_get(v->sd, "state"), v->index[k]);
-    *master = v->masters ? ckpt_megatron__seq_at(ckpt_megatron__seq_at(v->masters, v->group[k]), v->pos[k]) : NULL;
+    *entry = ckpt_megatron__int_key_get(ckpt_value_dict_get(v->sds[v->which[k]], "state"), v->index[k]);
+    *master = v->masters_of[v->which[k]]
+                  ? ckpt_megatron__seq_at(ckpt_megatron__seq_at(v->masters_of[v->which[k]], v->group[k]), v->pos[k])
+                  : NULL;
     return 0;
 }

@@ -64,13 +64,12 @@ for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "sequential/${f#same_model/}"
 ckptconv reshard -q grouped grouped2 --tp 2 --pp 2 --ep 4 --dp 4
 ckptconv reshard -q grouped2 sequential2 --tp 1 --pp 1 --ep 2 --dp 2 --moe-grouped-gemm off
 for f in same_model/$R/mp_rank_*/*.pt; do cmp "$f" "sequential2/${f#same_model/}"; done && echo "GroupedMLP TP 2 PP 2 EP 4 -> SequentialMLP: same bytes"
-# expert TP 1 at TP 2: the files of expert data-parallel rank 0, whole experts in each
+# expert TP 1 at TP 2: the files of expert data-parallel rank 0, whole experts in each (read
+# back: moe_etp.sh)
 ckptconv reshard -q "$D" etp1 --tp 2 --pp 1 --ep 2 --etp 1
 ls etp1/$R
 ckptconv inspect etp1/$R/mp_rank_01_001/model_optim_rng.pt | grep 'layers\.0\.mlp\.experts.*fc1\|linear_qkv.weight'
 set +e
-ckptconv reshard etp1 x --tp 1 --pp 1
-echo "expert TP input: exit $?"
 cp -r "$D" src
 for opts in "--ep 3" "--ep 4" "--etp 2" "--ep 1 --to torch_dist" "--ep 0" "--moe-grouped-gemm on" \
     "--moe-grouped-gemm yes"; do
