@@ -120,6 +120,20 @@ static const ckpt_tensor *leaf(const mg_rank *r, const ckpt_value *v)
     return v && v->kind == CKPT_VAL_TENSOR ? ckpt_tensor_at(r->ck, v->u.tensor.index) : NULL;
 }
 
+/* A model key that is no expert's (a key the layout rules do not know is taken as dense). */
+static int dense_key(const ckpt_megatron *m, const ckpt_value *k)
+{
+    ckpt_tensor_layout l;
+
+    if (k->kind != CKPT_VAL_STR)
+        return 0;
+    if (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0) {
+        ckpt_error_clear();
+        return 1;
+    }
+    return !l.expert;
+}
+
 /* Each key of `from` that is not an expert's is in `to` as the same kind of value, tensors at
  * the same shape; else an error naming EP rank ep > 0's file r (r0: EP rank 0's) and the key.
  * from_ep0: `from` is EP rank 0's dict. */
@@ -131,12 +145,7 @@ static int dense_in(const ckpt_megatron *m, const ckpt_value *from, const ckpt_v
     for (i = 0; i < from->u.dict.map.n; i++) {
         const ckpt_value *k = from->u.dict.map.keys[i], *v = from->u.dict.map.vals[i], *w;
         const ckpt_tensor *t, *u;
-        ckpt_tensor_layout l;
-        if (k->kind != CKPT_VAL_STR)
-            continue;
-        if (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0)
-            ckpt_error_clear();
-        else if (l.expert)
+        if (!dense_key(m, k))
             continue;
         if (!(w = ckpt_value_dict_get(to, k->u.str.ptr)))
             return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
@@ -195,12 +204,7 @@ static int same_copies(const ckpt_megatron *m, const ckpt_value *d, const ckpt_v
     for (i = 0; i < d0->u.dict.map.n; i++) {
         const ckpt_value *k = d0->u.dict.map.keys[i];
         const ckpt_tensor *t, *u;
-        ckpt_tensor_layout l;
-        if (k->kind != CKPT_VAL_STR)
-            continue;
-        if (ckpt_parallel_classify(m->spec, m->params, k->u.str.ptr, 2, &l) < 0)
-            ckpt_error_clear();
-        else if (l.expert)
+        if (!dense_key(m, k))
             continue;
         t = leaf(r0, d0->u.dict.map.vals[i]);
         u = leaf(r, ckpt_value_dict_get(d, k->u.str.ptr));
