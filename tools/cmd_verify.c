@@ -322,9 +322,10 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
             cJSON_AddNumberToObject(j, "index", (double)e->index);
         cJSON_AddStringToObject(j, "name", e->name);
         if (e->part != CKPT_VERIFY_PART_WHOLE)
-            cJSON_AddStringToObject(j, "part", e->part == CKPT_VERIFY_PART_ROUTER   ? "router"
-                                               : e->part == CKPT_VERIFY_PART_SHARED ? "shared expert"
-                                                                                    : "expert");
+            cJSON_AddStringToObject(j, "part", e->part == CKPT_VERIFY_PART_ROUTER        ? "router"
+                                               : e->part == CKPT_VERIFY_PART_SHARED      ? "shared expert"
+                                               : e->part == CKPT_VERIFY_PART_EXPERT_BIAS ? "expert bias"
+                                                                                         : "expert");
         if (e->part == CKPT_VERIFY_PART_EXPERT)
             cJSON_AddNumberToObject(j, "expert", (double)e->expert);
         cJSON_AddItemToObject(j, "max_abs", json_number_or_null(e->max_abs));

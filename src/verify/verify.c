@@ -165,6 +165,23 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
         DIFF_I(moe_score);
         DIFF_D(moe_topk_scale);
         DIFF_I(moe_shared_ffn_hidden_size);
+        DIFF_I(moe_first_dense);
+        DIFF_I(moe_expert_bias);
+        DIFF_I(moe_n_group);
+        DIFF_I(moe_topk_group);
+        DIFF_I(moe_topk_norm);
+    }
+    DIFF_I(kv_lora_rank);
+    if (x->kv_lora_rank > 0 || y->kv_lora_rank > 0) {
+        DIFF_I(q_lora_rank);
+        DIFF_I(qk_nope_head_dim);
+        DIFF_I(qk_rope_head_dim);
+        DIFF_I(v_head_dim);
+        DIFF_D(mla_norm_eps);
+    }
+    if (rope) {
+        DIFF_D(rope_yarn_factor);
+        DIFF_D(rope_attention_factor);
     }
     for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
         if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
@@ -319,7 +336,36 @@ static int expert_entries(const ckpt_model *a, const ckpt_model *b, int64_t L)
 {
     if (!ckpt_model__layer_moe(a, L) || !ckpt_model__layer_moe(b, L) || a->cfg.num_experts != b->cfg.num_experts)
         return 0;
-    return 1 + (int)a->cfg.num_experts + (a->cfg.moe_shared_ffn_hidden_size > 0 && b->cfg.moe_shared_ffn_hidden_size > 0);
+    return 1 + (int)a->cfg.num_experts + (a->cfg.moe_shared_ffn_hidden_size > 0 && b->cfg.moe_shared_ffn_hidden_size > 0) +
+           (a->cfg.moe_expert_bias || b->cfg.moe_expert_bias);
+}
+
+/* The routers' expert biases themselves (one model's missing one: zeros, as a router without
+ * one chooses), so that a changed or lost bias is named even where it moves no token. */
+static int run_expert_bias(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
+{
+    int64_t E = la->n_experts;
+    size_t mark = v->ra.n_live, bytes = (size_t)E * sizeof(float);
+    float *ha = calloc((size_t)E, sizeof *ha), *hb = calloc((size_t)E, sizeof *hb), *ya = NULL, *yb = NULL;
+    char name[64];
+    int rc = ha && hb ? 0 : ckpt_error_oom();
+
+    if (rc == 0 && la->expert_bias)
+        rc = ckpt_node_read(la->expert_bias, 0, E, CKPT_DTYPE_F32, ha);
+    if (rc == 0 && lb->expert_bias)
+        rc = ckpt_node_read(lb->expert_bias, 0, E, CKPT_DTYPE_F32, hb);
+    if (rc == 0 && (rc = ckpt_run__alloc(&v->ra, bytes, (void **)&ya)) == 0 &&
+        (rc = ckpt_run__alloc(&v->ra, bytes, (void **)&yb)) == 0 && (rc = v->ra.vt->upload(v->ra.ctx, ya, ha, bytes)) == 0 &&
+        (rc = v->ra.vt->upload(v->ra.ctx, yb, hb, bytes)) == 0) {
+        snprintf(name, sizeof name, "layer %lld router expert bias", (long long)L);
+        if ((rc = add_entry(v, L, name, ya, yb, E)) == 0)
+            v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_EXPERT_BIAS;
+    }
+    while (v->ra.n_live > mark)
+        v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
+    free(ha);
+    free(hb);
+    return rc;
 }
 
 /* Rows of the layer's input the router and each expert are compared on: every expert sees
@@ -344,6 +390,8 @@ static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
     }
     while (v->ra.n_live > mark)
         v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
+    if (rc == 0 && (v->a->cfg.moe_expert_bias || v->b->cfg.moe_expert_bias))
+        rc = run_expert_bias(v, L, la, lb);
     for (e = la->rank[0].shared.ffn > 0 && lb->rank[0].shared.ffn > 0 ? -1 : 0; e < E && rc == 0; e++) {
         if (e < 0)
             snprintf(name, sizeof name, "layer %lld shared expert", (long long)L);
