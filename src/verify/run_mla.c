@@ -16,10 +16,19 @@ typedef struct mla_w {
     void *q_down, *q_norm, *q, *kv_lat, *kv_norm, *k_rope, *k_nope, *v, *o;
 } mla_w;
 
-/* The head size every head is run at: q and k need qk_nope + qk_rope, v needs v_head_dim. */
+/* The head size every head is run at: q and k need qk_nope + qk_rope, v needs v_head_dim,
+ * and the size is raised to one the CUDA backend's attention kernels are built for (DeepSeek-V3's
+ * 192 runs as 256), so that both backends run the same zero-padded heads. */
 int64_t ckpt_run__mla_head(const ckpt_model_config *c)
 {
-    return c->head_dim > c->v_head_dim ? c->head_dim : c->v_head_dim;
+    static const int64_t built[] = { 16, 32, 64, 80, 96, 128, 256 };
+    int64_t d = c->head_dim > c->v_head_dim ? c->head_dim : c->v_head_dim;
+    size_t i;
+
+    for (i = 0; i < sizeof built / sizeof built[0]; i++)
+        if (built[i] >= d)
+            return built[i];
+    return d;
 }
 
 static void release_to(run_ctx *r, size_t mark)

@@ -68,7 +68,8 @@ int ckpt_run__logits(run_ctx *r, const ckpt_model *m, const float *x, int64_t vo
 
 /* ---- multi-head latent attention (run_mla.c) ---- */
 
-/* The head size MLA runs every head at: the larger of qk_nope + qk_rope and v_head_dim. */
+/* The head size MLA runs every head at: the larger of qk_nope + qk_rope and v_head_dim, raised
+ * to a size every backend's attention runs. */
 int64_t ckpt_run__mla_head(const ckpt_model_config *c);
 /* Rank v's MLA output for normalised h1 (device, tokens x hidden) into attn (device, tokens x
  * hidden): its heads' row-parallel part, bo (device, or NULL) added by the first rank, the
