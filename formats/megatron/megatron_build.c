@@ -135,11 +135,21 @@ static const char *const layer_order[] = {
     "self_attention.linear_proj.post_layernorm.weight",
     "self_attention.linear_qkv.layer_norm_weight", "self_attention.linear_qkv.layer_norm_bias",
     "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "self_attention.linear_qkv._extra_state",
+    "self_attention.linear_q_proj.weight", "self_attention.linear_q_proj._extra_state",
+    "self_attention.linear_q_down_proj.weight", "self_attention.linear_q_down_proj._extra_state",
+    "self_attention.linear_q_up_proj.layer_norm_weight", "self_attention.linear_q_up_proj.weight",
+    "self_attention.linear_q_up_proj._extra_state",
+    "self_attention.linear_kv_down_proj.weight", "self_attention.linear_kv_down_proj._extra_state",
+    "self_attention.linear_kv_up_proj.layer_norm_weight", "self_attention.linear_kv_up_proj.weight",
+    "self_attention.linear_kv_up_proj._extra_state",
     "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
     "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
+    "self_attention.kv_layernorm.weight",
     "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias",
     "mlp.linear_fc1.layer_norm_weight", "mlp.linear_fc1.layer_norm_bias",
-    "mlp.router.weight", "mlp.experts.local_experts.",
+    "mlp.router.weight", "mlp.router.expert_bias", "mlp.experts.local_experts.",
+    "mlp.shared_experts.linear_fc1.weight", "mlp.shared_experts.linear_fc1._extra_state",
+    "mlp.shared_experts.linear_fc2.weight", "mlp.shared_experts.linear_fc2._extra_state",
     "mlp.linear_fc1.weight", "mlp.linear_fc1.bias", "mlp.linear_fc1._extra_state",
     "mlp.linear_fc2.weight", "mlp.linear_fc2.bias", "mlp.linear_fc2._extra_state",
     "mlp.linear_fc2.post_layernorm.weight",
@@ -276,8 +286,24 @@ int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep)
     return e->value ? 0 : CKPT_ENOMEM;
 }
 
-/* SequentialMLP's experts keep an _extra_state per linear, as a dense MLP does; a MoE layer
- * has no dense MLP linears. */
+/* Linears named by their weight keep an _extra_state each: SequentialMLP's experts and the
+ * shared experts (a MoE layer has no dense MLP linears), and multi-latent attention's
+ * projections (an MLA layer has no linear_qkv). */
+static int linear_with_extra(const char *w)
+{
+    static const char *const mla[] = { ".self_attention.linear_q_proj.weight", ".self_attention.linear_q_down_proj.weight",
+                                       ".self_attention.linear_q_up_proj.weight", ".self_attention.linear_kv_down_proj.weight",
+                                       ".self_attention.linear_kv_up_proj.weight" };
+    size_t i, len = strlen(w);
+
+    if (strstr(w, ".mlp.experts.local_experts.") || strstr(w, ".mlp.shared_experts.linear_fc"))
+        return len >= 7 && strcmp(w + len - 7, ".weight") == 0;
+    for (i = 0; i < sizeof mla / sizeof mla[0]; i++)
+        if (len >= strlen(mla[i]) && strcmp(w + len - strlen(mla[i]), mla[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static int add_expert_extras(ckpt_megatron *m, int transformer_engine)
 {
     size_t i, n = m->n_entries;
@@ -287,8 +313,7 @@ static int add_expert_extras(ckpt_megatron *m, int transformer_engine)
         const char *w = m->entries[i].name;
         size_t len = strlen(w);
         char name[320];
-        if (!strstr(w, ".mlp.experts.local_experts.") || len < 7 ||
-            strcmp(w + len - 7, ".weight") != 0 || len - 7 + sizeof "._extra_state" > sizeof name)
+        if (!linear_with_extra(w) || len - 7 + sizeof "._extra_state" > sizeof name)
             continue;
         snprintf(name, sizeof name, "%.*s._extra_state", (int)(len - 7), w);
         rc = ckpt_megatron__add_extra(m, name, transformer_engine, m->entries[i].ep);
@@ -310,13 +335,20 @@ int ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine)
         free(moe);
         return ckpt_error_set(CKPT_EINVALID, "_extra_state keys are added only to a model made by ckpt_megatron_new");
     }
-    for (i = 0; i < m->n_entries && rc == 0; i++)
-        if (m->entries[i].layout.expert && m->entries[i].layout.layer >= 0 &&
-            m->entries[i].layout.layer < m->info.num_layers)
-            moe[m->entries[i].layout.layer] = 1;
+    /* per layer: 1 a MoE layer, 2 multi-latent attention (no linear_qkv) */
+    for (i = 0; i < m->n_entries && rc == 0; i++) {
+        int64_t l = m->entries[i].layout.layer;
+        if (l < 0 || l >= m->info.num_layers)
+            continue;
+        if (m->entries[i].layout.expert)
+            moe[l] |= 1;
+        if (strstr(m->entries[i].name, ".self_attention.linear_kv_down_proj."))
+            moe[l] |= 2;
+    }
     for (layer = 0; layer < m->info.num_layers && rc == 0; layer++)
         for (i = 0; i < n && rc == 0; i++) {
-            if (moe[layer] && strncmp(keys[i], "mlp.linear_fc", 13) == 0)
+            if (((moe[layer] & 1) && strncmp(keys[i], "mlp.linear_fc", 13) == 0) ||
+                ((moe[layer] & 2) && strcmp(keys[i], "self_attention.linear_qkv._extra_state") == 0))
                 continue;
             snprintf(name, sizeof name, "decoder.layers.%lld.%s", (long long)layer, keys[i]);
             rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1);

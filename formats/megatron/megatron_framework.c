@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TE_NORM "linear_qkv.layer_norm_weight"
+/* a norm fused into the linear after it (linear_qkv; multi-latent attention's linear_q_up_proj
+ * and linear_kv_up_proj), which only Transformer Engine layers have */
+#define TE_NORM ".layer_norm_weight"
 #define EXTRA_STATE_SUFFIX "._extra_state"
 #define EXTRA_STATE_RULE "module metadata (_extra_state), which a Hugging Face model has no place for"
 

@@ -73,7 +73,7 @@ int64_t ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int
 /* args' integers and booleans as map parameters (the spec's "when": "swiglu"). */
 int ckpt_megatron__load_params(ckpt_megatron *m)
 {
-    const ckpt_value *d = ckpt_megatron__namespace_dict(m->args);
+    const ckpt_value *d = ckpt_megatron__namespace_dict(m->args), *impl;
     size_t i;
     int rc;
 
@@ -90,6 +90,12 @@ int ckpt_megatron__load_params(ckpt_megatron *m)
         if (rc < 0)
             return rc;
     }
+    /* The local spec cuts multi-latent attention's down projections across TP ranks,
+     * Transformer Engine's duplicates them (the spec's "local_spec" entries); Megatron's
+     * default implementation is Transformer Engine. */
+    impl = ckpt_megatron_arg(m->args, "transformer_impl");
+    if ((rc = ckpt_map_params_set(m->params, "local_spec", ckpt_value_is_str(impl, "local"))) < 0)
+        return rc;
     /* A gated linear unit without swiglu (Megatron-Bridge's Gemma 3, GeGLU) has SwiGLU's
      * [gate; up] fc1, which the spec's "swiglu" entries cut. */
     if (ckpt_megatron__arg_int(m->args, "gated_linear_unit", 0))

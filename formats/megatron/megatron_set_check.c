@@ -200,6 +200,7 @@ static const char *const layer_tensors[] = {
 
 typedef struct sizes {
     int64_t hidden, heads, groups, head_dim, ffn, vocab;
+    int64_t q_lora; /* multi-latent attention's q_lora_rank, whose norm q_layernorm is; 0: not MLA */
     int swiglu;
 } sizes;
 
@@ -222,6 +223,7 @@ static void sizes_of(const ckpt_value *args, sizes *s)
     s->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", size_mul(4, s->hidden));
     s->vocab = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
     s->swiglu = ckpt_megatron__arg_int(args, "swiglu", 0) != 0 || ckpt_megatron__arg_int(args, "gated_linear_unit", 0) != 0;
+    s->q_lora = ckpt_megatron__arg_int(args, "multi_latent_attention", 0) ? ckpt_megatron__arg_int(args, "q_lora_rank", 0) : 0;
 }
 
 /* The size args imply, 0 when they do not say, and how, in args' own words. */
@@ -251,6 +253,10 @@ static int64_t implied_dim(const sizes *s, int d, char *how, size_t cap)
         snprintf(how, cap, "padded_vocab_size %lld", (long long)s->vocab);
         return s->vocab;
     case D_HEAD:
+        if (s->q_lora > 0) {
+            snprintf(how, cap, "q_lora_rank %lld", (long long)s->q_lora);
+            return s->q_lora;
+        }
         snprintf(how, cap, "kv_channels %lld", (long long)s->head_dim);
         return s->head_dim;
     default:

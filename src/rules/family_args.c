@@ -42,9 +42,26 @@ static int refusals(const ckpt_family *f, const ckpt_family_config *c)
     return rope_fits(c);
 }
 
+/* A field holding a list of integers (the $moe_layers list) as a Python list of ints. */
+static int set_int_list(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_value *v)
+{
+    int64_t *ids = ckpt_arena_alloc(a, (v->u.seq.n ? v->u.seq.n : 1) * sizeof *ids);
+    size_t i;
+
+    if (!ids)
+        return ckpt_error_oom();
+    for (i = 0; i < v->u.seq.n; i++) {
+        if (v->u.seq.items[i]->kind != CKPT_VAL_INT)
+            return ckpt_error_set(CKPT_EINVALID, "args %s: a list of integers only", name);
+        ids[i] = v->u.seq.items[i]->u.integer;
+    }
+    return ckpt_megatron_args_set_int_list(a, args, name, ids, v->u.seq.n);
+}
+
 static int set_value(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_value *v)
 {
     switch (v ? v->kind : CKPT_VAL_NONE) {
+    case CKPT_VAL_LIST: return set_int_list(a, args, name, v);
     case CKPT_VAL_INT: return ckpt_megatron_args_set_int(a, args, name, v->u.integer);
     case CKPT_VAL_FLOAT: return ckpt_megatron_args_set_float(a, args, name, v->u.real);
     case CKPT_VAL_BOOL: return ckpt_megatron_args_set_bool(a, args, name, v->u.boolean);

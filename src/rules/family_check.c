@@ -8,9 +8,10 @@
 
 #define WHERE_MAX 256
 
-static const char *const type_gens[] = { "$rope", "$token_ids", "$dtype", "$layer_types", NULL };
+static const char *const type_gens[] = { "$rope", "$token_ids", "$dtype", "$layer_types", "$moe_layers", NULL };
 static const char *const megatron_gens[] = { "$true_vocab", "$megatron_llama3_rope", "$megatron_linear_rope",
-                                             "$window_size", "$token_ids", "$window_attn_skip_freq", NULL };
+                                             "$window_size", "$token_ids", "$window_attn_skip_freq",
+                                             "$moe_layer_freq", NULL };
 static const char *const out_gens[] = { "$dtype", "$rope_parameters", "$rope_scaling", "$full_attention_layers",
                                         "$rope_parameters_by_type", "$sliding_window_pattern", NULL };
 static const char *const args_gens[] = { "$token_ids", "$padded_vocab", "$window_size", "$rope_scaling_factor",
@@ -101,14 +102,14 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     static const char *const allowed[] = { "f", "type", "hf", "paddle", "megatron", "megatron_default", "required",
                                            "default", "null_is", "divides", "says", "is", "refuse", "why",
                                            "refuse_set", "megatron_must", "megatron_refuse", "rope_types", "values",
-                                           "pattern", "agree", "at_most", NULL };
+                                           "pattern", "agree", "at_most", "dense_first", NULL };
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(row, "type"),
                 *dflt = cJSON_GetObjectItemCaseSensitive(row, "default"),
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
                 *div = cJSON_GetObjectItemCaseSensitive(row, "divides"),
                 *most = cJSON_GetObjectItemCaseSensitive(row, "at_most"),
                 *values = cJSON_GetObjectItemCaseSensitive(row, "values"),
-                *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern"),
+                *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern"), *dense,
                 *rtypes = cJSON_GetObjectItemCaseSensitive(row, "rope_types"), *rt;
     const char *t;
     char where[WHERE_MAX];
@@ -141,6 +142,10 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
         return fail(where, "\"divides\" names no field%s", "");
     if (most && (!cJSON_IsString(most) || !ckpt_family__has_field(f, most->valuestring, strlen(most->valuestring))))
         return fail(where, "\"at_most\" names no field%s", "");
+    if ((dense = cJSON_GetObjectItemCaseSensitive(row, "dense_first")) &&
+        (strcmp(t, "$moe_layers") != 0 || !cJSON_IsString(dense) ||
+         !ckpt_family__has_field(f, dense->valuestring, strlen(dense->valuestring))))
+        return fail(where, "\"dense_first\" names the field of a $moe_layers row's dense layers before the first MoE layer%s", "");
     if (pattern && (strcmp(t, "$layer_types") != 0 || !cJSON_IsString(pattern) ||
                     !ckpt_family__has_field(f, pattern->valuestring, strlen(pattern->valuestring))))
         return fail(where, "\"pattern\" names the field of a $layer_types row's every-Nth-layer pattern%s", "");
@@ -228,8 +233,13 @@ static int check_tensor_list(const ckpt_family *f, const cJSON *list, int per_la
         int n = cJSON_GetArraySize(t);
         const cJSON *cond = cJSON_GetArrayItem(t, 3);
         const char *hole;
-        if (!cJSON_IsArray(t) || n < 2 || n > 5 || !cJSON_IsString(cJSON_GetArrayItem(t, 0)))
-            return fail(where, "%s: a tensor is [name, rows, cols, condition, \"optional\"]", "tensor");
+        if (!cJSON_IsArray(t) || n < 2 || n > 6 || !cJSON_IsString(cJSON_GetArrayItem(t, 0)))
+            return fail(where, "%s: a tensor is [name, rows, cols, condition, flags...]", "tensor");
+        for (i = 4; i < n; i++) {
+            const cJSON *x = cJSON_GetArrayItem(t, i);
+            if (!cJSON_IsString(x) || (strcmp(x->valuestring, "optional") != 0 && strcmp(x->valuestring, "own_dtype") != 0))
+                return fail(where, "tensor %s: a flag is \"optional\" or \"own_dtype\"", cJSON_GetArrayItem(t, 0)->valuestring);
+        }
         hole = strchr(cJSON_GetArrayItem(t, 0)->valuestring, '{');
         if (hole && (!per_layer || strncmp(hole, "{E}", 3) != 0 || strchr(hole + 3, '{') ||
                      !ckpt_family__has_field(f, "num_experts", strlen("num_experts"))))

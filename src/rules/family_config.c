@@ -95,8 +95,9 @@ static int set_default_value(family_read *r, const cJSON *row, const char *type,
     int rc;
 
     if (!d || cJSON_IsNull(d)) {
-        /* args Megatron did not write are zero, as Megatron's own readers take them */
-        if (r->args && (strcmp(type, "size") == 0 || strcmp(type, "count") == 0))
+        /* args Megatron did not write are zero, as Megatron's own readers take them; a row
+         * whose null is "none" (q_lora_rank None: no query compression) keeps none */
+        if (r->args && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(row, "null_is")) && (strcmp(type, "size") == 0 || strcmp(type, "count") == 0))
             return ckpt_family__set_int(r->c, name, 0);
         if (r->args && strncmp(type, "real", 4) == 0)
             return ckpt_family__set_real(r->c, name, 0);
@@ -219,17 +220,27 @@ static int check_row(family_read *r, const cJSON *row)
     return rc;
 }
 
-/* After a value is read: refuse, divides, at_most. */
-static int row_checks(family_read *r, const cJSON *row, const char *name)
+/* "refuse": the bool value it names is refused, "<key> is <value> (<why>)". */
+static int refused_value(family_read *r, const cJSON *row, const char *name, const char *key)
 {
     const cJSON *refuse = cJSON_GetObjectItemCaseSensitive(row, "refuse");
-    const char *div = row_str(row, "divides"), *most = row_str(row, "at_most");
     const ckpt_value *v = ckpt_family__get(r->c, name);
 
     if (cJSON_IsBool(refuse) && v && v->kind == CKPT_VAL_BOOL && (v->u.boolean != 0) == cJSON_IsTrue(refuse))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s (%s)", r->where,
-                               first_key(r, row), v->u.boolean ? "true" : "false",
-                               row_str(row, "why") ? row_str(row, "why") : "");
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s (%s)", r->where, key,
+                               v->u.boolean ? "true" : "false", row_str(row, "why") ? row_str(row, "why") : "");
+    return 0;
+}
+
+/* After a value is read: refuse, divides, at_most. */
+static int row_checks(family_read *r, const cJSON *row, const char *name)
+{
+    const char *div = row_str(row, "divides"), *most = row_str(row, "at_most");
+    const ckpt_value *v = ckpt_family__get(r->c, name);
+    int rc;
+
+    if ((rc = refused_value(r, row, name, first_key(r, row))) < 0)
+        return rc;
     if (div && v && v->kind == CKPT_VAL_INT) {
         int64_t whole = ckpt_family__int(r->c, div, 0), part = v->u.integer;
         if (part <= 0 || part > whole || whole % part)
@@ -411,6 +422,10 @@ static int read_args_row(family_read *r, const cJSON *row)
         if ((rc = val ? ckpt_family__set(r->c, name, val) : set_default(r, row, type, name, arg_name(src))) < 0)
             return rc;
     }
+    /* a bool derived from other fields (no config.json key) that says a model one side cannot
+     * compute: refused from args too */
+    if (!cJSON_GetObjectItemCaseSensitive(row, "hf") && (rc = refused_value(r, row, name, name)) < 0)
+        return rc;
     if (r->named && cJSON_IsObject(must) && !same(ckpt_family__get(r->c, name), cJSON_GetObjectItemCaseSensitive(must, "value")))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "args.hf_model_type is %s but args %s",
                                r->f->hf ? row_str(r->f->hf, "model_type") : r->f->name,

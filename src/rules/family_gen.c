@@ -416,7 +416,10 @@ int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen)
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(row, "f");
     const char *name = cJSON_IsString(f) ? f->valuestring : "?";
     const ckpt_value *v;
+    int rc;
 
+    if ((rc = ckpt_family__moe_layers(r, row, gen)) <= 0)
+        return rc;
     if (r->args) {
         if (strcmp(gen, "$true_vocab") == 0) {
             v = ckpt_family__arg(r->args, "vocab_size");

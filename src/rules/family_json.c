@@ -10,10 +10,40 @@
 
 /* The RoPE description: rope_parameters (with rope_theta) for transformers 5, rope_scaling
  * (null without scaling) for 4. */
+/* YaRN (DeepSeek-V3): its numbers, and transformers 4's "type" beside "rope_type". */
+static void put_yarn(ckpt_buf *b, const ckpt_family_config *c, int with_theta)
+{
+    static const char *const keys[] = { "beta_fast", "beta_slow", "factor", "mscale", "mscale_all_dim" };
+    static const char *const fields[] = { "yarn_beta_fast", "yarn_beta_slow", "yarn_factor", "yarn_mscale",
+                                          "yarn_mscale_all_dim" };
+    const char *indent = "\n    ";
+    size_t i;
+
+    ckpt_buf_puts(b, "{");
+    for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        ckpt_buf_printf(b, "%s\"%s\": ", indent, keys[i]);
+        ckpt_shard_json_float(b, ckpt_family__real(c, fields[i], 0));
+        ckpt_buf_puts(b, ",");
+    }
+    ckpt_buf_printf(b, "%s\"original_max_position_embeddings\": %lld,", indent,
+                    (long long)ckpt_family__int(c, "yarn_original_max_positions", 0));
+    if (with_theta) {
+        ckpt_buf_printf(b, "%s\"rope_theta\": ", indent);
+        ckpt_shard_json_float(b, ckpt_family__real(c, "rope_theta", 0));
+        ckpt_buf_puts(b, ",");
+    }
+    ckpt_buf_printf(b, "%s\"rope_type\": \"yarn\"%s\n  }", indent, with_theta ? "" : ",\n    \"type\": \"yarn\"");
+}
+
 static void put_rope(ckpt_buf *b, const ckpt_family_config *c, int with_theta)
 {
     const char *indent = "\n    ", *type = ckpt_family__str(c, "rope");
     int llama3 = type && strcmp(type, "llama3") == 0, linear = type && strcmp(type, "linear") == 0;
+
+    if (type && strcmp(type, "yarn") == 0) {
+        put_yarn(b, c, with_theta);
+        return;
+    }
 
     if (!llama3 && !linear && !with_theta) {
         ckpt_buf_puts(b, "null");

@@ -114,6 +114,9 @@ typedef struct family_read {
  * unknown generator (a load-time check). */
 int ckpt_family__gen_read(family_read *r, const cJSON *row, const char *gen);
 int ckpt_family__gen_known(const char *gen, int megatron);
+/* $moe_layers (config.json) and $moe_layer_freq (args), family_moe.c: the 0/1 list of MoE
+ * layers; 1 where gen is neither. */
+int ckpt_family__moe_layers(family_read *r, const cJSON *row, const char *gen);
 
 /* A config.json text of len bytes (no NUL needed) parsed, bounded and required to be an
  * object; cJSON_Delete(*out) after. */

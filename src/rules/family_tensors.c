@@ -112,17 +112,41 @@ typedef struct check_ctx {
     const char *dtype_of;
 } check_ctx;
 
-static int wanted(const check_ctx *x, const cJSON *t)
+/* A tensor row's flag ("optional", "own_dtype"), from its fifth item on. */
+static int has_flag(const cJSON *t, const char *flag)
+{
+    int i, n = cJSON_GetArraySize(t);
+
+    for (i = 4; i < n; i++)
+        if (item_str(t, i) && strcmp(item_str(t, i), flag) == 0)
+            return 1;
+    return 0;
+}
+
+/* The condition field's value in a layer (-1: outside the layers): a field holding a list
+ * (the $moe_layers list) has one value per layer. */
+static int cond_value(const check_ctx *x, const char *field, long long layer)
+{
+    const ckpt_value *v = ckpt_family__get(x->c, field);
+
+    if (v && v->kind == CKPT_VAL_LIST) {
+        const ckpt_value *e = layer >= 0 && (size_t)layer < v->u.seq.n ? v->u.seq.items[layer] : NULL;
+        return e && ((e->kind == CKPT_VAL_INT && e->u.integer != 0) || (e->kind == CKPT_VAL_BOOL && e->u.boolean));
+    }
+    return ckpt_family__int(x->c, field, 0) != 0;
+}
+
+static int wanted(const check_ctx *x, const cJSON *t, long long layer)
 {
     const char *cond = item_str(t, 3);
 
     if (!cond)
         return 1;
-    return cond[0] == '!' ? !ckpt_family__int(x->c, cond + 1, 0) : ckpt_family__int(x->c, cond, 0) != 0;
+    return cond[0] == '!' ? !cond_value(x, cond + 1, layer) : cond_value(x, cond, layer);
 }
 
-/* How the config says the condition's field is what it is. */
-static const char *says(const check_ctx *x, const cJSON *t)
+/* How the config says the condition's field is what it is (in a layer). */
+static const char *says(const check_ctx *x, const cJSON *t, long long layer)
 {
     const char *cond = item_str(t, 3), *field;
     const cJSON *row, *s;
@@ -134,7 +158,7 @@ static const char *says(const check_ctx *x, const cJSON *t)
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(row, "f");
         if (cJSON_IsString(fn) && strcmp(fn->valuestring, field) == 0 &&
             cJSON_IsString(s = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(row, "says"),
-                                                  ckpt_family__int(x->c, field, 0) != 0)))
+                                                  cond_value(x, field, layer))))
             return s->valuestring;
     }
     return field;
@@ -168,6 +192,8 @@ static int check_one(check_ctx *x, const char *name, const ckpt_node *node, cons
     if (!ckpt_dtype_is_float(dt))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is %s, not a floating-point weight",
                                x->weights, name, ckpt_dtype_name(dt));
+    if (has_flag(t, "own_dtype"))
+        return 0;
     if (!x->dtype_of) {
         x->dtype = dt;
         x->dtype_of = name;
@@ -211,11 +237,11 @@ static int not_ours(const check_ctx *x, const char *name)
                            x->leave_out ? x->leave_out : "");
 }
 
-static int present(check_ctx *x, const char *name, const ckpt_node *node, const cJSON *t)
+static int present(check_ctx *x, const char *name, const ckpt_node *node, const cJSON *t, long long layer)
 {
-    if (!wanted(x, t) && !item_str(t, 4))
+    if (!wanted(x, t, layer) && !has_flag(t, "optional"))
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is there but %s says %s", x->weights,
-                               name, x->config, says(x, t));
+                               name, x->config, says(x, t, layer));
     return check_one(x, name, node, t);
 }
 
@@ -228,7 +254,7 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
     int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
 
     if ((t = find(list(x->f, "before"), name)) || (t = find(list(x->f, "after"), name)))
-        return present(x, name, node, t);
+        return present(x, name, node, t, -1);
     if (in_strings(list(x->f, "buffers"), name))
         return 0;
     if ((layer = layer_of(x->f, name, 1, &rest)) < 0)
@@ -245,7 +271,7 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not one of the %lld experts that %s in %s says",
                                x->weights, name, (long long)experts, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
                                x->config);
-    return present(x, name, node, t);
+    return present(x, name, node, t, layer);
 }
 
 static int by_name(const void *a, const void *b)
@@ -273,10 +299,10 @@ static int complete_list(const check_ctx *x, const cJSON *l)
     int rc;
 
     cJSON_ArrayForEach(t, l) {
-        if (!wanted(x, t) || has(x, item_str(t, 0)))
+        if (!wanted(x, t, -1) || has(x, item_str(t, 0)))
             continue;
         if (item_str(t, 3)) {
-            snprintf(fields, sizeof fields, "%s", says(x, t));
+            snprintf(fields, sizeof fields, "%s", says(x, t, -1));
         } else {
             if ((rc = extent(x, item_str(t, 1), &ignored, &rw)) < 0 ||
                 (item_str(t, 2) && (rc = extent(x, item_str(t, 2), &ignored, &cw)) < 0))
@@ -308,7 +334,7 @@ static int complete_one(const check_ctx *x, const cJSON *t, int64_t layer, int64
         snprintf(experts, sizeof experts, ", %s %lld", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
                  (long long)ckpt_family__int(x->c, "num_experts", 0));
     snprintf(fields, sizeof fields, "%s %lld%s%s%s", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"),
-             (long long)layers, experts, item_str(t, 3) ? ", " : "", item_str(t, 3) ? says(x, t) : "");
+             (long long)layers, experts, item_str(t, 3) ? ", " : "", item_str(t, 3) ? says(x, t, layer) : "");
     return missing(x, name, fields);
 }
 
@@ -325,7 +351,7 @@ static int check_complete(const check_ctx *x)
         return rc;
     for (layer = 0; layer < layers; layer++)
         cJSON_ArrayForEach(t, list(x->f, "per_layer")) {
-            if (!wanted(x, t))
+            if (!wanted(x, t, layer))
                 continue;
             for (e = 0; e < (strstr(item_str(t, 0), "{E}") ? experts : 1); e++)
                 if ((rc = complete_one(x, t, layer, e)) < 0)

@@ -110,13 +110,28 @@ static int check_unique(const apply_ctx *c, const map_table *t, int input)
 
 /* ---- one pass ---- */
 
-static const map_rule *match_anchor(const map_rule *rules, size_t n_rules, const char *name, map_capture *caps)
+/* The first rule whose anchor matches name and whose when_present tensor, if it has one, is
+ * an input; *oom is set where that name could not be made. */
+static const map_rule *match_anchor(const apply_ctx *c, const ckpt_strmap *ix, const map_rule *rules, size_t n_rules,
+                                    const char *name, map_capture *caps, int *oom)
 {
     size_t r;
+    char *want;
 
-    for (r = 0; r < n_rules; r++)
-        if (ckpt_rules__pattern_match(&rules[r].from[0], name, 0, caps))
+    for (r = 0; r < n_rules; r++) {
+        if (!ckpt_rules__pattern_match(&rules[r].from[0], name, 0, caps))
+            continue;
+        if (!rules[r].when_present)
             return &rules[r];
+        want = ckpt_rules__pattern_expand(c->scratch, rules[r].when_present, caps,
+                                          ckpt_rules__pattern_capture_count(&rules[r].from[0]));
+        if (!want) {
+            *oom = 1;
+            return NULL;
+        }
+        if (index_find(ix, want) != SIZE_MAX)
+            return &rules[r];
+    }
     return NULL;
 }
 
@@ -143,8 +158,13 @@ static int find_apps(const apply_ctx *c, const map_rule *rules, size_t n_rules, 
     if ((rc = index_build(&ix, t, &dup)) < 0)
         goto done;
     for (i = 0; i < t->n; i++) {
-        const map_rule *rule = match_anchor(rules, n_rules, t->v[i].name, caps);
+        int oom = 0;
+        const map_rule *rule = match_anchor(c, &ix, rules, n_rules, t->v[i].name, caps, &oom);
         size_t *src;
+        if (oom) {
+            rc = CKPT_ENOMEM;
+            goto done;
+        }
         if (!rule)
             continue;
         if (owner[i]) {

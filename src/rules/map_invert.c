@@ -130,6 +130,9 @@ static int invert_rule(ckpt_map *m, map_rule *r)
                 return rc;
         r->ops = ops;
     }
+    tmp = r->when_present;
+    r->when_present = r->inverse_when_present;
+    r->inverse_when_present = tmp;
     tmp = r->from;
     r->from = r->to;
     r->to = tmp;

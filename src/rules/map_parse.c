@@ -17,7 +17,7 @@
 static const char *const top_keys[] = { "ckptconv_map", "name", "description", "source_kind", "target_kind",
                                         "inverse", "detect", "params", "strict", "inverse_strict",
                                         "normalize", "rules", "variants", "parallel", "comment", NULL };
-static const char *const rule_keys[] = { "name", "from", "to", "ops", "comment", NULL };
+static const char *const rule_keys[] = { "name", "from", "to", "ops", "when_present", "inverse_when_present", "comment", NULL };
 static const char *const name_keys[] = { "name", "description", NULL };
 static const char *const detect_keys[] = { "source", "target", NULL };
 static const char *const variant_keys[] = { "name", "description", "inverse", "rules", "comment", NULL };
@@ -54,6 +54,27 @@ static int parse_patterns(ckpt_arena *a, const cJSON *item, const char *key, con
     return 0;
 }
 
+/* "when_present": one pattern, its captures the anchor's (by: the inverse's anchor for
+ * "inverse_when_present"); absent: NULL. */
+static int parse_condition(ckpt_arena *a, const cJSON *obj, const char *key, const char *where, const map_pattern *by,
+                           map_pattern **out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    size_t n;
+    int rc;
+
+    *out = NULL;
+    if (!item)
+        return 0;
+    if (!cJSON_IsString(item))
+        return ckpt_rules__json_fail(where, "\"%s\" must be one pattern", key);
+    if ((rc = parse_patterns(a, item, key, where, &n, out)) < 0)
+        return rc;
+    if (!ckpt_rules__pattern_covered(*out, by))
+        return ckpt_rules__json_fail(where, "\"%s\" uses a capture that \"%s\" does not have", (*out)->text, by->text);
+    return 0;
+}
+
 static int parse_rule(ckpt_arena *a, const cJSON *obj, const char *where, int need_name, map_rule *r)
 {
     const cJSON *ops, *c;
@@ -78,6 +99,9 @@ static int parse_rule(ckpt_arena *a, const cJSON *obj, const char *where, int ne
     if ((rc = parse_patterns(a, cJSON_GetObjectItemCaseSensitive(obj, "from"), "from", where, &r->n_from,
                              &r->from)) < 0 ||
         (rc = parse_patterns(a, cJSON_GetObjectItemCaseSensitive(obj, "to"), "to", where, &r->n_to, &r->to)) < 0)
+        return rc;
+    if ((rc = parse_condition(a, obj, "when_present", where, &r->from[0], &r->when_present)) < 0 ||
+        (rc = parse_condition(a, obj, "inverse_when_present", where, &r->to[0], &r->inverse_when_present)) < 0)
         return rc;
     for (i = 1; i < r->n_from; i++)
         if (!ckpt_rules__pattern_covered(&r->from[i], &r->from[0]))

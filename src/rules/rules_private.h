@@ -126,6 +126,9 @@ typedef struct map_rule {
     map_pattern *from;  /* from[0] is the anchor */
     map_pattern *to;
     map_op *ops;
+    /* the rule applies only where this tensor (the anchor's captures filled in) is an input too;
+     * inverse_when_present is the inverse's, swapped in by ckpt_map_invert. NULL: always */
+    map_pattern *when_present, *inverse_when_present;
 } map_rule;
 
 typedef struct map_rule_list {

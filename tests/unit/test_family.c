@@ -15,11 +15,11 @@ CKPT_TEST(test_family_builtins)
     const ckpt_family *f;
     size_t i;
 
-    ASSERT_EQ_STR(ckpt_family_known(), "llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe");
-    ASSERT_TRUE(ckpt_family_builtin_count() == 8);
+    ASSERT_EQ_STR(ckpt_family_known(), "llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe, deepseek_v3");
+    ASSERT_TRUE(ckpt_family_builtin_count() == 9);
     for (i = 0; i < ckpt_family_builtin_count(); i++)
         ASSERT_TRUE(ckpt_family_builtin_at(i) != NULL);
-    ASSERT_TRUE(ckpt_family_builtin_at(8) == NULL);
+    ASSERT_TRUE(ckpt_family_builtin_at(9) == NULL);
     ASSERT_OK(ckpt_family_builtin(&f, "qwen2"));
     ASSERT_EQ_STR(ckpt_family_name(f), "qwen2");
     ASSERT_EQ_STR(ckpt_family_title(f), "Qwen2");
@@ -30,7 +30,7 @@ CKPT_TEST(test_family_builtins)
     ASSERT_OK(ckpt_family_builtin(&f, "llama"));
     ASSERT_EQ_STR(ckpt_family_string(f, "paddle.head_var"), "llama_lm_head");
     ASSERT_FAILS(CKPT_ENOTFOUND, ckpt_family_builtin(&f, "gemma"));
-    ASSERT_ERROR_MENTIONS("no built-in family is named gemma (known: llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe)");
+    ASSERT_ERROR_MENTIONS("no built-in family is named gemma (known: llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe, deepseek_v3)");
 }
 
 CKPT_TEST(test_family_detect_config)
@@ -95,7 +95,7 @@ CKPT_TEST(test_family_config_refused)
     } cases[] = {
         { "llama", "\"hidden_act\": \"gelu\"", "cfg/config.json: hidden_act is \"gelu\", not \"silu\" (LLaMA's SwiGLU)" },
         { "llama", "\"partial_rotary_factor\": 0.5", "partial_rotary_factor is 0.5, not 1 (RoPE on part of each head)" },
-        { "llama", "\"num_experts\": 8", "num_experts is set, which ckptconv's llama family does not convert (its families: llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe)" },
+        { "llama", "\"num_experts\": 8", "num_experts is set, which ckptconv's llama family does not convert (its families: llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe, deepseek_v3)" },
         { "qwen2", "\"use_sliding_window\": true", "use_sliding_window is true (Qwen2's window on some layers only)" },
         { "llama", "\"rope_theta\": 500000, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000}",
           "cfg/config.json: rope_theta 500000 and rope_parameters.rope_theta 10000 differ" },
@@ -164,7 +164,7 @@ CKPT_TEST(test_family_megatron_args)
     ckpt_family_config_free(c);
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "add_qkv_bias", 1));
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
-    ASSERT_ERROR_MENTIONS("args have add_qkv_bias and a window_size: no Hugging Face llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral or qwen3_moe config has both");
+    ASSERT_ERROR_MENTIONS("args have add_qkv_bias and a window_size: no Hugging Face llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe or deepseek_v3 config has both");
     ASSERT_OK(ckpt_megatron_args_set_none(a, args, "window_size"));
     ASSERT_OK(ckpt_family_detect(&f, CKPT_FAMILY_MEGATRON, NULL, args));
     ASSERT_EQ_STR(ckpt_family_name(f), "qwen2");

@@ -27,11 +27,11 @@ CKPT_TEST(test_hf_family_names)
     ckpt_hf_family f;
 
     ASSERT_EQ_STR(ckpt_hf_family_name(CKPT_HF_QWEN2), "qwen2");
-    ASSERT_TRUE(ckpt_hf_family_name((ckpt_hf_family)8) == NULL);
+    ASSERT_TRUE(ckpt_hf_family_name((ckpt_hf_family)9) == NULL);
     ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_LLAMA), "LLaMA");
     ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_MISTRAL), "Mistral");
     ASSERT_EQ_STR(ckpt_hf_family_title(CKPT_HF_QWEN2), "Qwen2");
-    ASSERT_TRUE(ckpt_hf_family_title((ckpt_hf_family)8) == NULL);
+    ASSERT_TRUE(ckpt_hf_family_title((ckpt_hf_family)9) == NULL);
     ASSERT_OK(ckpt_hf_family_parse("x", "mistral", &f));
     ASSERT_EQ_INT(f, CKPT_HF_MISTRAL);
     ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_hf_family_parse("x", "qwen2_moe", &f));
@@ -309,6 +309,6 @@ CKPT_TEST(test_hf_family_described)
     ckpt_test_write_file("config.json", "{\"model_type\": \"t5\"}", 20);
     ASSERT_OK(ckpt_hf_config_describe("config.json", &line));
     ASSERT_EQ_STR((const char *)line.data,
-                  "not a model ckptconv converts: config.json: model_type t5 is not one of llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe");
+                  "not a model ckptconv converts: config.json: model_type t5 is not one of llama, mistral, qwen2, qwen3, gemma3, gpt2, mixtral, qwen3_moe, deepseek_v3");
     ckpt_buf_dispose(&line);
 }
