@@ -112,8 +112,10 @@ typedef struct ckpt_model_config {
     int moe_expert_bias;      /* the router's expert bias (moe.router.expert_bias) is added to the scores
                                  for choosing the experts, not for their weights */
     int64_t moe_n_group, moe_topk_group; /* group-limited choice: the experts in n_group groups, each scored
-                                            by the sum of its 2 best, the topk_group best groups' experts
-                                            only; 1 and 1: none */
+                                            by the sum of its moe_group_top best, the topk_group best groups'
+                                            experts only; 1 and 1: none */
+    int64_t moe_group_top;    /* 2 (transformers' DeepSeek-V3); Megatron's group_limited_topk sums
+                                 moe_top_k / moe_topk_group */
     int moe_topk_norm;        /* CKPT_MOE_SIGMOID: the k weights divided by their sum (when k > 1) */
 } ckpt_model_config;
 

@@ -116,9 +116,33 @@ static int mla_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_
     return 0;
 }
 
+/* `moe_layers`: a field holding a 0/1 list, one per layer (1: MoE); its leading zeros are the
+ * dense layers before the first MoE layer, and a dense layer after one is refused. */
+static int moe_layers(const ckpt_family *f, const ckpt_family_config *c, const cJSON *ft, ckpt_model_config *out)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(ft, "moe_layers");
+    const ckpt_value *v = cJSON_IsString(name) ? ckpt_family__get(c, name->valuestring) : NULL;
+    size_t i, dense = 0;
+
+    if (!name)
+        return 0;
+    if (!v || (v->kind != CKPT_VAL_LIST && v->kind != CKPT_VAL_TUPLE))
+        return refuse(f, "moe_layers", "does not name a list field of the config");
+    while (dense < v->u.seq.n && v->u.seq.items[dense]->kind == CKPT_VAL_INT && v->u.seq.items[dense]->u.integer == 0)
+        dense++;
+    for (i = dense; i < v->u.seq.n; i++)
+        if (v->u.seq.items[i]->kind != CKPT_VAL_INT || v->u.seq.items[i]->u.integer != 1)
+            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                                   "%s: %s: layer %zu is dense after a MoE layer, which verify does not run",
+                                   ckpt_family__where(f, c), name->valuestring, i);
+    out->moe_first_dense = (int64_t)dense;
+    out->moe_layer_freq = 1;
+    return 0;
+}
+
 /* The router and experts beyond moe_features': `moe_expert_bias` (bool), `moe_groups` and
  * `moe_topk_groups`, `moe_topk_norm` (a bool field), `moe_scale` (a real field),
- * `moe_shared_ffn` and `moe_first_dense` (expressions), `ffn` (the dense layers' MLP width). */
+ * `moe_shared_ffn` (an expression), `moe_layers`, `ffn` (the dense layers' MLP width). */
 static int routing_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
 {
     const cJSON *ft = features(f), *norm = cJSON_GetObjectItemCaseSensitive(ft, "moe_topk_norm");
@@ -130,7 +154,7 @@ static int routing_features(const ckpt_family *f, const ckpt_family_config *c, c
     if ((rc = expr_feature(f, c, ft, "moe_groups", 1, &out->moe_n_group)) < 0 ||
         (rc = expr_feature(f, c, ft, "moe_topk_groups", 1, &out->moe_topk_group)) < 0 ||
         (rc = expr_feature(f, c, ft, "moe_shared_ffn", 0, &out->moe_shared_ffn_hidden_size)) < 0 ||
-        (rc = expr_feature(f, c, ft, "moe_first_dense", 0, &out->moe_first_dense)) < 0)
+        (rc = moe_layers(f, c, ft, out)) < 0)
         return rc;
     real_feature(c, ft, "moe_scale", &out->moe_topk_scale);
     if (cJSON_IsString(norm))

@@ -105,7 +105,7 @@ void ckpt_model_config_unset(ckpt_model_config *c)
     c->rope_yarn_truncate = -1;
     c->moe_first_dense = -1;
     c->moe_expert_bias = -1;
-    c->moe_n_group = c->moe_topk_group = -1;
+    c->moe_n_group = c->moe_topk_group = c->moe_group_top = -1;
     c->moe_topk_norm = -1;
 }
 

@@ -69,6 +69,7 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     n += SET_INT(c->moe_expert_bias, o->moe_expert_bias);
     n += SET_INT(c->moe_n_group, o->moe_n_group);
     n += SET_INT(c->moe_topk_group, o->moe_topk_group);
+    n += SET_INT(c->moe_group_top, o->moe_group_top);
     n += SET_INT(c->moe_topk_norm, o->moe_topk_norm);
     if (o->layer_window) {
         /* the caller's flags are for the layers the config (or its override) counts */
@@ -263,6 +264,8 @@ static void defaults(ckpt_model *m)
         c->moe_topk_group = c->moe_n_group;
     if (c->moe_topk_norm < 0)
         c->moe_topk_norm = 1;
+    if (c->moe_group_top < 0)
+        c->moe_group_top = 2;
 }
 
 static int missing(const ckpt_model *m)
@@ -337,7 +340,9 @@ static int check(const ckpt_model *m)
                                m->path, (long long)c->num_experts, (long long)c->moe_top_k, (long long)c->moe_layer_freq,
                                c->moe_score, c->moe_topk_scale, (long long)c->moe_ffn_hidden_size);
     if (c->num_experts > 0 && (c->moe_first_dense < 0 || c->moe_n_group < 1 || c->num_experts % c->moe_n_group ||
-                               (c->moe_n_group > 1 && c->num_experts / c->moe_n_group < 2) || c->moe_topk_group < 1 ||
+                               (c->moe_topk_group < c->moe_n_group && (c->moe_group_top < 1 ||
+                                                       c->num_experts / c->moe_n_group < c->moe_group_top)) ||
+                               c->moe_topk_group < 1 ||
                                c->moe_topk_group > c->moe_n_group ||
                                c->moe_top_k > c->moe_topk_group * (c->num_experts / c->moe_n_group)))
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,

@@ -42,22 +42,19 @@ static int64_t best_of(const double *key, const unsigned char *allowed, int64_t 
 }
 
 /* DeepSeek-V3's group-limited choice: allowed[e] set for the experts of the topk_group groups
- * whose 2 best keys sum highest (the lower group of equal sums). */
-static void allow_groups(const double *key, int64_t experts, int64_t n_group, int64_t topk_group, double *gscore,
-                         unsigned char *gpick, unsigned char *allowed)
+ * whose `top` best keys sum highest (the lower group of equal sums); gtop: `top` scratch indices. */
+static void allow_groups(const double *key, int64_t experts, const ckpt_moe_routing *how, int32_t *gtop,
+                         double *gscore, unsigned char *gpick, unsigned char *allowed)
 {
-    int64_t size = experts / n_group, g, e, j;
+    int64_t n_group = how->n_group, topk_group = how->topk_group, size = experts / n_group, g, e, j;
 
     for (g = 0; g < n_group; g++) {
-        double a = -INFINITY, b = -INFINITY;
-        for (e = g * size; e < (g + 1) * size; e++) {
-            if (key[e] > a) {
-                b = a;
-                a = key[e];
-            } else if (key[e] > b)
-                b = key[e];
+        gscore[g] = 0.0;
+        for (j = 0; j < how->group_top; j++) {
+            int64_t best = best_of(key + g * size, NULL, size, gtop, j);
+            gtop[j] = (int32_t)best;
+            gscore[g] += key[g * size + best];
         }
-        gscore[g] = a + b;
         gpick[g] = 0;
     }
     for (j = 0; j < topk_group; j++) {
@@ -108,9 +105,11 @@ int ckpt_moe__route_with(const float *logits, int64_t tokens, int64_t experts, i
     int sums = how->score == CKPT_MOE_SIGMOID && (how->bias || grouped);
     double *key = malloc((size_t)experts * sizeof *key), *gscore = malloc((size_t)how->n_group * sizeof *gscore);
     unsigned char *allowed = malloc((size_t)experts), *gpick = malloc((size_t)how->n_group);
+    int32_t *gtop = malloc((size_t)(how->group_top > 0 ? how->group_top : 1) * sizeof *gtop);
     int64_t t, e, j;
 
-    if (!key || !gscore || !allowed || !gpick) {
+    if (!key || !gscore || !allowed || !gpick || !gtop) {
+        free(gtop);
         free(key);
         free(gscore);
         free(allowed);
@@ -126,7 +125,7 @@ int ckpt_moe__route_with(const float *logits, int64_t tokens, int64_t experts, i
         for (e = 0; e < experts; e++)
             key[e] = !sums ? score_key(x[e]) : score_key(sigmoid(x[e]) + (how->bias ? how->bias[e] : 0.0f));
         if (grouped)
-            allow_groups(key, experts, how->n_group, how->topk_group, gscore, gpick, allowed);
+            allow_groups(key, experts, how, gtop, gscore, gpick, allowed);
         for (j = 0; j < k; j++)
             ti[j] = (int32_t)best_of(key, grouped ? allowed : NULL, experts, ti, j);
         weights(x, experts, k, how, ti, w + t * k);
@@ -135,13 +134,14 @@ int ckpt_moe__route_with(const float *logits, int64_t tokens, int64_t experts, i
     free(gscore);
     free(allowed);
     free(gpick);
+    free(gtop);
     return 0;
 }
 
 int ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_t k, int score, double scale,
                     int32_t *idx, float *w)
 {
-    ckpt_moe_routing how = { score, scale, NULL, 1, 1, 1 };
+    ckpt_moe_routing how = { score, scale, NULL, 1, 1, 2, 1 };
     return ckpt_moe__route_with(logits, tokens, experts, k, &how, idx, w);
 }
 
@@ -150,8 +150,8 @@ int ckpt_moe__routing_of(const ckpt_model *m, const vlayer *l, float *bias, ckpt
     const ckpt_model_config *c = &m->cfg;
     int rc;
 
-    *how = (ckpt_moe_routing){ c->moe_score, c->moe_topk_scale, NULL, c->moe_n_group, c->moe_topk_group,
-                               c->moe_topk_norm };
+    *how = (ckpt_moe_routing){ c->moe_score,      c->moe_topk_scale, NULL, c->moe_n_group, c->moe_topk_group,
+                               c->moe_group_top, c->moe_topk_norm };
     if (!l->expert_bias)
         return 0;
     /* read as it is stored: the released DeepSeek-V3 keeps it in float32 for its precision */

@@ -87,13 +87,13 @@ int ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_
                     int32_t *idx, float *w);
 /* How a router chooses beyond its score kind and scale: DeepSeek-V3's expert bias (host, one
  * per expert, added to the sigmoid scores for the choice only; NULL: none) and group-limited
- * choice (the experts in n_group equal groups, each group scored by the sum of its 2 best
- * biased scores, the experts of the topk_group best groups only; n_group 1: none). */
+ * choice (the experts in n_group equal groups, each group scored by the sum of its group_top
+ * best biased scores, the experts of the topk_group best groups only; n_group 1: none). */
 typedef struct ckpt_moe_routing {
     int score;
     double scale;
     const float *bias;
-    int64_t n_group, topk_group;
+    int64_t n_group, topk_group, group_top; /* group_top: how many best of a group sum to its score */
     int norm; /* CKPT_MOE_SIGMOID: divide the k weights by their sum when k > 1 */
 } ckpt_moe_routing;
 /* As ckpt_moe__route, by `how`. */

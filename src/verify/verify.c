@@ -169,6 +169,7 @@ static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
         DIFF_I(moe_expert_bias);
         DIFF_I(moe_n_group);
         DIFF_I(moe_topk_group);
+        DIFF_I(moe_group_top);
         DIFF_I(moe_topk_norm);
     }
     DIFF_I(kv_lora_rank);

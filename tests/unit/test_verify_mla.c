@@ -288,7 +288,7 @@ CKPT_TEST(test_verify_mla_route_grouped)
     static const float logits[8] = { 2.0f, -3.0f, 0.5f, 0.4f, 0.6f, 0.3f, -3.0f, 1.9f };
     float bias[8] = { 0 }, w[2];
     int32_t idx[2];
-    ckpt_moe_routing how = { CKPT_MOE_SIGMOID, 2.5, NULL, 4, 2, 1 };
+    ckpt_moe_routing how = { CKPT_MOE_SIGMOID, 2.5, NULL, 4, 2, 2, 1 };
     float s2, s4, s5;
 
     ASSERT_OK(ckpt_moe__route_with(logits, 1, 8, 2, &how, idx, w));
@@ -298,6 +298,13 @@ CKPT_TEST(test_verify_mla_route_grouped)
     s2 = sig(0.5f);
     s4 = sig(0.6f);
     ASSERT_TRUE(fabs(w[0] - s4 / (s2 + s4) * 2.5) < 1e-6 && fabs(w[1] - s2 / (s2 + s4) * 2.5) < 1e-6);
+
+    /* Megatron's group score, the best top_k / topk_group = 1 of each: groups 0 and 3 */
+    how.group_top = 1;
+    ASSERT_OK(ckpt_moe__route_with(logits, 1, 8, 2, &how, idx, w));
+    ASSERT_EQ_INT(idx[0], 0);
+    ASSERT_EQ_INT(idx[1], 7);
+    how.group_top = 2;
 
     /* ungrouped, the best two are experts 0 and 7 */
     how.n_group = how.topk_group = 1;
