@@ -4,7 +4,8 @@
  * RoPE, a dense layer, grouped sigmoid routing with expert bias, a shared expert) gives their
  * logits.json, read here with the config written out by hand so that the engine is tested
  * apart from the family data; without the expert bias, the groups or the YaRN scale the
- * logits move. Grouped routing against values worked by hand. */
+ * logits move. Grouped routing (transformers' and Megatron's group scores) against values
+ * worked by hand; the family's verify features give the config written by hand. */
 #include "test.h"
 
 #define CKPT_BUILD
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define VOCAB 128
 #define MAX_TOKENS 16
@@ -327,4 +330,60 @@ CKPT_TEST(test_verify_mla_route_grouped)
     how.norm = 0;
     ASSERT_OK(ckpt_moe__route_with(logits, 1, 8, 2, &how, idx, w));
     ASSERT_TRUE(fabs(w[0] - s5 * 2.5) < 1e-6 && fabs(w[1] - s4 * 2.5) < 1e-6);
+}
+
+static void topk_group_4(ckpt_model_options *o)
+{
+    o->overrides.moe_topk_group = 4;
+}
+
+/* The fixture read through the DeepSeek-V3 family's verify features (formats/families/
+ * deepseek_v3.json) runs as the config written by hand above: the same config values and
+ * the same logits, bit for bit. The copy's topk_group is n_group (every group kept), as the
+ * family refuses the fixture's group choice, which Megatron scores otherwise. */
+CKPT_TEST(test_verify_mla_family_config)
+{
+    static const int32_t ids[8] = { 3, 17, 40, 99, 5, 64, 127, 0 };
+    ckpt_model_options o;
+    ckpt_model *fam = NULL, *hand = NULL;
+    const ckpt_model_config *a, *b;
+    unsigned char *text;
+    size_t len;
+    cJSON *j;
+    char *out;
+    float la[8 * VOCAB], lb[8 * VOCAB];
+
+    ASSERT_TRUE((text = ckpt_test_read_file(ckpt_test_data("hf/deepseek_v3_tiny/config.json"), &len)) != NULL);
+    j = cJSON_ParseWithLength((const char *)text, len);
+    free(text);
+    cJSON_ReplaceItemInObject(j, "topk_group", cJSON_CreateNumber(4));
+    out = cJSON_Print(j);
+    ASSERT_EQ_INT(mkdir("ds", 0755), 0);
+    ckpt_test_write_file("ds/config.json", out, strlen(out));
+    free(out);
+    cJSON_Delete(j);
+    ASSERT_EQ_INT(symlink(ckpt_test_data("hf/deepseek_v3_tiny/model.safetensors"), "ds/model.safetensors"), 0);
+
+    ASSERT_OK(ckpt_model_open(&fam, "ds", NULL));
+    ckpt_model_options_init(&o);
+    topk_group_4(&o);
+    ASSERT_OK(ckpt_model__open_source(&hand, "ds", &test_source, &o));
+    a = ckpt_model_config_of(fam);
+    b = ckpt_model_config_of(hand);
+    ASSERT_TRUE(a->q_lora_rank == b->q_lora_rank && a->kv_lora_rank == b->kv_lora_rank &&
+                a->qk_nope_head_dim == b->qk_nope_head_dim && a->qk_rope_head_dim == b->qk_rope_head_dim &&
+                a->v_head_dim == b->v_head_dim && a->head_dim == b->head_dim && a->mla_norm_eps == b->mla_norm_eps);
+    ASSERT_TRUE(a->rope_yarn_factor == b->rope_yarn_factor && a->rope_original_max_positions == b->rope_original_max_positions &&
+                a->rope_yarn_beta_fast == b->rope_yarn_beta_fast && a->rope_yarn_beta_slow == b->rope_yarn_beta_slow &&
+                a->rope_yarn_mscale == b->rope_yarn_mscale && a->rope_yarn_mscale_all_dim == b->rope_yarn_mscale_all_dim &&
+                a->rope_interleaved == 1 && a->attn_scale == b->attn_scale);
+    ASSERT_TRUE(a->num_experts == 8 && a->moe_top_k == 2 && a->moe_ffn_hidden_size == 16 && a->ffn_hidden_size == 64 &&
+                a->moe_shared_ffn_hidden_size == 16 && a->moe_first_dense == 1 && a->moe_score == CKPT_MOE_SIGMOID &&
+                a->moe_topk_scale == 2.5 && a->moe_expert_bias == 1 && a->moe_n_group == 4 && a->moe_topk_group == 4 &&
+                a->moe_topk_norm == 1);
+    ASSERT_OK(ckpt_model_forward(fam, NULL, ids, 8, la));
+    ASSERT_OK(ckpt_model_forward(hand, NULL, ids, 8, lb));
+    ASSERT_TRUE(memcmp(la, lb, sizeof la) == 0);
+    ckpt_model_close(fam);
+    ckpt_model_close(hand);
 }
