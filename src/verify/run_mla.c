@@ -1,9 +1,10 @@
 /* Multi-head latent attention (DeepSeek-V2/V3) as standard attention, from the operations
  * every backend has: the up projections' rows are laid out again on the host so that each
- * head comes out of a linear as [rope | nope | zeros], with k_rope (one for all heads, from the
- * input) and k_nope (from the normalised latent) summed into one buffer by an accumulating
- * linear over zero rows, and v padded with zeros to the same head size. The zeros add exact
- * zeros to scores and outputs; RoPE then turns the first qk_rope values of each head. */
+ * head comes out of a linear as [rope | nope | zeros], k_nope (from the normalised latent) with
+ * zero rope rows, then k_rope (one for all heads, from the input) added into every head's rope
+ * rows by a float32 linear of ones and zeros, and v padded with zeros to the same head size.
+ * The zeros add exact zeros to scores and outputs, the ones copy exactly; RoPE then turns the
+ * first qk_rope values of each head. */
 #include "run_private.h"
 
 #include <ckpt/sys/common.h>
@@ -14,6 +15,7 @@
 /* One rank's assembled weights (device). */
 typedef struct mla_w {
     void *q_down, *q_norm, *q, *kv_lat, *kv_norm, *k_rope, *k_nope, *v, *o;
+    void *spread; /* float32 [heads x head, qk_rope]: k_rope into each head's rope rows */
 } mla_w;
 
 /* The head size every head is run at: q and k need qk_nope + qk_rope, v needs v_head_dim,
@@ -73,8 +75,9 @@ static void rows_copy(void *dst, int64_t to, const void *src, int64_t from, int6
            (size_t)(n * cols) * es);
 }
 
-/* The up projections per head as [rope | nope | zeros] (q, k) and [v | zeros], k_rope repeated
- * for every head, attn.o's columns per head [v | zeros]. */
+/* The up projections per head as [rope | nope | zeros] (q, k) and [v | zeros], attn.o's
+ * columns per head [v | zeros], kv_down cut into its latent and k_rope rows, and the float32
+ * ones that spread k_rope over the heads. */
 static int assemble(run_ctx *r, const ckpt_model_config *c, const vrank *v, void **host)
 {
     int64_t h = v->heads, D = ckpt_run__mla_head(c), N = c->qk_nope_head_dim, R = c->qk_rope_head_dim;
@@ -87,20 +90,23 @@ static int assemble(run_ctx *r, const ckpt_model_config *c, const vrank *v, void
         (rc = read_host(r, v->kv_up, &kvu)) < 0 || (rc = read_host(r, v->o, &o)) < 0)
         goto out;
     host[0] = host_zeros(r, h * D, qin);
-    host[1] = host_zeros(r, h * D, H);
+    host[1] = host_zeros(r, R, H);
     host[2] = host_zeros(r, h * D, L);
     host[3] = host_zeros(r, h * D, L);
     host[4] = host_zeros(r, H, h * D);
     host[5] = host_zeros(r, L, H);
-    if (!host[0] || !host[1] || !host[2] || !host[3] || !host[4] || !host[5]) {
+    host[6] = calloc((size_t)(h * D * R), sizeof(float));
+    if (!host[0] || !host[1] || !host[2] || !host[3] || !host[4] || !host[5] || !host[6]) {
         rc = ckpt_error_oom();
         goto out;
     }
     rows_copy(host[5], 0, kvd, 0, L, H, es);
+    rows_copy(host[1], 0, kvd, L, R, H, es);
     for (j = 0; j < h; j++) {
+        for (i = 0; i < R; i++)
+            ((float *)host[6])[(j * D + i) * R + i] = 1.0f;
         rows_copy(host[0], j * D, q, j * (N + R) + N, R, qin, es);
         rows_copy(host[0], j * D + R, q, j * (N + R), N, qin, es);
-        rows_copy(host[1], j * D, kvd, L, R, H, es);
         rows_copy(host[2], j * D + R, kvu, j * (N + V), N, L, es);
         rows_copy(host[3], j * D, kvu, j * (N + V) + N, V, L, es);
         for (i = 0; i < H; i++)
@@ -119,9 +125,9 @@ static int upload_weights(run_ctx *r, const ckpt_model *m, const vrank *v, mla_w
 {
     const ckpt_model_config *c = &m->cfg;
     int64_t h = v->heads, D = ckpt_run__mla_head(c), L = c->kv_lora_rank, H = c->hidden_size;
-    int64_t qin = ckpt_node_shape(v->q)[1];
+    int64_t R = c->qk_rope_head_dim, qin = ckpt_node_shape(v->q)[1];
     size_t es = ckpt_dtype_size(r->wdtype);
-    void *host[6] = { NULL };
+    void *host[7] = { NULL };
     upload_job jobs[3];
     size_t n = 0, i;
     int rc;
@@ -138,7 +144,9 @@ static int upload_weights(run_ctx *r, const ckpt_model *m, const vrank *v, mla_w
     if (rc == 0)
         rc = upload_host(r, host[0], (size_t)(h * D * qin) * es, &w->q);
     if (rc == 0)
-        rc = upload_host(r, host[1], (size_t)(h * D * H) * es, &w->k_rope);
+        rc = upload_host(r, host[1], (size_t)(R * H) * es, &w->k_rope);
+    if (rc == 0)
+        rc = upload_host(r, host[6], (size_t)(h * D * R) * sizeof(float), &w->spread);
     if (rc == 0)
         rc = upload_host(r, host[2], (size_t)(h * D * L) * es, &w->k_nope);
     if (rc == 0)
@@ -150,7 +158,7 @@ static int upload_weights(run_ctx *r, const ckpt_model *m, const vrank *v, mla_w
     /* the uploads read the host copies when they run */
     if (rc == 0 && r->vt->synchronize)
         rc = r->vt->synchronize(r->ctx);
-    for (i = 0; i < 6; i++)
+    for (i = 0; i < 7; i++)
         free(host[i]);
     return rc;
 }
@@ -169,7 +177,8 @@ int ckpt_run__mla(run_ctx *r, const ckpt_model *m, const vrank *v, const float *
     int64_t T = r->tokens, H = c->hidden_size, h = v->heads, D = ckpt_run__mla_head(c), L = c->kv_lora_rank;
     int64_t QL = c->q_lora_rank, R = c->qk_rope_head_dim;
     size_t mark = r->n_live, hd = (size_t)(T * h * D) * sizeof(float);
-    float *cq = NULL, *lat = NULL, *q = NULL, *k = NULL, *val = NULL, *a = NULL;
+    float *cq = NULL, *lat = NULL, *q = NULL, *k = NULL, *val = NULL, *a = NULL, *kr = NULL;
+    ckpt_backend_linear spread;
     ckpt_backend_attention at;
     mla_w w;
     int rc;
@@ -177,6 +186,7 @@ int ckpt_run__mla(run_ctx *r, const ckpt_model *m, const vrank *v, const float *
     if ((rc = upload_weights(r, m, v, &w)) < 0)
         goto out;
     if ((rc = ckpt_run__alloc(r, (size_t)(T * L) * sizeof(float), (void **)&lat)) < 0 ||
+        (rc = ckpt_run__alloc(r, (size_t)(T * R) * sizeof(float), (void **)&kr)) < 0 ||
         (QL > 0 && (rc = ckpt_run__alloc(r, (size_t)(T * QL) * sizeof(float), (void **)&cq)) < 0) ||
         (rc = ckpt_run__alloc(r, hd, (void **)&q)) < 0 || (rc = ckpt_run__alloc(r, hd, (void **)&k)) < 0 ||
         (rc = ckpt_run__alloc(r, hd, (void **)&val)) < 0 || (rc = ckpt_run__alloc(r, hd, (void **)&a)) < 0)
@@ -187,9 +197,12 @@ int ckpt_run__mla(run_ctx *r, const ckpt_model *m, const vrank *v, const float *
     if ((rc = linear(r, T, h * D, QL > 0 ? QL : H, QL > 0 ? cq : h1, w.q, NULL, q, 0)) < 0 ||
         (rc = linear(r, T, L, H, h1, w.kv_lat, NULL, lat, 0)) < 0 ||
         (rc = r->vt->norm(r->ctx, CKPT_NORM_RMS, T, L, lat, w.kv_norm, NULL, c->mla_norm_eps, lat)) < 0 ||
-        (rc = linear(r, T, h * D, H, h1, w.k_rope, NULL, k, 0)) < 0 ||
-        (rc = linear(r, T, h * D, L, lat, w.k_nope, NULL, k, 1)) < 0 ||
+        (rc = linear(r, T, R, H, h1, w.k_rope, NULL, kr, 0)) < 0 ||
+        (rc = linear(r, T, h * D, L, lat, w.k_nope, NULL, k, 0)) < 0 ||
         (rc = linear(r, T, h * D, L, lat, w.v, NULL, val, 0)) < 0)
+        goto out;
+    spread = (ckpt_backend_linear){ T, h * D, R, kr, w.spread, CKPT_DTYPE_F32, NULL, k, 1 };
+    if ((rc = r->vt->linear(r->ctx, &spread)) < 0)
         goto out;
     if ((rc = r->vt->rope(r->ctx, T, h, D, R, q, r->cos, r->sin, c->rope_interleaved)) < 0 ||
         (rc = r->vt->rope(r->ctx, T, h, D, R, k, r->cos, r->sin, c->rope_interleaved)) < 0)
