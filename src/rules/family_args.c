@@ -30,11 +30,23 @@ static int refusals(const ckpt_family *f, const ckpt_family_config *c)
 
     cJSON_ArrayForEach(row, f->config) {
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(row, "megatron_refuse"),
-                    *name = cJSON_GetObjectItemCaseSensitive(row, "f"), *when, *says;
+                    *name = cJSON_GetObjectItemCaseSensitive(row, "f"), *when, *says, *unless;
         if (!r || !cJSON_IsString(name))
             continue;
         when = cJSON_GetObjectItemCaseSensitive(r, "when");
         says = cJSON_GetObjectItemCaseSensitive(r, "says");
+        unless = cJSON_GetObjectItemCaseSensitive(r, "unless");
+        /* a number field Megatron can hold one value of only (DeepSeek-V3's rms_norm_eps) */
+        if (cJSON_IsNumber(unless)) {
+            const ckpt_value *v = ckpt_family__get(c, name->valuestring);
+            double x = v && v->kind == CKPT_VAL_FLOAT ? v->u.real
+                       : v && v->kind == CKPT_VAL_INT ? (double)v->u.integer
+                                                      : unless->valuedouble;
+            if (x != unless->valuedouble)
+                return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s", c->where,
+                                       cJSON_IsString(says) ? says->valuestring : name->valuestring);
+            continue;
+        }
         if ((ckpt_family__int(c, name->valuestring, 0) != 0) == cJSON_IsTrue(when))
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s", c->where,
                                    cJSON_IsString(says) ? says->valuestring : name->valuestring);

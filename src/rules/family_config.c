@@ -220,27 +220,17 @@ static int check_row(family_read *r, const cJSON *row)
     return rc;
 }
 
-/* "refuse": the bool value it names is refused, "<key> is <value> (<why>)". */
-static int refused_value(family_read *r, const cJSON *row, const char *name, const char *key)
-{
-    const cJSON *refuse = cJSON_GetObjectItemCaseSensitive(row, "refuse");
-    const ckpt_value *v = ckpt_family__get(r->c, name);
-
-    if (cJSON_IsBool(refuse) && v && v->kind == CKPT_VAL_BOOL && (v->u.boolean != 0) == cJSON_IsTrue(refuse))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s (%s)", r->where, key,
-                               v->u.boolean ? "true" : "false", row_str(row, "why") ? row_str(row, "why") : "");
-    return 0;
-}
-
 /* After a value is read: refuse, divides, at_most. */
 static int row_checks(family_read *r, const cJSON *row, const char *name)
 {
+    const cJSON *refuse = cJSON_GetObjectItemCaseSensitive(row, "refuse");
     const char *div = row_str(row, "divides"), *most = row_str(row, "at_most");
     const ckpt_value *v = ckpt_family__get(r->c, name);
-    int rc;
 
-    if ((rc = refused_value(r, row, name, first_key(r, row))) < 0)
-        return rc;
+    if (cJSON_IsBool(refuse) && v && v->kind == CKPT_VAL_BOOL && (v->u.boolean != 0) == cJSON_IsTrue(refuse))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s is %s (%s)", r->where,
+                               first_key(r, row), v->u.boolean ? "true" : "false",
+                               row_str(row, "why") ? row_str(row, "why") : "");
     if (div && v && v->kind == CKPT_VAL_INT) {
         int64_t whole = ckpt_family__int(r->c, div, 0), part = v->u.integer;
         if (part <= 0 || part > whole || whole % part)
@@ -399,7 +389,8 @@ static int read_args_row(family_read *r, const cJSON *row)
 {
     const char *type = row_str(row, "type"), *name = row_str(row, "f");
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(row, "megatron"), *k,
-                *must = cJSON_GetObjectItemCaseSensitive(row, "megatron_must");
+                *must = cJSON_GetObjectItemCaseSensitive(row, "megatron_must"),
+                *refuse = cJSON_GetObjectItemCaseSensitive(row, "megatron_refuse");
     ckpt_value *val = NULL;
     int rc;
 
@@ -423,9 +414,11 @@ static int read_args_row(family_read *r, const cJSON *row)
             return rc;
     }
     /* a bool derived from other fields (no config.json key) that says a model one side cannot
-     * compute: refused from args too */
-    if (!cJSON_GetObjectItemCaseSensitive(row, "hf") && (rc = refused_value(r, row, name, name)) < 0)
-        return rc;
+     * compute: refused from args as well as into them */
+    if (!cJSON_GetObjectItemCaseSensitive(row, "hf") && cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(refuse, "when")) &&
+        (ckpt_family__int(r->c, name, 0) != 0) == cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(refuse, "when")))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s", r->where,
+                               row_str(refuse, "says") ? row_str(refuse, "says") : name);
     if (r->named && cJSON_IsObject(must) && !same(ckpt_family__get(r->c, name), cJSON_GetObjectItemCaseSensitive(must, "value")))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "args.hf_model_type is %s but args %s",
                                r->f->hf ? row_str(r->f->hf, "model_type") : r->f->name,

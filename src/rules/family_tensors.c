@@ -259,6 +259,15 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
         return 0;
     if ((layer = layer_of(x->f, name, 1, &rest)) < 0)
         return not_ours(x, name);
+    /* DeepSeek-V3's multi-token prediction layers follow the decoder layers (layer
+     * num_hidden_layers + i); no map carries them */
+    if (layer >= layers && layer - layers < ckpt_family__int(x->c, "mtp_layers", 0))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: tensor %s is in multi-token prediction layer %lld (%s %lld in %s), which ckptconv "
+                               "does not convert%s%s", x->weights, name, layer - (long long)layers,
+                               ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"),
+                               (long long)ckpt_family__int(x->c, "mtp_layers", 0), x->config, x->leave_out ? "; " : "",
+                               x->leave_out ? x->leave_out : "");
     if (layer >= layers)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not in the %lld layers that %s in %s says",
                                x->weights, name, (long long)layers, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"),
