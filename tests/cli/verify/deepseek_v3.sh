@@ -1,7 +1,8 @@
 # verify runs DeepSeek-V3 layers (multi-latent attention, YaRN RoPE, a dense first layer,
 # grouped sigmoid routing with the expert bias, a shared expert) from the Hugging Face files of
-# testdata/hf/deepseek_v3_tiny (its config's topk_group raised to n_group: the family refuses a
-# group choice Megatron scores differently) and from the Megatron checkpoints hf2mcore writes of
+# testdata/hf/deepseek_v3_tiny (its config's topk_group raised to n_group and rms_norm_eps set to
+# 1e-6: the family refuses a group choice Megatron scores differently and an eps Megatron's MLA
+# norms would not share) and from the Megatron checkpoints hf2mcore writes of
 # them: TP 1, TP 2 EP 2 (Transformer Engine and local names, the local down projections cut
 # over the ranks) pass. Copies changed at test time fail, exit 1, naming what changed: layer
 # 1's experts 1 and 2 swapped (both experts), its expert bias dropped (named) or two of its
@@ -10,10 +11,11 @@
 # in the Megatron checkpoint, the expert bias dropped (named).
 edit() { python3 "$CLI_DIR/edit_safetensors.py" "$@"; }
 config() { python3 -c 'import json, sys
-p = sys.argv[1] + "/config.json"; d = json.load(open(p)); d[sys.argv[2]] = int(sys.argv[3]); json.dump(d, open(p, "w"))' "$@"; }
+p = sys.argv[1] + "/config.json"; d = json.load(open(p)); d[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(d, open(p, "w"))' "$@"; }
 fails() { ckptconv verify "$@" | grep -E "^layer .*  FAIL$" | sed -E 's/ +[-+0-9.e]+ +[-+0-9.e]+ +[-+0-9.]+  FAIL$/: FAIL/'; }
 rm -rf in && cp -r "$TESTDATA/hf/deepseek_v3_tiny" in && chmod -R u+w in
 config in topk_group 4
+config in rms_norm_eps 1e-6
 ckptconv hf2mcore in mc -q || exit 1
 ckptconv verify in mc -q
 echo "TP 1: exit $?"
