@@ -84,6 +84,9 @@ typedef struct vlayer {
  * opts not NULL, of this library's version). */
 int ckpt_model__open_source(ckpt_model **out, const char *path, const ckpt_model_source_vtable *src,
                             const ckpt_model_options *opts);
+/* Each way the configs of a and b differ, one sentence at a time to say (stops at its first
+ * negative return, which it returns) (config_diff.c). */
+int ckpt_model__config_diff(const ckpt_model *a, const ckpt_model *b, int (*say)(void *, const char *), void *payload);
 /* The expert index of a canonical expert tensor's name (layers.L.moe.experts.E.*), else -1 (model.c). */
 int64_t ckpt_model__expert_of(const char *name);
 /* Whether layer L of the config is a MoE layer (model_config.c). */

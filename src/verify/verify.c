@@ -108,91 +108,23 @@ static int precisions(const ckpt_model *a, const ckpt_model *b, const ckpt_verif
                 ta == lo ? "B" : "A", ckpt_dtype_name(ta == lo ? tb : ta), ckpt_dtype_name(lo));
 }
 
+static int say(void *payload, const char *text)
+{
+    return note(payload, "%s", text);
+}
+
 /* What each model's reading noted (a default it took, ranks it merged), then how the two
  * configs differ. */
 static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
 {
-    const ckpt_model_config *x = ckpt_model_config_of(a), *y = ckpt_model_config_of(b);
-    /* the RoPE fields of a model without RoPE (GPT-2's learned positions) are whatever its
-     * reader left there, nothing the two models compute */
-    int rope = x->position == CKPT_POSITION_ROPE || y->position == CKPT_POSITION_ROPE, rc = 0;
-    int64_t L;
+    int rc = 0;
     size_t i;
 
     for (i = 0; rc == 0 && i < ckpt_model_note_count(a); i++)
         rc = note(r, "A: %s", ckpt_model_note_at(a, i));
     for (i = 0; rc == 0 && i < ckpt_model_note_count(b); i++)
         rc = note(r, "B: %s", ckpt_model_note_at(b, i));
-
-#define DIFF_I(f)                                                                                       \
-    if (rc == 0 && x->f != y->f)                                                                        \
-    rc = note(r, "the configs differ: %s is %lld in A, %lld in B", #f, (long long)x->f, (long long)y->f)
-#define DIFF_D(f)                                                                                       \
-    if (rc == 0 && x->f != y->f && !(isnan(x->f) && isnan(y->f)))                                       \
-    rc = note(r, "the configs differ: %s is %g in A, %g in B", #f, x->f, y->f)
-    DIFF_I(num_layers);
-    DIFF_I(num_heads);
-    DIFF_I(num_kv_heads);
-    DIFF_I(head_dim);
-    DIFF_I(ffn_hidden_size);
-    DIFF_I(vocab_size);
-    DIFF_D(norm_eps);
-    if (rope) {
-        DIFF_D(rope_theta);
-        DIFF_D(rotary_percent);
-        DIFF_I(rope_interleaved);
-        DIFF_D(rope_scaling_factor);
-    }
-    DIFF_I(norm);
-    DIFF_I(norm_weight_plus_one);
-    DIFF_I(act);
-    DIFF_I(position);
-    DIFF_I(qk_norm);
-    DIFF_I(tied_embeddings);
-    DIFF_I(window);
-    if (rope) {
-        DIFF_D(rope_theta_local);
-        DIFF_D(rope_linear_factor);
-    }
-    DIFF_D(attn_scale);
-    DIFF_D(embed_scale);
-    DIFF_I(sandwich_norms);
-    DIFF_I(num_experts);
-    if (x->num_experts > 0 || y->num_experts > 0) {
-        DIFF_I(moe_top_k);
-        DIFF_I(moe_ffn_hidden_size);
-        DIFF_I(moe_layer_freq);
-        DIFF_I(moe_score);
-        DIFF_D(moe_topk_scale);
-        DIFF_I(moe_shared_ffn_hidden_size);
-        DIFF_I(moe_first_dense);
-        DIFF_I(moe_expert_bias);
-        DIFF_I(moe_n_group);
-        DIFF_I(moe_topk_group);
-        DIFF_I(moe_group_top);
-        DIFF_I(moe_topk_norm);
-    }
-    DIFF_I(kv_lora_rank);
-    if (x->kv_lora_rank > 0 || y->kv_lora_rank > 0) {
-        DIFF_I(q_lora_rank);
-        DIFF_I(qk_nope_head_dim);
-        DIFF_I(qk_rope_head_dim);
-        DIFF_I(v_head_dim);
-        DIFF_D(mla_norm_eps);
-    }
-    if (rope) {
-        DIFF_D(rope_yarn_factor);
-        DIFF_D(rope_attention_factor);
-    }
-    for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
-        if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
-            rc = note(r, "the configs differ: layer %lld uses the window in %s only", (long long)L,
-                      ckpt_model__layer_windowed(a, L) ? "A" : "B");
-            break;
-        }
-#undef DIFF_I
-#undef DIFF_D
-    return rc;
+    return rc == 0 ? ckpt_model__config_diff(a, b, say, r) : rc;
 }
 
 /* ---- layers to run ---- */
