@@ -36,7 +36,9 @@ static void verify_help(FILE *out)
 "A mixture-of-experts layer's row is followed by its router's (\"layer 3 router\"), its\n"
 "router's expert bias where it has one (\"layer 3 router expert bias\", DeepSeek-V3), its\n"
 "shared expert's and each expert's (\"layer 3 expert 5\"), run alone on the same rows, so\n"
-"that a failing layer names the router, the bias or the experts (two swapped experts: both).\n"
+"that a failing layer names the router, the bias or the experts (two swapped experts: both);\n"
+"a multi-latent attention layer's row is followed by its attention's alone (\"layer 3\n"
+"attention\").\n"
 "Routing: softmax after or before the top-k, or sigmoid with DeepSeek-V3's expert bias\n"
 "(choosing, not weighting), group-limited top-k and scaling; dense layers before the first\n"
 "MoE layer. Multi-latent attention (MLA: q and kv through their low-rank projections and\n"
@@ -332,6 +334,7 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
             cJSON_AddStringToObject(j, "part", e->part == CKPT_VERIFY_PART_ROUTER        ? "router"
                                                : e->part == CKPT_VERIFY_PART_SHARED      ? "shared expert"
                                                : e->part == CKPT_VERIFY_PART_EXPERT_BIAS ? "expert bias"
+                                               : e->part == CKPT_VERIFY_PART_ATTENTION   ? "attention"
                                                                                          : "expert");
         if (e->part == CKPT_VERIFY_PART_EXPERT)
             cJSON_AddNumberToObject(j, "expert", (double)e->expert);

@@ -243,7 +243,8 @@ typedef struct ckpt_verify_entry {
     /* A MoE layer's entry is followed by its router's and each expert's, compared alone on
        the same rows of the layer's input (every expert on every row), so that a failing
        layer names what differs: "layer 3 router", "layer 3 router expert bias", "layer 3 expert 5",
-       "layer 3 shared expert". */
+       "layer 3 shared expert". A multi-latent attention (MLA) layer's entry is followed by its
+       attention's alone ("layer 3 attention"), so that a failing MLA layer with MoE says which half. */
     int part;               /* ckpt_verify_part */
     int64_t expert;         /* CKPT_VERIFY_PART_EXPERT: the expert's index; else -1 */
 } ckpt_verify_entry;
@@ -254,7 +255,8 @@ typedef enum ckpt_verify_part {
     CKPT_VERIFY_PART_ROUTER,
     CKPT_VERIFY_PART_EXPERT,
     CKPT_VERIFY_PART_SHARED,    /* a MoE layer's shared expert */
-    CKPT_VERIFY_PART_EXPERT_BIAS /* a MoE layer's router expert bias (the vectors themselves) */
+    CKPT_VERIFY_PART_EXPERT_BIAS, /* a MoE layer's router expert bias (the vectors themselves) */
+    CKPT_VERIFY_PART_ATTENTION    /* a multi-latent attention layer's attention alone */
 } ckpt_verify_part;
 
 typedef struct ckpt_verify_report {

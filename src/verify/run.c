@@ -284,6 +284,33 @@ static int mlp_part(run_ctx *r, const ckpt_model *m, const vrank *v, const rank_
     return linear(r, T, H, F, s->g, w->fc2, first ? bfc2 : NULL, s->mlp, !first);
 }
 
+int ckpt_run__attention(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y)
+{
+    size_t mark = r->n_live;
+    rank_weights *w = calloc((size_t)l->n_ranks, sizeof *w);
+    void *bo = NULL, *bfc2 = NULL;
+    acts s;
+    int i, rc;
+
+    if (!w)
+        return ckpt_error_oom();
+    rc = upload_layer(r, m, l, w, &bo, &bfc2);
+    if (rc == 0)
+        rc = alloc_acts(r, m, l, &s);
+    if (rc == 0)
+        s.attn = y;
+    for (i = 0; i < l->n_ranks && rc == 0; i++)
+        rc = attention_part(r, m, l, i, &w[i], x, bo, &s);
+    if (rc == 0 && m->cfg.sandwich_norms)
+        rc = norm(r, m, r->tokens, m->cfg.hidden_size, y, w[0].post1_w, w[0].post1_b, y);
+    if (rc == 0 && r->vt->synchronize)
+        rc = r->vt->synchronize(r->ctx);
+    while (r->n_live > mark)
+        r->vt->release(r->ctx, r->live[--r->n_live]);
+    free(w);
+    return rc;
+}
+
 int ckpt_run__layer(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *delta, float *out)
 {
     int64_t n = r->tokens * m->cfg.hidden_size;

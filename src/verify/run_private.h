@@ -57,6 +57,9 @@ int ckpt_run__rope(run_ctx *r, const ckpt_model *m);
 /* delta = layer(x) - x, computed as what the layer adds to the residual stream; out = x +
  * delta when out is not NULL. x, delta, out: device, tokens x hidden. */
 int ckpt_run__layer(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *delta, float *out);
+/* The attention half of layer l alone (its ranks' parts summed, the bias and a sandwich norm
+ * applied) for x into y (device, tokens x hidden). */
+int ckpt_run__attention(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y);
 /* The embeddings of `ids` (host; every id below the vocabulary size), positions added when
  * learned, into out (device, tokens x hidden). */
 int ckpt_run__embed(run_ctx *r, const ckpt_model *m, const int32_t *ids, float *out);

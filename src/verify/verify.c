@@ -265,6 +265,13 @@ static int unfit_layer(vrun *v, int64_t L, const char *name, const char *side)
 
 /* Both models' layer L are MoE layers of as many experts: the router and every expert are
  * compared on their own as well, so that a failing layer names the expert or the router. */
+/* Both models' layers are multi-latent attention: the attention alone is a row too, so that a
+ * failing layer says whether its attention differs. */
+static int attention_entries(const ckpt_model *a, const ckpt_model *b)
+{
+    return a->cfg.kv_lora_rank > 0 && b->cfg.kv_lora_rank > 0;
+}
+
 static int expert_entries(const ckpt_model *a, const ckpt_model *b, int64_t L)
 {
     if (!ckpt_model__layer_moe(a, L) || !ckpt_model__layer_moe(b, L) || a->cfg.num_experts != b->cfg.num_experts)
@@ -341,6 +348,23 @@ static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
     return rc;
 }
 
+static int run_attention(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
+{
+    int64_t n = v->ra.tokens * ckpt_model_config_of(v->a)->hidden_size;
+    char name[48];
+    int rc;
+
+    snprintf(name, sizeof name, "layer %lld attention", (long long)L);
+    use_model(v, 0);
+    rc = ckpt_run__attention(&v->ra, v->a, la, v->x, v->da);
+    use_model(v, 1);
+    if (rc == 0)
+        rc = ckpt_run__attention(&v->rb, v->b, lb, v->x, v->db);
+    if (rc == 0 && (rc = add_entry(v, L, name, v->da, v->db, n)) == 0)
+        v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_ATTENTION;
+    return rc;
+}
+
 static int run_layer(vrun *v, int64_t L)
 {
     int64_t n = v->ra.tokens * ckpt_model_config_of(v->a)->hidden_size;
@@ -365,6 +389,8 @@ static int run_layer(vrun *v, int64_t L)
         rc = ckpt_run__layer(&v->rb, v->b, &lb, v->x, v->db, NULL);
     if (rc == 0)
         rc = add_entry(v, L, name, v->da, v->db, n);
+    if (rc == 0 && attention_entries(v->a, v->b))
+        rc = run_attention(v, L, &la, &lb);
     if (rc == 0 && la.router && lb.router && la.n_experts == lb.n_experts)
         rc = run_experts(v, L, &la, &lb);
     ckpt_model__layer_dispose(&la);
@@ -522,7 +548,7 @@ int ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *user, c
     if (rc == 0)
         rc = config_notes(a, b, r);
     for (i = 0; rc == 0 && i < n_layers; i++)
-        n_entries += 1 + (size_t)expert_entries(a, b, layers[i]);
+        n_entries += 1 + (size_t)attention_entries(a, b) + (size_t)expert_entries(a, b, layers[i]);
     if (rc == 0 && !(r->entries = calloc(n_entries, sizeof *r->entries)))
         rc = ckpt_error_oom();
     if (rc == 0 && !(r->names = calloc(n_entries, sizeof *r->names)))

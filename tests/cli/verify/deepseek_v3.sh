@@ -6,8 +6,8 @@
 # them: TP 1, TP 2 EP 2 (Transformer Engine and local names, the local down projections cut
 # over the ranks) pass. Copies changed at test time fail, exit 1, naming what changed: layer
 # 1's experts 1 and 2 swapped (both experts), its expert bias dropped (named) or two of its
-# values exchanged (the router's expert bias), two heads of q_b_proj or of kv_b_proj exchanged
-# (their layer), the dense first layer made a MoE layer in config.json (an error naming it);
+# values exchanged (the router's expert bias), two heads of layer 1's q_b_proj or kv_b_proj
+# exchanged (the layer and its attention alone, not its router or experts), the dense first layer made a MoE layer in config.json (an error naming it);
 # in the Megatron checkpoint, the expert bias dropped (named).
 edit() { python3 "$CLI_DIR/edit_safetensors.py" "$@"; }
 config() { python3 -c 'import json, sys
@@ -51,7 +51,7 @@ fails bias mc
 
 for proj in q_b_proj:12 kv_b_proj:16; do
     case_copy heads
-    edit heads/model.safetensors swap_rows "model.layers.0.self_attn.${proj%:*}.weight" 0 "${proj#*:}" "${proj#*:}"
+    edit heads/model.safetensors swap_rows "model.layers.1.self_attn.${proj%:*}.weight" 0 "${proj#*:}" "${proj#*:}"
     ckptconv verify heads mc -q
     echo "${proj%:*} heads 0 and 1 exchanged: exit $?"
     fails heads mc
