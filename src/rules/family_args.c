@@ -54,26 +54,28 @@ static int refusals(const ckpt_family *f, const ckpt_family_config *c)
     return rope_fits(c);
 }
 
-/* A field holding a list of integers (the $moe_layers list) as a Python list of ints. */
-static int set_int_list(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_value *v)
+/* megatron-core's moe_layer_freq from the field moe_layers: 1 when every layer is a MoE layer
+ * (as Megatron-LM's default writes it), else the 0/1 list. */
+static int moe_layer_freq(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_family_config *c)
 {
-    int64_t *ids = ckpt_arena_alloc(a, (v->u.seq.n ? v->u.seq.n : 1) * sizeof *ids);
-    size_t i;
+    const ckpt_value *v = ckpt_family__get(c, "moe_layers");
+    int64_t *flags;
+    size_t i, all = 1;
 
-    if (!ids)
+    if (!v || v->kind != CKPT_VAL_LIST)
+        return ckpt_megatron_args_set_int(a, args, name, 1);
+    if (!(flags = ckpt_arena_alloc(a, (v->u.seq.n ? v->u.seq.n : 1) * sizeof *flags)))
         return ckpt_error_oom();
     for (i = 0; i < v->u.seq.n; i++) {
-        if (v->u.seq.items[i]->kind != CKPT_VAL_INT)
-            return ckpt_error_set(CKPT_EINVALID, "args %s: a list of integers only", name);
-        ids[i] = v->u.seq.items[i]->u.integer;
+        flags[i] = v->u.seq.items[i]->kind == CKPT_VAL_INT && v->u.seq.items[i]->u.integer != 0;
+        all &= flags[i] != 0;
     }
-    return ckpt_megatron_args_set_int_list(a, args, name, ids, v->u.seq.n);
+    return all ? ckpt_megatron_args_set_int(a, args, name, 1) : ckpt_megatron_args_set_int_list(a, args, name, flags, v->u.seq.n);
 }
 
 static int set_value(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_value *v)
 {
     switch (v ? v->kind : CKPT_VAL_NONE) {
-    case CKPT_VAL_LIST: return set_int_list(a, args, name, v);
     case CKPT_VAL_INT: return ckpt_megatron_args_set_int(a, args, name, v->u.integer);
     case CKPT_VAL_FLOAT: return ckpt_megatron_args_set_float(a, args, name, v->u.real);
     case CKPT_VAL_BOOL: return ckpt_megatron_args_set_bool(a, args, name, v->u.boolean);
@@ -173,6 +175,8 @@ static int generated(ckpt_arena *a, ckpt_value *args, const char *name, const ch
     }
     if (strcmp(gen, "$window_attn_skip_freq") == 0)
         return skip_freq(a, args, name, c);
+    if (strcmp(gen, "$moe_layer_freq") == 0)
+        return moe_layer_freq(a, args, name, c);
     if (strcmp(gen, "$softmax_scale") == 0)
         return ckpt_megatron_args_set_float(a, args, name, 1.0 / sqrt((double)ckpt_family__int(c, "query_pre_attn_scalar", 1)));
     if (strcmp(gen, "$use_rope_scaling") == 0)

@@ -13,10 +13,11 @@ static const char *const megatron_gens[] = { "$true_vocab", "$megatron_llama3_ro
                                              "$window_size", "$token_ids", "$window_attn_skip_freq",
                                              "$moe_layer_freq", NULL };
 static const char *const out_gens[] = { "$dtype", "$rope_parameters", "$rope_scaling", "$full_attention_layers",
-                                        "$rope_parameters_by_type", "$sliding_window_pattern", NULL };
+                                        "$rope_parameters_by_type", "$sliding_window_pattern", "$dense_layers", NULL };
 static const char *const args_gens[] = { "$token_ids", "$padded_vocab", "$window_size", "$rope_scaling_factor",
                                          "$use_rope_scaling", "$dtype", "$bf16", "$fp16", "$impl", "$family",
-                                         "$window_attn_skip_freq", "$softmax_scale", "$rope_linear_factor", NULL };
+                                         "$window_attn_skip_freq", "$softmax_scale", "$rope_linear_factor",
+                                         "$moe_layer_freq", NULL };
 /* the rope_type values the $rope generator reads and the forward passes run */
 static const char *const rope_types[] = { "default", "llama3", "linear", NULL };
 /* fields a generator sets besides its row's own */

@@ -106,6 +106,20 @@ static int64_t window_pattern_4x(const ckpt_family_config *c)
     return own > n ? own : n + 1;
 }
 
+/* Qwen3-MoE's mlp_only_layers: the layers the field moe_layers says are dense, as Python's
+ * json writes a list ("[]" when none). */
+static void put_dense_layers(ckpt_buf *b, const ckpt_family_config *c)
+{
+    const ckpt_value *v = ckpt_family__get(c, "moe_layers");
+    size_t i, n = 0;
+
+    ckpt_buf_puts(b, "[");
+    for (i = 0; v && v->kind == CKPT_VAL_LIST && i < v->u.seq.n; i++)
+        if (v->u.seq.items[i]->kind == CKPT_VAL_INT && v->u.seq.items[i]->u.integer == 0)
+            ckpt_buf_printf(b, "%s\n    %zu", n++ ? "," : "", i);
+    ckpt_buf_puts(b, n ? "\n  ]" : "]");
+}
+
 static void put_value(ckpt_buf *b, const ckpt_value *v)
 {
     size_t i;
@@ -187,6 +201,8 @@ static int put_out(ckpt_buf *b, const ckpt_family *f, const ckpt_family_config *
         if (!(n = window_pattern_4x(c)))
             return 0;
         ckpt_buf_printf(b, "%lld", (long long)n);
+    } else if (strcmp(o->valuestring, "$dense_layers") == 0) {
+        put_dense_layers(b, c);
     } else if (strcmp(o->valuestring, "$full_attention_layers") == 0) {
         n = ckpt_family__int(c, "num_layers", 0);
         ckpt_buf_puts(b, "[");

@@ -22,28 +22,71 @@ static int append(family_read *r, ckpt_value *list, int moe)
     return ckpt_value_append(r->c->arena, list, ckpt_value_new_int(r->c->arena, moe));
 }
 
+/* The row's "hf": [dense layer list key, sparse step key] (Qwen3-MoE's mlp_only_layers and
+ * decoder_sparse_step): *dense the list (NULL: none), *step the step (1: none). */
+static int sparse_keys(family_read *r, const cJSON *row, int64_t n, const cJSON **dense, int64_t *step)
+{
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(row, "hf"), *k, *v, *e;
+    int i = 0;
+
+    *dense = NULL;
+    *step = 1;
+    if (!cJSON_IsArray(keys))
+        return 0;
+    if (cJSON_IsString(k = cJSON_GetArrayItem(keys, 0)) && (v = ckpt_family__field(r->cfg, k->valuestring))) {
+        if (!cJSON_IsArray(v))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is not a list of layers", r->where,
+                                   k->valuestring);
+        cJSON_ArrayForEach(e, v) {
+            if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble || e->valuedouble < 0 ||
+                e->valuedouble >= (double)n)
+                return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s[%d] is not a layer from 0 to %lld",
+                                       r->where, k->valuestring, i, (long long)n - 1);
+            i++;
+        }
+        *dense = v;
+    }
+    if (cJSON_IsString(k = cJSON_GetArrayItem(keys, 1)) && (v = ckpt_family__field(r->cfg, k->valuestring)))
+        return ckpt_family__get_int(v, r->where, k->valuestring, 1, step);
+    return 0;
+}
+
+static int listed(const cJSON *dense, int64_t i)
+{
+    const cJSON *e;
+
+    cJSON_ArrayForEach(e, dense)
+        if ((int64_t)e->valuedouble == i)
+            return 1;
+    return 0;
+}
+
 /* $moe_layers (config.json): layer i is a MoE layer from the row's dense_first field on
- * (transformers' DeepseekV3DecoderLayer: layer_idx >= first_k_dense_replace). */
+ * (transformers' DeepseekV3DecoderLayer: layer_idx >= first_k_dense_replace), or, with the
+ * row's "hf" keys, unless the dense list names it and where (i + 1) % step == 0
+ * (Qwen3MoeDecoderLayer: mlp_only_layers, decoder_sparse_step). */
 static int hf_moe_layers(family_read *r, const cJSON *row, const char *name)
 {
-    const cJSON *field = cJSON_GetObjectItemCaseSensitive(row, "dense_first");
-    int64_t n = ckpt_family__int(r->c, "num_layers", 0), dense = 0, i;
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(row, "dense_first"), *dense_list;
+    int64_t n = ckpt_family__int(r->c, "num_layers", 0), dense = 0, step, i;
     ckpt_value *list;
     int rc;
 
     if (cJSON_IsString(field))
         dense = ckpt_family__int(r->c, field->valuestring, 0);
-    if ((rc = new_list(r, n, ckpt_family__key(r->f, CKPT_FAMILY_HF, "num_layers"), &list)) < 0)
+    if ((rc = new_list(r, n, ckpt_family__key(r->f, CKPT_FAMILY_HF, "num_layers"), &list)) < 0 ||
+        (rc = sparse_keys(r, row, n, &dense_list, &step)) < 0)
         return rc;
     for (i = 0; i < n; i++)
-        if ((rc = append(r, list, i >= dense)) < 0)
+        if ((rc = append(r, list, i >= dense && !listed(dense_list, i) && (i + 1) % step == 0)) < 0)
             return rc;
     return ckpt_family__set(r->c, name, list);
 }
 
 /* $moe_layer_freq (args): megatron-core's moe_layer_freq, an int N (layer i is MoE where
- * i % N == 0) or a 0/1 list of num_layers; absent: 1. With dense_first, the layers must be
- * dense layers and then MoE layers only, and the field gets the number of dense ones. */
+ * i % N == 0) or a 0/1 list of num_layers; absent: 1. With dense_first (DeepSeek-V3), the layers
+ * must be dense layers and then MoE layers only, and the field gets the number of dense ones;
+ * without (Qwen3-MoE's mlp_only_layers), any list. */
 static int megatron_moe_layers(family_read *r, const cJSON *row, const char *name)
 {
     const ckpt_value *v = ckpt_family__arg(r->args, "moe_layer_freq");
@@ -71,13 +114,11 @@ static int megatron_moe_layers(family_read *r, const cJSON *row, const char *nam
                                        r->where, (long long)i);
             moe = x->kind == CKPT_VAL_INT ? x->u.integer != 0 : x->u.boolean != 0;
         }
-        if (moe == 0 && dense < i)
+        if (moe == 0 && dense < i && cJSON_IsString(field))
             return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                    "%s: args.moe_layer_freq makes layer %lld dense after a MoE layer, which %s "
                                    "(dense layers before the first MoE layer only) cannot say",
-                                   r->where, (long long)i,
-                                   cJSON_IsString(field) ? ckpt_family__key(r->f, CKPT_FAMILY_HF, field->valuestring)
-                                                         : "Hugging Face's config");
+                                   r->where, (long long)i, ckpt_family__key(r->f, CKPT_FAMILY_HF, field->valuestring));
         dense += moe == 0;
         if ((rc = append(r, list, moe)) < 0)
             return rc;

@@ -93,6 +93,21 @@ CKPT_TEST(test_family_moe_model_config)
     ckpt_family_config_free(c);
 }
 
+/* the field moe_layers as text, "01": layer 0 dense, layer 1 MoE */
+static const char *moe_layers(const ckpt_family_config *c)
+{
+    static char buf[16];
+    const ckpt_value *v;
+    size_t i;
+
+    if (ckpt_family_config_get(c, "moe_layers", &v) < 0 || v->kind != CKPT_VAL_LIST || v->u.seq.n >= sizeof buf)
+        return "-";
+    for (i = 0; i < v->u.seq.n; i++)
+        buf[i] = v->u.seq.items[i]->kind == CKPT_VAL_INT ? (char)('0' + v->u.seq.items[i]->u.integer) : '?';
+    buf[i] = 0;
+    return buf;
+}
+
 CKPT_TEST(test_family_moe_config_refused)
 {
     ckpt_family_config *c = NULL;
@@ -108,10 +123,16 @@ CKPT_TEST(test_family_moe_config_refused)
     ckpt_family_config_free(c);
     ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("mixtral", "\"num_local_experts\": 8, \"router_jitter_noise\": 0.1", &c));
     ASSERT_ERROR_MENTIONS("router_jitter_noise is 0.1, not 0");
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("qwen3_moe", "\"num_experts\": 8, \"moe_intermediate_size\": 32, \"mlp_only_layers\": [0]", &c));
-    ASSERT_ERROR_MENTIONS("mlp_only_layers is [0], not [] (dense layers among the MoE layers");
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("qwen3_moe", "\"num_experts\": 8, \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2", &c));
-    ASSERT_ERROR_MENTIONS("decoder_sparse_step is 2, not 1");
+    /* Qwen3-MoE's dense layers: transformers' rule, layer i dense where mlp_only_layers names it
+     * or (i + 1) % decoder_sparse_step != 0 */
+    ASSERT_OK(read_cfg("qwen3_moe", "\"num_experts\": 8, \"moe_intermediate_size\": 32, \"mlp_only_layers\": [0]", &c));
+    ASSERT_EQ_STR(moe_layers(c), "01");
+    ckpt_family_config_free(c);
+    ASSERT_OK(read_cfg("qwen3_moe", "\"num_experts\": 8, \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2", &c));
+    ASSERT_EQ_STR(moe_layers(c), "01");
+    ckpt_family_config_free(c);
+    ASSERT_FAILS(CKPT_EFORMAT, read_cfg("qwen3_moe", "\"num_experts\": 8, \"moe_intermediate_size\": 32, \"mlp_only_layers\": [0, 2]", &c));
+    ASSERT_ERROR_MENTIONS("cfg/config.json: mlp_only_layers[1] is not a layer from 0 to 1");
     ASSERT_FAILS(CKPT_EUNSUPPORTED, read_cfg("qwen3_moe", "\"num_experts\": 8, \"shared_expert_intermediate_size\": 64", &c));
     ASSERT_ERROR_MENTIONS("shared_expert_intermediate_size is set");
     /* the dense families still refuse experts */
@@ -312,9 +333,16 @@ CKPT_TEST(test_family_moe_megatron_args)
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "moe_grouped_gemm", 1));
     ASSERT_OK(ckpt_family_args_check(f, args));
     ASSERT_OK(ckpt_megatron_args_set_bool(a, args, "moe_grouped_gemm", 0));
+    /* every 2nd layer MoE from layer 0 (megatron-core's int moe_layer_freq): layer 1 dense,
+     * mlp_only_layers [1] in config.json */
     ASSERT_OK(ckpt_megatron_args_set_int(a, args, "moe_layer_freq", 2));
-    ASSERT_FAILS(CKPT_EUNSUPPORTED, ckpt_family_args_check(f, args));
-    ASSERT_ERROR_MENTIONS("args.moe_layer_freq is 2: dense layers among the MoE layers");
+    ASSERT_OK(ckpt_family_args_check(f, args));
+    ASSERT_OK(ckpt_family_config_read(&c, f, CKPT_FAMILY_MEGATRON, NULL, args));
+    ASSERT_EQ_STR(moe_layers(c), "10");
+    ASSERT_OK(ckpt_family_config_json(f, c, CKPT_FAMILY_HF, CKPT_DTYPE_BF16, &json));
+    ASSERT_TRUE(strstr((const char *)json.data, "\"mlp_only_layers\": [\n    1\n  ],") != NULL);
+    ckpt_buf_dispose(&json);
+    ckpt_family_config_free(c);
     /* a dense Qwen3 is not a Qwen3-MoE */
     ASSERT_OK(ckpt_megatron_args_set_none(a, args, "num_experts"));
     ASSERT_OK(ckpt_megatron_args_set_int(a, args, "moe_layer_freq", 1));

@@ -1,7 +1,7 @@
 # What a Qwen3-MoE config.json says that the conversion does not carry is refused, naming the
-# file and the field, nothing written: dense layers among the MoE layers (mlp_only_layers,
-# decoder_sparse_step), shared experts (Qwen2-MoE's), a window on the layers past
-# max_window_layers. A dense Qwen3 config with experts is refused by the qwen3 family, and a
+# file and the field, nothing written: dense layers (mlp_only_layers, decoder_sparse_step) where
+# the files hold experts (dense_layers.sh converts them where the files hold dense MLPs), shared
+# experts (Qwen2-MoE's), a window on the layers past max_window_layers. A dense Qwen3 config with experts is refused by the qwen3 family, and a
 # Qwen3-MoE's Megatron args without q/k norms are not Qwen3-MoE's.
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 set_args() { python3 "$CLI_DIR/../dcp/set_args.py" "$@"; }
