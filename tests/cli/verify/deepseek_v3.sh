@@ -1,7 +1,7 @@
 # verify runs DeepSeek-V3 layers (multi-latent attention, YaRN RoPE, a dense first layer,
 # grouped sigmoid routing with the expert bias, a shared expert) from the Hugging Face files of
 # testdata/hf/deepseek_v3_tiny (its config's topk_group raised to n_group and rms_norm_eps set to
-# 1e-6: the family refuses a group choice Megatron scores differently and an eps Megatron's MLA
+# 1e-6: hf2mcore refuses a group choice Megatron scores differently and an eps Megatron's MLA
 # norms would not share) and from the Megatron checkpoints hf2mcore writes of
 # them: TP 1, TP 2 EP 2 (Transformer Engine and local names, the local down projections cut
 # over the ranks) pass. Copies changed at test time fail, exit 1, naming what changed: layer
