@@ -7,8 +7,9 @@
 # over the ranks) pass. Copies changed at test time fail, exit 1, naming what changed: layer
 # 1's experts 1 and 2 swapped (both experts), its expert bias dropped (named) or two of its
 # values exchanged (the router's expert bias), two heads of layer 1's q_b_proj or kv_b_proj
-# exchanged (the layer and its attention alone, not its router or experts), the dense first layer made a MoE layer in config.json (an error naming it);
-# in the Megatron checkpoint, the expert bias dropped (named).
+# exchanged (the layer and its attention alone, not its router or experts), the dense first
+# layer made a MoE layer in config.json (an error naming it); in the Megatron checkpoint, the
+# expert bias dropped (named).
 edit() { python3 "$CLI_DIR/edit_safetensors.py" "$@"; }
 config() { python3 -c 'import json, sys
 p = sys.argv[1] + "/config.json"; d = json.load(open(p)); d[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(d, open(p, "w"))' "$@"; }
