@@ -4,7 +4,7 @@
 # 1e-6: hf2mcore refuses a group choice Megatron scores differently and an eps Megatron's MLA
 # norms would not share) and from the Megatron checkpoints hf2mcore writes of
 # them: TP 1, TP 2 EP 2 (Transformer Engine and local names, the local down projections cut
-# over the ranks) pass. Copies changed at test time fail, exit 1, naming what changed: layer
+# over the ranks; the ranks against their merge too) pass. Copies changed at test time fail, exit 1, naming what changed: layer
 # 1's experts 1 and 2 swapped (both experts), its expert bias dropped (named) or two of its
 # values exchanged (the router's expert bias), two heads of layer 1's q_b_proj or kv_b_proj
 # exchanged (the layer and its attention alone, not its router or experts), the dense first
@@ -24,6 +24,8 @@ for impl in transformer_engine local; do
     ckptconv hf2mcore in "tp2-$impl" --tp 2 --ep 2 --transformer-impl "$impl" -q || exit 1
     ckptconv verify in "tp2-$impl" -q
     echo "TP 2 EP 2 $impl: exit $?"
+    ckptconv verify "tp2-$impl" -q
+    echo "TP 2 EP 2 $impl, its ranks against their merge: exit $?"
 done
 ckptconv verify in mc --json | python3 -c '
 import json, sys
