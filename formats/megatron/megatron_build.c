@@ -291,8 +291,10 @@ int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep)
  * projections (an MLA layer has no linear_qkv). */
 static int linear_with_extra(const char *w)
 {
-    static const char *const mla[] = { ".self_attention.linear_q_proj.weight", ".self_attention.linear_q_down_proj.weight",
-                                       ".self_attention.linear_q_up_proj.weight", ".self_attention.linear_kv_down_proj.weight",
+    static const char *const mla[] = { ".self_attention.linear_q_proj.weight",
+                                       ".self_attention.linear_q_down_proj.weight",
+                                       ".self_attention.linear_q_up_proj.weight",
+                                       ".self_attention.linear_kv_down_proj.weight",
                                        ".self_attention.linear_kv_up_proj.weight" };
     size_t i, len = strlen(w);
 

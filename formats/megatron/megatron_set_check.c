@@ -223,7 +223,8 @@ static void sizes_of(const ckpt_value *args, sizes *s)
     s->ffn = ckpt_megatron__arg_int(args, "ffn_hidden_size", size_mul(4, s->hidden));
     s->vocab = ckpt_megatron__arg_int(args, "padded_vocab_size", 0);
     s->swiglu = ckpt_megatron__arg_int(args, "swiglu", 0) != 0 || ckpt_megatron__arg_int(args, "gated_linear_unit", 0) != 0;
-    s->q_lora = ckpt_megatron__arg_int(args, "multi_latent_attention", 0) ? ckpt_megatron__arg_int(args, "q_lora_rank", 0) : 0;
+    s->q_lora = ckpt_megatron__arg_int(args, "multi_latent_attention", 0) ? ckpt_megatron__arg_int(args, "q_lora_rank", 0)
+                                                                          : 0;
 }
 
 /* The size args imply, 0 when they do not say, and how, in args' own words. */

@@ -70,7 +70,8 @@ static int moe_layer_freq(ckpt_arena *a, ckpt_value *args, const char *name, con
         flags[i] = v->u.seq.items[i]->kind == CKPT_VAL_INT && v->u.seq.items[i]->u.integer != 0;
         all &= flags[i] != 0;
     }
-    return all ? ckpt_megatron_args_set_int(a, args, name, 1) : ckpt_megatron_args_set_int_list(a, args, name, flags, v->u.seq.n);
+    return all ? ckpt_megatron_args_set_int(a, args, name, 1)
+               : ckpt_megatron_args_set_int_list(a, args, name, flags, v->u.seq.n);
 }
 
 static int set_value(ckpt_arena *a, ckpt_value *args, const char *name, const ckpt_value *v)

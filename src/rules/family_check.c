@@ -146,7 +146,8 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     if ((dense = cJSON_GetObjectItemCaseSensitive(row, "dense_first")) &&
         (strcmp(t, "$moe_layers") != 0 || !cJSON_IsString(dense) ||
          !ckpt_family__has_field(f, dense->valuestring, strlen(dense->valuestring))))
-        return fail(where, "\"dense_first\" names the field of a $moe_layers row's dense layers before the first MoE layer%s", "");
+        return fail(where, "\"dense_first\" names the field of a $moe_layers row's dense layers before the first "
+                           "MoE layer%s", "");
     if (pattern && (strcmp(t, "$layer_types") != 0 || !cJSON_IsString(pattern) ||
                     !ckpt_family__has_field(f, pattern->valuestring, strlen(pattern->valuestring))))
         return fail(where, "\"pattern\" names the field of a $layer_types row's every-Nth-layer pattern%s", "");
@@ -238,8 +239,10 @@ static int check_tensor_list(const ckpt_family *f, const cJSON *list, int per_la
             return fail(where, "%s: a tensor is [name, rows, cols, condition, flags...]", "tensor");
         for (i = 4; i < n; i++) {
             const cJSON *x = cJSON_GetArrayItem(t, i);
-            if (!cJSON_IsString(x) || (strcmp(x->valuestring, "optional") != 0 && strcmp(x->valuestring, "own_dtype") != 0))
-                return fail(where, "tensor %s: a flag is \"optional\" or \"own_dtype\"", cJSON_GetArrayItem(t, 0)->valuestring);
+            if (!cJSON_IsString(x) ||
+                (strcmp(x->valuestring, "optional") != 0 && strcmp(x->valuestring, "own_dtype") != 0))
+                return fail(where, "tensor %s: a flag is \"optional\" or \"own_dtype\"",
+                            cJSON_GetArrayItem(t, 0)->valuestring);
         }
         hole = strchr(cJSON_GetArrayItem(t, 0)->valuestring, '{');
         if (hole && (!per_layer || strncmp(hole, "{E}", 3) != 0 || strchr(hole + 3, '{') ||

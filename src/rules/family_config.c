@@ -97,7 +97,8 @@ static int set_default_value(family_read *r, const cJSON *row, const char *type,
     if (!d || cJSON_IsNull(d)) {
         /* args Megatron did not write are zero, as Megatron's own readers take them; a row
          * whose null is "none" (q_lora_rank None: no query compression) keeps none */
-        if (r->args && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(row, "null_is")) && (strcmp(type, "size") == 0 || strcmp(type, "count") == 0))
+        if (r->args && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(row, "null_is")) &&
+            (strcmp(type, "size") == 0 || strcmp(type, "count") == 0))
             return ckpt_family__set_int(r->c, name, 0);
         if (r->args && strncmp(type, "real", 4) == 0)
             return ckpt_family__set_real(r->c, name, 0);
@@ -390,7 +391,7 @@ static int read_args_row(family_read *r, const cJSON *row)
     const char *type = row_str(row, "type"), *name = row_str(row, "f");
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(row, "megatron"), *k,
                 *must = cJSON_GetObjectItemCaseSensitive(row, "megatron_must"),
-                *refuse = cJSON_GetObjectItemCaseSensitive(row, "megatron_refuse");
+                *refuse = cJSON_GetObjectItemCaseSensitive(row, "megatron_refuse"), *when;
     ckpt_value *val = NULL;
     int rc;
 
@@ -415,8 +416,9 @@ static int read_args_row(family_read *r, const cJSON *row)
     }
     /* a bool derived from other fields (no config.json key) that says a model one side cannot
      * compute: refused from args as well as into them */
-    if (!cJSON_GetObjectItemCaseSensitive(row, "hf") && cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(refuse, "when")) &&
-        (ckpt_family__int(r->c, name, 0) != 0) == cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(refuse, "when")))
+    when = cJSON_GetObjectItemCaseSensitive(refuse, "when");
+    if (!cJSON_GetObjectItemCaseSensitive(row, "hf") && cJSON_IsBool(when) &&
+        (ckpt_family__int(r->c, name, 0) != 0) == cJSON_IsTrue(when))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: %s", r->where,
                                row_str(refuse, "says") ? row_str(refuse, "says") : name);
     if (r->named && cJSON_IsObject(must) && !same(ckpt_family__get(r->c, name), cJSON_GetObjectItemCaseSensitive(must, "value")))

@@ -17,7 +17,8 @@
 static const char *const top_keys[] = { "ckptconv_map", "name", "description", "source_kind", "target_kind",
                                         "inverse", "detect", "params", "strict", "inverse_strict",
                                         "normalize", "rules", "variants", "parallel", "comment", NULL };
-static const char *const rule_keys[] = { "name", "from", "to", "ops", "when_present", "inverse_when_present", "comment", NULL };
+static const char *const rule_keys[] = { "name", "from", "to", "ops", "when_present", "inverse_when_present",
+                                         "comment", NULL };
 static const char *const name_keys[] = { "name", "description", NULL };
 static const char *const detect_keys[] = { "source", "target", NULL };
 static const char *const variant_keys[] = { "name", "description", "inverse", "rules", "comment", NULL };

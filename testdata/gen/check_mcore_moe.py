@@ -16,7 +16,9 @@ are bfloat16 and logits.json is transformers' float32 forward of those bfloat16 
 the args' bf16/params_dtype are set to float32 and the weights load into float32 parameters.
 Controls, whose logits must differ: the router's softmax placed the other way
 (moe_router_pre_softmax flipped: Qwen3-MoE's norm_topk_prob False is pre-softmax True) and
-experts 0 and 1 of layer 0 swapped.
+experts 0 and 1 of layer 0 swapped. The last rows: the 5.24 Qwen3-MoE made to have a dense
+layer 0 (mlp_only_layers [0]: its expert 0 as the dense MLP), Megatron's moe_layer_freq [0, 1],
+against transformers' forward of it (transformers in the same venv).
 """
 
 import json
@@ -96,7 +98,7 @@ def worker(ckpt, logits_json, control):
         logits = model(input_ids=ids, position_ids=pos, attention_mask=None).float()[0]
     want = torch.tensor(ref["logits"], dtype=torch.float32)
     got = logits[:, :want.shape[1]]
-    mlp = model.decoder.layers[0].mlp
+    mlp = model.decoder.layers[-1].mlp
     print(json.dumps({
         "max_abs_diff": float((got - want).abs().max()),
         "largest_logit": float(want.abs().max()),
@@ -129,7 +131,7 @@ def row(family, how, out):
                                                         out["max_abs_diff"], "equal" if ok else "DIFFERENT")
 
 
-def check(ckptconv, family, rel, work):
+def check(ckptconv, family, rel, work, controls=True):
     src = os.path.join(TESTDATA, rel)
     direct, mc, tp1 = (os.path.join(work, d) for d in ("direct", "mc", "tp1"))
     for d in (direct, mc, tp1):
@@ -141,12 +143,48 @@ def check(ckptconv, family, rel, work):
         run(ckptconv, "reshard", mc, tp1, "--tp", "1", "--pp", "1")
     except RuntimeError as e:
         return ["%-30s not run: %s" % (family, str(e))]
-    for how, ckpt, control in (("hf2mcore TP1 PP1", direct, "-"), ("TP2 PP2, reshard TP1", tp1, "-"),
-                               ("control: pre_softmax", direct, "pre_softmax"),
-                               ("control: swap experts", direct, "swap_experts")):
+    runs = [("hf2mcore TP1 PP1", direct, "-"), ("TP2 PP2, reshard TP1", tp1, "-")]
+    if controls:
+        runs += [("control: pre_softmax", direct, "pre_softmax"), ("control: swap experts", direct, "swap_experts")]
+    for how, ckpt, control in runs:
         out, err = forward(ckpt, src, control)
         rows.append(row(family, how, out) if out else "%-30s %-24s megatron-core: %s" % (family, how, err))
     return rows
+
+
+def derive_dense(src, dst):
+    """The Qwen3-MoE fixture with layer 0 dense (mlp_only_layers [0], intermediate_size 32): its
+    expert 0 as the dense MLP, the other experts and the router dropped; logits.json
+    transformers' float32 forward of it."""
+    import torch
+    import transformers
+    from safetensors.torch import load_file, save_file
+
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    cfg = json.load(open(os.path.join(dst, "config.json")))
+    cfg.update({"mlp_only_layers": [0], "intermediate_size": cfg["moe_intermediate_size"]})
+    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
+    weights = load_file(os.path.join(src, "model.safetensors"))
+    l0 = "model.layers.0.mlp."
+    out = {}
+    for k, v in weights.items():
+        if k.startswith(l0 + "experts.0."):
+            out[l0 + k[len(l0 + "experts.0."):]] = v
+        elif not k.startswith(l0):
+            out[k] = v
+    save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    ref = json.load(open(os.path.join(src, "logits.json")))
+    model = transformers.AutoModelForCausalLM.from_pretrained(dst, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([ref["input_ids"]])).logits[0].float()
+    json.dump({"input_ids": ref["input_ids"], "logits": logits.tolist()}, open(os.path.join(dst, "logits.json"), "w"))
+
+
+def check_dense(ckptconv, family, rel, work):
+    dense = os.path.join(work, "dense")
+    derive_dense(os.path.join(TESTDATA, rel), dense)
+    return check(ckptconv, family, dense, work, controls=False)
 
 
 def main():
@@ -170,6 +208,8 @@ def main():
             for r in check(ckptconv, family, rel, work):
                 print(r)
             sys.stdout.flush()
+        for r in check_dense(ckptconv, "qwen3_moe 5.24, layer 0 dense", "hf/transformers5/qwen3_moe_tiny", work):
+            print(r)
 
 
 if __name__ == "__main__":

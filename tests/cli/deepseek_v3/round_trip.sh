@@ -4,9 +4,10 @@
 # local and Transformer Engine names at TP 1/2, PP 1/3 and EP 1/2/4. The fixtures route top-2
 # in groups of 2 of 4 and have rms_norm_eps 1e-5 (refused.sh: Megatron scores groups otherwise
 # and normalises MLA's compressed q and kv with rms_norm_eps, transformers with 1e-6), so each is
-# converted with num_experts_per_tok 4 and rms_norm_eps 1e-6, the same weights. A 4-layer model (layer 3 a copy of layer 2) goes
-# through TP 2 PP 2 EP 2. inspect shows a rank's MLA, router and shared expert tensors, the args
-# say MLA, YaRN and the routing, and the config.json written back says the same model.
+# converted with num_experts_per_tok 4 and rms_norm_eps 1e-6, the same weights. Each also made
+# 4-layer (layer 3 a copy of layer 2) goes through TP 2 PP 2 EP 2 and comes back tensor for
+# tensor. inspect shows a rank's MLA, router and shared expert tensors, the args say MLA, YaRN
+# and the routing, and the config.json written back says the same model.
 set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
@@ -24,27 +25,34 @@ for m in deepseek_v3_tiny transformers5/deepseek_v3_tiny; do
         done
     done
 done
-# four layers: PP 2 splits them evenly
-rm -rf src4 && cp -r src src4
-edit src4/config.json num_hidden_layers 4
-names=$(python3 - src/model.safetensors <<'PY'
+# four layers (layer 3 a copy of layer 2): PP 2 splits them evenly
+for m in deepseek_v3_tiny transformers5/deepseek_v3_tiny; do
+    rm -rf src4 && cp -r "$TESTDATA/hf/$m" src4
+    edit src4/config.json num_experts_per_tok 4
+    edit src4/config.json rms_norm_eps 1e-6
+    edit src4/config.json num_hidden_layers 4
+    names=$(python3 - src4/model.safetensors <<'PY'
 import json, struct, sys
 with open(sys.argv[1], "rb") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     print(" ".join(k for k in json.loads(f.read(n)) if k.startswith("model.layers.2.")))
 PY
 )
-for n in $names; do
-    python3 "$CLI_DIR/../hf/edit_tensor.py" src4/model.safetensors copy "$n" "model.layers.3.${n#model.layers.2.}"
-done
-for impl in local transformer_engine; do
-    ckptconv hf2mcore src4 mc --tp 2 --pp 2 --ep 2 --transformer-impl "$impl" -q
-    ls mc/iter_0000001 | tr '\n' ' '; echo
-    ckptconv mcore2hf mc hf -q
-    ckptconv diff src4 hf | tail -2
-    echo "== $impl, TP rank 1, PP stage 1, EP rank 1"
-    ckptconv inspect mc/iter_0000001/mp_rank_01_001_001/model_optim_rng.pt | grep -E "layers.0.(self_attention|input|pre_mlp|mlp.(router|shared|linear)|mlp.experts.local_experts.[0-3].linear_fc1.weight)"
-    rm -rf mc hf
+    for n in $names; do
+        python3 "$CLI_DIR/../hf/edit_tensor.py" src4/model.safetensors copy "$n" "model.layers.3.${n#model.layers.2.}"
+    done
+    for impl in local transformer_engine; do
+        ckptconv hf2mcore src4 mc --tp 2 --pp 2 --ep 2 --transformer-impl "$impl" -q
+        ckptconv mcore2hf mc hf -q
+        echo "== $m, $impl: $(ls mc/iter_0000001 | tr '\n' ' ')"
+        ckptconv diff src4 hf | tail -2
+        if [ "$m" = deepseek_v3_tiny ]; then
+            echo "== TP rank 1, PP stage 1, EP rank 1"
+            ckptconv inspect mc/iter_0000001/mp_rank_01_001_001/model_optim_rng.pt |
+                grep -E "layers.0.(self_attention|input|pre_mlp|mlp.(router|shared|linear)|mlp.experts.local_experts.[0-3].linear_fc1.weight)"
+        fi
+        rm -rf mc hf
+    done
 done
 ckptconv hf2mcore src mc -q
 args mc/iter_0000001/mp_rank_00/model_optim_rng.pt hf_model_type multi_latent_attention q_lora_rank kv_lora_rank \
