@@ -90,6 +90,31 @@ static int overlay(ckpt_model_builder *b, const ckpt_family *fam, const ckpt_fam
     FILL_I(moe_score, NULL);
     FILL_D(moe_topk_scale, NULL);
     FILL_I(moe_shared_ffn_hidden_size, NULL);
+    FILL_I(moe_first_dense, NULL);
+    FILL_I(moe_expert_bias, NULL);
+    FILL_I(moe_n_group, NULL);
+    FILL_I(moe_topk_group, NULL);
+    FILL_I(moe_group_top, NULL);
+    FILL_I(moe_topk_norm, NULL);
+    FILL_I(q_lora_rank, NULL);
+    FILL_I(kv_lora_rank, NULL);
+    FILL_I(qk_nope_head_dim, NULL);
+    FILL_I(qk_rope_head_dim, NULL);
+    FILL_I(v_head_dim, NULL);
+    FILL_D(mla_norm_eps, NULL);
+    FILL_D(rope_yarn_factor, NULL);
+    FILL_D(rope_yarn_beta_fast, NULL);
+    FILL_D(rope_yarn_beta_slow, NULL);
+    FILL_D(rope_yarn_mscale, NULL);
+    FILL_D(rope_yarn_mscale_all_dim, NULL);
+    FILL_D(rope_attention_factor, NULL);
+    FILL_I(rope_yarn_truncate, NULL);
+    /* MLA's head is qk_nope + qk_rope (Megatron's kv_channels is v_head_dim there), and its
+     * RoPE is interleaved whatever rotary_interleaved says (Megatron's MLA always is) */
+    if (f->kv_lora_rank > 0)
+        c->head_dim = f->head_dim;
+    if (f->rope_interleaved > 0)
+        c->rope_interleaved = 1;
     TAKE_I(norm);
     TAKE_I(norm_weight_plus_one);
     TAKE_I(act);

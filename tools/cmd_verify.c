@@ -33,8 +33,17 @@ static void verify_help(FILE *out)
 "the next layer: the first layer that fails is the broken one. Then the embeddings of\n"
 "the same random tokens, the final norm and the logits are compared where both have them.\n"
 "A layer is compared by what it adds to the residual stream (its output minus its input).\n"
-"A mixture-of-experts layer's row is followed by its router's and each expert's, run\n"
-"alone on the same rows, so that a failing layer names the router or the experts.\n"
+"A mixture-of-experts layer's row is followed by its router's (\"layer 3 router\"), its\n"
+"router's expert bias where it has one (\"layer 3 router expert bias\", DeepSeek-V3), its\n"
+"shared expert's and each expert's (\"layer 3 expert 5\"), run alone on the same rows, so\n"
+"that a failing layer names the router, the bias or the experts (two swapped experts: both);\n"
+"a multi-latent attention layer's row is followed by its attention's alone (\"layer 3\n"
+"attention\").\n"
+"Routing: softmax after or before the top-k, or sigmoid with DeepSeek-V3's expert bias\n"
+"(choosing, not weighting), group-limited top-k and scaling; dense layers before the first\n"
+"MoE layer. Multi-latent attention (MLA: q and kv through their low-rank projections and\n"
+"norms, RoPE on the rope part of each head, YaRN frequencies and attention scale) runs as\n"
+"attention from the same backend operations on the CPU and a GPU.\n"
 "\n"
 "A and B may each be:\n"
 "  a Megatron-LM checkpoint root or iteration directory, any TP/PP/VPP; tensor-parallel\n"
@@ -322,9 +331,11 @@ static void print_json(const verify_args *a, const ckpt_model *ma, const ckpt_mo
             cJSON_AddNumberToObject(j, "index", (double)e->index);
         cJSON_AddStringToObject(j, "name", e->name);
         if (e->part != CKPT_VERIFY_PART_WHOLE)
-            cJSON_AddStringToObject(j, "part", e->part == CKPT_VERIFY_PART_ROUTER   ? "router"
-                                               : e->part == CKPT_VERIFY_PART_SHARED ? "shared expert"
-                                                                                    : "expert");
+            cJSON_AddStringToObject(j, "part", e->part == CKPT_VERIFY_PART_ROUTER        ? "router"
+                                               : e->part == CKPT_VERIFY_PART_SHARED      ? "shared expert"
+                                               : e->part == CKPT_VERIFY_PART_EXPERT_BIAS ? "expert bias"
+                                               : e->part == CKPT_VERIFY_PART_ATTENTION   ? "attention"
+                                                                                         : "expert");
         if (e->part == CKPT_VERIFY_PART_EXPERT)
             cJSON_AddNumberToObject(j, "expert", (double)e->expert);
         cJSON_AddItemToObject(j, "max_abs", json_number_or_null(e->max_abs));

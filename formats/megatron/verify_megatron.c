@@ -133,10 +133,6 @@ static int window_from_args(ckpt_model_builder *b, const ckpt_value *a)
 static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
 {
     static const char *const refused[][2] = {
-        { "multi_latent_attention", "multi-latent attention (MLA)" },
-        { "moe_router_enable_expert_bias", "the expert bias of aux-loss-free routing" },
-        { "moe_router_num_groups", "group-limited routing" },
-        { "moe_router_group_topk", "group-limited routing" },
         { "moe_expert_capacity_factor", "token dropping by expert capacity" },
         { "moe_shared_expert_gate", "the shared expert's gate" },
         { "moe_input_jitter_eps", "router input jitter" },
@@ -165,6 +161,15 @@ static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
     arg_double(a, "moe_router_topk_scaling_factor", &c->moe_topk_scale);
     c->moe_shared_ffn_hidden_size = 0;
     arg_int(a, "moe_shared_expert_intermediate_size", &c->moe_shared_ffn_hidden_size);
+    /* aux-loss-free routing's bias and group-limited top-k (moe_utils group_limited_topk: a
+     * group scores by its best moe_router_topk / moe_router_group_topk) */
+    c->moe_expert_bias = arg_bool(a, "moe_router_enable_expert_bias");
+    c->moe_n_group = c->moe_topk_group = 1;
+    arg_int(a, "moe_router_num_groups", &c->moe_n_group);
+    arg_int(a, "moe_router_group_topk", &c->moe_topk_group);
+    if (c->moe_topk_group > 0 && c->moe_topk_group < c->moe_n_group)
+        c->moe_group_top = c->moe_top_k / c->moe_topk_group;
+    c->moe_topk_norm = 1;
     if (balance && strcmp(balance, "sinkhorn") == 0)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "%s: args.moe_router_load_balancing_type: sinkhorn routing is not run by verify", path);
@@ -178,16 +183,66 @@ static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "%s: args.moe_router_pre_softmax with the sigmoid score is not run by verify", path);
     c->moe_layer_freq = 1;
+    c->moe_first_dense = 0;
     if (freq && freq->kind == CKPT_VAL_INT && freq->u.integer >= 1)
         c->moe_layer_freq = freq->u.integer;
     else if (freq && (freq->kind == CKPT_VAL_LIST || freq->kind == CKPT_VAL_TUPLE)) {
-        for (i = 0; i < freq->u.seq.n; i++)
+        /* dense layers first (DeepSeek-V3's first_k_dense_replace), then MoE layers only */
+        while ((size_t)c->moe_first_dense < freq->u.seq.n &&
+               freq->u.seq.items[c->moe_first_dense]->kind == CKPT_VAL_INT &&
+               freq->u.seq.items[c->moe_first_dense]->u.integer == 0)
+            c->moe_first_dense++;
+        for (i = (size_t)c->moe_first_dense; i < freq->u.seq.n; i++)
             if (freq->u.seq.items[i]->kind != CKPT_VAL_INT || freq->u.seq.items[i]->u.integer != 1)
                 return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                       "%s: args.moe_layer_freq: a list with dense layers is not run by verify", path);
+                                       "%s: args.moe_layer_freq: a dense layer after a MoE layer is not run by verify",
+                                       path);
     } else if (freq)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "%s: args.moe_layer_freq is neither a positive integer nor a list", path);
+    return 0;
+}
+
+/* Multi-latent attention (megatron/core/transformer/multi_latent_attention.py): its sizes, the
+ * q and kv norms its qk_layernorm means (not per-head q/k norms), RoPE on the qk_pos_emb part
+ * with the even and odd values paired whatever rotary_interleaved says (rope_utils with
+ * multi_latent_attention), and YaRN from rope_type. */
+static int mla_from_args(ckpt_model_builder *b, const ckpt_value *a)
+{
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const char *rope = arg_str(a, "rope_type");
+    const ckpt_value *q = arg(a, "q_lora_rank");
+
+    if (!arg_bool(a, "multi_latent_attention"))
+        return 0;
+    c->q_lora_rank = 0;
+    if (q && q->kind == CKPT_VAL_INT)
+        c->q_lora_rank = q->u.integer;
+    arg_int(a, "kv_lora_rank", &c->kv_lora_rank);
+    arg_int(a, "qk_head_dim", &c->qk_nope_head_dim);
+    arg_int(a, "qk_pos_emb_head_dim", &c->qk_rope_head_dim);
+    arg_int(a, "v_head_dim", &c->v_head_dim);
+    if (c->qk_nope_head_dim >= 0 && c->qk_rope_head_dim >= 0)
+        c->head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    c->qk_norm = 0;
+    c->rope_interleaved = 1;
+    /* the q and kv norms are built with layernorm_epsilon (transformers' take their own 1e-6) */
+    c->mla_norm_eps = c->norm_eps;
+    if (!arg_bool(a, "qk_layernorm"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: args.qk_layernorm is not set: MLA without its q and kv norms is not run by verify",
+                               ckpt_model_builder_path(b));
+    if (rope && strcmp(rope, "rope") != 0 && strcmp(rope, "yarn") != 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL, "%s: args.rope_type '%s' is not run by verify",
+                               ckpt_model_builder_path(b), rope);
+    if (!rope || strcmp(rope, "yarn") != 0)
+        return 0;
+    arg_double(a, "rotary_scaling_factor", &c->rope_yarn_factor);
+    arg_int(a, "original_max_position_embeddings", &c->rope_original_max_positions);
+    arg_double(a, "beta_fast", &c->rope_yarn_beta_fast);
+    arg_double(a, "beta_slow", &c->rope_yarn_beta_slow);
+    arg_double(a, "mscale", &c->rope_yarn_mscale);
+    arg_double(a, "mscale_all_dim", &c->rope_yarn_mscale_all_dim);
     return 0;
 }
 
@@ -260,6 +315,8 @@ static int config_from_args(ckpt_model_builder *b, const ckpt_megatron *mg)
         c->rope_original_max_positions = 8192;
     }
     c->qk_norm = arg_bool(a, "qk_layernorm");
+    if ((rc = mla_from_args(b, a)) < 0)
+        return rc;
     c->tied_embeddings = !arg_bool(a, "untie_embeddings_and_output_weights");
     arg_double(a, "softmax_scale", &c->attn_scale);
     if ((rc = window_from_args(b, a)) < 0)

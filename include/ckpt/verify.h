@@ -45,7 +45,8 @@ typedef enum ckpt_moe_score_kind {
                                   norm_topk_prob) */
     CKPT_MOE_SOFTMAX_ALL,      /* softmax over all experts, the top k of those probabilities as they are
                                   (Megatron's moe_router_pre_softmax, Qwen3-MoE without norm_topk_prob) */
-    CKPT_MOE_SIGMOID           /* sigmoid, top k, divided by their sum when k > 1 (no expert bias) */
+    CKPT_MOE_SIGMOID           /* sigmoid, top k (of the scores plus the expert bias, where the router has
+                                  one), divided by their sum when k > 1 and moe_topk_norm */
 } ckpt_moe_score_kind;
 
 /* A model's hyper-parameters. In overrides, -1 (integers and enums) and NaN (floats) mean
@@ -94,9 +95,31 @@ typedef struct ckpt_model_config {
                                  1: none */
     int64_t moe_shared_ffn_hidden_size; /* a shared expert every token goes through, added to the routed
                                            experts' sum (ungated); 0: none */
+    /* version 4: DeepSeek-V3. Multi-head latent attention (MLA) when kv_lora_rank > 0: q from
+       q_up(norm(q_down(x))) (q straight from x when q_lora_rank is 0), each head [nope | rope];
+       kv_down(x) is [latent | k_rope], k_rope shared by every head; kv_up(norm(latent)) gives
+       each head [k_nope | v]. head_dim is qk_nope + qk_rope (the softmax scale's), RoPE turns the
+       qk_rope values, the values have v_head_dim */
+    int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    double mla_norm_eps;      /* the two latent norms' epsilon; NaN: norm_eps */
+    double rope_yarn_factor;  /* YaRN ("rope_type": "yarn") frequencies over rope_original_max_positions; 1: none */
+    double rope_yarn_beta_fast, rope_yarn_beta_slow; /* NaN: 32 and 1 */
+    double rope_yarn_mscale, rope_yarn_mscale_all_dim; /* 0: not given */
+    double rope_attention_factor; /* cos and sin times this; NaN: YaRN's from the mscales (1 without YaRN) */
+    int rope_yarn_truncate;   /* the correction range rounded out to whole dimensions (transformers' default) */
+    int64_t moe_first_dense;  /* layers before this one are dense whatever moe_layer_freq says
+                                 (first_k_dense_replace); 0: none */
+    int moe_expert_bias;      /* the router's expert bias (moe.router.expert_bias) is added to the scores
+                                 for choosing the experts, not for their weights */
+    int64_t moe_n_group, moe_topk_group; /* group-limited choice: the experts in n_group groups, each scored
+                                            by the sum of its moe_group_top best, the topk_group best groups'
+                                            experts only; 1 and 1: none */
+    int64_t moe_group_top;    /* 2 (transformers' DeepSeek-V3); Megatron's group_limited_topk sums
+                                 moe_top_k / moe_topk_group */
+    int moe_topk_norm;        /* CKPT_MOE_SIGMOID: the k weights divided by their sum (when k > 1) */
 } ckpt_model_config;
 
-#define CKPT_MODEL_CONFIG_VERSION 3
+#define CKPT_MODEL_CONFIG_VERSION 4
 /* Everything "not given". */
 CKPT_EXTERN(void) ckpt_model_config_unset(ckpt_model_config *c);
 
@@ -113,7 +136,7 @@ typedef struct ckpt_model_options {
     int64_t iteration;           /* Megatron iteration; -1: the tracker's */
 } ckpt_model_options;
 
-#define CKPT_MODEL_OPTIONS_VERSION 3
+#define CKPT_MODEL_OPTIONS_VERSION 4
 /* Fills defaults (overrides unset, iteration -1). */
 CKPT_EXTERN(void) ckpt_model_options_init(ckpt_model_options *o);
 
@@ -219,7 +242,9 @@ typedef struct ckpt_verify_entry {
                                the metrics are NaN then), or NULL */
     /* A MoE layer's entry is followed by its router's and each expert's, compared alone on
        the same rows of the layer's input (every expert on every row), so that a failing
-       layer names what differs: "layer 3 router", "layer 3 expert 5", "layer 3 shared expert". */
+       layer names what differs: "layer 3 router", "layer 3 router expert bias", "layer 3 expert 5",
+       "layer 3 shared expert". A multi-latent attention (MLA) layer's entry is followed by its
+       attention's alone ("layer 3 attention"), so that a failing MLA layer with MoE says which half. */
     int part;               /* ckpt_verify_part */
     int64_t expert;         /* CKPT_VERIFY_PART_EXPERT: the expert's index; else -1 */
 } ckpt_verify_entry;
@@ -229,7 +254,9 @@ typedef enum ckpt_verify_part {
     CKPT_VERIFY_PART_WHOLE = 0, /* a layer or a model-level piece */
     CKPT_VERIFY_PART_ROUTER,
     CKPT_VERIFY_PART_EXPERT,
-    CKPT_VERIFY_PART_SHARED     /* a MoE layer's shared expert */
+    CKPT_VERIFY_PART_SHARED,    /* a MoE layer's shared expert */
+    CKPT_VERIFY_PART_EXPERT_BIAS, /* a MoE layer's router expert bias (the vectors themselves) */
+    CKPT_VERIFY_PART_ATTENTION    /* a multi-latent attention layer's attention alone */
 } ckpt_verify_part;
 
 typedef struct ckpt_verify_report {

@@ -146,5 +146,7 @@ int ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, 
         out->rope_high_freq_factor = ckpt_family__real(c, "rope_high_freq_factor", 4.0);
         out->rope_original_max_positions = ckpt_family__int(c, "rope_original_max_positions", 8192);
     }
-    return 0;
+    if ((rc = ckpt_family__rope_features(f, c, out)) < 0)
+        return rc;
+    return ckpt_family__mla_features(f, c, out);
 }

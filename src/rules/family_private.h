@@ -139,4 +139,13 @@ int ckpt_family__arg_set(const ckpt_value *args, const char *name);
  * full, -1 when no N says them (family_args.c). */
 int64_t ckpt_family__layer_every(const ckpt_family_config *c);
 
+/* ---- verify features of DeepSeek-V3 style families (family_model_mla.c) ---- */
+
+/* The `rope` field's type: one verify runs, else CKPT_EUNSUPPORTED naming it; YaRN's
+ * parameters from verify.features.yarn; rope_interleaved from verify.features. */
+int ckpt_family__rope_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out);
+/* MLA's sizes (verify.features.mla), the dense MLP width (ffn) and the routing beyond the
+ * score kind (expert bias, groups, scaling, shared experts, dense first layers). */
+int ckpt_family__mla_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out);
+
 #endif

@@ -24,7 +24,8 @@ static const char *const layer_suffixes[] = {
     "attn.k_norm.bias", "attn.o.weight", "attn.o.bias", "mlp_norm.weight", "mlp_norm.bias", "mlp.fc1.weight",
     "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias", "attn_post_norm.weight", "attn_post_norm.bias",
     "mlp_post_norm.weight", "mlp_post_norm.bias", "moe.router.weight", "moe.shared.fc1.weight",
-    "moe.shared.fc2.weight",
+    "moe.shared.fc2.weight", "moe.router.expert_bias", "attn.q_down.weight", "attn.q_down_norm.weight",
+    "attn.q_up.weight", "attn.kv_down.weight", "attn.kv_down_norm.weight", "attn.kv_up.weight",
 };
 /* after "moe.experts.{E}." */
 static const char *const expert_suffixes[] = { "fc1.weight", "fc2.weight" };
@@ -98,6 +99,14 @@ void ckpt_model_config_unset(ckpt_model_config *c)
     c->moe_score = -1;
     c->moe_topk_scale = NAN;
     c->moe_shared_ffn_hidden_size = -1;
+    c->q_lora_rank = c->kv_lora_rank = c->qk_nope_head_dim = c->qk_rope_head_dim = c->v_head_dim = -1;
+    c->mla_norm_eps = c->rope_yarn_factor = c->rope_yarn_beta_fast = c->rope_yarn_beta_slow = NAN;
+    c->rope_yarn_mscale = c->rope_yarn_mscale_all_dim = c->rope_attention_factor = NAN;
+    c->rope_yarn_truncate = -1;
+    c->moe_first_dense = -1;
+    c->moe_expert_bias = -1;
+    c->moe_n_group = c->moe_topk_group = c->moe_group_top = -1;
+    c->moe_topk_norm = -1;
 }
 
 void ckpt_model_options_init(ckpt_model_options *o)
@@ -352,8 +361,7 @@ int ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options
     const ckpt_model_options *opts = user;
     const ckpt_model_source_vtable *best = NULL;
     struct stat st;
-    ckpt_model *m;
-    int best_bid = -1, rc;
+    int best_bid = -1;
     size_t i;
 
     *out = NULL;
@@ -361,7 +369,7 @@ int ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options
         ckpt_model_options_init(&defaults);
         opts = &defaults;
     }
-    /* the config the options hold grew with versions 2 and 3, so an older caller's fields are elsewhere */
+    /* the config the options hold grew with versions 2, 3 and 4, so an older caller's fields are elsewhere */
     if (opts->version != CKPT_MODEL_OPTIONS_VERSION)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
                                "model options version %u is not this library's %u (rebuild against its headers)",
@@ -382,13 +390,23 @@ int ckpt_model_open(ckpt_model **out, const char *path, const ckpt_model_options
                                "%s: not a model verify can run (a Megatron-LM, Hugging Face, PaddleNLP or DeepSpeed "
                                "checkpoint of a decoder-only transformer)",
                                path);
+    return ckpt_model__open_source(out, path, best, opts);
+}
+
+int ckpt_model__open_source(ckpt_model **out, const char *path, const ckpt_model_source_vtable *src,
+                            const ckpt_model_options *opts)
+{
+    ckpt_model *m;
+    int rc;
+
+    *out = NULL;
     if (!(m = calloc(1, sizeof *m)) || !(m->path = strdup(path))) {
         free(m);
         return ckpt_error_oom();
     }
     ckpt_model_config_unset(&m->cfg);
     if ((rc = ckpt_graph_new(&m->g)) < 0 || (rc = ckpt_arena_new(&m->arena)) < 0 ||
-        (rc = open_with(m, best, opts)) < 0) {
+        (rc = open_with(m, src, opts)) < 0) {
         ckpt_model_close(m);
         return rc;
     }

@@ -52,6 +52,25 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
     n += SET_INT(c->moe_score, o->moe_score);
     n += SET_DBL(c->moe_topk_scale, o->moe_topk_scale);
     n += SET_INT(c->moe_shared_ffn_hidden_size, o->moe_shared_ffn_hidden_size);
+    n += SET_INT(c->q_lora_rank, o->q_lora_rank);
+    n += SET_INT(c->kv_lora_rank, o->kv_lora_rank);
+    n += SET_INT(c->qk_nope_head_dim, o->qk_nope_head_dim);
+    n += SET_INT(c->qk_rope_head_dim, o->qk_rope_head_dim);
+    n += SET_INT(c->v_head_dim, o->v_head_dim);
+    n += SET_DBL(c->mla_norm_eps, o->mla_norm_eps);
+    n += SET_DBL(c->rope_yarn_factor, o->rope_yarn_factor);
+    n += SET_DBL(c->rope_yarn_beta_fast, o->rope_yarn_beta_fast);
+    n += SET_DBL(c->rope_yarn_beta_slow, o->rope_yarn_beta_slow);
+    n += SET_DBL(c->rope_yarn_mscale, o->rope_yarn_mscale);
+    n += SET_DBL(c->rope_yarn_mscale_all_dim, o->rope_yarn_mscale_all_dim);
+    n += SET_DBL(c->rope_attention_factor, o->rope_attention_factor);
+    n += SET_INT(c->rope_yarn_truncate, o->rope_yarn_truncate);
+    n += SET_INT(c->moe_first_dense, o->moe_first_dense);
+    n += SET_INT(c->moe_expert_bias, o->moe_expert_bias);
+    n += SET_INT(c->moe_n_group, o->moe_n_group);
+    n += SET_INT(c->moe_topk_group, o->moe_topk_group);
+    n += SET_INT(c->moe_group_top, o->moe_group_top);
+    n += SET_INT(c->moe_topk_norm, o->moe_topk_norm);
     if (o->layer_window) {
         /* the caller's flags are for the layers the config (or its override) counts */
         if (c->num_layers < 1)
@@ -118,12 +137,73 @@ static void infer_from_tensors(ckpt_model *m)
     snprintf(name, sizeof name, "layers.%lld.attn.q.weight", (long long)first);
     if ((x = ckpt_model__find(m, 0, name)))
         m->dtype = ckpt_node_dtype(x);
+    snprintf(name, sizeof name, "layers.%lld.attn.q_up.weight", (long long)first);
+    if ((x = ckpt_model__find(m, 0, name)))
+        m->dtype = ckpt_node_dtype(x);
     infer_moe_ffn(m);
+}
+
+/* YaRN's magnitude correction of a factor (transformers' get_mscale, Megatron's _yarn_get_mscale). */
+static double yarn_mscale(double factor, double mscale)
+{
+    return factor <= 1.0 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
+}
+
+/* MLA's head sizes, YaRN's parameters and the softmax scale they give: (qk_nope + qk_rope)^-0.5,
+ * times the square of YaRN's mscale of mscale_all_dim (transformers' DeepseekV3Attention,
+ * Megatron's MLA softmax_scale). */
+static void mla_yarn_defaults(ckpt_model *m)
+{
+    ckpt_model_config *c = &m->cfg;
+    int yarn;
+
+    if (c->kv_lora_rank < 0)
+        c->kv_lora_rank = 0;
+    if (c->kv_lora_rank > 0) {
+        if (c->q_lora_rank < 0)
+            c->q_lora_rank = 0;
+        if (c->head_dim < 0 && c->qk_nope_head_dim >= 0 && c->qk_rope_head_dim > 0)
+            c->head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+        if (isnan(c->mla_norm_eps))
+            c->mla_norm_eps = c->norm_eps;
+    } else {
+        c->q_lora_rank = c->qk_nope_head_dim = c->qk_rope_head_dim = c->v_head_dim = 0;
+        if (isnan(c->mla_norm_eps))
+            c->mla_norm_eps = 0.0;
+    }
+    if (isnan(c->rope_yarn_factor))
+        c->rope_yarn_factor = 1.0;
+    yarn = c->rope_yarn_factor != 1.0;
+    if (isnan(c->rope_yarn_beta_fast))
+        c->rope_yarn_beta_fast = 32.0;
+    if (isnan(c->rope_yarn_beta_slow))
+        c->rope_yarn_beta_slow = 1.0;
+    if (isnan(c->rope_yarn_mscale))
+        c->rope_yarn_mscale = 0.0;
+    if (isnan(c->rope_yarn_mscale_all_dim))
+        c->rope_yarn_mscale_all_dim = 0.0;
+    if (c->rope_yarn_truncate < 0)
+        c->rope_yarn_truncate = 1;
+    if (isnan(c->rope_attention_factor)) {
+        if (!yarn)
+            c->rope_attention_factor = 1.0;
+        else if (c->rope_yarn_mscale != 0.0 && c->rope_yarn_mscale_all_dim != 0.0)
+            c->rope_attention_factor = yarn_mscale(c->rope_yarn_factor, c->rope_yarn_mscale) /
+                                       yarn_mscale(c->rope_yarn_factor, c->rope_yarn_mscale_all_dim);
+        else
+            c->rope_attention_factor = yarn_mscale(c->rope_yarn_factor, 1.0);
+    }
+    if (isnan(c->attn_scale) && c->head_dim > 0 && yarn && c->rope_yarn_mscale_all_dim != 0.0) {
+        double s = yarn_mscale(c->rope_yarn_factor, c->rope_yarn_mscale_all_dim);
+        c->attn_scale = s * s / sqrt((double)c->head_dim);
+    }
 }
 
 static void defaults(ckpt_model *m)
 {
     ckpt_model_config *c = &m->cfg;
+
+    mla_yarn_defaults(m);
 
     if (c->num_kv_heads < 0 && c->num_heads > 0)
         c->num_kv_heads = c->num_heads;
@@ -174,6 +254,18 @@ static void defaults(ckpt_model *m)
         c->moe_topk_scale = 1.0;
     if (c->moe_shared_ffn_hidden_size < 0)
         c->moe_shared_ffn_hidden_size = 0;
+    if (c->moe_first_dense < 0)
+        c->moe_first_dense = 0;
+    if (c->moe_expert_bias < 0)
+        c->moe_expert_bias = 0;
+    if (c->moe_n_group < 0)
+        c->moe_n_group = 1;
+    if (c->moe_topk_group < 0)
+        c->moe_topk_group = c->moe_n_group;
+    if (c->moe_topk_norm < 0)
+        c->moe_topk_norm = 1;
+    if (c->moe_group_top < 0)
+        c->moe_group_top = 2;
 }
 
 static int missing(const ckpt_model *m)
@@ -195,6 +287,10 @@ static int missing(const ckpt_model *m)
     MISSING(c->position < 0, "position");
     MISSING(c->num_experts > 0 && c->moe_top_k < 0, "moe_top_k");
     MISSING(c->num_experts > 0 && c->moe_ffn_hidden_size < 0, "moe_ffn_hidden_size");
+    MISSING(c->kv_lora_rank > 0 && c->qk_nope_head_dim < 0, "qk_nope_head_dim");
+    MISSING(c->kv_lora_rank > 0 && c->qk_rope_head_dim < 0, "qk_rope_head_dim");
+    MISSING(c->kv_lora_rank > 0 && c->v_head_dim < 0, "v_head_dim");
+    MISSING(c->rope_yarn_factor != 1.0 && c->rope_original_max_positions <= 0, "rope_original_max_positions");
 #undef MISSING
     if (!n)
         return 0;
@@ -243,6 +339,42 @@ static int check(const ckpt_model *m)
                                "out of range",
                                m->path, (long long)c->num_experts, (long long)c->moe_top_k, (long long)c->moe_layer_freq,
                                c->moe_score, c->moe_topk_scale, (long long)c->moe_ffn_hidden_size);
+    if (c->num_experts > 0 && (c->moe_first_dense < 0 || c->moe_n_group < 1 || c->num_experts % c->moe_n_group ||
+                               (c->moe_topk_group < c->moe_n_group && (c->moe_group_top < 1 ||
+                                                       c->num_experts / c->moe_n_group < c->moe_group_top)) ||
+                               c->moe_topk_group < 1 ||
+                               c->moe_topk_group > c->moe_n_group ||
+                               c->moe_top_k > c->moe_topk_group * (c->num_experts / c->moe_n_group)))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: %lld experts in %lld groups, the best %lld groups, top %lld, first MoE layer %lld "
+                               "out of range",
+                               m->path, (long long)c->num_experts, (long long)c->moe_n_group,
+                               (long long)c->moe_topk_group, (long long)c->moe_top_k, (long long)c->moe_first_dense);
+    if (c->num_experts > 0 && (c->moe_expert_bias || c->moe_n_group > 1) && c->moe_score != CKPT_MOE_SIGMOID)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: an expert bias or group-limited routing with scores other than sigmoid is not "
+                               "run by verify",
+                               m->path);
+    if (c->kv_lora_rank > 0 &&
+        (c->q_lora_rank < 0 || c->qk_nope_head_dim < 0 || c->qk_rope_head_dim <= 0 || c->qk_rope_head_dim % 2 ||
+         c->v_head_dim <= 0 || c->head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim ||
+         c->num_kv_heads != c->num_heads || c->qk_norm || !(c->mla_norm_eps >= 0) || c->rotary_percent != 1.0))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: MLA with q_lora_rank %lld, qk_nope_head_dim %lld, qk_rope_head_dim %lld (even), "
+                               "v_head_dim %lld, head_dim %lld (their sum), %lld heads of %lld KV heads (as many), "
+                               "no q/k norm, RoPE on all of qk_rope: a value out of range",
+                               m->path, (long long)c->q_lora_rank, (long long)c->qk_nope_head_dim,
+                               (long long)c->qk_rope_head_dim, (long long)c->v_head_dim, (long long)c->head_dim,
+                               (long long)c->num_heads, (long long)c->num_kv_heads);
+    if (c->rope_yarn_factor != 1.0 &&
+        (c->position != CKPT_POSITION_ROPE || !(c->rope_yarn_factor > 1.0) || c->rope_scaling_factor != 1.0 ||
+         c->rope_linear_factor != 1.0 || !(c->rope_yarn_beta_fast > 0) || !(c->rope_yarn_beta_slow > 0) ||
+         !(c->rope_attention_factor > 0) || c->rope_yarn_mscale < 0 || c->rope_yarn_mscale_all_dim < 0))
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                               "%s: YaRN RoPE with factor %g (> 1, no other scaling), beta_fast %g, beta_slow %g, "
+                               "mscale %g, mscale_all_dim %g, attention factor %g: a value out of range",
+                               m->path, c->rope_yarn_factor, c->rope_yarn_beta_fast, c->rope_yarn_beta_slow,
+                               c->rope_yarn_mscale, c->rope_yarn_mscale_all_dim, c->rope_attention_factor);
     if (c->layer_window && m->n_layer_window != c->num_layers)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: window flags for %lld layers, but %lld layers",
                                m->path, (long long)m->n_layer_window, (long long)c->num_layers);
@@ -266,7 +398,7 @@ int ckpt_model__layer_windowed(const ckpt_model *m, int64_t L)
 
 int ckpt_model__layer_moe(const ckpt_model *m, int64_t L)
 {
-    return m->cfg.num_experts > 0 && L >= 0 && L % m->cfg.moe_layer_freq == 0;
+    return m->cfg.num_experts > 0 && L >= m->cfg.moe_first_dense && L % m->cfg.moe_layer_freq == 0;
 }
 
 int ckpt_model__finish_config(ckpt_model *m, const ckpt_model_config *overrides)

@@ -114,12 +114,85 @@ static int norms(const ckpt_model *m, int r, int64_t L, vrank *v)
     return 0;
 }
 
+/* A 2-D tensor of exactly rows x cols. */
+static int need_shape(const ckpt_model *m, int r, int64_t L, const char *suffix, int64_t rows, int64_t cols,
+                      const ckpt_node **out)
+{
+    char expected[64];
+    int rc;
+
+    if ((rc = need(m, r, L, suffix, 2, cols, out)) < 0)
+        return rc;
+    snprintf(expected, sizeof expected, "[%lld, %lld]", (long long)rows, (long long)cols);
+    return ckpt_node_shape(*out)[0] == rows ? 0 : shape_error(m, L, r, suffix, *out, expected);
+}
+
+/* Multi-head latent attention: the down projections and their norms on every rank (the down
+ * projections whole, or cut by rows as Megatron's local ColumnParallelLinear holds them and
+ * gathers their outputs: gather_down joins them), the up projections and attn.o cut by heads. */
+static int mla(const ckpt_model *m, int r, int64_t L, vrank *v)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int64_t d = c->head_dim, kvd = c->qk_nope_head_dim + c->v_head_dim, in = c->hidden_size, rows;
+    const char *qname = c->q_lora_rank > 0 ? "attn.q_up.weight" : "attn.q.weight";
+    char expected[128];
+    int rc;
+
+    if (c->q_lora_rank > 0) {
+        if ((rc = need(m, r, L, "attn.q_down.weight", 2, c->hidden_size, &v->q_down)) < 0 ||
+            (rc = need(m, r, L, "attn.q_down_norm.weight", 1, c->q_lora_rank, &v->q_down_norm)) < 0)
+            return rc;
+        in = c->q_lora_rank;
+    }
+    if ((rc = need(m, r, L, qname, 2, in, &v->q)) < 0 ||
+        (rc = need(m, r, L, "attn.kv_down.weight", 2, c->hidden_size, &v->kv_down)) < 0 ||
+        (rc = need(m, r, L, "attn.kv_down_norm.weight", 1, c->kv_lora_rank, &v->kv_down_norm)) < 0)
+        return rc;
+    rows = ckpt_node_shape(v->q)[0];
+    v->heads = v->kv_heads = rows / d;
+    snprintf(expected, sizeof expected, "a multiple of qk_nope_head_dim + qk_rope_head_dim %lld rows", (long long)d);
+    if (rows % d || v->heads == 0)
+        return shape_error(m, L, r, qname, v->q, expected);
+    if ((rc = need_shape(m, r, L, "attn.kv_up.weight", v->heads * kvd, c->kv_lora_rank, &v->kv_up)) < 0 ||
+        (rc = need_shape(m, r, L, "attn.o.weight", c->hidden_size, v->heads * c->v_head_dim, &v->o)) < 0)
+        return rc;
+    return 0;
+}
+
+/* A down projection (`suffix`, `rows` in all) as every rank uses it: each rank's whole, or the
+ * ranks' row parts joined in rank order (what the gather gives each rank). */
+static int gather_down(ckpt_model *m, int64_t L, vlayer *out, const char *suffix, int64_t rows, int q)
+{
+    const ckpt_node **parts = calloc((size_t)m->ranks, sizeof *parts), *joined = NULL;
+    char expected[128];
+    int64_t sum = 0;
+    int r, whole = 1, rc = parts ? 0 : ckpt_error_oom();
+
+    for (r = 0; r < m->ranks && rc == 0; r++) {
+        parts[r] = q ? out->rank[r].q_down : out->rank[r].kv_down;
+        sum += ckpt_node_shape(parts[r])[0];
+        whole &= ckpt_node_shape(parts[r])[0] == rows;
+    }
+    snprintf(expected, sizeof expected, "[%lld, %lld], whole or its rows cut over the %d ranks", (long long)rows,
+             (long long)m->cfg.hidden_size, m->ranks);
+    if (rc == 0 && !whole && sum != rows)
+        rc = shape_error(m, L, 0, suffix, parts[0], expected);
+    if (rc == 0 && !whole && (rc = ckpt_node_concat(m->g, parts, (size_t)m->ranks, 0, &joined)) == 0)
+        for (r = 0; r < m->ranks; r++)
+            *(q ? &out->rank[r].q_down : &out->rank[r].kv_down) = joined;
+    free(parts);
+    return rc;
+}
+
 static int attention(const ckpt_model *m, int r, int64_t L, vrank *v)
 {
     const ckpt_model_config *c = &m->cfg;
     int64_t d = c->head_dim, rows;
     char expected[96];
     int rc;
+
+    if (c->kv_lora_rank > 0)
+        return mla(m, r, L, v);
 
     if ((rc = need(m, r, L, "attn.q.weight", 2, c->hidden_size, &v->q)) < 0 ||
         (rc = need(m, r, L, "attn.k.weight", 2, c->hidden_size, &v->k)) < 0 ||
@@ -210,6 +283,9 @@ static int moe(ckpt_model *m, int64_t L, vlayer *out)
             return shape_error(m, L, r, "moe.router.weight", router, expected);
         if (r == 0)
             out->router = router;
+        if (c->moe_expert_bias && (rc = need(m, r, L, "moe.router.expert_bias", 1, c->num_experts,
+                                             r == 0 ? &out->expert_bias : &router)) < 0)
+            return rc;
         if (!(out->rank[r].experts = calloc((size_t)c->num_experts, sizeof *out->rank[r].experts)))
             return ckpt_error_oom();
     }
@@ -260,6 +336,10 @@ int ckpt_model__layer(ckpt_model *m, int64_t L, vlayer *out)
         ffn += v->mlp.ffn;
         shared_kv &= v->kv_heads == 1;
     }
+    if (rc == 0 && c->kv_lora_rank > 0 && c->q_lora_rank > 0)
+        rc = gather_down(m, L, out, "attn.q_down.weight", c->q_lora_rank, 1);
+    if (rc == 0 && c->kv_lora_rank > 0)
+        rc = gather_down(m, L, out, "attn.kv_down.weight", c->kv_lora_rank + c->qk_rope_head_dim, 0);
     if (rc == 0 && is_moe)
         rc = moe(m, L, out);
     /* a MoE layer's experts were checked against moe_ffn_hidden_size */

@@ -2,7 +2,8 @@
  * parts joined along their rows, gated fc1 parts regrouped from [gate_r; up_r] into
  * [gate; up], row parts joined along their columns, replicated tensors taken from rank 0.
  * A KV projection every rank holds whole (fewer KV heads than ranks) is taken once per
- * group of ranks that share it. */
+ * group of ranks that share it; MLA's down projections are rank 0's where every rank holds
+ * them whole, joined where their rows are cut. */
 #include "model_private.h"
 
 #include <ckpt/sys/common.h>
@@ -11,12 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum merge_kind { M_REPLICATED, M_ROWS, M_COLUMNS, M_GATED, M_KV } merge_kind;
+typedef enum merge_kind { M_REPLICATED, M_ROWS, M_COLUMNS, M_GATED, M_KV, M_DOWN } merge_kind;
 
 static merge_kind kind_of(const ckpt_model *m, const char *suffix)
 {
-    if (!strcmp(suffix, "attn.q.weight") || !strcmp(suffix, "attn.q.bias"))
+    if (!strcmp(suffix, "attn.q.weight") || !strcmp(suffix, "attn.q.bias") || !strcmp(suffix, "attn.q_up.weight") ||
+        !strcmp(suffix, "attn.kv_up.weight"))
         return M_ROWS;
+    if (!strcmp(suffix, "attn.q_down.weight") || !strcmp(suffix, "attn.kv_down.weight"))
+        return M_DOWN;
     if (!strncmp(suffix, "attn.k.", 7) || !strncmp(suffix, "attn.v.", 7))
         return M_KV;
     if (!strcmp(suffix, "mlp.fc1.weight") || !strcmp(suffix, "mlp.fc1.bias"))
@@ -68,6 +72,19 @@ static int kv(const ckpt_model *m, const ckpt_node *const *parts, int n, const c
     return rc;
 }
 
+/* MLA's down projections: whole on every rank (rank 0's), or their rows cut over the ranks. */
+static int down(const ckpt_model *m, const char *suffix, const ckpt_node *const *parts, int n, const ckpt_node **out)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int64_t rows = !strcmp(suffix, "attn.q_down.weight") ? c->q_lora_rank : c->kv_lora_rank + c->qk_rope_head_dim;
+
+    if (ckpt_node_shape(parts[0])[0] == rows) {
+        *out = parts[0];
+        return 0;
+    }
+    return ckpt_node_concat(m->g, parts, (size_t)n, 0, out);
+}
+
 static int merge_one(ckpt_model *m, const char *name, const ckpt_node **out)
 {
     const char *suffix = strchr(name + 7, '.') + 1;
@@ -87,6 +104,7 @@ static int merge_one(ckpt_model *m, const char *name, const ckpt_node **out)
         case M_COLUMNS: rc = ckpt_node_concat(m->g, parts, (size_t)m->ranks, 1, out); break;
         case M_GATED: rc = gated(m->g, parts, m->ranks, out); break;
         case M_KV: rc = kv(m, parts, m->ranks, out); break;
+        case M_DOWN: rc = down(m, suffix, parts, m->ranks, out); break;
         }
     }
     if (rc < 0)

@@ -62,7 +62,8 @@ typedef struct vrank {
     const ckpt_node *attn_norm_w, *attn_norm_b, *mlp_norm_w, *mlp_norm_b;
     const ckpt_node *attn_post_w, *attn_post_b, *mlp_post_w, *mlp_post_b; /* sandwich norms */
     const ckpt_node *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
-    const ckpt_node *q, *k, *v, *bq, *bk, *bv, *o;
+    const ckpt_node *q, *k, *v, *bq, *bk, *bv, *o; /* MLA: q is q_up (or q), k and v NULL */
+    const ckpt_node *q_down, *q_down_norm, *kv_down, *kv_down_norm, *kv_up; /* MLA */
     vmlp mlp;        /* a dense layer's */
     vmlp *experts;   /* a MoE layer's: num_experts, this rank's part of each */
     vmlp shared;     /* a MoE layer's shared expert (ffn 0: none) */
@@ -73,11 +74,19 @@ typedef struct vlayer {
     int64_t index;
     const ckpt_node *bo, *bfc2; /* row-parallel biases (rank 0's): added once */
     const ckpt_node *router;    /* a MoE layer's [experts, hidden] (rank 0's: every rank routes alike); NULL: dense */
+    const ckpt_node *expert_bias; /* rank 0's [experts] where the config has one */
     int64_t n_experts;
     int n_ranks;
     vrank *rank;
 } vlayer;
 
+/* A model from `path` read by source `src` (ckpt_model_open: the source that bids highest;
+ * opts not NULL, of this library's version). */
+int ckpt_model__open_source(ckpt_model **out, const char *path, const ckpt_model_source_vtable *src,
+                            const ckpt_model_options *opts);
+/* Each way the configs of a and b differ, one sentence at a time to say (stops at its first
+ * negative return, which it returns) (config_diff.c). */
+int ckpt_model__config_diff(const ckpt_model *a, const ckpt_model *b, int (*say)(void *, const char *), void *payload);
 /* The expert index of a canonical expert tensor's name (layers.L.moe.experts.E.*), else -1 (model.c). */
 int64_t ckpt_model__expert_of(const char *name);
 /* Whether layer L of the config is a MoE layer (model_config.c). */

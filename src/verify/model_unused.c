@@ -28,7 +28,20 @@ static const char *unused_because(const ckpt_model *m, const char *name, int64_t
     if (c->norm != CKPT_NORM_LAYER && has_suffix(name, "norm.bias"))
         return "RMSNorm has no bias";
     if (strstr(name, ".moe.") && !ckpt_model__layer_moe(m, layer))
-        return c->num_experts > 0 ? "a dense layer by moe_layer_freq" : "the model has no experts (num_experts 0)";
+        return c->num_experts == 0        ? "the model has no experts (num_experts 0)"
+               : layer < c->moe_first_dense ? "a dense layer before the first MoE layer"
+                                           : "a dense layer by moe_layer_freq";
+    if (has_suffix(name, ".moe.router.expert_bias") && !c->moe_expert_bias)
+        return "the model's router has no expert bias";
+    if (c->kv_lora_rank == 0 && (strstr(name, ".attn.q_down") || strstr(name, ".attn.q_up.") ||
+                                 strstr(name, ".attn.kv_")))
+        return "the model has no latent attention (kv_lora_rank 0)";
+    if (c->kv_lora_rank > 0 && (strstr(name, ".attn.k.") || strstr(name, ".attn.v.") || strstr(name, ".attn.q.bias")))
+        return "latent attention has kv_down and kv_up instead";
+    if (c->kv_lora_rank > 0 && c->q_lora_rank == 0 && (strstr(name, ".attn.q_down") || strstr(name, ".attn.q_up.")))
+        return "the model's q has no down projection (q_lora_rank 0)";
+    if (c->kv_lora_rank > 0 && c->q_lora_rank > 0 && strstr(name, ".attn.q.weight"))
+        return "the model's q is q_up of q_down (q_lora_rank > 0)";
     if (strstr(name, ".moe.shared.") && c->moe_shared_ffn_hidden_size == 0)
         return "the model has no shared expert";
     if (ckpt_model__expert_of(name) >= c->num_experts)

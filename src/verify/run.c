@@ -172,13 +172,14 @@ static int upload_layer(run_ctx *r, const ckpt_model *m, const vlayer *l, rank_w
         JOB(v->attn_post_b, f32, &x->post1_b, 0);
         JOB(v->mlp_post_w, f32, &x->post2_w, p1);
         JOB(v->mlp_post_b, f32, &x->post2_b, 0);
-        JOB(v->q, wt, &x->q, 0);
+        /* MLA's projections are laid out again by run_mla.c */
+        JOB(m->cfg.kv_lora_rank > 0 ? NULL : v->q, wt, &x->q, 0);
         JOB(v->k, wt, &x->k, 0);
         JOB(v->v, wt, &x->v, 0);
         JOB(v->bq, f32, &x->bq, 0);
         JOB(v->bk, f32, &x->bk, 0);
         JOB(v->bv, f32, &x->bv, 0);
-        JOB(v->o, wt, &x->o, 0);
+        JOB(m->cfg.kv_lora_rank > 0 ? NULL : v->o, wt, &x->o, 0);
         JOB(v->mlp.gate, wt, &x->gate, 0);
         JOB(v->mlp.up, wt, &x->up, 0);
         JOB(v->mlp.bgate, f32, &x->bgate, 0);
@@ -246,6 +247,9 @@ static int attention_part(run_ctx *r, const ckpt_model *m, const vlayer *l, int 
                                   r->wdtype, windowed ? c->window : 0 };
     int rc;
 
+    if (c->kv_lora_rank > 0)
+        return (rc = norm(r, m, T, H, x, w->ln1_w, w->ln1_b, s->h1)) < 0 ? rc
+                                                                           : ckpt_run__mla(r, m, v, s->h1, bo, first, s->attn);
     if ((rc = norm(r, m, T, H, x, w->ln1_w, w->ln1_b, s->h1)) < 0 ||
         (rc = linear(r, T, nq, H, s->h1, w->q, w->bq, s->q, 0)) < 0 ||
         (rc = linear(r, T, nkv, H, s->h1, w->k, w->bk, s->k, 0)) < 0 ||
@@ -278,6 +282,33 @@ static int mlp_part(run_ctx *r, const ckpt_model *m, const vrank *v, const rank_
     if ((rc = r->vt->act(r->ctx, (ckpt_act_kind)c->act, T * F, s->g, w->up ? s->u : NULL, s->g)) < 0)
         return rc;
     return linear(r, T, H, F, s->g, w->fc2, first ? bfc2 : NULL, s->mlp, !first);
+}
+
+int ckpt_run__attention(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *y)
+{
+    size_t mark = r->n_live;
+    rank_weights *w = calloc((size_t)l->n_ranks, sizeof *w);
+    void *bo = NULL, *bfc2 = NULL;
+    acts s;
+    int i, rc;
+
+    if (!w)
+        return ckpt_error_oom();
+    rc = upload_layer(r, m, l, w, &bo, &bfc2);
+    if (rc == 0)
+        rc = alloc_acts(r, m, l, &s);
+    if (rc == 0)
+        s.attn = y;
+    for (i = 0; i < l->n_ranks && rc == 0; i++)
+        rc = attention_part(r, m, l, i, &w[i], x, bo, &s);
+    if (rc == 0 && m->cfg.sandwich_norms)
+        rc = norm(r, m, r->tokens, m->cfg.hidden_size, y, w[0].post1_w, w[0].post1_b, y);
+    if (rc == 0 && r->vt->synchronize)
+        rc = r->vt->synchronize(r->ctx);
+    while (r->n_live > mark)
+        r->vt->release(r->ctx, r->live[--r->n_live]);
+    free(w);
+    return rc;
 }
 
 int ckpt_run__layer(run_ctx *r, const ckpt_model *m, const vlayer *l, const float *x, float *delta, float *out)

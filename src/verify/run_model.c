@@ -36,6 +36,36 @@ static float inv_freq(const ckpt_model_config *c, int local, int64_t i, int64_t 
     return (float)scaled;
 }
 
+/* The dimension YaRN's frequency `rotations` turns fall on (transformers' find_correction_dim). */
+static double yarn_dim(double rotations, int64_t dim, double base, int64_t positions)
+{
+    return (double)dim * log((double)positions / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* YaRN's inverse frequency i of rotary_dim, in float32 as transformers' _compute_yarn_parameters
+ * and Megatron's YarnRotaryEmbedding compute it: interpolated (divided by the factor) below
+ * the correction range, extrapolated (as they are) above it, a linear ramp between. */
+static float yarn_inv_freq(const ckpt_model_config *c, int64_t i, int64_t dim)
+{
+    float pos = powf((float)c->rope_theta, (float)(2 * i) / (float)dim);
+    float extra = 1.0f / pos, inter = 1.0f / ((float)c->rope_yarn_factor * pos), ramp, keep;
+    double low = yarn_dim(c->rope_yarn_beta_fast, dim, c->rope_theta, c->rope_original_max_positions);
+    double high = yarn_dim(c->rope_yarn_beta_slow, dim, c->rope_theta, c->rope_original_max_positions);
+
+    if (c->rope_yarn_truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    low = low > 0 ? low : 0;
+    high = high < (double)(dim - 1) ? high : (double)(dim - 1);
+    if (low == high)
+        high += 0.001;
+    ramp = ((float)i - (float)low) / (float)(high - low);
+    ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+    keep = 1.0f - ramp;
+    return inter * (1.0f - keep) + extra * keep;
+}
+
 static int rope_table(run_ctx *r, const ckpt_model_config *c, int local, float **cos_out, float **sin_out)
 {
     int64_t half = r->rotary_dim / 2, t, i;
@@ -49,11 +79,14 @@ static int rope_table(run_ctx *r, const ckpt_model_config *c, int local, float *
         return ckpt_error_oom();
     }
     for (i = 0; i < half; i++) {
-        float f = inv_freq(c, local, i, r->rotary_dim);
+        float f = !local && c->rope_yarn_factor != 1.0 ? yarn_inv_freq(c, i, r->rotary_dim)
+                                                        : inv_freq(c, local, i, r->rotary_dim);
+        /* YaRN's attention factor scales cos and sin (transformers' attention_scaling, Megatron's mscale) */
+        float scale = local ? 1.0f : (float)c->rope_attention_factor;
         for (t = 0; t < r->tokens; t++) {
             float angle = (float)t * f;
-            cs[t * half + i] = (float)cos((double)angle);
-            sn[t * half + i] = (float)sin((double)angle);
+            cs[t * half + i] = (float)cos((double)angle) * scale;
+            sn[t * half + i] = (float)sin((double)angle) * scale;
         }
     }
     rc = ckpt_run__alloc(r, bytes, (void **)cos_out);
@@ -76,7 +109,7 @@ int ckpt_run__rope(run_ctx *r, const ckpt_model *m)
     r->cos = r->sin = r->cos_local = r->sin_local = NULL;
     if (c->position != CKPT_POSITION_ROPE)
         return 0;
-    r->rotary_dim = (int64_t)((double)c->head_dim * c->rotary_percent);
+    r->rotary_dim = c->kv_lora_rank > 0 ? c->qk_rope_head_dim : (int64_t)((double)c->head_dim * c->rotary_percent);
     if ((rc = rope_table(r, c, 0, &r->cos, &r->sin)) < 0)
         return rc;
     if (isnan(c->rope_theta_local) || c->window <= 0) {

@@ -24,43 +24,141 @@ static int chosen(const int32_t *idx, int64_t n, int64_t e)
     return 0;
 }
 
-void ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_t k, int score, double scale,
-                     int32_t *idx, float *w)
+static float sigmoid(float x)
 {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* Index of the largest key not yet in ti[0..n) and allowed (allowed NULL: all), the lower index
+ * of equal keys; -1 when none is left. */
+static int64_t best_of(const double *key, const unsigned char *allowed, int64_t experts, const int32_t *ti, int64_t n)
+{
+    int64_t e, best = -1;
+
+    for (e = 0; e < experts; e++)
+        if ((!allowed || allowed[e]) && !chosen(ti, n, e) && (best < 0 || key[e] > key[best]))
+            best = e;
+    return best;
+}
+
+/* DeepSeek-V3's group-limited choice: allowed[e] set for the experts of the topk_group groups
+ * whose `top` best keys sum highest (the lower group of equal sums); gtop: `top` scratch indices. */
+static void allow_groups(const double *key, int64_t experts, const ckpt_moe_routing *how, int32_t *gtop,
+                         double *gscore, unsigned char *gpick, unsigned char *allowed)
+{
+    int64_t n_group = how->n_group, topk_group = how->topk_group, size = experts / n_group, g, e, j;
+
+    for (g = 0; g < n_group; g++) {
+        gscore[g] = 0.0;
+        for (j = 0; j < how->group_top; j++) {
+            int64_t best = best_of(key + g * size, NULL, size, gtop, j);
+            gtop[j] = (int32_t)best;
+            gscore[g] += key[g * size + best];
+        }
+        gpick[g] = 0;
+    }
+    for (j = 0; j < topk_group; j++) {
+        int64_t best = -1;
+        for (g = 0; g < n_group; g++)
+            if (!gpick[g] && (best < 0 || gscore[g] > gscore[best]))
+                best = g;
+        if (best >= 0)
+            gpick[best] = 1;
+    }
+    for (e = 0; e < experts; e++)
+        allowed[e] = gpick[e / size];
+}
+
+/* The k weights of the chosen experts ti of logits x. */
+static void weights(const float *x, int64_t experts, int64_t k, const ckpt_moe_routing *how, const int32_t *ti,
+                    float *tw)
+{
+    int score = how->score;
+    double mx = -INFINITY, sum = 0.0;
+    int64_t e, j;
+
+    if (score == CKPT_MOE_SIGMOID) {
+        /* float32, as both frameworks compute them; the sum's 1e-20 is theirs */
+        float fsum = 0.0f;
+        for (j = 0; j < k; j++)
+            fsum += sigmoid(x[ti[j]]);
+        for (j = 0; j < k; j++) {
+            float s = sigmoid(x[ti[j]]);
+            tw[j] = (float)((how->norm && k > 1 ? s / (fsum + 1e-20f) : s) * how->scale);
+        }
+        return;
+    }
+    for (e = 0; e < (score == CKPT_MOE_SOFTMAX_ALL ? experts : k); e++) {
+        double v = score == CKPT_MOE_SOFTMAX_ALL ? x[e] : x[ti[e]];
+        mx = v > mx ? v : mx;
+    }
+    for (e = 0; e < (score == CKPT_MOE_SOFTMAX_ALL ? experts : k); e++)
+        sum += exp((score == CKPT_MOE_SOFTMAX_ALL ? x[e] : x[ti[e]]) - mx);
+    for (j = 0; j < k; j++)
+        tw[j] = (float)(exp((double)x[ti[j]] - mx) / sum * how->scale);
+}
+
+int ckpt_moe__route_with(const float *logits, int64_t tokens, int64_t experts, int64_t k, const ckpt_moe_routing *how,
+                         int32_t *idx, float *w)
+{
+    int grouped = how->n_group > 1 && how->topk_group < how->n_group;
+    int sums = how->score == CKPT_MOE_SIGMOID && (how->bias || grouped);
+    double *key = malloc((size_t)experts * sizeof *key), *gscore = malloc((size_t)how->n_group * sizeof *gscore);
+    unsigned char *allowed = malloc((size_t)experts), *gpick = malloc((size_t)how->n_group);
+    int32_t *gtop = malloc((size_t)(how->group_top > 0 ? how->group_top : 1) * sizeof *gtop);
     int64_t t, e, j;
 
+    if (!key || !gscore || !allowed || !gpick || !gtop) {
+        free(gtop);
+        free(key);
+        free(gscore);
+        free(allowed);
+        free(gpick);
+        return ckpt_error_oom();
+    }
     for (t = 0; t < tokens; t++) {
         const float *x = logits + t * experts;
         int32_t *ti = idx + t * k;
-        float *tw = w + t * k;
-        double mx = -INFINITY, sum = 0.0;
 
-        /* softmax and sigmoid keep the order of the logits: select on the logits themselves */
-        for (j = 0; j < k; j++) {
-            int64_t best = -1;
-            for (e = 0; e < experts; e++)
-                if (!chosen(ti, j, e) && (best < 0 || score_key(x[e]) > score_key(x[best])))
-                    best = e;
-            ti[j] = (int32_t)best;
-        }
-        if (score == CKPT_MOE_SIGMOID) {
-            for (j = 0; j < k; j++)
-                sum += 1.0 / (1.0 + exp(-(double)x[ti[j]]));
-            for (j = 0; j < k; j++) {
-                double s = 1.0 / (1.0 + exp(-(double)x[ti[j]]));
-                tw[j] = (float)((k > 1 ? s / (sum + 1e-20) : s) * scale);
-            }
-            continue;
-        }
-        for (e = 0; e < (score == CKPT_MOE_SOFTMAX_ALL ? experts : k); e++) {
-            double v = score == CKPT_MOE_SOFTMAX_ALL ? x[e] : x[ti[e]];
-            mx = v > mx ? v : mx;
-        }
-        for (e = 0; e < (score == CKPT_MOE_SOFTMAX_ALL ? experts : k); e++)
-            sum += exp((score == CKPT_MOE_SOFTMAX_ALL ? x[e] : x[ti[e]]) - mx);
+        /* softmax and sigmoid keep the order of the logits: choose on the logits themselves,
+         * unless a bias is added or groups are scored by sums (of the sigmoid scores, float32) */
+        for (e = 0; e < experts; e++)
+            key[e] = !sums ? score_key(x[e]) : score_key(sigmoid(x[e]) + (how->bias ? how->bias[e] : 0.0f));
+        if (grouped)
+            allow_groups(key, experts, how, gtop, gscore, gpick, allowed);
         for (j = 0; j < k; j++)
-            tw[j] = (float)(exp((double)x[ti[j]] - mx) / sum * scale);
+            ti[j] = (int32_t)best_of(key, grouped ? allowed : NULL, experts, ti, j);
+        weights(x, experts, k, how, ti, w + t * k);
     }
+    free(key);
+    free(gscore);
+    free(allowed);
+    free(gpick);
+    free(gtop);
+    return 0;
+}
+
+int ckpt_moe__route(const float *logits, int64_t tokens, int64_t experts, int64_t k, int score, double scale,
+                    int32_t *idx, float *w)
+{
+    ckpt_moe_routing how = { score, scale, NULL, 1, 1, 2, 1 };
+    return ckpt_moe__route_with(logits, tokens, experts, k, &how, idx, w);
+}
+
+int ckpt_moe__routing_of(const ckpt_model *m, const vlayer *l, float *bias, ckpt_moe_routing *how)
+{
+    const ckpt_model_config *c = &m->cfg;
+    int rc;
+
+    *how = (ckpt_moe_routing){ c->moe_score,      c->moe_topk_scale, NULL, c->moe_n_group, c->moe_topk_group,
+                               c->moe_group_top, c->moe_topk_norm };
+    if (!l->expert_bias)
+        return 0;
+    /* read as it is stored: the released DeepSeek-V3 keeps it in float32 for its precision */
+    if ((rc = ckpt_node_read(l->expert_bias, 0, l->n_experts, CKPT_DTYPE_F32, bias)) < 0)
+        return rc;
+    how->bias = bias;
+    return 0;
 }
 
 static void release_to(run_ctx *r, size_t mark)
@@ -156,9 +254,11 @@ int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float 
     float *logits = malloc((size_t)(T * E) * sizeof *logits), *wt = malloc((size_t)(T * k) * sizeof *wt);
     float *hx = malloc(TH * sizeof *hx), *acc = calloc(TH, sizeof *acc), *hy = malloc(TH * sizeof *hy);
     float *wts = malloc((size_t)T * sizeof *wts), *dx = NULL, *dy = NULL, *dl = NULL;
+    float *bias = malloc((size_t)E * sizeof *bias);
+    ckpt_moe_routing how;
     int32_t *idx = malloc((size_t)(T * k) * sizeof *idx);
     int64_t *rows = malloc((size_t)T * sizeof *rows);
-    int rc = logits && wt && hx && acc && hy && wts && idx && rows ? 0 : ckpt_error_oom();
+    int rc = logits && wt && hx && acc && hy && wts && idx && rows && bias ? 0 : ckpt_error_oom();
 
     if (rc == 0)
         rc = ckpt_run__alloc(r, TH * sizeof(float), (void **)&dx);
@@ -172,8 +272,8 @@ int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float 
         rc = r->vt->download(r->ctx, logits, dl, (size_t)(T * E) * sizeof(float));
     if (rc == 0)
         rc = r->vt->download(r->ctx, hx, x, TH * sizeof(float));
-    if (rc == 0)
-        ckpt_moe__route(logits, T, E, k, m->cfg.moe_score, m->cfg.moe_topk_scale, idx, wt);
+    if (rc == 0 && (rc = ckpt_moe__routing_of(m, l, bias, &how)) == 0)
+        rc = ckpt_moe__route_with(logits, T, E, k, &how, idx, wt);
     for (e = 0; e < E && rc == 0; e++) {
         int64_t n = gather(idx, wt, T, k, e, rows, wts);
         if (n == 0)
@@ -207,5 +307,6 @@ int ckpt_run__moe(run_ctx *r, const ckpt_model *m, const vlayer *l, const float 
     free(wts);
     free(idx);
     free(rows);
+    free(bias);
     return rc;
 }

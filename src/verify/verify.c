@@ -108,73 +108,23 @@ static int precisions(const ckpt_model *a, const ckpt_model *b, const ckpt_verif
                 ta == lo ? "B" : "A", ckpt_dtype_name(ta == lo ? tb : ta), ckpt_dtype_name(lo));
 }
 
+static int say(void *payload, const char *text)
+{
+    return note(payload, "%s", text);
+}
+
 /* What each model's reading noted (a default it took, ranks it merged), then how the two
  * configs differ. */
 static int config_notes(const ckpt_model *a, const ckpt_model *b, report *r)
 {
-    const ckpt_model_config *x = ckpt_model_config_of(a), *y = ckpt_model_config_of(b);
-    /* the RoPE fields of a model without RoPE (GPT-2's learned positions) are whatever its
-     * reader left there, nothing the two models compute */
-    int rope = x->position == CKPT_POSITION_ROPE || y->position == CKPT_POSITION_ROPE, rc = 0;
-    int64_t L;
+    int rc = 0;
     size_t i;
 
     for (i = 0; rc == 0 && i < ckpt_model_note_count(a); i++)
         rc = note(r, "A: %s", ckpt_model_note_at(a, i));
     for (i = 0; rc == 0 && i < ckpt_model_note_count(b); i++)
         rc = note(r, "B: %s", ckpt_model_note_at(b, i));
-
-#define DIFF_I(f)                                                                                       \
-    if (rc == 0 && x->f != y->f)                                                                        \
-    rc = note(r, "the configs differ: %s is %lld in A, %lld in B", #f, (long long)x->f, (long long)y->f)
-#define DIFF_D(f)                                                                                       \
-    if (rc == 0 && x->f != y->f && !(isnan(x->f) && isnan(y->f)))                                       \
-    rc = note(r, "the configs differ: %s is %g in A, %g in B", #f, x->f, y->f)
-    DIFF_I(num_layers);
-    DIFF_I(num_heads);
-    DIFF_I(num_kv_heads);
-    DIFF_I(head_dim);
-    DIFF_I(ffn_hidden_size);
-    DIFF_I(vocab_size);
-    DIFF_D(norm_eps);
-    if (rope) {
-        DIFF_D(rope_theta);
-        DIFF_D(rotary_percent);
-        DIFF_I(rope_interleaved);
-        DIFF_D(rope_scaling_factor);
-    }
-    DIFF_I(norm);
-    DIFF_I(norm_weight_plus_one);
-    DIFF_I(act);
-    DIFF_I(position);
-    DIFF_I(qk_norm);
-    DIFF_I(tied_embeddings);
-    DIFF_I(window);
-    if (rope) {
-        DIFF_D(rope_theta_local);
-        DIFF_D(rope_linear_factor);
-    }
-    DIFF_D(attn_scale);
-    DIFF_D(embed_scale);
-    DIFF_I(sandwich_norms);
-    DIFF_I(num_experts);
-    if (x->num_experts > 0 || y->num_experts > 0) {
-        DIFF_I(moe_top_k);
-        DIFF_I(moe_ffn_hidden_size);
-        DIFF_I(moe_layer_freq);
-        DIFF_I(moe_score);
-        DIFF_D(moe_topk_scale);
-        DIFF_I(moe_shared_ffn_hidden_size);
-    }
-    for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
-        if (ckpt_model__layer_windowed(a, L) != ckpt_model__layer_windowed(b, L)) {
-            rc = note(r, "the configs differ: layer %lld uses the window in %s only", (long long)L,
-                      ckpt_model__layer_windowed(a, L) ? "A" : "B");
-            break;
-        }
-#undef DIFF_I
-#undef DIFF_D
-    return rc;
+    return rc == 0 ? ckpt_model__config_diff(a, b, say, r) : rc;
 }
 
 /* ---- layers to run ---- */
@@ -315,11 +265,47 @@ static int unfit_layer(vrun *v, int64_t L, const char *name, const char *side)
 
 /* Both models' layer L are MoE layers of as many experts: the router and every expert are
  * compared on their own as well, so that a failing layer names the expert or the router. */
+/* Both models' layers are multi-latent attention: the attention alone is a row too, so that a
+ * failing layer says whether its attention differs. */
+static int attention_entries(const ckpt_model *a, const ckpt_model *b)
+{
+    return a->cfg.kv_lora_rank > 0 && b->cfg.kv_lora_rank > 0;
+}
+
 static int expert_entries(const ckpt_model *a, const ckpt_model *b, int64_t L)
 {
     if (!ckpt_model__layer_moe(a, L) || !ckpt_model__layer_moe(b, L) || a->cfg.num_experts != b->cfg.num_experts)
         return 0;
-    return 1 + (int)a->cfg.num_experts + (a->cfg.moe_shared_ffn_hidden_size > 0 && b->cfg.moe_shared_ffn_hidden_size > 0);
+    return 1 + (int)a->cfg.num_experts + (a->cfg.moe_shared_ffn_hidden_size > 0 && b->cfg.moe_shared_ffn_hidden_size > 0) +
+           (a->cfg.moe_expert_bias || b->cfg.moe_expert_bias);
+}
+
+/* The routers' expert biases themselves (one model's missing one: zeros, as a router without
+ * one chooses), so that a changed or lost bias is named even where it moves no token. */
+static int run_expert_bias(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
+{
+    int64_t E = la->n_experts;
+    size_t mark = v->ra.n_live, bytes = (size_t)E * sizeof(float);
+    float *ha = calloc((size_t)E, sizeof *ha), *hb = calloc((size_t)E, sizeof *hb), *ya = NULL, *yb = NULL;
+    char name[64];
+    int rc = ha && hb ? 0 : ckpt_error_oom();
+
+    if (rc == 0 && la->expert_bias)
+        rc = ckpt_node_read(la->expert_bias, 0, E, CKPT_DTYPE_F32, ha);
+    if (rc == 0 && lb->expert_bias)
+        rc = ckpt_node_read(lb->expert_bias, 0, E, CKPT_DTYPE_F32, hb);
+    if (rc == 0 && (rc = ckpt_run__alloc(&v->ra, bytes, (void **)&ya)) == 0 &&
+        (rc = ckpt_run__alloc(&v->ra, bytes, (void **)&yb)) == 0 && (rc = v->ra.vt->upload(v->ra.ctx, ya, ha, bytes)) == 0 &&
+        (rc = v->ra.vt->upload(v->ra.ctx, yb, hb, bytes)) == 0) {
+        snprintf(name, sizeof name, "layer %lld router expert bias", (long long)L);
+        if ((rc = add_entry(v, L, name, ya, yb, E)) == 0)
+            v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_EXPERT_BIAS;
+    }
+    while (v->ra.n_live > mark)
+        v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
+    free(ha);
+    free(hb);
+    return rc;
 }
 
 /* Rows of the layer's input the router and each expert are compared on: every expert sees
@@ -344,6 +330,8 @@ static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
     }
     while (v->ra.n_live > mark)
         v->ra.vt->release(v->ra.ctx, v->ra.live[--v->ra.n_live]);
+    if (rc == 0 && (v->a->cfg.moe_expert_bias || v->b->cfg.moe_expert_bias))
+        rc = run_expert_bias(v, L, la, lb);
     for (e = la->rank[0].shared.ffn > 0 && lb->rank[0].shared.ffn > 0 ? -1 : 0; e < E && rc == 0; e++) {
         if (e < 0)
             snprintf(name, sizeof name, "layer %lld shared expert", (long long)L);
@@ -357,6 +345,23 @@ static int run_experts(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
             v->r->entries[v->r->pub.n_entries - 1].expert = e < 0 ? -1 : e;
         }
     }
+    return rc;
+}
+
+static int run_attention(vrun *v, int64_t L, const vlayer *la, const vlayer *lb)
+{
+    int64_t n = v->ra.tokens * ckpt_model_config_of(v->a)->hidden_size;
+    char name[48];
+    int rc;
+
+    snprintf(name, sizeof name, "layer %lld attention", (long long)L);
+    use_model(v, 0);
+    rc = ckpt_run__attention(&v->ra, v->a, la, v->x, v->da);
+    use_model(v, 1);
+    if (rc == 0)
+        rc = ckpt_run__attention(&v->rb, v->b, lb, v->x, v->db);
+    if (rc == 0 && (rc = add_entry(v, L, name, v->da, v->db, n)) == 0)
+        v->r->entries[v->r->pub.n_entries - 1].part = CKPT_VERIFY_PART_ATTENTION;
     return rc;
 }
 
@@ -384,6 +389,8 @@ static int run_layer(vrun *v, int64_t L)
         rc = ckpt_run__layer(&v->rb, v->b, &lb, v->x, v->db, NULL);
     if (rc == 0)
         rc = add_entry(v, L, name, v->da, v->db, n);
+    if (rc == 0 && attention_entries(v->a, v->b))
+        rc = run_attention(v, L, &la, &lb);
     if (rc == 0 && la.router && lb.router && la.n_experts == lb.n_experts)
         rc = run_experts(v, L, &la, &lb);
     ckpt_model__layer_dispose(&la);
@@ -541,7 +548,7 @@ int ckpt_verify(ckpt_model *a, ckpt_model *b, const ckpt_verify_options *user, c
     if (rc == 0)
         rc = config_notes(a, b, r);
     for (i = 0; rc == 0 && i < n_layers; i++)
-        n_entries += 1 + (size_t)expert_entries(a, b, layers[i]);
+        n_entries += 1 + (size_t)attention_entries(a, b) + (size_t)expert_entries(a, b, layers[i]);
     if (rc == 0 && !(r->entries = calloc(n_entries, sizeof *r->entries)))
         rc = ckpt_error_oom();
     if (rc == 0 && !(r->names = calloc(n_entries, sizeof *r->names)))

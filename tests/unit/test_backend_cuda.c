@@ -363,11 +363,13 @@ static void rope_case(int64_t tokens, int64_t heads, int64_t head_dim, int64_t r
 
 static void test_rope(void)
 {
-    static const int64_t shapes[][2] = {{16, 16}, {64, 32}, {128, 128}, {80, 64}, {128, 64}, {96, 8}}; /* dim, rotary */
+    /* dim, rotary; the last two are verify's MLA heads (the tiny fixture's, DeepSeek-V3's 192
+     * padded to 256 with its 64 RoPE values first) */
+    static const int64_t shapes[][2] = {{16, 16}, {64, 32}, {128, 128}, {80, 64}, {128, 64}, {96, 8}, {16, 4}, {256, 64}};
     static const int64_t tokens[] = {1, 7, 129}, heads[] = {1, 4, 8};
     for (size_t t = 0; t < 3; t++)
         for (size_t h = 0; h < 3; h++)
-            for (size_t s = 0; s < 6; s++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int il = 0; il < 2; il++)
                     rope_case(tokens[t], heads[h], shapes[s][0], shapes[s][1], il);
 }

@@ -357,6 +357,14 @@ static int mla_args(ckpt_arena *a, ckpt_value *args)
     return ckpt_megatron_args_set_bool(a, args, "multi_latent_attention", 1);
 }
 
+static int mla_unknown_rope_args(ckpt_arena *a, ckpt_value *args)
+{
+    int rc = mla_args(a, args);
+    if (rc == 0)
+        rc = ckpt_megatron_args_set_bool(a, args, "qk_layernorm", 1);
+    return rc < 0 ? rc : ckpt_megatron_args_set_str(a, args, "rope_type", "dynamic");
+}
+
 /* The logits of the model at `path` for 8 tokens into x (vocab_size per token); the model's
  * config into *c_out, copied. */
 static int moe_logits(const char *path, float *x, ckpt_model_config *c_out)
@@ -376,7 +384,8 @@ static int moe_logits(const char *path, float *x, ckpt_model_config *c_out)
 /* The MoE facts verify reads from Megatron's args: experts, top-k, expert MLP, the score
  * function (top-k then softmax, pre-softmax, sigmoid) and the scaling factor, each changing
  * the logits; an integer moe_layer_freq that makes a layer holding experts dense is refused
- * naming its tensors, and routing verify does not compute is refused naming the arg. */
+ * naming its tensors, and routing verify does not compute is refused naming the arg (or, for
+ * groups under softmax scores and MLA without its latent norms, what is not run). */
 CKPT_TEST(test_verify_megatron_args_moe)
 {
     static const struct {
@@ -385,9 +394,10 @@ CKPT_TEST(test_verify_megatron_args_moe)
     } refused[] = {
         { moe_dense_list_args, "moe_layer_freq" },
         { moe_shared_gate_args, "moe_shared_expert_gate" },
-        { moe_groups_args, "moe_router_num_groups" },
+        { moe_groups_args, "group-limited routing with scores other than sigmoid" },
         { moe_capacity_args, "moe_expert_capacity_factor" },
-        { mla_args, "multi_latent_attention" },
+        { mla_args, "qk_layernorm is not set: MLA without its q and kv norms" },
+        { mla_unknown_rope_args, "args.rope_type 'dynamic' is not run by verify" },
     };
     float base[8 * 29], other[8 * 29];
     ckpt_model_config c;

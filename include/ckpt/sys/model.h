@@ -27,6 +27,19 @@
  *                                                                   these instead of mlp.fc*
  *   layers.{L}.moe.shared.fc1.weight / .fc2.weight                  a MoE layer's shared expert, cut
  *                                                                   as mlp.fc1/fc2 are
+ *   layers.{L}.moe.router.expert_bias     [experts]                 replicated: added to the scores for
+ *                                                                   the choice only (DeepSeek-V3)
+ *   MLA layers (kv_lora_rank > 0) have instead of attn.q/k/v:
+ *   layers.{L}.attn.q_down.weight         [q_lora_rank, hidden]     replicated (absent: q_lora_rank 0)
+ *   layers.{L}.attn.q_down_norm.weight    [q_lora_rank]             replicated
+ *   layers.{L}.attn.q_up.weight           [heads x (qk_nope + qk_rope), q_lora_rank or hidden]
+ *                                                                   column-parallel; with no q_lora_rank
+ *                                                                   q straight from the input
+ *   layers.{L}.attn.kv_down.weight        [kv_lora_rank + qk_rope, hidden] replicated: [latent; k_rope]
+ *   layers.{L}.attn.kv_down_norm.weight   [kv_lora_rank]            replicated
+ *   layers.{L}.attn.kv_up.weight          [heads x (qk_nope + v_head_dim), kv_lora_rank] column-parallel,
+ *                                                                   each head [k_nope; v]
+ *   and attn.o.weight is [hidden, heads x v_head_dim].
  *   final_norm.weight / .bias             [hidden]                  model-level
  *   output.weight                         [vocab rows, hidden]      model-level
  *

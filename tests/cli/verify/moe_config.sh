@@ -1,8 +1,8 @@
 # The MoE facts come from Megatron's args. moe_router_pre_softmax flipped in a copy: the
 # router and every expert still agree on their own, the layers do not (the experts' weights
 # are softmax over all experts instead of over the top 2), and the note names the config
-# field. Routing verify does not compute is refused naming the arg, exit 1: the expert bias
-# of aux-loss-free routing (DeepSeek-V3).
+# field. Routing verify does not compute is refused, exit 1: the expert bias of aux-loss-free
+# routing under softmax scores (verify runs it with DeepSeek-V3's sigmoid scores).
 src="$TESTDATA/megatron/distopt/m_tp1pp1dp2_ep2/legacy"
 copy() {
     rm -rf "$1"
