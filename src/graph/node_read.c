@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CAST_PIECE 65536 /* elements per step of a multi-type rounding */
+#define CAST_PIECE 4096 /* elements per step of a multi-type rounding */
 /* A concatenation along an inner axis is read this many bytes of whole rows at a time. */
 #define CONCAT_BAND ((uint64_t)1 << 20)
 
@@ -41,15 +41,12 @@ static int read_node(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtyp
 static int read_rounded(const ckpt_node *x, int64_t first, int64_t count, ckpt_dtype dtype, unsigned char *dst)
 {
     size_t ds = ckpt_dtype_size(dtype);
-    unsigned char *a = malloc(CAST_PIECE * 16), *b = malloc(CAST_PIECE * 16);
+    /* on the stack: a heap buffer per call had the kernel zero fresh pages for every chunk */
+    _Alignas(16) unsigned char bufs[2][CAST_PIECE * 16];
+    unsigned char *a = bufs[0], *b = bufs[1];
     int64_t done, m;
     int rc = 0, k;
 
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return ckpt_error_oom();
-    }
     for (done = 0; done < count && !rc; done += m) {
         m = count - done < CAST_PIECE ? count - done : CAST_PIECE;
         if (x->scale) {
@@ -74,8 +71,6 @@ static int read_rounded(const ckpt_node *x, int64_t first, int64_t count, ckpt_d
         if (!rc)
             rc = ckpt_dtype_convert(dtype, dst + (size_t)done * ds, x->dtype, a, (size_t)m);
     }
-    free(a);
-    free(b);
     return rc;
 }
 
