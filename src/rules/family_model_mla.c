@@ -116,27 +116,35 @@ static int mla_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_
     return 0;
 }
 
-/* `moe_layers`: a field holding a 0/1 list, one per layer (1: MoE); its leading zeros are the
- * dense layers before the first MoE layer, and a dense layer after one is refused. */
+/* `moe_layers`: a field holding a 0/1 list, one per layer (1: MoE), dense layers anywhere
+ * (Qwen3-MoE's mlp_only_layers); its leading zeros are also the dense layers before the first
+ * MoE layer (first_k_dense_replace). */
 static int moe_layers(const ckpt_family *f, const ckpt_family_config *c, const cJSON *ft, ckpt_model_config *out)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ft, "moe_layers");
     const ckpt_value *v = cJSON_IsString(name) ? ckpt_family__get(c, name->valuestring) : NULL;
+    unsigned char *flags;
     size_t i, dense = 0;
 
     if (!name)
         return 0;
-    if (!v || (v->kind != CKPT_VAL_LIST && v->kind != CKPT_VAL_TUPLE))
-        return refuse(f, "moe_layers", "does not name a list field of the config");
-    while (dense < v->u.seq.n && v->u.seq.items[dense]->kind == CKPT_VAL_INT && v->u.seq.items[dense]->u.integer == 0)
-        dense++;
-    for (i = dense; i < v->u.seq.n; i++)
-        if (v->u.seq.items[i]->kind != CKPT_VAL_INT || v->u.seq.items[i]->u.integer != 1)
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: %s: layer %zu is dense after a MoE layer, which verify does not run",
+    if (!v || (v->kind != CKPT_VAL_LIST && v->kind != CKPT_VAL_TUPLE) || v->u.seq.n < 1 ||
+        (out->num_layers >= 0 && (int64_t)v->u.seq.n != out->num_layers))
+        return refuse(f, "moe_layers", "does not name a list field of the config, one entry a layer");
+    if (!(flags = ckpt_arena_alloc(c->arena, v->u.seq.n)))
+        return ckpt_error_oom();
+    for (i = 0; i < v->u.seq.n; i++) {
+        const ckpt_value *x = v->u.seq.items[i];
+        if (x->kind != CKPT_VAL_INT || (x->u.integer != 0 && x->u.integer != 1))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s[%zu] is not 0 or 1",
                                    ckpt_family__where(f, c), name->valuestring, i);
+        flags[i] = (unsigned char)x->u.integer;
+    }
+    while (dense < v->u.seq.n && !flags[dense])
+        dense++;
     out->moe_first_dense = (int64_t)dense;
     out->moe_layer_freq = 1;
+    out->layer_moe = flags;
     return 0;
 }
 
