@@ -60,7 +60,8 @@ static void real_feature(const ckpt_family_config *c, const cJSON *obj, const ch
  * (never run as plain RoPE). YaRN's parameters from the `yarn` feature's fields. */
 int ckpt_family__rope_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
 {
-    static const char *const known[] = { "default", "llama3", "linear", "yarn", NULL };
+    /* "rope" is Megatron's rope_type for unscaled RoPE (DeepSeek-V3 without rope_scaling) */
+    static const char *const known[] = { "default", "rope", "llama3", "linear", "yarn", NULL };
     const char *rope = ckpt_family__str(c, "rope");
     const cJSON *yarn = cJSON_GetObjectItemCaseSensitive(features(f), "yarn");
     int64_t positions = -1;
@@ -71,7 +72,7 @@ int ckpt_family__rope_features(const ckpt_family *f, const ckpt_family_config *c
         ;
     if (rope && !known[i])
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: RoPE type %s is not one verify runs (default, llama3, linear, yarn)",
+                               "%s: RoPE type %s is not one verify runs (default, rope, llama3, linear, yarn)",
                                ckpt_family__where(f, c), rope);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(features(f), "rope_interleaved")))
         out->rope_interleaved = 1;

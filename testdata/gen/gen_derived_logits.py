@@ -11,14 +11,20 @@ test time from a committed fixture (no model file is committed for them):
 - deepseek_v3_plain_rope: testdata/hf/deepseek_v3_tiny with num_experts_per_tok 4,
   rms_norm_eps 1e-6 (what hf2mcore converts) and rope_scaling removed (plain RoPE, softmax scale
   qk_head_dim^-0.5); the same weights (tests/unit/test_verify_mla.c derives the same).
-The weights (bfloat16) are loaded into the model built from the derived config in float32, and
-run on INPUT_IDS. The versions that wrote each file are in it.
+The derived config.json and model.safetensors (bfloat16, as the fixture) are written to a
+temporary directory and loaded with from_pretrained in float32, then run on INPUT_IDS. The
+versions that wrote each file are in it: qwen3_moe_dense with transformers 4.53.3,
+deepseek_v3_plain_rope with 5.24.0 (4.53's DeepSeek-V3 masks the experts of the groups it
+leaves out with 0.0, not -inf, so with num_experts_per_tok 4 it routes tokens to experts of
+those groups where a chosen expert's biased score is negative; 5.x and Megatron's
+group_limited_topk mask with -inf, as verify does).
 """
 
 import json
 import os
 import platform
 import sys
+import tempfile
 
 import torch
 
@@ -38,7 +44,7 @@ def qwen3_moe_dense(testdata):
         for e in (1, 2, 3):
             del sd[p + "experts.%d.%s.weight" % (e, w)]
     del sd[p + "gate.weight"]
-    return transformers.Qwen3MoeForCausalLM, transformers.Qwen3MoeConfig(**cfg), sd
+    return transformers.Qwen3MoeForCausalLM, cfg, sd
 
 
 def deepseek_v3_plain_rope(testdata):
@@ -48,12 +54,12 @@ def deepseek_v3_plain_rope(testdata):
     cfg["num_experts_per_tok"] = 4
     cfg["rms_norm_eps"] = 1e-6
     del cfg["rope_scaling"]
-    return transformers.DeepseekV3ForCausalLM, transformers.DeepseekV3Config(**cfg), load(src)
+    return transformers.DeepseekV3ForCausalLM, cfg, load(src)
 
 
 def load(src):
     from safetensors.torch import load_file
-    return {k: v.to(torch.float32) for k, v in load_file(os.path.join(src, "model.safetensors")).items()}
+    return load_file(os.path.join(src, "model.safetensors"))
 
 
 MODELS = {"qwen3_moe_dense": qwen3_moe_dense, "deepseek_v3_plain_rope": deepseek_v3_plain_rope}
@@ -64,10 +70,12 @@ def main():
     import transformers
     testdata = sys.argv[1]
     for name in sys.argv[2:] or MODELS:
+        from safetensors.torch import save_file
         cls, cfg, sd = MODELS[name](testdata)
-        model = cls(cfg).to(torch.float32).eval()
-        missing, unexpected = model.load_state_dict(sd, strict=False)
-        assert not unexpected and all("rotary_emb" in k for k in missing), (missing, unexpected)
+        with tempfile.TemporaryDirectory() as d:
+            json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+            save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+            model = cls.from_pretrained(d, torch_dtype=torch.float32).eval()
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([INPUT_IDS])).logits.float()
         with open(os.path.join(testdata, "gen", "logits_%s.json" % name), "w") as f:
