@@ -136,6 +136,8 @@ static int overlay(ckpt_model_builder *b, const ckpt_family *fam, const ckpt_fam
         rc = note_default(b, fam, fc, where, ckpt_family_string(fam, features[i]));
     if (rc == 0 && f->layer_window && f->num_layers > 0)
         rc = ckpt_model_builder_layer_window(b, f->layer_window, f->num_layers);
+    if (rc == 0 && !c->layer_moe && f->layer_moe && f->num_layers > 0)
+        rc = ckpt_model_builder_layer_moe(b, f->layer_moe, f->num_layers);
     return rc;
 }
 

@@ -128,6 +128,37 @@ static int window_from_args(ckpt_model_builder *b, const ckpt_value *a)
     return rc;
 }
 
+/* moe_layer_freq as a 0/1 list, one per layer (1: MoE; dense layers anywhere), its leading
+ * zeros also the dense layers before the first MoE layer. */
+static int moe_layer_list(ckpt_model_builder *b, const ckpt_value *freq)
+{
+    ckpt_model_config *c = ckpt_model_builder_config(b);
+    const char *path = ckpt_model_builder_path(b);
+    unsigned char *flags;
+    size_t i;
+    int rc;
+
+    if (freq->u.seq.n < 1 || freq->u.seq.n > (size_t)1 << 20)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: args.moe_layer_freq is a list of %zu layers",
+                               path, freq->u.seq.n);
+    if (!(flags = malloc(freq->u.seq.n)))
+        return ckpt_error_oom();
+    for (i = 0; i < freq->u.seq.n; i++) {
+        const ckpt_value *x = freq->u.seq.items[i];
+        if (!(x->kind == CKPT_VAL_INT && (x->u.integer == 0 || x->u.integer == 1)) && x->kind != CKPT_VAL_BOOL) {
+            free(flags);
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: args.moe_layer_freq[%zu] is not 0 or 1",
+                                   path, i);
+        }
+        flags[i] = x->kind == CKPT_VAL_INT ? x->u.integer != 0 : x->u.boolean != 0;
+    }
+    while ((size_t)c->moe_first_dense < freq->u.seq.n && !flags[c->moe_first_dense])
+        c->moe_first_dense++;
+    rc = ckpt_model_builder_layer_moe(b, flags, (int64_t)freq->u.seq.n);
+    free(flags);
+    return rc;
+}
+
 /* Experts and their routing (megatron/core/transformer/moe/router.py, moe_utils.py
  * topk_routing_with_score_function); what verify does not compute is refused by its arg. */
 static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
@@ -186,18 +217,9 @@ static int moe_from_args(ckpt_model_builder *b, const ckpt_value *a)
     c->moe_first_dense = 0;
     if (freq && freq->kind == CKPT_VAL_INT && freq->u.integer >= 1)
         c->moe_layer_freq = freq->u.integer;
-    else if (freq && (freq->kind == CKPT_VAL_LIST || freq->kind == CKPT_VAL_TUPLE)) {
-        /* dense layers first (DeepSeek-V3's first_k_dense_replace), then MoE layers only */
-        while ((size_t)c->moe_first_dense < freq->u.seq.n &&
-               freq->u.seq.items[c->moe_first_dense]->kind == CKPT_VAL_INT &&
-               freq->u.seq.items[c->moe_first_dense]->u.integer == 0)
-            c->moe_first_dense++;
-        for (i = (size_t)c->moe_first_dense; i < freq->u.seq.n; i++)
-            if (freq->u.seq.items[i]->kind != CKPT_VAL_INT || freq->u.seq.items[i]->u.integer != 1)
-                return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                       "%s: args.moe_layer_freq: a dense layer after a MoE layer is not run by verify",
-                                       path);
-    } else if (freq)
+    else if (freq && (freq->kind == CKPT_VAL_LIST || freq->kind == CKPT_VAL_TUPLE))
+        return moe_layer_list(b, freq);
+    else if (freq)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
                                "%s: args.moe_layer_freq is neither a positive integer nor a list", path);
     return 0;

@@ -117,9 +117,14 @@ typedef struct ckpt_model_config {
     int64_t moe_group_top;    /* 2 (transformers' DeepSeek-V3); Megatron's group_limited_topk sums
                                  moe_top_k / moe_topk_group */
     int moe_topk_norm;        /* CKPT_MOE_SIGMOID: the k weights divided by their sum (when k > 1) */
+    /* version 5 */
+    const unsigned char *layer_moe; /* num_layers flags, 1 where the layer is a MoE layer (Qwen3-MoE's
+                                       mlp_only_layers, Megatron's moe_layer_freq list); NULL: by
+                                       moe_first_dense and moe_layer_freq. A model's config points into
+                                       the model */
 } ckpt_model_config;
 
-#define CKPT_MODEL_CONFIG_VERSION 4
+#define CKPT_MODEL_CONFIG_VERSION 5
 /* Everything "not given". */
 CKPT_EXTERN(void) ckpt_model_config_unset(ckpt_model_config *c);
 

@@ -216,6 +216,14 @@ static int one_arg(ckpt_arena *a, ckpt_value *args, const cJSON *pair, const ckp
         return ckpt_megatron_args_set_bool(a, args, name, cJSON_IsTrue(src));
     if (cJSON_IsNumber(src))
         return ckpt_megatron_args_set_int(a, args, name, (int64_t)src->valuedouble);
+    if (cJSON_IsObject(src) && cJSON_GetObjectItemCaseSensitive(src, "if")) {
+        /* {"field": F, "if": [G, V]}: F's value where the string field G is V, else no arg */
+        const cJSON *when = cJSON_GetObjectItemCaseSensitive(src, "if");
+        const char *g = ckpt_family__str(c, cJSON_GetStringValue(cJSON_GetArrayItem(when, 0)));
+        const char *want = cJSON_GetStringValue(cJSON_GetArrayItem(when, 1));
+        const ckpt_value *x = ckpt_family__get(c, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "field")));
+        return g && want && strcmp(g, want) == 0 && x ? set_value(a, args, name, x) : 0;
+    }
     if (cJSON_IsObject(src))
         return ckpt_megatron_args_set_float(a, args, name, cJSON_GetObjectItemCaseSensitive(src, "float")->valuedouble);
     if (!cJSON_IsString(src))

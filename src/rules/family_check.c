@@ -103,7 +103,7 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     static const char *const allowed[] = { "f", "type", "hf", "paddle", "megatron", "megatron_default", "required",
                                            "default", "null_is", "divides", "says", "is", "refuse", "why",
                                            "refuse_set", "megatron_must", "megatron_refuse", "rope_types", "values",
-                                           "pattern", "agree", "at_most", "dense_first", NULL };
+                                           "pattern", "agree", "at_most", "dense_first", "required_if", NULL };
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(row, "type"),
                 *dflt = cJSON_GetObjectItemCaseSensitive(row, "default"),
                 *meg = cJSON_GetObjectItemCaseSensitive(row, "megatron"),
@@ -111,6 +111,7 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
                 *most = cJSON_GetObjectItemCaseSensitive(row, "at_most"),
                 *values = cJSON_GetObjectItemCaseSensitive(row, "values"),
                 *pattern = cJSON_GetObjectItemCaseSensitive(row, "pattern"), *dense,
+                *req_if = cJSON_GetObjectItemCaseSensitive(row, "required_if"),
                 *rtypes = cJSON_GetObjectItemCaseSensitive(row, "rope_types"), *rt;
     const char *t;
     char where[WHERE_MAX];
@@ -126,6 +127,9 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
     }
     if (!cJSON_IsString(type))
         return fail(where, "\"type\" must be a string%s", "");
+    if (req_if && !(cJSON_GetArraySize(req_if) == 2 && cJSON_IsString(cJSON_GetArrayItem(req_if, 0)) &&
+                    cJSON_IsString(cJSON_GetArrayItem(req_if, 1))))
+        return fail(where, "\"required_if\" is [field, string]%s", "");
     t = type->valuestring;
     if (t[0] == '$' ? !in_list(type_gens, t)
                     : !(strcmp(t, "size") == 0 || strcmp(t, "count") == 0 || strcmp(t, "bool") == 0 ||
@@ -157,8 +161,11 @@ static int check_row(const ckpt_family *f, const cJSON *row, const char *family)
         if (!cJSON_IsString(rt) || !in_list(rope_types, rt->valuestring))
             return fail(where, "\"rope_types\" has %s, not default, llama3 or linear",
                         cJSON_IsString(rt) ? rt->valuestring : "a value that is not a string");
-    if (values && (!cJSON_IsObject(values) || !values->child || strcmp(t, "bool") != 0))
-        return fail(where, "\"values\" must be an object of the strings a bool field is read from%s", "");
+    if (values && (!cJSON_IsObject(values) || !values->child || (strcmp(t, "bool") != 0 && strcmp(t, "string") != 0)))
+        return fail(where, "\"values\" must be an object of the strings a bool or string field is read from%s", "");
+    cJSON_ArrayForEach(rt, values)
+        if (strcmp(t, "string") == 0 && !cJSON_IsString(rt))
+            return fail(where, "\"values\" of a string field map strings to strings%s", "");
     return 0;
 }
 

@@ -270,6 +270,31 @@ static const cJSON *through_values(family_read *r, const cJSON *row, const cJSON
     return NULL;
 }
 
+/* "required": true, or "required_if": [F, V], the string field F (an earlier row's) being V:
+ * DeepSeek-V3's YaRN numbers with a yarn RoPE only. */
+static int required(const family_read *r, const cJSON *row)
+{
+    const cJSON *when = cJSON_GetObjectItemCaseSensitive(row, "required_if");
+    const char *field = cJSON_GetStringValue(cJSON_GetArrayItem(when, 0)), *want = cJSON_GetStringValue(cJSON_GetArrayItem(when, 1));
+    const char *is = field ? ckpt_family__str(r->c, field) : NULL;
+
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "required")) || (is && want && strcmp(is, want) == 0);
+}
+
+/* What makes a required_if row required, for its message ("rope yarn"). */
+static const char *required_for(family_read *r, const cJSON *row)
+{
+    const cJSON *when = cJSON_GetObjectItemCaseSensitive(row, "required_if");
+    const char *field = cJSON_GetStringValue(cJSON_GetArrayItem(when, 0));
+    char *say = ckpt_arena_alloc(r->c->arena, 256);
+
+    if (!say)
+        return "";
+    snprintf(say, 256, "%s %s", field ? ckpt_family__key(r->f, CKPT_FAMILY_HF, field) : "?",
+             cJSON_GetStringValue(cJSON_GetArrayItem(when, 1)));
+    return say;
+}
+
 static int read_json_row(family_read *r, const cJSON *row)
 {
     const char *type = row_str(row, "type"), *name = row_str(row, "f"), *last = NULL, *key = NULL;
@@ -318,8 +343,10 @@ static int read_json_row(family_read *r, const cJSON *row)
         rc = ckpt_family__set(r->c, name, val);
     else if (none)
         rc = ckpt_family__set_none(r->c, name);
-    else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "required")))
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is missing", r->where, key ? key : name);
+    else if (required(r, row))
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s is missing%s%s", r->where, key ? key : name,
+                               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "required")) ? "" : " for ",
+                               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "required")) ? "" : required_for(r, row));
     else
         rc = set_default(r, row, type, name, key);
     return rc < 0 ? rc : row_checks(r, row, name);

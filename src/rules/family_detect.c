@@ -113,6 +113,8 @@ int ckpt_family__detect_text(const ckpt_family **out, const char *where, const c
  * layer): the list is of the number's kind, and equal when every element is. */
 static int same_kind(const ckpt_value *v, const cJSON *want)
 {
+    if (cJSON_IsArray(want)) /* strings, any of them */
+        return v->kind == CKPT_VAL_STR;
     if (cJSON_IsBool(want))
         return v->kind == CKPT_VAL_BOOL;
     if (cJSON_IsString(want))
@@ -122,8 +124,15 @@ static int same_kind(const ckpt_value *v, const cJSON *want)
 
 static int equal(const ckpt_value *v, const cJSON *want)
 {
+    const cJSON *w;
     size_t i;
 
+    if (cJSON_IsArray(want)) {
+        cJSON_ArrayForEach(w, want)
+            if (cJSON_IsString(w) && strcmp(v->u.str.ptr, w->valuestring) == 0)
+                return 1;
+        return 0;
+    }
     if (cJSON_IsBool(want))
         return (v->u.boolean != 0) == cJSON_IsTrue(want);
     if (cJSON_IsString(want))

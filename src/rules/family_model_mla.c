@@ -60,7 +60,8 @@ static void real_feature(const ckpt_family_config *c, const cJSON *obj, const ch
  * (never run as plain RoPE). YaRN's parameters from the `yarn` feature's fields. */
 int ckpt_family__rope_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out)
 {
-    static const char *const known[] = { "default", "llama3", "linear", "yarn", NULL };
+    /* "rope" is Megatron's rope_type for unscaled RoPE (DeepSeek-V3 without rope_scaling) */
+    static const char *const known[] = { "default", "rope", "llama3", "linear", "yarn", NULL };
     const char *rope = ckpt_family__str(c, "rope");
     const cJSON *yarn = cJSON_GetObjectItemCaseSensitive(features(f), "yarn");
     int64_t positions = -1;
@@ -71,7 +72,7 @@ int ckpt_family__rope_features(const ckpt_family *f, const ckpt_family_config *c
         ;
     if (rope && !known[i])
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: RoPE type %s is not one verify runs (default, llama3, linear, yarn)",
+                               "%s: RoPE type %s is not one verify runs (default, rope, llama3, linear, yarn)",
                                ckpt_family__where(f, c), rope);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(features(f), "rope_interleaved")))
         out->rope_interleaved = 1;
@@ -116,27 +117,35 @@ static int mla_features(const ckpt_family *f, const ckpt_family_config *c, ckpt_
     return 0;
 }
 
-/* `moe_layers`: a field holding a 0/1 list, one per layer (1: MoE); its leading zeros are the
- * dense layers before the first MoE layer, and a dense layer after one is refused. */
+/* `moe_layers`: a field holding a 0/1 list, one per layer (1: MoE), dense layers anywhere
+ * (Qwen3-MoE's mlp_only_layers); its leading zeros are also the dense layers before the first
+ * MoE layer (first_k_dense_replace). */
 static int moe_layers(const ckpt_family *f, const ckpt_family_config *c, const cJSON *ft, ckpt_model_config *out)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ft, "moe_layers");
     const ckpt_value *v = cJSON_IsString(name) ? ckpt_family__get(c, name->valuestring) : NULL;
+    unsigned char *flags;
     size_t i, dense = 0;
 
     if (!name)
         return 0;
-    if (!v || (v->kind != CKPT_VAL_LIST && v->kind != CKPT_VAL_TUPLE))
-        return refuse(f, "moe_layers", "does not name a list field of the config");
-    while (dense < v->u.seq.n && v->u.seq.items[dense]->kind == CKPT_VAL_INT && v->u.seq.items[dense]->u.integer == 0)
-        dense++;
-    for (i = dense; i < v->u.seq.n; i++)
-        if (v->u.seq.items[i]->kind != CKPT_VAL_INT || v->u.seq.items[i]->u.integer != 1)
-            return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                                   "%s: %s: layer %zu is dense after a MoE layer, which verify does not run",
+    if (!v || (v->kind != CKPT_VAL_LIST && v->kind != CKPT_VAL_TUPLE) || v->u.seq.n < 1 ||
+        (out->num_layers >= 0 && (int64_t)v->u.seq.n != out->num_layers))
+        return refuse(f, "moe_layers", "does not name a list field of the config, one entry a layer");
+    if (!(flags = ckpt_arena_alloc(c->arena, v->u.seq.n)))
+        return ckpt_error_oom();
+    for (i = 0; i < v->u.seq.n; i++) {
+        const ckpt_value *x = v->u.seq.items[i];
+        if (x->kind != CKPT_VAL_INT || (x->u.integer != 0 && x->u.integer != 1))
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s[%zu] is not 0 or 1",
                                    ckpt_family__where(f, c), name->valuestring, i);
+        flags[i] = (unsigned char)x->u.integer;
+    }
+    while (dense < v->u.seq.n && !flags[dense])
+        dense++;
     out->moe_first_dense = (int64_t)dense;
     out->moe_layer_freq = 1;
+    out->layer_moe = flags;
     return 0;
 }
 

@@ -92,6 +92,12 @@ int ckpt_model__config_diff(const ckpt_model *a, const ckpt_model *b, int (*say)
                         ckpt_model__layer_windowed(a, L) ? "A" : "B");
             break;
         }
+    for (L = 0; rc == 0 && L < x->num_layers && L < y->num_layers; L++)
+        if (ckpt_model__layer_moe(a, L) != ckpt_model__layer_moe(b, L)) {
+            rc = differ(say, payload, "layer %lld is a MoE layer in %s only", (long long)L,
+                        ckpt_model__layer_moe(a, L) ? "A" : "B");
+            break;
+        }
 #undef DIFF_I
 #undef DIFF_D
     return rc;

@@ -107,6 +107,7 @@ void ckpt_model_config_unset(ckpt_model_config *c)
     c->moe_expert_bias = -1;
     c->moe_n_group = c->moe_topk_group = c->moe_group_top = -1;
     c->moe_topk_norm = -1;
+    c->layer_moe = NULL;
 }
 
 void ckpt_model_options_init(ckpt_model_options *o)
@@ -172,24 +173,50 @@ int ckpt_model_builder_config_source(ckpt_model_builder *b, const char *where)
     return 0;
 }
 
+/* n per-layer flags copied into the model's arena. */
+static int copy_flags(ckpt_model *m, const char *what, const unsigned char *flags, int64_t n, unsigned char **out)
+{
+    if (n < 1 || n > (int64_t)1 << 20)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: a %s flag for %lld layers", m->path, what,
+                               (long long)n);
+    if (!(*out = ckpt_arena_alloc(m->arena, (size_t)n)))
+        return ckpt_error_oom();
+    memcpy(*out, flags, (size_t)n);
+    return 0;
+}
+
 int ckpt_model__set_layer_window(ckpt_model *m, const unsigned char *windowed, int64_t n)
 {
     unsigned char *copy;
+    int rc = copy_flags(m, "window", windowed, n, &copy);
 
-    if (n < 1 || n > (int64_t)1 << 20)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: a window flag for %lld layers", m->path,
-                               (long long)n);
-    if (!(copy = ckpt_arena_alloc(m->arena, (size_t)n)))
-        return ckpt_error_oom();
-    memcpy(copy, windowed, (size_t)n);
+    if (rc < 0)
+        return rc;
     m->cfg.layer_window = copy;
     m->n_layer_window = n;
+    return 0;
+}
+
+int ckpt_model__set_layer_moe(ckpt_model *m, const unsigned char *moe, int64_t n)
+{
+    unsigned char *copy;
+    int rc = copy_flags(m, "MoE layer", moe, n, &copy);
+
+    if (rc < 0)
+        return rc;
+    m->cfg.layer_moe = copy;
+    m->n_layer_moe = n;
     return 0;
 }
 
 int ckpt_model_builder_layer_window(ckpt_model_builder *b, const unsigned char *windowed, int64_t n)
 {
     return ckpt_model__set_layer_window(b->m, windowed, n);
+}
+
+int ckpt_model_builder_layer_moe(ckpt_model_builder *b, const unsigned char *moe, int64_t n)
+{
+    return ckpt_model__set_layer_moe(b->m, moe, n);
 }
 
 int ckpt_model_builder_kind(ckpt_model_builder *b, const char *fmt, ...)

@@ -80,6 +80,14 @@ static int apply_overrides(ckpt_model *m, const ckpt_model_config *o)
             return rc;
         n++;
     }
+    if (o->layer_moe) {
+        if (c->num_layers < 1)
+            return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL,
+                                   "%s: per-layer MoE flags given, but not the number of layers", m->path);
+        if ((rc = ckpt_model__set_layer_moe(m, o->layer_moe, c->num_layers)) < 0)
+            return rc;
+        n++;
+    }
     if (n)
         ckpt_model__note(m, "%d configuration value%s given by the caller", n, n == 1 ? "" : "s");
     return 0;
@@ -378,6 +386,9 @@ static int check(const ckpt_model *m)
     if (c->layer_window && m->n_layer_window != c->num_layers)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: window flags for %lld layers, but %lld layers",
                                m->path, (long long)m->n_layer_window, (long long)c->num_layers);
+    if (c->layer_moe && m->n_layer_moe != c->num_layers)
+        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_MODEL, "%s: MoE layer flags for %lld layers, but %lld layers",
+                               m->path, (long long)m->n_layer_moe, (long long)c->num_layers);
     if (c->position == CKPT_POSITION_LEARNED && m->embed && !m->pos_embed)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                                "%s: learned position embeddings, but no position table beside the word embeddings",
@@ -398,7 +409,11 @@ int ckpt_model__layer_windowed(const ckpt_model *m, int64_t L)
 
 int ckpt_model__layer_moe(const ckpt_model *m, int64_t L)
 {
-    return m->cfg.num_experts > 0 && L >= m->cfg.moe_first_dense && L % m->cfg.moe_layer_freq == 0;
+    if (m->cfg.num_experts <= 0)
+        return 0;
+    if (m->cfg.layer_moe)
+        return L >= 0 && L < m->n_layer_moe && m->cfg.layer_moe[L];
+    return L >= m->cfg.moe_first_dense && L % m->cfg.moe_layer_freq == 0;
 }
 
 int ckpt_model__finish_config(ckpt_model *m, const ckpt_model_config *overrides)

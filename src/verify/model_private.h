@@ -40,6 +40,7 @@ struct ckpt_model {
     char **notes;
     size_t n_notes;
     int64_t n_layer_window; /* flags cfg.layer_window points to (in the arena) */
+    int64_t n_layer_moe;    /* flags cfg.layer_moe points to (in the arena) */
     int64_t *layers; /* sorted global indices */
     size_t n_layers;
     ckpt_dtype dtype;
@@ -96,6 +97,8 @@ int ckpt_model__layer_moe(const ckpt_model *m, int64_t L);
 int64_t ckpt_model__canonical_layer(const char *name);
 /* cfg.layer_window from n flags, copied into the model. */
 int ckpt_model__set_layer_window(ckpt_model *m, const unsigned char *windowed, int64_t n);
+/* cfg.layer_moe from n flags, copied into the model. */
+int ckpt_model__set_layer_moe(ckpt_model *m, const unsigned char *moe, int64_t n);
 /* Whether layer L attends through the sliding window (model_config.c). */
 int ckpt_model__layer_windowed(const ckpt_model *m, int64_t L);
 /* CKPT_EFORMAT naming the tensors the model holds but its config does not run (model_unused.c). */

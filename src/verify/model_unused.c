@@ -30,6 +30,7 @@ static const char *unused_because(const ckpt_model *m, const char *name, int64_t
     if (strstr(name, ".moe.") && !ckpt_model__layer_moe(m, layer))
         return c->num_experts == 0        ? "the model has no experts (num_experts 0)"
                : layer < c->moe_first_dense ? "a dense layer before the first MoE layer"
+               : c->layer_moe               ? "a dense layer by the config's list of MoE layers"
                                            : "a dense layer by moe_layer_freq";
     if (has_suffix(name, ".moe.router.expert_bias") && !c->moe_expert_bias)
         return "the model's router has no expert bias";

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_IN 64
 
@@ -187,11 +188,11 @@ static inline double fx_real(const ckpt_family_config *c, const char *field)
 
 /* The largest |difference| between the logits of verify's forward of the model at path (TP
  * ranks merged first with merge; the config values given in `overrides`, unless NULL, over the
- * files') and transformers' in testdata's fixture_dir/logits.json, over `vocab` columns;
+ * files') and transformers' in testdata's `logits` file (a logits.json), over `vocab` columns;
  * INFINITY when the model cannot run or its vocabulary is not `vocab`, with *why (unless NULL)
  * saying why ("" otherwise). */
-static inline double fx_logits_error_with(const char *path, const char *fixture_dir, int64_t vocab, int merge,
-                                          const ckpt_model_config *overrides, const char **why)
+static inline double fx_logits_error_of(const char *path, const char *logits, int64_t vocab, int merge,
+                                        const ckpt_model_config *overrides, const char **why)
 {
     ckpt_model_options o;
     ckpt_model *m = NULL;
@@ -203,7 +204,7 @@ static inline double fx_logits_error_with(const char *path, const char *fixture_
     int n, i, v;
 
     snprintf(model, sizeof model, "%s", path); /* path may be ckpt_test_data's buffer, reused below */
-    text = fx_text(fixture_dir, "logits.json");
+    text = fx_text(".", logits);
     j = text ? cJSON_Parse(text) : NULL;
     ids = cJSON_GetObjectItem(j, "input_ids");
     rows = cJSON_GetObjectItem(j, "logits");
@@ -234,10 +235,84 @@ static inline double fx_logits_error_with(const char *path, const char *fixture_
     return worst;
 }
 
+/* fx_logits_error_of with the fixture's own fixture_dir/logits.json. */
+static inline double fx_logits_error_with(const char *path, const char *fixture_dir, int64_t vocab, int merge,
+                                          const ckpt_model_config *overrides, const char **why)
+{
+    char logits[256];
+
+    snprintf(logits, sizeof logits, "%s/logits.json", fixture_dir);
+    return fx_logits_error_of(path, logits, vocab, merge, overrides, why);
+}
+
 static inline double fx_logits_error(const char *path, const char *fixture_dir, int64_t vocab, int merge,
                                      const char **why)
 {
     return fx_logits_error_with(path, fixture_dir, vocab, merge, NULL, why);
+}
+
+/* A Hugging Face directory `dir` derived from testdata's `src` directory: its config.json
+ * through edit_config, and its model.safetensors byte for byte (rename NULL) or with each
+ * tensor named what rename writes into buf (1: kept under that name, 0: left out). The
+ * tests derive models this way rather than commit them. */
+static inline int fx_derive_hf(const char *dir, const char *src, void (*edit_config)(cJSON *),
+                               int (*rename)(const char *name, char *buf, size_t cap))
+{
+    ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
+    ckpt_plan *plan = NULL;
+    char path[512], *text = fx_text(src, "config.json"), *out = NULL, buf[MAX_IN][96];
+    const char *names[MAX_IN];
+    const ckpt_node *nodes[MAX_IN];
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    unsigned char *raw = NULL;
+    size_t i, n = 0, len;
+    fixture f;
+    FILE *fp;
+    int rc = CKPT_EIO;
+
+    memset(&f, 0, sizeof f);
+    free(text);
+    if (!j)
+        return CKPT_EFORMAT;
+    edit_config(j);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (mkdir(dir, 0755) != 0 || !(out = cJSON_Print(j)) || !(fp = fopen(path, "w")))
+        goto done;
+    rc = fputs(out, fp) < 0 ? CKPT_EIO : 0;
+    if (fclose(fp) != 0 || rc < 0) {
+        rc = CKPT_EIO;
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    if (!rename) {
+        raw = ckpt_test_read_file(ckpt_test_data(path), &len);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        rc = raw && (fp = fopen(path, "wb")) ? 0 : CKPT_EIO;
+        if (rc == 0 && (fwrite(raw, 1, len, fp) != len) + (fclose(fp) != 0))
+            rc = CKPT_EIO;
+        goto done;
+    }
+    if ((rc = ckpt_plan_new(&plan)) < 0 || (rc = fx_open(&f, path, NULL, ckpt_plan_graph(plan))) < 0)
+        goto done;
+    if (ckpt_tensor_count(f.ck) > MAX_IN) {
+        rc = CKPT_EINVALID;
+        goto done;
+    }
+    for (i = 0; i < f.n; i++)
+        if (rename(f.in[i].name, buf[n], sizeof buf[n])) {
+            names[n] = buf[n];
+            nodes[n++] = f.in[i].node;
+        }
+    po.force = 1; /* beside the config.json */
+    if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n, 0)) == 0)
+        rc = ckpt_plan_execute(plan, dir, &po, NULL);
+done:
+    fx_close(&f);
+    ckpt_plan_free(plan);
+    free(raw);
+    free(out);
+    cJSON_Delete(j);
+    return rc;
 }
 
 /* What fx_write_megatron writes of a map output `name`: 0 *node (which the edit may replace),

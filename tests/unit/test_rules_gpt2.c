@@ -65,6 +65,10 @@ CKPT_TEST(test_rules_gpt2_values_refused)
         "{\"ckptconv_family\": 1, \"name\": \"mine\", \"title\": \"Mine\", \"extends\": \"gpt2\", "
         "\"hf\": {\"model_type\": \"mine\", \"arch_prefix\": \"Mine\", \"class\": \"MineLMHeadModel\"}, "
         "\"config\": [{\"f\": \"num_layers\", \"values\": {\"two\": 2}}]}";
+    static const char bad_string[] =
+        "{\"ckptconv_family\": 1, \"name\": \"mine\", \"title\": \"Mine\", \"extends\": \"gpt2\", "
+        "\"hf\": {\"model_type\": \"mine\", \"arch_prefix\": \"Mine\", \"class\": \"MineLMHeadModel\"}, "
+        "\"config\": [{\"f\": \"kind\", \"type\": \"string\", \"hf\": \"kind\", \"values\": {\"two\": 2}}]}";
     const ckpt_family *f;
     ckpt_family *mine = NULL;
     ckpt_family_config *c = NULL;
@@ -77,5 +81,9 @@ CKPT_TEST(test_rules_gpt2_values_refused)
 
     ckpt_test_write_file("mine.json", bad, sizeof bad - 1);
     ASSERT_TRUE(ckpt_family_load(&mine, "mine.json") < 0);
-    ASSERT_ERROR_MENTIONS("\"values\" must be an object of the strings a bool field is read from");
+    ASSERT_ERROR_MENTIONS("\"values\" must be an object of the strings a bool or string field is read from");
+    /* a string row's values are strings (DeepSeek-V3's rope_type default read as rope) */
+    ckpt_test_write_file("mine2.json", bad_string, sizeof bad_string - 1);
+    ASSERT_TRUE(ckpt_family_load(&mine, "mine2.json") < 0);
+    ASSERT_ERROR_MENTIONS("\"values\" of a string field map strings to strings");
 }

@@ -392,7 +392,6 @@ CKPT_TEST(test_verify_megatron_args_moe)
         args_fn set;
         const char *arg;
     } refused[] = {
-        { moe_dense_list_args, "moe_layer_freq" },
         { moe_shared_gate_args, "moe_shared_expert_gate" },
         { moe_groups_args, "group-limited routing with scores other than sigmoid" },
         { moe_capacity_args, "moe_expert_capacity_factor" },
@@ -427,6 +426,12 @@ CKPT_TEST(test_verify_megatron_args_moe)
     ASSERT_FAILS(CKPT_EFORMAT, ckpt_model_open(&m, "freq2", NULL));
     ASSERT_ERROR_MENTIONS("layers.1.moe.");
     ASSERT_ERROR_MENTIONS("a dense layer by moe_layer_freq");
+
+    /* a list with a dense layer after a MoE layer is run as it says: layer 1's experts are
+     * refused as a dense layer's */
+    ASSERT_OK(rewrite(MOE_FIXTURE, "list", moe_dense_list_args, NULL));
+    ASSERT_FAILS(CKPT_EFORMAT, ckpt_model_open(&m, "list", NULL));
+    ASSERT_ERROR_MENTIONS("layers.1.moe.experts.0.fc1.weight: a dense layer by the config's list of MoE layers");
 
     for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char dir[32];

@@ -5,8 +5,10 @@
  * logits.json, read with the config written out by hand (the engine apart from the family
  * data) and through the family; without the groups, the YaRN scale or frequencies, the
  * interleaved RoPE or the latent norms' own eps the logits move. Grouped routing (transformers' and Megatron's group scores) against values
- * worked by hand; the family's verify features give the config written by hand. */
-#include "test.h"
+ * worked by hand; the family's verify features give the config written by hand. Without
+ * rope_scaling (derived from the fixture) the forward pass runs plain RoPE and gives
+ * transformers' logits of that config. */
+#include "family_fixture.h"
 
 #define CKPT_BUILD
 #include "../../formats/verify_source.h"
@@ -386,4 +388,35 @@ CKPT_TEST(test_verify_mla_family_config)
     ASSERT_TRUE(memcmp(la, lb, sizeof la) == 0);
     ckpt_model_close(fam);
     ckpt_model_close(hand);
+}
+
+/* testdata/hf/deepseek_v3_tiny as hf2mcore converts it (num_experts_per_tok 4, rms_norm_eps
+ * 1e-6) without rope_scaling, as testdata/gen/gen_derived_logits.py derives
+ * deepseek_v3_plain_rope */
+static void plain_rope(cJSON *c)
+{
+    cJSON_ReplaceItemInObject(c, "num_experts_per_tok", cJSON_CreateNumber(4));
+    cJSON_ReplaceItemInObject(c, "rms_norm_eps", cJSON_CreateNumber(1e-6));
+    cJSON_DeleteItemFromObject(c, "rope_scaling");
+}
+
+CKPT_TEST(test_verify_mla_plain_rope_logits_transformers)
+{
+    ckpt_model_config yarn;
+    const char *why;
+    double e;
+
+    ASSERT_OK(fx_derive_hf("plain", "hf/deepseek_v3_tiny", plain_rope, NULL));
+    e = fx_logits_error_of("plain", "gen/logits_deepseek_v3_plain_rope.json", VOCAB, 0, NULL, &why);
+    fprintf(stderr, "DeepSeek-V3 without rope_scaling: max |verify - transformers| %.3g %s\n", e, why);
+    ASSERT_TRUE(e <= 1e-5);
+    /* run with the fixture's YaRN (its frequencies and mscale in the softmax scale) instead,
+     * the logits move */
+    ckpt_model_config_unset(&yarn);
+    yarn.rope_yarn_factor = 4.0;
+    yarn.rope_original_max_positions = 16;
+    yarn.rope_yarn_mscale = yarn.rope_yarn_mscale_all_dim = 1.0;
+    e = fx_logits_error_of("plain", "gen/logits_deepseek_v3_plain_rope.json", VOCAB, 0, &yarn, &why);
+    fprintf(stderr, "the same run with YaRN: max |verify - transformers| %.3g %s\n", e, why);
+    ASSERT_TRUE(e > 1e-4 && isfinite(e));
 }

@@ -2,12 +2,14 @@
  * each score kind against values worked by hand (top-k then softmax, softmax then top-k,
  * sigmoid), ties and NaN logits, the scaling factor, and the canonical MoE tensor names. The
  * runs on Megatron checkpoints (EP 2 against EP 1, swapped, zeroed, transposed experts) are
- * tests/cli/verify/moe.sh. */
-#include "test.h"
+ * tests/cli/verify/moe.sh. The forward pass of a Qwen3-MoE with a dense layer after a MoE
+ * layer, derived from testdata/hf/qwen3_moe_tiny, gives transformers' logits. */
+#include "family_fixture.h"
 
 #define CKPT_BUILD
 #include "../../src/verify/run_private.h"
 
+#include <ckpt/verify.h>
 #include <math.h>
 
 static int near(double a, double b)
@@ -106,4 +108,48 @@ CKPT_TEST(test_moe_canonical_names)
     ASSERT_EQ_INT((int)ckpt_model__canonical_layer("layers.3.moe.experts.fc1.weight"), -2);
     ASSERT_EQ_INT((int)ckpt_model__expert_of("layers.3.moe.router.weight"), -1);
     ASSERT_EQ_INT((int)ckpt_model__expert_of("layers.3.mlp.fc1.weight"), -1);
+}
+
+/* testdata/hf/qwen3_moe_tiny with layer 1 dense, its expert 0 as the dense MLP (as
+ * testdata/gen/gen_derived_logits.py derives qwen3_moe_dense) */
+static void dense_layer_1(cJSON *c)
+{
+    cJSON *layers = cJSON_CreateArray();
+
+    cJSON_AddItemToArray(layers, cJSON_CreateNumber(1));
+    cJSON_ReplaceItemInObject(c, "mlp_only_layers", layers);
+    cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber(32));
+}
+
+static int expert_0_dense(const char *name, char *buf, size_t cap)
+{
+    static const char layer[] = "model.layers.1.mlp.";
+    const char *rest = strncmp(name, layer, sizeof layer - 1) == 0 ? name + sizeof layer - 1 : NULL;
+
+    if (rest && strncmp(rest, "experts.0.", 10) == 0)
+        snprintf(buf, cap, "%s%s", layer, rest + 10);
+    else if (rest && (strncmp(rest, "experts.", 8) == 0 || strcmp(rest, "gate.weight") == 0))
+        return 0;
+    else
+        snprintf(buf, cap, "%s", name);
+    return 1;
+}
+
+CKPT_TEST(test_moe_dense_layer_logits_transformers)
+{
+    ckpt_model_config swapped;
+    unsigned char moe[2] = { 0, 1 };
+    const char *why;
+    double e;
+
+    ASSERT_OK(fx_derive_hf("dense", "hf/qwen3_moe_tiny", dense_layer_1, expert_0_dense));
+    e = fx_logits_error_of("dense", "gen/logits_qwen3_moe_dense.json", 128, 0, NULL, &why);
+    fprintf(stderr, "Qwen3-MoE with layer 1 dense: max |verify - transformers| %.3g %s\n", e, why);
+    ASSERT_TRUE(e <= 1e-5);
+    /* the dense layer said to be layer 0: its router and experts are refused, naming the layer */
+    ckpt_model_config_unset(&swapped);
+    swapped.layer_moe = moe;
+    e = fx_logits_error_of("dense", "gen/logits_qwen3_moe_dense.json", 128, 0, &swapped, &why);
+    ASSERT_TRUE(isinf(e));
+    ASSERT_ERROR_MENTIONS("layers.0.moe.experts.0.fc1.weight: a dense layer by the config's list of MoE layers");
 }

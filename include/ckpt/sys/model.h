@@ -75,6 +75,9 @@ CKPT_EXTERN(ckpt_model_config *) ckpt_model_builder_config(ckpt_model_builder *b
 /* Which layers use the config's sliding window: n flags (1: windowed), one per layer, copied
  * (HF layer_types, Megatron's window_attn_skip_freq list). */
 CKPT_EXTERN(int) ckpt_model_builder_layer_window(ckpt_model_builder *b, const unsigned char *windowed, int64_t n);
+/* Which layers are MoE layers: n flags (1: MoE), one per layer, copied (Megatron's moe_layer_freq
+ * list), over moe_first_dense and moe_layer_freq. */
+CKPT_EXTERN(int) ckpt_model_builder_layer_moe(ckpt_model_builder *b, const unsigned char *moe, int64_t n);
 /* Where a config value came from, for the error that names a missing one ("args of
  * iter_0000010/mp_rank_00/model_optim_rng.pt", "config.json"). */
 CKPT_EXTERN(int) ckpt_model_builder_config_source(ckpt_model_builder *b, const char *where);

@@ -4,8 +4,8 @@
 # of 4 groups: transformers scores a group by its top 2 experts, Megatron by its top
 # moe_router_topk / moe_router_group_topk),
 # norm_topk_prob false (Megatron's sigmoid router always renormalises a top-k over 1), a softmax
-# router, another top-k method, RoPE not interleaved, not YaRN, dense layers among the MoE
-# layers; tensors that do not fit it: q_lora_rank against q_a_proj, first_k_dense_replace
+# router, another top-k method, RoPE not interleaved, RoPE neither YaRN nor plain (linear,
+# dynamic: the message names the key and value), dense layers among the MoE layers; tensors that do not fit it: q_lora_rank against q_a_proj, first_k_dense_replace
 # against the layers' MLPs, n_shared_experts against the shared expert, a missing expert bias
 # or shared expert, a layer past num_hidden_layers, an MTP layer's tensors (not converted). Megatron args: no
 # expert bias, a dense layer after a MoE layer, a top-k the groups do not fit, norm_epsilon 1e-5.
@@ -29,9 +29,9 @@ for change in "num_experts_per_tok 2" "norm_topk_prob false" "scoring_func softm
 done
 rm -rf in && cp -r "$TESTDATA/hf/transformers5/deepseek_v3_tiny" in && edit in/config.json num_experts_per_tok 4
 edit in/config.json rms_norm_eps 1e-6
-edit in/config.json rope_parameters/rope_type default
+edit in/config.json rope_parameters/rope_type dynamic
 ckptconv hf2mcore in out -q
-echo "5.24 rope_parameters/rope_type default: exit $?"
+echo "5.24 rope_parameters/rope_type dynamic: exit $?"
 l=model.layers
 for case in "remove $l.1.mlp.gate.e_score_correction_bias" "remove $l.2.mlp.shared_experts.down_proj.weight" \
             "copy $l.2.input_layernorm.weight $l.3.input_layernorm.weight"; do
