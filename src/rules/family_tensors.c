@@ -413,11 +413,10 @@ static int complete_mtp(const check_ctx *x)
         return 0;
     if (x->mtp_found != want)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "%s: %s holds multi-token prediction layers up to layer %lld (%s %lld + %lld), but %s "
-                               "in %s is %lld", x->weights, x->weights, (long long)(layers + x->mtp_found - 1),
-                               ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"), (long long)layers,
-                               x->mtp_found - 1, ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"), x->config,
-                               (long long)want);
+                               "%s: the tensors make %lld multi-token prediction layer%s after the %lld decoder layers "
+                               "(the last is layer %lld), but %s in %s is %lld", x->weights, x->mtp_found,
+                               x->mtp_found == 1 ? "" : "s", (long long)layers, (long long)(layers + x->mtp_found - 1),
+                               ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"), x->config, (long long)want);
     for (m = 0; m < want; m++)
         if ((rc = complete_layer(x, list(x->f, "per_layer"), layers + m, layers - 1)) < 0 ||
             (rc = complete_layer(x, list(x->f, "mtp"), layers + m, layers - 1)) < 0)
