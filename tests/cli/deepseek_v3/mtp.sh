@@ -7,7 +7,8 @@
 # embedding on the last stage), args.mtp_num_layers 1 and num_nextn_predict_layers 1 back.
 # reshard between the two layouts gives hf2mcore's files byte for byte. A differing
 # shared_head.head is refused naming both tensors; num_nextn_predict_layers 2 with one MTP
-# layer is refused; --drop 'model.layers.3.*' converts the model without MTP.
+# layer is refused; --drop 'model.layers.3.*' converts the model without MTP. torch_dist is
+# refused for the MTP layers (not written yet).
 set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
@@ -47,6 +48,9 @@ rm -rf in && cp -r src in && edit in/config.json num_nextn_predict_layers 2
 ckptconv hf2mcore in out -q
 echo "num_nextn_predict_layers 2: exit $?"
 test ! -e out || echo "out written"
+ckptconv hf2mcore src mc -q
+ckptconv reshard mc td --to torch_dist --extra-state drop -q
+echo "reshard --to torch_dist: exit $?"
 ckptconv hf2mcore src out --drop 'model.layers.3.*' -q
 echo "--drop 'model.layers.3.*': exit $?"
 args out/iter_0000001/mp_rank_00/model_optim_rng.pt mtp_num_layers
