@@ -86,6 +86,12 @@ int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t,
           ckpt_megatron__num_experts(d) > 0)) &&
         (rc = set_attr(a, d, "expert_tensor_parallel_size", ckpt_value_new_int(a, ckpt_megatron__etp(t)))) < 0)
         return rc;
+    /* the multi-token prediction layers the model holds (none where they were left out) */
+    if ((ckpt_megatron__mtp_layers(m) > 0 || ckpt_megatron__arg_int(d, "mtp_num_layers", 0) > 0) &&
+        (rc = set_attr(a, d, "mtp_num_layers",
+                       ckpt_megatron__mtp_layers(m) > 0 ? ckpt_value_new_int(a, ckpt_megatron__mtp_layers(m))
+                                                        : ckpt_value_new(a, CKPT_VAL_NONE))) < 0)
+        return rc;
     if (ckpt_value_dict_get(d, "num_layers_per_virtual_pipeline_stage") &&
         (rc = set_attr(a, d, "num_layers_per_virtual_pipeline_stage",
                        t->vpp > 1 ? ckpt_value_new_int(a, layers / (t->pp * t->vpp))

@@ -164,11 +164,14 @@ static const char *const edge_order[] = {
     "decoder.final_layernorm.weight",   "decoder.final_layernorm.bias",
     "output_layer.weight",              "output_layer.bias",
 };
+#define MTP_BEFORE 4 /* output_layer.weight */
 
 typedef struct sort_key {
     int stage; /* 0 first, 1 layers, 2 every, 3 last */
     int64_t layer;
     size_t within, index;
+    size_t edge;     /* 2 x the place in edge_order; an MTP layer's tensors 2 x that of output_layer.weight - 1 */
+    size_t mtp_part; /* an MTP layer's module (mtp_order), its decoder layer's modules by within */
     int64_t expert; /* a local expert's index, its modules in layer_order after it */
     size_t expert_within;
 } sort_key;
@@ -197,6 +200,51 @@ static size_t order_of(const char *rest, int64_t *expert, size_t *expert_within)
     return i;
 }
 
+/* A multi-token prediction layer's modules in MultiTokenPredictionLayer's order (megatron-core
+ * multi_token_prediction.py), its decoder layer (transformer_layer.) in layer_order. */
+static const char *const mtp_order[] = { "enorm.",  "hnorm.", "eh_proj.weight", "eh_proj._extra_state",
+                                         "transformer_layer.", "final_layernorm." };
+
+int64_t ckpt_megatron__mtp_layer(const char *name, const char **rest)
+{
+    static const char prefix[] = "mtp.layers.";
+    char *end;
+    int64_t m;
+
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0 || name[sizeof prefix - 1] < '0' || name[sizeof prefix - 1] > '9')
+        return -1;
+    m = strtoll(name + sizeof prefix - 1, &end, 10);
+    if (*end != '.')
+        return -1;
+    *rest = end + 1;
+    return m;
+}
+
+int64_t ckpt_megatron__mtp_layers(const ckpt_megatron *m)
+{
+    int64_t n = 0, l;
+    const char *rest;
+    size_t i;
+
+    for (i = 0; i < m->n_entries; i++)
+        if ((l = ckpt_megatron__mtp_layer(m->entries[i].name, &rest)) >= n)
+            n = l + 1;
+    return n;
+}
+
+/* An MTP layer's tensors sort after the decoder's final norm, before the output layer (GPTModel
+ * registers decoder, mtp, output_layer in this order). */
+static void mtp_key(const char *rest, sort_key *k)
+{
+    size_t i, n = sizeof mtp_order / sizeof mtp_order[0];
+
+    for (i = 0; i < n && strncmp(rest, mtp_order[i], strlen(mtp_order[i])) != 0; i++)
+        ;
+    k->mtp_part = i;
+    if (i < n && strcmp(mtp_order[i], "transformer_layer.") == 0)
+        k->within = order_of(rest + strlen(mtp_order[i]), &k->expert, &k->expert_within);
+}
+
 static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t index)
 {
     sort_key k = { .stage = 1, .layer = e->layout.layer, .index = index, .expert = -1 };
@@ -211,6 +259,13 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
     default: break;
     }
     (void)m;
+    if ((k.layer = ckpt_megatron__mtp_layer(e->name, &dot)) >= 0) {
+        k.stage = 3;
+        k.edge = 2 * MTP_BEFORE - 1;
+        mtp_key(dot, &k);
+        return k;
+    }
+    k.layer = e->layout.layer;
     if (e->layout.layer >= 0 && strncmp(e->name, prefix, sizeof prefix - 1) == 0 &&
         (dot = strchr(e->name + sizeof prefix - 1, '.')) != NULL) {
         k.within = order_of(dot + 1, &k.expert, &k.expert_within);
@@ -219,6 +274,7 @@ static sort_key entry_key(const ckpt_megatron *m, const mg_entry *e, size_t inde
             if (strcmp(e->name, edge_order[i]) == 0)
                 break;
         k.within = i;
+        k.edge = 2 * i;
     }
     return k;
 }
@@ -228,8 +284,12 @@ static int by_key(const void *a, const void *b)
     const sort_key *x = a, *y = b;
     if (x->stage != y->stage)
         return x->stage - y->stage;
+    if (x->edge != y->edge)
+        return x->edge < y->edge ? -1 : 1;
     if (x->layer != y->layer)
         return x->layer < y->layer ? -1 : 1;
+    if (x->mtp_part != y->mtp_part)
+        return x->mtp_part < y->mtp_part ? -1 : 1;
     if (x->within != y->within)
         return x->within < y->within ? -1 : 1;
     if (x->expert != y->expert)
@@ -323,6 +383,36 @@ static int add_expert_extras(ckpt_megatron *m, int transformer_engine)
     return rc;
 }
 
+/* An MTP layer's decoder layer keeps the extra states a decoder layer of its kind does, and
+ * its eh_proj (a column-parallel linear) one. */
+static int add_mtp_extras(ckpt_megatron *m, const char *const *keys, size_t n, int transformer_engine)
+{
+    int64_t count = ckpt_megatron__mtp_layers(m), l;
+    char name[256];
+    const char *rest;
+    size_t i;
+    int rc = 0;
+
+    for (l = 0; l < count && rc == 0; l++) {
+        int kind = 0;
+        for (i = 0; i < m->n_entries; i++)
+            if (ckpt_megatron__mtp_layer(m->entries[i].name, &rest) == l) {
+                kind |= strncmp(rest, "transformer_layer.mlp.experts.", 30) == 0 ? 1 : 0;
+                kind |= strstr(rest, ".self_attention.linear_kv_down_proj.") ? 2 : 0;
+            }
+        snprintf(name, sizeof name, "mtp.layers.%lld.eh_proj._extra_state", (long long)l);
+        rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1);
+        for (i = 0; i < n && rc == 0; i++) {
+            if (((kind & 1) && strncmp(keys[i], "mlp.linear_fc", 13) == 0) ||
+                ((kind & 2) && strcmp(keys[i], "self_attention.linear_qkv._extra_state") == 0))
+                continue;
+            snprintf(name, sizeof name, "mtp.layers.%lld.transformer_layer.%s", (long long)l, keys[i]);
+            rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1);
+        }
+    }
+    return rc;
+}
+
 int ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine)
 {
     const char *const *keys = transformer_engine ? te_extra : local_extra;
@@ -356,6 +446,8 @@ int ckpt_megatron_add_extra_states(ckpt_megatron *m, int transformer_engine)
             rc = ckpt_megatron__add_extra(m, name, transformer_engine, -1);
         }
     free(moe);
+    if (rc == 0)
+        rc = add_mtp_extras(m, keys, n, transformer_engine);
     if (rc == 0)
         rc = add_expert_extras(m, transformer_engine);
     if (rc == 0 && !transformer_engine)

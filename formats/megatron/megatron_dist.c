@@ -47,6 +47,9 @@ int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out)
     const char *rest;
 
     ckpt_buf_clear(out);
+    if (ckpt_megatron__mtp_layer(e->name, &rest) >= 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: multi-token prediction layers are not written as torch_dist yet", e->name);
     if (e->layout.layer < 0)
         return ckpt_buf_puts(out, e->name) < 0 ? CKPT_ENOMEM : 0;
     if (strncmp(e->name, CKPT_MEGATRON_LAYERS, skip) != 0 || !(rest = strchr(e->name + skip, '.')))

@@ -369,6 +369,19 @@ static int by_module(const void *x, const void *y)
     return p->index < q->index ? -1 : p->index > q->index;
 }
 
+/* The layer an expert entry orders by: its decoder layer, or num_layers + i for multi-token
+ * prediction layer i (mtp.layers.<i>., after the decoder's); -1 for no layer. */
+static int64_t order_layer(const ckpt_megatron *m, const mg_entry *e)
+{
+    const char *rest;
+    int64_t l;
+
+    if (e->layout.layer >= 0)
+        return e->layout.layer;
+    l = ckpt_megatron__mtp_layer(e->name, &rest);
+    return l >= 0 && l < CKPT_MEGATRON_MAX_MTP ? m->info.num_layers + l : -1;
+}
+
 /* For each expert entry, the index of the first entry of its module in its layer. */
 static int first_of_module(const ckpt_megatron *m, size_t *first)
 {
@@ -383,13 +396,13 @@ static int first_of_module(const ckpt_megatron *m, size_t *first)
         size_t at[2] = { 0, 0 };
         int grouped;
         first[i] = i;
-        if (!e->layout.expert || e->layout.layer < 0)
+        if (!e->layout.expert || order_layer(m, e) < 0)
             continue;
         if (!find_index(e->name, at, &grouped)) {
             at[0] = strlen(e->name);
             at[1] = 0;
         }
-        keys[n].layer = e->layout.layer;
+        keys[n].layer = order_layer(m, e);
         keys[n].index = i;
         if (!(keys[n].module = malloc(strlen(e->name) + 1))) {
             rc = ckpt_error_oom();
@@ -417,7 +430,8 @@ int ckpt_megatron__order_experts(ckpt_megatron *m)
 {
     order_key *keys = calloc(m->n_entries + 1, sizeof *keys);
     size_t *first = calloc(m->n_entries + 1, sizeof *first);
-    size_t *anchor = calloc((size_t)m->info.num_layers + 1, sizeof *anchor);
+    int64_t layers = m->info.num_layers + CKPT_MEGATRON_MAX_MTP;
+    size_t *anchor = calloc((size_t)layers + 1, sizeof *anchor);
     mg_entry *sorted = calloc(m->n_entries + 1, sizeof *sorted);
     size_t i;
     int rc = keys && first && anchor && sorted ? first_of_module(m, first) : ckpt_error_oom();
@@ -425,20 +439,22 @@ int ckpt_megatron__order_experts(ckpt_megatron *m)
     /* a layer's experts gather where its first one is: EP rank 0's come before any other's */
     for (i = m->n_entries; i-- > 0 && rc == 0;) {
         const mg_entry *e = &m->entries[i];
-        if (e->layout.expert && e->layout.layer >= 0 && e->layout.layer < m->info.num_layers)
-            anchor[e->layout.layer] = i;
+        int64_t l = order_layer(m, e);
+        if (e->layout.expert && l >= 0 && l < layers)
+            anchor[l] = i;
     }
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const mg_entry *e = &m->entries[i];
         size_t at[2];
         int grouped = 0;
+        int64_t l = order_layer(m, e);
         keys[i].index = i;
         keys[i].anchor = i;
-        if (!e->layout.expert || e->layout.layer < 0 || e->layout.layer >= m->info.num_layers)
+        if (!e->layout.expert || l < 0 || l >= layers)
             continue;
         if (find_index(e->name, at, &grouped) == 0)
             grouped = 1;
-        keys[i].anchor = anchor[e->layout.layer];
+        keys[i].anchor = anchor[l];
         keys[i].a = grouped ? (int64_t)first[i] : e->expert;
         keys[i].b = grouped ? e->expert : (int64_t)first[i];
     }

@@ -277,6 +277,11 @@ static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, 
             ckpt_error_prefix("%s", ckpt_path(r0->ck));
         return left < 0 ? left : rc;
     }
+    /* the last stage's copy of the embedding, which GPTModel keeps for the multi-token
+     * prediction layers (mtp_process) in step with the first stage's */
+    if (layout.stage == CKPT_STAGE_FIRST && (pp > 0 || vp > 0) && strcmp(key, "embedding.word_embeddings.weight") == 0 &&
+        ckpt_megatron__arg_int(m->args, "mtp_num_layers", 0) > 0)
+        return 0;
     dicts = layout.expert ? c->xdicts : c->dicts;
     ranks = layout.expert ? c->xranks : c->ranks;
     if (layout.layer >= 0) {

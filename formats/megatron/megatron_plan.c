@@ -29,6 +29,7 @@ typedef struct target_ctx {
     size_t file;              /* the plan file being built */
     const mg_rank *template_rank;
     int drop_output;          /* tied embeddings at one stage: no output_layer.weight */
+    int mtp;                  /* multi-token prediction layers: the last stage keeps the embedding too */
     int ep_size;              /* the target's EP */
     int tp, pp, ep;           /* the rank being written */
     int etp;                  /* its expert TP rank */
@@ -152,7 +153,9 @@ static int in_chunk(const target_ctx *c, const mg_entry *e, int pp, int vp, int 
         return 0;
     switch (e->layout.stage) {
     case CKPT_STAGE_FIRST:
-        return first;
+        /* GPTModel builds an embedding wherever the MTP block is (mtp_process), a copy of the
+         * first stage's that the MTP layers read */
+        return first || (last && c->mtp && strcmp(e->name, EMBEDDING_WEIGHT) == 0);
     case CKPT_STAGE_LAST:
         return last;
     case CKPT_STAGE_EVERY:
@@ -168,8 +171,11 @@ static int local_name(const target_ctx *c, const mg_entry *e, int64_t lo, ckpt_b
     ckpt_buf layer = CKPT_BUF_INIT;
     int rc;
 
+    /* a multi-token prediction layer's experts (mtp.layers.<i>.transformer_layer.mlp.experts.)
+     * are numbered per EP rank as the decoder's */
     if (e->layout.layer < 0)
-        return ckpt_buf_puts(out, e->name);
+        return e->expert < 0 ? ckpt_buf_puts(out, e->name)
+                             : ckpt_megatron__local_expert_name(c->m, e, c->ep_size, e->name, out);
     if (e->expert < 0)
         return ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, out);
     if ((rc = ckpt_parallel_rename_layer(c->m->spec, e->name, e->layout.layer - lo, &layer)) == 0)
@@ -214,6 +220,12 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
         if (e->expert >= 0 && ckpt_megatron__grouped_out(c->m, c->t)) {
             const char *which = NULL;
             const ckpt_node *w = NULL;
+            if (e->layout.layer < 0) {
+                rc = ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                                     "%s: a multi-token prediction layer's experts are not written as grouped GEMM "
+                                     "weights (--moe-grouped-gemm off)", e->name);
+                break;
+            }
             c->tp = tp;
             if ((rc = ckpt_megatron__grouped_part(c->m, i, c->ep_size, part_at, c, &which, &w)) <= 0)
                 continue;
@@ -516,6 +528,7 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
     c.plan = plan;
     c.arena = ckpt_plan_arena(plan);
     c.drop_output = drop_output;
+    c.mtp = ckpt_megatron__mtp_layers(m) > 0;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     c.ep_size = ckpt_megatron__target_ep(m, t);
     if ((rc = ckpt_fw_ranks_new(&c.ranks, m->n_entries, 1, t->tp, split_entry, &c)) < 0)

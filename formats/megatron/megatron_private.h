@@ -237,6 +237,11 @@ int ckpt_megatron__stacked_view(ckpt_megatron *m, const ckpt_tensor *t, int n, c
                                 const ckpt_tensor **out);
 int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, const char *name,
                             const ckpt_node **out);
+/* Multi-token prediction layers (megatron-core's mtp.layers.<i>., on the last pipeline stage):
+ * name's layer and the key after it (-1: not in one); how many the model's entries hold. */
+int64_t ckpt_megatron__mtp_layer(const char *name, const char **rest);
+#define CKPT_MEGATRON_MAX_MTP 64 /* more MTP layers than any model has (DeepSeek-V3: 1) */
+int64_t ckpt_megatron__mtp_layers(const ckpt_megatron *m);
 /* An `_extra_state` entry of a built model (None, or TE's empty tensor), of EP rank ep (-1: all). */
 int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep);
 /* A tensor of a torch_dist model under its legacy name (megatron_dist.c): kept, or left out

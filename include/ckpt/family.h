@@ -113,6 +113,15 @@ CKPT_EXTERN(int) ckpt_family_order(const ckpt_family *f, const char *framework, 
 /* Why a tensor no map consumes may be left out (a buffer the framework recomputes, as
  * "rotary_emb.inv_freq"), or NULL when it must not be. */
 CKPT_EXTERN(const char *) ckpt_family_left_out(const ckpt_family *f, const char *framework, const char *name);
+/* A multi-token prediction layer's copy of a main model tensor (hf_tensors.mtp_shared,
+ * DeepSeek-V3's embed_tokens and shared_head.head of layer num_hidden_layers + M): the name of
+ * the tensor it copies, or NULL when name is none. */
+CKPT_EXTERN(const char *) ckpt_family_mtp_copy_of(const ckpt_family *f, const ckpt_family_config *c,
+                                                  const char *framework, const char *name);
+/* The i-th copy of MTP layer m the config says (m < mtp_layers): its name into *name (appended)
+ * and the tensor it copies in *of; 1, or 0 past the last copy (or for a family with none). */
+CKPT_EXTERN(int) ckpt_family_mtp_copy(const ckpt_family *f, const ckpt_family_config *c, const char *framework,
+                                      int64_t m, size_t i, ckpt_buf *name, const char **of);
 /* The forward-pass description verify runs. */
 CKPT_EXTERN(int) ckpt_family_model_config(const ckpt_family *f, const ckpt_family_config *c, ckpt_model_config *out);
 

@@ -11,7 +11,7 @@
 
 typedef struct job {
     ckpt_plan *plan;
-    const char *in, *name;
+    const char *in, *name, *to;
     ckpt_fw *src, *dst;
     const ckpt_family *f;
     const ckpt_family_config *c;
@@ -84,6 +84,73 @@ static int check_inputs(const job *j, const char *to, const char *impl)
     return rc;
 }
 
+/* Whether a and b hold the same bytes (shape and dtype too). */
+static int same_bytes(const ckpt_node *a, const ckpt_node *b, int *same)
+{
+    enum { CHUNK = 1 << 16 };
+    ckpt_dtype dt = ckpt_node_dtype(a);
+    int64_t n = ckpt_node_numel(a), at, k;
+    size_t size = ckpt_dtype_size(dt);
+    unsigned char *x, *y;
+    int rc = 0;
+
+    *same = dt == ckpt_node_dtype(b) && ckpt_node_ndim(a) == ckpt_node_ndim(b) &&
+            memcmp(ckpt_node_shape(a), ckpt_node_shape(b), (size_t)ckpt_node_ndim(a) * sizeof(int64_t)) == 0;
+    if (!*same)
+        return 0;
+    x = malloc((size_t)CHUNK * size);
+    y = malloc((size_t)CHUNK * size);
+    if (!x || !y)
+        rc = ckpt_error_oom();
+    for (at = 0; rc == 0 && *same && at < n; at += k) {
+        k = n - at < CHUNK ? n - at : CHUNK;
+        if ((rc = ckpt_node_read(a, at, k, dt, x)) == 0 && (rc = ckpt_node_read(b, at, k, dt, y)) == 0)
+            *same = memcmp(x, y, (size_t)k * size) == 0;
+    }
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* A multi-token prediction layer's copy of a main tensor (the family's mtp_shared): left out
+ * (1) where it holds the bytes of that tensor, which the target shares, else refused naming
+ * both; 0 where name is no copy. A --drop pattern takes it first. */
+static int mtp_copy(job *j, const char *name, const ckpt_node *full)
+{
+    const char *fw = ckpt_fw_info_of(j->src)->framework, *of = ckpt_family_mtp_copy_of(j->f, j->c, fw, name);
+    const ckpt_node *main_node = NULL;
+    ckpt_buf why = CKPT_BUF_INIT;
+    size_t i, n = ckpt_fw_tensor_count(j->src);
+    int rc, same = 0;
+
+    if (!of)
+        return 0;
+    if ((rc = ckpt_plan_leave_out(j->plan, name, NULL)) != 0)
+        return rc;
+    for (i = 0; i < n && !main_node; i++) {
+        const ckpt_node *x;
+        ckpt_tensor_layout l;
+        if (strcmp(ckpt_fw_tensor_at(j->src, i, &x, &l), of) == 0)
+            main_node = x;
+    }
+    if (!main_node)
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                               "%s: tensor %s is a multi-token prediction layer's copy of %s, which is not there", j->in,
+                               name, of);
+    if ((rc = same_bytes(full, main_node, &same)) < 0)
+        return rc;
+    if (!same)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: tensor %s differs from %s: the target keeps one %s that the multi-token "
+                               "prediction layers share, so an MTP layer of its own is not converted", j->in, name, of,
+                               of);
+    if ((rc = ckpt_buf_printf(&why, "the multi-token prediction layer's copy of %s (equal byte for byte), which the "
+                                    "target shares", of)) == 0)
+        rc = ckpt_plan_leave_out(j->plan, name, (const char *)why.data);
+    ckpt_buf_dispose(&why);
+    return rc;
+}
+
 /* The source tensors the conversion takes: every one but those a rule of the framework or the
  * family leaves out, or a --drop pattern, each recorded in the plan with its reason. */
 static int keep_inputs(job *j, const char *to, const char *impl)
@@ -102,7 +169,7 @@ static int keep_inputs(job *j, const char *to, const char *impl)
         const char *rule = vt->left_out ? vt->left_out(ckpt_fw__state(j->src), name) : NULL;
         if (!rule)
             rule = ckpt_family_left_out(j->f, fw, name);
-        if ((rc = ckpt_plan_leave_out(j->plan, name, rule)) != 0) {
+        if ((rc = rule ? 0 : mtp_copy(j, name, full)) != 0 || (rc = ckpt_plan_leave_out(j->plan, name, rule)) != 0) {
             if (rc < 0)
                 return rc;
             continue;
@@ -148,6 +215,41 @@ static int set_params(job *j)
     return vt->map_params ? vt->map_params(ckpt_fw__state(j->dst), j->params) : 0;
 }
 
+/* The target's multi-token prediction layers' copies of main tensors (DeepSeek-V3's MTP
+ * embed_tokens and shared_head.head, as its release stores them). */
+static int add_mtp_copies(job *j, const ckpt_map_input *out, size_t n)
+{
+    ckpt_buf name = CKPT_BUF_INIT;
+    const ckpt_node *copy;
+    const char *of;
+    int64_t m;
+    size_t i, k;
+    int rc = 1;
+
+    for (m = 0; rc > 0; m++)
+        for (i = 0; rc > 0; i++) {
+            ckpt_buf_clear(&name);
+            if ((rc = ckpt_family_mtp_copy(j->f, j->c, j->to, m, i, &name, &of)) <= 0) {
+                rc = i > 0 && rc == 0 ? 1 : rc;
+                break;
+            }
+            for (k = 0; k < n && strcmp(out[k].name, of) != 0; k++)
+                ;
+            if (k == n) {
+                rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s to write %s from", j->in, of,
+                                     (const char *)name.data);
+                break;
+            }
+            /* a node of its own: the copy is stored, not shared */
+            if ((rc = ckpt_node_slice(ckpt_plan_graph(j->plan), out[k].node, 0, 0, ckpt_node_shape(out[k].node)[0],
+                                      &copy)) == 0 &&
+                (rc = ckpt_fw_add(j->dst, (const char *)name.data, copy)) == 0)
+                rc = 1;
+        }
+    ckpt_buf_dispose(&name);
+    return rc < 0 ? rc : 0;
+}
+
 /* The kept tensors through the maps into the target; any a rule does not take is refused. */
 static int map_tensors(job *j)
 {
@@ -175,6 +277,8 @@ static int map_tensors(job *j)
     }
     for (i = 0; i < n && rc == 0; i++)
         rc = ckpt_fw_add(j->dst, in[i].name, in[i].node);
+    if (rc == 0)
+        rc = add_mtp_copies(j, in, n);
     free(next);
     return rc;
 }
@@ -189,6 +293,7 @@ static int convert(ckpt_plan *plan, const char *in, const ckpt_job_options *o, c
     memset(&j, 0, sizeof j);
     j.plan = plan;
     j.in = in;
+    j.to = o->to;
     j.name = o->name ? o->name : "ckpt_job_plan";
     j.src = src;
     j.f = ckpt_fw_family(src);

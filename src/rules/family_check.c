@@ -273,7 +273,8 @@ static int check_tensor_list(const ckpt_family *f, const cJSON *list, int per_la
 
 static int check_tensors(const ckpt_family *f, const char *family)
 {
-    static const char *const allowed[] = { "before", "layer", "per_layer", "after", "buffers", "layer_buffers", NULL };
+    static const char *const allowed[] = { "before", "layer",        "per_layer", "after", "buffers",
+                                           "layer_buffers", "mtp", "mtp_shared", NULL };
     const cJSON *e;
     char where[WHERE_MAX];
     int rc;
@@ -296,8 +297,20 @@ static int check_tensors(const ckpt_family *f, const char *family)
     snprintf(where, sizeof where, "%s: hf_tensors", family);
     if ((rc = keys(f->hf_tensors, allowed, where)) < 0 || (rc = string_in(f->hf_tensors, "layer", where, 1)) < 0 ||
         (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "before"), 0, where)) < 0 ||
-        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "per_layer"), 1, where)) < 0)
+        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "per_layer"), 1, where)) < 0 ||
+        (rc = check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "mtp"), 0, where)) < 0)
         return rc;
+    /* multi-token prediction layers: counted by the field mtp_layers, their copies of main tensors by name */
+    if ((cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "mtp") ||
+         cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "mtp_shared")) &&
+        !ckpt_family__has_field(f, "mtp_layers", strlen("mtp_layers")))
+        return fail(where, "%s need a field mtp_layers (the count of multi-token prediction layers)", "mtp and mtp_shared");
+    e = cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "mtp_shared");
+    if (e && !cJSON_IsObject(e))
+        return fail(where, "%s is an object {\"tensor in an MTP layer\": \"the main tensor it copies\"}", "mtp_shared");
+    cJSON_ArrayForEach(e, e)
+        if (!cJSON_IsString(e))
+            return fail(where, "mtp_shared: %s: the main tensor it copies is a name", e->string);
     return check_tensor_list(f, cJSON_GetObjectItemCaseSensitive(f->hf_tensors, "after"), 0, where);
 }
 

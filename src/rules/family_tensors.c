@@ -110,6 +110,8 @@ typedef struct check_ctx {
     size_t n;
     ckpt_dtype dtype;
     const char *dtype_of;
+    long long mtp_found; /* 1 + the last multi-token prediction layer with a tensor */
+    char note[200];
 } check_ctx;
 
 /* A tensor row's flag ("optional", "own_dtype"), from its fifth item on. */
@@ -245,6 +247,47 @@ static int present(check_ctx *x, const char *name, const ckpt_node *node, const 
     return check_one(x, name, node, t);
 }
 
+/* ", nor in the 0 multi-token prediction layers after them (num_nextn_predict_layers)" */
+static const char *mtp_none(check_ctx *x)
+{
+    snprintf(x->note, sizeof x->note, ", nor in the %lld multi-token prediction layers after them that %s says",
+             (long long)ckpt_family__int(x->c, "mtp_layers", 0), ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"));
+    return x->note;
+}
+
+/* A tensor of multi-token prediction layer m (hf_tensors.mtp, or a per_layer row as the
+ * decoder's last layer has it: Megatron builds the MTP layer's decoder layer from the last
+ * layer's spec); without an mtp list the family converts no MTP layer. */
+static int check_mtp(check_ctx *x, const char *name, const ckpt_node *node, long long m, const char *rest)
+{
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
+    const cJSON *t, *copy;
+    long long expert;
+
+    if (!list(x->f, "mtp"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: tensor %s is in multi-token prediction layer %lld (%s %lld in %s), which ckptconv "
+                               "does not convert%s%s", x->weights, name, m,
+                               ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"),
+                               (long long)ckpt_family__int(x->c, "mtp_layers", 0), x->config, x->leave_out ? "; " : "",
+                               x->leave_out ? x->leave_out : "");
+    if (m + 1 > x->mtp_found)
+        x->mtp_found = m + 1;
+    if ((t = find(list(x->f, "mtp"), rest)))
+        return present(x, name, node, t, layers - 1);
+    /* a copy of a main tensor (mtp_shared): that tensor's shape */
+    if (cJSON_IsString(copy = cJSON_GetObjectItemCaseSensitive(list(x->f, "mtp_shared"), rest)) &&
+        ((t = find(list(x->f, "before"), copy->valuestring)) || (t = find(list(x->f, "after"), copy->valuestring))))
+        return check_one(x, name, node, t);
+    if (!(t = find_layer(list(x->f, "per_layer"), rest, &expert)))
+        return not_ours(x, name);
+    if (expert >= experts)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not one of the %lld experts that %s in %s says",
+                               x->weights, name, (long long)experts, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
+                               x->config);
+    return present(x, name, node, t, layers - 1);
+}
+
 /* One tensor of the files: a weight the config implies, with its shape, or an error naming it. */
 static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
 {
@@ -259,19 +302,12 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
         return 0;
     if ((layer = layer_of(x->f, name, 1, &rest)) < 0)
         return not_ours(x, name);
-    /* DeepSeek-V3's multi-token prediction layers follow the decoder layers (layer
-     * num_hidden_layers + i); no map carries them */
     if (layer >= layers && layer - layers < ckpt_family__int(x->c, "mtp_layers", 0))
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: tensor %s is in multi-token prediction layer %lld (%s %lld in %s), which ckptconv "
-                               "does not convert%s%s", x->weights, name, layer - (long long)layers,
-                               ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"),
-                               (long long)ckpt_family__int(x->c, "mtp_layers", 0), x->config, x->leave_out ? "; " : "",
-                               x->leave_out ? x->leave_out : "");
+        return check_mtp(x, name, node, layer - layers, rest);
     if (layer >= layers)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not in the %lld layers that %s in %s says",
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not in the %lld layers that %s in %s says%s",
                                x->weights, name, (long long)layers, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"),
-                               x->config);
+                               x->config, list(x->f, "mtp") ? mtp_none(x) : "");
     if (in_strings(list(x->f, "layer_buffers"), rest))
         return 0;
     if (!(t = find_layer(list(x->f, "per_layer"), rest, &expert)))
@@ -325,7 +361,7 @@ static int complete_list(const check_ctx *x, const cJSON *l)
 
 /* One layer row's tensor in layer `layer` (and expert `expert` for an {E} row), or an error
  * naming what implies it. */
-static int complete_one(const check_ctx *x, const cJSON *t, int64_t layer, int64_t expert)
+static int complete_one(const check_ctx *x, const cJSON *t, int64_t layer, int64_t expert, int64_t cond_layer)
 {
     int64_t layers = ckpt_family__int(x->c, "num_layers", 0);
     const char *row = item_str(t, 0), *hole = strstr(row, "{E}"), *suffix;
@@ -342,30 +378,66 @@ static int complete_one(const check_ctx *x, const cJSON *t, int64_t layer, int64
     if (hole)
         snprintf(experts, sizeof experts, ", %s %lld", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
                  (long long)ckpt_family__int(x->c, "num_experts", 0));
-    snprintf(fields, sizeof fields, "%s %lld%s%s%s", ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_layers"),
-             (long long)layers, experts, item_str(t, 3) ? ", " : "", item_str(t, 3) ? says(x, t, layer) : "");
+    snprintf(fields, sizeof fields, "%s %lld%s%s%s",
+             ckpt_family__key(x->f, CKPT_FAMILY_HF, layer >= layers ? "mtp_layers" : "num_layers"),
+             (long long)(layer >= layers ? ckpt_family__int(x->c, "mtp_layers", 0) : layers), experts, item_str(t, 3) ? ", " : "", item_str(t, 3) ? says(x, t, cond_layer) : "");
     return missing(x, name, fields);
+}
+
+/* The tensors rows imply in layer `layer`, whose conditions are those of layer cond_layer. */
+static int complete_layer(const check_ctx *x, const cJSON *rows, int64_t layer, int64_t cond_layer)
+{
+    int64_t experts = ckpt_family__int(x->c, "num_experts", 0), e;
+    const cJSON *t;
+    int rc;
+
+    cJSON_ArrayForEach(t, rows) {
+        if (!wanted(x, t, cond_layer))
+            continue;
+        for (e = 0; e < (strstr(item_str(t, 0), "{E}") ? experts : 1); e++)
+            if ((rc = complete_one(x, t, layer, e, cond_layer)) < 0)
+                return rc;
+    }
+    return 0;
+}
+
+/* The multi-token prediction layers: none (transformers 5 writes num_nextn_predict_layers 1
+ * and builds no MTP layer; or the user left them out), or as many as the config says, each
+ * whole. */
+static int complete_mtp(const check_ctx *x)
+{
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), want = ckpt_family__int(x->c, "mtp_layers", 0), m;
+    int rc;
+
+    if (x->mtp_found == 0)
+        return 0;
+    if (x->mtp_found != want)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: the tensors make %lld multi-token prediction layer%s after the %lld decoder layers "
+                               "(the last is layer %lld), but %s in %s is %lld", x->weights, x->mtp_found,
+                               x->mtp_found == 1 ? "" : "s", (long long)layers, (long long)(layers + x->mtp_found - 1),
+                               ckpt_family__key(x->f, CKPT_FAMILY_HF, "mtp_layers"), x->config, (long long)want);
+    for (m = 0; m < want; m++)
+        if ((rc = complete_layer(x, list(x->f, "per_layer"), layers + m, layers - 1)) < 0 ||
+            (rc = complete_layer(x, list(x->f, "mtp"), layers + m, layers - 1)) < 0)
+            return rc;
+    return 0;
 }
 
 /* Every tensor the config implies. The files hold x->n tensors and a layer needs several, so
  * a layer (or expert) count larger than the files meets a missing tensor within a few. */
 static int check_complete(const check_ctx *x)
 {
-    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
-    int64_t layer, e;
-    const cJSON *t;
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), layer;
     int rc;
 
     if ((rc = complete_list(x, list(x->f, "before"))) < 0)
         return rc;
     for (layer = 0; layer < layers; layer++)
-        cJSON_ArrayForEach(t, list(x->f, "per_layer")) {
-            if (!wanted(x, t, layer))
-                continue;
-            for (e = 0; e < (strstr(item_str(t, 0), "{E}") ? experts : 1); e++)
-                if ((rc = complete_one(x, t, layer, e)) < 0)
-                    return rc;
-        }
+        if ((rc = complete_layer(x, list(x->f, "per_layer"), layer, layer)) < 0)
+            return rc;
+    if ((rc = complete_mtp(x)) < 0)
+        return rc;
     return complete_list(x, list(x->f, "after"));
 }
 

@@ -110,23 +110,46 @@ static int check_unique(const apply_ctx *c, const map_table *t, int input)
 
 /* ---- one pass ---- */
 
-/* The first rule whose anchor matches name and whose when_present tensor, if it has one, is
- * an input; *oom is set where that name could not be made. */
+/* Every parameter the rule's {M+param} captures name is known, else an error naming it. */
+static int shift_params(const apply_ctx *c, const map_rule *r)
+{
+    size_t k;
+    int rc = 0;
+
+    for (k = 1; k < r->n_from && rc == 0; k++)
+        rc = ckpt_rules__pattern_params(&r->from[k], c->params, r->label);
+    for (k = 0; k < r->n_to && rc == 0; k++)
+        rc = ckpt_rules__pattern_params(&r->to[k], c->params, r->label);
+    if (rc == 0 && r->when_present)
+        rc = ckpt_rules__pattern_params(r->when_present, c->params, r->label);
+    return rc;
+}
+
+/* The first rule whose anchor matches name (its {M+param} captures not below their
+ * parameters) and whose when_present tensor, if it has one, is an input; *err is set where a
+ * name could not be made or a parameter is not known. */
 static const map_rule *match_anchor(const apply_ctx *c, const ckpt_strmap *ix, const map_rule *rules, size_t n_rules,
-                                    const char *name, map_capture *caps, int *oom)
+                                    const char *name, map_capture *caps, int *err)
 {
     size_t r;
     char *want;
+    int rc;
 
     for (r = 0; r < n_rules; r++) {
         if (!ckpt_rules__pattern_match(&rules[r].from[0], name, 0, caps))
             continue;
+        if ((rc = ckpt_rules__pattern_shift(&rules[r].from[0], caps, c->params, rules[r].label)) == 0)
+            continue;
+        if (rc < 0 || (rc = shift_params(c, &rules[r])) < 0) {
+            *err = rc;
+            return NULL;
+        }
         if (!rules[r].when_present)
             return &rules[r];
         want = ckpt_rules__pattern_expand(c->scratch, rules[r].when_present, caps,
-                                          ckpt_rules__pattern_capture_count(&rules[r].from[0]));
+                                          ckpt_rules__pattern_capture_count(&rules[r].from[0]), c->params);
         if (!want) {
-            *oom = 1;
+            *err = CKPT_ENOMEM;
             return NULL;
         }
         if (index_find(ix, want) != SIZE_MAX)
@@ -158,11 +181,11 @@ static int find_apps(const apply_ctx *c, const map_rule *rules, size_t n_rules, 
     if ((rc = index_build(&ix, t, &dup)) < 0)
         goto done;
     for (i = 0; i < t->n; i++) {
-        int oom = 0;
-        const map_rule *rule = match_anchor(c, &ix, rules, n_rules, t->v[i].name, caps, &oom);
+        int err = 0;
+        const map_rule *rule = match_anchor(c, &ix, rules, n_rules, t->v[i].name, caps, &err);
         size_t *src;
-        if (oom) {
-            rc = CKPT_ENOMEM;
+        if (err) {
+            rc = err;
             goto done;
         }
         if (!rule)
@@ -191,7 +214,7 @@ static int find_apps(const apply_ctx *c, const map_rule *rules, size_t n_rules, 
         memcpy(apps[n].caps, caps, sizeof caps);
         owner[i] = n + 1;
         for (j = 1; j < rule->n_from; j++) {
-            char *name = ckpt_rules__pattern_expand(c->scratch, &rule->from[j], caps, apps[n].n_caps);
+            char *name = ckpt_rules__pattern_expand(c->scratch, &rule->from[j], caps, apps[n].n_caps, c->params);
             size_t k;
             if (!name) {
                 rc = CKPT_ENOMEM;
@@ -277,7 +300,7 @@ static int run_app(const apply_ctx *c, const map_table *t, const map_app *app, m
         return CKPT_ENOMEM;
     for (k = 0; k < n; k++) {
         ckpt_map_output o;
-        o.name = ckpt_rules__pattern_expand(c->out, &rule->to[k], app->caps, app->n_caps);
+        o.name = ckpt_rules__pattern_expand(c->out, &rule->to[k], app->caps, app->n_caps, c->params);
         o.node = cur[k];
         o.home = t->v[app->anchor].home;
         o.rule = label;

@@ -1,8 +1,12 @@
 /* Name patterns: "llama.layers.{L}.mlp.down_proj.weight". A capture matches one or more
  * decimal digits, however many: layer 100 and beyond must not be cut at two digits. The
- * captured text is carried over verbatim, so an index never changes its spelling. */
+ * captured text is carried over verbatim, so an index never changes its spelling.
+ * "{M+num_hidden_layers}" numbers a run of layers after others (DeepSeek-V3's multi-token
+ * prediction layers follow the decoder's): M is the index less the parameter. */
 #include "rules_private.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static int pattern_fail(const char *where, const char *text, const char *why)
@@ -40,6 +44,7 @@ int ckpt_rules__pattern_parse(ckpt_arena *a, const char *text, const char *where
             parts[n_parts].text = text + start;
             parts[n_parts].len = i - start;
             parts[n_parts].capture = 0;
+            parts[n_parts].shift = NULL;
             n_parts++;
             continue;
         }
@@ -49,10 +54,24 @@ int ckpt_rules__pattern_parse(ckpt_arena *a, const char *text, const char *where
         parts[n_parts].text = text + i;
         while (is_ident_char(text[i]))
             i++;
-        if (text[i] != '}')
-            return pattern_fail(where, text, "'{' must be followed by a name and '}'");
         parts[n_parts].len = (size_t)(text + i - parts[n_parts].text);
         parts[n_parts].capture = 1;
+        parts[n_parts].shift = NULL;
+        if (text[i] == '+') {
+            size_t start = ++i;
+            char *shift;
+            if (!is_ident_start(text[i]))
+                return pattern_fail(where, text, "'+' in a capture must be followed by a parameter name");
+            while (is_ident_char(text[i]))
+                i++;
+            if (!(shift = ckpt_arena_alloc(a, i - start + 1)))
+                return CKPT_ENOMEM;
+            memcpy(shift, text + start, i - start);
+            shift[i - start] = '\0';
+            parts[n_parts].shift = shift;
+        }
+        if (text[i] != '}')
+            return pattern_fail(where, text, "'{' must be followed by a name and '}'");
         i++;
         if (n_parts > 0 && parts[n_parts - 1].capture)
             return pattern_fail(where, text, "two captures side by side cannot be told apart");
@@ -107,6 +126,7 @@ static int match_from(const map_pattern *p, size_t part, const char *s, int pref
         caps[cap].id_len = pt->len;
         caps[cap].value = s;
         caps[cap].value_len = len;
+        caps[cap].shift = 0;
         if (match_from(p, part + 1, s + len, prefix, caps, cap + 1))
             return 1;
     }
@@ -145,27 +165,87 @@ static const map_capture *find_capture(const map_part *pt, const map_capture *ca
     return NULL;
 }
 
-char *ckpt_rules__pattern_expand(ckpt_arena *a, const map_pattern *p, const map_capture *caps, size_t n_caps)
+/* The digits of c as a number; -1 past 18 digits (no index is that long). */
+static int64_t digits_value(const map_capture *c)
+{
+    int64_t v = 0;
+    size_t i;
+
+    if (c->value_len > 18)
+        return -1;
+    for (i = 0; i < c->value_len; i++)
+        v = v * 10 + (c->value[i] - '0');
+    return v;
+}
+
+static int64_t shift_of(const map_part *pt, const ckpt_map_params *params)
+{
+    int64_t v = 0;
+
+    if (pt->shift && !ckpt_map_params_get(params, pt->shift, &v))
+        return -1;
+    return v;
+}
+
+int ckpt_rules__pattern_params(const map_pattern *p, const ckpt_map_params *params, const char *rule)
+{
+    size_t i;
+
+    for (i = 0; i < p->n_parts; i++)
+        if (p->parts[i].shift && shift_of(&p->parts[i], params) < 0)
+            return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MAP_PARAM,
+                                   "rule %s needs model parameter '%s' (pattern \"%s\")", rule, p->parts[i].shift,
+                                   p->text);
+    return 0;
+}
+
+int ckpt_rules__pattern_shift(const map_pattern *p, map_capture *caps, const ckpt_map_params *params, const char *rule)
+{
+    size_t i, k = 0;
+    int rc;
+
+    if ((rc = ckpt_rules__pattern_params(p, params, rule)) < 0)
+        return rc;
+    for (i = 0; i < p->n_parts; i++) {
+        int64_t by, v;
+        if (!p->parts[i].capture)
+            continue;
+        by = shift_of(&p->parts[i], params);
+        v = digits_value(&caps[k]);
+        if (v < 0 || v < by)
+            return 0;
+        caps[k++].shift = by;
+    }
+    return 1;
+}
+
+char *ckpt_rules__pattern_expand(ckpt_arena *a, const map_pattern *p, const map_capture *caps, size_t n_caps,
+                                 const ckpt_map_params *params)
 {
     size_t i, len = 0, pos = 0;
-    char *s;
+    char *s, (*num)[24];
 
+    if (!(num = ckpt_arena_alloc(a, (p->n_parts ? p->n_parts : 1) * sizeof *num)))
+        return NULL;
     for (i = 0; i < p->n_parts; i++) {
         const map_capture *c = p->parts[i].capture ? find_capture(&p->parts[i], caps, n_caps) : NULL;
         CKPT_ASSERT(!p->parts[i].capture || c);
-        len += c ? c->value_len : p->parts[i].len;
+        num[i][0] = '\0';
+        if (c && (c->shift || p->parts[i].shift)) {
+            int64_t by = shift_of(&p->parts[i], params);
+            CKPT_ASSERT(by >= 0);
+            snprintf(num[i], sizeof num[i], "%" PRId64, digits_value(c) - c->shift + by);
+        }
+        len += num[i][0] ? strlen(num[i]) : c ? c->value_len : p->parts[i].len;
     }
     if (!(s = ckpt_arena_alloc(a, len + 1)))
         return NULL;
     for (i = 0; i < p->n_parts; i++) {
         const map_capture *c = p->parts[i].capture ? find_capture(&p->parts[i], caps, n_caps) : NULL;
-        if (c) {
-            memcpy(s + pos, c->value, c->value_len);
-            pos += c->value_len;
-        } else {
-            memcpy(s + pos, p->parts[i].text, p->parts[i].len);
-            pos += p->parts[i].len;
-        }
+        const char *src = num[i][0] ? num[i] : c ? c->value : p->parts[i].text;
+        size_t n = num[i][0] ? strlen(num[i]) : c ? c->value_len : p->parts[i].len;
+        memcpy(s + pos, src, n);
+        pos += n;
     }
     s[pos] = '\0';
     return s;

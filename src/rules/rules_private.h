@@ -61,6 +61,7 @@ typedef struct map_part {
     const char *text; /* literal text, or the capture's identifier */
     size_t len;
     int capture;
+    const char *shift; /* {M+param}: the capture is the index less the parameter; NULL: none */
 } map_part;
 
 typedef struct map_pattern {
@@ -75,6 +76,7 @@ typedef struct map_capture {
     size_t id_len;
     const char *value;
     size_t value_len;
+    int64_t shift; /* what a {M+param} anchor took off the digits (0: the digits as they are) */
 } map_capture;
 
 #define MAP_MAX_CAPTURES 8
@@ -86,8 +88,16 @@ int ckpt_rules__pattern_match(const map_pattern *p, const char *name, int prefix
 size_t ckpt_rules__pattern_capture_count(const map_pattern *p);
 /* 1 when every capture of p is among caps[0..n). */
 int ckpt_rules__pattern_covered(const map_pattern *p, const map_pattern *by);
-/* The name p gives for the captured values (arena string), or NULL on OOM. */
-char *ckpt_rules__pattern_expand(ckpt_arena *a, const map_pattern *p, const map_capture *caps, size_t n_caps);
+/* The name p gives for the captured values (arena string), or NULL on OOM; params gives the
+ * shifts of p's {M+param} parts, which ckpt_rules__pattern_shifts has found. */
+char *ckpt_rules__pattern_expand(ckpt_arena *a, const map_pattern *p, const map_capture *caps, size_t n_caps,
+                                 const ckpt_map_params *params);
+/* After a match of p: each {M+param} capture's index less the parameter into its shift; 0
+ * where one is below its parameter (no match), 1 where all are not, or an error naming
+ * `rule` where a parameter is not known. */
+int ckpt_rules__pattern_shift(const map_pattern *p, map_capture *caps, const ckpt_map_params *params, const char *rule);
+/* 0 when every parameter p's {M+param} parts name is known, else an error naming `rule`. */
+int ckpt_rules__pattern_params(const map_pattern *p, const ckpt_map_params *params, const char *rule);
 
 /* ---- operations ---- */
 

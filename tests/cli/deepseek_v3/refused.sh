@@ -43,8 +43,8 @@ for case in "remove $l.1.mlp.gate.e_score_correction_bias" "remove $l.2.mlp.shar
     test ! -e out || echo "out written"
 done
 # transformers 5.24 writes num_nextn_predict_layers 1 and no MTP tensor: it converts as a model
-# without MTP (round_trip.sh); an MTP layer's tensors (layer num_hidden_layers + 0) are refused
-# as such, and --drop leaves them out
+# without MTP (round_trip.sh); an MTP layer (layer num_hidden_layers + 0) with one tensor is
+# refused naming the first it lacks, and --drop leaves it out (mtp.sh converts whole ones)
 rm -rf in out && cp -r "$TESTDATA/hf/transformers5/deepseek_v3_tiny" in
 edit in/config.json num_experts_per_tok 4 && edit in/config.json rms_norm_eps 1e-6
 tensor in/model.safetensors copy $l.2.input_layernorm.weight $l.3.enorm.weight
