@@ -177,11 +177,11 @@ megatron_bench_input() {
     fi
 }
 
-# hf_bench_input DIR GEN_ARGS: the Hugging Face input of the hf2mcore and paddle_hf benchmarks
-# (make_hf_bench.py, LLaMA-shaped bf16 safetensors), generated into DIR once and again only when
+# hf_bench_input DIR GEN_ARGS [GENERATOR]: the Hugging Face input of the hf2mcore, paddle_hf and MoE benchmarks
+# (GENERATOR, default make_hf_bench.py: LLaMA-shaped bf16 safetensors), generated into DIR once and again only when
 # the generator or its arguments change. Needs REPO and a Python with numpy as VENV_PYTHON.
 hf_bench_input() {
-    local in="$1" gen_args="$2" gen="$REPO/tests/bench/make_hf_bench.py" id
+    local in="$1" gen_args="$2" gen="${3:-$REPO/tests/bench/make_hf_bench.py}" id
     id="$( {
         echo "$gen_args"
         cat "$gen"

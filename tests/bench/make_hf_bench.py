@@ -1,6 +1,6 @@
 """Writes a LLaMA-shaped Hugging Face model directory in bfloat16, the input of the
 hf2mcore / mcore2hf and hf2paddle / paddle2hf benchmarks (tests/bench/hf2mcore.sh,
-tests/bench/paddle_hf.sh), or with --experts a Mixtral-shaped one (tests/bench/moe.sh).
+tests/bench/paddle_hf.sh), or with --experts a Mixtral-shaped one (tests/bench/moe_mixtral.sh).
 
 Run with any Python that has numpy (the venv's):
 

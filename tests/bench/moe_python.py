@@ -2,7 +2,7 @@
 """Converts a Hugging Face Mixtral model (bf16 safetensors) to a Megatron-LM mcore GPT checkpoint
 (--ckpt-format torch, local layer names, SequentialMLP experts) at TP 1 and any PP and EP, the way
 it is done in Python today: the reference `ckptconv hf2mcore --ep` is compared with in
-tests/bench/moe.sh.
+tests/bench/moe_mixtral.sh.
 
     moe_python.py HF_DIR OUT --pp P --ep E
 
