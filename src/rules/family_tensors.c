@@ -255,14 +255,30 @@ static const char *mtp_none(check_ctx *x)
     return x->note;
 }
 
+/* A tensor of decoder layer `layer` by its name after the layer prefix (`rest`): a per_layer
+ * row, an expert's within the config's count. */
+static int check_layer_row(check_ctx *x, const char *name, const ckpt_node *node, const char *rest, int64_t layer)
+{
+    int64_t experts = ckpt_family__int(x->c, "num_experts", 0);
+    long long expert;
+    const cJSON *t;
+
+    if (!(t = find_layer(list(x->f, "per_layer"), rest, &expert)))
+        return not_ours(x, name);
+    if (expert >= experts)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not one of the %lld experts that %s in %s says",
+                               x->weights, name, (long long)experts, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
+                               x->config);
+    return present(x, name, node, t, layer);
+}
+
 /* A tensor of multi-token prediction layer m (hf_tensors.mtp, or a per_layer row as the
  * decoder's last layer has it: Megatron builds the MTP layer's decoder layer from the last
  * layer's spec); without an mtp list the family converts no MTP layer. */
 static int check_mtp(check_ctx *x, const char *name, const ckpt_node *node, long long m, const char *rest)
 {
-    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0);
     const cJSON *t, *copy;
-    long long expert;
 
     if (!list(x->f, "mtp"))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
@@ -279,13 +295,7 @@ static int check_mtp(check_ctx *x, const char *name, const ckpt_node *node, long
     if (cJSON_IsString(copy = cJSON_GetObjectItemCaseSensitive(list(x->f, "mtp_shared"), rest)) &&
         ((t = find(list(x->f, "before"), copy->valuestring)) || (t = find(list(x->f, "after"), copy->valuestring))))
         return check_one(x, name, node, t);
-    if (!(t = find_layer(list(x->f, "per_layer"), rest, &expert)))
-        return not_ours(x, name);
-    if (expert >= experts)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not one of the %lld experts that %s in %s says",
-                               x->weights, name, (long long)experts, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
-                               x->config);
-    return present(x, name, node, t, layers - 1);
+    return check_layer_row(x, name, node, rest, layers - 1);
 }
 
 /* One tensor of the files: a weight the config implies, with its shape, or an error naming it. */
@@ -293,8 +303,8 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
 {
     const cJSON *t;
     const char *rest;
-    long long layer, expert;
-    int64_t layers = ckpt_family__int(x->c, "num_layers", 0), experts = ckpt_family__int(x->c, "num_experts", 0);
+    long long layer;
+    int64_t layers = ckpt_family__int(x->c, "num_layers", 0);
 
     if ((t = find(list(x->f, "before"), name)) || (t = find(list(x->f, "after"), name)))
         return present(x, name, node, t, -1);
@@ -310,13 +320,7 @@ static int check_present(check_ctx *x, const char *name, const ckpt_node *node)
                                x->config, list(x->f, "mtp") ? mtp_none(x) : "");
     if (in_strings(list(x->f, "layer_buffers"), rest))
         return 0;
-    if (!(t = find_layer(list(x->f, "per_layer"), rest, &expert)))
-        return not_ours(x, name);
-    if (expert >= experts)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: tensor %s is not one of the %lld experts that %s in %s says",
-                               x->weights, name, (long long)experts, ckpt_family__key(x->f, CKPT_FAMILY_HF, "num_experts"),
-                               x->config);
-    return present(x, name, node, t, layer);
+    return check_layer_row(x, name, node, rest, layer);
 }
 
 static int by_name(const void *a, const void *b)
