@@ -11,6 +11,7 @@
 
 static int new_list(family_read *r, int64_t n, const char *what, ckpt_value **out)
 {
+    *out = NULL;
     if (n < 1 || n > FAMILY_MAX_LAYERS)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: %s %lld is not from 1 to %d", r->where, what,
                                (long long)n, FAMILY_MAX_LAYERS);
