@@ -172,7 +172,7 @@ def gen():
     add("unsafe_p4.pt", _zip_bytes(torch_pickle(evil4, protocol=4), [("data/0", floats(1, 2, 3, 4))]),
         f"state/hook is {os.system.__module__}.system(...) via STACK_GLOBAL (protocol 4)", "state/hook")
 
-    depth = 100000
+    depth = 10000  # far past the reader's 512 levels, at a tenth of the bytes
     bomb = b"\x80\x02" + b"(]" * depth + b"e" * depth + b"."
     add("recursion_bomb.pt", _zip_bytes(bomb, []),
         f"data.pkl nests {depth} lists (MARK EMPTY_LIST ... APPENDS)", None)
