@@ -158,25 +158,10 @@ def describe_dir(root):
     return out
 
 
-def _is_leaf(v):
-    if isinstance(v, dict):
-        return set(v) <= {"dtype", "shape", "sha256", "path", "size"} or len(json.dumps(v)) < 100
-    if isinstance(v, list):
-        return all(not isinstance(x, dict) for x in v) and len(json.dumps(v)) < 400
-    return True
-
-
-def dumps(obj, indent=0):
-    """JSON with one line per leaf (a tensor record, a short dict, a list of scalars), keys
-    sorted: compact and diff-friendly."""
-    if _is_leaf(obj):
-        return json.dumps(obj, sort_keys=True, separators=(", ", ": "))
-    pad = " " * (indent + 1)
-    if isinstance(obj, dict):
-        items = [f"{pad}{json.dumps(k)}: {dumps(obj[k], indent + 1)}" for k in sorted(obj)]
-        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
-    items = [pad + dumps(x, indent + 1) for x in obj]
-    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+def dumps(obj):
+    """Compact JSON, keys sorted: the oracles are read by programs, and the committed fixtures
+    must stay small."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def main():
