@@ -77,7 +77,7 @@ static int open_file(ckpt_whole *w, const char *path, const char *fp8_dir)
     if ((rc = ckpt_open(&w->ckpt, path, NULL)) < 0 || (rc = alloc_tensors(w, ckpt_tensor_count(w->ckpt))) < 0)
         return rc;
     if (fp8_dir)
-        return ckpt_hf_fp8_nodes(fp8_dir, w->ckpt, w->graph, w->names, w->nodes, &w->n);
+        return ckpt_hf_fp8_nodes(fp8_dir, w->ckpt, w->graph, CKPT_FP8_DEQUANTIZE, w->names, w->nodes, &w->n);
     for (i = 0; i < ckpt_tensor_count(w->ckpt); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(w->ckpt, i);
         if ((rc = ckpt_node_tensor(w->graph, t, &w->nodes[w->n])) < 0)

@@ -37,6 +37,13 @@ static void convert_help(FILE *out)
 "  --dtype D                cast floating-point tensors to D (float32, bfloat16,\n"
 "                           float16, float64, float8_e4m3fn, float8_e5m2), rounding\n"
 "                           to nearest even exactly as torch's Tensor.to does\n"
+"  --fp8 dequantize|keep    a Hugging Face model directory released in FP8 with\n"
+"                           block scales (config.json's quantization_config):\n"
+"                           its F8_E4M3 weights written as bfloat16, dequantised\n"
+"                           with their weight_scale_inv as transformers does, the\n"
+"                           scales consumed (dequantize, the default); or weights\n"
+"                           and scales written as stored (keep). Either way every\n"
+"                           weight must have its scale of the block shape\n"
 "  --protocol N             pickle protocol for .pdparams output (2 or 4; default 4,\n"
 "                           as paddle.save; 2 splits tensors over 1 GiB as paddle does)\n"
 "  --memory SIZE            working-memory budget, e.g. 512M, 2G (default 512M)\n"
@@ -59,6 +66,7 @@ static void convert_help(FILE *out)
 "  ckptconv convert in.pt out.pt --dtype bfloat16 --memory 1G\n"
 "  ckptconv convert checkpoints/ pytorch_model.bin --dtype float32   # like zero_to_fp32\n"
 "  ckptconv convert model.safetensors model.h5 --compress zstd:3\n"
+"  ckptconv convert DeepSeek-V3/ model.safetensors --fp8 keep       # one file, still FP8\n"
 "  ckptconv convert model_optim_rng.pt model_optim_rng.pt.zst --compress-level 9\n");
 }
 
@@ -115,6 +123,7 @@ int cli_convert(int argc, char **argv)
         { "keep-unknown-objects", no_argument, NULL, 'K' },
         { "compress", required_argument, NULL, 'z' },
         { "compress-level", required_argument, NULL, 'Z' },
+        { "fp8", required_argument, NULL, '8' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -123,6 +132,7 @@ int cli_convert(int argc, char **argv)
     ckpt_convert_report report;
     ckpt_ckpt *in = NULL;
     const char *format;
+    ckpt_fp8_mode fp8 = CKPT_FP8_DEQUANTIZE;
     int c, json = 0, quiet = 0, drop = 0, keep = 0, rc;
     double start;
     char size[32];
@@ -164,6 +174,12 @@ int cli_convert(int argc, char **argv)
             if ((rc = cli_option_compress_level("convert", optarg, &opts)) != 0)
                 return rc;
             break;
+        case '8':
+            if (strcmp(optarg, "keep") == 0)
+                fp8 = CKPT_FP8_KEEP;
+            else if (strcmp(optarg, "dequantize") != 0)
+                return cli_usage_error("convert", "--fp8 %s: expected dequantize or keep", optarg);
+            break;
         case 'f': opts.overwrite = 1; break;
         case 'c': oopts.verify_crc = 1; break;
         case 'J': json = 1; break;
@@ -178,6 +194,9 @@ int cli_convert(int argc, char **argv)
         return cli_usage_error("convert", "expected IN and OUT, got %d argument(s)", argc - optind);
     if (drop && keep)
         return cli_usage_error("convert", "--drop-unknown-objects and --keep-unknown-objects exclude each other");
+    if (fp8 == CKPT_FP8_KEEP && opts.dtype != CKPT_DTYPE_INVALID)
+        return cli_usage_error("convert", "--fp8 keep with --dtype would cast the FP8 weights apart from their "
+                               "scales; dequantize them (the default) to cast");
     opts.unknown = drop ? CKPT_UNKNOWN_DROP : keep ? CKPT_UNKNOWN_KEEP : CKPT_UNKNOWN_REFUSE;
     format = opts.format ? opts.format : ckpt_format_for_path(argv[optind + 1]);
     if (!format)
@@ -193,9 +212,10 @@ int cli_convert(int argc, char **argv)
     start = cli_now();
     if (ckpt_open(&in, argv[optind], &oopts) < 0)
         return cli_fail("convert");
-    /* a Hugging Face directory released in FP8 is written dequantised (its scales consumed) */
+    /* a Hugging Face directory released in FP8 is written dequantised (its scales consumed),
+       or kept, its weights and scales checked all the same */
     if ((rc = ckpt_hf_fp8_dir(argv[optind])) >= 0)
-        rc = rc ? ckpt_hf_fp8_convert(argv[optind], argv[optind + 1], &opts, &report)
+        rc = rc ? ckpt_hf_fp8_convert(argv[optind], argv[optind + 1], fp8, &opts, &report)
                 : ckpt_convert(in, argv[optind + 1], &opts, &report);
     cli_progress_done();
     if (rc < 0) {

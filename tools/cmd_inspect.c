@@ -317,7 +317,7 @@ static void print_text(const ckpt_ckpt *c, const ckpt_tensor_stats *stats)
     printf("tensors: %zu (%s)\n", n, cli_human_size(total, b, sizeof b));
     if (ckpt_hf_fp8_dir(ckpt_path(c)) == 1)
         printf("fp8:     F8_E4M3 weights with block scales (*_scale_inv): hf2mcore and convert read them as "
-               "bfloat16, dequantised\n");
+               "bfloat16, dequantised (convert --fp8 keep: as stored)\n");
     if (stored)
         printf("stored:  %s of %s encoded (x%.2f)\n", cli_human_size(stored, a, sizeof a),
                cli_human_size(encoded, b, sizeof b), (double)encoded / (double)stored);

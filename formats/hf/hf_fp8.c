@@ -3,7 +3,8 @@
  * "weight_block_size": [R, C]}, each quantised `X.weight` stored F8_E4M3 beside its float32
  * `X.weight_scale_inv` of [ceil(rows / R), ceil(cols / C)]. The weights are read as bfloat16,
  * dequantised as they are read (float32 product, rounded to nearest even, as DeepSeek's
- * fp8_cast_bf16.py and transformers' FP8 dequantisation do); the scales are consumed. */
+ * fp8_cast_bf16.py and transformers' FP8 dequantisation do); the scales are consumed. Kept
+ * as they are (CKPT_FP8_KEEP), every weight and scale is checked all the same. */
 #include "hf_private.h"
 
 #include <ckpt/graph.h>
@@ -101,14 +102,16 @@ static int check_scale(const ckpt_ckpt *ck, const char *file, const ckpt_tensor 
     return 0;
 }
 
-int ckpt_hf__fp8_node(ckpt_graph *g, const ckpt_ckpt *ck, const char *file, const ckpt_tensor *t,
-                      const int64_t block[2], const ckpt_node **out)
+/* t checked as a tensor of an FP8 block-scaled checkpoint: a scale belongs to an F8_E4M3
+ * weight, an F8_E4M3 weight has its scale of [ceil(rows / R), ceil(cols / C)]. *scale: that
+ * weight's scale, NULL for any other tensor. */
+static int fp8_check(const ckpt_ckpt *ck, const char *file, const ckpt_tensor *t, const int64_t block[2],
+                     const ckpt_tensor **scale)
 {
     char name[1024];
     const ckpt_tensor *s;
-    int rc;
 
-    *out = NULL;
+    *scale = NULL;
     if (is_scale(t->name))
         return check_scale(ck, file, t);
     if (t->dtype == CKPT_DTYPE_F8_E5M2)
@@ -116,7 +119,7 @@ int ckpt_hf__fp8_node(ckpt_graph *g, const ckpt_ckpt *ck, const char *file, cons
                                "%s: %s: F8_E5M2 weights in a checkpoint whose quantization_config says e4m3", file,
                                t->name);
     if (t->dtype != CKPT_DTYPE_F8_E4M3FN)
-        return ckpt_node_tensor(g, t, out);
+        return 0;
     if ((size_t)snprintf(name, sizeof name, "%s%s", t->name, SCALE_SUFFIX) >= sizeof name)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: %s: name too long", file, t->name);
     if (!(s = ckpt_tensor_find(ck, name)))
@@ -127,6 +130,23 @@ int ckpt_hf__fp8_node(ckpt_graph *g, const ckpt_ckpt *ck, const char *file, cons
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT,
                                "%s: %s: scale %s is not [ceil(rows / %lld), ceil(cols / %lld)] of its %d-D weight", file,
                                t->name, name, (long long)block[0], (long long)block[1], t->ndim);
+    *scale = s;
+    return 0;
+}
+
+int ckpt_hf__fp8_node(ckpt_graph *g, const ckpt_ckpt *ck, const char *file, const ckpt_tensor *t,
+                      const int64_t block[2], ckpt_fp8_mode mode, const ckpt_node **out)
+{
+    const ckpt_tensor *s;
+    int rc;
+
+    *out = NULL;
+    if ((rc = fp8_check(ck, file, t, block, &s)) < 0)
+        return rc;
+    if (mode == CKPT_FP8_KEEP || (!s && !is_scale(t->name)))
+        return ckpt_node_tensor(g, t, out);
+    if (!s)
+        return 0;
     if ((rc = ckpt_node_block_dequant(g, t, s, block[0], block[1], CKPT_DTYPE_BF16, out)) < 0)
         ckpt_error_prefix("%s", file);
     return rc;

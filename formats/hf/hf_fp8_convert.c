@@ -1,6 +1,6 @@
 /* convert of a Hugging Face model directory released in FP8 with block scales: its weights
  * written as ckpt_graph_write writes them, the FP8 ones dequantised to bf16 (hf_fp8.c), their
- * scales consumed. */
+ * scales consumed, or both kept as stored once checked. */
 #include "hf_private.h"
 
 #include <ckpt/sys/common.h>
@@ -53,8 +53,8 @@ int ckpt_hf_fp8_dir(const char *dir)
     return rc < 0 ? rc : block[0] > 0;
 }
 
-int ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, const char **names, const ckpt_node **nodes,
-                      size_t *n)
+int ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, ckpt_fp8_mode mode, const char **names,
+                      const ckpt_node **nodes, size_t *n)
 {
     char config[4096];
     int64_t block[2];
@@ -70,7 +70,7 @@ int ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, const
     for (i = 0; i < ckpt_tensor_count(ck); i++) {
         const ckpt_tensor *t = ckpt_tensor_at(ck, i);
         const ckpt_node *node;
-        if ((rc = ckpt_hf__fp8_node(g, ck, ckpt_path(ck), t, block, &node)) < 0)
+        if ((rc = ckpt_hf__fp8_node(g, ck, ckpt_path(ck), t, block, mode, &node)) < 0)
             return rc;
         if (node) {
             names[*n] = t->name;
@@ -80,7 +80,7 @@ int ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, const
     return 0;
 }
 
-int ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_options *opts,
+int ckpt_hf_fp8_convert(const char *dir, const char *path, ckpt_fp8_mode mode, const ckpt_convert_options *opts,
                         ckpt_convert_report *report)
 {
     char *weights = NULL;
@@ -92,6 +92,9 @@ int ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_op
     size_t i, n = 0, count;
     int rc;
 
+    /* filled in on every path, as ckpt_convert's callers dispose of it whatever the result */
+    if (report)
+        memset(report, 0, sizeof *report);
     if ((rc = ckpt_hf_weights_path(dir, &weights)) < 0 || (rc = ckpt_open(&ck, weights, NULL)) < 0 ||
         (rc = ckpt_graph_new(&g)) < 0)
         goto done;
@@ -103,7 +106,7 @@ int ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_op
         rc = ckpt_error_oom();
         goto done;
     }
-    if ((rc = ckpt_hf_fp8_nodes(dir, ck, g, names, nodes, &n)) < 0)
+    if ((rc = ckpt_hf_fp8_nodes(dir, ck, g, mode, names, nodes, &n)) < 0)
         goto done;
     for (i = 0; i < n; i++) {
         outs[i].name = names[i];

@@ -125,7 +125,7 @@ static int hf_open(ckpt_fw_builder *b, void **state)
         const ckpt_tensor *t = ckpt_tensor_at(s->ck, i);
         const ckpt_node *node = NULL;
         if (s->fp8_block[0])
-            rc = ckpt_hf__fp8_node(ckpt_fw_builder_graph(b), s->ck, s->weights, t, s->fp8_block, &node);
+            rc = ckpt_hf__fp8_node(ckpt_fw_builder_graph(b), s->ck, s->weights, t, s->fp8_block, CKPT_FP8_DEQUANTIZE, &node);
         else
             rc = ckpt_node_tensor(ckpt_fw_builder_graph(b), t, &node);
         if (rc == 0 && node)

@@ -29,8 +29,9 @@ int ckpt_hf__dims_of(const ckpt_family_config *c, ckpt_hf_llama_dims *d);
 int ckpt_hf__fp8_config(const char *path, char **text, int64_t block[2]);
 /* t of ck (in file) as the graph reads it given block sizes from ckpt_hf__fp8_config: an FP8
  * weight dequantised with its scale, a scale checked against its weight and consumed (*out
- * NULL), anything else as it is. */
+ * NULL), anything else as it is; with CKPT_FP8_KEEP, weights and scales checked alike and
+ * read as they are stored. */
 int ckpt_hf__fp8_node(ckpt_graph *g, const ckpt_ckpt *ck, const char *file, const ckpt_tensor *t,
-                      const int64_t block[2], const ckpt_node **out);
+                      const int64_t block[2], ckpt_fp8_mode mode, const ckpt_node **out);
 
 #endif

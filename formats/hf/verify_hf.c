@@ -103,7 +103,7 @@ static int fp8_inputs(ckpt_model_builder *b, const ckpt_ckpt *c, const char *wei
         if ((size_t)snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", in[i].name) >= sizeof full ||
             !(t = ckpt_tensor_find(c, full)))
             return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_FORMAT, "%s: %s: not found", weights, in[i].name);
-        if ((rc = ckpt_hf__fp8_node(ckpt_model_builder_graph(b), c, weights, t, block, &node)) < 0)
+        if ((rc = ckpt_hf__fp8_node(ckpt_model_builder_graph(b), c, weights, t, block, CKPT_FP8_DEQUANTIZE, &node)) < 0)
             return rc;
         if (node) {
             in[kept] = in[i];

@@ -27,17 +27,21 @@ CKPT_EXTERN(int) ckpt_hf_weights_path(const char *dir, char **out);
  * `X.weight` beside its float32 `X.weight_scale_inv`). ckpt_hf_fp8_dir: 1 when dir is a model
  * directory whose config.json says so, else 0; negative (naming config.json) for an FP8
  * quantization_config that cannot be read. ckpt_hf_fp8_convert: dir's weights written to
- * path as ckpt_graph_write writes them, the FP8 ones dequantised to bfloat16 as they are read
- * (float32 product, rounded to nearest even), their scales consumed; a weight without its
- * scale or a scale of another shape is refused, naming the file and the tensor (diff reads
- * such a directory through ckpt_hf_fp8_nodes). */
+ * path as ckpt_graph_write writes them: with CKPT_FP8_DEQUANTIZE the FP8 ones dequantised to
+ * bfloat16 as they are read (float32 product, rounded to nearest even), their scales
+ * consumed; with CKPT_FP8_KEEP weights and scales written as stored. Either way a weight
+ * without its scale, a scale of another shape or a scale without an F8_E4M3 weight is
+ * refused, naming the file and the tensor (diff reads such a directory through
+ * ckpt_hf_fp8_nodes). */
+typedef enum ckpt_fp8_mode { CKPT_FP8_DEQUANTIZE = 0, CKPT_FP8_KEEP } ckpt_fp8_mode;
 CKPT_EXTERN(int) ckpt_hf_fp8_dir(const char *dir);
 /* The tensors of ck, the opened weights of such a dir, as nodes of g: names[0..*n) and
- * nodes[0..*n), which hold ckpt_tensor_count(ck) entries; the scales consumed. */
-CKPT_EXTERN(int) ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, const char **names,
-                                   const ckpt_node **nodes, size_t *n);
-CKPT_EXTERN(int) ckpt_hf_fp8_convert(const char *dir, const char *path, const ckpt_convert_options *opts,
-                                     ckpt_convert_report *report);
+ * nodes[0..*n), which hold ckpt_tensor_count(ck) entries; the scales consumed or kept as
+ * mode says. */
+CKPT_EXTERN(int) ckpt_hf_fp8_nodes(const char *dir, const ckpt_ckpt *ck, ckpt_graph *g, ckpt_fp8_mode mode,
+                                   const char **names, const ckpt_node **nodes, size_t *n);
+CKPT_EXTERN(int) ckpt_hf_fp8_convert(const char *dir, const char *path, ckpt_fp8_mode mode,
+                                     const ckpt_convert_options *opts, ckpt_convert_report *report);
 
 /* The model families whose weights are LLaMA's, give or take q/k/v biases and a sliding
  * window, and whose config Megatron-LM's args can carry: transformers' model_type llama
