@@ -35,6 +35,10 @@ mla_init. Without Transformer Engine, multi_latent_attention.py's HAVE_TE is sti
 extension module imports with MagicMock classes) and isinstance(..., TELinear) raises TypeError;
 the worker sets HAVE_TE False.
 
+The rows "q_lora_rank null" are of that derived model without query compression, as
+DeepSeek-V2-Lite has it: tests/cli/deepseek_v3/make_q_proj.py replaces each layer's q_a_proj,
+q_a_layernorm and q_b_proj with one q_proj (Megatron's linear_q_proj).
+
 The model is built in float32 (the weights are bfloat16, logits.json is transformers' float32
 forward of them). Controls, whose logits must differ: the expert bias of both MoE layers zeroed,
 and experts 0 and 1 of layer 1 swapped.
@@ -51,6 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTDATA = os.path.dirname(HERE)
 INPUT_TOL = 1e-6
 TOPK = 4
+MAKE_Q_PROJ = os.path.join(os.path.dirname(TESTDATA), "tests", "cli", "deepseek_v3", "make_q_proj.py")
 
 FIXTURES = [
     ("deepseek_v3 (transformers 4.53)", "hf/deepseek_v3_tiny"),
@@ -239,8 +244,24 @@ def check(ckptconv, family, rel, work):
         run(ckptconv, "reshard", mc, tp1, "--tp", "1", "--pp", "1", "--ep", "1")
     except RuntimeError as e:
         return rows + ["%-32s not run: %s" % (family, str(e))]
+    # DeepSeek-V2-Lite's attention: no query compression (q_lora_rank null, one q_proj)
+    qproj, qmc, qtp2, qtp1 = (os.path.join(work, d) for d in ("q_proj", "qmc", "qtp2", "qtp1"))
+    derive(variant, qproj, {"q_lora_rank": None})
+    subprocess.run([sys.executable, MAKE_Q_PROJ, qproj], check=True)
+    refs["q_proj"] = os.path.join(work, "q_proj.json")
+    reference(qproj, fixture_logits, refs["q_proj"])
+    for d in (qmc, qtp2, qtp1):
+        shutil.rmtree(d, ignore_errors=True)
+    try:
+        run(ckptconv, "hf2mcore", qproj, qmc, "--transformer-impl", "local")
+        run(ckptconv, "hf2mcore", qproj, qtp2, "--tp", "2", "--ep", "2", "--transformer-impl", "local")
+        run(ckptconv, "reshard", qtp2, qtp1, "--tp", "1", "--pp", "1", "--ep", "1")
+    except RuntimeError as e:
+        return rows + ["%-32s q_lora_rank null not run: %s" % (family, str(e))]
     for how, ckpt, control, ref in (
             ("hf2mcore TP1 PP1", direct, "-", "variant"),
+            ("q_lora_rank null TP1", qmc, "-", "q_proj"),
+            ("q_lora null TP2 EP2 -> TP1", qtp1, "-", "q_proj"),
             ("TP2 EP2 -> reshard TP1", tp1, "-", "variant"),
             ("refused: top 2", direct, "topk2", "topk2"),
             ("refused: eps 1e-5", direct, "eps", "eps"),

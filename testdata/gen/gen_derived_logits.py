@@ -11,10 +11,14 @@ test time from a committed fixture (no model file is committed for them):
 - deepseek_v3_plain_rope: testdata/hf/deepseek_v3_tiny with num_experts_per_tok 4,
   rms_norm_eps 1e-6 (what hf2mcore converts) and rope_scaling removed (plain RoPE, softmax scale
   qk_head_dim^-0.5); the same weights (tests/unit/test_verify_mla.c derives the same).
+- deepseek_v3_q_proj: deepseek_v3_plain_rope's config with rope_scaling kept and q_lora_rank
+  null (no query compression, as DeepSeek-V2-Lite); each layer's q_a_proj, q_a_layernorm and
+  q_b_proj replaced by q_proj = [q_b_proj | q_b_proj] (tests/cli/deepseek_v3/make_q_proj.py and
+  tests/unit/test_verify_mla.c derive the same).
 The derived config.json and model.safetensors (bfloat16, as the fixture) are written to a
 temporary directory and loaded with from_pretrained in float32, then run on INPUT_IDS. The
 versions that wrote each file are in it: qwen3_moe_dense with transformers 4.53.3,
-deepseek_v3_plain_rope with 5.24.0 (4.53's DeepSeek-V3 masks the experts of the groups it
+deepseek_v3_plain_rope with 5.24.0 and deepseek_v3_q_proj with 5.23.0 (4.53's DeepSeek-V3 masks the experts of the groups it
 leaves out with 0.0, not -inf, so with num_experts_per_tok 4 it routes tokens to experts of
 those groups where a chosen expert's biased score is negative; 5.x and Megatron's
 group_limited_topk mask with -inf, as verify does).
@@ -57,12 +61,32 @@ def deepseek_v3_plain_rope(testdata):
     return transformers.DeepseekV3ForCausalLM, cfg, load(src)
 
 
+def deepseek_v3_q_proj(testdata):
+    """deepseek_v3_tiny as hf2mcore converts it, without query compression (q_lora_rank null):
+    q_proj = [q_b_proj | q_b_proj] in each layer, as tests/cli/deepseek_v3/make_q_proj.py"""
+    import transformers
+    src = os.path.join(testdata, "hf", "deepseek_v3_tiny")
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["num_experts_per_tok"] = 4
+    cfg["rms_norm_eps"] = 1e-6
+    cfg["q_lora_rank"] = None
+    sd = {}
+    for name, t in load(src).items():
+        if name.endswith("q_a_proj.weight"):
+            qb = load(src)[name.replace("q_a_proj", "q_b_proj")]
+            sd[name.replace("q_a_proj", "q_proj")] = torch.cat([qb, qb], dim=1)
+        elif not name.endswith(("q_a_layernorm.weight", "q_b_proj.weight")):
+            sd[name] = t
+    return transformers.DeepseekV3ForCausalLM, cfg, sd
+
+
 def load(src):
     from safetensors.torch import load_file
     return load_file(os.path.join(src, "model.safetensors"))
 
 
-MODELS = {"qwen3_moe_dense": qwen3_moe_dense, "deepseek_v3_plain_rope": deepseek_v3_plain_rope}
+MODELS = {"qwen3_moe_dense": qwen3_moe_dense, "deepseek_v3_plain_rope": deepseek_v3_plain_rope,
+          "deepseek_v3_q_proj": deepseek_v3_q_proj}
 
 
 def main():

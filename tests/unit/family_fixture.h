@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_IN 64
+#define MAX_IN 128 /* tensors of a fixture: deepseek_v3_tiny has 91 */
 
 typedef struct fixture {
     ckpt_ckpt *ck;
@@ -251,12 +251,17 @@ static inline double fx_logits_error(const char *path, const char *fixture_dir, 
     return fx_logits_error_with(path, fixture_dir, vocab, merge, NULL, why);
 }
 
+/* How fx_derive_hf_with makes tensor i of the fixture f: 1 with a name written into buf and
+ * *node (a node of g: f->in[i].node, or one built from f's nodes), 0 to leave it out, or a
+ * negative error code. */
+typedef int (*fx_derive_fn)(ckpt_graph *g, const fixture *f, size_t i, char *buf, size_t cap,
+                            const ckpt_node **node, void *payload);
+
 /* A Hugging Face directory `dir` derived from testdata's `src` directory: its config.json
- * through edit_config, and its model.safetensors byte for byte (rename NULL) or with each
- * tensor named what rename writes into buf (1: kept under that name, 0: left out). The
- * tests derive models this way rather than commit them. */
-static inline int fx_derive_hf(const char *dir, const char *src, void (*edit_config)(cJSON *),
-                               int (*rename)(const char *name, char *buf, size_t cap))
+ * through edit_config, and its model.safetensors byte for byte (derive NULL) or tensor by
+ * tensor through derive. The tests derive models this way rather than commit them. */
+static inline int fx_derive_hf_with(const char *dir, const char *src, void (*edit_config)(cJSON *),
+                                    fx_derive_fn derive, void *payload)
 {
     ckpt_plan_options po = CKPT_PLAN_OPTIONS_INIT;
     ckpt_plan *plan = NULL;
@@ -284,7 +289,7 @@ static inline int fx_derive_hf(const char *dir, const char *src, void (*edit_con
         goto done;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", src);
-    if (!rename) {
+    if (!derive) {
         raw = ckpt_test_read_file(ckpt_test_data(path), &len);
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         rc = raw && (fp = fopen(path, "wb")) ? 0 : CKPT_EIO;
@@ -298,11 +303,14 @@ static inline int fx_derive_hf(const char *dir, const char *src, void (*edit_con
         rc = CKPT_EINVALID;
         goto done;
     }
-    for (i = 0; i < f.n; i++)
-        if (rename(f.in[i].name, buf[n], sizeof buf[n])) {
+    for (i = 0; i < f.n; i++) {
+        if ((rc = derive(ckpt_plan_graph(plan), &f, i, buf[n], sizeof buf[n], &nodes[n], payload)) < 0)
+            goto done;
+        if (rc > 0) {
             names[n] = buf[n];
-            nodes[n++] = f.in[i].node;
+            n++;
         }
+    }
     po.force = 1; /* beside the config.json */
     if ((rc = ckpt_hf_plan_safetensors(plan, names, nodes, n, 0)) == 0)
         rc = ckpt_plan_execute(plan, dir, &po, NULL);
@@ -313,6 +321,28 @@ done:
     free(out);
     cJSON_Delete(j);
     return rc;
+}
+
+typedef struct fx_rename {
+    int (*rename)(const char *name, char *buf, size_t cap);
+} fx_rename;
+
+static inline int fx_derive_renamed(ckpt_graph *g, const fixture *f, size_t i, char *buf, size_t cap,
+                                    const ckpt_node **node, void *payload)
+{
+    (void)g;
+    *node = f->in[i].node;
+    return ((const fx_rename *)payload)->rename(f->in[i].name, buf, cap);
+}
+
+/* fx_derive_hf_with, each tensor kept byte for byte (rename NULL) or named what rename
+ * writes into buf (1: kept under that name, 0: left out). */
+static inline int fx_derive_hf(const char *dir, const char *src, void (*edit_config)(cJSON *),
+                               int (*rename)(const char *name, char *buf, size_t cap))
+{
+    fx_rename r = { rename };
+
+    return fx_derive_hf_with(dir, src, edit_config, rename ? fx_derive_renamed : NULL, &r);
 }
 
 /* What fx_write_megatron writes of a map output `name`: 0 *node (which the edit may replace),

@@ -420,3 +420,57 @@ CKPT_TEST(test_verify_mla_plain_rope_logits_transformers)
     fprintf(stderr, "the same run with YaRN: max |verify - transformers| %.3g %s\n", e, why);
     ASSERT_TRUE(e > 1e-4 && isfinite(e));
 }
+
+/* testdata/hf/deepseek_v3_tiny as hf2mcore converts it (num_experts_per_tok 4, rms_norm_eps
+ * 1e-6) without query compression, as testdata/gen/gen_derived_logits.py derives
+ * deepseek_v3_q_proj and tests/cli/deepseek_v3/make_q_proj.py: q_lora_rank null, each layer's
+ * q_a_proj, q_a_layernorm and q_b_proj replaced by q_proj = [q_b_proj | q_b_proj] (hidden 32,
+ * q_lora_rank 16) */
+static void no_q_lora(cJSON *c)
+{
+    cJSON_ReplaceItemInObject(c, "num_experts_per_tok", cJSON_CreateNumber(4));
+    cJSON_ReplaceItemInObject(c, "rms_norm_eps", cJSON_CreateNumber(1e-6));
+    cJSON_ReplaceItemInObject(c, "q_lora_rank", cJSON_CreateNull());
+}
+
+static int ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), k = strlen(end);
+    return n >= k && strcmp(s + n - k, end) == 0;
+}
+
+static int q_proj_of(ckpt_graph *g, const fixture *f, size_t i, char *buf, size_t cap, const ckpt_node **node,
+                     void *payload)
+{
+    const char *name = f->in[i].name, *at = strstr(name, "q_a_proj.weight");
+    char qb[96];
+    size_t k;
+
+    (void)payload;
+    if (ends_with(name, "q_a_layernorm.weight") || ends_with(name, "q_b_proj.weight"))
+        return 0;
+    if (!at || !ends_with(name, "q_a_proj.weight")) {
+        *node = f->in[i].node;
+        return snprintf(buf, cap, "%s", name) < (int)cap ? 1 : CKPT_EINVALID;
+    }
+    snprintf(qb, sizeof qb, "%.*sq_b_proj.weight", (int)(at - name), name);
+    snprintf(buf, cap, "%.*sq_proj.weight", (int)(at - name), name);
+    for (k = 0; k < f->n; k++)
+        if (strcmp(f->in[k].name, qb) == 0) {
+            const ckpt_node *both[2] = { f->in[k].node, f->in[k].node };
+            return ckpt_node_concat(g, both, 2, 1, node) < 0 ? CKPT_EINVALID : 1;
+        }
+    return CKPT_ENOTFOUND;
+}
+
+CKPT_TEST(test_verify_mla_no_q_lora_logits_transformers)
+{
+    const char *why;
+    double e;
+
+    ASSERT_OK(fx_derive_hf_with("noqlora", "hf/deepseek_v3_tiny", no_q_lora, q_proj_of, NULL));
+    e = fx_logits_error_of("noqlora", "gen/logits_deepseek_v3_q_proj.json", VOCAB, 0, NULL, &why);
+    fprintf(stderr, "DeepSeek-V3 with q_lora_rank null: max |verify - transformers| %.3g %s\n", e, why);
+    ASSERT_TRUE(e <= 1e-5);
+}
+
