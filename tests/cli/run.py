@@ -10,6 +10,9 @@ and checks its exit status and output against sibling files:
 Without an expectation file, that stream is not checked. A suite whose directory holds a
 `requires-format` file (format names, one per line) is skipped, and said to be, when the
 binary was built without one of them (`ckptconv --help` lists the formats it has).
+A filter ending in "/" selects that suite alone (ctest runs each suite as cli.<suite>); any
+other filter, the cases whose "<suite>/<case>.sh" holds it. Exit status: 0 when every case
+passed, 1 when one failed or none matched, 77 when every case matched was skipped.
 Options: --set-exact-output rewrites the .exact files from the actual output;
 --preserve keeps the scratch directories. The environment gives each case TESTDATA
 (the repository's testdata/) and CLI_DIR (its suite directory)."""
@@ -21,6 +24,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SKIPPED = 77  # every case skipped: ctest's SKIP_RETURN_CODE
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -94,7 +98,7 @@ def main():
             continue
         lacking = missing_format(sdir, have)
         for f in sorted(os.listdir(sdir)):
-            if f.endswith(".sh") and pattern in f"{suite}/{f}":
+            if f.endswith(".sh") and (suite == pattern[:-1] if pattern.endswith("/") else pattern in f"{suite}/{f}"):
                 if lacking:
                     print(f"skip {suite}/{f} (this build has no {lacking} format)")
                     skipped += 1
@@ -144,6 +148,8 @@ def main():
         if not preserve:
             shutil.rmtree(scratch, ignore_errors=True)
     print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    if not cases and skipped:
+        return SKIPPED
     return 1 if failed or not cases else 0
 
 
