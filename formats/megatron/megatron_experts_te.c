@@ -365,7 +365,6 @@ int ckpt_megatron__te_prepare(ckpt_megatron *m, const ckpt_megatron_target *t)
     size_t i;
     int rc, out = ckpt_megatron__te_out(m, t);
 
-    m->te_out = 0;
     for (i = 0; i < m->n_entries && (m->te_grouped || out) && t->extra_state == CKPT_MEGATRON_EXTRA_COPY; i++) {
         const mg_entry *e = &m->entries[i];
         if (e->expert < 0 || !ckpt_megatron__is_extra_state(e->name) || !fp8_state(e))
@@ -376,11 +375,17 @@ int ckpt_megatron__te_prepare(ckpt_megatron *m, const ckpt_megatron_target *t)
                                "FP8 state) or drop writes the model",
                                source_of(m, e), e->local, e->name);
     }
-    if (!out)
-        return 0;
+    /* a plan of this model before put its entries into TEGroupedMLP's order (a model made
+     * without a set is sorted by each plan) */
+    if (!out) {
+        rc = m->te_out && m->set ? ckpt_megatron__order_experts(m) : 0;
+        m->te_out = 0;
+        return rc;
+    }
     for (i = 0; i < m->n_entries; i++)
         if (m->entries[i].expert >= 0 && (rc = te_fits(&m->entries[i])) < 0)
             return rc;
+    m->te_out = 0;
     if ((rc = te_order(m)) == 0)
         m->te_out = 1;
     return rc;
