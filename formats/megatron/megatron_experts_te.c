@@ -10,11 +10,14 @@
  *   for i in range(num_gemms), the parameter weight<i> [out, in] and, with bias, bias<i>
  *   right after it (weight0, bias0, weight1, bias1, ...); without bias, bias<i> is a plain
  *   attribute and no state-dict entry. TransformerEngineBaseModule.get_extra_state then gives
- *   the module ONE _extra_state, which torch's Module.state_dict puts after the parameters:
+ *   the module ONE _extra_state, which torch's Module._save_to_state_dict puts after the
+ *   parameters and persistent buffers (GroupedLinear registers none, and neither it nor
+ *   Megatron's TEGroupedLinear changes how its state dict is saved):
  *     mlp.experts.linear_fc1.weight0 .. weight<n-1>, mlp.experts.linear_fc1._extra_state,
  *     mlp.experts.linear_fc2.weight0 .. weight<n-1>, mlp.experts.linear_fc2._extra_state
- *   (the order read from the sources of both projects, with no Transformer Engine run to
- *   confirm it: certain for the weights, near-certain for _extra_state being last).
+ *   (read from the sources of the three projects; no Transformer Engine save was seen).
+ *   A TE activation module (--use-te-activation-func) between them is not read: no layout
+ *   rule takes it, and the set is refused naming it.
  * - weight<i> is local expert i's weight as SequentialMLP's expert i holds it, cut over the
  *   expert TP ranks as those cut it (TEGroupedLinear divides output_size for "column" and
  *   input_size for "row" by the expert TP size; fc1 bias<i> is cut, fc2's is whole):
