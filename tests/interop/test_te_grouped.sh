@@ -2,8 +2,8 @@
 # Transformer Engine's grouped GEMM experts (TEGroupedMLP) as torch writes them from the facts
 # of megatron-core 0.16.1 and Transformer Engine (te_grouped.py, apart from ckptconv; no
 # Transformer Engine runs here to save one): ckptconv writes the same keys in the same order
-# and the same tensors from Mixtral's SequentialMLP set, and reads that set back to
-# SequentialMLP byte for byte. A wrong-shaped weight<i>, FP8 _extra_state kept (--extra-state
+# and the same tensors from Mixtral's SequentialMLP set, also with biases (bias<i> right after
+# weight<i>), and reads that set back to SequentialMLP byte for byte. A wrong-shaped weight<i>, FP8 _extra_state kept (--extra-state
 # copy) and the optimizer state of such a set are refused naming the file and the tensor.
 # shellcheck source=tests/interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,7 +14,7 @@ te() { "$TORCH_PYTHON" "$INTEROP_DIR/te_grouped.py" "$@"; }
 keys() { "$CKPTCONV" inspect "$1" | awk '/^model\//{print $1}'; }
 
 written_alike() {
-    cd "$WORK"
+    cd "$WORK" || return 1
     ckpt hf2mcore "$TESTDATA/hf/mixtral_tiny" seq --ep 2 -q
     te seq py
     ckpt reshard seq ours --tp 1 --pp 1 --moe-grouped-gemm on -q
@@ -26,11 +26,53 @@ written_alike() {
     for f in seq/$R/mp_rank_*/*.pt; do cmp "$f" "back/${f#seq/}"; done
 }
 
+# Experts with biases (--add-bias-linear, given here to Mixtral's): GroupedLinear registers
+# bias<i> right after weight<i>; through expert TP 2 (fc1's bias cut, fc2's whole) and back
+with_bias() {
+    cd "$WORK" || return 1
+    "$TORCH_PYTHON" - seq bseq <<'PY'
+import re
+import shutil
+import sys
+from collections import OrderedDict
+
+import torch
+
+src, dst = sys.argv[1:3]
+shutil.copytree(src, dst)
+for rank in ("mp_rank_00_000", "mp_rank_00_001"):
+    path = f"{dst}/iter_0000001/{rank}/model_optim_rng.pt"
+    sd = torch.load(path)
+    model = OrderedDict()
+    for k, v in sd["model"].items():
+        model[k] = v
+        m = re.match(r"(.*local_experts\.\d+\.linear_fc[12])\.weight$", k)
+        if m:
+            model[m.group(1) + ".bias"] = torch.arange(v.shape[0], dtype=v.dtype) + len(model)
+    sd["model"] = model
+    sd["args"].add_bias_linear = True
+    torch.save(sd, path)
+PY
+    te bseq bpy
+    ckpt reshard bseq bours --tp 1 --pp 1 --moe-grouped-gemm on -q
+    keys bours/$R/mp_rank_00_000/model_optim_rng.pt | grep -q 'layers\.0\.mlp\.experts\.linear_fc1\.bias1'
+    for f in bours/$R/mp_rank_*/*.pt; do
+        keys "$f" | cmp - <(keys "bpy/${f#bours/}")
+        ckpt diff -q "$f" "bpy/${f#bours/}"
+    done
+    ckpt reshard -q bpy btp2 --tp 2 --pp 1 --ep 1
+    ckpt reshard -q btp2 bback --tp 1 --pp 1 --ep 2
+    for f in bours/$R/mp_rank_*/*.pt; do cmp "$f" "bback/${f#bours/}"; done
+    ckpt reshard -q bpy bseq.back --tp 1 --pp 1 --moe-grouped-gemm off
+    ckpt reshard -q bseq bseq.same --tp 1 --pp 1
+    for f in bseq.same/$R/mp_rank_*/*.pt; do cmp "$f" "bseq.back/${f#bseq.same/}"; done
+}
+
 # refused CASE PATTERN ARGS...: te_grouped.py --break CASE's set is refused with PATTERN
 refused() {
     local how="$1" pattern="$2"
     shift 2
-    cd "$WORK"
+    cd "$WORK" || return 1
     rm -rf "$how" out
     te seq "$how" --break "$how"
     if "$CKPTCONV" reshard "$how" out --tp 1 --pp 1 --ep 1 "$@" 2>err; then
@@ -42,12 +84,12 @@ refused() {
 }
 
 fp8_empty() {
-    cd "$WORK"
+    cd "$WORK" || return 1
     ckpt reshard fp8 fp8.empty --tp 1 --pp 1 --ep 1 --extra-state empty -q
 }
 
 optimizer() {
-    cd "$WORK"
+    cd "$WORK" || return 1
     ckpt reshard -q "$TESTDATA/megatron/distopt/m_tp1pp1dp2_ep2/legacy" plain --tp 1 --pp 1 --to-optimizer plain
     te plain plain_te --impl transformer_engine
     if "$CKPTCONV" reshard plain_te out --tp 1 --pp 1 2>err; then return 1; fi
@@ -58,6 +100,7 @@ optimizer() {
 }
 
 case_run "SequentialMLP -> TEGroupedMLP: te_grouped.py's keys, order, tensors; and back" written_alike
+case_run "biases: weight<i>, bias<i> in turn; TP 2 EP 1 and back; SequentialMLP" with_bias
 case_run "wrong-shaped weight<i>: refused" refused shape \
     "shape/$R/mp_rank_00_001/model_optim_rng.pt: 'decoder.layers.0.mlp.experts.linear_fc1.weight1' is \[63, 32\]"
 case_run "FP8 _extra_state kept: refused" refused fp8 \
