@@ -54,6 +54,11 @@ static void hf2mcore_help(FILE *out)
 "                                 rank, EP rank) that Megatron's expert data-parallel rank\n"
 "                                 0 writes\n"
 "  --transformer-impl IMPL        transformer_engine (default, Megatron's) or local\n"
+"  --moe-grouped-gemm             the experts as Megatron's --moe-grouped-gemm holds them:\n"
+"                                 Transformer Engine's TEGroupedMLP (per MoE layer\n"
+"                                 experts.linear_fc1/2.weight<i>, local expert i's weight,\n"
+"                                 and one _extra_state each), with --transformer-impl local\n"
+"                                 GroupedMLP's experts.weight1/weight2 (see reshard --help)\n"
 "  --iteration I                  the iteration recorded (default 1)\n"
 "  --dry-run                      print every output file and tensor; write nothing\n"
 "  --json                         one JSON report on stdout (also with --dry-run)\n"
@@ -70,12 +75,13 @@ static void hf2mcore_help(FILE *out)
 
 static int parse_args(int argc, char **argv, hf2mcore_args *a)
 {
-    enum { O_TP = 256, O_PP, O_VPP, O_IMPL, O_ITER, O_EP, O_ETP };
+    enum { O_TP = 256, O_PP, O_VPP, O_IMPL, O_ITER, O_EP, O_ETP, O_GROUPED };
     static const struct option longopts[] = {
         { "tp", required_argument, NULL, O_TP }, { "pp", required_argument, NULL, O_PP },
         { "vpp", required_argument, NULL, O_VPP }, { "transformer-impl", required_argument, NULL, O_IMPL },
         { "iteration", required_argument, NULL, O_ITER }, { "ep", required_argument, NULL, O_EP },
-        { "etp", required_argument, NULL, O_ETP }, CLI_PLAN_LONGOPTS,
+        { "etp", required_argument, NULL, O_ETP }, { "moe-grouped-gemm", no_argument, NULL, O_GROUPED },
+        CLI_PLAN_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
@@ -90,6 +96,7 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
         case O_VPP: rc = cli_option_parallel("hf2mcore", "--vpp", optarg, &a->target.vpp); break;
         case O_EP: rc = cli_option_parallel("hf2mcore", "--ep", optarg, &a->target.ep); break;
         case O_ETP: rc = cli_option_parallel("hf2mcore", "--etp", optarg, &a->target.etp); break;
+        case O_GROUPED: a->target.moe_grouped_gemm = 1; break;
         case O_ITER:
             if ((rc = cli_option_int("hf2mcore", "--iteration", optarg, 0, LLONG_MAX, &v)) == 0)
                 a->iteration = v;

@@ -73,6 +73,9 @@ int ckpt_megatron__on_ep(const ckpt_megatron *m, const mg_entry *e, int ep_size,
 {
     int64_t per = ckpt_megatron__experts_at(m, ep_size);
 
+    /* TEGroupedMLP: a linear's one _extra_state, its first local expert's */
+    if (e->expert >= 0 && m->te_out && per > 0 && e->expert % per != 0 && ckpt_megatron__is_extra_state(e->name))
+        return 0;
     if (e->expert >= 0)
         return per > 0 ? e->expert / per == ep : ep == 0;
     if (e->ep < 0)
@@ -89,6 +92,8 @@ int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, 
 
     if (e->expert < 0 || per < 1)
         return ckpt_buf_puts(out, name);
+    if (m->te_out)
+        return ckpt_megatron__te_local_name(name, e->expert % per, out);
     return ckpt_megatron__rename_expert(name, e->expert % per, out);
 }
 

@@ -14,7 +14,7 @@
 
 int ckpt_megatron__grouped_out(const ckpt_megatron *m, const ckpt_megatron_target *t)
 {
-    return t->moe_grouped_gemm > 0 || (t->moe_grouped_gemm == 0 && m->grouped);
+    return t->moe_grouped_gemm > 0 || (t->moe_grouped_gemm == 0 && (m->grouped || m->te_grouped));
 }
 
 int ckpt_megatron__grouped_check(const ckpt_megatron *m, const ckpt_megatron_target *t)
@@ -28,14 +28,19 @@ int ckpt_megatron__grouped_check(const ckpt_megatron *m, const ckpt_megatron_tar
                                "%s: the optimizer state of GroupedMLP's weight1/weight2 is not read yet; "
                                "--no-optimizer writes the model",
                                src);
+    if (m->te_grouped && m->info.has_optimizer && t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: the optimizer state of TEGroupedMLP's linear_fc1/linear_fc2.weight<i> is not read "
+                               "yet; --no-optimizer writes the model",
+                               src);
     if (!ckpt_megatron__grouped_out(m, t))
         return 0;
     if (ckpt_megatron__num_experts(m->args) <= 0)
         return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "%s: grouped GEMM: the model has no experts", src);
-    if (!impl || !ckpt_value_is_str(impl, "local"))
+    if (!impl || !(ckpt_value_is_str(impl, "local") || ckpt_value_is_str(impl, "transformer_engine")))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: grouped GEMM with Transformer Engine (TEGroupedMLP's linear_fc1.weight<i>) is not "
-                               "written yet; the local spec's GroupedMLP is (args.transformer_impl local)",
+                               "%s: grouped GEMM: args.transformer_impl says neither the local spec's GroupedMLP "
+                               "(local) nor Transformer Engine's TEGroupedMLP (transformer_engine)",
                                src);
     if (m->info.has_optimizer && t->optimizer != CKPT_MEGATRON_OPTIM_DROP)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,

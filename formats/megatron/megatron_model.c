@@ -237,9 +237,10 @@ typedef struct mg_chunk {
     const mg_rank **ranks, **xranks;
 } mg_chunk;
 
-/* One key of one chunk: merged over the TP ranks of (pp, ep), an expert's over its expert TP
- * ranks. */
-static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, const char *key, int64_t offset)
+/* One key of one chunk, read under the name `as`: merged over the TP ranks of (pp, ep), an
+ * expert's over its expert TP ranks. */
+static int add_key_as(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, const char *key, const char *as,
+                      int64_t offset)
 {
     const ckpt_value *v0 = ckpt_value_dict_get(ep > 0 ? c->xdicts[0] : c->dicts[0], key);
     const mg_rank *r0 = ep > 0 ? c->xranks[0] : c->ranks[0];
@@ -259,7 +260,7 @@ static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, 
                                ckpt_path(r0->ck), key, m->etp, m->info.tp);
     if (ckpt_megatron__grouped_key(key))
         return ckpt_megatron__grouped_add(m, c->dicts, pp, vp, ep, key, offset);
-    if ((rc = ckpt_parallel_classify(m->spec, m->params, key, t0 ? t0->ndim : 0, &layout)) < 0) {
+    if ((rc = ckpt_parallel_classify(m->spec, m->params, as, t0 ? t0->ndim : 0, &layout)) < 0) {
         /* a tensor no layout entry takes is an error, unless the caller leaves it out */
         int left = t0 && m->leave_out ? m->leave_out(m->leave_out_payload, key) : 0;
         if (left > 0) {
@@ -286,11 +287,11 @@ static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, 
     ranks = layout.expert ? c->xranks : c->ranks;
     if (layout.layer >= 0) {
         layout.layer += offset;
-        rc = ckpt_parallel_rename_layer(m->spec, key, layout.layer, &name);
+        rc = ckpt_parallel_rename_layer(m->spec, as, layout.layer, &name);
     } else {
-        rc = ckpt_buf_puts(&name, key);
+        rc = ckpt_buf_puts(&name, as);
     }
-    if (rc == 0 && layout.expert && ckpt_megatron__expert_index(key, &expert))
+    if (rc == 0 && layout.expert && ckpt_megatron__expert_index(as, &expert))
         rc = ckpt_megatron__global_expert(m, pp, ep, key, &expert, &name);
     if (rc == 0 && t0 && m->leave_out && (rc = m->leave_out(m->leave_out_payload, (const char *)name.data)) > 0) {
         m->left_out_params += !ckpt_megatron__is_extra_state(key);
@@ -334,6 +335,27 @@ static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, 
     if (rc < 0)
         ckpt_error_prefix("%s", ckpt_path(r0->ck));
     e->shards = shards;
+    return rc;
+}
+
+/* One key of one chunk; TEGroupedMLP's as SequentialMLP's experts, its linears' _extra_state
+ * given to each of their experts (megatron_experts_te.c). */
+static int add_key(ckpt_megatron *m, const mg_chunk *c, int pp, int vp, int ep, const char *key, int64_t offset)
+{
+    int kind = ckpt_megatron__te_key(key), rc;
+    int64_t i;
+    ckpt_buf as = CKPT_BUF_INIT;
+
+    if (!kind)
+        return add_key_as(m, c, pp, vp, ep, key, key, offset);
+    m->te_grouped = 1;
+    rc = ckpt_megatron__te_check(m, c->xdicts[0], c->xranks[0], key);
+    for (i = 0; i < (kind == 2 ? ckpt_megatron__experts_at(m, m->info.ep) : 1) && rc == 0; i++) {
+        ckpt_buf_clear(&as);
+        if ((rc = ckpt_megatron__te_read_name(key, i, &as)) == 0)
+            rc = add_key_as(m, c, pp, vp, ep, key, (const char *)as.data, offset);
+    }
+    ckpt_buf_dispose(&as);
     return rc;
 }
 
@@ -514,7 +536,8 @@ int ckpt_megatron_open(ckpt_megatron **out, ckpt_set *set, ckpt_graph *g, const 
         rc = ckpt_megatron__open_dist(m, set, &opts);
     else if ((rc = open_ranks(m)) == 0 && (rc = read_info(m, &opts)) == 0 && (rc = ckpt_megatron__check_ranks(m)) == 0 &&
              (rc = ckpt_megatron__load_params(m)) == 0 && (rc = build_entries(m)) == 0 &&
-             (rc = ckpt_megatron__check_experts(m)) == 0 && ((m->info.ep == 1 && !m->grouped) || (rc = ckpt_megatron__order_experts(m)) == 0))
+             (rc = ckpt_megatron__check_experts(m)) == 0 &&
+             ((m->info.ep == 1 && !m->grouped && !m->te_grouped) || (rc = ckpt_megatron__order_experts(m)) == 0))
         rc = ckpt_megatron__check_shapes(m);
     if (rc < 0)
         goto fail;

@@ -217,7 +217,7 @@ static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char
         if (!in_chunk(c, e, pp, vp, ep, lo, hi) || (extra && c->t->extra_state == CKPT_MEGATRON_EXTRA_DROP) ||
             (c->drop_output && strcmp(e->name, OUTPUT_WEIGHT) == 0))
             continue;
-        if (e->expert >= 0 && ckpt_megatron__grouped_out(c->m, c->t)) {
+        if (e->expert >= 0 && ckpt_megatron__grouped_out(c->m, c->t) && !c->m->te_out) {
             const char *which = NULL;
             const ckpt_node *w = NULL;
             if (e->layout.layer < 0) {
@@ -520,7 +520,7 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
                               CKPT_MEGATRON_TARGET_VERSION);
     if ((rc = check_target(m, t)) < 0 || (rc = tie_output_layer(m, t, &drop_output)) < 0 ||
-        (!m->set && (rc = ckpt_megatron__sort(m)) < 0))
+        (!m->set && (rc = ckpt_megatron__sort(m)) < 0) || (rc = ckpt_megatron__te_prepare(m, t)) < 0)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;

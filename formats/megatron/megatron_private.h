@@ -66,6 +66,10 @@ struct ckpt_megatron {
     int dist_nd;                     /* FULLY read from megatron-core 0.13's fully_sharded_model_space */
     int grouped;                     /* a legacy set of the local spec's GroupedMLP (experts.weight1/2),
                                         read as SequentialMLP's experts (megatron_experts_grouped.c) */
+    int te_grouped;                  /* a legacy set of TEGroupedMLP (linear_fc<k>.weight<i>), read as
+                                        SequentialMLP's experts (megatron_experts_te.c) */
+    int te_out;                      /* the plan writes TEGroupedMLP: the entries are in its order
+                                        and named by ckpt_megatron__te_local_name */
     int dist_chained;                /* a MoE model's ChainedOptimizer [dense, expert]: its step and
                                         param groups (dist_optim_sd, common.pt) per inner optimizer */
     const ckpt_ckpt *dist_ck;
@@ -192,6 +196,21 @@ int ckpt_megatron__grouped_add(ckpt_megatron *m, const ckpt_value *const *dicts,
 int ckpt_megatron__grouped_part(const ckpt_megatron *m, size_t i, int ep_size,
                                 int (*part)(void *ctx, size_t i, const ckpt_node **out), void *ctx,
                                 const char **which, const ckpt_node **out);
+/* Transformer Engine's TEGroupedMLP (megatron_experts_te.c). Reading: whether `key` is one of
+ * its keys (1 weight<i> or bias<i>, 2 _extra_state; 0 no); the SequentialMLP name it is read
+ * under (`local`: the local expert of an _extra_state, which has none); args give experts,
+ * and a weight<i>'s module in dict d of file r holds weight0 .. weight<num_experts / EP - 1>,
+ * all of one shape.
+ * Writing: whether target t has it (grouped GEMM with Transformer Engine args); for the plan,
+ * FP8 _extra_state refused where it would be split or merged, and with t->te_out the entries
+ * into its order; the key of a SequentialMLP expert's tensor `name` (layer already local) at
+ * local expert index `local` in it. */
+int ckpt_megatron__te_key(const char *key);
+int ckpt_megatron__te_read_name(const char *key, int64_t local, ckpt_buf *out);
+int ckpt_megatron__te_check(const ckpt_megatron *m, const ckpt_value *d, const mg_rank *r, const char *key);
+int ckpt_megatron__te_out(const ckpt_megatron *m, const ckpt_megatron_target *t);
+int ckpt_megatron__te_prepare(ckpt_megatron *m, const ckpt_megatron_target *t);
+int ckpt_megatron__te_local_name(const char *name, int64_t local, ckpt_buf *out);
 
 /* Shared by the files that build models (megatron_model.c, megatron_build.c). */
 int ckpt_megatron__push_entry(ckpt_megatron *m, mg_entry **out);
