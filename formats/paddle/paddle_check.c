@@ -47,8 +47,8 @@ static int known_family(const char *where, const cJSON *model_type, const pd_fam
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: model_type is not a string", where);
     if (!(*out = ckpt_paddle__family(model_type->valuestring)))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA and Qwen2 (model_type llama, "
-                               "qwen2) only",
+                               "%s: model_type %.64s: ckptconv reads PaddleNLP's LLaMA, Qwen2 and Mixtral (model_type "
+                               "llama, qwen2, mixtral) only",
                                where, model_type->valuestring);
     return 0;
 }
@@ -68,6 +68,7 @@ int ckpt_paddle__dims(const char *where, const char *json_text, pd_dims *d)
         { "num_hidden_layers", offsetof(pd_dims, layers), SIZE_MAX_CFG },
         { "tensor_parallel_degree", offsetof(pd_dims, tp), DEGREE_MAX },
         { "pipeline_parallel_degree", offsetof(pd_dims, pp), DEGREE_MAX },
+        { "num_local_experts", offsetof(pd_dims, experts), SIZE_MAX_CFG },
     };
     cJSON *json;
     size_t i;
@@ -134,6 +135,11 @@ static int layout_fits(const char *where, const pd_dims *d, int64_t num_layers, 
         return REFUSE("%s: TP %d: intermediate_size %lld cannot be split over %d tensor-parallel ranks (gate, up and "
                       "down projections are column- and row-parallel)",
                       where, tp, (long long)d->inter, tp);
+    if (pp > 1 && !d->family->pipe_cls)
+        return REFUSE("%s: PP %d: PaddleNLP has no pipeline model of %s (%sPipe): one stage only", where, pp,
+                      d->family->title, d->family->cls);
+    if (d->family->moe && !d->experts)
+        return REFUSE("%s: no num_local_experts (PaddleNLP's %s needs it)", where, d->family->title);
     if (pp > 1 && pp > num_layers)
         return REFUSE("%s: PP %d: %lld decoder layers cannot fill %d pipeline stages", where, pp,
                       (long long)num_layers, pp);
@@ -321,6 +327,10 @@ int ckpt_paddle__check_files(ckpt_paddle_model *m)
 
     if ((rc = ckpt_paddle__dims(where, m->config_text, &m->dims)) < 0)
         return rc;
+    if (m->info.pp > 1 && !m->dims.family->pipe_cls)
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
+                               "%s: %d pipeline stages, but PaddleNLP has no pipeline model of %s (%sPipe)", where,
+                               m->info.pp, m->dims.family->title, m->dims.family->cls);
     if (m->meta && ((rc = config_size(m->meta_path, pc, "mp_degree", DEGREE_MAX, &mp)) < 0 ||
                     (rc = config_size(m->meta_path, pc, "pp_degree", DEGREE_MAX, &pp)) < 0))
         return rc;

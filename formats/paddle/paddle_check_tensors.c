@@ -11,8 +11,8 @@
 #include <string.h>
 
 /* A tensor's full shape in config.json's sizes: H hidden, I intermediate, 2 twice
- * intermediate (gate | up), V vocabulary, Q all heads', K the KV heads', F q, k and v's;
- * b 0 for a vector. Model tensors but the head are named after the base model's prefix
+ * intermediate (gate | up), V vocabulary, Q all heads', K the KV heads', F q, k and v's,
+ * E the experts (num_local_experts); b 0 for a vector. Model tensors but the head are named after the base model's prefix
  * ("llama."), names in a layer after "<base>.layers.N.". */
 typedef struct pd_shape {
     const char *name;
@@ -50,6 +50,8 @@ static const pd_shape LAYER_SHAPES[] = {
     { "mlp.down_proj.weight", 'I', 'H' },
     { "input_layernorm.weight", 'H', 0 },
     { "post_attention_layernorm.weight", 'H', 0 },
+    /* Mixtral's router; its experts are EXPERT_SHAPES */
+    { "block_sparse_moe.gate.weight", 'H', 'E' },
     /* Transformer Engine layers ([out, in]) */
     { "transformer.self_attention.layernorm_qkv.ln_weight", 'H', 0 },
     { "transformer.self_attention.layernorm_qkv.weight", 'F', 'H' },
@@ -57,6 +59,13 @@ static const pd_shape LAYER_SHAPES[] = {
     { "transformer.layernorm_mlp.ln_weight", 'H', 0 },
     { "transformer.layernorm_mlp.fc1_weight", '2', 'H' },
     { "transformer.layernorm_mlp.fc2_weight", 'H', 'I' },
+};
+
+/* A Mixtral expert's tensors, after "<base>.layers.N.block_sparse_moe.experts.M.": w1 gate, w3
+ * up, w2 down, each intermediate_size wide. */
+#define EXPERTS "block_sparse_moe.experts."
+static const pd_shape EXPERT_SHAPES[] = {
+    { "w1.weight", 'H', 'I' }, { "w2.weight", 'I', 'H' }, { "w3.weight", 'H', 'I' },
 };
 
 /* "<base>.layers.": where a decoder layer's names start. */
@@ -79,6 +88,7 @@ static int64_t dim_of(const pd_dims *d, char code)
     case 'Q': return d->heads * hd;
     case 'K': return d->kv * hd;
     case 'F': return (d->heads + 2 * d->kv) * hd;
+    case 'E': return d->experts;
     default: return 0;
     }
 }
@@ -99,6 +109,13 @@ static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], i
         for (i = 0; *rest == '.' && i < sizeof LAYER_SHAPES / sizeof *LAYER_SHAPES && !s; i++)
             if (strcmp(rest + 1, LAYER_SHAPES[i].name) == 0)
                 s = &LAYER_SHAPES[i];
+        if (d->family->moe && *rest == '.' && strncmp(rest + 1, EXPERTS, strlen(EXPERTS)) == 0) {
+            rest += 1 + strlen(EXPERTS);
+            rest += strspn(rest, "0123456789");
+            for (i = 0; *rest == '.' && i < sizeof EXPERT_SHAPES / sizeof *EXPERT_SHAPES && !s; i++)
+                if (strcmp(rest + 1, EXPERT_SHAPES[i].name) == 0)
+                    s = &EXPERT_SHAPES[i];
+        }
     }
     if (!s)
         return 0;
@@ -113,12 +130,33 @@ static int expected_shape(const pd_dims *d, const char *name, int64_t want[2], i
     return want[0] > 0 && want[1] > 0;
 }
 
+/* An expert numbered num_local_experts or above is no expert of the model. */
+static int expert_in_range(const ckpt_paddle_model *m, const pd_entry *e)
+{
+    const char *at = m->dims.family->moe ? strstr(e->name, "." EXPERTS) : NULL;
+    char *end;
+    long long k;
+
+    if (!at)
+        return 0;
+    k = strtoll(at + 1 + strlen(EXPERTS), &end, 10);
+    if (end == at + 1 + strlen(EXPERTS) || k < m->dims.experts)
+        return 0;
+    return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: holds %s, but %s says num_local_experts %lld",
+                           ckpt_paddle__where(m), e->name, m->info.config, (long long)m->dims.experts);
+}
+
 static int shape_fits(const ckpt_paddle_model *m, const pd_entry *e)
 {
-    char have[96], want_text[96];
+    char have[96], want_text[96], experts[48] = "";
     int64_t want[2];
     int ndim = 0;
+    int rc;
 
+    if ((rc = expert_in_range(m, e)) < 0)
+        return rc;
+    if (m->dims.family->moe)
+        snprintf(experts, sizeof experts, ", num_local_experts %lld", (long long)m->dims.experts);
     if (!e->full || !expected_shape(&m->dims, e->name, want, &ndim))
         return 0;
     if (ckpt_node_ndim(e->full) == ndim && ckpt_node_shape(e->full)[0] == want[0] &&
@@ -129,10 +167,10 @@ static int shape_fits(const ckpt_paddle_model *m, const pd_entry *e)
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
                            "%s: %s is %s merged over %d TP rank%s, but %s implies %s (hidden_size %lld, "
                            "intermediate_size %lld, num_attention_heads %lld, num_key_value_heads %lld, vocab_size "
-                           "%lld)",
+                           "%lld%s)",
                            ckpt_paddle__where(m), e->name, have, m->info.tp, m->info.tp == 1 ? "" : "s",
                            m->info.config, want_text, (long long)m->dims.hidden, (long long)m->dims.inter,
-                           (long long)m->dims.heads, (long long)m->dims.kv, (long long)m->dims.vocab);
+                           (long long)m->dims.heads, (long long)m->dims.kv, (long long)m->dims.vocab, experts);
 }
 
 /* Every decoder layer holds the tensors layer 0 holds, and no more. */
@@ -183,11 +221,13 @@ static const char *const LAYER_PARTS[] = {
     ("self_attn.q_proj.weight+self_attn.k_proj.weight+self_attn.v_proj.weight|self_attn.qkv_proj.weight|"
      "transformer.self_attention.layernorm_qkv.weight"),
     "self_attn.o_proj.weight|transformer.self_attention.proj.weight",
-    "mlp.gate_proj.weight+mlp.up_proj.weight|mlp.gate_up_fused_proj.weight|transformer.layernorm_mlp.fc1_weight",
-    "mlp.down_proj.weight|transformer.layernorm_mlp.fc2_weight",
     "input_layernorm.weight|transformer.self_attention.layernorm_qkv.ln_weight",
     "post_attention_layernorm.weight|transformer.layernorm_mlp.ln_weight",
+    /* the dense MLP; a mixture of experts is checked by experts_present instead */
+    "mlp.gate_proj.weight+mlp.up_proj.weight|mlp.gate_up_fused_proj.weight|transformer.layernorm_mlp.fc1_weight",
+    "mlp.down_proj.weight|transformer.layernorm_mlp.fc2_weight",
 };
+#define DENSE_MLP_PARTS 2
 
 /* Whether layer 0 holds <base>.layers.0.<the tensor at s, len bytes>. */
 static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, char *name, size_t cap)
@@ -201,10 +241,11 @@ static int layer0_has(const ckpt_paddle_model *m, const char *s, size_t len, cha
 static int layer_parts_present(const ckpt_paddle_model *m)
 {
     char name[160], missing[160];
-    size_t i, n_parts = sizeof LAYER_PARTS / sizeof *LAYER_PARTS + (m->dims.family->qkv_bias != 0);
+    size_t n_layer = sizeof LAYER_PARTS / sizeof *LAYER_PARTS - (m->dims.family->moe ? DENSE_MLP_PARTS : 0);
+    size_t i, n_parts = n_layer + (m->dims.family->qkv_bias != 0);
 
     for (i = 0; i < n_parts; i++) {
-        const char *part = i < sizeof LAYER_PARTS / sizeof *LAYER_PARTS ? LAYER_PARTS[i] : QKV_BIAS_PART;
+        const char *part = i < n_layer ? LAYER_PARTS[i] : QKV_BIAS_PART;
         const char *form = part;
         int complete = 0, best = -1;
         missing[0] = '\0';
@@ -249,6 +290,29 @@ static int layer_parts_present(const ckpt_paddle_model *m)
     return 0;
 }
 
+/* Layer 0 of a mixture-of-experts family holds the router and every expert's w1, w2 and w3 (the
+ * other layers hold what layer 0 does). */
+static int experts_present(const ckpt_paddle_model *m)
+{
+    static const char *const router = "block_sparse_moe.gate.weight";
+    char name[160], tensor[96];
+    int64_t k;
+    size_t j;
+
+    if (!layer0_has(m, router, strlen(router), name, sizeof name))
+        return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL, "%s: no %s (the router of PaddleNLP's %s)",
+                               ckpt_paddle__where(m), name, m->dims.family->title);
+    for (k = 0; k < m->dims.experts; k++)
+        for (j = 0; j < sizeof EXPERT_SHAPES / sizeof *EXPERT_SHAPES; j++) {
+            snprintf(tensor, sizeof tensor, EXPERTS "%lld.%s", (long long)k, EXPERT_SHAPES[j].name);
+            if (!layer0_has(m, tensor, strlen(tensor), name, sizeof name))
+                return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
+                                       "%s: no %s (%s says num_local_experts %lld)", ckpt_paddle__where(m), name,
+                                       m->info.config, (long long)m->dims.experts);
+        }
+    return 0;
+}
+
 /* The family's layer parts, embedding, final norm and (untied) output layer. */
 static int parts_present(const ckpt_paddle_model *m)
 {
@@ -258,7 +322,7 @@ static int parts_present(const ckpt_paddle_model *m)
 
     for (i = 0; i < m->n_entries && !model; i++)
         model = m->entries[i].tensor && strncmp(m->entries[i].name, prefix, len) == 0;
-    if (model && (rc = layer_parts_present(m)) < 0)
+    if (model && ((rc = layer_parts_present(m)) < 0 || (m->dims.family->moe && (rc = experts_present(m)) < 0)))
         return rc;
     for (i = 0; model && i < sizeof MODEL_SHAPES / sizeof *MODEL_SHAPES; i++) {
         const char *name = model_tensor(m->dims.family, i, buf, sizeof buf);

@@ -36,9 +36,7 @@ static int find_key_line(const char *text, const char *key, const char **line, c
     return 0;
 }
 
-/* `text` with top-level `key` set to value_json (NULL: removed), added in key order when
- * absent; everything else as it was. */
-static int set_config_key(const char *text, const char *key, const char *value_json, ckpt_buf *out)
+int ckpt_paddle__set_config_key(const char *text, const char *key, const char *value_json, ckpt_buf *out)
 {
     const char *line, *next;
     int found = find_key_line(text, key, &line, &next), rc = 0;
@@ -84,7 +82,7 @@ int ckpt_paddle__config_for(const ckpt_paddle_model *m, const ckpt_paddle_target
 
     snprintf(degree, sizeof degree, "%d", t->tp);
     /* LlamaForCausalLMPipe sets 1 at TP 1, which PaddleNLP 3, where 1 is the default, leaves out */
-    if ((rc = set_config_key(m->config_text, "tensor_parallel_degree",
+    if ((rc = ckpt_paddle__set_config_key(m->config_text, "tensor_parallel_degree",
                              t->tp > 1 || (t->pp > 1 && ckpt_paddle__config_major(m) < 3) ? degree : NULL, &step)) <
         0)
         goto done;

@@ -12,9 +12,12 @@
 
 static const pd_family FAMILIES[] = {
     { "llama", "LLaMA", "llama", "LlamaForCausalLM", "LlamaForCausalLMPipe", "llama_lm_head", "llama_lm_head_pipe",
-      "paddlenlp_llama", "paddle_llama_hf", "hf_llama_paddle", 0, 0 },
+      "paddlenlp_llama", "paddle_llama_hf", "hf_llama_paddle", 0, 0, 0 },
     { "qwen2", "Qwen2", "qwen2", "Qwen2ForCausalLM", "Qwen2ForCausalLMPipe", "qwen2_lm_head", "qwen2_lm_head_pipe",
-      "paddlenlp_qwen2", "paddle_qwen2_hf", "hf_qwen2_paddle", 1, 1 },
+      "paddlenlp_qwen2", "paddle_qwen2_hf", "hf_qwen2_paddle", 1, 1, 0 },
+    /* no pipeline class: PaddleNLP 3 builds Mixtral on one stage only */
+    { "mixtral", "Mixtral", "mixtral", "MixtralForCausalLM", NULL, "mixtral_lm_head", NULL,
+      "paddlenlp_mixtral", "paddle_mixtral_hf", "hf_mixtral_paddle", 0, 0, 1 },
 };
 
 const pd_family *ckpt_paddle__family(const char *model_type)

@@ -73,7 +73,9 @@ static int read_family(ckpt_fw_builder *b, pd_fw *s)
         return ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
                                "%s: no config.json (the Hugging Face config is made from it)",
                                ckpt_fw_builder_path(b));
-    if (o->need_family && (rc = ckpt_paddle_hf_dims(mi->config, mi->config_json, CKPT_DTYPE_F32, &dims)) < 0)
+    /* a mixture-of-experts family's config is held to the family by its config read below */
+    if (o->need_family && !s->m->family->moe &&
+        (rc = ckpt_paddle_hf_dims(mi->config, mi->config_json, CKPT_DTYPE_F32, &dims)) < 0)
         return rc;
     if (!mi->config_json)
         rc = ckpt_error_setc(CKPT_ENOTFOUND, CKPT_ERRCLASS_MODEL,
@@ -146,8 +148,16 @@ static int has_variant(const ckpt_fw_target *t, const char *name)
     return 0;
 }
 
+/* The PaddleNLP family of a mixture-of-experts family f; NULL for any other. */
+static const pd_family *moe_family(const ckpt_family *f)
+{
+    const pd_family *pf = f ? ckpt_paddle__family(ckpt_family_name(f)) : NULL;
+    return pf && pf->moe ? pf : NULL;
+}
+
 /* A Hugging Face source's config.json, held to what PaddleNLP's LLaMA and Qwen2 can be
- * (another family, llama3 RoPE scaling); its path names the refusals and the layout check. */
+ * (another family, llama3 RoPE scaling), a mixture-of-experts family's config to what its
+ * PaddleNLP model computes; its path names the refusals and the layout check. */
 static int check_hf_source(pd_fw *s, const ckpt_fw_target *t)
 {
     ckpt_hf_llama_dims dims;
@@ -156,13 +166,15 @@ static int check_hf_source(pd_fw *s, const ckpt_fw_target *t)
     int rc;
 
     if (!t->source)
-        return 0;
+        return moe_family(s->f) ? ckpt_paddle__moe_hf_check("paddle", moe_family(s->f), s->c) : 0;
     if ((rc = ckpt_buf_printf(&path, "%s/config.json", t->source)) < 0 || stat((const char *)path.data, &st) != 0 ||
         !S_ISREG(st.st_mode)) {
         ckpt_buf_dispose(&path);
         return rc;
     }
     s->where = (char *)path.data;
+    if (moe_family(s->f))
+        return ckpt_paddle__moe_hf_check(s->where, moe_family(s->f), s->c);
     if ((rc = ckpt_hf_llama_dims_read(s->where, &dims)) < 0)
         return rc;
     return ckpt_paddle_hf_supported(s->where, &dims);
@@ -185,6 +197,11 @@ static int pd_create(ckpt_fw_builder *b, const ckpt_fw_target *t, void **state)
                                "paddle: a new model is written with PaddleNLP's own layers (native), not '%s'", t->impl);
     s->fused_qkv = has_variant(t, "fused_qkv");
     s->fused_ffn = has_variant(t, "fused_ffn");
+    if (moe_family(s->f) && (s->fused_qkv || s->fused_ffn))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_ARGUMENT,
+                               "paddle: %s: PaddleNLP's %s has no fused layouts (fuse_attention_qkv, "
+                               "fuse_attention_ffn)",
+                               s->fused_qkv ? "fused_qkv" : "fused_ffn", moe_family(s->f)->title);
     if ((rc = check_hf_source(s, t)) < 0)
         return rc;
     memset(&info, 0, sizeof info);
@@ -218,7 +235,9 @@ static int build(pd_fw *s, int tp, int pp, ckpt_graph *g)
 
     if ((rc = ckpt_family_config_json(s->f, s->c, CKPT_FAMILY_HF, dtype, &hf)) < 0 ||
         (rc = ckpt_buf_append(&hf, "", 1)) < 0 ||
-        (rc = ckpt_paddle_config_from_hf((const char *)hf.data, s->fused_qkv, s->fused_ffn, dtype, &config)) < 0 ||
+        (rc = moe_family(s->f) ? ckpt_paddle__moe_config((const char *)hf.data, dtype, &config)
+                               : ckpt_paddle_config_from_hf((const char *)hf.data, s->fused_qkv, s->fused_ffn, dtype,
+                                                            &config)) < 0 ||
         (rc = ckpt_paddle_layout_check(s->where ? s->where : "paddle", (const char *)config.data, 0, tp, pp)) < 0 ||
         (rc = ckpt_paddle_model_new(&s->m, g, 1, 1, (const char *)config.data, NULL)) < 0)
         goto done;

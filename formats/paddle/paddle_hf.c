@@ -16,7 +16,7 @@ int ckpt_paddle_hf_supported(const char *path, const ckpt_hf_llama_dims *d)
 {
     if (d->family != CKPT_HF_LLAMA && d->family != CKPT_HF_QWEN2)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
-                               "%s: model_type %s: PaddleNLP's conversions here are for llama and qwen2 only", path,
+                               "%s: model_type %s: PaddleNLP's conversions here are for llama, qwen2 and mixtral only", path,
                                ckpt_hf_family_name(d->family));
     if (d->rope_factor)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
@@ -148,5 +148,69 @@ int ckpt_paddle_config_from_hf(const char *hf_config_json, int fuse_qkv, int fus
         rc = put_int(out, "vocab_size", d.vocab_size);
     if (rc == 0)
         rc = ckpt_buf_puts(out, "\n}\n");
+    return rc;
+}
+
+/* ---- mixture-of-experts families, read through their family config ---- */
+
+static int64_t config_int(const ckpt_family_config *c, const char *field)
+{
+    const ckpt_value *v;
+    return ckpt_family_config_get(c, field, &v) == 0 && v && v->kind == CKPT_VAL_INT ? v->u.integer : 0;
+}
+
+int ckpt_paddle__moe_hf_check(const char *where, const pd_family *f, const ckpt_family_config *c)
+{
+    const ckpt_value *v;
+    int64_t hidden = config_int(c, "hidden_size"), heads = config_int(c, "num_heads");
+    int64_t head_dim = config_int(c, "head_dim");
+
+    if (ckpt_family_config_get(c, "sliding_window", &v) == 0 && v && v->kind != CKPT_VAL_NONE)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: sliding_window %lld: PaddleNLP's %s has no sliding window (it warns and "
+                               "attends to every earlier token)",
+                               where, (long long)(v->kind == CKPT_VAL_INT ? v->u.integer : 0), f->title);
+    if (ckpt_family_config_get(c, "rope", &v) == 0 && v && v->kind == CKPT_VAL_STR && strcmp(v->u.str.ptr, "default"))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: rope_type %s: PaddleNLP's %s has no RoPE scaling", where, v->u.str.ptr, f->title);
+    if (ckpt_family_config_get(c, "tied", &v) == 0 && v && v->kind == CKPT_VAL_BOOL && v->u.boolean)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: tie_word_embeddings true: PaddleNLP's %s keeps its head as its own [hidden, "
+                               "vocab] parameter, which ckptconv does not tie",
+                               where, f->title);
+    if (head_dim && head_dim * heads != hidden)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_MODEL,
+                               "%s: head_dim %lld: hidden_size %lld, %lld heads: PaddleNLP's %s has head_dim = "
+                               "hidden_size / num_attention_heads",
+                               where, (long long)head_dim, (long long)hidden, (long long)heads, f->title);
+    return 0;
+}
+
+int ckpt_paddle__moe_config(const char *hf_json, ckpt_dtype dtype, ckpt_buf *out)
+{
+    /* transformers' own: its dtype spelling for version 4, its version */
+    static const char *const drop[] = { "torch_dtype", "transformers_version" };
+    ckpt_buf a = CKPT_BUF_INIT, b = CKPT_BUF_INIT;
+    char quoted[64];
+    size_t i;
+    int rc;
+
+    snprintf(quoted, sizeof quoted, "\"%s\"", ckpt_dtype_name(dtype));
+    if ((rc = ckpt_paddle__set_config_key(hf_json, "dtype", quoted, &a)) < 0 || (rc = ckpt_buf_append(&a, "", 1)) < 0)
+        goto done;
+    for (i = 0; i < sizeof drop / sizeof *drop && rc == 0; i++) {
+        ckpt_buf_clear(&b);
+        if ((rc = ckpt_paddle__set_config_key((const char *)a.data, drop[i], NULL, &b)) == 0 &&
+            (rc = ckpt_buf_append(&b, "", 1)) == 0) {
+            ckpt_buf t = a;
+            a = b;
+            b = t;
+        }
+    }
+    if (rc == 0)
+        rc = ckpt_buf_puts(out, (const char *)a.data);
+done:
+    ckpt_buf_dispose(&a);
+    ckpt_buf_dispose(&b);
     return rc;
 }

@@ -11,7 +11,8 @@
  * LlamaForCausalLMPipe of PaddleNLP 3 llama_lm_head_pipe_N (LlamaLMHeadPipe; 2.x pipes build
  * LlamaLMHead); Qwen2's alike (qwen2_lm_head_N), a q/k/v bias being its linear's linear_N.b_0,
  * and a tied head the embedding's parameter itself (embedding_N.w_0 twice in the name table,
- * as PaddleNLP 3 saves it). Each class is built in state-dict order, which is the order of the
+ * as PaddleNLP 3 saves it). Mixtral's router (block_sparse_moe.gate) and its experts' w1, w2,
+ * w3 are linears too. Each class is built in state-dict order, which is the order of the
  * entries. */
 #include "paddle_private.h"
 
@@ -61,6 +62,24 @@ const char *ckpt_paddle__head_class(const ckpt_paddle_model *m, int n_pp)
     return ckpt_paddle__config_major(m) >= 3 ? f->head_pipe : f->head;
 }
 
+/* Whether p (a name after "<base>.layers.N.") is a Linear of a Mixtral mixture of experts: the
+ * router or an expert's w1, w2, w3. */
+static int moe_linear(const char *p)
+{
+    static const char moe[] = "block_sparse_moe.", experts[] = "experts.";
+
+    if (strncmp(p, moe, sizeof moe - 1) != 0)
+        return 0;
+    p += sizeof moe - 1;
+    if (strcmp(p, "gate.weight") == 0)
+        return 1;
+    if (strncmp(p, experts, sizeof experts - 1) != 0 || !isdigit((unsigned char)p[sizeof experts - 1]))
+        return 0;
+    for (p += sizeof experts - 1; isdigit((unsigned char)*p); p++)
+        ;
+    return strcmp(p, ".w1.weight") == 0 || strcmp(p, ".w2.weight") == 0 || strcmp(p, ".w3.weight") == 0;
+}
+
 /* The class prefix of a structured name; NULL for a tensor the family's PaddleNLP model does
  * not have. *bias: the tensor is its linear's bias. */
 static const char *class_of(const pd_family *f, const char *name, const char *head, int *bias)
@@ -96,6 +115,8 @@ static const char *class_of(const pd_family *f, const char *name, const char *he
     for (i = 0; i < sizeof linears / sizeof *linears; i++)
         if (strcmp(p, linears[i]) == 0)
             return "linear";
+    if (f->moe && moe_linear(p))
+        return "linear";
     for (i = 0; f->qkv_bias && i < sizeof biases / sizeof *biases; i++)
         if (strcmp(p, biases[i]) == 0) {
             *bias = 1;

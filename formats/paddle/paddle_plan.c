@@ -561,6 +561,14 @@ int ckpt_paddle_plan(ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_pla
                                "%s: %zu parameter%s with optimizer state left out (--drop), and the optimizer files "
                                "would keep no state for it: --no-optimizer writes a model-only checkpoint",
                                ckpt_paddle__where(m), m->left_out_with_state, m->left_out_with_state == 1 ? "" : "s");
+    /* MixtralMLP builds w1, w3, w2 at TP > 1 but w1, w2, w3 at TP 1: the linears' numbers, which
+     * name the optimizer state, differ between the two */
+    if (m->family->moe && m->info.has_optimizer && !t->drop_optimizer && (m->info.tp > 1) != (t->tp > 1))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: TP %d to TP %d: PaddleNLP's %s numbers its experts' linears in another order "
+                               "at TP 1 than above it, so the optimizer state would name other parameters: "
+                               "--no-optimizer writes a model-only checkpoint",
+                               ckpt_paddle__where(m), m->info.tp, t->tp, m->family->title);
     if ((rc = ctx_init(&c, m, t)) < 0)
         goto done;
     c.plan = plan;

@@ -92,6 +92,8 @@ typedef struct pd_family {
     const char *spec, *to_hf, *from_hf; /* built-in maps */
     int qkv_bias;                     /* q/k/v projections have biases */
     int tied_shared;                  /* a tied head is saved as the embedding's variable */
+    int moe;                          /* every MLP a mixture of num_local_experts experts; its
+                                         config is read as the family's (formats/families) */
 } pd_family;
 
 /* The family of model_type; NULL when ckptconv knows no such PaddleNLP family. */
@@ -111,7 +113,7 @@ int ckpt_paddle__plan_te(ckpt_paddle_model *m, const ckpt_paddle_target *t, cons
 
 /* config.json's sizes; 0 for what it does not give (num_key_value_heads: num_attention_heads). */
 typedef struct pd_dims {
-    int64_t hidden, inter, heads, kv, vocab, layers, tp, pp;
+    int64_t hidden, inter, heads, kv, vocab, layers, tp, pp, experts;
     int fuse_qkv, tied;
     const pd_family *family;
 } pd_dims;
@@ -176,6 +178,18 @@ int ckpt_paddle__check_tensors(const ckpt_paddle_model *m);
 /* PaddleNLP's major version by config.json's paddlenlp_version: 3.x writes its version, 2.x
  * null; a config without the key (written by another tool) is taken as the current, 3. */
 int ckpt_paddle__config_major(const ckpt_paddle_model *m);
+/* `text` (a config.json as json.dumps(indent=2, sort_keys=True) writes it) with top-level `key`
+ * set to value_json (NULL: removed), added in key order when absent; everything else as it
+ * was (paddle_config.c). */
+int ckpt_paddle__set_config_key(const char *text, const char *key, const char *value_json, ckpt_buf *out);
+/* A mixture-of-experts family's Hugging Face config c (`where` names it) against what
+ * PaddleNLP's model f computes: no sliding window, no RoPE scaling, an untied head, head_dim
+ * hidden_size / num_attention_heads; errors name the key (paddle_hf.c). */
+int ckpt_paddle__moe_hf_check(const char *where, const pd_family *f, const ckpt_family_config *c);
+/* The PaddleNLP config.json of a mixture-of-experts family from the Hugging Face one the
+ * family writes (hf_json; PaddleNLP's MixtralConfig takes transformers' keys): the weights'
+ * dtype as "dtype", transformers' own keys left out (paddle_hf.c). */
+int ckpt_paddle__moe_config(const char *hf_json, ckpt_dtype dtype, ckpt_buf *out);
 /* The model's config.json for layout t (paddle_config.c). */
 int ckpt_paddle__config_for(const ckpt_paddle_model *m, const ckpt_paddle_target *t, ckpt_buf *out);
 /* Whether the model can be written at TP tp, PP pp: ckpt_paddle_layout_check's rules on its

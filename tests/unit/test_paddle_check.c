@@ -62,7 +62,15 @@ CKPT_TEST(test_paddle_layout_check_paddlenlp_constraints)
                    CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT, "c: TP 4: 2 key/value heads are kept whole on every rank");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"mistral\"}", 4, 1, 1), CKPT_EUNSUPPORTED,
                    CKPT_ERRCLASS_MODEL,
-                   "c: model_type mistral: ckptconv reads PaddleNLP's LLaMA and Qwen2 (model_type llama, qwen2) only");
+                   "c: model_type mistral: ckptconv reads PaddleNLP's LLaMA, Qwen2 and Mixtral (model_type llama, "
+                   "qwen2, mixtral) only");
+    /* Mixtral: no pipeline model in PaddleNLP, and its experts' count is needed */
+    ASSERT_OK(ckpt_paddle_layout_check("c", "{\"model_type\": \"mixtral\", \"num_local_experts\": 4}", 2, 2, 1));
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"mixtral\", \"num_local_experts\": 4}", 2, 1, 2),
+                   CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
+                   "c: PP 2: PaddleNLP has no pipeline model of Mixtral (MixtralForCausalLMPipe): one stage only");
+    ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": \"mixtral\"}", 2, 1, 1), CKPT_EINVALID,
+                   CKPT_ERRCLASS_LAYOUT, "c: no num_local_experts");
     ASSERT_REFUSED(ckpt_paddle_layout_check("c", "{\"model_type\": [1]}", 4, 1, 1), CKPT_EFORMAT,
                    CKPT_ERRCLASS_FORMAT, "c: model_type is not a string");
 }
