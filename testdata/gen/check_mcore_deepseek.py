@@ -214,6 +214,13 @@ def derive(src, dst, changes):
     json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
 
 
+def convert(ckptconv, src, tp1, tp2_ep2, back_to_tp1):
+    """hf2mcore of src (local names) at TP1 PP1 and at TP2 EP2, and the latter resharded to TP1"""
+    run(ckptconv, "hf2mcore", src, tp1, "--transformer-impl", "local")
+    run(ckptconv, "hf2mcore", src, tp2_ep2, "--tp", "2", "--ep", "2", "--transformer-impl", "local")
+    run(ckptconv, "reshard", tp2_ep2, back_to_tp1, "--tp", "1", "--pp", "1", "--ep", "1")
+
+
 def check(ckptconv, family, rel, work):
     src = os.path.join(TESTDATA, rel)
     fixture_logits = os.path.join(src, "logits.json")
@@ -239,9 +246,7 @@ def check(ckptconv, family, rel, work):
         reference(os.path.join(work, name), fixture_logits, refs[name])
     variant = os.path.join(work, "variant")
     try:
-        run(ckptconv, "hf2mcore", variant, direct, "--transformer-impl", "local")
-        run(ckptconv, "hf2mcore", variant, mc, "--tp", "2", "--ep", "2", "--transformer-impl", "local")
-        run(ckptconv, "reshard", mc, tp1, "--tp", "1", "--pp", "1", "--ep", "1")
+        convert(ckptconv, variant, direct, mc, tp1)
     except RuntimeError as e:
         return rows + ["%-32s not run: %s" % (family, str(e))]
     # DeepSeek-V2-Lite's attention: no query compression (q_lora_rank null, one q_proj)
@@ -253,9 +258,7 @@ def check(ckptconv, family, rel, work):
     for d in (qmc, qtp2, qtp1):
         shutil.rmtree(d, ignore_errors=True)
     try:
-        run(ckptconv, "hf2mcore", qproj, qmc, "--transformer-impl", "local")
-        run(ckptconv, "hf2mcore", qproj, qtp2, "--tp", "2", "--ep", "2", "--transformer-impl", "local")
-        run(ckptconv, "reshard", qtp2, qtp1, "--tp", "1", "--pp", "1", "--ep", "1")
+        convert(ckptconv, qproj, qmc, qtp2, qtp1)
     except RuntimeError as e:
         return rows + ["%-32s q_lora_rank null not run: %s" % (family, str(e))]
     for how, ckpt, control, ref in (
