@@ -1,0 +1,27 @@
+# torch_dist at an uneven pipeline split: its items hold the global layer axis whatever the
+# stages, so only the file each layer's chunk goes to (its stage's ranks) and args change. The 4
+# layers of testdata/megatron/tp1 written at PP 2 with a first stage of 1 layer are read back as
+# the same model as from the even torch_dist (no rng state in either): at PP 1, and at the split
+# args give; that legacy set written as torch_dist again gives the same files. megatron-core 0.16.1 loads these:
+# testdata/gen/check_mcore_uneven_pp.py.
+set -e
+S="$TESTDATA/megatron/tp1"
+R=iter_0000010
+same() {
+    for f in $(cd "$1" && find . -name '*.pt' | sort); do cmp -s "$1/$f" "$2/$f" || { echo "$2: $f differs"; return 1; }; done
+    echo "$2: the bytes of $1"
+}
+ckptconv reshard -q "$S" td --pp 2 --decoder-first-pipeline-num-layers 1 --to torch_dist --no-optimizer
+ls td/$R
+ckptconv inspect td | grep -c 'decoder.layers' | sed 's/^/items with layers: /'
+ckptconv reshard -q "$S" td_even --pp 2 --to torch_dist --no-optimizer
+ckptconv reshard -q td_even direct --pp 1
+ckptconv reshard -q td even --pp 1
+same direct even
+ckptconv reshard -q td_even first1 --pp 2 --decoder-first-pipeline-num-layers 1
+ckptconv reshard -q td kept
+same first1 kept
+ckptconv reshard -q kept td2 --to torch_dist
+for f in .metadata __0_0.distcp __1_0.distcp; do cmp td/$R/$f td2/$R/$f; done && echo "legacy uneven -> torch_dist: the same files"
+# the even split at PP 2 writes layer 1's chunk into stage 0's file
+cmp -s td/$R/__0_0.distcp td_even/$R/__0_0.distcp || echo "even PP 2: other data files"
