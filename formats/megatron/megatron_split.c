@@ -161,15 +161,12 @@ static int split_arg(const ckpt_value *args, const char *name, const char *alias
     return 0;
 }
 
-int ckpt_megatron__split_of_args(const ckpt_value *args, int64_t layers, int pp, int vpp, const char *where,
-                                 mg_split *out)
+/* The splits args may give that are not read: a custom layout string (its stages could hold
+ * embedding, loss and MTP layers anywhere), a standalone embedding stage. */
+static int unread_split(const ckpt_value *args, const char *where)
 {
     const ckpt_value *layout = ckpt_megatron_arg(args, "pipeline_model_parallel_layout");
-    int rc;
 
-    out->layers = layers;
-    out->pp = pp;
-    out->vpp = vpp;
     if (layout && layout->kind != CKPT_VAL_NONE)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: args.pipeline_model_parallel_layout %s%s%s: a custom pipeline layout is not read "
@@ -181,7 +178,19 @@ int ckpt_megatron__split_of_args(const ckpt_value *args, int64_t layers, int pp,
     if (ckpt_megatron__arg_int(args, "standalone_embedding_stage", 0))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: args.standalone_embedding_stage: a stage without layers is not read", where);
-    if ((rc = split_arg(args, "decoder_first_pipeline_num_layers", "num_layers_in_first_pipeline_stage", where,
+    return 0;
+}
+
+int ckpt_megatron__split_of_args(const ckpt_value *args, int64_t layers, int pp, int vpp, const char *where,
+                                 mg_split *out)
+{
+    int rc;
+
+    out->layers = layers;
+    out->pp = pp;
+    out->vpp = vpp;
+    if ((rc = unread_split(args, where)) < 0 ||
+        (rc = split_arg(args, "decoder_first_pipeline_num_layers", "num_layers_in_first_pipeline_stage", where,
                         &out->first)) < 0 ||
         (rc = split_arg(args, "decoder_last_pipeline_num_layers", "num_layers_in_last_pipeline_stage", where,
                         &out->last)) < 0)
@@ -205,6 +214,9 @@ int ckpt_megatron__split_of_target(const ckpt_value *args, int64_t layers, const
     out->last = t->last_stage_layers;
     out->embedding = t->account_for_embedding != 0;
     out->loss = t->account_for_loss != 0;
+    /* args would keep what is not read, for another split */
+    if ((rc = unread_split(args, "the source")) < 0)
+        return rc;
     /* no split asked for at the source's own stages: the source's */
     if (ckpt_megatron__split_even(out) && t->pp == ckpt_megatron__arg_int(args, "pipeline_model_parallel_size", 1) &&
         t->vpp == ckpt_megatron__arg_int(args, "virtual_pipeline_model_parallel_size", 1) &&

@@ -2,8 +2,8 @@
 # stages, so only the file each layer's chunk goes to (its stage's ranks) and args change. The 4
 # layers of testdata/megatron/tp1 written at PP 2 with a first stage of 1 layer are read back as
 # the same model as from the even torch_dist (no rng state in either): at PP 1, and at the split
-# args give; that legacy set written as torch_dist again gives the same files. megatron-core 0.16.1 loads these:
-# testdata/gen/check_mcore_uneven_pp.py.
+# args give; that legacy set written as torch_dist again gives the same files. megatron-core
+# 0.16.1 loads these: testdata/gen/check_mcore_uneven_pp.py. A custom layout string is refused.
 set -e
 S="$TESTDATA/megatron/tp1"
 R=iter_0000010
@@ -25,3 +25,10 @@ ckptconv reshard -q kept td2 --to torch_dist
 for f in .metadata __0_0.distcp __1_0.distcp; do cmp td/$R/$f td2/$R/$f; done && echo "legacy uneven -> torch_dist: the same files"
 # the even split at PP 2 writes layer 1's chunk into stage 0's file
 cmp -s td/$R/__0_0.distcp td_even/$R/__0_0.distcp || echo "even PP 2: other data files"
+# a custom layout string in args is refused, naming it: the split it gives is not read
+set +e
+cp -r td layout
+python3 "$CLI_DIR/poke_pickle.py" layout/$R/common.pt '(pipeline_model_parallel_layout(?:q.|r....))N' 'X\x03\x00\x00\x00t|t'
+ckptconv reshard layout x --pp 1
+echo "layout string: exit $?"
+test ! -e x && echo "nothing written"
