@@ -341,8 +341,8 @@ int ckpt_megatron__check_shapes(const ckpt_megatron *m);
  * and last the layers of the first and last stage (0: an equal share), embedding and loss
  * whether each counts as a layer of the first (last) chunk. The split args give (refused:
  * a custom layout string, a standalone embedding stage) and the target's; megatron-core's
- * checks of it; the layers of chunk (pp, vp), the global index of its first layer and the
- * stage holding global layer `layer`. */
+ * checks of it; the layers of chunk (pp, vp), the global index of its first layer, and the
+ * chunk and the stage holding global layer `layer`. */
 typedef struct mg_split {
     int64_t layers;
     int pp, vpp;
@@ -357,6 +357,7 @@ int ckpt_megatron__split_check(const mg_split *s);
 int ckpt_megatron__split_even(const mg_split *s);
 int64_t ckpt_megatron__split_layers(const mg_split *s, int pp, int vp);
 int64_t ckpt_megatron__split_offset(const mg_split *s, int pp, int vp);
+void ckpt_megatron__split_chunk_of(const mg_split *s, int64_t layer, int *pp, int *vp);
 int ckpt_megatron__split_stage_of(const mg_split *s, int64_t layer);
 
 /* The attribute dict of an argparse.Namespace (its BUILD state), or NULL. */

@@ -60,17 +60,29 @@ int64_t ckpt_megatron__split_offset(const mg_split *s, int pp, int vp)
     return offset;
 }
 
-int ckpt_megatron__split_stage_of(const mg_split *s, int64_t layer)
+void ckpt_megatron__split_chunk_of(const mg_split *s, int64_t layer, int *pp, int *vp)
 {
     int v, p;
 
     for (v = 0; v < s->vpp; v++)
         for (p = 0; p < s->pp; p++) {
             layer -= ckpt_megatron__split_layers(s, p, v);
-            if (layer < 0)
-                return p;
+            if (layer < 0) {
+                *pp = p;
+                *vp = v;
+                return;
+            }
         }
-    return s->pp - 1;
+    *pp = s->pp - 1;
+    *vp = s->vpp - 1;
+}
+
+int ckpt_megatron__split_stage_of(const mg_split *s, int64_t layer)
+{
+    int pp, vp;
+
+    ckpt_megatron__split_chunk_of(s, layer, &pp, &vp);
+    return pp;
 }
 
 static int check_even(const mg_split *s)

@@ -32,3 +32,18 @@ python3 "$CLI_DIR/poke_pickle.py" layout/$R/common.pt '(pipeline_model_parallel_
 ckptconv reshard layout x --pp 1
 echo "layout string: exit $?"
 test ! -e x && echo "nothing written"
+set -e
+# the distributed optimizer's state (testdata/megatron/distopt/c_tp1pp2dp1_vpp2: 8 layers) at a
+# first stage of 1 layer of 8, legacy (distrib_optim.pt per stage) and torch_dist
+# (dp_reshardable: each stage's grad buffers hold its own layers), back at PP 1: the bytes of
+# the direct reshard
+O="$TESTDATA/megatron/distopt/c_tp1pp2dp1_vpp2/legacy"
+ckptconv reshard -q "$O" o_direct --pp 1
+ckptconv reshard -q "$O" o_uneven --pp 2 --decoder-first-pipeline-num-layers 1
+ckptconv reshard -q o_uneven o_back --pp 1
+same o_direct o_back
+ckptconv reshard -q "$O" o_td_direct --pp 1 --to torch_dist
+ckptconv reshard -q o_td_direct o_td_direct_legacy --pp 1
+ckptconv reshard -q "$O" o_td --pp 2 --decoder-first-pipeline-num-layers 1 --to torch_dist
+ckptconv reshard -q o_td o_td_back --pp 1
+same o_td_direct_legacy o_td_back
