@@ -4,7 +4,8 @@
  * multiple or a divisor of TP (fewer groups than ranks replicate them), the MLP's hidden
  * size and the padded vocabulary cut into equal parts, and the layers over the pipeline
  * stages and their virtual chunks as megatron-core splits them (megatron_split.c). A plan
- * would otherwise write a checkpoint that Megatron refuses to build a model for, or one cut where no head boundary is. */
+ * would otherwise write a checkpoint that Megatron refuses to build a model for, or one cut
+ * where no head boundary is. */
 #include "megatron_private.h"
 
 #include <stdint.h>

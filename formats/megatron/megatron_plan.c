@@ -198,7 +198,8 @@ static int empty_extra_state(target_ctx *c, const char *key, size_t *index)
 static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char *chunk, const ckpt_value *cls,
                        ckpt_value **out, mg_param_out **params, size_t *n_params)
 {
-    int64_t lo = ckpt_megatron__split_offset(&c->split, pp, vp), hi = lo + ckpt_megatron__split_layers(&c->split, pp, vp);
+    int64_t lo = ckpt_megatron__split_offset(&c->split, pp, vp);
+    int64_t hi = lo + ckpt_megatron__split_layers(&c->split, pp, vp);
     ckpt_arena *a = c->arena;
     ckpt_value *dict = ckpt_value_new(a, CKPT_VAL_DICT);
     ckpt_buf key = CKPT_BUF_INIT, tname = CKPT_BUF_INIT;

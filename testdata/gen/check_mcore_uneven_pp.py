@@ -240,9 +240,10 @@ def main():
             run(ckptconv, "reshard", ref, ours, "--pp", "2", *flags, "-q")
             run(ckptconv, "reshard", ref, ours_dist, "--pp", "2", *flags, "--to", "torch_dist", "--no-optimizer", "-q")
             report = os.path.join(d, "report")
-            r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
-                                "29533", __file__, "--split", ours, os.path.join(ours_dist, ITER), ref_dist, mcore,
-                                report], capture_output=True, text=True, env=env)
+            r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                                "--master_addr", "127.0.0.1", "--master_port", "29533", __file__, "--split", ours,
+                                os.path.join(ours_dist, ITER), ref_dist, mcore, report],
+                               capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 print("  FAILED: megatron-core worker exit %d\n%s" % (r.returncode, r.stderr[-4000:]))
                 sys.exit(1)
