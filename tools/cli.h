@@ -68,6 +68,31 @@ int cli_option_threads(const char *cmd, const char *arg, int *out);
 int cli_option_compress(const char *cmd, const char *arg, ckpt_convert_options *o);
 int cli_option_compress_level(const char *cmd, const char *arg, ckpt_convert_options *o);
 
+/* Megatron's uneven pipeline split (reshard, hf2mcore), under the names of Megatron's own
+ * arguments: their getopt codes, long options, the help lines, and the option taken into
+ * target t (0, a usage error's exit status, or -1 when c is not one of them). */
+enum { CLI_O_FIRST_STAGE = 1100, CLI_O_LAST_STAGE, CLI_O_ACCOUNT_EMBEDDING, CLI_O_ACCOUNT_LOSS };
+#define CLI_SPLIT_LONGOPTS                                                                                 \
+    { "decoder-first-pipeline-num-layers", required_argument, NULL, CLI_O_FIRST_STAGE },                     \
+        { "decoder-last-pipeline-num-layers", required_argument, NULL, CLI_O_LAST_STAGE },                   \
+        { "account-for-embedding-in-pipeline-split", no_argument, NULL, CLI_O_ACCOUNT_EMBEDDING },           \
+        { "account-for-loss-in-pipeline-split", no_argument, NULL, CLI_O_ACCOUNT_LOSS }
+#define CLI_SPLIT_HELP                                                                                     \
+    "  --decoder-first-pipeline-num-layers N, --decoder-last-pipeline-num-layers M\n"                       \
+    "                           megatron-core's uneven pipeline: the first (last) stage\n"                  \
+    "                           holds N (M) layers, the other stages equal shares of the\n"                 \
+    "                           rest; written into args under these names (Megatron)\n"                     \
+    "  --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split\n"                   \
+    "                           the embedding (loss) counts as a layer of the first (last)\n"               \
+    "                           stage in an equal split, which holds one layer less; not\n"                 \
+    "                           with the two above. Without any of these the source's split\n"              \
+    "                           is kept at its own PP and VPP, else the layers split evenly\n"              \
+    "                           (a PP that does not divide them is refused). A legacy or\n"                 \
+    "                           torch_dist input is read at the split its args give; a\n"                   \
+    "                           custom --pipeline-model-parallel-layout is refused, as is an\n"             \
+    "                           uneven split written with VPP\n"
+int cli_split_option(const char *cmd, int c, const char *arg, ckpt_megatron_target *t);
+
 /* Options of the commands that write a plan: --dry-run, --json, --force, -q/--quiet,
  * --memory, --threads, --drop. Their getopt codes: */
 enum { CLI_O_DRY_RUN = 1000, CLI_O_JSON, CLI_O_FORCE, CLI_O_MEMORY, CLI_O_THREADS, CLI_O_DROP };

@@ -6,6 +6,7 @@
 #include <ckpt/sys/common.h>
 #include <cjson/cJSON.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include <stdlib.h>
@@ -26,6 +27,26 @@ int cli_plan_option(const char *cmd, int c, const char *arg, cli_plan_args *a)
             return cli_usage_error(cmd, "--drop: at most %zu patterns", sizeof a->drop / sizeof a->drop[0]);
         a->drop[a->n_drop++] = arg;
         return 0;
+    default: return -1;
+    }
+}
+
+int cli_split_option(const char *cmd, int c, const char *arg, ckpt_megatron_target *t)
+{
+    long long v = 0;
+    int rc;
+
+    switch (c) {
+    case CLI_O_FIRST_STAGE:
+    case CLI_O_LAST_STAGE:
+        rc = cli_option_int(cmd,
+                            c == CLI_O_FIRST_STAGE ? "--decoder-first-pipeline-num-layers"
+                                                   : "--decoder-last-pipeline-num-layers",
+                            arg, 1, INT32_MAX, &v);
+        *(c == CLI_O_FIRST_STAGE ? &t->first_stage_layers : &t->last_stage_layers) = v;
+        return rc;
+    case CLI_O_ACCOUNT_EMBEDDING: t->account_for_embedding = 1; return 0;
+    case CLI_O_ACCOUNT_LOSS: t->account_for_loss = 1; return 0;
     default: return -1;
     }
 }

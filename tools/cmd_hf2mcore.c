@@ -45,6 +45,7 @@ static void hf2mcore_help(FILE *out)
 "\n"
 "options:\n"
 "  --tp N, --pp M, --vpp K        target layout (default 1, 1, 1)\n"
+CLI_SPLIT_HELP
 "  --ep N                         expert-parallel size of a mixture of experts (default\n"
 "                                 1): rank files mp_rank_TT[_PPP]_EEE, EP rank r holding\n"
 "                                 experts r * E/N .. (r + 1) * E/N - 1 as its local experts\n"
@@ -81,7 +82,7 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
         { "vpp", required_argument, NULL, O_VPP }, { "transformer-impl", required_argument, NULL, O_IMPL },
         { "iteration", required_argument, NULL, O_ITER }, { "ep", required_argument, NULL, O_EP },
         { "etp", required_argument, NULL, O_ETP }, { "moe-grouped-gemm", no_argument, NULL, O_GROUPED },
-        CLI_PLAN_LONGOPTS,
+        CLI_PLAN_LONGOPTS, CLI_SPLIT_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     int c, rc;
@@ -109,7 +110,8 @@ static int parse_args(int argc, char **argv, hf2mcore_args *a)
             break;
         case 'h': hf2mcore_help(stdout); return -1;
         default:
-            if ((rc = cli_plan_option("hf2mcore", c, optarg, &a->p)) < 0)
+            if ((rc = cli_split_option("hf2mcore", c, optarg, &a->target)) < 0 &&
+                (rc = cli_plan_option("hf2mcore", c, optarg, &a->p)) < 0)
                 return cli_usage_error("hf2mcore", "unknown option");
         }
         if (rc)

@@ -128,6 +128,7 @@ static void reshard_help(FILE *out)
 "                           PP its args name)\n"
 "  --vpp K                  virtual pipeline chunks per stage (default: the run's when\n"
 "                           --pp is not given, else 1; Megatron)\n"
+CLI_SPLIT_HELP
 "  --ep N                   expert-parallel size of a mixture of experts (default: the\n"
 "                           input's); num_experts must be a multiple of it. The\n"
 "                           distributed optimizer's state moves with the experts in\n"
@@ -273,7 +274,7 @@ static int parse_args(int argc, char **argv, reshard_args *a)
         { "ep", required_argument, NULL, O_EP }, { "etp", required_argument, NULL, O_ETP },
         { "moe-grouped-gemm", required_argument, NULL, O_GROUPED },
         { "num-distributed-optimizer-instances", required_argument, NULL, O_INSTANCES },
-        { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS,
+        { "optim-format", required_argument, NULL, O_OPTIM_FORMAT }, CLI_PLAN_LONGOPTS, CLI_SPLIT_LONGOPTS,
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
     long long v = 0;
@@ -356,7 +357,8 @@ static int parse_args(int argc, char **argv, reshard_args *a)
             break;
         case 'h': reshard_help(stdout); return -1;
         default:
-            if ((rc = cli_plan_option("reshard", c, optarg, &a->p)) < 0)
+            if ((rc = cli_split_option("reshard", c, optarg, &a->target)) < 0 &&
+                (rc = cli_plan_option("reshard", c, optarg, &a->p)) < 0)
                 return cli_usage_error("reshard", "unknown option");
         }
         if (rc)
@@ -420,6 +422,9 @@ static int run_paddle(const reshard_args *a)
 {
     cli_reshard_job j;
     const char *megatron_only = a->target.vpp > 1                  ? "--vpp"
+                                : a->target.first_stage_layers || a->target.last_stage_layers ||
+                                          a->target.account_for_embedding || a->target.account_for_loss
+                                    ? "an uneven pipeline split"
                                 : a->target.dp                      ? "--dp"
                                 : a->target.ep                      ? "--ep"
                                 : a->target.etp                     ? "--etp"

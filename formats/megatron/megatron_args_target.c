@@ -1,6 +1,6 @@
 /* Megatron's `args` rewritten for a target layout (megatron_plan.c): the parallel sizes, the
- * padded vocabulary, the kind of optimizer and its data-parallel layout, the layers per
- * virtual stage, and for a mixture of experts its EP, expert TP and the saving rank. */
+ * padded vocabulary, the kind of optimizer and its data-parallel layout, the pipeline split
+ * and the layers per virtual stage, and for a mixture of experts its EP, expert TP and the saving rank. */
 #include "megatron_private.h"
 
 #include <string.h>
@@ -38,6 +38,33 @@ static int rewrite_ddp_args(ckpt_arena *a, const ckpt_megatron_target *t, ckpt_v
     return rc;
 }
 
+/* The target's pipeline split under the names Megatron's argparse stores it: the first/last
+ * stage sizes an int or None, the account-for flags bools; all four, as a Namespace of
+ * Megatron's holds them, unless args hold none and the split is even (args built from a
+ * config, not a run, stay as they were). */
+static int rewrite_split_args(ckpt_arena *a, const mg_split *s, ckpt_value *d)
+{
+    static const char *const names[] = {
+        "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+        "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    };
+    int64_t sizes[2] = { s->first, s->last };
+    int flags[2] = { s->embedding, s->loss };
+    size_t i;
+    int rc = 0, any = !ckpt_megatron__split_even(s);
+
+    for (i = 0; i < 4; i++)
+        any |= ckpt_value_dict_get(d, names[i]) != NULL;
+    for (i = 0; i < 4 && rc == 0 && any; i++) {
+        int set = i < 2 ? sizes[i] > 0 : flags[i - 2];
+        ckpt_value *v = i >= 2 ? ckpt_value_new_bool(a, set)
+                        : set  ? ckpt_value_new_int(a, sizes[i])
+                               : ckpt_value_new(a, CKPT_VAL_NONE);
+        rc = set_attr(a, d, names[i], v);
+    }
+    return rc;
+}
+
 int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan, size_t file,
                                 const mg_args_at *at, const ckpt_value *args, ckpt_value **out)
 {
@@ -47,6 +74,7 @@ int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t,
     /* the layout the args were written for: a torch_dist model's own is TP 1, PP 1 */
     int64_t src_tp = m->dist ? ckpt_megatron__arg_int(args, "tensor_model_parallel_size", 1) : m->info.tp;
     int64_t src_pp = m->dist ? ckpt_megatron__arg_int(args, "pipeline_model_parallel_size", 1) : m->info.pp;
+    mg_split split;
     int rc;
 
     if ((rc = ckpt_megatron__carry(plan, file, m->g, at->tmpl->ck, args, &copy)) < 0)
@@ -66,7 +94,9 @@ int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t,
         (rc = set_attr(a, d, "use_distributed_optimizer",
                        ckpt_value_new_bool(a, t->optimizer == CKPT_MEGATRON_OPTIM_DISTRIBUTED))) < 0)
         return rc;
-    if ((rc = rewrite_ddp_args(a, t, d)) < 0)
+    if ((rc = rewrite_ddp_args(a, t, d)) < 0 ||
+        (rc = ckpt_megatron__split_of_target(m->args, layers, t, &split)) < 0 ||
+        (rc = rewrite_split_args(a, &split, d)) < 0)
         return rc;
     /* derived from the layout by Megatron at start-up (one stage less with a standalone
      * embedding stage); kept consistent with it here */

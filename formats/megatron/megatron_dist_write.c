@@ -36,7 +36,7 @@ typedef struct dist_ctx {
     int local;             /* local layer spec: norms renamed to TE's */
     int form;              /* the optimizer state's (mg_dist_form) */
     int64_t padded_vocab;
-    int64_t per_stage;     /* layers per pipeline stage */
+    mg_split split;        /* the target's layers per pipeline stage */
     int64_t expert;        /* the entry's global expert index (a MoE item [layers, experts, ...]); -1 */
     ckpt_buf key, bytes;
 } dist_ctx;
@@ -48,7 +48,7 @@ static int stage_of(const dist_ctx *c, const mg_entry *e)
     case CKPT_STAGE_LAST:
         return c->t->pp - 1;
     case CKPT_STAGE_LAYER:
-        return (int)(e->layout.layer / c->per_stage);
+        return ckpt_megatron__split_stage_of(&c->split, e->layout.layer);
     default:
         return 0;
     }
@@ -279,7 +279,8 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
     c.local = impl && ckpt_value_is_str(impl, "local");
     c.form = form;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
-    c.per_stage = m->info.num_layers / t->pp;
+    if ((rc = ckpt_megatron__split_of_target(m->args, m->info.num_layers, t, &c.split)) < 0)
+        return rc;
     if (m->release) {
         snprintf(dir, sizeof dir, "release");
         snprintf(tracker, sizeof tracker, "release");

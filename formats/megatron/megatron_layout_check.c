@@ -2,9 +2,10 @@
  * rules (TransformerConfig.__post_init__, the column-parallel layers' divide(), the vocabulary
  * padding of megatron/training): attention heads split over the TP ranks, query groups a
  * multiple or a divisor of TP (fewer groups than ranks replicate them), the MLP's hidden
- * size and the padded vocabulary cut into equal parts, and the layers evenly over the
- * pipeline stages and their virtual chunks. A plan would otherwise write a checkpoint that
- * Megatron refuses to build a model for, or one cut where no head boundary is. */
+ * size and the padded vocabulary cut into equal parts, and the layers over the pipeline
+ * stages and their virtual chunks as megatron-core splits them (megatron_split.c). A plan
+ * would otherwise write a checkpoint that Megatron refuses to build a model for, or one cut
+ * where no head boundary is. */
 #include "megatron_private.h"
 
 #include <stdint.h>
@@ -66,27 +67,6 @@ static int check_tp(const mg_dims *d, const ckpt_megatron_target *t)
     return 0;
 }
 
-static int check_pp(const mg_dims *d, const ckpt_megatron_target *t)
-{
-    long long L = d->layers, pp = t->pp, vpp = t->vpp;
-
-    if (vpp > 1 && pp < 2)
-        return ckpt_error_setc(CKPT_EINVALID, CKPT_ERRCLASS_LAYOUT,
-                               "VPP %lld: a virtual pipeline needs at least 2 pipeline stages, not %lld", vpp, pp);
-    if (L <= 0)
-        return 0;
-    if (L < pp)
-        return refuse("PP %lld: %lld layers cannot fill %lld pipeline stages (num_layers < PP)", pp, L, pp);
-    if (L % pp)
-        return refuse("PP %lld: %lld layers do not split evenly over %lld pipeline stages (num_layers %% PP != 0)",
-                      pp, L, pp);
-    if ((L / pp) % vpp)
-        return refuse("VPP %lld: the %lld layers of each pipeline stage do not split evenly into %lld virtual "
-                      "chunks ((num_layers / PP) %% VPP != 0)",
-                      vpp, L / pp, vpp);
-    return 0;
-}
-
 /* Megatron's experts: num_experts over the EP ranks, each cut over the expert TP ranks. */
 static int check_ep(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
 {
@@ -127,8 +107,9 @@ static int check_ep(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
     return 0;
 }
 
-static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
+static int check_dims(const ckpt_value *args, const mg_dims *d, const ckpt_megatron_target *t, int64_t ep)
 {
+    mg_split split;
     int64_t chunks;
     int rc;
 
@@ -142,7 +123,7 @@ static int check_dims(const mg_dims *d, const ckpt_megatron_target *t, int64_t e
                                MAX_TARGET_RANKS);
     if ((rc = check_tp(d, t)) < 0 || (rc = check_ep(d, t, ep)) < 0)
         return rc;
-    return check_pp(d, t);
+    return ckpt_megatron__split_of_target(args, d->layers, t, &split);
 }
 
 int ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_megatron_target *t)
@@ -155,7 +136,7 @@ int ckpt_megatron_check_layout(const ckpt_value *args, const ckpt_megatron_targe
     if (!ckpt_megatron__namespace_dict(args))
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_check_layout: args is not a Namespace");
     dims_of(args, &d);
-    return check_dims(&d, t, t->ep ? t->ep : ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1));
+    return check_dims(args, &d, t, t->ep ? t->ep : ckpt_megatron__arg_int(args, "expert_model_parallel_size", 1));
 }
 
 /* A padded vocabulary only aligns the table: it holds every true row and adds no more padding
@@ -195,7 +176,7 @@ int ckpt_megatron__check_sizes(const ckpt_megatron *m, const ckpt_megatron_targe
     if (m->info.num_layers > 0)
         d.layers = m->info.num_layers;
     /* the sizes that forbid the layout are the checkpoint's: name it */
-    if ((rc = check_dims(&d, t, ckpt_megatron__target_ep(m, t))) < 0 && (m->set || m->dist))
+    if ((rc = check_dims(m->args, &d, t, ckpt_megatron__target_ep(m, t))) < 0 && (m->set || m->dist))
         ckpt_error_prefix("%s", m->set ? ckpt_set_info_of(m->set)->root : m->dist);
     return rc;
 }

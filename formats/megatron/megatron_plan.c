@@ -34,6 +34,7 @@ typedef struct target_ctx {
     int tp, pp, ep;           /* the rank being written */
     int etp;                  /* its expert TP rank */
     int dense_rank;           /* its rank in the dense optimizer's data-parallel group */
+    mg_split split;           /* the target's layers per chunk */
 } target_ctx;
 
 /* TP rank c->tp's part of entry i (ckpt_megatron__grouped_part's callback). */
@@ -197,8 +198,8 @@ static int empty_extra_state(target_ctx *c, const char *key, size_t *index)
 static int build_chunk(target_ctx *c, int tp, int pp, int vp, int ep, const char *chunk, const ckpt_value *cls,
                        ckpt_value **out, mg_param_out **params, size_t *n_params)
 {
-    int64_t per_chunk = c->m->info.num_layers / (c->t->pp * c->t->vpp);
-    int64_t lo = ((int64_t)vp * c->t->pp + pp) * per_chunk, hi = lo + per_chunk;
+    int64_t lo = ckpt_megatron__split_offset(&c->split, pp, vp);
+    int64_t hi = lo + ckpt_megatron__split_layers(&c->split, pp, vp);
     ckpt_arena *a = c->arena;
     ckpt_value *dict = ckpt_value_new(a, CKPT_VAL_DICT);
     ckpt_buf key = CKPT_BUF_INIT, tname = CKPT_BUF_INIT;
@@ -531,7 +532,8 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
     c.mtp = ckpt_megatron__mtp_layers(m) > 0;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     c.ep_size = ckpt_megatron__target_ep(m, t);
-    if ((rc = ckpt_fw_ranks_new(&c.ranks, m->n_entries, 1, t->tp, split_entry, &c)) < 0)
+    if ((rc = ckpt_megatron__split_of_target(m->args, m->info.num_layers, t, &c.split)) < 0 ||
+        (rc = ckpt_fw_ranks_new(&c.ranks, m->n_entries, 1, t->tp, split_entry, &c)) < 0)
         return rc;
     rc = ckpt_fw_ranks_each(c.ranks, CKPT_FW_RANKS_EP_PP_TP, t->pp, c.ep_size, NULL, on_rank, &c);
     if (rc == 0) {

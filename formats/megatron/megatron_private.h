@@ -356,6 +356,29 @@ int ckpt_megatron__check_ranks(const ckpt_megatron *m);
 int ckpt_megatron__check_stage(const ckpt_megatron *m, int pp, int vp, int64_t layers);
 int ckpt_megatron__check_shapes(const ckpt_megatron *m);
 
+/* How megatron-core splits the decoder's layers over the pipeline (megatron_split.c): first
+ * and last the layers of the first and last stage (0: an equal share), embedding and loss
+ * whether each counts as a layer of the first (last) chunk. The split args give (refused:
+ * a custom layout string, a standalone embedding stage) and the target's; megatron-core's
+ * checks of it; the layers of chunk (pp, vp), the global index of its first layer, and the
+ * chunk and the stage holding global layer `layer`. */
+typedef struct mg_split {
+    int64_t layers;
+    int pp, vpp;
+    int64_t first, last;
+    int embedding, loss;
+} mg_split;
+int ckpt_megatron__split_of_args(const ckpt_value *args, int64_t layers, int pp, int vpp, const char *where,
+                                 mg_split *out);
+int ckpt_megatron__split_of_target(const ckpt_value *args, int64_t layers, const ckpt_megatron_target *t,
+                                   mg_split *out);
+int ckpt_megatron__split_check(const mg_split *s);
+int ckpt_megatron__split_even(const mg_split *s);
+int64_t ckpt_megatron__split_layers(const mg_split *s, int pp, int vp);
+int64_t ckpt_megatron__split_offset(const mg_split *s, int pp, int vp);
+void ckpt_megatron__split_chunk_of(const mg_split *s, int64_t layer, int *pp, int *vp);
+int ckpt_megatron__split_stage_of(const mg_split *s, int64_t layer);
+
 /* The attribute dict of an argparse.Namespace (its BUILD state), or NULL. */
 const ckpt_value *ckpt_megatron__namespace_dict(const ckpt_value *ns);
 /* An integer attribute of args (bools count), or `fallback` when absent or not an integer. */

@@ -124,36 +124,28 @@ int ckpt_megatron__check_ranks(const ckpt_megatron *m)
     return 0;
 }
 
-/* Options that give stages other than equal shares of the layers (megatron-core's uneven
- * pipeline, a custom layout, a stage for the embedding or loss). */
-static int uneven_pipeline(const ckpt_value *args)
-{
-    static const char *const options[] = {
-        "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "decoder_first_pipeline_num_layers",
-        "decoder_last_pipeline_num_layers", "pipeline_model_parallel_layout", "account_for_embedding_in_pipeline_split",
-        "account_for_loss_in_pipeline_split", "standalone_embedding_stage",
-    };
-    size_t i;
-
-    for (i = 0; i < sizeof options / sizeof options[0]; i++) {
-        const ckpt_value *v = ckpt_megatron_arg(args, options[i]);
-        if (v && v->kind != CKPT_VAL_NONE && !(v->kind == CKPT_VAL_BOOL && !v->u.boolean))
-            return 1;
-    }
-    return 0;
-}
-
+/* The layers megatron-core builds in each chunk are those args' split gives it (a legacy file
+ * numbers them from 0, so one missing or extra would shift the global index of every later
+ * layer). */
 int ckpt_megatron__check_stage(const ckpt_megatron *m, int pp, int vp, int64_t layers)
 {
-    int64_t L = ckpt_megatron__arg_int(m->args, "num_layers", 0), chunks = (int64_t)m->info.pp * m->info.vpp;
+    const char *file = ckpt_path(mg_rank_at(m, 0, pp, 0)->ck);
+    int64_t L = ckpt_megatron__arg_int(m->args, "num_layers", 0), want;
+    mg_split s;
+    int rc;
 
-    if (L <= 0 || L % chunks || uneven_pipeline(m->args) || layers == L / chunks)
+    if (L <= 0)
+        return 0;
+    if ((rc = ckpt_megatron__split_of_args(m->args, L, m->info.pp, m->info.vpp, file, &s)) < 0)
+        return rc;
+    want = ckpt_megatron__split_layers(&s, pp, vp);
+    if (layers == want)
         return 0;
     return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_LAYOUT,
-                           "%s: model chunk %d of pipeline stage %d holds %lld layers, args.num_layers %lld over "
-                           "PP %d x VPP %d gives each %lld",
-                           ckpt_path(mg_rank_at(m, 0, pp, 0)->ck), vp, pp,
-                           (long long)layers, (long long)L, m->info.pp, m->info.vpp, (long long)(L / chunks));
+                           "%s: model chunk %d of pipeline stage %d holds %lld layers, args give it %lld "
+                           "(num_layers %lld over PP %d x VPP %d%s)",
+                           file, vp, pp, (long long)layers, (long long)want, (long long)L, m->info.pp, m->info.vpp,
+                           ckpt_megatron__split_even(&s) ? "" : ", split unevenly");
 }
 
 /* The full shape args imply for a tensor of the built-in megatron_gpt names. */

@@ -208,13 +208,20 @@ typedef struct ckpt_megatron_target {
                                           and weight2 [local experts x fc2 columns / TP, hidden],
                                           each expert's weight transposed (model only); -1:
                                           SequentialMLP's local_experts.<i>; 0: as the source */
+    /* version 4: megatron-core's uneven pipeline split, as Megatron's arguments of these names
+       give it; all 0 at the source's PP and VPP: the source's split, else an even one */
+    int64_t first_stage_layers;        /* --decoder-first-pipeline-num-layers (0: not set) */
+    int64_t last_stage_layers;         /* --decoder-last-pipeline-num-layers (0: not set) */
+    int account_for_embedding;         /* --account-for-embedding-in-pipeline-split */
+    int account_for_loss;              /* --account-for-loss-in-pipeline-split */
 } ckpt_megatron_target;
 
 #define CKPT_MEGATRON_NO_BUCKETS (-1)
 
-#define CKPT_MEGATRON_TARGET_VERSION 3
+#define CKPT_MEGATRON_TARGET_VERSION 4
 #define CKPT_MEGATRON_TARGET_INIT { CKPT_MEGATRON_TARGET_VERSION, 1, 1, 1, 0, CKPT_MEGATRON_OPTIM_KEEP, \
-                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0, 0, 0, 0 }
+                                    CKPT_MEGATRON_EXTRA_COPY, 0, CKPT_MEGATRON_SHARDING_AUTO, 0, 0, 0, 0, 0, \
+                                    0, 0, 0, 0 }
 
 /* Whether a model with these args (an argparse.Namespace: a checkpoint's, or one built with
  * ckpt_megatron_args_new) can be laid out at target t by megatron-core's rules: TP divides

@@ -9,20 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The pipeline stage and model chunk of an entry at pipeline size pps, vpp chunks a stage. */
-static void place_of(const ckpt_megatron *m, const mg_entry *e, int pps, int vpp, int *pp, int *vp)
+/* The pipeline stage and model chunk of an entry at split sp (args', at the sizes given). */
+static void place_of(const mg_split *sp, const mg_entry *e, int *pp, int *vp)
 {
-    int64_t per_chunk = m->info.num_layers / ((int64_t)pps * vpp), chunk;
-
     switch (e->layout.stage) {
     case CKPT_STAGE_LAYER:
-        chunk = per_chunk > 0 ? e->layout.layer / per_chunk : 0;
-        *pp = (int)(chunk % pps);
-        *vp = (int)(chunk / pps);
+        ckpt_megatron__split_chunk_of(sp, e->layout.layer, pp, vp);
         break;
     case CKPT_STAGE_LAST:
-        *pp = pps - 1;
-        *vp = vpp - 1;
+        *pp = sp->pp - 1;
+        *vp = sp->vpp - 1;
         break;
     default:
         *pp = 0;
@@ -56,15 +52,16 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, co
 {
     const ckpt_value *untie = ckpt_megatron_arg(args, "untie_embeddings_and_output_weights");
     int tied = untie && untie->kind == CKPT_VAL_BOOL && !untie->u.boolean && z->pp > 1;
+    const char *where = m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model";
     mg_dopt_config cfg;
+    mg_split split;
     long emb = -1;
     size_t i;
     int rc;
 
     memset(s, 0, sizeof *s);
-    if ((rc = ckpt_megatron__dopt_config(args, z->dp, pp,
-                                         m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
-                                         &cfg)) < 0)
+    if ((rc = ckpt_megatron__dopt_config(args, z->dp, pp, where, &cfg)) < 0 ||
+        (rc = ckpt_megatron__split_of_args(args, m->info.num_layers, z->pp, z->vpp, where, &split)) < 0)
         return rc;
     s->params = calloc(m->n_entries + 2, sizeof *s->params);
     s->idx = calloc(m->n_entries + 2, sizeof *s->idx);
@@ -76,7 +73,7 @@ int ckpt_megatron__dist_stage(const ckpt_megatron *m, const ckpt_value *args, co
         int epp, evp;
         if (!e->param || !e->full || (e->ep >= 0 && e->ep != z->ep))
             continue;
-        place_of(m, e, z->pp, z->vpp, &epp, &evp);
+        place_of(&split, e, &epp, &evp);
         if (strcmp(e->name, "embedding.word_embeddings.weight") == 0)
             emb = (long)i;
         if (epp != pp)
