@@ -212,7 +212,8 @@ static int add_unstacked(ckpt_megatron *m, const ckpt_tensor *t, int rename)
         rc = CKPT_ENOMEM;
     else if (strncmp(rest, CKPT_MEGATRON_DIST_EXPERTS, dlen) == 0)
         rc = ckpt_megatron__dist_add_experts(m, t, (const char *)owner.data, rest + dlen);
-    else if (ckpt_buf_printf(&name, "%s%s", (const char *)owner.data, rename ? ckpt_megatron__norm_key(rest, 0) : rest) < 0)
+    else if (ckpt_buf_printf(&name, "%s%s", (const char *)owner.data,
+                             rename ? ckpt_megatron__norm_key(rest, 0) : rest) < 0)
         rc = CKPT_ENOMEM;
     else if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)
         rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, full);
@@ -240,7 +241,8 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int rename)
             continue;
         }
         if (ckpt_megatron__dist_is_expert(t->name)) {
-            rc = ckpt_megatron__dist_add_experts(m, t, NULL, t->name + strlen(CKPT_MEGATRON_LAYERS CKPT_MEGATRON_DIST_EXPERTS));
+            rc = ckpt_megatron__dist_add_experts(m, t, NULL,
+                                                 t->name + strlen(CKPT_MEGATRON_LAYERS CKPT_MEGATRON_DIST_EXPERTS));
             continue;
         }
         if ((rc = add_unstacked(m, t, rename)) != 0) {

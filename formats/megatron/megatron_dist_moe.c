@@ -69,8 +69,9 @@ int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t, cons
     int rc = 0;
 
     if (per_rank < 1 || t->ndim < lead + 1 || (!owner && t->shape[0] != layers) || t->shape[lead - 1] != experts)
-        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL, "%s: '%s' is not [%snum_experts %lld, ...] as its args say",
-                               m->dist, t->name, owner ? "" : "num_layers, ", (long long)experts);
+        return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
+                               "%s: '%s' is not [%snum_experts %lld, ...] as its args say", m->dist, t->name,
+                               owner ? "" : "num_layers, ", (long long)experts);
     for (l = 0; l < layers && rc == 0; l++)
         for (g = 0; g < experts && rc == 0; g++) {
             size_t before = m->n_entries;
