@@ -8,7 +8,10 @@
  * self_attention.linear_qkv.layer_norm_). The model here is that of a legacy TP 1, PP 1
  * checkpoint: each stacked tensor cut into its layers (views, nothing read), renamed back
  * for local layers; args, iteration and checkpoint_version come from common.pt, or from the
- * common_state object where megatron-core 0.19 keeps them instead.
+ * common_state object where megatron-core 0.19 keeps them instead. A model whose layers differ
+ * (moe_layer_freq a list: dense and MoE layers) has its layers keyed one by one instead,
+ * "decoder.layers.<global>.<module key>", as do multi-token prediction layers
+ * ("mtp.layers.<i>."); the local spec's MLA layers keep their norms' own names.
  *
  * Optimizer state is read into each parameter's moment[] by megatron_dist_optim.c. Facts:
  * megatron/core/transformer/{transformer_block.py, transformer_layer.py} sharded_state_dict,
@@ -41,24 +44,67 @@ const char *ckpt_megatron__norm_key(const char *key, int to_dist)
     return key;
 }
 
-int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out)
+int ckpt_megatron__dist_per_layer(const ckpt_value *args)
 {
+    static const char *const freqs[] = { "moe_layer_freq", "linear_attention_freq" };
+    size_t i;
+
+    for (i = 0; i < sizeof freqs / sizeof freqs[0]; i++) {
+        const ckpt_value *f = ckpt_megatron_arg(args, freqs[i]);
+        if (f && (f->kind == CKPT_VAL_LIST || f->kind == CKPT_VAL_TUPLE ||
+                  (f->kind == CKPT_VAL_INT && f->u.integer > 1)))
+            return 1;
+    }
+    return 0;
+}
+
+int ckpt_megatron__dist_renames_norms(const ckpt_value *args)
+{
+    const ckpt_value *impl = ckpt_megatron_arg(args, "transformer_impl");
+    const ckpt_value *mla = ckpt_megatron_arg(args, "multi_latent_attention");
+
+    return impl && ckpt_value_is_str(impl, "local") && !(mla && mla->kind == CKPT_VAL_BOOL && mla->u.boolean);
+}
+
+/* A key within a decoder layer (or an MTP layer's transformer_layer) appended to out: an
+ * expert's module key under SequentialMLP's item, a local norm under TE's name. */
+static int layer_part(const mg_entry *e, const char *rest, int rename, ckpt_buf *out, int64_t *expert)
+{
+    static const char local[] = "mlp.experts.local_experts.";
+    const char *p;
+
+    if (e->expert >= 0 && strncmp(rest, local, sizeof local - 1) == 0 && (p = strchr(rest + sizeof local - 1, '.'))) {
+        *expert = e->expert;
+        return ckpt_buf_printf(out, CKPT_MEGATRON_DIST_EXPERTS "%s", p + 1) < 0 ? CKPT_ENOMEM : 0;
+    }
+    return ckpt_buf_puts(out, rename ? ckpt_megatron__norm_key(rest, 1) : rest) < 0 ? CKPT_ENOMEM : 0;
+}
+
+int ckpt_megatron__dist_key(const mg_entry *e, int rename, int per_layer, ckpt_buf *out, int64_t *expert, int *stacked)
+{
+    static const char inner[] = "transformer_layer.";
     size_t skip = strlen(CKPT_MEGATRON_LAYERS);
     const char *rest;
+    int64_t mtp;
 
     ckpt_buf_clear(out);
-    if (ckpt_megatron__mtp_layer(e->name, &rest) >= 0)
-        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: multi-token prediction layers are not written as torch_dist yet", e->name);
-    if (e->layout.layer < 0)
+    *expert = -1;
+    *stacked = 0;
+    /* MultiTokenPredictionBlock.sharded_state_dict keys each layer by its index, no layer axis */
+    if ((mtp = ckpt_megatron__mtp_layer(e->name, &rest)) >= 0 && strncmp(rest, inner, sizeof inner - 1) == 0)
+        return ckpt_buf_printf(out, "mtp.layers.%lld.%s", (long long)mtp, inner) < 0
+                   ? CKPT_ENOMEM
+                   : layer_part(e, rest + sizeof inner - 1, rename, out, expert);
+    if (mtp >= 0 || e->layout.layer < 0)
         return ckpt_buf_puts(out, e->name) < 0 ? CKPT_ENOMEM : 0;
     if (strncmp(e->name, CKPT_MEGATRON_LAYERS, skip) != 0 || !(rest = strchr(e->name + skip, '.')))
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
                                "%s: layer tensors outside decoder.layers are not written as torch_dist yet", e->name);
-    rest++;
-    return ckpt_buf_printf(out, CKPT_MEGATRON_LAYERS "%s", local ? ckpt_megatron__norm_key(rest, 1) : rest) < 0
-               ? CKPT_ENOMEM
-               : 0;
+    *stacked = !per_layer;
+    if ((per_layer ? ckpt_buf_printf(out, CKPT_MEGATRON_LAYERS "%lld.", (long long)e->layout.layer)
+                   : ckpt_buf_puts(out, CKPT_MEGATRON_LAYERS)) < 0)
+        return CKPT_ENOMEM;
+    return layer_part(e, rest + 1, rename, out, expert);
 }
 
 /* A tensor under its legacy name: kept, or left out where the caller says so (the options'
@@ -118,7 +164,7 @@ int ckpt_megatron__layer_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t l, c
 }
 
 /* Each layer is a view of the stacked tensor, named as the legacy checkpoint names it. */
-static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, int local)
+static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, int rename)
 {
     const ckpt_node *layer;
     ckpt_buf name = CKPT_BUF_INIT;
@@ -132,7 +178,7 @@ static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, 
     for (l = 0; l < t->shape[0] && rc == 0; l++) {
         ckpt_buf_clear(&name);
         if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld.%s", (long long)l,
-                                  local ? ckpt_megatron__norm_key(rest, 0) : rest)) < 0 ||
+                                  rename ? ckpt_megatron__norm_key(rest, 0) : rest)) < 0 ||
             (rc = ckpt_megatron__layer_of(m, t, l, (const char *)name.data, &layer)) < 0)
             break;
         rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, layer);
@@ -141,7 +187,42 @@ static int add_layers(ckpt_megatron *m, const ckpt_tensor *t, const char *rest, 
     return rc;
 }
 
-static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
+/* A tensor of one layer: "decoder.layers.<global>.<key>" (megatron-core keys the layers of a
+ * model whose layers differ, dense and MoE, each on its own: transformer_block.py
+ * sharded_state_dict, non_homogeneous_layers) or "mtp.layers.<i>.transformer_layer.<key>";
+ * its experts one item [num_experts, ...]. 1: added; 0: not such a tensor. */
+static int add_unstacked(ckpt_megatron *m, const ckpt_tensor *t, int rename)
+{
+    static const char inner[] = "transformer_layer.";
+    size_t skip = strlen(CKPT_MEGATRON_LAYERS), dlen = strlen(CKPT_MEGATRON_DIST_EXPERTS);
+    const char *rest = NULL;
+    ckpt_buf owner = CKPT_BUF_INIT, name = CKPT_BUF_INIT;
+    const ckpt_node *full;
+    char *end;
+    int rc;
+
+    if (strncmp(t->name, CKPT_MEGATRON_LAYERS, skip) == 0 && t->name[skip] >= '0' && t->name[skip] <= '9') {
+        (void)strtoll(t->name + skip, &end, 10);
+        rest = *end == '.' ? end + 1 : NULL;
+    } else if (ckpt_megatron__mtp_layer(t->name, &rest) >= 0)
+        rest = strncmp(rest, inner, sizeof inner - 1) == 0 ? rest + sizeof inner - 1 : NULL;
+    if (!rest)
+        return 0;
+    if (ckpt_buf_printf(&owner, "%.*s", (int)(rest - t->name), t->name) < 0)
+        rc = CKPT_ENOMEM;
+    else if (strncmp(rest, CKPT_MEGATRON_DIST_EXPERTS, dlen) == 0)
+        rc = ckpt_megatron__dist_add_experts(m, t, (const char *)owner.data, rest + dlen);
+    else if (ckpt_buf_printf(&name, "%s%s", (const char *)owner.data,
+                             rename ? ckpt_megatron__norm_key(rest, 0) : rest) < 0)
+        rc = CKPT_ENOMEM;
+    else if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)
+        rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, full);
+    ckpt_buf_dispose(&owner);
+    ckpt_buf_dispose(&name);
+    return rc < 0 ? rc : 1;
+}
+
+static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int rename)
 {
     size_t i;
     int rc = 0;
@@ -160,7 +241,12 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
             continue;
         }
         if (ckpt_megatron__dist_is_expert(t->name)) {
-            rc = ckpt_megatron__dist_add_experts(m, t);
+            rc = ckpt_megatron__dist_add_experts(m, t, NULL,
+                                                 t->name + strlen(CKPT_MEGATRON_LAYERS CKPT_MEGATRON_DIST_EXPERTS));
+            continue;
+        }
+        if ((rc = add_unstacked(m, t, rename)) != 0) {
+            rc = rc > 0 ? 0 : rc;
             continue;
         }
         if (strstr(t->name, ".experts."))
@@ -168,9 +254,8 @@ static int add_tensors(ckpt_megatron *m, const ckpt_ckpt *ck, int local)
                                    "%s: '%s': mixture-of-experts tensors other than SequentialMLP's (the local "
                                    "spec's experts) are not read from torch_dist checkpoints yet",
                                    m->dist, t->name);
-        /* stacked layers; per-layer keys (older versions) are the legacy names already */
-        if (strncmp(t->name, CKPT_MEGATRON_LAYERS, skip) == 0 && (t->name[skip] < '0' || t->name[skip] > '9')) {
-            rc = add_layers(m, t, t->name + skip, local);
+        if (strncmp(t->name, CKPT_MEGATRON_LAYERS, skip) == 0) {
+            rc = add_layers(m, t, t->name + skip, rename);
             continue;
         }
         if ((rc = ckpt_node_tensor(m->g, t, &full)) == 0)
@@ -245,12 +330,12 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
     if ((v = ckpt_value_dict_get(root, "checkpoint_version")) && v->kind == CKPT_VAL_FLOAT)
         m->info.checkpoint_version = v->u.real;
     impl = ckpt_megatron_arg(args, "transformer_impl");
-    if ((rc = add_tensors(m, ck, impl && ckpt_value_is_str(impl, "local"))) < 0 ||
+    if ((rc = add_tensors(m, ck, ckpt_megatron__dist_renames_norms(args))) < 0 ||
         (rc = ckpt_megatron__check_shapes(m)) < 0)
         return rc;
     /* a form not read, or state that does not fit, fails only what needs it: a model-only
        target reads none of it */
-    if ((rc = ckpt_megatron__read_dist_optim(m, ck, root, impl && ckpt_value_is_str(impl, "local"))) < 0 &&
+    if ((rc = ckpt_megatron__read_dist_optim(m, ck, root, ckpt_megatron__dist_renames_norms(args))) < 0 &&
         (rc = ckpt_megatron__dist_optim_failed(m, rc)) < 0)
         return rc;
     return ckpt_megatron_add_extra_states(m, !(impl && ckpt_value_is_str(impl, "local")));

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DIST_EXPERTS CKPT_MEGATRON_LAYERS "mlp.experts.experts."
+#define DIST_EXPERTS CKPT_MEGATRON_LAYERS CKPT_MEGATRON_DIST_EXPERTS
 #define LOCAL_EXPERTS "mlp.experts.local_experts."
 
 int ckpt_megatron__dist_is_expert(const char *name)
@@ -59,37 +59,30 @@ int ckpt_megatron__dist_moe_setup(ckpt_megatron *m)
     return 0;
 }
 
-int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
-                             const ckpt_node **out)
+int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t, const char *owner, const char *rest)
 {
-    const ckpt_tensor *v;
-    int64_t at[2] = { layer, expert };
-    int rc = ckpt_megatron__stacked_view(m, t, 2, at, name, &v);
-
-    return rc < 0 ? rc : ckpt_node_tensor(m->g, v, out);
-}
-
-int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t)
-{
-    const char *rest = t->name + strlen(DIST_EXPERTS);
-    int64_t per_rank = ckpt_megatron__experts_per_rank(m), l, g;
+    int64_t per_rank = ckpt_megatron__experts_per_rank(m), experts = ckpt_megatron__num_experts(m->args), l, g;
+    int lead = owner ? 1 : 2; /* one layer's item: [num_experts, ...] */
+    int64_t layers = owner ? 1 : m->info.num_layers;
     ckpt_buf name = CKPT_BUF_INIT;
     const ckpt_node *view;
     int rc = 0;
 
-    if (per_rank < 1 || t->ndim < 3 || t->shape[0] != m->info.num_layers ||
-        t->shape[1] != ckpt_megatron__num_experts(m->args))
+    if (per_rank < 1 || t->ndim < lead + 1 || (!owner && t->shape[0] != layers) || t->shape[lead - 1] != experts)
         return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_MODEL,
-                               "%s: '%s' is not [num_layers %lld, num_experts %lld, ...] as its args say", m->dist,
-                               t->name, (long long)m->info.num_layers,
-                               (long long)ckpt_megatron__num_experts(m->args));
-    for (l = 0; l < t->shape[0] && rc == 0; l++)
-        for (g = 0; g < t->shape[1] && rc == 0; g++) {
+                               "%s: '%s' is not [%snum_experts %lld, ...] as its args say", m->dist, t->name,
+                               owner ? "" : "num_layers, ", (long long)experts);
+    for (l = 0; l < layers && rc == 0; l++)
+        for (g = 0; g < experts && rc == 0; g++) {
             size_t before = m->n_entries;
+            int64_t at[2] = { l, g };
+            const ckpt_tensor *v;
             ckpt_buf_clear(&name);
-            if ((rc = ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld." LOCAL_EXPERTS "%lld.%s", (long long)l,
-                                      (long long)g, rest)) < 0 ||
-                (rc = ckpt_megatron__expert_of(m, t, l, g, (const char *)name.data, &view)) < 0 ||
+            if ((rc = owner ? ckpt_buf_printf(&name, "%s" LOCAL_EXPERTS "%lld.%s", owner, (long long)g, rest)
+                            : ckpt_buf_printf(&name, CKPT_MEGATRON_LAYERS "%lld." LOCAL_EXPERTS "%lld.%s",
+                                              (long long)l, (long long)g, rest)) < 0 ||
+                (rc = ckpt_megatron__stacked_view(m, t, lead, at + 2 - lead, (const char *)name.data, &v)) < 0 ||
+                (rc = ckpt_node_tensor(m->g, v, &view)) < 0 ||
                 (rc = ckpt_megatron__dist_add_named(m, (const char *)name.data, view)) < 0)
                 break;
             if (m->n_entries > before)

@@ -4,8 +4,10 @@
  *   <out>/latest_checkpointed_iteration.txt
  *   <out>/iter_NNNNNNN/.metadata, __R_0.distcp, __R_1.distcp, common.pt, metadata.json
  *
- * Tensors at global shapes, the decoder's layers stacked on a leading axis under one key,
- * local-spec norms under TE's names (TransformerLayer's sharded_state_dict_keys_map); each
+ * Tensors at global shapes, the decoder's layers stacked on a leading axis under one key (each
+ * under its own, "decoder.layers.<global>.", where moe_layer_freq makes them differ; likewise
+ * "mtp.layers.<i>." on the last stage), local-spec norms under TE's names
+ * (TransformerLayer's sharded_state_dict_keys_map, which MLA's local spec has not); each
  * layer's part of a rank one chunk in the data file of global rank tp + TP * pp (SwiGLU's
  * gate and up halves separate chunks; replicated tensors written once, by TP rank 0).
  * `_extra_state` values are ShardedObjects: `<key>/shard_<layer>_<layers>`, each
@@ -24,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GPTModel.sharded_state_dict leaves the output layer's _extra_state out (megatron-core 0.16.1
+ * gpt_model.py: older checkpoints have only its weight); a load expecting it fails strict. */
+#define OUTPUT_EXTRA_STATE "output_layer._extra_state"
+
 #define METADATA_JSON \
     "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, \"common_backend\": \"torch\", " \
     "\"common_backend_version\": 1}"
@@ -33,11 +39,13 @@ typedef struct dist_ctx {
     const ckpt_megatron_target *t;
     ckpt_plan *plan;
     ckpt_dcp_out *d;
-    int local;             /* local layer spec: norms renamed to TE's */
+    int rename;            /* local layer spec without MLA: norms renamed to TE's */
+    int per_layer;         /* layers keyed one by one (ckpt_megatron__dist_per_layer) */
+    int stacked;           /* the entry's item has the layer axis in front */
     int form;              /* the optimizer state's (mg_dist_form) */
     int64_t padded_vocab;
     mg_split split;        /* the target's layers per pipeline stage */
-    int64_t expert;        /* the entry's global expert index (a MoE item [layers, experts, ...]); -1 */
+    int64_t expert;        /* the entry's global expert index (a MoE item [(layers,) experts, ...]); -1 */
     ckpt_buf key, bytes;
 } dist_ctx;
 
@@ -54,13 +62,13 @@ static int stage_of(const dist_ctx *c, const mg_entry *e)
     }
 }
 
-/* One chunk: for a layer, with the layer axis put in front (and an expert's, the expert axis
- * after it). */
+/* One chunk: for a stacked layer, with the layer axis put in front (and an expert's, the
+ * expert axis after it). */
 static int chunk(dist_ctx *c, const mg_entry *e, const ckpt_node *part, int64_t axis_off, int axis, int rank)
 {
     const int64_t *full = ckpt_node_shape(e->full), *ps = ckpt_node_shape(part);
     int64_t shape[CKPT_MAX_DIMS], offsets[CKPT_MAX_DIMS], pshape[CKPT_MAX_DIMS];
-    int nd = ckpt_node_ndim(e->full), lead = (e->layout.layer >= 0) + (c->expert >= 0), a, rc;
+    int nd = ckpt_node_ndim(e->full), lead = c->stacked + (c->expert >= 0), a, rc;
     const ckpt_node *node = part;
 
     if (nd + lead > CKPT_MAX_DIMS)
@@ -73,13 +81,15 @@ static int chunk(dist_ctx *c, const mg_entry *e, const ckpt_node *part, int64_t 
     if (e->layout.tp == CKPT_TP_VOCAB)
         shape[lead] = c->padded_vocab;
     if (lead) {
-        shape[0] = c->m->info.num_layers;
-        offsets[0] = e->layout.layer;
-        pshape[0] = 1;
+        if (c->stacked) {
+            shape[0] = c->m->info.num_layers;
+            offsets[0] = e->layout.layer;
+            pshape[0] = 1;
+        }
         if (c->expert >= 0) {
-            shape[1] = ckpt_megatron__num_experts(c->m->args);
-            offsets[1] = c->expert;
-            pshape[1] = 1;
+            shape[c->stacked] = ckpt_megatron__num_experts(c->m->args);
+            offsets[c->stacked] = c->expert;
+            pshape[c->stacked] = 1;
         }
         if ((rc = ckpt_node_reshape(c->m->g, part, nd + lead, pshape, &node)) < 0)
             return rc;
@@ -173,10 +183,13 @@ static int add_extra_state(dist_ctx *c, const mg_entry *e)
                           e->name);
         return rc;
     }
-    if (c->expert >= 0)
+    if (c->expert >= 0 && c->stacked)
         rc = ckpt_buf_printf(&c->key, "/shard_%lld.%lld_%lld.%lld", (long long)e->layout.layer, (long long)c->expert,
                              (long long)c->m->info.num_layers, (long long)ckpt_megatron__num_experts(c->m->args));
-    else if (e->layout.layer >= 0)
+    else if (c->expert >= 0)
+        rc = ckpt_buf_printf(&c->key, "/shard_%lld_%lld", (long long)c->expert,
+                             (long long)ckpt_megatron__num_experts(c->m->args));
+    else if (c->stacked)
         rc = ckpt_buf_printf(&c->key, "/shard_%lld_%lld", (long long)e->layout.layer, (long long)c->m->info.num_layers);
     else
         rc = ckpt_buf_puts(&c->key, "/shard_0_1");
@@ -241,7 +254,6 @@ static int add_common(dist_ctx *c, const char *dir)
 
 int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_plan *plan)
 {
-    const ckpt_value *impl = ckpt_megatron_arg(m->args, "transformer_impl");
     char dir[32], tracker[32], json_rel[64];
     dist_ctx c;
     size_t i;
@@ -272,11 +284,20 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
                                m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
                                form == MG_DIST_DP ? "dp_reshardable" : "non-distributed",
                                ckpt_megatron__target_ep(m, t), m->info.ep);
+    if (form != MG_DIST_NONE && (ckpt_megatron__dist_per_layer(m->args) || ckpt_megatron__mtp_layers(m) > 0))
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: torch_dist optimizer state of a model with %s is not written yet; "
+                               "--no-optimizer writes the model, the legacy layout (--to torch) both",
+                               m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model",
+                               ckpt_megatron__mtp_layers(m) > 0
+                                   ? "multi-token prediction layers"
+                                   : "layers keyed one by one (dense and MoE layers, moe_layer_freq)");
     memset(&c, 0, sizeof c);
     c.m = m;
     c.t = t;
     c.plan = plan;
-    c.local = impl && ckpt_value_is_str(impl, "local");
+    c.rename = ckpt_megatron__dist_renames_norms(m->args);
+    c.per_layer = ckpt_megatron__dist_per_layer(m->args);
     c.form = form;
     c.padded_vocab = ckpt_megatron__target_vocab(m, t);
     if ((rc = ckpt_megatron__split_of_target(m->args, m->info.num_layers, t, &c.split)) < 0)
@@ -292,17 +313,14 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
         return rc;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const mg_entry *e = &m->entries[i];
-        c.expert = -1;
-        if ((rc = ckpt_megatron__dist_expert_key(m, e, &c.key, &c.expert)) == 0)
-            rc = ckpt_megatron__dist_key(e, c.local, &c.key);
-        if (rc < 0)
+        if ((rc = ckpt_megatron__dist_key(e, c.rename, c.per_layer, &c.key, &c.expert, &c.stacked)) < 0)
             break;
-        rc = 0;
         if (e->full && e->param)
             rc = add_param(&c, e, e->full);
         if (e->full && e->param && rc == 0)
             rc = add_moments(&c, e);
-        else if (ckpt_megatron__is_extra_state(e->name) && t->extra_state != CKPT_MEGATRON_EXTRA_DROP)
+        else if (ckpt_megatron__is_extra_state(e->name) && t->extra_state != CKPT_MEGATRON_EXTRA_DROP &&
+                 strcmp(e->name, OUTPUT_EXTRA_STATE) != 0)
             rc = add_extra_state(&c, e);
     }
     /* no plan file takes tensors of the param groups: common.pt is not added yet */

@@ -248,6 +248,7 @@ int ckpt_megatron__rewrite_args(ckpt_megatron *m, const ckpt_megatron_target *t,
  * Engine's fused ones (TransformerLayer's sharded_state_dict_keys_map). The module key of
  * the other side (to_dist: local -> torch_dist), or `key` itself (megatron_dist.c). */
 #define CKPT_MEGATRON_LAYERS "decoder.layers."
+#define CKPT_MEGATRON_DIST_EXPERTS "mlp.experts.experts." /* SequentialMLP's item in a layer */
 const char *ckpt_megatron__norm_key(const char *key, int to_dist);
 /* Part index[0..n) of stacked tensor t (torch_dist stacks layers, and a MoE layer's experts,
  * on its first axes) as a view named `name`, kept in the model's arena as the graph's leaves
@@ -268,15 +269,14 @@ int ckpt_megatron__add_extra(ckpt_megatron *m, const char *name, int te, int ep)
 int ckpt_megatron__dist_add_named(ckpt_megatron *m, const char *name, const ckpt_node *full);
 /* Mixture-of-experts torch_dist models (megatron_dist_moe.c): whether `name` is an expert item
  * ([num_layers, num_experts, ...]); the EP size from args (m->info.ep, a template per EP rank);
- * each expert of each layer as an entry of its EP rank under its legacy local name; the
- * experts of an EP rank; expert (global index) `expert` of layer `layer` of item t; for an
+ * each expert of each layer of item t (module key `rest`; [num_experts, ...] of the one layer
+ * whose legacy key prefix is `owner`, or stacked when owner is NULL) as an entry of its EP rank
+ * under its legacy local name; the experts of an EP rank; for an
  * expert entry its item key into `key` and its global index (1; 0: not an expert). */
 int ckpt_megatron__dist_is_expert(const char *name);
 int ckpt_megatron__dist_moe_setup(ckpt_megatron *m);
-int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t);
+int ckpt_megatron__dist_add_experts(ckpt_megatron *m, const ckpt_tensor *t, const char *owner, const char *rest);
 int64_t ckpt_megatron__experts_per_rank(const ckpt_megatron *m);
-int ckpt_megatron__expert_of(ckpt_megatron *m, const ckpt_tensor *t, int64_t layer, int64_t expert, const char *name,
-                             const ckpt_node **out);
 int ckpt_megatron__dist_expert_key(const ckpt_megatron *m, const mg_entry *e, ckpt_buf *key, int64_t *global);
 /* Whether a chained optimizer's items carry "chained_<i>." (megatron-core 0.16.1 optimizer.py
  * ChainedOptimizer.sharded_state_dict): always in the dp_reshardable form, in the others
@@ -343,8 +343,18 @@ int ckpt_megatron__dist_content_metadata(ckpt_plan *plan, int form, ckpt_value *
 /* common.pt's `optimizer` keeping a legacy source's non-distributed optimizer (its step and
  * param groups; megatron_dist_optim_legacy_plain.c). */
 int ckpt_megatron__dist_plain_common_legacy(ckpt_megatron *m, ckpt_plan *plan, size_t file, ckpt_value **out);
-/* The torch_dist key of entry e ("decoder.layers.<module key>" for a layer) into out. */
-int ckpt_megatron__dist_key(const mg_entry *e, int local, ckpt_buf *out);
+/* The torch_dist key of entry e into out: "decoder.layers.<module key>" for a layer, stacked
+ * (*stacked 1: the item has the layer axis in front), or "decoder.layers.<global>.<module key>"
+ * where per_layer; "mtp.layers.<i>.<module key>" for a multi-token prediction layer (never
+ * stacked). An expert's key is SequentialMLP's item "...mlp.experts.experts.<key>", its
+ * global index in *expert (-1: not an expert). rename: local norms under TE's names. */
+int ckpt_megatron__dist_key(const mg_entry *e, int rename, int per_layer, ckpt_buf *out, int64_t *expert, int *stacked);
+/* Whether megatron-core keys a model's decoder layers each on its own (moe_layer_freq a list or
+ * above 1, likewise linear_attention_freq: transformer_block.py non_homogeneous_layers), and
+ * whether it names the local spec's norms as TE's (the local spec's keys map; its MLA layers
+ * have none: gpt_layer_specs.py get_gpt_layer_local_spec). */
+int ckpt_megatron__dist_per_layer(const ckpt_value *args);
+int ckpt_megatron__dist_renames_norms(const ckpt_value *args);
 /* Entries of a model built tensor by tensor into Megatron's order (megatron_build.c). */
 int ckpt_megatron__sort(ckpt_megatron *m);
 

@@ -135,7 +135,9 @@ static int read_per_param(read_ctx *c, int form)
         mg_entry *e = &c->m->entries[i];
         if (!e->param || !e->full)
             continue;
-        if ((rc = ckpt_megatron__dist_key(e, c->local, &c->key)) < 0)
+        int64_t expert;
+        int stacked;
+        if ((rc = ckpt_megatron__dist_key(e, c->local, 0, &c->key, &expert, &stacked)) < 0)
             break;
         for (k = 0; k < MG_N_MOMENTS && rc == 0; k++) {
             const char *name = form == MG_DIST_PLAIN || c->nd ? plain_names[k] : dist_names[k];
@@ -469,6 +471,13 @@ int ckpt_megatron__read_dist_optim(ckpt_megatron *m, const ckpt_ckpt *ck, const 
 
     if ((rc = form_of(m, root, &form, &nd, &zero, &chained)) < 0 || form == MG_DIST_NONE)
         return rc;
+    if (ckpt_megatron__dist_per_layer(m->args) || ckpt_megatron__mtp_layers(m) > 0)
+        return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                               "%s: optimizer state of a model with %s is not read from torch_dist yet; "
+                               "--no-optimizer reads the model",
+                               m->dist, ckpt_megatron__mtp_layers(m) > 0
+                                            ? "multi-token prediction layers"
+                                            : "layers keyed one by one (dense and MoE layers, moe_layer_freq)");
     memset(&c, 0, sizeof c);
     c.chained = chained;
     c.ep = m->info.ep > 1 ? m->info.ep : 1;

@@ -7,8 +7,8 @@
 # embedding on the last stage), args.mtp_num_layers 1 and num_nextn_predict_layers 1 back.
 # reshard between the two layouts gives hf2mcore's files byte for byte. A differing
 # shared_head.head is refused naming both tensors; num_nextn_predict_layers 2 with one MTP
-# layer is refused; --drop 'model.layers.3.*' converts the model without MTP. torch_dist is
-# refused for the MTP layers (not written yet).
+# layer is refused; --drop 'model.layers.3.*' converts the model without MTP. torch_dist takes
+# the MTP layers (mtp.layers.0.*, torch_dist.sh).
 set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
