@@ -1,10 +1,57 @@
 /* Megatron's `args`: an argparse.Namespace, pickled as NEWOBJ(argparse.Namespace, ()) followed
- * by BUILD with the attribute dict. Checkpoints written by other tools need one that Megatron
- * accepts when it resumes or fine-tunes (check_checkpoint_args, load_args_from_checkpoint). */
+ * by BUILD with the attribute dict, read here and set. Checkpoints written by other tools need
+ * one that Megatron accepts when it resumes or fine-tunes (check_checkpoint_args,
+ * load_args_from_checkpoint). */
 #include "megatron_private.h"
 
 #include <stdint.h>
 #include <string.h>
+
+const ckpt_value *ckpt_megatron__namespace_dict(const ckpt_value *ns)
+{
+    if (!ns)
+        return NULL;
+    if (ns->kind == CKPT_VAL_OBJECT && ns->u.obj.state && ns->u.obj.state->kind == CKPT_VAL_DICT)
+        return ns->u.obj.state;
+    return ns->kind == CKPT_VAL_DICT ? ns : NULL;
+}
+
+int64_t ckpt_megatron__arg_int(const ckpt_value *args, const char *name, int64_t fallback)
+{
+    const ckpt_value *d = ckpt_megatron__namespace_dict(args), *v;
+
+    v = d ? ckpt_value_dict_get(d, name) : NULL;
+    if (v && v->kind == CKPT_VAL_INT)
+        return v->u.integer;
+    if (v && v->kind == CKPT_VAL_BOOL)
+        return v->u.boolean;
+    return fallback;
+}
+
+int64_t ckpt_megatron__num_experts(const ckpt_value *args)
+{
+    /* Megatron-LM's --num-experts; num_moe_experts is the TransformerConfig's name for it */
+    return ckpt_megatron__arg_int(args, "num_experts", ckpt_megatron__arg_int(args, "num_moe_experts", 0));
+}
+
+int64_t ckpt_megatron__true_vocab(const ckpt_value *args)
+{
+    const ckpt_value *tok = ckpt_megatron_arg(args, "tokenizer_type");
+    int64_t v = ckpt_megatron__arg_int(args, "vocab_size", 0);
+
+    /* --vocab-size counts the NullTokenizer's tokens without its end-of-document token, whose
+     * id is vocab_size: the embedding holds one row more */
+    if (v > 0 && tok && ckpt_value_is_str(tok, "NullTokenizer"))
+        return v + 1;
+    return v;
+}
+
+int64_t ckpt_megatron_padded_vocab(int64_t true_vocab, int64_t divisible_by, int tp)
+{
+    int64_t multiple = (divisible_by > 0 ? divisible_by : 1) * (tp > 0 ? tp : 1);
+    return (true_vocab + multiple - 1) / multiple * multiple;
+}
+
 
 static int set_value(ckpt_arena *a, ckpt_value *args, const char *name, ckpt_value *v)
 {
