@@ -356,15 +356,9 @@ static int by_order(const void *x, const void *y)
     return p->index < q->index ? -1 : p->index > q->index;
 }
 
-typedef struct module_key {
-    int64_t layer;
-    char *module;
-    size_t index;
-} module_key;
-
-static int by_module(const void *x, const void *y)
+int ckpt_megatron__by_module(const void *x, const void *y)
 {
-    const module_key *p = x, *q = y;
+    const mg_module_key *p = x, *q = y;
     int c;
 
     if (p->layer != q->layer)
@@ -374,9 +368,7 @@ static int by_module(const void *x, const void *y)
     return p->index < q->index ? -1 : p->index > q->index;
 }
 
-/* The layer an expert entry orders by: its decoder layer, or num_layers + i for multi-token
- * prediction layer i (mtp.layers.<i>., after the decoder's); -1 for no layer. */
-static int64_t order_layer(const ckpt_megatron *m, const mg_entry *e)
+int64_t ckpt_megatron__expert_layer(const ckpt_megatron *m, const mg_entry *e)
 {
     const char *rest;
     int64_t l;
@@ -390,7 +382,7 @@ static int64_t order_layer(const ckpt_megatron *m, const mg_entry *e)
 /* For each expert entry, the index of the first entry of its module in its layer. */
 static int first_of_module(const ckpt_megatron *m, size_t *first)
 {
-    module_key *keys = calloc(m->n_entries + 1, sizeof *keys);
+    mg_module_key *keys = calloc(m->n_entries + 1, sizeof *keys);
     size_t i, n = 0;
     int rc = 0;
 
@@ -401,13 +393,13 @@ static int first_of_module(const ckpt_megatron *m, size_t *first)
         size_t at[2] = { 0, 0 };
         int grouped;
         first[i] = i;
-        if (!e->layout.expert || order_layer(m, e) < 0)
+        if (!e->layout.expert || ckpt_megatron__expert_layer(m, e) < 0)
             continue;
         if (!find_index(e->name, at, &grouped)) {
             at[0] = strlen(e->name);
             at[1] = 0;
         }
-        keys[n].layer = order_layer(m, e);
+        keys[n].layer = ckpt_megatron__expert_layer(m, e);
         keys[n].index = i;
         if (!(keys[n].module = malloc(strlen(e->name) + 1))) {
             rc = ckpt_error_oom();
@@ -418,7 +410,7 @@ static int first_of_module(const ckpt_megatron *m, size_t *first)
         n++;
     }
     if (rc == 0)
-        qsort(keys, n, sizeof *keys, by_module);
+        qsort(keys, n, sizeof *keys, ckpt_megatron__by_module);
     for (i = 0; i < n; i++) {
         size_t head = i > 0 && keys[i].layer == keys[i - 1].layer && strcmp(keys[i].module, keys[i - 1].module) == 0
                           ? first[keys[i - 1].index]
@@ -444,7 +436,7 @@ int ckpt_megatron__order_experts(ckpt_megatron *m)
     /* a layer's experts gather where its first one is: EP rank 0's come before any other's */
     for (i = m->n_entries; i-- > 0 && rc == 0;) {
         const mg_entry *e = &m->entries[i];
-        int64_t l = order_layer(m, e);
+        int64_t l = ckpt_megatron__expert_layer(m, e);
         if (e->layout.expert && l >= 0 && l < layers)
             anchor[l] = i;
     }
@@ -452,7 +444,7 @@ int ckpt_megatron__order_experts(ckpt_megatron *m)
         const mg_entry *e = &m->entries[i];
         size_t at[2];
         int grouped = 0;
-        int64_t l = order_layer(m, e);
+        int64_t l = ckpt_megatron__expert_layer(m, e);
         keys[i].index = i;
         keys[i].anchor = i;
         if (!e->layout.expert || l < 0 || l >= layers)

@@ -217,41 +217,11 @@ static int fp8_state(const mg_entry *e)
     return e->value && e->value->kind != CKPT_VAL_NONE;
 }
 
-/* The layer an expert entry orders by (decoder layer, then MTP layers after them); -1 none. */
-static int64_t layer_of(const ckpt_megatron *m, const mg_entry *e)
-{
-    const char *rest;
-    int64_t l;
-
-    if (e->layout.layer >= 0)
-        return e->layout.layer;
-    l = ckpt_megatron__mtp_layer(e->name, &rest);
-    return l >= 0 && l < CKPT_MEGATRON_MAX_MTP ? m->info.num_layers + l : -1;
-}
-
-typedef struct te_key {
-    int64_t layer;
-    char *module;
-    size_t index;
-} te_key;
-
-static int by_module(const void *x, const void *y)
-{
-    const te_key *p = x, *q = y;
-    int c;
-
-    if (p->layer != q->layer)
-        return p->layer < q->layer ? -1 : 1;
-    if ((c = strcmp(p->module, q->module)) != 0)
-        return c;
-    return p->index < q->index ? -1 : p->index > q->index;
-}
-
 /* For each expert entry, the index of the first entry of its layer with the same name but
  * for the expert index (linear: and the parameter, "linear_fc<k>"). */
 static int first_of(const ckpt_megatron *m, int linear, size_t *first)
 {
-    te_key *keys = calloc(m->n_entries + 1, sizeof *keys);
+    mg_module_key *keys = calloc(m->n_entries + 1, sizeof *keys);
     size_t i, n = 0, at[2];
     int rc = keys ? 0 : ckpt_error_oom();
 
@@ -260,11 +230,11 @@ static int first_of(const ckpt_megatron *m, int linear, size_t *first)
         const char *rest;
         size_t len;
         first[i] = i;
-        if (e->expert < 0 || layer_of(m, e) < 0 || !seq_index(e->name, at))
+        if (e->expert < 0 || ckpt_megatron__expert_layer(m, e) < 0 || !seq_index(e->name, at))
             continue;
         rest = e->name + at[0] + at[1];
         len = linear ? strcspn(rest + 1, ".") + 1 : strlen(rest);
-        keys[n].layer = layer_of(m, e);
+        keys[n].layer = ckpt_megatron__expert_layer(m, e);
         keys[n].index = i;
         if (!(keys[n].module = malloc(at[0] + len + 1))) {
             rc = ckpt_error_oom();
@@ -276,7 +246,7 @@ static int first_of(const ckpt_megatron *m, int linear, size_t *first)
         n++;
     }
     if (rc == 0)
-        qsort(keys, n, sizeof *keys, by_module);
+        qsort(keys, n, sizeof *keys, ckpt_megatron__by_module);
     for (i = 0; i < n; i++)
         first[keys[i].index] = i > 0 && keys[i].layer == keys[i - 1].layer &&
                                        strcmp(keys[i].module, keys[i - 1].module) == 0
@@ -326,12 +296,12 @@ static int te_order(ckpt_megatron *m)
     if (rc == 0)
         rc = first_of(m, 0, par);
     for (i = m->n_entries; i-- > 0 && rc == 0;)
-        if (m->entries[i].expert >= 0 && (l = layer_of(m, &m->entries[i])) >= 0 && l < layers)
+        if (m->entries[i].expert >= 0 && (l = ckpt_megatron__expert_layer(m, &m->entries[i])) >= 0 && l < layers)
             anchor[l] = i;
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const mg_entry *e = &m->entries[i];
         keys[i].index = keys[i].anchor = i;
-        if (e->expert < 0 || (l = layer_of(m, e)) < 0 || l >= layers)
+        if (e->expert < 0 || (l = ckpt_megatron__expert_layer(m, e)) < 0 || l >= layers)
             continue;
         keys[i].anchor = anchor[l];
         keys[i].linear = lin[i];

@@ -138,6 +138,17 @@ int ckpt_megatron__local_expert_name(const ckpt_megatron *m, const mg_entry *e, 
  * the same modules; then each layer's experts of every EP rank into Megatron's order at their
  * layer (by global index), the others left in their place. */
 int ckpt_megatron__check_experts(const ckpt_megatron *m);
+/* An expert entry's place when experts are ordered module by module (SequentialMLP's order,
+ * TEGroupedMLP's): its layer, its module's name, its index; and qsort's comparator of them. */
+typedef struct mg_module_key {
+    int64_t layer;
+    char *module;
+    size_t index;
+} mg_module_key;
+int ckpt_megatron__by_module(const void *x, const void *y);
+/* The layer an expert entry orders by: its decoder layer, or num_layers + i for multi-token
+ * prediction layer i (mtp.layers.<i>., after the decoder's); -1 for no layer. */
+int64_t ckpt_megatron__expert_layer(const ckpt_megatron *m, const mg_entry *e);
 int ckpt_megatron__order_experts(ckpt_megatron *m);
 /* Reading a legacy set: local expert *expert of EP rank ep (`key` in its file) to its global
  * index, into *expert and `name`; EP rank ep's chunk vp dict d at TP rank tp holds the
