@@ -172,7 +172,8 @@ static int add_extra_state(dist_ctx *c, const mg_entry *e)
     int64_t zero = 0;
     int rc;
 
-    if (c->t->extra_state == CKPT_MEGATRON_EXTRA_EMPTY && (rc = ckpt_node_zeros(c->m->g, CKPT_DTYPE_U8, 1, &zero, &x)) < 0)
+    if (c->t->extra_state == CKPT_MEGATRON_EXTRA_EMPTY &&
+        (rc = ckpt_node_zeros(c->m->g, CKPT_DTYPE_U8, 1, &zero, &x)) < 0)
         return rc;
     /* TEGroupedLinear.sharded_state_dict splits FP8 state per GEMM (_split_extra_state),
      * which the copies of the module's state its experts hold here are not */
