@@ -41,3 +41,16 @@ echo "rc=$?"
 set -e
 ckptconv reshard fp8 fe --to torch --extra-state empty -q
 cmp b1/$R/mp_rank_00/model_optim_rng.pt fe/$R/mp_rank_00/model_optim_rng.pt && echo "--extra-state empty: the empty states"
+# a TEGroupedMLP linear's FP8 state is one for all its experts, which torch_dist splits per GEMM
+/usr/bin/python3 - mg/$R/mp_rank_00_000/model_optim_rng.pt <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+ck["model"]["decoder.layers.0.mlp.experts.linear_fc1._extra_state"] = torch.arange(5, dtype=torch.uint8)
+torch.save(ck, sys.argv[1])
+PY
+set +e
+ckptconv reshard mg gfp8 --to torch_dist -q
+echo "rc=$?"
+set -e
+ckptconv reshard mg gfe --to torch_dist --extra-state empty -q
+cmp tdg/$R/.metadata gfe/$R/.metadata && echo "--extra-state empty: the empty states' items"
