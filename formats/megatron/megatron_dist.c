@@ -331,7 +331,7 @@ int ckpt_megatron__open_dist(ckpt_megatron *m, ckpt_set *set, const ckpt_megatro
         m->info.checkpoint_version = v->u.real;
     impl = ckpt_megatron_arg(args, "transformer_impl");
     if ((rc = add_tensors(m, ck, ckpt_megatron__dist_renames_norms(args))) < 0 ||
-        (rc = ckpt_megatron__check_shapes(m)) < 0)
+        (rc = ckpt_megatron__check_shapes(m)) < 0 || (rc = ckpt_megatron__dist_extra_states(m, root)) < 0)
         return rc;
     /* a form not read, or state that does not fit, fails only what needs it: a model-only
        target reads none of it */

@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#define EXTRA_SHARD "._extra_state/shard_"
+
 static int has_persid(const ckpt_value *v)
 {
     size_t i;
@@ -140,4 +142,58 @@ int ckpt_megatron__dist_common(const char *file, ckpt_arena *a, const ckpt_value
     }
     *out = merged;
     return 0;
+}
+
+/* torch._utils._rebuild_tensor_v2(storage, offset, size, ...) of no elements. */
+static int empty_tensor(const ckpt_value *v)
+{
+    const ckpt_value *args = v->kind == CKPT_VAL_OBJECT ? v->u.obj.args : NULL, *size;
+    const ckpt_value *f = v->kind == CKPT_VAL_OBJECT ? v->u.obj.callable : NULL;
+    size_t i;
+
+    if (!f || f->kind != CKPT_VAL_GLOBAL || strcmp(f->u.global.module, "torch._utils") != 0 ||
+        strcmp(f->u.global.name, "_rebuild_tensor_v2") != 0 || !args || args->kind != CKPT_VAL_TUPLE ||
+        args->u.seq.n < 3 || (size = args->u.seq.items[2])->kind != CKPT_VAL_TUPLE)
+        return 0;
+    for (i = 0; i < size->u.seq.n; i++)
+        if (size->u.seq.items[i]->kind == CKPT_VAL_INT && size->u.seq.items[i]->u.integer == 0)
+            return 1;
+    return 0;
+}
+
+/* Transformer Engine >= 2.0 saves a module's extra state as a uint8 tensor, empty without FP8
+ * state; the local spec's modules, None. What else an object holds (FP8 metadata, an older
+ * TE's BytesIO) is not read. */
+int ckpt_megatron__dist_extra_states(ckpt_megatron *m, const ckpt_value *root)
+{
+    size_t i, n = root && root->kind == CKPT_VAL_DICT ? root->u.dict.map.n : 0;
+    int rc;
+
+    for (i = 0; i < n && !m->dist_fp8_extra; i++) {
+        const ckpt_value *k = root->u.dict.map.keys[i], *b = root->u.dict.map.vals[i];
+        ckpt_value *v;
+        if (k->kind != CKPT_VAL_STR || !strstr(k->u.str.ptr, EXTRA_SHARD))
+            continue;
+        if (b->kind != CKPT_VAL_BYTES)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object", m->dist,
+                                   k->u.str.ptr);
+        if ((rc = ckpt_megatron__unpickle_object(m->dist, m->arena, k->u.str.ptr, b, &v, NULL)) < 0)
+            return rc;
+        if (v->kind != CKPT_VAL_LIST || v->u.seq.n != 1)
+            return ckpt_error_setc(CKPT_EFORMAT, CKPT_ERRCLASS_FORMAT, "%s: '%s' is not a saved object ([value])",
+                                   m->dist, k->u.str.ptr);
+        if (v->u.seq.items[0]->kind != CKPT_VAL_NONE && !empty_tensor(v->u.seq.items[0]))
+            m->dist_fp8_extra = k->u.str.ptr;
+    }
+    return 0;
+}
+
+int ckpt_megatron__dist_extra_refused(const ckpt_megatron *m, const ckpt_megatron_target *t)
+{
+    if (!m->dist_fp8_extra || t->extra_state != CKPT_MEGATRON_EXTRA_COPY)
+        return 0;
+    return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
+                           "%s: '%s' holds Transformer Engine FP8 state, which is not read from torch_dist yet; "
+                           "--extra-state empty (no FP8 state) or drop writes the model",
+                           m->dist, m->dist_fp8_extra);
 }

@@ -161,26 +161,33 @@ static int add_moments(dist_ctx *c, const mg_entry *e)
     return rc;
 }
 
-/* `_extra_state`: a ShardedObject per layer (or one), torch.save([value]). */
+/* `_extra_state`: a ShardedObject per layer (or one), torch.save([value]): None for the local
+ * spec's layers, a uint8 tensor for Transformer Engine >= 2.0's (empty without FP8 state),
+ * saved in the object's archive as torch.save saves a tensor (storage "0"). */
 static int add_extra_state(dist_ctx *c, const mg_entry *e)
 {
     ckpt_arena *a = ckpt_plan_arena(c->plan);
-    ckpt_value *list = ckpt_value_new(a, CKPT_VAL_LIST), *v = e->value ? (ckpt_value *)e->value : ckpt_value_new(a, CKPT_VAL_NONE);
+    ckpt_value *list = ckpt_value_new(a, CKPT_VAL_LIST), *v;
+    const ckpt_node *x = e->full;
+    int64_t zero = 0;
     int rc;
 
-    if (e->full)
+    if (c->t->extra_state == CKPT_MEGATRON_EXTRA_EMPTY &&
+        (rc = ckpt_node_zeros(c->m->g, CKPT_DTYPE_U8, 1, &zero, &x)) < 0)
+        return rc;
+    /* TEGroupedLinear.sharded_state_dict splits FP8 state per GEMM (_split_extra_state),
+     * which the copies of the module's state its experts hold here are not */
+    if (x && c->m->te_grouped && c->expert >= 0 && ckpt_node_numel(x) > 0)
         return ckpt_error_setc(CKPT_EUNSUPPORTED, CKPT_ERRCLASS_LAYOUT,
-                               "%s: _extra_state tensors (Transformer Engine layers) are not written as torch_dist "
-                               "yet; --extra-state drop leaves them out",
+                               "%s: Transformer Engine FP8 state of a TEGroupedMLP linear is not split per expert "
+                               "for torch_dist; --extra-state empty (no FP8 state) or drop writes the model",
                                e->name);
-
+    v = x ? ckpt_value_new_tensor(a, 0) : e->value ? (ckpt_value *)e->value : ckpt_value_new(a, CKPT_VAL_NONE);
     if (!list || !v || ckpt_value_append(a, list, v) < 0)
         return CKPT_ENOMEM;
     ckpt_buf_clear(&c->bytes);
-    if ((rc = ckpt_dcp_saved_value(list, &c->bytes)) < 0) {
-        ckpt_error_prefix("%s: _extra_state holding tensors (Transformer Engine FP8 state) is not written as "
-                          "torch_dist yet",
-                          e->name);
+    if ((rc = ckpt_dcp_saved_value_tensors(list, x ? &x : NULL, x ? 1 : 0, &c->bytes)) < 0) {
+        ckpt_error_prefix("%s: _extra_state", e->name);
         return rc;
     }
     if (c->expert >= 0 && c->stacked)
@@ -270,7 +277,8 @@ int ckpt_megatron_plan_dist(ckpt_megatron *m, const ckpt_megatron_target *t, ckp
                                "%s: torch_dist with an expert TP (%d) other than the TP (%d) is not written yet",
                                m->dist ? m->dist : m->set ? ckpt_set_info_of(m->set)->root : "the model", t->etp,
                                t->tp);
-    if ((rc = check(m, t)) < 0 || (!m->set && (rc = ckpt_megatron__sort(m)) < 0) ||
+    if ((rc = check(m, t)) < 0 || (rc = ckpt_megatron__dist_extra_refused(m, t)) < 0 ||
+        (!m->set && (rc = ckpt_megatron__sort(m)) < 0) ||
         (rc = ckpt_megatron__dist_target_form(m, t, &form)) < 0)
         return rc;
     /* fully_reshardable keeps each parameter's state whole, in items that do not depend on the

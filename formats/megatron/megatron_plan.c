@@ -521,7 +521,8 @@ int ckpt_megatron_plan(ckpt_megatron *m, const ckpt_megatron_target *t, ckpt_pla
         return ckpt_error_set(CKPT_EINVALID, "ckpt_megatron_target version %u, expected %u", t ? t->version : 0,
                               CKPT_MEGATRON_TARGET_VERSION);
     if ((rc = check_target(m, t)) < 0 || (rc = tie_output_layer(m, t, &drop_output)) < 0 ||
-        (!m->set && (rc = ckpt_megatron__sort(m)) < 0) || (rc = ckpt_megatron__te_prepare(m, t)) < 0)
+        (!m->set && (rc = ckpt_megatron__sort(m)) < 0) || (rc = ckpt_megatron__te_prepare(m, t)) < 0 ||
+        (rc = ckpt_megatron__dist_extra_refused(m, t)) < 0)
         return rc;
     memset(&c, 0, sizeof c);
     c.m = m;

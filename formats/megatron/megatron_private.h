@@ -86,6 +86,10 @@ struct ckpt_megatron {
        without it (a model-only target needs none), and what needs it fails with this error */
     int dist_optim_rc, dist_optim_class;
     const char *dist_optim_why;
+    /* a torch_dist source's first `_extra_state` object holding state (Transformer Engine FP8
+       metadata), which is not read: the model's extra states are made again empty, so a target
+       that copies them is refused (ckpt_megatron__dist_extra_refused); NULL: none */
+    const char *dist_fp8_extra;
 };
 
 static inline mg_rank *mg_rank_at(const ckpt_megatron *m, int tp, int pp, int ep)
@@ -305,6 +309,12 @@ int ckpt_megatron__saved_object(const char *file, ckpt_arena *a, const ckpt_valu
  * storages (close it with ckpt_zip_close). */
 int ckpt_megatron__unpickle_object(const char *file, ckpt_arena *a, const char *key, const ckpt_value *b,
                                    ckpt_value **out, ckpt_zip **keep);
+/* Notes in m->dist_fp8_extra the first `_extra_state` ShardedObject of root that is neither
+ * None nor an empty tensor (megatron_dist_object.c). */
+int ckpt_megatron__dist_extra_states(ckpt_megatron *m, const ckpt_value *root);
+/* CKPT_EUNSUPPORTED where a torch_dist source's FP8 extra state would be lost: extra states
+ * copied (--extra-state copy) from a source that holds one; 0 otherwise. */
+int ckpt_megatron__dist_extra_refused(const ckpt_megatron *m, const ckpt_megatron_target *t);
 /* megatron-core 0.19 keeps the common state (args, iteration, optimizer, ...) in the
  * checkpoint as this object, not in common.pt. */
 #define CKPT_MEGATRON_COMMON_STATE "common_state/shard_0_1"

@@ -7,8 +7,8 @@
 # testdata/gen/check_mcore_dist_deepseek.py checks these against megatron-core's own save.
 # hf2mcore at TP 1 and TP 2 EP 2, local and Transformer Engine names, to torch_dist and back to
 # the same layout gives hf2mcore's files byte for byte; mcore2hf of the torch_dist gives the HF
-# tensors back (Transformer Engine's _extra_state left out, --extra-state drop, and made again
-# empty in legacy files). TP 2 EP 2 -> torch_dist -> TP 1 gives hf2mcore's TP 1 files.
+# tensors back (Transformer Engine's _extra_state written as the empty uint8 tensors hf2mcore
+# writes). TP 2 EP 2 -> torch_dist -> TP 1 gives hf2mcore's TP 1 files.
 set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 same() { (cd "$1" && find . -type f | sort) | while read -r f; do cmp "$1/$f" "$2/$f"; done; }
@@ -17,15 +17,10 @@ edit src/config.json num_experts_per_tok 4
 edit src/config.json rms_norm_eps 1e-6
 python3 "$CLI_DIR/make_mtp.py" src
 for impl in local transformer_engine; do
-    # TE's _extra_state tensors are not written as torch_dist: left out, and back in legacy
-    # files as the empty ones hf2mcore writes
-    drop=""
-    [ "$impl" = local ] || drop="--extra-state drop"
     for layout in "1 1" "2 2"; do
         set -- $layout
         ckptconv hf2mcore src "mc_$1$2" --tp "$1" --ep "$2" --transformer-impl "$impl" -q
-        # shellcheck disable=SC2086
-        ckptconv reshard "mc_$1$2" "td_$1$2" --to torch_dist $drop -q
+        ckptconv reshard "mc_$1$2" "td_$1$2" --to torch_dist -q
         ckptconv reshard "td_$1$2" back --to torch -q && same "mc_$1$2" back && rm -rf back
         ckptconv mcore2hf "td_$1$2" hf -q
         echo "== $impl TP $1 EP $2 -> torch_dist -> legacy: hf2mcore's files; mcore2hf: $(ckptconv diff src hf | tail -1)"

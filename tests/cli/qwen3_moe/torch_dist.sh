@@ -20,11 +20,8 @@ for w in gate_proj up_proj down_proj; do
 done
 tensor src/model.safetensors remove $l.gate.weight
 for impl in local transformer_engine; do
-    drop=""
-    [ "$impl" = local ] || drop="--extra-state drop"
     ckptconv hf2mcore src mc --tp 2 --pp 2 --ep 2 --transformer-impl "$impl" -q
-    # shellcheck disable=SC2086
-    ckptconv reshard mc td --to torch_dist $drop -q
+    ckptconv reshard mc td --to torch_dist -q
     ckptconv reshard td back --to torch -q && same mc back
     ckptconv mcore2hf td hf -q
     echo "== $impl TP 2 PP 2 EP 2 -> torch_dist -> legacy: hf2mcore's files; mcore2hf: $(ckptconv diff src hf | tail -1)"
