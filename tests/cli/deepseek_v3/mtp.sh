@@ -13,9 +13,7 @@ set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
 same() { (cd "$1" && find . -type f | sort) | while read -r f; do cmp "$1/$f" "$2/$f"; done; }
-rm -rf src && cp -r "$TESTDATA/hf/deepseek_v3_tiny" src
-edit src/config.json num_experts_per_tok 4
-edit src/config.json rms_norm_eps 1e-6
+python3 "$CLI_DIR/convertible.py" src
 python3 "$CLI_DIR/make_mtp.py" src
 for impl in local transformer_engine; do
     for layout in "1 1 1" "2 3 2"; do
@@ -38,8 +36,7 @@ for impl in local transformer_engine; do
     rm -rf mc_111 mc_232
 done
 set +e
-rm -rf in && mkdir in && cp "$TESTDATA/hf/deepseek_v3_tiny"/* in
-edit in/config.json num_experts_per_tok 4 && edit in/config.json rms_norm_eps 1e-6
+python3 "$CLI_DIR/convertible.py" in
 python3 "$CLI_DIR/make_mtp.py" in --head-differs
 ckptconv hf2mcore in out -q
 echo "shared_head.head differing in one bit: exit $?"

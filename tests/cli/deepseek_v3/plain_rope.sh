@@ -8,9 +8,7 @@
 set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
-rm -rf src && cp -r "$TESTDATA/hf/deepseek_v3_tiny" src && chmod -R u+w src
-edit src/config.json num_experts_per_tok 4
-edit src/config.json rms_norm_eps 1e-6
+python3 "$CLI_DIR/convertible.py" src
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); del d["rope_scaling"]; json.dump(d, open(sys.argv[1], "w"), indent=2)' src/config.json
 for layout in "1 1 1" "2 1 2"; do

@@ -9,9 +9,7 @@
 set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
-rm -rf src && cp -r "$TESTDATA/hf/deepseek_v3_tiny" src && chmod -R u+w src
-edit src/config.json num_experts_per_tok 4
-edit src/config.json rms_norm_eps 1e-6
+python3 "$CLI_DIR/convertible.py" src
 python3 "$CLI_DIR/make_q_proj.py" src
 for layout in "1 1 1" "2 1 2"; do
     set -- $layout
@@ -36,8 +34,7 @@ ckptconv verify heads mc --device cpu | grep -E "^layer .*FAIL" | awk '{print $1
 rm -rf both && cp -r src both && edit both/config.json q_lora_rank 16
 ckptconv hf2mcore both out -q
 echo "q_proj with q_lora_rank 16: exit $?"
-rm -rf old && cp -r "$TESTDATA/hf/deepseek_v3_tiny" old && chmod -R u+w old
-edit old/config.json num_experts_per_tok 4 && edit old/config.json rms_norm_eps 1e-6 && edit old/config.json q_lora_rank null
+python3 "$CLI_DIR/convertible.py" old && edit old/config.json q_lora_rank null
 ckptconv hf2mcore old out -q
 echo "q_a_proj with q_lora_rank null: exit $?"
 test ! -e out && echo "nothing written"

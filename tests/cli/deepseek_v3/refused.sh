@@ -27,8 +27,7 @@ for change in "num_experts_per_tok 2" "norm_topk_prob false" "scoring_func softm
     echo "$change: exit $?"
     test ! -e out || echo "out written"
 done
-rm -rf in && cp -r "$TESTDATA/hf/transformers5/deepseek_v3_tiny" in && edit in/config.json num_experts_per_tok 4
-edit in/config.json rms_norm_eps 1e-6
+python3 "$CLI_DIR/convertible.py" in transformers5/deepseek_v3_tiny
 edit in/config.json rope_parameters/rope_type dynamic
 ckptconv hf2mcore in out -q
 echo "5.24 rope_parameters/rope_type dynamic: exit $?"
@@ -45,8 +44,7 @@ done
 # transformers 5.24 writes num_nextn_predict_layers 1 and no MTP tensor: it converts as a model
 # without MTP (round_trip.sh); an MTP layer (layer num_hidden_layers + 0) with one tensor is
 # refused naming the first it lacks, and --drop leaves it out (mtp.sh converts whole ones)
-rm -rf in out && cp -r "$TESTDATA/hf/transformers5/deepseek_v3_tiny" in
-edit in/config.json num_experts_per_tok 4 && edit in/config.json rms_norm_eps 1e-6
+rm -rf out && python3 "$CLI_DIR/convertible.py" in transformers5/deepseek_v3_tiny
 tensor in/model.safetensors copy $l.2.input_layernorm.weight $l.3.enorm.weight
 ckptconv hf2mcore in out -q
 echo "5.24 with model.layers.3.enorm.weight: exit $?"

@@ -12,9 +12,7 @@ set -e
 edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 args() { python3 "$CLI_DIR/../mixtral/show_args.py" "$@"; }
 for m in deepseek_v3_tiny transformers5/deepseek_v3_tiny; do
-    rm -rf src && cp -r "$TESTDATA/hf/$m" src
-    edit src/config.json num_experts_per_tok 4
-    edit src/config.json rms_norm_eps 1e-6
+    python3 "$CLI_DIR/convertible.py" src "$m"
     for impl in local transformer_engine; do
         for layout in "1 1 1" "2 1 2" "1 3 4" "2 3 2"; do
             set -- $layout

@@ -10,11 +10,8 @@
 # tensors back (Transformer Engine's _extra_state written as the empty uint8 tensors hf2mcore
 # writes). TP 2 EP 2 -> torch_dist -> TP 1 gives hf2mcore's TP 1 files.
 set -e
-edit() { python3 "$CLI_DIR/../hf/edit_json.py" "$@"; }
 same() { (cd "$1" && find . -type f | sort) | while read -r f; do cmp "$1/$f" "$2/$f"; done; }
-rm -rf src && cp -r "$TESTDATA/hf/deepseek_v3_tiny" src
-edit src/config.json num_experts_per_tok 4
-edit src/config.json rms_norm_eps 1e-6
+python3 "$CLI_DIR/convertible.py" src
 python3 "$CLI_DIR/make_mtp.py" src
 for impl in local transformer_engine; do
     for layout in "1 1" "2 2"; do
