@@ -379,48 +379,61 @@ int64_t ckpt_megatron__expert_layer(const ckpt_megatron *m, const mg_entry *e)
     return l >= 0 && l < CKPT_MEGATRON_MAX_MTP ? m->info.num_layers + l : -1;
 }
 
-/* For each expert entry, the index of the first entry of its module in its layer. */
-static int first_of_module(const ckpt_megatron *m, size_t *first)
+int ckpt_megatron__first_of_module(const ckpt_megatron *m, ckpt_megatron_module_fn module_of, void *arg, size_t *first)
 {
     mg_module_key *keys = calloc(m->n_entries + 1, sizeof *keys);
+    ckpt_buf module = CKPT_BUF_INIT;
     size_t i, n = 0;
-    int rc = 0;
+    int rc = keys ? 0 : ckpt_error_oom(), in_module;
 
-    if (!keys)
-        return ckpt_error_oom();
     for (i = 0; i < m->n_entries && rc == 0; i++) {
         const mg_entry *e = &m->entries[i];
-        size_t at[2] = { 0, 0 };
-        int grouped;
         first[i] = i;
-        if (!e->layout.expert || ckpt_megatron__expert_layer(m, e) < 0)
+        ckpt_buf_clear(&module);
+        if (ckpt_megatron__expert_layer(m, e) < 0 || (in_module = module_of(e, arg, &module)) == 0)
             continue;
-        if (!find_index(e->name, at, &grouped)) {
-            at[0] = strlen(e->name);
-            at[1] = 0;
+        if (in_module < 0) {
+            rc = in_module;
+            break;
         }
         keys[n].layer = ckpt_megatron__expert_layer(m, e);
         keys[n].index = i;
-        if (!(keys[n].module = malloc(strlen(e->name) + 1))) {
+        if (!(keys[n].module = strdup((const char *)module.data))) {
             rc = ckpt_error_oom();
             break;
         }
-        memcpy(keys[n].module, e->name, at[0]);
-        strcpy(keys[n].module + at[0], e->name + at[0] + at[1]);
         n++;
     }
     if (rc == 0)
         qsort(keys, n, sizeof *keys, ckpt_megatron__by_module);
-    for (i = 0; i < n; i++) {
-        size_t head = i > 0 && keys[i].layer == keys[i - 1].layer && strcmp(keys[i].module, keys[i - 1].module) == 0
-                          ? first[keys[i - 1].index]
-                          : keys[i].index;
-        first[keys[i].index] = head;
-    }
+    for (i = 0; i < n && rc == 0; i++)
+        first[keys[i].index] = i > 0 && keys[i].layer == keys[i - 1].layer &&
+                                       strcmp(keys[i].module, keys[i - 1].module) == 0
+                                   ? first[keys[i - 1].index]
+                                   : keys[i].index;
     for (i = 0; i < n; i++)
         free(keys[i].module);
     free(keys);
+    ckpt_buf_dispose(&module);
     return rc;
+}
+
+/* An expert entry's module: its name without the expert index (SequentialMLP's
+ * local_experts.<i>, TEGroupedLinear's trailing <i>), or the whole name. */
+static int module_without_index(const mg_entry *e, void *arg, ckpt_buf *out)
+{
+    size_t at[2] = { 0, 0 };
+    int grouped;
+
+    (void)arg;
+    if (!e->layout.expert)
+        return 0;
+    if (!find_index(e->name, at, &grouped)) {
+        at[0] = strlen(e->name);
+        at[1] = 0;
+    }
+    return ckpt_buf_append(out, e->name, at[0]) < 0 || ckpt_buf_puts(out, e->name + at[0] + at[1]) < 0 ? CKPT_ENOMEM
+                                                                                                      : 1;
 }
 
 int ckpt_megatron__order_experts(ckpt_megatron *m)
@@ -431,7 +444,8 @@ int ckpt_megatron__order_experts(ckpt_megatron *m)
     size_t *anchor = calloc((size_t)layers + 1, sizeof *anchor);
     mg_entry *sorted = calloc(m->n_entries + 1, sizeof *sorted);
     size_t i;
-    int rc = keys && first && anchor && sorted ? first_of_module(m, first) : ckpt_error_oom();
+    int rc = keys && first && anchor && sorted ? ckpt_megatron__first_of_module(m, module_without_index, NULL, first)
+                                                : ckpt_error_oom();
 
     /* a layer's experts gather where its first one is: EP rank 0's come before any other's */
     for (i = m->n_entries; i-- > 0 && rc == 0;) {

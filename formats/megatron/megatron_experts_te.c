@@ -217,45 +217,25 @@ static int fp8_state(const mg_entry *e)
     return e->value && e->value->kind != CKPT_VAL_NONE;
 }
 
+/* An expert entry's SequentialMLP name without its expert index (*linear: cut after
+ * "linear_fc<k>", the parameter left out). */
+static int seq_module(const mg_entry *e, void *linear, ckpt_buf *out)
+{
+    size_t at[2], len;
+    const char *rest;
+
+    if (e->expert < 0 || !seq_index(e->name, at))
+        return 0;
+    rest = e->name + at[0] + at[1];
+    len = *(const int *)linear ? strcspn(rest + 1, ".") + 1 : strlen(rest);
+    return ckpt_buf_append(out, e->name, at[0]) < 0 || ckpt_buf_append(out, rest, len) < 0 ? CKPT_ENOMEM : 1;
+}
+
 /* For each expert entry, the index of the first entry of its layer with the same name but
  * for the expert index (linear: and the parameter, "linear_fc<k>"). */
 static int first_of(const ckpt_megatron *m, int linear, size_t *first)
 {
-    mg_module_key *keys = calloc(m->n_entries + 1, sizeof *keys);
-    size_t i, n = 0, at[2];
-    int rc = keys ? 0 : ckpt_error_oom();
-
-    for (i = 0; i < m->n_entries && rc == 0; i++) {
-        const mg_entry *e = &m->entries[i];
-        const char *rest;
-        size_t len;
-        first[i] = i;
-        if (e->expert < 0 || ckpt_megatron__expert_layer(m, e) < 0 || !seq_index(e->name, at))
-            continue;
-        rest = e->name + at[0] + at[1];
-        len = linear ? strcspn(rest + 1, ".") + 1 : strlen(rest);
-        keys[n].layer = ckpt_megatron__expert_layer(m, e);
-        keys[n].index = i;
-        if (!(keys[n].module = malloc(at[0] + len + 1))) {
-            rc = ckpt_error_oom();
-            break;
-        }
-        memcpy(keys[n].module, e->name, at[0]);
-        memcpy(keys[n].module + at[0], rest, len);
-        keys[n].module[at[0] + len] = '\0';
-        n++;
-    }
-    if (rc == 0)
-        qsort(keys, n, sizeof *keys, ckpt_megatron__by_module);
-    for (i = 0; i < n; i++)
-        first[keys[i].index] = i > 0 && keys[i].layer == keys[i - 1].layer &&
-                                       strcmp(keys[i].module, keys[i - 1].module) == 0
-                                   ? first[keys[i - 1].index]
-                                   : keys[i].index;
-    for (i = 0; i < n; i++)
-        free(keys[i].module);
-    free(keys);
-    return rc;
+    return ckpt_megatron__first_of_module(m, seq_module, &linear, first);
 }
 
 typedef struct order_key {

@@ -150,6 +150,13 @@ typedef struct mg_module_key {
     size_t index;
 } mg_module_key;
 int ckpt_megatron__by_module(const void *x, const void *y);
+/* An expert entry's module as module_of writes it into out: 1, or 0 for an entry that is in
+ * no module (it stands alone), or a negative error code. */
+typedef int (*ckpt_megatron_module_fn)(const mg_entry *e, void *arg, ckpt_buf *out);
+/* For each entry i, first[i]: the index of the first entry of its layer (expert layer) whose
+ * module is the same; i for an entry in no module or outside the layers. */
+int ckpt_megatron__first_of_module(const ckpt_megatron *m, ckpt_megatron_module_fn module_of, void *arg,
+                                   size_t *first);
 /* The layer an expert entry orders by: its decoder layer, or num_layers + i for multi-token
  * prediction layer i (mtp.layers.<i>., after the decoder's); -1 for no layer. */
 int64_t ckpt_megatron__expert_layer(const ckpt_megatron *m, const mg_entry *e);
